@@ -1,0 +1,133 @@
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include "base/file_util.h"
+#include "base/mapped_region.h"
+#include "base/root_path.h"
+#include "base/string_util.h"
+#include "base/unique_fd.h"
+#include "ptsnap/result.h"
+#include "tests/support/result_matchers.h"
+#include "tests/support/temp_dir.h"
+
+namespace ptsnap::base {
+namespace {
+
+using ::ptsnap::testing::HasErrorContaining;
+using ::ptsnap::testing::HasValue;
+using ::ptsnap::testing::TempDir;
+
+Result<int> Half(int v) {
+  if (v % 2 != 0) return Error("odd value " + std::to_string(v));
+  return v / 2;
+}
+
+Result<int> Quarter(int v) {
+  PTSNAP_ASSIGN_OR_RETURN(int h, Half(v));
+  PTSNAP_ASSIGN_OR_RETURN(int q, Half(h));
+  return q;
+}
+
+Result<void> QuarterWithContext(int v) {
+  PTSNAP_TRY_CTX(Quarter(v), "quartering " + std::to_string(v));
+  return Ok();
+}
+
+TEST(ResultTest, PropagatesValuesAndErrors) {
+  EXPECT_EQ(*Quarter(8), 2);
+  auto r = Quarter(6);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().ToString(), "odd value 3");
+  EXPECT_EQ(Quarter(7).value_or(-1), -1);
+}
+
+TEST(ResultTest, ContextChainReadsOutermostFirst) {
+  auto r = QuarterWithContext(6);
+  ASSERT_FALSE(r);
+  r.error().AddContext("outer");
+  EXPECT_EQ(r.error().ToString(), "outer: quartering 6: odd value 3");
+  EXPECT_THAT(QuarterWithContext(8), HasValue());
+}
+
+TEST(ResultTest, ErrnoIsRenderedWithStrerror) {
+  Error e = Error::FromErrno("perf_event_open", EACCES);
+  EXPECT_EQ(e.errnum(), EACCES);
+  EXPECT_EQ(e.ToString(), "perf_event_open: Permission denied");
+}
+
+TEST(UniqueFdTest, ClosesOnResetAndMoves) {
+  int raw = ::open("/dev/null", O_RDONLY);
+  ASSERT_GE(raw, 0);
+  {
+    UniqueFd a(raw);
+    UniqueFd b = std::move(a);
+    EXPECT_FALSE(a.valid());
+    EXPECT_EQ(b.get(), raw);
+  }
+  EXPECT_EQ(::fcntl(raw, F_GETFD), -1);  // closed by b's destructor
+  UniqueFd c(::open("/dev/null", O_RDONLY));
+  int kept = c.release();
+  EXPECT_FALSE(c.valid());
+  EXPECT_NE(::fcntl(kept, F_GETFD), -1);  // release did not close
+  ::close(kept);
+}
+
+TEST(MappedRegionTest, AnonymousIsWritableAndMovable) {
+  auto r = MappedRegion::Anonymous(8192);
+  ASSERT_THAT(r, HasValue());
+  MappedRegion m = std::move(*r);
+  m.data()[8191] = std::byte{7};
+  MappedRegion n = std::move(m);
+  EXPECT_TRUE(m.empty());
+  EXPECT_EQ(n.size(), 8192u);
+  EXPECT_EQ(n.bytes()[8191], std::byte{7});
+}
+
+TEST(MappedRegionTest, BadFdReportsErrno) {
+  auto r = MappedRegion::Map(4096, PROT_READ, MAP_SHARED, -1, 0);
+  EXPECT_THAT(r, HasErrorContaining("mmap of 4096 bytes"));
+}
+
+TEST(RootPathTest, ResolvesIntoRoot) {
+  EXPECT_EQ(RootPath().Resolve("/proc/kcore"), "/proc/kcore");
+  EXPECT_TRUE(RootPath().IsLive());
+  RootPath fake("/tmp/tree");
+  EXPECT_EQ(fake.Resolve("/sys/bus/x"), "/tmp/tree/sys/bus/x");
+  EXPECT_FALSE(fake.IsLive());
+}
+
+TEST(FileUtilTest, ReadTrimmedAndAtomicWrite) {
+  TempDir dir;
+  dir.Write("a/type", "8\n");
+  EXPECT_EQ(*ReadFileTrimmed(dir.path() / "a/type"), "8");
+  EXPECT_THAT(ReadFile(dir.path() / "missing"), HasErrorContaining("No such file"));
+  ASSERT_THAT(WriteFileAtomic(dir.path() / "m.json", "{}", 0600), HasValue());
+  EXPECT_EQ(*ReadFile(dir.path() / "m.json"), "{}");
+  struct stat st {};
+  ASSERT_EQ(::stat((dir.path() / "m.json").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  ASSERT_THAT(AppendFile(dir.path() / "log", "x"), HasValue());
+  ASSERT_THAT(AppendFile(dir.path() / "log", "y"), HasValue());
+  EXPECT_EQ(*ReadFile(dir.path() / "log"), "xy");
+  EXPECT_THAT(ReadFile(dir.path() / "log", 1), HasErrorContaining("larger than 1 bytes"));
+}
+
+TEST(StringsTest, ParsesStrictly) {
+  EXPECT_EQ(ParseUint("42\n"), 42u);
+  EXPECT_EQ(ParseUint("0x1f", 0), 31u);
+  EXPECT_EQ(ParseUint("1f", 16), 31u);
+  EXPECT_FALSE(ParseUint("4 2"));
+  EXPECT_FALSE(ParseUint(""));
+  EXPECT_FALSE(ParseUint("99999999999999999999999"));
+  EXPECT_EQ(ParseInt("-1"), -1);
+  EXPECT_FALSE(ParseInt("-"));
+  EXPECT_EQ(Split("a::b", ':').size(), 3u);
+  auto w = SplitWhitespace("  a \t b  ");
+  ASSERT_EQ(w.size(), 2u);
+  EXPECT_EQ(w[1], "b");
+  EXPECT_EQ(Hex(255), "0xff");
+}
+
+}  // namespace
+}  // namespace ptsnap::base

@@ -1,0 +1,89 @@
+#include "base/file_util.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "base/unique_fd.h"
+
+namespace ptsnap::base {
+namespace {
+
+Result<void> WriteAll(int fd, std::string_view data, const std::string& what) {
+  while (!data.empty()) {
+    ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Error::FromErrno("write " + what);
+    }
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return Ok();
+}
+
+}  // namespace
+
+Result<std::string> ReadFile(const std::filesystem::path& path, size_t max_size) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return Error::FromErrno("open " + path.string());
+  std::string out;
+  char buf[65536];
+  for (;;) {
+    ssize_t n = ::read(fd.get(), buf, sizeof buf);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Error::FromErrno("read " + path.string());
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<size_t>(n));
+    if (out.size() > max_size) {
+      return Error(path.string() + " is larger than " + std::to_string(max_size) + " bytes");
+    }
+  }
+  return out;
+}
+
+Result<std::string> ReadFileTrimmed(const std::filesystem::path& path) {
+  PTSNAP_ASSIGN_OR_RETURN(std::string s, ReadFile(path));
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\t' ||
+                        s.back() == '\r' || s.back() == '\0')) {
+    s.pop_back();
+  }
+  return s;
+}
+
+Result<void> WriteFileAtomic(const std::filesystem::path& path, std::string_view data,
+                             mode_t mode) {
+  std::filesystem::path tmp = path;
+  tmp += ".tmp." + std::to_string(::getpid());
+  {
+    UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode));
+    if (!fd) return Error::FromErrno("create " + tmp.string());
+    if (::fchmod(fd.get(), mode) != 0) return Error::FromErrno("chmod " + tmp.string());
+    if (auto r = WriteAll(fd.get(), data, tmp.string()); !r) {
+      ::unlink(tmp.c_str());
+      return r;
+    }
+    if (::fsync(fd.get()) != 0) {
+      int e = errno;
+      ::unlink(tmp.c_str());
+      return Error::FromErrno("fsync " + tmp.string(), e);
+    }
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    int e = errno;
+    ::unlink(tmp.c_str());
+    return Error::FromErrno("rename to " + path.string(), e);
+  }
+  return Ok();
+}
+
+Result<void> AppendFile(const std::filesystem::path& path, std::string_view data) {
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
+  if (!fd) return Error::FromErrno("open " + path.string());
+  return WriteAll(fd.get(), data, path.string());
+}
+
+}  // namespace ptsnap::base

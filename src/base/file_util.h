@@ -1,0 +1,30 @@
+// Small file helpers. All return Result with the path in the error context.
+#pragma once
+
+#include <cstddef>
+#include <filesystem>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "ptsnap/result.h"
+
+namespace ptsnap::base {
+
+// Whole file as bytes. Works for /proc and /sys files whose size is reported
+// as 0 or 4096 (reads until EOF). Fails beyond `max_size` bytes.
+Result<std::string> ReadFile(const std::filesystem::path& path, size_t max_size = size_t{64} << 20);
+
+// ReadFile with trailing whitespace (the newline sysfs adds) removed.
+Result<std::string> ReadFileTrimmed(const std::filesystem::path& path);
+
+// Writes `data` to `path` through a temporary file in the same directory and
+// rename(2), so readers see the old or the new file, never a torn one.
+// `mode` is applied to the new file.
+Result<void> WriteFileAtomic(const std::filesystem::path& path, std::string_view data,
+                             mode_t mode = 0644);
+
+// Appends to (creating) `path`.
+Result<void> AppendFile(const std::filesystem::path& path, std::string_view data);
+
+}  // namespace ptsnap::base
