@@ -2,19 +2,41 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
+#include <new>
 
 #include "base/log.h"
+#include "cli/command.h"
+
+namespace ptsnap::cli {
+// One line per subcommand; each is defined in its cmd_*.cpp.
+}  // namespace ptsnap::cli
 
 int main(int argc, char** argv) {
-  CLI::App app{"ptsnap: Intel Processor Trace snapshots, decoded into call timelines"};
+  using namespace ptsnap::cli;
+  CLI::App app{
+      "ptsnap: records Intel Processor Trace with perf_event_open, snapshots the moments\n"
+      "that matter, and decodes them into a timeline of every function call."};
   app.require_subcommand(1);
+  app.set_version_flag("--version", "ptsnap 0.1.0");
   int verbosity = 0;
   app.add_flag("-v,--verbose", verbosity, "More output; repeat for more (-vv)");
+
+  CommandFn selected;
+  // Subcommands register here.
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
   ptsnap::base::SetVerbosity(verbosity);
-  return 0;
+  try {
+    return selected ? selected() : kExitUsage;
+  } catch (const std::bad_alloc&) {
+    std::fputs("ptsnap: error: out of memory\n", stderr);
+    return kExitFailure;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ptsnap: error: %s\n", e.what());
+    return kExitFailure;
+  }
 }

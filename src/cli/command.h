@@ -1,0 +1,19 @@
+// How subcommands plug into main: each cmd_*.cpp defines one Add*Command that
+// registers a CLI11 subcommand and, when it is chosen, stores the function to
+// run in `*selected`. main() parses, then runs it; its return is the exit code.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+
+namespace ptsnap::cli {
+
+using CommandFn = std::function<int()>;
+
+// Exit codes shared by all commands (documented in docs/errors.md).
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;  // the operation failed; message says why
+inline constexpr int kExitUsage = 2;    // bad command line
+inline constexpr int kExitInterrupted = 130;  // Ctrl-C
+
+}  // namespace ptsnap::cli

@@ -1,0 +1,123 @@
+// The manifest of a trace directory (manifest.json): everything a decoder
+// needs besides the raw bytes. Format and versioning: docs/trace-format.md.
+//
+// SerializeManifest/ParseManifest are pure; ParseManifest rejects unknown
+// major versions and wrong types with an error naming the field, and never
+// crashes on arbitrary bytes (fuzzed in manifest_fuzzer).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ptsnap/result.h"
+
+namespace ptsnap::trace {
+
+inline constexpr int kManifestVersion = 1;
+
+enum class Source { kHardware, kEmulated };
+enum class Scope { kUser, kKernel, kUserKernel };
+enum class Mode { kSnapshot, kFull };
+// kRecording: written at start and after each snapshot; a directory left in
+// this state was cut short (crash, kill) but what it lists is complete.
+enum class State { kRecording, kComplete, kInterrupted };
+
+std::string_view ToString(Source v);
+std::string_view ToString(Scope v);
+std::string_view ToString(Mode v);
+std::string_view ToString(State v);
+
+struct CpuId {
+  std::string vendor;  // "GenuineIntel"
+  uint32_t family = 0, model = 0, stepping = 0;
+  uint32_t cpuid_15_eax = 0, cpuid_15_ebx = 0;  // TSC:CTC ratio; 0 when unknown
+};
+
+struct PtConfig {
+  uint32_t pmu_type = 0;
+  uint64_t config = 0;  // attr.config as opened
+  uint32_t mtc_freq = 0;  // raw mtc_period field
+  uint32_t nom_freq = 0;  // max_nonturbo_ratio
+  uint32_t psb_period = 0;  // raw psb_period field
+  bool tsc = false, mtc = false, cyc = false, noretcomp = false;
+  std::string filter;  // address filter string, "" when none
+  uint64_t addr0_a = 0, addr0_b = 0;  // ADDR0 range for libipt's SKL014 workaround; 0 when none
+};
+
+// Perf clock <-> TSC, from perf_event_mmap_page (time_zero/mult/shift).
+// ns = time_zero + quot * time_mult + ((rem * time_mult) >> time_shift),
+// where quot = tsc >> time_shift, rem = tsc & ((1 << time_shift) - 1).
+struct TimeConv {
+  uint64_t time_zero = 0;
+  uint32_t time_mult = 0;
+  uint16_t time_shift = 0;
+  bool cap_user_time_zero = false;
+};
+uint64_t TscToPerfTime(const TimeConv& tc, uint64_t tsc);
+uint64_t PerfTimeToTsc(const TimeConv& tc, uint64_t ns);
+
+struct Snapshot {
+  uint32_t seq = 0;
+  // "exit", "trigger", "stop-indicator", "signal", "ctrl-c", "duration", "full"
+  std::string reason;
+  std::string detail;  // e.g. the trigger symbol, the signal name
+  uint64_t time = 0;  // perf clock ns when taken
+  uint32_t tid = 0;  // thread that caused it, 0 when none
+};
+
+struct Stream {
+  uint32_t id = 0;
+  std::string file;  // relative to the trace directory: "pt/<id>.pt"
+  int32_t pid = -1, tid = -1, cpu = -1;  // tid for per-thread, cpu for per-CPU
+  uint32_t snapshot = 0;  // Snapshot::seq; full-execution streams use 0
+  uint64_t size = 0;  // bytes in file
+  bool wrapped = false;  // the ring had wrapped: the start is torn, sync at the first PSB
+  uint64_t lost_bytes = 0;  // full mode: bytes the kernel dropped (TRUNCATED)
+};
+
+struct Binary {
+  std::string path;  // as mapped
+  std::string build_id;  // hex, "" when unknown
+  std::string copy;  // relative path of the copy in the directory, "" when not copied
+};
+
+struct Kcore {
+  // "copied", "disabled" (environment), "unavailable", "not-needed" (user scope)
+  std::string status = "not-needed";
+  std::string reason;  // why not copied
+  std::string dir;  // "kcore" when copied: kallsyms, modules, kcore inside
+};
+
+struct Manifest {
+  int version = kManifestVersion;
+  Source source = Source::kHardware;
+  State state = State::kRecording;
+  std::string ptsnap_version;
+  uint64_t created_unix_ns = 0;
+  std::vector<std::string> command;  // run: argv; attach: empty
+  std::vector<int32_t> pids;  // traced processes
+  std::string kernel_release;
+  std::optional<uint64_t> kernel_start;  // lowest kernel text address
+  CpuId cpu;
+  PtConfig pt;
+  Scope scope = Scope::kUser;
+  Mode mode = Mode::kSnapshot;
+  uint64_t snapshot_size = 0;  // AUX bytes per stream
+  TimeConv time_conv;
+  std::string sideband = "sideband.data";
+  std::vector<Snapshot> snapshots;
+  std::vector<Stream> streams;
+  uint64_t lost_records = 0;  // PERF_RECORD_LOST total
+  uint64_t aux_truncated = 0;  // AUX TRUNCATED records
+  Kcore kcore;
+  std::vector<Binary> binaries;
+  std::string emulator;  // emulated source: "qemu-x86_64 7.2 + ptsnap plugin", else ""
+};
+
+std::string SerializeManifest(const Manifest& m);  // pretty JSON
+Result<Manifest> ParseManifest(std::string_view json);
+
+}  // namespace ptsnap::trace

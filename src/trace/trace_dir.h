@@ -1,0 +1,75 @@
+// Writing and reading trace directories (docs/trace-format.md).
+//
+// Crash safety: streams and sideband are written before the manifest that
+// lists them, and the manifest is replaced atomically (rename), so at any
+// moment the directory holds a readable trace of what was captured so far.
+#pragma once
+
+#include <cstddef>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "base/unique_fd.h"
+#include "ptsnap/result.h"
+#include "trace/manifest.h"
+#include "trace/perf_record.h"
+
+namespace ptsnap::trace {
+
+class TraceWriter {
+ public:
+  // Creates `dir` (and parents; mode 0700, it may hold kernel memory) and
+  // writes the initial manifest with state kRecording. Fails if `dir` holds
+  // a manifest already, so a previous recording is never overwritten.
+  static Result<TraceWriter> Create(const std::filesystem::path& dir, Manifest initial);
+
+  TraceWriter(TraceWriter&&) noexcept = default;
+  TraceWriter& operator=(TraceWriter&&) noexcept = default;
+
+  // Appends raw perf records to sideband.data (kept open; O_APPEND).
+  Result<void> AppendSideband(std::span<const std::byte> records);
+  // Writes `data` as a new PT stream file, fills in id/file/size, adds it to
+  // the manifest and rewrites the manifest. Returns the stream id.
+  Result<uint32_t> AddStream(Stream info, std::span<const std::byte> data);
+  // Records a snapshot and rewrites the manifest.
+  Result<void> AddSnapshot(Snapshot snap);
+  // Any other manifest change (lost counts, kcore, binaries): edit, then Flush.
+  Manifest& manifest() { return manifest_; }
+  Result<void> Flush();
+  // Sets the final state and rewrites the manifest.
+  Result<void> Finish(State state = State::kComplete);
+
+  [[nodiscard]] const std::filesystem::path& dir() const { return dir_; }
+
+ private:
+  TraceWriter(std::filesystem::path dir, Manifest m, base::UniqueFd sideband)
+      : dir_(std::move(dir)), manifest_(std::move(m)), sideband_(std::move(sideband)) {}
+  std::filesystem::path dir_;
+  Manifest manifest_;
+  base::UniqueFd sideband_;
+};
+
+class TraceReader {
+ public:
+  // Reads and validates manifest.json. Errors say what is missing or corrupt
+  // and that the directory is not a ptsnap trace when there is no manifest.
+  static Result<TraceReader> Open(const std::filesystem::path& dir);
+
+  [[nodiscard]] const Manifest& manifest() const { return manifest_; }
+  [[nodiscard]] const std::filesystem::path& dir() const { return dir_; }
+
+  // The stream's bytes; an error naming the stream if its file is missing or
+  // its size differs from the manifest's.
+  Result<std::string> ReadStream(const Stream& stream) const;
+  // All sideband records, sorted by sample_id.time (stable).
+  Result<RecordStream> ReadSideband() const;
+
+ private:
+  TraceReader(std::filesystem::path dir, Manifest m) : dir_(std::move(dir)), manifest_(std::move(m)) {}
+  std::filesystem::path dir_;
+  Manifest manifest_;
+};
+
+}  // namespace ptsnap::trace
