@@ -12,8 +12,22 @@ using CommandFn = std::function<int()>;
 
 // Exit codes shared by all commands (documented in docs/errors.md).
 inline constexpr int kExitOk = 0;
-inline constexpr int kExitFailure = 1;  // the operation failed; message says why
-inline constexpr int kExitUsage = 2;    // bad command line
+inline constexpr int kExitFailure = 1;        // the operation failed; message says why
+inline constexpr int kExitUsage = 2;          // bad command line
 inline constexpr int kExitInterrupted = 130;  // Ctrl-C
+
+}  // namespace ptsnap::cli
+
+#include <filesystem>
+#include <string>
+
+namespace ptsnap::cli {
+
+// Decodes a trace directory into `output` (format from --format, else from
+// the suffix: .fxt, .json, .events, each optionally .gz) and prints the
+// terminal summary. Shared by `ptsnap decode` and by `run`/`attach` after
+// recording. Defined in cmd_decode.cpp. Returns an exit code.
+int DecodeAndReport(const std::filesystem::path& trace_dir, const std::filesystem::path& output,
+                    const std::string& format);
 
 }  // namespace ptsnap::cli
