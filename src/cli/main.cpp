@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
 
   CommandFn selected;
   // Subcommands register here.
+  AddProbeCommand(app, &selected);
 
   try {
     app.parse(argc, argv);
