@@ -9,7 +9,6 @@
 
 namespace ptsnap::cli {
 // One line per subcommand; each is defined in its cmd_*.cpp.
-void AddInfoCommand(CLI::App& app, CommandFn* selected);
 }  // namespace ptsnap::cli
 
 int main(int argc, char** argv) {
@@ -25,6 +24,7 @@ int main(int argc, char** argv) {
   CommandFn selected;
   // Subcommands register here.
   AddInfoCommand(app, &selected);
+  AddProbeCommand(app, &selected);
 
   try {
     app.parse(argc, argv);
