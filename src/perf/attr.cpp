@@ -38,12 +38,13 @@ Result<void> SetKey(PtTiming& t, std::string_view key, std::string_view value) {
     if (!n || *n > 15)
       return Error("--timer-resolution: " + std::string(key) + "=" + std::string(value) +
                    " is not a number from 0 to 15");
-    (key == "cyc_thresh" ? t.cyc_thresh : key == "mtc_period" ? t.mtc_period : t.psb_period) =
-        static_cast<uint32_t>(*n);
+    (key == "cyc_thresh"   ? t.cyc_thresh
+     : key == "mtc_period" ? t.mtc_period
+                           : t.psb_period) = static_cast<uint32_t>(*n);
     return Ok();
   }
-  return Error("--timer-resolution: unknown key '" + std::string(key) + "'; valid keys: " +
-               kTimingKeys);
+  return Error("--timer-resolution: unknown key '" + std::string(key) +
+               "'; valid keys: " + kTimingKeys);
 }
 
 // Valid values of a period term are the set bits of its caps bitmap.
@@ -161,7 +162,8 @@ Result<PtAttr> BuildPtAttr(const sys::PmuInfo& pmu, const PtAttrOptions& opts) {
   } else if (preset == "custom") {
     if (req.mtc) {
       if (*req.mtc && !has_mtc)
-        return Error("mtc=1 needs caps/mtc, which this CPU lacks (drop mtc from --timer-resolution)");
+        return Error(
+            "mtc=1 needs caps/mtc, which this CPU lacks (drop mtc from --timer-resolution)");
       t.mtc = *req.mtc;
     }
     if (req.mtc_period) {
@@ -182,8 +184,9 @@ Result<PtAttr> BuildPtAttr(const sys::PmuInfo& pmu, const PtAttrOptions& opts) {
     }
     if (req.psb_period) {
       if (!psb_cyc)
-        return Error("psb_period needs caps/psb_cyc (configurable PSB frequency), which this CPU "
-                     "lacks");
+        return Error(
+            "psb_period needs caps/psb_cyc (configurable PSB frequency), which this CPU "
+            "lacks");
       PTSNAP_TRY(CheckPeriod(pmu, "psb_period", "psb_periods", *req.psb_period));
       t.psb_period = *req.psb_period;
       set_psb = true;

@@ -23,19 +23,30 @@ constexpr const char* kDev = "sys/bus/event_source/devices/intel_pt/";
 void WriteFullPmu(const TempDir& d) {
   d.Write(std::string(kDev) + "type", "8\n");
   const std::pair<const char*, const char*> format[] = {
-      {"pt", "config:0"},          {"cyc", "config:1"},          {"pwr_evt", "config:4"},
-      {"fup_on_ptw", "config:5"},  {"mtc", "config:9"},          {"tsc", "config:10"},
-      {"noretcomp", "config:11"},  {"ptw", "config:12"},         {"branch", "config:13"},
-      {"mtc_period", "config:14-17"}, {"cyc_thresh", "config:19-22"}, {"psb_period", "config:24-27"},
+      {"pt", "config:0"},
+      {"cyc", "config:1"},
+      {"pwr_evt", "config:4"},
+      {"fup_on_ptw", "config:5"},
+      {"mtc", "config:9"},
+      {"tsc", "config:10"},
+      {"noretcomp", "config:11"},
+      {"ptw", "config:12"},
+      {"branch", "config:13"},
+      {"mtc_period", "config:14-17"},
+      {"cyc_thresh", "config:19-22"},
+      {"psb_period", "config:24-27"},
   };
   for (auto [term, text] : format) d.Write(std::string(kDev) + "format/" + term, text);
   const std::pair<const char*, const char*> caps[] = {
-      {"psb_cyc", "1"},          {"mtc", "1"},
-      {"mtc_periods", "249"},    // 0,3,4,5,6,7
-      {"cycle_thresholds", "3fff"}, {"psb_periods", "3f"},  // 0..5
+      {"psb_cyc", "1"},
+      {"mtc", "1"},
+      {"mtc_periods", "f9"},  // 0,3,4,5,6,7
+      {"cycle_thresholds", "3fff"},
+      {"psb_periods", "3f"},  // 0..5
       {"ip_filtering", "1"},
   };
-  for (auto [cap, text] : caps) d.Write(std::string(kDev) + "caps/" + cap, std::string(text) + "\n");
+  for (auto [cap, text] : caps)
+    d.Write(std::string(kDev) + "caps/" + cap, std::string(text) + "\n");
   d.Write(std::string(kDev) + "max_nonturbo_ratio", "22\n");
 }
 
@@ -158,7 +169,8 @@ TEST(BuildPtAttr, CustomPeriodsValidatedAgainstCaps) {
   EXPECT_EQ((ok->attr.config >> 24) & 0xf, 5u);
   EXPECT_EQ((ok->attr.config >> 11) & 1, 1u);
   o.timing = *ParseTiming("custom:cyc_thresh=2");
-  EXPECT_THAT(BuildPtAttr(Read(d), o), HasErrorContaining("cyc_thresh only makes sense with cyc=1"));
+  EXPECT_THAT(BuildPtAttr(Read(d), o),
+              HasErrorContaining("cyc_thresh only makes sense with cyc=1"));
 }
 
 TEST(BuildPtAttr, OddBitLayoutIsFollowedNotAssumed) {

@@ -31,8 +31,8 @@ class PerfEvent {
  public:
   // perf_event_open(attr, pid, cpu) then the mappings in `map`. `what` names
   // the event in errors ("intel_pt event for tid 42"). Errors keep errno.
-  static Result<PerfEvent> Open(const perf_event_attr& attr, pid_t pid, int cpu,
-                                const MapSpec& map, std::string what);
+  static Result<PerfEvent> Open(const perf_event_attr& attr, pid_t pid, int cpu, const MapSpec& map,
+                                std::string what);
 
   PerfEvent(PerfEvent&&) noexcept = default;
   PerfEvent& operator=(PerfEvent&&) noexcept;

@@ -73,7 +73,8 @@ Result<void> HardwarePtSource::AddThread(pid_t pid, pid_t tid, bool trace_pt) {
   if (trace_pt) {
     if (config_.pt_attr) {
       perf::MapSpec map{config_.data_pages, config_.aux_pages, config_.full_execution};
-      auto pt = perf::PerfEvent::Open(*config_.pt_attr, tid, -1, map, "intel_pt event for " + Tid(tid));
+      auto pt =
+          perf::PerfEvent::Open(*config_.pt_attr, tid, -1, map, "intel_pt event for " + Tid(tid));
       if (!pt) return std::move(pt).error();
       t.pt = std::make_unique<perf::PerfEvent>(std::move(*pt));
       auto tr = perf::PerfEvent::Open(config_.tracking_attr, tid, -1, perf::MapSpec{},
@@ -180,7 +181,8 @@ Result<std::vector<TriggerHit>> HardwarePtSource::PollTriggers() {
         std::memcpy(&s, rec.data() + sizeof(h), sizeof(s));
         hits.push_back({s.ip, s.pid, s.tid, s.time, bp.symbol});
       });
-      if (!n) PTSNAP_LOG(kWarning) << "trigger ring of " << Tid(tid) << ": " << n.error().ToString();
+      if (!n)
+        PTSNAP_LOG(kWarning) << "trigger ring of " << Tid(tid) << ": " << n.error().ToString();
     }
   }
   return hits;

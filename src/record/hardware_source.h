@@ -28,7 +28,7 @@ namespace ptsnap::record {
 struct HardwareConfig {
   std::optional<perf_event_attr> pt_attr;  // absent: sideband only
   perf_event_attr tracking_attr{};
-  size_t data_pages = 64;  // sideband ring per thread (power of two)
+  size_t data_pages = 64;   // sideband ring per thread (power of two)
   size_t aux_pages = 1024;  // AUX per thread (power of two)
   bool full_execution = false;
 };
@@ -64,8 +64,8 @@ class HardwarePtSource final : public PtSource {
   };
   struct Thread {
     pid_t pid = 0, tid = 0;
-    std::unique_ptr<perf::PerfEvent> pt;        // may be null (sideband only / breakpoints only)
-    std::unique_ptr<perf::PerfEvent> tracking;  // may be null (breakpoints only)
+    std::unique_ptr<perf::PerfEvent> pt;         // may be null (sideband only / breakpoints only)
+    std::unique_ptr<perf::PerfEvent> tracking;   // may be null (breakpoints only)
     std::unique_ptr<perf::DataRingReader> ring;  // the ring the tracking records land in
     std::unique_ptr<perf::AuxSnapshotReader> snapshot;
     std::unique_ptr<perf::AuxFullReader> full;

@@ -25,7 +25,7 @@ namespace ptsnap::record {
 struct TriggerHit {
   uint64_t ip = 0;
   uint32_t pid = 0, tid = 0;
-  uint64_t time = 0;  // perf clock ns
+  uint64_t time = 0;   // perf clock ns
   std::string symbol;  // the trigger point's symbol ("" for addr:)
 };
 
