@@ -3,6 +3,9 @@
 #include <gelf.h>
 #include <libelf.h>
 
+#include <unistd.h>
+
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 
@@ -108,6 +111,48 @@ std::optional<uint64_t> LowestMappingStart(std::string_view maps_text,
   return lowest;
 }
 
+namespace {
+
+std::string MissingSymbolMessage(std::string_view selector, const std::string& exe) {
+  if (selector == ".")
+    return "trigger '.': " + exe +
+           " has no stop indicator (ptsnap_take_snapshot or magic_trace_stop_indicator); "
+           "include <ptsnap/stop_indicator.h> and call ptsnap_take_snapshot()";
+  return "trigger symbol '" + std::string(selector) + "' not found: no function of that name in " +
+         exe + " (check the spelling, or use addr:HEX)";
+}
+
+std::vector<std::string_view> SymbolNames(std::string_view selector) {
+  if (selector == ".") return {std::begin(kStopIndicatorSymbols), std::end(kStopIndicatorSymbols)};
+  return {selector};
+}
+
+}  // namespace
+
+Result<void> CheckTriggerInFile(std::string_view selector, const std::filesystem::path& exe) {
+  if (selector.empty() || base::StartsWith(selector, "addr:")) return Ok();
+  PTSNAP_ASSIGN_OR_RETURN(std::string bytes, base::ReadFile(exe, size_t{4} << 30));
+  auto image = ParseElfFunctions(std::as_bytes(std::span(bytes.data(), bytes.size())));
+  if (!image) return std::move(image).error().AddContext("reading symbols of " + exe.string());
+  for (std::string_view name : SymbolNames(selector))
+    if (FindFunction(*image, name) != nullptr) return Ok();
+  return Error(MissingSymbolMessage(selector, exe.string()));
+}
+
+Result<std::filesystem::path> FindExecutable(std::string_view name) {
+  if (name.find('/') != std::string_view::npos) {
+    if (::access(std::string(name).c_str(), X_OK) != 0)
+      return Error::FromErrno("cannot run '" + std::string(name) + "'");
+    return std::filesystem::path(name);
+  }
+  const char* path = std::getenv("PATH");
+  for (std::string_view dir : base::Split(path != nullptr ? path : "/usr/bin:/bin", ':')) {
+    std::filesystem::path p = std::filesystem::path(dir.empty() ? "." : dir) / std::string(name);
+    if (::access(p.c_str(), X_OK) == 0 && !std::filesystem::is_directory(p)) return p;
+  }
+  return Error("command not found: '" + std::string(name) + "' is not in $PATH");
+}
+
 Result<std::vector<TriggerPoint>> ResolveTrigger(std::string_view selector, pid_t pid) {
   std::vector<TriggerPoint> points;
   if (base::StartsWith(selector, "addr:")) {
@@ -137,26 +182,13 @@ Result<std::vector<TriggerPoint>> ResolveTrigger(std::string_view selector, pid_
       return Error("cannot find where " + exe.string() + " is loaded in " + proc + "/maps");
     base_addr = *lowest;
   }
-  std::vector<std::string_view> names;
-  if (selector == ".") {
-    names.assign(std::begin(kStopIndicatorSymbols), std::end(kStopIndicatorSymbols));
-  } else {
-    names.push_back(selector);
-  }
-  for (std::string_view name : names) {
+  for (std::string_view name : SymbolNames(selector)) {
     const ElfFunction* fn = FindFunction(*image, name);
     if (fn == nullptr) continue;
     const uint64_t addr = RuntimeAddress(*image, *fn, base_addr);
     points.push_back({fn->name + " @ " + base::Hex(addr), fn->name, addr});
   }
-  if (points.empty()) {
-    if (selector == ".")
-      return Error("trigger '.': " + exe.string() +
-                   " has no stop indicator (ptsnap_take_snapshot or magic_trace_stop_indicator); "
-                   "include <ptsnap/stop_indicator.h> and call ptsnap_take_snapshot()");
-    return Error("trigger symbol '" + std::string(selector) + "' not found: no function of that " +
-                 "name in " + exe.string() + " (check the spelling, or use addr:HEX)");
-  }
+  if (points.empty()) return Error(MissingSymbolMessage(selector, exe.string()));
   return points;
 }
 

@@ -69,4 +69,13 @@ struct TriggerPoint {
 // /usr/bin/x (is the binary stripped?)").
 Result<std::vector<TriggerPoint>> ResolveTrigger(std::string_view selector, pid_t pid);
 
+// Before anything runs: checks that `selector` names a function of the
+// executable file `exe` ("addr:" selectors always pass). Same errors as
+// ResolveTrigger, so a typo fails before the program is started.
+Result<void> CheckTriggerInFile(std::string_view selector, const std::filesystem::path& exe);
+
+// `name` as execvp would find it: itself when it contains a '/', else the
+// first executable match in $PATH. Errors: "command not found".
+Result<std::filesystem::path> FindExecutable(std::string_view name);
+
 }  // namespace ptsnap::record
