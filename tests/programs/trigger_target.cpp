@@ -1,9 +1,10 @@
 // Test program for the recorder's trigger and sideband tests.
 //
-//   trigger_target [N]
+//   trigger_target [N [delay]]
 //
 // Starts a worker thread, prints "ready <pid> <worker tid>" on stdout, then
-// waits for one byte on stdin. After that the worker calls
+// waits for one byte on stdin (with "delay": sleeps 300 ms instead, for
+// tests that let ptsnap start the program and follow the new thread). After that the worker calls
 // ptsnap_test_target() N times (default 3), the main thread joins it, calls
 // ptsnap_take_snapshot() once and exits 0. The pause lets a test install
 // per-thread breakpoints on both threads before the calls happen.
@@ -14,6 +15,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <string_view>
 
 #include "ptsnap/stop_indicator.h"
 
@@ -41,6 +43,7 @@ void* Worker(void*) {
 
 int main(int argc, char** argv) {
   if (argc > 1) g_calls = std::atoi(argv[1]);
+  const bool delay = argc > 2 && std::string_view(argv[2]) == "delay";
   if (pipe(g_go) != 0) return 2;
   pthread_t t;
   if (pthread_create(&t, nullptr, Worker, nullptr) != 0) return 2;
@@ -49,7 +52,11 @@ int main(int argc, char** argv) {
   std::printf("ready %d %ld\n", getpid(), worker_tid);
   std::fflush(stdout);
   char c;
-  if (read(0, &c, 1) != 1) return 3;
+  if (delay) {
+    usleep(300 * 1000);
+  } else if (read(0, &c, 1) != 1) {
+    return 3;
+  }
   if (write(g_go[1], "g", 1) != 1) return 2;
   void* ret = nullptr;
   pthread_join(t, &ret);
