@@ -11,6 +11,7 @@ namespace ptsnap::cli {
 // One line per subcommand; each is defined in its cmd_*.cpp.
 void AddRecordCommands(CLI::App& app, CommandFn* selected);  // run, attach
 void RewriteMagicTraceSpellings(int argc, char** argv);      // -trigger -> --trigger, ...
+void AddInfoCommand(CLI::App& app, CommandFn* selected);
 }  // namespace ptsnap::cli
 
 int main(int argc, char** argv) {
@@ -26,6 +27,7 @@ int main(int argc, char** argv) {
   CommandFn selected;
   // Subcommands register here.
   AddRecordCommands(app, &selected);
+  AddInfoCommand(app, &selected);
 
   RewriteMagicTraceSpellings(argc, argv);
   try {
