@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   // Subcommands register here.
   AddRecordCommands(app, &selected);
   AddInfoCommand(app, &selected);
+  AddProbeCommand(app, &selected);
 
   RewriteMagicTraceSpellings(argc, argv);
   try {
