@@ -120,7 +120,8 @@ Result<void> HardwarePtSource::EnableAll() {
 Result<SidebandEvents> HardwarePtSource::DrainSideband(trace::TraceWriter& writer) {
   SidebandEvents ev;
   batch_.clear();
-  for (auto& [tid, t] : threads_) {
+  for (auto& [tid, th] : threads_) {
+    Thread& t = th;  // clang 14 lambdas cannot capture structured bindings
     if (!t.ring) continue;
     bool reenable = false;
     auto n = t.ring->Drain([&](std::span<const std::byte> rec) {
@@ -159,7 +160,8 @@ Result<SidebandEvents> HardwarePtSource::DrainSideband(trace::TraceWriter& write
 }
 
 Result<void> HardwarePtSource::DrainAux() {
-  for (auto& [tid, t] : threads_) {
+  for (auto& entry : threads_) {
+    Thread& t = entry.second;
     if (!t.full) continue;
     t.full->Drain([&](std::span<const std::byte> c) {
       t.full_bytes.insert(t.full_bytes.end(), c.begin(), c.end());
