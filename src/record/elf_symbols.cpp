@@ -11,6 +11,7 @@
 
 #include "base/file_util.h"
 #include "base/string_util.h"
+#include "sys/proc_maps.h"
 
 namespace ptsnap::record {
 namespace {
@@ -91,22 +92,16 @@ uint64_t RuntimeAddress(const ElfImage& image, const ElfFunction& fn,
 
 std::optional<uint64_t> LowestMappingStart(std::string_view maps_text,
                                            const std::filesystem::path& path) {
+  auto maps = sys::ParseProcMaps(maps_text);
+  if (!maps) return std::nullopt;
   std::error_code ec;
   const auto want = std::filesystem::weakly_canonical(path, ec);
   std::optional<uint64_t> lowest;
-  for (std::string_view line : base::Split(maps_text, '\n')) {
-    auto fields = base::SplitWhitespace(line);
-    if (fields.size() < 6) continue;
-    // The path is everything from field 6 on (it may contain spaces).
-    const size_t pos = line.find(fields[5]);
-    std::string_view file = base::Trim(line.substr(pos));
-    auto dash = fields[0].find('-');
-    if (dash == std::string_view::npos) continue;
-    auto start = base::ParseUint(fields[0].substr(0, dash), 16);
-    if (!start) continue;
-    std::filesystem::path p(file);
+  for (const sys::MapEntry& m : *maps) {
+    if (m.path.empty() || m.path[0] != '/') continue;
+    const std::filesystem::path p(m.path);
     if (p != path && std::filesystem::weakly_canonical(p, ec) != want) continue;
-    if (!lowest || *start < *lowest) lowest = *start;
+    if (!lowest || m.start < *lowest) lowest = m.start;
   }
   return lowest;
 }

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <thread>
@@ -16,6 +17,7 @@
 #include "base/file_util.h"
 #include "base/log.h"
 #include "base/string_util.h"
+#include "probe/probe.h"
 #include "record/child.h"
 #include "record/elf_symbols.h"
 #include "record/kcore_copy.h"
@@ -322,15 +324,37 @@ struct Session {
   }
 };
 
+// The kernel image copy, gated like `ptsnap probe` (kcore.* checks: the
+// environment switches, kernel version, /proc/kcore readable, lockdown).
 void CopyKernel(const Prepared& p, const base::RootPath& root, trace::TraceWriter& writer) {
   trace::Kcore& k = writer.manifest().kcore;
   if (p.scope == trace::Scope::kUser) return;
   if (auto syms = sys::ReadKallsyms(root, false); syms && !syms->masked) {
     writer.manifest().kernel_start = syms->text ? syms->text : syms->stext;
   }
-  if (std::string env = KcoreDisabledBy(); !env.empty()) {
+  probe::ProbeEnv env;
+  env.root = root;
+  env.getenv = [](std::string_view name) -> std::optional<std::string> {
+    const char* v = std::getenv(std::string(name).c_str());
+    if (v == nullptr) return std::nullopt;
+    return std::string(v);
+  };
+  const probe::ProbeReport gate = probe::RunProbe(env);
+  std::string gate_reason;
+  for (const probe::Check& c : gate.checks) {
+    if (c.id.rfind("kcore.", 0) != 0 || c.status == probe::Status::kOk) continue;
+    if (c.status == probe::Status::kFail || c.status == probe::Status::kWarn ||
+        c.id == "kcore.env") {
+      gate_reason = c.value + (c.fix.empty() ? "" : "; " + c.fix);
+      break;
+    }
+  }
+  if (std::string env_off = KcoreDisabledBy(); !env_off.empty()) {
     k.status = "disabled";
-    k.reason = env + " is set";
+    k.reason = env_off + " is set";
+  } else if (!gate.kcore_usable) {
+    k.status = "unavailable";
+    k.reason = gate_reason.empty() ? "the kcore gate of `ptsnap probe` failed" : gate_reason;
   } else if (auto copy = CopyKcore(root, writer.dir() / "kcore"); !copy) {
     k.status = "unavailable";
     k.reason = copy.error().ToString();

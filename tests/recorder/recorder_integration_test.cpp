@@ -303,3 +303,48 @@ TEST(Record, ExistingTraceDirIsNotOverwritten) {
 
 }  // namespace
 }  // namespace ptsnap::record
+
+namespace ptsnap::record {
+namespace {
+
+// Kernel scope on this machine: the kernel image copy is either turned off
+// by the environment or unavailable (no /proc/kcore here); either way the
+// manifest says why and the recording still completes.
+TEST(Record, KernelScopeRecordsWhyTheKernelImageWasNotCopied) {
+  if (geteuid() != 0) GTEST_SKIP() << "kernel-scope sideband needs root here";
+  for (bool disabled : {true, false}) {
+    if (disabled) {
+      setenv("PTSNAP_NO_KCORE", "1", 1);
+    } else {
+      unsetenv("PTSNAP_NO_KCORE");
+      unsetenv("MAGIC_TRACE_PERF_NO_KCORE");
+    }
+    TempDir dir;
+    RecordOptions opts;
+    opts.command = {"/bin/true"};
+    opts.scope = TraceScope::kUserKernel;
+    Prepared p;
+    p.scope = trace::Scope::kUserKernel;
+    p.hw.tracking_attr = perf::BuildTrackingAttr(true, true);
+    p.hw.data_pages = 16;
+    FailureKind kind;
+    auto out = Record(opts, p, dir.path() / "k", base::RootPath(), &kind);
+    ASSERT_THAT(out, HasValue());
+    auto reader = trace::TraceReader::Open(dir.path() / "k");
+    ASSERT_THAT(reader, HasValue());
+    const trace::Kcore& k = reader->manifest().kcore;
+    if (disabled) {
+      EXPECT_EQ(k.status, "disabled");
+      EXPECT_THAT(k.reason, HasSubstr("PTSNAP_NO_KCORE"));
+    } else if (std::filesystem::exists("/proc/kcore") && k.status == "copied") {
+      EXPECT_TRUE(std::filesystem::exists(dir.path() / "k" / "kcore" / "kcore"));
+    } else {
+      EXPECT_EQ(k.status, "unavailable");
+      EXPECT_FALSE(k.reason.empty());
+    }
+  }
+  unsetenv("PTSNAP_NO_KCORE");
+}
+
+}  // namespace
+}  // namespace ptsnap::record
