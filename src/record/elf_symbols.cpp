@@ -78,6 +78,38 @@ Result<ElfImage> ParseElfFunctions(std::span<const std::byte> bytes) {
   return image;
 }
 
+std::string ReadBuildId(std::span<const std::byte> bytes) {
+  if (elf_version(EV_CURRENT) == EV_NONE) return "";
+  std::vector<char> copy(reinterpret_cast<const char*>(bytes.data()),
+                         reinterpret_cast<const char*>(bytes.data()) + bytes.size());
+  std::unique_ptr<Elf, ElfCloser> elf(elf_memory(copy.data(), copy.size()));
+  if (!elf || elf_kind(elf.get()) != ELF_K_ELF) return "";
+  Elf_Scn* scn = nullptr;
+  while ((scn = elf_nextscn(elf.get(), scn)) != nullptr) {
+    GElf_Shdr shdr;
+    if (gelf_getshdr(scn, &shdr) == nullptr || shdr.sh_type != SHT_NOTE) continue;
+    Elf_Data* data = elf_getdata(scn, nullptr);
+    if (data == nullptr || data->d_buf == nullptr) continue;
+    size_t offset = 0, name_off = 0, desc_off = 0;
+    GElf_Nhdr nhdr;
+    while (offset < data->d_size &&
+           (offset = gelf_getnote(data, offset, &nhdr, &name_off, &desc_off)) > 0) {
+      if (nhdr.n_type != NT_GNU_BUILD_ID || nhdr.n_namesz != 4 ||
+          std::memcmp(static_cast<const char*>(data->d_buf) + name_off, "GNU", 4) != 0)
+        continue;
+      static const char* kHex = "0123456789abcdef";
+      std::string hex;
+      const auto* d = static_cast<const unsigned char*>(data->d_buf) + desc_off;
+      for (size_t i = 0; i < nhdr.n_descsz; ++i) {
+        hex += kHex[d[i] >> 4];
+        hex += kHex[d[i] & 0xf];
+      }
+      return hex;
+    }
+  }
+  return "";
+}
+
 const ElfFunction* FindFunction(const ElfImage& image, std::string_view name) {
   for (const auto& f : image.functions)
     if (f.name == name) return &f;

@@ -1,5 +1,6 @@
 #include "record/hardware_source.h"
 
+#include <sys/mman.h>
 #include <x86intrin.h>
 
 #include <atomic>
@@ -129,6 +130,15 @@ Result<SidebandEvents> HardwarePtSource::DrainSideband(trace::TraceWriter& write
       reenable |= perf::AccountRecord(rec, stats_);
       perf_event_header h;
       std::memcpy(&h, rec.data(), sizeof(h));
+      if (h.type == PERF_RECORD_MMAP2) {
+        auto parsed = trace::ParseRecord(rec);
+        if (parsed) {
+          if (auto* m = std::get_if<trace::Mmap2>(&parsed->record.body);
+              m != nullptr && (m->prot & PROT_EXEC) != 0 && !m->filename.empty() &&
+              m->filename[0] == '/')
+            ev.mapped_files.push_back(m->filename);
+        }
+      }
       if ((h.type == PERF_RECORD_FORK || h.type == PERF_RECORD_EXIT) &&
           rec.size() >= sizeof(h) + 16) {
         uint32_t f[4];  // pid, ppid, tid, ptid

@@ -33,6 +33,7 @@ struct TriggerHit {
 struct SidebandEvents {
   std::vector<std::pair<pid_t, pid_t>> new_threads;  // {pid, tid} from PERF_RECORD_FORK
   std::vector<pid_t> exited_threads;                 // PERF_RECORD_EXIT tids
+  std::vector<std::string> mapped_files;             // executable MMAP2 paths ("/...") seen
   uint64_t records = 0;
 };
 

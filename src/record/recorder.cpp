@@ -1,6 +1,7 @@
 #include "record/recorder.h"
 
 #include <signal.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include "base/file_util.h"
@@ -324,6 +326,52 @@ struct Session {
   }
 };
 
+// Build-ids (and with --copy-binaries, copies) of the executable files the
+// traced processes mapped, and the vdso, which exists only in memory. The
+// vdso is the kernel's, the same for every process of one ABI on this
+// kernel, so ptsnap dumps its own (getauxval(AT_SYSINFO_EHDR)) for each pid.
+void RecordBinaries(trace::TraceWriter& writer, const std::set<std::string>& files, bool copy,
+                    const std::vector<pid_t>& pids) {
+  for (const std::string& f : files) {
+    trace::Binary b;
+    b.path = f;
+    auto bytes = base::ReadFile(f, size_t{1} << 30);
+    if (bytes) {
+      b.build_id = ReadBuildId(std::as_bytes(std::span(bytes->data(), bytes->size())));
+      if (copy) {
+        const std::string rel = "binaries/" + (b.build_id.empty() ? "no-build-id" : b.build_id) +
+                                "/" + std::filesystem::path(f).filename().string();
+        std::error_code ec;
+        std::filesystem::create_directories((writer.dir() / rel).parent_path(), ec);
+        if (auto w = base::WriteFileAtomic(writer.dir() / rel, *bytes, 0644); w) {
+          b.copy = rel;
+        } else {
+          PTSNAP_LOG(kWarning) << "--copy-binaries: " << w.error().ToString();
+        }
+      }
+    } else {
+      PTSNAP_LOG(kInfo) << "no build-id for " << f << ": " << bytes.error().ToString();
+    }
+    writer.manifest().binaries.push_back(std::move(b));
+  }
+  const auto vdso = static_cast<uintptr_t>(::getauxval(AT_SYSINFO_EHDR));
+  if (vdso == 0) return;
+  auto maps = sys::ReadProcMaps(base::RootPath(), 0);
+  if (!maps) return;
+  for (const sys::MapEntry& m : *maps) {
+    if (m.path != "[vdso]" || m.start != vdso) continue;
+    std::string image(reinterpret_cast<const char*>(vdso), m.end - m.start);
+    std::error_code ec;
+    std::filesystem::create_directories(writer.dir() / "vdso", ec);
+    for (pid_t pid : pids) {
+      if (auto w = base::WriteFileAtomic(writer.dir() / "vdso" / (std::to_string(pid) + ".so"),
+                                         image, 0644);
+          !w)
+        PTSNAP_LOG(kWarning) << "vdso dump: " << w.error().ToString();
+    }
+  }
+}
+
 // The kernel image copy, gated like `ptsnap probe` (kcore.* checks: the
 // environment switches, kernel version, /proc/kcore readable, lockdown).
 void CopyKernel(const Prepared& p, const base::RootPath& root, trace::TraceWriter& writer) {
@@ -470,12 +518,17 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
   trace::TraceWriter writer = std::move(*created);
 
   Session session{opts, prepared, *source, writer, pids};
+  std::set<std::string> mapped_files;
   auto body = [&]() -> Result<void> {
     if (run) {
       PTSNAP_TRY(child->Resume());
     } else {
       for (pid_t pid : pids) {
         PTSNAP_ASSIGN_OR_RETURN(std::string sb, SynthesizeSideband(pid, source->Now()));
+        if (auto maps = sys::ReadProcMaps(base::RootPath(), pid)) {
+          for (const auto& m : *maps)
+            if (m.exec && !m.path.empty() && m.path[0] == '/') mapped_files.insert(m.path);
+        }
         PTSNAP_TRY(writer.AppendSideband(std::as_bytes(std::span(sb.data(), sb.size()))));
       }
       PTSNAP_TRY(source->EnableAll());
@@ -492,6 +545,7 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
     while (recording) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
       PTSNAP_ASSIGN_OR_RETURN(SidebandEvents ev, source->DrainSideband(writer));
+      mapped_files.insert(ev.mapped_files.begin(), ev.mapped_files.end());
       for (auto [pid, tid] : ev.new_threads) {
         if (std::find(pids.begin(), pids.end(), pid) == pids.end() || source->HasThread(tid))
           continue;
@@ -542,7 +596,8 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
         }
       }
     }
-    PTSNAP_TRY(source->DrainSideband(writer));
+    PTSNAP_ASSIGN_OR_RETURN(SidebandEvents last, source->DrainSideband(writer));
+    mapped_files.insert(last.mapped_files.begin(), last.mapped_files.end());
     if (!end_reason.empty() && prepared.mode == trace::Mode::kSnapshot &&
         (opts.trigger.empty() || session.seq == 0)) {
       PTSNAP_TRY(session.TakeSnapshot(end_reason, end_detail, 0, 0, false));
@@ -551,6 +606,7 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
       PTSNAP_TRY(source->Finish(writer));
       PTSNAP_TRY(session.TakeSnapshot("full", end_reason, 0, 0, false));
     }
+    RecordBinaries(writer, mapped_files, opts.copy_binaries, pids);
     return Ok();
   };
   auto result = body();
@@ -561,7 +617,9 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
     return std::move(result).error().AddContext("recording (what was captured is kept in " +
                                                 trace_dir.string() + ")");
   }
-  PTSNAP_TRY(writer.Finish(trace::State::kComplete));
+  // docs/trace-format.md: "interrupted" after Ctrl-C, else "complete".
+  PTSNAP_TRY(
+      writer.Finish(outcome.interrupted ? trace::State::kInterrupted : trace::State::kComplete));
   if (run && child) {
     int status = 0;
     if (!child->Poll(&status)) {

@@ -186,6 +186,7 @@ TEST(Record, RunWithTriggerOnNewThreadSidebandOnly) {
   opts.command = {TargetPath(), "2", "delay"};
   opts.trigger = "ptsnap_test_target";
   opts.multi_thread = true;
+  opts.copy_binaries = true;
   Prepared p;
   p.hw.tracking_attr = perf::BuildTrackingAttr(false, true);
   p.hw.data_pages = 16;
@@ -218,6 +219,19 @@ TEST(Record, RunWithTriggerOnNewThreadSidebandOnly) {
   EXPECT_TRUE(exec);
   EXPECT_TRUE(mapped);
   EXPECT_TRUE(fork);
+  // Build-ids and copies of the mapped executables, and the vdso dump.
+  bool target_listed = false;
+  for (const trace::Binary& b : m.binaries) {
+    if (b.path.find("trigger_target") == std::string::npos) continue;
+    target_listed = true;
+    EXPECT_EQ(b.build_id.size(), 40u) << b.build_id;  // gcc's default sha1 build-id
+    ASSERT_FALSE(b.copy.empty());
+    EXPECT_EQ(std::filesystem::file_size(dir.path() / "t.ptsnap" / b.copy),
+              std::filesystem::file_size(TargetPath()));
+  }
+  EXPECT_TRUE(target_listed);
+  EXPECT_TRUE(std::filesystem::exists(dir.path() / "t.ptsnap" / "vdso" /
+                                      (std::to_string(m.pids[0]) + ".so")));
 }
 
 TEST(Record, RunWithoutTriggerSnapshotsAtExit) {
