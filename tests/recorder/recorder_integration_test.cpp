@@ -362,3 +362,48 @@ TEST(Record, KernelScopeRecordsWhyTheKernelImageWasNotCopied) {
 
 }  // namespace
 }  // namespace ptsnap::record
+
+namespace ptsnap::record {
+namespace {
+
+// SIGUSR2 asks for a snapshot, SIGINT (Ctrl-C) ends the recording; both
+// arrive while Record() blocks, as they would from a shell.
+TEST(Record, Sigusr2SnapshotsAndSigintEnds) {
+  REQUIRE_TARGET();
+  for (int sig : {SIGUSR2, SIGINT}) {
+    WaitingTarget t;
+    ASSERT_GT(t.worker, 0);
+    TempDir dir;
+    RecordOptions opts;
+    opts.pids = {t.pid};
+    opts.duration = std::chrono::seconds(20);  // a safety net; the signal ends it first
+    Prepared p;
+    p.hw.tracking_attr = perf::BuildTrackingAttr(false, false);
+    p.hw.data_pages = 16;
+    std::thread sender([sig] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      kill(getpid(), sig);
+    });
+    FailureKind kind;
+    auto out = Record(opts, p, dir.path() / "s", base::RootPath(), &kind);
+    sender.join();
+    ASSERT_THAT(out, HasValue());
+    auto reader = trace::TraceReader::Open(dir.path() / "s");
+    ASSERT_THAT(reader, HasValue());
+    const auto& m = reader->manifest();
+    ASSERT_EQ(m.snapshots.size(), 1u);
+    if (sig == SIGUSR2) {
+      EXPECT_EQ(m.snapshots[0].reason, "signal");
+      EXPECT_EQ(m.snapshots[0].detail, "SIGUSR2");
+      EXPECT_EQ(m.state, trace::State::kComplete);
+      EXPECT_FALSE(out->interrupted);
+    } else {
+      EXPECT_EQ(m.snapshots[0].reason, "ctrl-c");
+      EXPECT_EQ(m.state, trace::State::kInterrupted);
+      EXPECT_TRUE(out->interrupted);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ptsnap::record
