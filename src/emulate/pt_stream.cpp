@@ -60,6 +60,7 @@ void PtStream::Emit(const pt_packet& p) {
     std::fprintf(stderr, "ptsnap plugin: PT encoder failed: %s\n", pt_errstr(pt_errcode(r)));
     std::abort();
   }
+  pending_ += static_cast<size_t>(r);
 }
 
 void PtStream::IpPacket(int type, uint64_t ip) {
@@ -171,14 +172,11 @@ void PtStream::Ret(uint64_t target) {
   Tip(target);
 }
 
-size_t PtStream::pending() const {
-  uint64_t off = 0;
-  pt_enc_get_offset(enc_, &off);
-  return static_cast<size_t>(off);
-}
-
 std::span<const uint8_t> PtStream::bytes() const { return {buf_.data(), pending()}; }
 
-void PtStream::Take() { pt_enc_sync_set(enc_, 0); }
+void PtStream::Take() {
+  pt_enc_sync_set(enc_, 0);
+  pending_ = 0;
+}
 
 }  // namespace ptsnap::emulate

@@ -84,7 +84,7 @@ class PtStream {
   void Ret(uint64_t target);
 
   // Bytes written since the last Take().
-  [[nodiscard]] size_t pending() const;
+  [[nodiscard]] size_t pending() const { return pending_; }
   [[nodiscard]] std::span<const uint8_t> bytes() const;
   // Forgets the pending bytes (after the owner copied bytes()).
   void Take();
@@ -103,6 +103,7 @@ class PtStream {
   bool have_last_ip_ = false;
   uint64_t tnt_payload_ = 0;
   int tnt_bits_ = 0;
+  size_t pending_ = 0;  // bytes written since Take()
   ReturnStack ret_;
 };
 
