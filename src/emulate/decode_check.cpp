@@ -2,6 +2,7 @@
 
 #include <intel-pt.h>
 
+#include <cstring>
 #include <memory>
 
 namespace ptsnap::emulate {
@@ -83,6 +84,39 @@ Result<DecodeCheckResult> DecodeCheck(std::span<const uint8_t> stream,
     note_error(status);
     status = pt_insn_sync_forward(dec.get());
     if (status == -pte_eos) break;
+  }
+  // Second pass: the block decoder (what ptsnap's decoder uses).
+  std::unique_ptr<pt_block_decoder, void (*)(pt_block_decoder*)> blk(pt_blk_alloc_decoder(&cfg),
+                                                                     pt_blk_free_decoder);
+  if (!blk) return Error("cannot allocate a libipt block decoder");
+  pt_blk_set_image(blk.get(), image.get());
+  status = pt_blk_sync_forward(blk.get());
+  while (status != -pte_eos) {
+    if (status < 0) {
+      ++res.block_errors;
+      status = pt_blk_sync_forward(blk.get());
+      continue;
+    }
+    for (;;) {
+      while (status & pts_event_pending) {
+        pt_event ev;
+        status = pt_blk_event(blk.get(), &ev, sizeof(ev));
+        if (status < 0) break;
+      }
+      if (status < 0) break;
+      pt_block block;
+      std::memset(&block, 0, sizeof(block));
+      status = pt_blk_next(blk.get(), &block, sizeof(block));
+      // A block may come with an error: consume it first.
+      if (block.ninsn > 0) {
+        res.block_insns += block.ninsn;
+        ++res.blocks;
+      }
+      if (status < 0) break;
+    }
+    if (status == -pte_eos) break;
+    ++res.block_errors;
+    status = pt_blk_sync_forward(blk.get());
   }
   return res;
 }

@@ -34,6 +34,9 @@ struct DecodeCheckResult {
   uint64_t syncs = 0;       // PSBs synchronised at
   std::map<uint64_t, uint64_t> watch_counts;
   uint64_t first_ip = 0, last_ip = 0;
+  // The same stream through libipt's block decoder: instructions in blocks,
+  // block count, errors. Must agree with the instruction decoder.
+  uint64_t block_insns = 0, blocks = 0, block_errors = 0;
 };
 
 Result<DecodeCheckResult> DecodeCheck(std::span<const uint8_t> stream,

@@ -179,9 +179,11 @@ std::string Escape(const std::string& v) {  // QemuOpts: a comma is written twic
 }
 
 Result<void> CheckElf(const fs::path& p) {
-  auto head = base::ReadFile(p, 4096);
-  if (!head) return Error("cannot read " + p.string() + ": " + head.error().ToString());
-  const std::string& h = *head;
+  base::UniqueFd fd(::open(p.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return Error::FromErrno("cannot read " + p.string());
+  std::string h(64, '\0');
+  ssize_t n = ::pread(fd.get(), h.data(), h.size(), 0);
+  h.resize(n > 0 ? static_cast<size_t>(n) : 0);
   if (h.size() < 20 || h.compare(0, 4,
                                  "\x7f"
                                  "ELF") != 0)
