@@ -23,11 +23,14 @@ int main(int argc, char** argv) {
 
   CommandFn selected;
   // Subcommands register here.
+  AddInfoCommand(app, &selected);
+  AddProbeCommand(app, &selected);
 
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version exit 0; every other parse error is a usage error.
+    return app.exit(e) == 0 ? kExitOk : kExitUsage;
   }
   ptsnap::base::SetVerbosity(verbosity);
   try {
