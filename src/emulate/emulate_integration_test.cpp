@@ -5,6 +5,7 @@
 // count and the ordered hash of instruction addresses must equal what the
 // plugin retired: that proves the stream is genuine Intel PT.
 #include <linux/perf_event.h>
+#include <signal.h>
 #include <stdlib.h>
 
 #include <gtest/gtest.h>
@@ -15,6 +16,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "base/file_util.h"
 #include "emulate/decode_check.h"
@@ -281,6 +283,65 @@ TEST_F(Emulate, TriggerSymbolTakesTheSnapshotAtItsEntry) {
   ExpectExact(r);
   uint32_t id = r.manifest.streams[0].id;
   EXPECT_EQ(WatchCount(r, id, RuntimeAddress(r, prog, "fib")), 1973u + 177u);
+}
+
+TEST_F(Emulate, MultiSnapshotTakesOneSnapshotPerStopIndicatorCall) {
+  record::RecordOptions o;
+  o.trigger = ".";
+  o.multi_snapshot = true;
+  auto prog = Program("stop_indicator");
+  auto r = Record({prog.string(), "3"}, o);
+  EXPECT_EQ(r.exit_code, 0);
+  // Three stop-indicator snapshots, then the one at exit.
+  ASSERT_EQ(r.manifest.snapshots.size(), 4u);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(r.manifest.snapshots[i].reason, "stop-indicator");
+  EXPECT_EQ(r.manifest.snapshots[3].reason, "exit");
+  ExpectExact(r, 4);
+  // Each snapshot holds the ring as it was: fib entered 1973 + k * 177 times.
+  uint64_t want = 1973;
+  uint64_t fib = RuntimeAddress(r, prog, "fib");
+  for (const auto& s : r.manifest.streams) {
+    if (s.snapshot == r.manifest.snapshots[3].seq) continue;
+    EXPECT_EQ(WatchCount(r, s.id, fib), want);
+    want += 177;
+  }
+}
+
+TEST_F(Emulate, DurationTakesASnapshotAndStops) {
+  record::RecordOptions o;
+  o.duration = std::chrono::milliseconds(150);
+  o.snapshot_size = 64 << 10;
+  auto r = Record({Program("fib").string(), "36"}, o);
+  EXPECT_EQ(r.exit_code, 0);
+  ASSERT_EQ(r.manifest.snapshots.size(), 1u);
+  EXPECT_EQ(r.manifest.snapshots[0].reason, "duration");
+  ASSERT_EQ(r.manifest.streams.size(), 1u);
+  const auto& bytes = r.data.at(r.manifest.streams[0].id);
+  auto d = DecodeCheck({reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()}, r.sections,
+                       CpuOptions(r));
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->errors, 0u) << d->first_error;
+  EXPECT_GT(d->insns, 10000u);
+}
+
+TEST_F(Emulate, CtrlCTakesASnapshotAndInterruptsTheProgram) {
+  record::RecordOptions o;
+  std::thread ctrl_c([] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    ::kill(::getpid(), SIGINT);
+  });
+  auto r = Record({Program("fib").string(), "40"}, o);
+  ctrl_c.join();
+  EXPECT_EQ(r.exit_code, 128 + SIGINT);
+  ASSERT_GE(r.manifest.snapshots.size(), 1u);
+  EXPECT_EQ(r.manifest.snapshots[0].reason, "ctrl-c");
+  ASSERT_EQ(r.manifest.streams.size(), 1u);
+  const auto& bytes = r.data.at(r.manifest.streams[0].id);
+  auto d = DecodeCheck({reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()}, r.sections,
+                       CpuOptions(r));
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->errors, 0u) << d->first_error;
+  EXPECT_GT(d->insns, 10000u);
 }
 
 TEST_F(Emulate, ExitStatusIsThePrograms) {

@@ -150,6 +150,10 @@ void WriteAll(int fd, const uint8_t* p, size_t n) {
   }
 }
 
+bool StartsWithPsb(const std::vector<uint8_t>& c) {
+  return c.size() >= 2 && c[0] == 0x02 && c[1] == 0x82;
+}
+
 // Moves the encoder's pending bytes into the ring (oldest chunks dropped,
 // keeping whole PSB periods so what remains starts at a PSB) or the file.
 void Drain(ThreadState* t) {
@@ -165,6 +169,12 @@ void Drain(ThreadState* t) {
       t->ring_bytes -= t->ring.front().size();
       t->ring.pop_front();
       t->wrapped = true;
+      // Drop up to the next chunk that starts with a PSB (02 82): a snapshot
+      // then always begins where a decoder can synchronise.
+      while (t->ring.size() > 1 && !StartsWithPsb(t->ring.front())) {
+        t->ring_bytes -= t->ring.front().size();
+        t->ring.pop_front();
+      }
     }
   }
   t->pt.Take();
