@@ -34,17 +34,19 @@ struct CpuId {
   std::string vendor;  // "GenuineIntel"
   uint32_t family = 0, model = 0, stepping = 0;
   uint32_t cpuid_15_eax = 0, cpuid_15_ebx = 0;  // TSC:CTC ratio; 0 when unknown
+  friend bool operator==(const CpuId&, const CpuId&) = default;
 };
 
 struct PtConfig {
   uint32_t pmu_type = 0;
-  uint64_t config = 0;  // attr.config as opened
-  uint32_t mtc_freq = 0;  // raw mtc_period field
-  uint32_t nom_freq = 0;  // max_nonturbo_ratio
+  uint64_t config = 0;      // attr.config as opened
+  uint32_t mtc_freq = 0;    // raw mtc_period field
+  uint32_t nom_freq = 0;    // max_nonturbo_ratio
   uint32_t psb_period = 0;  // raw psb_period field
   bool tsc = false, mtc = false, cyc = false, noretcomp = false;
-  std::string filter;  // address filter string, "" when none
+  std::string filter;                 // address filter string, "" when none
   uint64_t addr0_a = 0, addr0_b = 0;  // ADDR0 range for libipt's SKL014 workaround; 0 when none
+  friend bool operator==(const PtConfig&, const PtConfig&) = default;
 };
 
 // Perf clock <-> TSC, from perf_event_mmap_page (time_zero/mult/shift).
@@ -55,6 +57,7 @@ struct TimeConv {
   uint32_t time_mult = 0;
   uint16_t time_shift = 0;
   bool cap_user_time_zero = false;
+  friend bool operator==(const TimeConv&, const TimeConv&) = default;
 };
 uint64_t TscToPerfTime(const TimeConv& tc, uint64_t tsc);
 uint64_t PerfTimeToTsc(const TimeConv& tc, uint64_t ns);
@@ -64,31 +67,35 @@ struct Snapshot {
   // "exit", "trigger", "stop-indicator", "signal", "ctrl-c", "duration", "full"
   std::string reason;
   std::string detail;  // e.g. the trigger symbol, the signal name
-  uint64_t time = 0;  // perf clock ns when taken
-  uint32_t tid = 0;  // thread that caused it, 0 when none
+  uint64_t time = 0;   // perf clock ns when taken
+  uint32_t tid = 0;    // thread that caused it, 0 when none
+  friend bool operator==(const Snapshot&, const Snapshot&) = default;
 };
 
 struct Stream {
   uint32_t id = 0;
-  std::string file;  // relative to the trace directory: "pt/<id>.pt"
+  std::string file;                      // relative to the trace directory: "pt/<id>.pt"
   int32_t pid = -1, tid = -1, cpu = -1;  // tid for per-thread, cpu for per-CPU
-  uint32_t snapshot = 0;  // Snapshot::seq; full-execution streams use 0
-  uint64_t size = 0;  // bytes in file
-  bool wrapped = false;  // the ring had wrapped: the start is torn, sync at the first PSB
+  uint32_t snapshot = 0;                 // Snapshot::seq; full-execution streams use 0
+  uint64_t size = 0;                     // bytes in file
+  bool wrapped = false;     // the ring had wrapped: the start is torn, sync at the first PSB
   uint64_t lost_bytes = 0;  // full mode: bytes the kernel dropped (TRUNCATED)
+  friend bool operator==(const Stream&, const Stream&) = default;
 };
 
 struct Binary {
-  std::string path;  // as mapped
+  std::string path;      // as mapped
   std::string build_id;  // hex, "" when unknown
-  std::string copy;  // relative path of the copy in the directory, "" when not copied
+  std::string copy;      // relative path of the copy in the directory, "" when not copied
+  friend bool operator==(const Binary&, const Binary&) = default;
 };
 
 struct Kcore {
   // "copied", "disabled" (environment), "unavailable", "not-needed" (user scope)
   std::string status = "not-needed";
   std::string reason;  // why not copied
-  std::string dir;  // "kcore" when copied: kallsyms, modules, kcore inside
+  std::string dir;     // "kcore" when copied: kallsyms, modules, kcore inside
+  friend bool operator==(const Kcore&, const Kcore&) = default;
 };
 
 struct Manifest {
@@ -98,7 +105,7 @@ struct Manifest {
   std::string ptsnap_version;
   uint64_t created_unix_ns = 0;
   std::vector<std::string> command;  // run: argv; attach: empty
-  std::vector<int32_t> pids;  // traced processes
+  std::vector<int32_t> pids;         // traced processes
   std::string kernel_release;
   std::optional<uint64_t> kernel_start;  // lowest kernel text address
   CpuId cpu;
@@ -110,11 +117,12 @@ struct Manifest {
   std::string sideband = "sideband.data";
   std::vector<Snapshot> snapshots;
   std::vector<Stream> streams;
-  uint64_t lost_records = 0;  // PERF_RECORD_LOST total
+  uint64_t lost_records = 0;   // PERF_RECORD_LOST total
   uint64_t aux_truncated = 0;  // AUX TRUNCATED records
   Kcore kcore;
   std::vector<Binary> binaries;
   std::string emulator;  // emulated source: "qemu-x86_64 7.2 + ptsnap plugin", else ""
+  friend bool operator==(const Manifest&, const Manifest&) = default;
 };
 
 std::string SerializeManifest(const Manifest& m);  // pretty JSON

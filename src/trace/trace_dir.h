@@ -67,7 +67,8 @@ class TraceReader {
   Result<RecordStream> ReadSideband() const;
 
  private:
-  TraceReader(std::filesystem::path dir, Manifest m) : dir_(std::move(dir)), manifest_(std::move(m)) {}
+  TraceReader(std::filesystem::path dir, Manifest m)
+      : dir_(std::move(dir)), manifest_(std::move(m)) {}
   std::filesystem::path dir_;
   Manifest manifest_;
 };

@@ -1,0 +1,498 @@
+#include "trace/manifest.h"
+
+#include <exception>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <type_traits>
+
+#include "base/string_util.h"
+
+namespace ptsnap::trace {
+namespace {
+
+// ordered_json keeps the documented field order in the written file.
+using Json = nlohmann::ordered_json;
+
+constexpr std::string_view kFormat = "ptsnap-trace";
+
+// GCC and clang's 128-bit integer (__extension__: not ISO C++, -Wpedantic).
+__extension__ using U128 = unsigned __int128;
+
+std::string HexString(uint64_t v) { return base::Hex(v); }
+
+// ---- reading -------------------------------------------------------------
+
+Error FieldError(const std::string& path, std::string_view what) {
+  return Error("field '" + path + "': " + std::string(what));
+}
+
+std::string Join(const std::string& parent, std::string_view key) {
+  return parent.empty() ? std::string(key) : parent + "." + std::string(key);
+}
+
+Result<int32_t> ToInt32(const Json& v, const std::string& path) {
+  if (!v.is_number_integer()) return FieldError(path, "expected an integer");
+  if (v.is_number_unsigned()) {
+    uint64_t u = v.get<uint64_t>();
+    if (u > static_cast<uint64_t>(std::numeric_limits<int32_t>::max())) {
+      return FieldError(path, "value " + std::to_string(u) + " is out of range");
+    }
+    return static_cast<int32_t>(u);
+  }
+  int64_t s = v.get<int64_t>();
+  if (s < std::numeric_limits<int32_t>::min() || s > std::numeric_limits<int32_t>::max()) {
+    return FieldError(path, "value " + std::to_string(s) + " is out of range");
+  }
+  return static_cast<int32_t>(s);
+}
+
+// A JSON object and its path from the root, for error messages.
+class Obj {
+ public:
+  Obj(const Json& j, std::string path) : j_(j), path_(std::move(path)) {}
+
+  // nullptr when absent (or null: treated as absent).
+  [[nodiscard]] const Json* Find(std::string_view key) const {
+    auto it = j_.find(key);
+    if (it == j_.end() || it->is_null()) return nullptr;
+    return &*it;
+  }
+
+  Result<const Json*> Require(std::string_view key) const {
+    const Json* v = Find(key);
+    if (v == nullptr) return FieldError(Join(path_, key), "missing");
+    return v;
+  }
+
+  Result<Obj> Object(std::string_view key, bool required = true) const {
+    const Json* v = Find(key);
+    static const Json kEmpty = Json::object();
+    if (v == nullptr) {
+      if (required) return FieldError(Join(path_, key), "missing");
+      return Obj(kEmpty, Join(path_, key));
+    }
+    if (!v->is_object()) return FieldError(Join(path_, key), "expected an object");
+    return Obj(*v, Join(path_, key));
+  }
+
+  // Unsigned integers: a JSON number or a hex string ("0x..."); the format
+  // writes hex for values that may exceed 2^53 and accepts either.
+  template <class T>
+  Result<void> Uint(std::string_view key, T& out, bool required = false) const {
+    static_assert(std::is_unsigned_v<T> || std::is_same_v<T, bool>);
+    const Json* v = Find(key);
+    std::string path = Join(path_, key);
+    if (v == nullptr) {
+      if (required) return FieldError(path, "missing");
+      return Ok();
+    }
+    uint64_t value = 0;
+    if (v->is_number_unsigned()) {
+      value = v->get<uint64_t>();
+    } else if (v->is_number_integer()) {
+      int64_t s = v->get<int64_t>();
+      if (s < 0) return FieldError(path, "must not be negative");
+      value = static_cast<uint64_t>(s);
+    } else if (v->is_string()) {
+      const std::string& s = v->get_ref<const std::string&>();
+      auto parsed = base::StartsWith(s, "0x") || base::StartsWith(s, "0X")
+                        ? base::ParseUint(std::string_view(s).substr(2), 16)
+                        : std::nullopt;
+      if (!parsed || s.size() <= 2) {
+        return FieldError(path, "expected a hex string like \"0x1f\", got \"" + s + "\"");
+      }
+      value = *parsed;
+    } else {
+      return FieldError(path, "expected an unsigned integer");
+    }
+    if (value > std::numeric_limits<T>::max()) {
+      return FieldError(path, "value " + std::to_string(value) + " is out of range");
+    }
+    out = static_cast<T>(value);
+    return Ok();
+  }
+
+  Result<void> Int(std::string_view key, int32_t& out, bool required = false) const {
+    const Json* v = Find(key);
+    std::string path = Join(path_, key);
+    if (v == nullptr) {
+      if (required) return FieldError(path, "missing");
+      return Ok();
+    }
+    PTSNAP_ASSIGN_OR_RETURN(out, ToInt32(*v, path));
+    return Ok();
+  }
+
+  Result<void> Bool(std::string_view key, bool& out) const {
+    const Json* v = Find(key);
+    if (v == nullptr) return Ok();
+    if (!v->is_boolean()) return FieldError(Join(path_, key), "expected true or false");
+    out = v->get<bool>();
+    return Ok();
+  }
+
+  Result<void> String(std::string_view key, std::string& out, bool required = false) const {
+    const Json* v = Find(key);
+    std::string path = Join(path_, key);
+    if (v == nullptr) {
+      if (required) return FieldError(path, "missing");
+      return Ok();
+    }
+    if (!v->is_string()) return FieldError(path, "expected a string");
+    out = v->get<std::string>();
+    return Ok();
+  }
+
+  // A path inside the trace directory: relative and without "..", so that a
+  // manifest cannot make a reader open files elsewhere.
+  Result<void> RelativePath(std::string_view key, std::string& out, bool required = false) const {
+    PTSNAP_TRY(String(key, out, required));
+    if (out.empty()) return Ok();
+    if (out.front() == '/') {
+      return FieldError(Join(path_, key), "must be a path inside the trace directory");
+    }
+    for (std::string_view part : base::Split(out, '/')) {
+      if (part == "..") {
+        return FieldError(Join(path_, key), "must be a path inside the trace directory");
+      }
+    }
+    return Ok();
+  }
+
+  // Calls fn(Obj element) or fn(const Json&, path) for each array element.
+  template <class Fn>
+  Result<void> Array(std::string_view key, Fn fn, bool required = false) const {
+    const Json* v = Find(key);
+    std::string path = Join(path_, key);
+    if (v == nullptr) {
+      if (required) return FieldError(path, "missing");
+      return Ok();
+    }
+    if (!v->is_array()) return FieldError(path, "expected an array");
+    for (size_t i = 0; i < v->size(); ++i) {
+      PTSNAP_TRY(fn((*v)[i], path + "[" + std::to_string(i) + "]"));
+    }
+    return Ok();
+  }
+
+  template <class E, size_t N>
+  Result<void> Enum(std::string_view key, E& out, const E (&values)[N], bool required) const {
+    std::string s;
+    PTSNAP_TRY(String(key, s, required));
+    if (s.empty() && !required) return Ok();
+    for (E e : values) {
+      if (ToString(e) == s) {
+        out = e;
+        return Ok();
+      }
+    }
+    std::string expected;
+    for (E e : values) {
+      if (!expected.empty()) expected += ", ";
+      expected += "\"" + std::string(ToString(e)) + "\"";
+    }
+    return FieldError(Join(path_, key), "unknown value \"" + s + "\" (expected " + expected + ")");
+  }
+
+  [[nodiscard]] const std::string& path() const { return path_; }
+
+ private:
+  const Json& j_;
+  std::string path_;
+};
+
+Result<Obj> AsObject(const Json& j, const std::string& path) {
+  if (!j.is_object()) return FieldError(path, "expected an object");
+  return Obj(j, path);
+}
+
+constexpr Source kSources[] = {Source::kHardware, Source::kEmulated};
+constexpr State kStates[] = {State::kRecording, State::kComplete, State::kInterrupted};
+constexpr Scope kScopes[] = {Scope::kUser, Scope::kKernel, Scope::kUserKernel};
+constexpr Mode kModes[] = {Mode::kSnapshot, Mode::kFull};
+
+Result<Manifest> ParseTree(const Json& root) {
+  Manifest m;
+  if (!root.is_object()) return Error("not a JSON object");
+  Obj r(root, "");
+  std::string format;
+  PTSNAP_TRY(r.String("format", format, /*required=*/true));
+  if (format != kFormat) {
+    return Error("not a ptsnap trace manifest (format is \"" + format + "\", expected \"" +
+                 std::string(kFormat) + "\")");
+  }
+  PTSNAP_ASSIGN_OR_RETURN(const Json* version, r.Require("version"));
+  if (!version->is_number_integer()) return FieldError("version", "expected an integer");
+  if (!version->is_number_unsigned() || version->get<uint64_t>() != kManifestVersion) {
+    std::string v = version->is_number_unsigned() ? std::to_string(version->get<uint64_t>())
+                                                  : std::to_string(version->get<int64_t>());
+    return Error("unsupported version " + v + " (this ptsnap reads " +
+                 std::to_string(kManifestVersion) + ")");
+  }
+  m.version = kManifestVersion;
+
+  PTSNAP_TRY(r.Enum("source", m.source, kSources, true));
+  PTSNAP_TRY(r.Enum("state", m.state, kStates, true));
+  PTSNAP_TRY(r.String("ptsnap_version", m.ptsnap_version));
+  PTSNAP_TRY(r.Uint("created_unix_ns", m.created_unix_ns));
+  PTSNAP_TRY(r.Array("command", [&](const Json& e, const std::string& path) -> Result<void> {
+    if (!e.is_string()) return FieldError(path, "expected a string");
+    m.command.push_back(e.get<std::string>());
+    return Ok();
+  }));
+  PTSNAP_TRY(r.Array("pids", [&](const Json& e, const std::string& path) -> Result<void> {
+    PTSNAP_ASSIGN_OR_RETURN(int32_t pid, ToInt32(e, path));
+    m.pids.push_back(pid);
+    return Ok();
+  }));
+
+  PTSNAP_ASSIGN_OR_RETURN(Obj kernel, r.Object("kernel", false));
+  PTSNAP_TRY(kernel.String("release", m.kernel_release));
+  if (kernel.Find("start") != nullptr) {
+    uint64_t start = 0;
+    PTSNAP_TRY(kernel.Uint("start", start));
+    m.kernel_start = start;
+  }
+
+  PTSNAP_ASSIGN_OR_RETURN(Obj cpu, r.Object("cpu"));
+  PTSNAP_TRY(cpu.String("vendor", m.cpu.vendor));
+  PTSNAP_TRY(cpu.Uint("family", m.cpu.family));
+  PTSNAP_TRY(cpu.Uint("model", m.cpu.model));
+  PTSNAP_TRY(cpu.Uint("stepping", m.cpu.stepping));
+  PTSNAP_TRY(cpu.Uint("cpuid_15_eax", m.cpu.cpuid_15_eax));
+  PTSNAP_TRY(cpu.Uint("cpuid_15_ebx", m.cpu.cpuid_15_ebx));
+
+  PTSNAP_ASSIGN_OR_RETURN(Obj pt, r.Object("pt"));
+  PTSNAP_TRY(pt.Uint("pmu_type", m.pt.pmu_type));
+  PTSNAP_TRY(pt.Uint("config", m.pt.config));
+  PTSNAP_TRY(pt.Uint("mtc_freq", m.pt.mtc_freq));
+  PTSNAP_TRY(pt.Uint("nom_freq", m.pt.nom_freq));
+  PTSNAP_TRY(pt.Uint("psb_period", m.pt.psb_period));
+  PTSNAP_TRY(pt.Bool("tsc", m.pt.tsc));
+  PTSNAP_TRY(pt.Bool("mtc", m.pt.mtc));
+  PTSNAP_TRY(pt.Bool("cyc", m.pt.cyc));
+  PTSNAP_TRY(pt.Bool("noretcomp", m.pt.noretcomp));
+  PTSNAP_TRY(pt.String("filter", m.pt.filter));
+  PTSNAP_TRY(pt.Uint("addr0_a", m.pt.addr0_a));
+  PTSNAP_TRY(pt.Uint("addr0_b", m.pt.addr0_b));
+
+  PTSNAP_TRY(r.Enum("scope", m.scope, kScopes, true));
+  PTSNAP_TRY(r.Enum("mode", m.mode, kModes, true));
+  PTSNAP_TRY(r.Uint("snapshot_size", m.snapshot_size));
+
+  PTSNAP_ASSIGN_OR_RETURN(Obj tc, r.Object("time_conv"));
+  PTSNAP_TRY(tc.Uint("time_zero", m.time_conv.time_zero));
+  PTSNAP_TRY(tc.Uint("time_mult", m.time_conv.time_mult));
+  PTSNAP_TRY(tc.Uint("time_shift", m.time_conv.time_shift));
+  if (m.time_conv.time_shift > 63) {
+    return FieldError("time_conv.time_shift",
+                      "value " + std::to_string(m.time_conv.time_shift) + " is out of range");
+  }
+  PTSNAP_TRY(tc.Bool("cap_user_time_zero", m.time_conv.cap_user_time_zero));
+
+  PTSNAP_TRY(r.RelativePath("sideband", m.sideband));
+  if (m.sideband.empty()) return FieldError("sideband", "must name a file");
+
+  PTSNAP_TRY(r.Array(
+      "snapshots",
+      [&](const Json& e, const std::string& path) -> Result<void> {
+        PTSNAP_ASSIGN_OR_RETURN(Obj o, AsObject(e, path));
+        Snapshot s;
+        PTSNAP_TRY(o.Uint("seq", s.seq, true));
+        PTSNAP_TRY(o.String("reason", s.reason));
+        PTSNAP_TRY(o.String("detail", s.detail));
+        PTSNAP_TRY(o.Uint("time", s.time));
+        PTSNAP_TRY(o.Uint("tid", s.tid));
+        m.snapshots.push_back(std::move(s));
+        return Ok();
+      },
+      true));
+  PTSNAP_TRY(r.Array(
+      "streams",
+      [&](const Json& e, const std::string& path) -> Result<void> {
+        PTSNAP_ASSIGN_OR_RETURN(Obj o, AsObject(e, path));
+        Stream s;
+        PTSNAP_TRY(o.Uint("id", s.id, true));
+        PTSNAP_TRY(o.RelativePath("file", s.file, true));
+        if (s.file.empty()) return FieldError(path + ".file", "must name a file");
+        PTSNAP_TRY(o.Int("pid", s.pid));
+        PTSNAP_TRY(o.Int("tid", s.tid));
+        PTSNAP_TRY(o.Int("cpu", s.cpu));
+        PTSNAP_TRY(o.Uint("snapshot", s.snapshot));
+        PTSNAP_TRY(o.Uint("size", s.size, true));
+        PTSNAP_TRY(o.Bool("wrapped", s.wrapped));
+        PTSNAP_TRY(o.Uint("lost_bytes", s.lost_bytes));
+        m.streams.push_back(std::move(s));
+        return Ok();
+      },
+      true));
+  PTSNAP_TRY(r.Uint("lost_records", m.lost_records));
+  PTSNAP_TRY(r.Uint("aux_truncated", m.aux_truncated));
+
+  PTSNAP_ASSIGN_OR_RETURN(Obj kcore, r.Object("kcore", false));
+  PTSNAP_TRY(kcore.String("status", m.kcore.status));
+  PTSNAP_TRY(kcore.String("reason", m.kcore.reason));
+  PTSNAP_TRY(kcore.RelativePath("dir", m.kcore.dir));
+
+  PTSNAP_TRY(r.Array("binaries", [&](const Json& e, const std::string& path) -> Result<void> {
+    PTSNAP_ASSIGN_OR_RETURN(Obj o, AsObject(e, path));
+    Binary b;
+    PTSNAP_TRY(o.String("path", b.path, true));
+    PTSNAP_TRY(o.String("build_id", b.build_id));
+    PTSNAP_TRY(o.RelativePath("copy", b.copy));
+    m.binaries.push_back(std::move(b));
+    return Ok();
+  }));
+  PTSNAP_TRY(r.String("emulator", m.emulator));
+  return m;
+}
+
+}  // namespace
+
+std::string_view ToString(Source v) {
+  switch (v) {
+    case Source::kHardware: return "hardware";
+    case Source::kEmulated: return "emulated";
+  }
+  return "?";
+}
+
+std::string_view ToString(Scope v) {
+  switch (v) {
+    case Scope::kUser: return "user";
+    case Scope::kKernel: return "kernel";
+    case Scope::kUserKernel: return "user+kernel";
+  }
+  return "?";
+}
+
+std::string_view ToString(Mode v) {
+  switch (v) {
+    case Mode::kSnapshot: return "snapshot";
+    case Mode::kFull: return "full";
+  }
+  return "?";
+}
+
+std::string_view ToString(State v) {
+  switch (v) {
+    case State::kRecording: return "recording";
+    case State::kComplete: return "complete";
+    case State::kInterrupted: return "interrupted";
+  }
+  return "?";
+}
+
+// perf_event_mmap_page documents the TSC -> perf time conversion as
+//   quot = tsc >> shift; rem = tsc & ((1 << shift) - 1);
+//   ns = time_zero + quot * mult + ((rem * mult) >> shift)
+// which is exactly time_zero + floor(tsc * mult / 2^shift) (mod 2^64); the
+// 128-bit product computes that without the intermediate overflow.
+uint64_t TscToPerfTime(const TimeConv& tc, uint64_t tsc) {
+  if (tc.time_shift >= 128) return tc.time_zero;
+  U128 prod = static_cast<U128>(tsc) * tc.time_mult;
+  return tc.time_zero + static_cast<uint64_t>(prod >> tc.time_shift);
+}
+
+// The inverse: the smallest tsc whose perf time is >= ns, so that
+// TscToPerfTime(PerfTimeToTsc(ns)) == ns whenever a TSC tick is at most 1 ns
+// (mult <= 2^shift, any TSC above 1 GHz), and within one tick otherwise.
+uint64_t PerfTimeToTsc(const TimeConv& tc, uint64_t ns) {
+  if (tc.time_mult == 0 || tc.time_shift >= 64) return 0;
+  uint64_t delta = ns - tc.time_zero;  // wraps like the forward conversion
+  U128 scaled = static_cast<U128>(delta) << tc.time_shift;
+  U128 tsc = (scaled + tc.time_mult - 1) / tc.time_mult;
+  if (tsc > std::numeric_limits<uint64_t>::max()) return std::numeric_limits<uint64_t>::max();
+  return static_cast<uint64_t>(tsc);
+}
+
+std::string SerializeManifest(const Manifest& m) {
+  Json j;
+  j["format"] = kFormat;
+  j["version"] = m.version;
+  j["source"] = ToString(m.source);
+  j["state"] = ToString(m.state);
+  j["ptsnap_version"] = m.ptsnap_version;
+  j["created_unix_ns"] = m.created_unix_ns;
+  j["command"] = m.command;
+  j["pids"] = m.pids;
+  j["kernel"] = {{"release", m.kernel_release},
+                 {"start", m.kernel_start ? Json(HexString(*m.kernel_start)) : Json(nullptr)}};
+  j["cpu"] = {{"vendor", m.cpu.vendor},
+              {"family", m.cpu.family},
+              {"model", m.cpu.model},
+              {"stepping", m.cpu.stepping},
+              {"cpuid_15_eax", m.cpu.cpuid_15_eax},
+              {"cpuid_15_ebx", m.cpu.cpuid_15_ebx}};
+  j["pt"] = {{"pmu_type", m.pt.pmu_type},
+             {"config", HexString(m.pt.config)},
+             {"mtc_freq", m.pt.mtc_freq},
+             {"nom_freq", m.pt.nom_freq},
+             {"psb_period", m.pt.psb_period},
+             {"tsc", m.pt.tsc},
+             {"mtc", m.pt.mtc},
+             {"cyc", m.pt.cyc},
+             {"noretcomp", m.pt.noretcomp},
+             {"filter", m.pt.filter},
+             {"addr0_a", HexString(m.pt.addr0_a)},
+             {"addr0_b", HexString(m.pt.addr0_b)}};
+  j["scope"] = ToString(m.scope);
+  j["mode"] = ToString(m.mode);
+  j["snapshot_size"] = m.snapshot_size;
+  j["time_conv"] = {{"time_zero", HexString(m.time_conv.time_zero)},
+                    {"time_mult", m.time_conv.time_mult},
+                    {"time_shift", m.time_conv.time_shift},
+                    {"cap_user_time_zero", m.time_conv.cap_user_time_zero}};
+  j["sideband"] = m.sideband;
+  Json snapshots = Json::array();
+  for (const Snapshot& s : m.snapshots) {
+    snapshots.push_back({{"seq", s.seq},
+                         {"reason", s.reason},
+                         {"detail", s.detail},
+                         {"time", s.time},
+                         {"tid", s.tid}});
+  }
+  j["snapshots"] = std::move(snapshots);
+  Json streams = Json::array();
+  for (const Stream& s : m.streams) {
+    streams.push_back({{"id", s.id},
+                       {"file", s.file},
+                       {"pid", s.pid},
+                       {"tid", s.tid},
+                       {"cpu", s.cpu},
+                       {"snapshot", s.snapshot},
+                       {"size", s.size},
+                       {"wrapped", s.wrapped},
+                       {"lost_bytes", s.lost_bytes}});
+  }
+  j["streams"] = std::move(streams);
+  j["lost_records"] = m.lost_records;
+  j["aux_truncated"] = m.aux_truncated;
+  j["kcore"] = {{"status", m.kcore.status}, {"reason", m.kcore.reason}, {"dir", m.kcore.dir}};
+  Json binaries = Json::array();
+  for (const Binary& b : m.binaries) {
+    binaries.push_back({{"path", b.path}, {"build_id", b.build_id}, {"copy", b.copy}});
+  }
+  j["binaries"] = std::move(binaries);
+  j["emulator"] = m.emulator;
+  // Paths and argv need not be UTF-8; replace invalid bytes instead of
+  // throwing (JSON strings must be UTF-8).
+  return j.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
+}
+
+Result<Manifest> ParseManifest(std::string_view json) {
+  try {
+    Json root = Json::parse(json.begin(), json.end(), nullptr, /*allow_exceptions=*/true,
+                            /*ignore_comments=*/false);
+    return ParseTree(root);
+  } catch (const nlohmann::json::parse_error& e) {
+    // e.what() is "[json.exception.parse_error.101] parse error at line 1, ...".
+    std::string what = e.what();
+    auto pos = what.find("] ");
+    return Error("not valid JSON: " + (pos == std::string::npos ? what : what.substr(pos + 2)));
+  } catch (const std::exception& e) {
+    return Error(std::string("unreadable: ") + e.what());
+  }
+}
+
+}  // namespace ptsnap::trace

@@ -1,0 +1,240 @@
+#include "trace/manifest.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "tests/support/result_matchers.h"
+
+namespace ptsnap::trace {
+namespace {
+
+using ::ptsnap::testing::HasErrorContaining;
+using ::ptsnap::testing::HasValue;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+Manifest FullManifest() {
+  Manifest m;
+  m.source = Source::kEmulated;
+  m.state = State::kInterrupted;
+  m.ptsnap_version = "0.1.0";
+  m.created_unix_ns = 1764450000123456789ull;
+  m.command = {"/bin/ls", "-l", "dir with space"};
+  m.pids = {1234, 1235};
+  m.kernel_release = "6.1.0-13-amd64";
+  m.kernel_start = 0xffffffff81000000ull;
+  m.cpu = {.vendor = "GenuineIntel",
+           .family = 6,
+           .model = 0x8c,
+           .stepping = 1,
+           .cpuid_15_eax = 2,
+           .cpuid_15_ebx = 188};
+  m.pt = {.pmu_type = 9,
+          .config = 0xffffffffffffffffull,
+          .mtc_freq = 3,
+          .nom_freq = 24,
+          .psb_period = 0,
+          .tsc = true,
+          .mtc = true,
+          .cyc = false,
+          .noretcomp = true,
+          .filter = "filter main @ /bin/ls",
+          .addr0_a = 0x401000,
+          .addr0_b = 0x402000};
+  m.scope = Scope::kUserKernel;
+  m.mode = Mode::kFull;
+  m.snapshot_size = 4 << 20;
+  m.time_conv = {.time_zero = 0xfffa0b1c2d3e4f50ull,
+                 .time_mult = 699050667,
+                 .time_shift = 31,
+                 .cap_user_time_zero = true};
+  m.sideband = "sideband.data";
+  m.snapshots = {{.seq = 1, .reason = "trigger", .detail = "main", .time = 123, .tid = 1234},
+                 {.seq = 2, .reason = "exit", .detail = "", .time = 456, .tid = 0}};
+  m.streams = {{.id = 0,
+                .file = "pt/0.pt",
+                .pid = 1234,
+                .tid = 1235,
+                .cpu = -1,
+                .snapshot = 1,
+                .size = 4096,
+                .wrapped = true,
+                .lost_bytes = 0},
+               {.id = 1, .file = "pt/1.pt", .cpu = 3, .size = 0, .lost_bytes = 77}};
+  m.lost_records = 5;
+  m.aux_truncated = 2;
+  m.kcore = {.status = "copied", .reason = "", .dir = "kcore"};
+  m.binaries = {{.path = "/bin/ls", .build_id = "abcdef", .copy = "binaries/abcdef/ls"}};
+  m.emulator = "qemu-x86_64 7.2 + ptsnap plugin";
+  return m;
+}
+
+TEST(ManifestTest, RoundTripsEveryField) {
+  Manifest m = FullManifest();
+  std::string text = SerializeManifest(m);
+  auto parsed = ParseManifest(text);
+  ASSERT_THAT(parsed, HasValue());
+  EXPECT_EQ(*parsed, m);
+
+  Manifest defaults;
+  auto parsed_defaults = ParseManifest(SerializeManifest(defaults));
+  ASSERT_THAT(parsed_defaults, HasValue());
+  EXPECT_EQ(*parsed_defaults, defaults);
+}
+
+TEST(ManifestTest, WritesTheDocumentedShape) {
+  std::string text = SerializeManifest(FullManifest());
+  auto j = nlohmann::json::parse(text);
+  EXPECT_EQ(j["format"], "ptsnap-trace");
+  EXPECT_EQ(j["version"], 1);
+  EXPECT_EQ(j["source"], "emulated");
+  EXPECT_EQ(j["state"], "interrupted");
+  EXPECT_EQ(j["scope"], "user+kernel");
+  EXPECT_EQ(j["mode"], "full");
+  // 64-bit values that may exceed 2^53 are hex strings.
+  EXPECT_EQ(j["pt"]["config"], "0xffffffffffffffff");
+  EXPECT_EQ(j["kernel"]["start"], "0xffffffff81000000");
+  EXPECT_EQ(j["pt"]["addr0_a"], "0x401000");
+  EXPECT_EQ(j["time_conv"]["time_zero"], "0xfffa0b1c2d3e4f50");
+  EXPECT_EQ(j["streams"][0]["file"], "pt/0.pt");
+  EXPECT_EQ(j["streams"][1]["cpu"], 3);
+  EXPECT_EQ(j["kcore"]["status"], "copied");
+
+  Manifest no_start;
+  auto j2 = nlohmann::json::parse(SerializeManifest(no_start));
+  EXPECT_TRUE(j2["kernel"]["start"].is_null());
+}
+
+// The serialized full manifest with one edit applied.
+std::string Edited(const std::function<void(nlohmann::json&)>& edit) {
+  auto j = nlohmann::json::parse(SerializeManifest(FullManifest()));
+  edit(j);
+  return j.dump();
+}
+
+TEST(ManifestTest, AcceptsPlainNumbersForHexFieldsAndIgnoresUnknownFields) {
+  auto parsed = ParseManifest(Edited([](auto& j) {
+    j["pt"]["config"] = 4096;
+    j["future_field"] = {{"anything", true}};
+  }));
+  ASSERT_THAT(parsed, HasValue());
+  EXPECT_EQ(parsed->pt.config, 4096u);
+}
+
+TEST(ManifestTest, RejectsUnknownVersions) {
+  EXPECT_THAT(ParseManifest(Edited([](auto& j) { j["version"] = 2; })),
+              HasErrorContaining("unsupported version 2 (this ptsnap reads 1)"));
+  EXPECT_THAT(ParseManifest(Edited([](auto& j) { j["version"] = -1; })),
+              HasErrorContaining("unsupported version -1"));
+  EXPECT_THAT(ParseManifest(Edited([](auto& j) { j["version"] = "1"; })),
+              HasErrorContaining("field 'version': expected an integer"));
+  EXPECT_THAT(ParseManifest(Edited([](auto& j) { j.erase("version"); })),
+              HasErrorContaining("field 'version': missing"));
+}
+
+TEST(ManifestTest, RejectsWrongTypesNamingTheField) {
+  struct Case {
+    std::function<void(nlohmann::json&)> edit;
+    std::string error;
+  };
+  std::vector<Case> cases = {
+      {[](auto& j) { j["streams"][1]["size"] = "big"; },
+       "field 'streams[1].size': expected a hex string"},
+      {[](auto& j) { j["streams"][0]["size"] = -5; }, "field 'streams[0].size': must not be"},
+      {[](auto& j) { j["streams"][0]["tid"] = 1ll << 40; }, "field 'streams[0].tid': value"},
+      {[](auto& j) { j["streams"][0].erase("file"); }, "field 'streams[0].file': missing"},
+      {[](auto& j) { j["streams"][0]["file"] = "../../etc/shadow"; },
+       "field 'streams[0].file': must be a path inside the trace directory"},
+      {[](auto& j) { j["streams"][0]["file"] = "/etc/shadow"; }, "field 'streams[0].file'"},
+      {[](auto& j) { j["streams"] = nlohmann::json::object(); },
+       "field 'streams': expected an array"},
+      {[](auto& j) { j.erase("streams"); }, "field 'streams': missing"},
+      {[](auto& j) { j["pt"]["config"] = "0xzz"; }, "field 'pt.config': expected a hex string"},
+      {[](auto& j) { j["pt"]["tsc"] = 1; }, "field 'pt.tsc': expected true or false"},
+      {[](auto& j) { j["pt"] = 3; }, "field 'pt': expected an object"},
+      {[](auto& j) { j["cpu"]["family"] = 1.5; }, "field 'cpu.family': expected an unsigned"},
+      {[](auto& j) { j["cpu"]["model"] = 1ll << 33; }, "field 'cpu.model': value 8589934592"},
+      {[](auto& j) { j["source"] = "laser"; },
+       "field 'source': unknown value \"laser\" (expected \"hardware\", \"emulated\")"},
+      {[](auto& j) { j["state"] = 1; }, "field 'state': expected a string"},
+      {[](auto& j) { j["command"][1] = 5; }, "field 'command[1]': expected a string"},
+      {[](auto& j) { j["pids"][0] = "x"; }, "field 'pids[0]': expected an integer"},
+      {[](auto& j) { j["snapshots"][0] = "x"; }, "field 'snapshots[0]': expected an object"},
+      {[](auto& j) { j["time_conv"]["time_shift"] = 64; },
+       "field 'time_conv.time_shift': value 64 is out of range"},
+      {[](auto& j) { j["kernel"]["start"] = true; }, "field 'kernel.start'"},
+      {[](auto& j) { j["binaries"][0]["copy"] = "a/../../x"; }, "field 'binaries[0].copy'"},
+      {[](auto& j) { j["format"] = "perf"; }, "not a ptsnap trace manifest"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.error);
+    EXPECT_THAT(ParseManifest(Edited(c.edit)), HasErrorContaining(c.error));
+  }
+}
+
+TEST(ManifestTest, RejectsTextThatIsNotAManifest) {
+  EXPECT_THAT(ParseManifest(""), HasErrorContaining("not valid JSON"));
+  EXPECT_THAT(ParseManifest("{\"format\": "), HasErrorContaining("not valid JSON"));
+  EXPECT_THAT(ParseManifest("[1, 2]"), HasErrorContaining("not a JSON object"));
+  EXPECT_THAT(ParseManifest("{}"), HasErrorContaining("field 'format': missing"));
+  EXPECT_THAT(ParseManifest(std::string("\xff\xfe{", 3)), HasErrorContaining("not valid JSON"));
+}
+
+TEST(ManifestTest, NonUtf8StringsAreWrittenWithoutThrowing) {
+  Manifest m;
+  m.command = {std::string("/tmp/\xff\xfe", 7)};
+  std::string text = SerializeManifest(m);
+  auto parsed = ParseManifest(text);
+  ASSERT_THAT(parsed, HasValue());
+  ASSERT_EQ(parsed->command.size(), 1u);
+  EXPECT_THAT(parsed->command[0], HasSubstr("/tmp/"));
+}
+
+// The formula from perf_event_mmap_page, in 64-bit arithmetic.
+uint64_t DocFormula(const TimeConv& tc, uint64_t tsc) {
+  uint64_t quot = tsc >> tc.time_shift;
+  uint64_t rem = tsc & ((uint64_t{1} << tc.time_shift) - 1);
+  return tc.time_zero + quot * tc.time_mult + ((rem * tc.time_mult) >> tc.time_shift);
+}
+
+TEST(TimeConvTest, MatchesTheKernelFormula) {
+  // A 3 GHz TSC: mult / 2^shift = 1/3.
+  TimeConv tc{.time_zero = 0xfffffc0000000000ull, .time_mult = 715827883, .time_shift = 31};
+  for (uint64_t tsc : {uint64_t{0}, uint64_t{1}, uint64_t{123456789}, uint64_t{1} << 40,
+                       uint64_t{0x123456789abcdef}}) {
+    EXPECT_EQ(TscToPerfTime(tc, tsc), DocFormula(tc, tsc)) << tsc;
+  }
+}
+
+TEST(TimeConvTest, RoundTripsWithinOneNanosecond) {
+  std::vector<TimeConv> convs = {
+      {.time_zero = 0xfffffc0000000000ull, .time_mult = 715827883, .time_shift = 31},  // 3 GHz
+      {.time_zero = 12345, .time_mult = 1 << 20, .time_shift = 20},                    // 1 GHz
+      {.time_zero = 0, .time_mult = 3 << 9, .time_shift = 10},  // 0.67 GHz (virtual TSC)
+  };
+  for (const TimeConv& tc : convs) {
+    SCOPED_TRACE(tc.time_mult);
+    for (uint64_t ns : {tc.time_zero, tc.time_zero + 1, tc.time_zero + 999'999'937,
+                        tc.time_zero + (uint64_t{1} << 50)}) {
+      uint64_t back = TscToPerfTime(tc, PerfTimeToTsc(tc, ns));
+      EXPECT_LE(back - ns, 1u) << ns;
+    }
+    for (uint64_t tsc : {uint64_t{0}, uint64_t{7}, uint64_t{3'000'000'017}, uint64_t{1} << 45}) {
+      uint64_t ns = TscToPerfTime(tc, tsc);
+      uint64_t back = PerfTimeToTsc(tc, ns);
+      // Same nanosecond: the tsc may differ by less than one ns worth of ticks.
+      EXPECT_EQ(TscToPerfTime(tc, back), ns) << tsc;
+      if (tc.time_mult >= (1u << tc.time_shift)) {
+        EXPECT_EQ(back, tsc);
+      }
+    }
+  }
+  // Degenerate conversions do not divide by zero.
+  EXPECT_EQ(PerfTimeToTsc(TimeConv{}, 5), 0u);
+}
+
+}  // namespace
+}  // namespace ptsnap::trace

@@ -1,0 +1,209 @@
+#include "trace/trace_dir.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <limits>
+#include <system_error>
+
+#include "base/file_util.h"
+
+namespace ptsnap::trace {
+namespace {
+
+constexpr char kManifestFile[] = "manifest.json";
+constexpr char kStreamDir[] = "pt";
+// The directory may hold kernel memory (kcore) and the traced program's
+// data: owner only.
+constexpr mode_t kDirMode = 0700;
+constexpr mode_t kFileMode = 0600;
+
+std::string_view AsChars(std::span<const std::byte> bytes) {
+  return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
+}
+
+std::span<const std::byte> AsBytes(std::string_view s) {
+  return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
+}
+
+// mkdir -p with mode 0700 for every directory it creates; an existing `dir`
+// is tightened to 0700 too.
+Result<void> MakeDirs(const std::filesystem::path& dir) {
+  std::filesystem::path p;
+  for (const auto& part : dir) {
+    p /= part;
+    if (::mkdir(p.c_str(), kDirMode) != 0 && errno != EEXIST) {
+      return Error::FromErrno("create directory " + p.string());
+    }
+  }
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0) return Error::FromErrno("stat " + dir.string());
+  if (!S_ISDIR(st.st_mode)) return Error(dir.string() + " exists and is not a directory");
+  if (::chmod(dir.c_str(), kDirMode) != 0) return Error::FromErrno("chmod " + dir.string());
+  return Ok();
+}
+
+Result<void> WriteAll(int fd, std::string_view data, const std::string& what) {
+  while (!data.empty()) {
+    ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Error::FromErrno("write " + what);
+    }
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return Ok();
+}
+
+std::string StreamName(const Stream& s) {
+  return "stream " + std::to_string(s.id) + " (" + s.file + ")";
+}
+
+bool AllZero(std::span<const std::byte> bytes) {
+  return std::all_of(bytes.begin(), bytes.end(), [](std::byte b) { return b == std::byte{0}; });
+}
+
+}  // namespace
+
+// ---- TraceWriter ---------------------------------------------------------
+
+Result<TraceWriter> TraceWriter::Create(const std::filesystem::path& dir, Manifest initial) {
+  PTSNAP_TRY(MakeDirs(dir));
+  std::filesystem::path manifest_path = dir / kManifestFile;
+  struct stat st;
+  if (::lstat(manifest_path.c_str(), &st) == 0) {
+    return Error(dir.string() +
+                 " already holds a trace (manifest.json exists); choose another directory or "
+                 "remove it first");
+  }
+  if (errno != ENOENT) return Error::FromErrno("stat " + manifest_path.string());
+
+  if (initial.sideband.empty()) initial.sideband = "sideband.data";
+  if (initial.sideband.find('/') != std::string::npos || initial.sideband == "..") {
+    return Error("sideband file name \"" + initial.sideband + "\" must be a plain file name");
+  }
+  PTSNAP_TRY(MakeDirs(dir / kStreamDir));
+
+  // O_TRUNC: leftovers of an earlier attempt that never wrote a manifest
+  // must not be read as this recording's sideband.
+  std::filesystem::path sideband_path = dir / initial.sideband;
+  base::UniqueFd fd(::open(sideband_path.c_str(),
+                           O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, kFileMode));
+  if (!fd) return Error::FromErrno("create " + sideband_path.string());
+
+  initial.version = kManifestVersion;
+  initial.state = State::kRecording;
+  TraceWriter w(dir, std::move(initial), std::move(fd));
+  PTSNAP_TRY(w.Flush());
+  return w;
+}
+
+Result<void> TraceWriter::AppendSideband(std::span<const std::byte> records) {
+  if (!sideband_) return Error("sideband file is not open");
+  return WriteAll(sideband_.get(), AsChars(records), (dir_ / manifest_.sideband).string());
+}
+
+Result<uint32_t> TraceWriter::AddStream(Stream info, std::span<const std::byte> data) {
+  uint32_t id = 0;
+  for (const Stream& s : manifest_.streams) id = std::max(id, s.id + 1);
+  info.id = id;
+  info.file = std::string(kStreamDir) + "/" + std::to_string(id) + ".pt";
+  info.size = data.size();
+  // The stream file first, then the manifest that lists it.
+  PTSNAP_TRY(base::WriteFileAtomic(dir_ / info.file, AsChars(data), kFileMode));
+  manifest_.streams.push_back(std::move(info));
+  PTSNAP_TRY(Flush());
+  return id;
+}
+
+Result<void> TraceWriter::AddSnapshot(Snapshot snap) {
+  manifest_.snapshots.push_back(std::move(snap));
+  return Flush();
+}
+
+Result<void> TraceWriter::Flush() {
+  // Sideband records the manifest may refer to reach the disk first.
+  if (sideband_ && ::fdatasync(sideband_.get()) != 0 && errno != EINVAL) {
+    return Error::FromErrno("fsync " + (dir_ / manifest_.sideband).string());
+  }
+  return base::WriteFileAtomic(dir_ / kManifestFile, SerializeManifest(manifest_), kFileMode);
+}
+
+Result<void> TraceWriter::Finish(State state) {
+  manifest_.state = state;
+  return Flush();
+}
+
+// ---- TraceReader ---------------------------------------------------------
+
+Result<TraceReader> TraceReader::Open(const std::filesystem::path& dir) {
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0) {
+    if (errno == ENOENT) return Error(dir.string() + " does not exist");
+    return Error::FromErrno(dir.string());
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return Error(dir.string() + " is not a ptsnap trace directory (not a directory)");
+  }
+  std::filesystem::path manifest_path = dir / kManifestFile;
+  if (::access(manifest_path.c_str(), F_OK) != 0 && errno == ENOENT) {
+    return Error(dir.string() + " is not a ptsnap trace directory (no manifest.json)");
+  }
+  PTSNAP_ASSIGN_OR_RETURN(std::string text, base::ReadFile(manifest_path, size_t{64} << 20));
+  auto m = ParseManifest(text);
+  if (!m) return std::move(m).error().AddContext(manifest_path.string());
+  return TraceReader(dir, std::move(*m));
+}
+
+Result<std::string> TraceReader::ReadStream(const Stream& stream) const {
+  std::filesystem::path path = dir_ / stream.file;
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) {
+      return Error(StreamName(stream) + " is missing: " + path.string() +
+                   " does not exist (the trace directory is incomplete)");
+    }
+    return Error::FromErrno(StreamName(stream) + ": stat " + path.string());
+  }
+  if (static_cast<uint64_t>(st.st_size) != stream.size) {
+    return Error(StreamName(stream) + " has " + std::to_string(st.st_size) +
+                 " bytes but the manifest says " + std::to_string(stream.size) +
+                 " (the file was changed or truncated)");
+  }
+  PTSNAP_ASSIGN_OR_RETURN(std::string data, base::ReadFile(path, stream.size));
+  if (data.size() != stream.size) {
+    return Error(StreamName(stream) + " changed while being read");
+  }
+  return data;
+}
+
+Result<RecordStream> TraceReader::ReadSideband() const {
+  std::filesystem::path path = dir_ / manifest_.sideband;
+  if (::access(path.c_str(), F_OK) != 0 && errno == ENOENT) {
+    return Error(manifest_.sideband + " is missing: " + path.string() +
+                 " does not exist (the trace directory is incomplete)");
+  }
+  PTSNAP_ASSIGN_OR_RETURN(std::string data,
+                          base::ReadFile(path, std::numeric_limits<size_t>::max() / 2));
+  std::span<const std::byte> bytes = AsBytes(data);
+  RecordScan scan = ScanRecords(bytes);
+  if (scan.corrupt_offset) {
+    // A crash can leave the file's last blocks zero-filled (the size was
+    // updated before the data reached the disk): treat that as a torn tail.
+    auto rest = bytes.subspan(*scan.corrupt_offset);
+    if (!AllZero(rest)) {
+      return Error(manifest_.sideband + ": corrupt perf record at offset " +
+                   std::to_string(*scan.corrupt_offset) + ": " + scan.corrupt_error);
+    }
+    scan.stream.truncated_tail = rest.size();
+  }
+  std::stable_sort(
+      scan.stream.records.begin(), scan.stream.records.end(),
+      [](const Record& a, const Record& b) { return a.sample_id.time < b.sample_id.time; });
+  return std::move(scan.stream);
+}
+
+}  // namespace ptsnap::trace

@@ -1,0 +1,249 @@
+#include "trace/trace_dir.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+
+#include "base/file_util.h"
+#include "tests/support/result_matchers.h"
+#include "tests/support/temp_dir.h"
+
+namespace ptsnap::trace {
+namespace {
+
+namespace fs = std::filesystem;
+using ::ptsnap::testing::HasErrorContaining;
+using ::ptsnap::testing::HasValue;
+using ::ptsnap::testing::TempDir;
+
+std::span<const std::byte> Span(std::string_view s) {
+  return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
+}
+
+Record At(uint64_t time, uint64_t id, RecordBody body) {
+  Record r;
+  r.sample_id.time = time;
+  r.sample_id.id = id;
+  r.body = std::move(body);
+  r.type = std::holds_alternative<Comm>(r.body) ? PERF_RECORD_COMM : PERF_RECORD_ITRACE_START;
+  return r;
+}
+
+Manifest Initial() {
+  Manifest m;
+  m.source = Source::kEmulated;
+  m.command = {"/bin/true"};
+  m.pids = {42};
+  return m;
+}
+
+mode_t ModeOf(const fs::path& p) {
+  struct stat st;
+  EXPECT_EQ(::stat(p.c_str(), &st), 0) << p;
+  return st.st_mode & 07777;
+}
+
+TEST(TraceDirTest, WritesAndReadsBackACompleteTrace) {
+  TempDir tmp;
+  fs::path dir = tmp.path() / "nested" / "trace";
+  auto w = TraceWriter::Create(dir, Initial());
+  ASSERT_THAT(w, HasValue());
+  EXPECT_EQ(ModeOf(dir), 0700u);
+  EXPECT_EQ(ModeOf(dir / "manifest.json"), 0600u);
+  {
+    // Readable as soon as it is created, in state "recording".
+    auto r = TraceReader::Open(dir);
+    ASSERT_THAT(r, HasValue());
+    EXPECT_EQ(r->manifest().state, State::kRecording);
+    EXPECT_TRUE(r->manifest().streams.empty());
+  }
+
+  Record comm = At(5, 1, Comm{.pid = 42, .tid = 42, .comm = "true"});
+  Record start = At(3, 1, ItraceStart{.pid = 42, .tid = 42});
+  std::string sb = SerializeRecord(comm) + SerializeRecord(start);
+  ASSERT_THAT(w->AppendSideband(Span(sb)), HasValue());
+
+  std::string pt0(1000, '\x02'), pt1 = "\x82\x02";
+  auto id0 = w->AddStream(Stream{.pid = 42, .tid = 42, .snapshot = 1, .wrapped = true}, Span(pt0));
+  ASSERT_THAT(id0, HasValue());
+  auto id1 = w->AddStream(Stream{.pid = 42, .tid = 43, .snapshot = 1}, Span(pt1));
+  ASSERT_THAT(id1, HasValue());
+  EXPECT_EQ(*id0, 0u);
+  EXPECT_EQ(*id1, 1u);
+  ASSERT_THAT(w->AddSnapshot(Snapshot{.seq = 1, .reason = "exit", .time = 9, .tid = 42}),
+              HasValue());
+  w->manifest().lost_records = 3;
+  ASSERT_THAT(w->Finish(), HasValue());
+
+  auto r = TraceReader::Open(dir);
+  ASSERT_THAT(r, HasValue());
+  const Manifest& m = r->manifest();
+  EXPECT_EQ(m.state, State::kComplete);
+  EXPECT_EQ(m.source, Source::kEmulated);
+  EXPECT_EQ(m.lost_records, 3u);
+  ASSERT_EQ(m.snapshots.size(), 1u);
+  EXPECT_EQ(m.snapshots[0].reason, "exit");
+  ASSERT_EQ(m.streams.size(), 2u);
+  EXPECT_EQ(m.streams[0].file, "pt/0.pt");
+  EXPECT_EQ(m.streams[0].size, 1000u);
+  EXPECT_TRUE(m.streams[0].wrapped);
+  EXPECT_EQ(m.streams[1].file, "pt/1.pt");
+  EXPECT_EQ(m.streams[1].tid, 43);
+  EXPECT_EQ(ModeOf(dir / "pt/0.pt"), 0600u);
+
+  auto s0 = r->ReadStream(m.streams[0]);
+  ASSERT_THAT(s0, HasValue());
+  EXPECT_EQ(*s0, pt0);
+  auto s1 = r->ReadStream(m.streams[1]);
+  ASSERT_THAT(s1, HasValue());
+  EXPECT_EQ(*s1, pt1);
+
+  auto records = r->ReadSideband();
+  ASSERT_THAT(records, HasValue());
+  ASSERT_EQ(records->records.size(), 2u);
+  EXPECT_EQ(records->records[0], start);  // sorted by time
+  EXPECT_EQ(records->records[1], comm);
+  EXPECT_EQ(records->truncated_tail, 0u);
+}
+
+TEST(TraceDirTest, RefusesToOverwriteAnExistingTrace) {
+  TempDir tmp;
+  fs::path dir = tmp.path() / "t";
+  {
+    auto w = TraceWriter::Create(dir, Initial());
+    ASSERT_THAT(w, HasValue());
+    ASSERT_THAT(w->AppendSideband(Span(SerializeRecord(At(1, 1, ItraceStart{})))), HasValue());
+    ASSERT_THAT(w->Finish(), HasValue());
+  }
+  auto before = base::ReadFile(dir / "manifest.json");
+  ASSERT_THAT(before, HasValue());
+  EXPECT_THAT(TraceWriter::Create(dir, Initial()),
+              HasErrorContaining("already holds a trace (manifest.json exists)"));
+  auto after = base::ReadFile(dir / "manifest.json");
+  ASSERT_THAT(after, HasValue());
+  EXPECT_EQ(*after, *before);
+  // The old sideband is untouched too.
+  auto r = TraceReader::Open(dir);
+  ASSERT_THAT(r, HasValue());
+  auto sb = r->ReadSideband();
+  ASSERT_THAT(sb, HasValue());
+  EXPECT_EQ(sb->records.size(), 1u);
+}
+
+TEST(TraceDirTest, ExistingEmptyDirectoryIsUsedAndTightened) {
+  TempDir tmp;
+  fs::path dir = tmp.Mkdir("out");
+  ::chmod(dir.c_str(), 0755);
+  ASSERT_THAT(TraceWriter::Create(dir, Initial()), HasValue());
+  EXPECT_EQ(ModeOf(dir), 0700u);
+}
+
+TEST(TraceDirTest, CreateFailsClearlyWhenThePathIsAFile) {
+  TempDir tmp;
+  fs::path file = tmp.Write("plain", "x");
+  EXPECT_THAT(TraceWriter::Create(file, Initial()), HasErrorContaining("not a directory"));
+}
+
+TEST(TraceDirTest, CrashedRecordingIsReadableWithATornSidebandTail) {
+  TempDir tmp;
+  fs::path dir = tmp.path() / "crashed";
+  std::string first = SerializeRecord(At(20, 1, ItraceStart{.pid = 1, .tid = 1}));
+  std::string second = SerializeRecord(At(10, 1, Comm{.pid = 1, .tid = 1, .comm = "a.out"}));
+  {
+    auto w = TraceWriter::Create(dir, Initial());
+    ASSERT_THAT(w, HasValue());
+    ASSERT_THAT(w->AddStream(Stream{.tid = 1}, Span("PTDATA")), HasValue());
+    ASSERT_THAT(w->AppendSideband(Span(first + second)), HasValue());
+    // The process dies mid-write: half a record, and no Finish().
+    ASSERT_THAT(w->AppendSideband(Span(first.substr(0, 21))), HasValue());
+  }
+  auto r = TraceReader::Open(dir);
+  ASSERT_THAT(r, HasValue());
+  EXPECT_EQ(r->manifest().state, State::kRecording);
+  ASSERT_EQ(r->manifest().streams.size(), 1u);
+  auto data = r->ReadStream(r->manifest().streams[0]);
+  ASSERT_THAT(data, HasValue());
+  EXPECT_EQ(*data, "PTDATA");
+  auto sb = r->ReadSideband();
+  ASSERT_THAT(sb, HasValue());
+  ASSERT_EQ(sb->records.size(), 2u);
+  EXPECT_EQ(sb->records[0].sample_id.time, 10u);
+  EXPECT_EQ(sb->truncated_tail, 21u);
+
+  // A power loss can leave zero-filled blocks at the end instead.
+  ASSERT_THAT(base::WriteFileAtomic(dir / "sideband.data", first + second + std::string(64, '\0')),
+              HasValue());
+  auto zeroed = r->ReadSideband();
+  ASSERT_THAT(zeroed, HasValue());
+  EXPECT_EQ(zeroed->records.size(), 2u);
+  EXPECT_EQ(zeroed->truncated_tail, 64u);
+}
+
+TEST(TraceDirTest, SidebandSortIsStableForEqualTimes) {
+  TempDir tmp;
+  auto w = TraceWriter::Create(tmp.path() / "t", Initial());
+  ASSERT_THAT(w, HasValue());
+  std::string sb;
+  for (uint64_t id : {1, 2, 3, 4}) {
+    sb += SerializeRecord(At(id == 3 ? 5 : 7, id, ItraceStart{}));
+  }
+  ASSERT_THAT(w->AppendSideband(Span(sb)), HasValue());
+  auto r = TraceReader::Open(w->dir());
+  ASSERT_THAT(r, HasValue());
+  auto records = r->ReadSideband();
+  ASSERT_THAT(records, HasValue());
+  std::vector<uint64_t> ids;
+  for (const Record& rec : records->records) ids.push_back(rec.sample_id.id);
+  EXPECT_EQ(ids, (std::vector<uint64_t>{3, 1, 2, 4}));
+}
+
+TEST(TraceDirTest, ReaderErrorsSayWhatIsWrong) {
+  TempDir tmp;
+  EXPECT_THAT(TraceReader::Open(tmp.path() / "nope"), HasErrorContaining("nope does not exist"));
+  tmp.Mkdir("empty");
+  EXPECT_THAT(TraceReader::Open(tmp.path() / "empty"),
+              HasErrorContaining("empty is not a ptsnap trace directory (no manifest.json)"));
+  tmp.Write("file", "x");
+  EXPECT_THAT(TraceReader::Open(tmp.path() / "file"),
+              HasErrorContaining("is not a ptsnap trace directory"));
+
+  tmp.Write("v2/manifest.json", "{\"format\": \"ptsnap-trace\", \"version\": 2}");
+  EXPECT_THAT(TraceReader::Open(tmp.path() / "v2"),
+              HasErrorContaining("manifest.json: unsupported version 2 (this ptsnap reads 1)"));
+  tmp.Write("junk/manifest.json", "not json");
+  EXPECT_THAT(TraceReader::Open(tmp.path() / "junk"),
+              HasErrorContaining("manifest.json: not valid JSON"));
+}
+
+TEST(TraceDirTest, StreamAndSidebandProblemsNameTheFile) {
+  TempDir tmp;
+  fs::path dir = tmp.path() / "t";
+  {
+    auto w = TraceWriter::Create(dir, Initial());
+    ASSERT_THAT(w, HasValue());
+    ASSERT_THAT(w->AddStream(Stream{}, Span("abcd")), HasValue());
+    ASSERT_THAT(w->AddStream(Stream{}, Span("efgh")), HasValue());
+    ASSERT_THAT(w->Finish(), HasValue());
+  }
+  fs::remove(dir / "pt/0.pt");
+  ASSERT_THAT(base::AppendFile(dir / "pt/1.pt", "more"), HasValue());
+  auto r = TraceReader::Open(dir);
+  ASSERT_THAT(r, HasValue());
+  EXPECT_THAT(r->ReadStream(r->manifest().streams[0]),
+              HasErrorContaining("stream 0 (pt/0.pt) is missing"));
+  EXPECT_THAT(r->ReadStream(r->manifest().streams[1]),
+              HasErrorContaining("stream 1 (pt/1.pt) has 8 bytes but the manifest says 4"));
+
+  // A header whose size (16) cannot hold the trailer, followed by non-zero bytes.
+  std::string bad("\x01\0\0\0\0\0\x10\0", 8);
+  ASSERT_THAT(base::AppendFile(dir / "sideband.data", bad + std::string(40, '\x01')), HasValue());
+  EXPECT_THAT(r->ReadSideband(),
+              HasErrorContaining("sideband.data: corrupt perf record at offset 0"));
+  fs::remove(dir / "sideband.data");
+  EXPECT_THAT(r->ReadSideband(), HasErrorContaining("sideband.data is missing"));
+}
+
+}  // namespace
+}  // namespace ptsnap::trace
