@@ -67,12 +67,8 @@ PtDecoder::~PtDecoder() {
 }
 
 uint64_t PtDecoder::TscToNs(uint64_t tsc) const {
-  // perf_event_mmap_page's documented conversion (include/uapi/linux/perf_event.h).
-  const auto& tc = manifest_.time_conv;
-  if (tc.time_mult == 0) return tsc;
-  uint64_t quot = tsc >> tc.time_shift;
-  uint64_t rem = tsc & ((uint64_t{1} << tc.time_shift) - 1);
-  return tc.time_zero + quot * tc.time_mult + ((rem * tc.time_mult) >> tc.time_shift);
+  if (manifest_.time_conv.time_mult == 0) return tsc;  // no conversion recorded: raw TSC
+  return trace::TscToPerfTime(manifest_.time_conv, tsc);
 }
 
 namespace {
