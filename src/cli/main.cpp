@@ -9,6 +9,7 @@
 
 namespace ptsnap::cli {
 // One line per subcommand; each is defined in its cmd_*.cpp.
+void AddInfoCommand(CLI::App& app, CommandFn* selected);
 }  // namespace ptsnap::cli
 
 int main(int argc, char** argv) {
@@ -23,6 +24,7 @@ int main(int argc, char** argv) {
 
   CommandFn selected;
   // Subcommands register here.
+  AddInfoCommand(app, &selected);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,224 @@
+// `ptsnap info TRACE_DIR [--records]`: what a trace directory holds, without
+// decoding it. Exit 1 (after printing what could be read) when the directory
+// is not a readable trace or a file its manifest lists is missing or damaged.
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <ctime>
+#include <string>
+
+#include "base/string_util.h"
+#include "cli/command.h"
+#include "trace/trace_dir.h"
+
+namespace ptsnap::cli {
+namespace {
+
+struct InfoOptions {
+  std::string dir;
+  bool records = false;
+};
+
+void PrintError(const std::string& message) {
+  std::fprintf(stderr, "ptsnap: error: %s\n", message.c_str());
+}
+
+void Row(const char* label, const std::string& value) {
+  std::printf("%-12s %s\n", label, value.c_str());
+}
+
+std::string Join(const std::vector<std::string>& parts) {
+  std::string out;
+  for (const auto& p : parts) {
+    if (!out.empty()) out += ' ';
+    out += p;
+  }
+  return out;
+}
+
+std::string Bytes(uint64_t n) {
+  static const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB"};
+  std::string exact = std::to_string(n) + " bytes";
+  if (n < 1024) return exact;
+  double v = static_cast<double>(n);
+  int unit = -1;
+  while (v >= 1024 && unit < 3) {
+    v /= 1024;
+    ++unit;
+  }
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.1f %s", v, kUnits[unit]);
+  return exact + " (" + buf + ")";
+}
+
+std::string UtcTime(uint64_t unix_ns) {
+  if (unix_ns == 0) return "unknown";
+  std::time_t t = static_cast<std::time_t>(unix_ns / 1'000'000'000);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[64];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S UTC", &tm);
+  return buf;
+}
+
+std::string StateLine(trace::State s) {
+  std::string out(trace::ToString(s));
+  if (s == trace::State::kRecording) {
+    out += " (cut short by a crash or kill: what is listed below is complete)";
+  } else if (s == trace::State::kInterrupted) {
+    out += " (stopped by Ctrl-C or an error)";
+  }
+  return out;
+}
+
+std::string PtLine(const trace::PtConfig& pt) {
+  std::string out = "pmu " + std::to_string(pt.pmu_type) + " config " + base::Hex(pt.config);
+  if (pt.tsc) out += " tsc";
+  if (pt.mtc) out += " mtc(freq " + std::to_string(pt.mtc_freq) + ")";
+  if (pt.cyc) out += " cyc";
+  if (pt.noretcomp) out += " noretcomp";
+  if (!pt.filter.empty()) out += " filter \"" + pt.filter + "\"";
+  return out;
+}
+
+std::string StreamOwner(const trace::Stream& s) {
+  std::string out;
+  if (s.pid >= 0) out += "pid " + std::to_string(s.pid) + " ";
+  if (s.tid >= 0) out += "tid " + std::to_string(s.tid) + " ";
+  if (s.cpu >= 0) out += "cpu " + std::to_string(s.cpu) + " ";
+  return out;
+}
+
+// The stream file as found on disk: "" when it matches the manifest.
+std::string StreamProblem(const std::filesystem::path& dir, const trace::Stream& s) {
+  struct stat st;
+  if (::stat((dir / s.file).c_str(), &st) != 0) return "MISSING";
+  if (static_cast<uint64_t>(st.st_size) != s.size) {
+    return "SIZE MISMATCH: file has " + std::to_string(st.st_size) + " bytes";
+  }
+  return "";
+}
+
+int RunInfo(const InfoOptions& opt) {
+  auto reader = trace::TraceReader::Open(opt.dir);
+  if (!reader) {
+    PrintError(reader.error().ToString());
+    return kExitFailure;
+  }
+  const trace::Manifest& m = reader->manifest();
+  int rc = kExitOk;
+
+  Row("trace", reader->dir().string());
+  std::string source(trace::ToString(m.source));
+  if (!m.emulator.empty()) source += " (" + m.emulator + ")";
+  Row("source", source);
+  Row("state", StateLine(m.state));
+  Row("recorded", UtcTime(m.created_unix_ns) +
+                      (m.ptsnap_version.empty() ? "" : " by ptsnap " + m.ptsnap_version));
+  if (!m.command.empty()) Row("command", Join(m.command));
+  if (!m.pids.empty()) {
+    std::vector<std::string> pids;
+    for (int32_t p : m.pids) pids.push_back(std::to_string(p));
+    Row("pids", Join(pids));
+  }
+  if (!m.kernel_release.empty() || m.kernel_start) {
+    Row("kernel",
+        m.kernel_release + (m.kernel_start ? " (text at " + base::Hex(*m.kernel_start) + ")" : ""));
+  }
+  if (!m.cpu.vendor.empty()) {
+    Row("cpu", m.cpu.vendor + " family " + std::to_string(m.cpu.family) + " model " +
+                   std::to_string(m.cpu.model) + " stepping " + std::to_string(m.cpu.stepping));
+  }
+  Row("scope", std::string(trace::ToString(m.scope)));
+  std::string mode(trace::ToString(m.mode));
+  if (m.mode == trace::Mode::kSnapshot && m.snapshot_size != 0) {
+    mode += ", " + Bytes(m.snapshot_size) + " per stream";
+  }
+  Row("mode", mode);
+  Row("pt", PtLine(m.pt));
+
+  Row("snapshots", std::to_string(m.snapshots.size()));
+  for (const auto& s : m.snapshots) {
+    std::string line = "#" + std::to_string(s.seq) + " " + s.reason;
+    if (!s.detail.empty()) line += " (" + s.detail + ")";
+    line += " at " + std::to_string(s.time) + " ns";
+    if (s.tid != 0) line += ", tid " + std::to_string(s.tid);
+    std::printf("  %s\n", line.c_str());
+  }
+
+  uint64_t total = 0;
+  for (const auto& s : m.streams) total += s.size;
+  Row("streams", std::to_string(m.streams.size()) + ", " + Bytes(total));
+  std::vector<std::string> problems;
+  for (const auto& s : m.streams) {
+    std::string line = std::to_string(s.id) + " " + s.file + " " + StreamOwner(s) + "snapshot " +
+                       std::to_string(s.snapshot) + " " + Bytes(s.size);
+    if (s.wrapped) line += " wrapped";
+    if (s.lost_bytes != 0) line += " lost " + std::to_string(s.lost_bytes) + " bytes";
+    std::string problem = StreamProblem(reader->dir(), s);
+    if (!problem.empty()) {
+      line += " [" + problem + "]";
+      // ReadStream words the error the way decode will meet it.
+      auto data = reader->ReadStream(s);
+      problems.push_back(data ? problem : data.error().ToString());
+    }
+    std::printf("  %s\n", line.c_str());
+  }
+  Row("lost", std::to_string(m.lost_records) + " sideband records, " +
+                  std::to_string(m.aux_truncated) + " truncated AUX records");
+  std::string kcore = m.kcore.status;
+  if (!m.kcore.dir.empty()) kcore += " (" + m.kcore.dir + ")";
+  if (!m.kcore.reason.empty()) kcore += ": " + m.kcore.reason;
+  Row("kcore", kcore);
+  Row("binaries", std::to_string(m.binaries.size()) + " listed");
+  for (const auto& b : m.binaries) {
+    std::string line = b.path;
+    if (!b.build_id.empty()) line += " build-id " + b.build_id;
+    line += b.copy.empty() ? " (not copied)" : " -> " + b.copy;
+    std::printf("  %s\n", line.c_str());
+  }
+
+  struct stat st;
+  std::filesystem::path sideband = reader->dir() / m.sideband;
+  if (::stat(sideband.c_str(), &st) == 0) {
+    Row("sideband", m.sideband + ", " + Bytes(static_cast<uint64_t>(st.st_size)));
+  } else {
+    Row("sideband", m.sideband + " [MISSING]");
+  }
+
+  if (opt.records) {
+    auto records = reader->ReadSideband();
+    if (!records) {
+      problems.push_back(records.error().ToString());
+    } else {
+      std::printf("records      %zu", records->records.size());
+      if (records->truncated_tail != 0) {
+        std::printf(" (plus a torn tail of %zu bytes, ignored)", records->truncated_tail);
+      }
+      std::printf("\n");
+      for (const auto& r : records->records) {
+        std::printf("  %20llu cpu %-3u %s\n", static_cast<unsigned long long>(r.sample_id.time),
+                    r.sample_id.cpu, trace::DescribeRecord(r).c_str());
+      }
+    }
+  }
+  std::fflush(stdout);
+  for (const auto& p : problems) {
+    PrintError(p);
+    rc = kExitFailure;
+  }
+  return rc;
+}
+
+}  // namespace
+
+void AddInfoCommand(CLI::App& app, CommandFn* selected) {
+  auto opt = std::make_shared<InfoOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "info", "Show what a trace directory holds (manifest, streams, snapshots) without decoding");
+  cmd->add_option("TRACE_DIR", opt->dir, "Trace directory written by run or attach")->required();
+  cmd->add_flag("--records", opt->records, "Also list every sideband record, sorted by time");
+  cmd->callback([opt, selected] { *selected = [opt] { return RunInfo(*opt); }; });
+}
+
+}  // namespace ptsnap::cli
