@@ -210,3 +210,40 @@ TEST(PipelineTest, MissingStreamFileIsAWarningNotACrash) {
 
 }  // namespace
 }  // namespace ptsnap::output
+
+namespace ptsnap::output {
+namespace {
+
+// Seeds for the decode fuzzer (tests/fuzz/corpus/decode/), rewritten with
+// the goldens: PTSNAP_UPDATE_GOLDEN=1.
+TEST(PipelineTest, FuzzSeeds) {
+  auto prog = decode::testing::LoadCallsProgram();
+  std::string calls = decode::testing::CallsProgramStream(prog);
+  decode::testing::StreamBuilder b;
+  b.Psb(500);
+  b.TipPge(prog.Sym("_start"));
+  b.Ovf();
+  b.Fup(prog.Sym("leaf"));
+  b.Tnt(true);
+  std::string ovf = b.Finish();
+  if (std::getenv("PTSNAP_UPDATE_GOLDEN") != nullptr) {
+    std::string dir = std::string(PTSNAP_SOURCE_ROOT) + "/tests/fuzz/corpus/decode/";
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir + "calls.pt", std::ios::binary) << calls;
+    std::ofstream(dir + "overflow.pt", std::ios::binary) << ovf;
+    // And a small FXT file for the reader's fuzzer.
+    ::ptsnap::testing::TempDir tmp;
+    auto trace_dir = MakeCallsTrace(tmp.path() / "trace", calls);
+    DecodeOptions o;
+    o.output = std::string(PTSNAP_SOURCE_ROOT) + "/tests/fuzz/corpus/fxt_reader/calls.fxt";
+    std::filesystem::create_directories(o.output.parent_path());
+    ASSERT_THAT(DecodeTraceDir(trace_dir, o), HasValue());
+  }
+  auto seed =
+      base::ReadFile(std::string(PTSNAP_SOURCE_ROOT) + "/tests/fuzz/corpus/decode/calls.pt");
+  ASSERT_THAT(seed, HasValue());
+  EXPECT_EQ(*seed, calls) << "regenerate with PTSNAP_UPDATE_GOLDEN=1 if intended";
+}
+
+}  // namespace
+}  // namespace ptsnap::output
