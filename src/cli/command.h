@@ -10,10 +10,15 @@ namespace ptsnap::cli {
 
 using CommandFn = std::function<int()>;
 
+// `ptsnap probe` (cmd_probe.cpp).
+void AddProbeCommand(CLI::App& app, CommandFn* selected);
+void AddInfoCommand(CLI::App& app, CommandFn* selected);
+
 // Exit codes shared by all commands (documented in docs/errors.md).
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;        // the operation failed; message says why
 inline constexpr int kExitUsage = 2;          // bad command line
+inline constexpr int kExitProbeNoPt = 3;      // `probe`: ran fine, Intel PT unavailable here
 inline constexpr int kExitInterrupted = 130;  // Ctrl-C
 
 }  // namespace ptsnap::cli

@@ -9,7 +9,6 @@
 
 namespace ptsnap::cli {
 // One line per subcommand; each is defined in its cmd_*.cpp.
-void AddInfoCommand(CLI::App& app, CommandFn* selected);
 }  // namespace ptsnap::cli
 
 int main(int argc, char** argv) {
@@ -26,11 +25,13 @@ int main(int argc, char** argv) {
   // Subcommands register here.
   AddInfoCommand(app, &selected);
   AddDecodeCommand(app, &selected);
+  AddProbeCommand(app, &selected);
 
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version exit 0; every other parse error is a usage error.
+    return app.exit(e) == 0 ? kExitOk : kExitUsage;
   }
   ptsnap::base::SetVerbosity(verbosity);
   try {

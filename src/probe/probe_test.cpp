@@ -1,0 +1,608 @@
+// The probe on fake /sys and /proc trees (no live syscalls, injected CPUID).
+#include "probe/probe.h"
+
+#include <elf.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <cstring>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+
+#include "probe/render.h"
+#include "tests/support/result_matchers.h"
+#include "tests/support/temp_dir.h"
+
+namespace ptsnap::probe {
+namespace {
+
+using ::ptsnap::testing::HasErrorContaining;
+using ::ptsnap::testing::HasValue;
+using ::ptsnap::testing::TempDir;
+using ::testing::Contains;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr uint64_t kStext = 0xffffffff81000000;
+constexpr uint64_t kEtext = 0xffffffff81e00000;
+const std::string kPt = "sys/bus/event_source/devices/intel_pt/";
+
+// Every check id, in report order (docs/probe.md lists the same).
+const std::vector<std::string> kAllIds = {"kernel.version",    "kernel.features",
+                                          "cpu.identity",      "cpu.hypervisor",
+                                          "cpu.pt_cpuid",      "cpu.tsc_ratio",
+                                          "pmu.intel_pt",      "pmu.format",
+                                          "pmu.caps",          "pmu.addr_filters",
+                                          "pmu.timing",        "pmu.timer_resolution",
+                                          "priv.user",         "priv.paranoid",
+                                          "priv.ptrace_scope", "priv.scopes",
+                                          "kcore.env",         "kcore.kernel_version",
+                                          "kcore.kallsyms",    "kcore.file",
+                                          "kcore.lockdown",    "mem.mlock",
+                                          "mem.snapshot_size", "live.dummy",
+                                          "live.breakpoint",   "live.uprobe",
+                                          "emulate.qemu",      "files",
+                                          "verdict.intel_pt",  "verdict.modes"};
+
+std::string Status(uint32_t euid, uint64_t cap_eff) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "Name:\tptsnap\nUid:\t%u\t%u\t%u\t%u\nCapEff:\t%016llx\n", euid,
+                euid, euid, euid, static_cast<unsigned long long>(cap_eff));
+  return buf;
+}
+
+std::string Kallsyms(bool masked) {
+  auto a = [&](uint64_t v) {
+    char b[20];
+    std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(masked ? 0 : v));
+    return std::string(b);
+  };
+  return a(kStext) + " T _text\n" + a(kStext) + " T _stext\n" + a(kStext + 0x1000) +
+         " t do_work\n" + a(kEtext) + " T _etext\n";
+}
+
+// A minimal ELF64 core whose one PT_LOAD maps [vaddr, vaddr + size).
+std::string Core(uint64_t vaddr, uint64_t size) {
+  Elf64_Ehdr eh{};
+  std::memcpy(eh.e_ident, ELFMAG, SELFMAG);
+  eh.e_ident[EI_CLASS] = ELFCLASS64;
+  eh.e_ident[EI_DATA] = ELFDATA2LSB;
+  eh.e_ident[EI_VERSION] = EV_CURRENT;
+  eh.e_type = ET_CORE;
+  eh.e_machine = EM_X86_64;
+  eh.e_version = EV_CURRENT;
+  eh.e_phoff = sizeof eh;
+  eh.e_ehsize = sizeof eh;
+  eh.e_phentsize = sizeof(Elf64_Phdr);
+  eh.e_phnum = 2;
+  Elf64_Phdr note{};
+  note.p_type = PT_NOTE;
+  Elf64_Phdr load{};
+  load.p_type = PT_LOAD;
+  load.p_flags = PF_R | PF_X;
+  load.p_offset = sizeof eh + 2 * sizeof(Elf64_Phdr);
+  load.p_vaddr = vaddr;
+  load.p_filesz = load.p_memsz = size;
+  std::string out(reinterpret_cast<const char*>(&eh), sizeof eh);
+  out.append(reinterpret_cast<const char*>(&note), sizeof note);
+  out.append(reinterpret_cast<const char*>(&load), sizeof load);
+  out.append(size, '\x90');
+  return out;
+}
+
+sys::CpuidRegs Vendor(const char* v, uint32_t max_leaf) {
+  sys::CpuidRegs r{max_leaf, 0, 0, 0};
+  std::memcpy(&r.ebx, v, 4);
+  std::memcpy(&r.edx, v + 4, 4);
+  std::memcpy(&r.ecx, v + 8, 4);
+  return r;
+}
+
+sys::FakeCpuid SkylakeCpu() {
+  sys::FakeCpuid c;
+  c.Set(0, 0, Vendor("GenuineIntel", 0x16));
+  c.Set(1, 0, {0x000506e3, 0, 0, 0});
+  c.Set(7, 0, {0, 1u << 25, 0, 0});
+  c.Set(0x14, 0, {1, 0xbf, 0x7, 0});
+  c.Set(0x14, 1, {0x02490002, 0x003f3fff, 0, 0});
+  c.Set(0x15, 0, {2, 200, 0, 0});
+  return c;
+}
+
+sys::FakeCpuid KvmGuestCpu() {
+  sys::FakeCpuid c;
+  c.Set(0, 0, Vendor("GenuineIntel", 0x16));
+  c.Set(1, 0, {0x00050654, 0, 1u << 31, 0});
+  c.Set(7, 0, {0, 0, 0, 0});
+  sys::CpuidRegs kvm{0x40000001, 0, 0, 0};
+  std::memcpy(&kvm.ebx, "KVMK", 4);
+  std::memcpy(&kvm.ecx, "VMKV", 4);
+  std::memcpy(&kvm.edx, "M\0\0\0", 4);
+  c.Set(0x40000000, 0, kvm);
+  return c;
+}
+
+// A plain machine: kernel 5.15, unprivileged user, paranoid 2, no PMU.
+class FakeMachine {
+ public:
+  FakeMachine() {
+    Write("proc/sys/kernel/osrelease", "5.15.0-91-generic\n");
+    Write("proc/self/status", Status(1000, 0));
+    Write("proc/self/limits", "Max locked memory         8388608      8388608      bytes\n");
+    Write("proc/sys/kernel/perf_event_paranoid", "2\n");
+    Write("proc/sys/kernel/kptr_restrict", "0\n");
+    Write("proc/sys/kernel/perf_event_mlock_kb", "516\n");
+    Write("proc/sys/kernel/yama/ptrace_scope", "1\n");
+    Write("sys/kernel/security/lockdown", "[none] integrity confidentiality\n");
+    Write("sys/devices/system/cpu/online", "0-3\n");
+    Write("proc/kallsyms", Kallsyms(false));
+    dir_.Mkdir("bin");
+    Write("bin/qemu-x86_64", "#!/bin/sh\n", 0755);
+  }
+
+  void Write(const std::string& rel, const std::string& content, mode_t mode = 0644) {
+    dir_.Write(rel, content, mode);
+  }
+  void Remove(const std::string& rel) { std::filesystem::remove_all(dir_.path() / rel); }
+
+  void AddSkylakePmu() {
+    Write(kPt + "type", "8\n");
+    for (auto [term, bits] : std::map<std::string, std::string>{{"pt", "config:0"},
+                                                                {"cyc", "config:1"},
+                                                                {"pwr_evt", "config:4"},
+                                                                {"fup_on_ptw", "config:5"},
+                                                                {"mtc", "config:9"},
+                                                                {"tsc", "config:10"},
+                                                                {"noretcomp", "config:11"},
+                                                                {"ptw", "config:12"},
+                                                                {"branch", "config:13"},
+                                                                {"mtc_period", "config:14-17"},
+                                                                {"cyc_thresh", "config:19-22"},
+                                                                {"psb_period", "config:24-27"}}) {
+      Write(kPt + "format/" + term, bits + "\n");
+    }
+    for (auto [cap, v] : std::map<std::string, std::string>{{"cr3_filtering", "1"},
+                                                            {"psb_cyc", "1"},
+                                                            {"ip_filtering", "1"},
+                                                            {"mtc", "1"},
+                                                            {"ptwrite", "0"},
+                                                            {"power_event_trace", "0"},
+                                                            {"topa_output", "1"},
+                                                            {"topa_multiple_entries", "1"},
+                                                            {"single_range_output", "1"},
+                                                            {"payloads_lip", "0"},
+                                                            {"num_address_ranges", "2"},
+                                                            {"mtc_periods", "249"},
+                                                            {"cycle_thresholds", "3fff"},
+                                                            {"psb_periods", "3f"},
+                                                            {"max_subleaf", "1"}}) {
+      Write(kPt + "caps/" + cap, v + "\n");
+    }
+    Write(kPt + "nr_addr_filters", "2\n");
+    Write(kPt + "max_nonturbo_ratio", "34\n");
+    Write(kPt + "tsc_art_ratio", "200:2\n");
+  }
+
+  // Broadwell: no psb_cyc, no mtc periods beyond the default, no CYC term.
+  void AddBroadwellPmu() {
+    Write(kPt + "type", "7\n");
+    for (auto [term, bits] : std::map<std::string, std::string>{{"pt", "config:0"},
+                                                                {"tsc", "config:10"},
+                                                                {"noretcomp", "config:11"},
+                                                                {"branch", "config:13"}}) {
+      Write(kPt + "format/" + term, bits + "\n");
+    }
+    for (auto [cap, v] : std::map<std::string, std::string>{{"psb_cyc", "0"},
+                                                            {"ip_filtering", "0"},
+                                                            {"mtc", "0"},
+                                                            {"topa_output", "1"},
+                                                            {"topa_multiple_entries", "1"},
+                                                            {"num_address_ranges", "0"}}) {
+      Write(kPt + "caps/" + cap, v + "\n");
+    }
+    Write(kPt + "nr_addr_filters", "0\n");
+    Write(kPt + "max_nonturbo_ratio", "23\n");
+  }
+
+  void MakeRoot() { Write("proc/self/status", Status(0, 0x1fffeffffffull)); }
+
+  ProbeReport Run(const sys::CpuidSource* cpuid = nullptr,
+                  std::map<std::string, std::string> vars = {}) const {
+    ProbeEnv env;
+    env.root = base::RootPath(dir_.path());
+    env.cpuid = cpuid;
+    std::string path = (dir_.path() / "bin").string();
+    vars.emplace("PATH", path);
+    env.getenv = [vars](std::string_view name) -> std::optional<std::string> {
+      auto it = vars.find(std::string(name));
+      if (it == vars.end()) return std::nullopt;
+      return it->second;
+    };
+    env.live_syscalls = false;
+    return RunProbe(env);
+  }
+
+  [[nodiscard]] const TempDir& dir() const { return dir_; }
+
+ private:
+  TempDir dir_;
+};
+
+}  // namespace
+
+// gtest prints a Check as its fields, not its bytes.
+void PrintTo(const Check& c, std::ostream* os) {
+  *os << c.id << " [" << StatusName(c.status) << "] " << c.value;
+}
+
+namespace {
+
+const Check& Get(const ProbeReport& r, std::string_view id) {
+  const Check* c = r.Find(id);
+  if (c == nullptr) {
+    ADD_FAILURE() << "no check " << id;
+    static const Check kNone{};
+    return kNone;
+  }
+  return *c;
+}
+
+MATCHER_P2(IsCheck, status, value_part, "") {
+  *result_listener << "status " << StatusName(arg.status) << ", value '" << arg.value << "'";
+  return arg.status == status && arg.value.find(value_part) != std::string::npos;
+}
+
+TEST(Probe, SkylakeWithFullCaps) {
+  FakeMachine m;
+  m.AddSkylakePmu();
+  sys::FakeCpuid cpu = SkylakeCpu();
+  ProbeReport r = m.Run(&cpu);
+  EXPECT_THAT(Get(r, "pmu.intel_pt"), IsCheck(Status::kOk, "type 8"));
+  EXPECT_THAT(Get(r, "pmu.format"), IsCheck(Status::kOk, "mtc_period=config:14-17"));
+  EXPECT_THAT(Get(r, "pmu.caps"), IsCheck(Status::kOk, "mtc_periods=0x249"));
+  EXPECT_THAT(Get(r, "pmu.addr_filters"), IsCheck(Status::kOk, "2 ranges"));
+  EXPECT_THAT(Get(r, "pmu.timing"), IsCheck(Status::kOk, "tsc_art_ratio=200:2"));
+  EXPECT_THAT(Get(r, "pmu.timer_resolution"),
+              IsCheck(Status::kOk, "cyc yes (cyc_thresh 0-13); mtc yes (mtc_period 0,3,6,9)"));
+  EXPECT_THAT(Get(r, "pmu.timer_resolution").value, HasSubstr("psb_period 0-5"));
+  EXPECT_THAT(Get(r, "cpu.identity"), IsCheck(Status::kOk, "family 6 model 0x5e stepping 3"));
+  EXPECT_THAT(Get(r, "cpu.hypervisor"), IsCheck(Status::kOk, "bare metal"));
+  EXPECT_THAT(Get(r, "cpu.pt_cpuid"), IsCheck(Status::kOk, "0x14.1 eax=0x2490002"));
+  EXPECT_THAT(Get(r, "cpu.tsc_ratio"), IsCheck(Status::kOk, "ebx=200"));
+  EXPECT_TRUE(r.pt_available);
+  EXPECT_THAT(Get(r, "verdict.intel_pt"), IsCheck(Status::kOk, "available (user)"));
+  EXPECT_THAT(r.modes, Contains("intel_pt-user"));
+  EXPECT_THAT(r.modes, Contains("emulated"));
+  EXPECT_THAT(r.modes, Not(Contains("intel_pt-kernel")));
+  EXPECT_TRUE(r.warnings.empty()) << r.warnings.front();
+}
+
+TEST(Probe, BroadwellWithoutPsbCyc) {
+  FakeMachine m;
+  m.AddBroadwellPmu();
+  ProbeReport r = m.Run();
+  EXPECT_THAT(Get(r, "pmu.intel_pt"), IsCheck(Status::kOk, "type 7"));
+  const Check& res = Get(r, "pmu.timer_resolution");
+  EXPECT_THAT(res, IsCheck(Status::kWarn, "cyc no; mtc no; psb_period fixed"));
+  EXPECT_THAT(res.fix, HasSubstr("psb_cyc"));
+  EXPECT_THAT(Get(r, "pmu.addr_filters"), IsCheck(Status::kWarn, "0 ranges"));
+  EXPECT_THAT(Get(r, "pmu.timing"), IsCheck(Status::kWarn, "tsc_art_ratio=?"));
+  EXPECT_TRUE(r.pt_available);
+  EXPECT_THAT(Get(r, "cpu.identity"), IsCheck(Status::kInfo, "--root"));
+}
+
+TEST(Probe, NoPmuInAVm) {
+  FakeMachine m;
+  sys::FakeCpuid cpu = KvmGuestCpu();
+  ProbeReport r = m.Run(&cpu);
+  const Check& pmu = Get(r, "pmu.intel_pt");
+  EXPECT_THAT(pmu, IsCheck(Status::kFail, "absent"));
+  EXPECT_THAT(pmu.fix, HasSubstr("VM without PT pass-through"));
+  EXPECT_THAT(Get(r, "cpu.hypervisor"), IsCheck(Status::kWarn, "guest of KVMKVMKVM"));
+  EXPECT_THAT(Get(r, "cpu.pt_cpuid"), IsCheck(Status::kFail, "EBX[25]=0"));
+  for (const char* id : {"pmu.format", "pmu.caps", "pmu.timer_resolution"}) {
+    EXPECT_THAT(Get(r, id), IsCheck(Status::kInfo, "skipped")) << id;
+  }
+  EXPECT_FALSE(r.pt_available);
+  EXPECT_THAT(r.pt_reason, HasSubstr("VM without PT pass-through"));
+  EXPECT_THAT(Get(r, "verdict.intel_pt"), IsCheck(Status::kFail, "unavailable"));
+  EXPECT_EQ(r.modes, std::vector<std::string>{"emulated"});
+}
+
+TEST(Probe, NoPmuNoQemu) {
+  FakeMachine m;
+  m.Remove("bin/qemu-x86_64");
+  ProbeReport r = m.Run();
+  EXPECT_FALSE(r.pt_available);
+  EXPECT_THAT(Get(r, "emulate.qemu"), IsCheck(Status::kWarn, "not in PATH"));
+  EXPECT_THAT(Get(r, "verdict.modes"), IsCheck(Status::kFail, "none"));
+}
+
+TEST(Probe, KcoreReadableAsRoot) {
+  FakeMachine m;
+  m.AddSkylakePmu();
+  m.MakeRoot();
+  m.Write("proc/kcore", Core(kStext, kEtext - kStext + 0x1000), 0400);
+  ProbeReport r = m.Run();
+  EXPECT_THAT(Get(r, "kcore.kallsyms"), IsCheck(Status::kOk, "4 symbols, kernel text"));
+  EXPECT_THAT(Get(r, "kcore.file"), IsCheck(Status::kOk, "readable; 1 PT_LOADs"));
+  EXPECT_TRUE(r.kcore_usable);
+  EXPECT_THAT(r.modes, Contains("kcore"));
+  EXPECT_THAT(r.modes, Contains("intel_pt-system-wide"));
+  EXPECT_EQ(r.default_snapshot_bytes, 4u << 20);
+  EXPECT_THAT(Get(r, "priv.ptrace_scope"), IsCheck(Status::kOk, "CAP_SYS_PTRACE overrides"));
+}
+
+TEST(Probe, KcoreNotCoveringText) {
+  FakeMachine m;
+  m.MakeRoot();
+  m.Write("proc/kcore", Core(0xffff888000000000, 0x1000));
+  ProbeReport r = m.Run();
+  EXPECT_THAT(Get(r, "kcore.file"), IsCheck(Status::kWarn, "no PT_LOAD covers kernel text"));
+  EXPECT_FALSE(r.kcore_usable);
+}
+
+TEST(Probe, KcoreUnreadable) {
+  FakeMachine m;
+  m.MakeRoot();
+  m.dir().Mkdir("proc/kcore");  // open succeeds, read fails (EISDIR)
+  ProbeReport r = m.Run();
+  EXPECT_THAT(Get(r, "kcore.file"), IsCheck(Status::kWarn, "cannot open"));
+  EXPECT_FALSE(r.kcore_usable);
+  m.Remove("proc/kcore");
+  r = m.Run();
+  EXPECT_THAT(Get(r, "kcore.file"), IsCheck(Status::kWarn, "absent"));
+}
+
+TEST(Probe, MaskedKallsyms) {
+  FakeMachine m;
+  m.MakeRoot();
+  m.Write("proc/sys/kernel/kptr_restrict", "2\n");
+  m.Write("proc/kallsyms", Kallsyms(true));
+  m.Write("proc/kcore", Core(kStext, kEtext - kStext + 0x1000));
+  ProbeReport r = m.Run();
+  const Check& k = Get(r, "kcore.kallsyms");
+  EXPECT_THAT(k, IsCheck(Status::kWarn, "addresses masked (all zero; kptr_restrict 2)"));
+  EXPECT_THAT(k.fix, HasSubstr("kptr_restrict=0"));
+  EXPECT_THAT(Get(r, "kcore.file"), IsCheck(Status::kWarn, "kernel text range unknown"));
+  EXPECT_FALSE(r.kcore_usable);
+}
+
+TEST(Probe, ConfidentialityLockdownBlocksKcore) {
+  FakeMachine m;
+  m.MakeRoot();
+  m.Write("sys/kernel/security/lockdown", "none integrity [confidentiality]\n");
+  m.Write("proc/kcore", Core(kStext, kEtext - kStext + 0x1000));
+  ProbeReport r = m.Run();
+  EXPECT_THAT(Get(r, "kcore.lockdown"), IsCheck(Status::kWarn, "confidentiality"));
+  EXPECT_FALSE(r.kcore_usable);
+}
+
+TEST(Probe, EnvironmentTurnsKcoreOff) {
+  for (const char* var : {"PTSNAP_NO_KCORE", "MAGIC_TRACE_PERF_NO_KCORE"}) {
+    FakeMachine m;
+    m.AddSkylakePmu();
+    m.MakeRoot();
+    m.Write("proc/kcore", Core(kStext, kEtext - kStext + 0x1000));
+    ProbeReport r = m.Run(nullptr, {{var, "1"}});
+    EXPECT_THAT(Get(r, "kcore.env"), IsCheck(Status::kInfo, std::string(var) + "=1"));
+    EXPECT_FALSE(r.kcore_usable) << var;
+    EXPECT_THAT(r.modes, Not(Contains("kcore")));
+    EXPECT_THAT(Get(r, "kcore.file"), IsCheck(Status::kOk, "readable"));
+  }
+}
+
+TEST(Probe, ParanoidLevels) {
+  FakeMachine m;
+  m.AddSkylakePmu();
+  ProbeReport two = m.Run();
+  EXPECT_THAT(Get(two, "priv.paranoid"), IsCheck(Status::kWarn, "2: user space only"));
+  EXPECT_THAT(Get(two, "priv.scopes"), IsCheck(Status::kOk, "user yes, kernel no, system-wide no"));
+  EXPECT_EQ(two.default_snapshot_bytes, 128u << 10);
+  EXPECT_TRUE(two.pt_available);
+
+  m.Write("proc/sys/kernel/perf_event_paranoid", "-1\n");
+  ProbeReport minus1 = m.Run();
+  EXPECT_THAT(Get(minus1, "priv.paranoid"), IsCheck(Status::kOk, "-1"));
+  EXPECT_THAT(Get(minus1, "priv.scopes"),
+              IsCheck(Status::kOk, "user yes, kernel yes, system-wide yes"));
+  EXPECT_EQ(minus1.default_snapshot_bytes, 4u << 20);
+  EXPECT_THAT(Get(minus1, "mem.mlock"), IsCheck(Status::kOk, "no limit (paranoid -1)"));
+
+  m.Write("proc/sys/kernel/perf_event_paranoid", "3\n");
+  ProbeReport three = m.Run();
+  const Check& p = Get(three, "priv.paranoid");
+  EXPECT_THAT(p, IsCheck(Status::kFail, "3: perf events blocked"));
+  EXPECT_THAT(p.fix, HasSubstr("perf_event_paranoid=2"));
+  EXPECT_THAT(Get(three, "priv.scopes"), IsCheck(Status::kFail, "user no"));
+  EXPECT_FALSE(three.pt_available);
+  EXPECT_THAT(three.pt_reason, HasSubstr("perf_event_paranoid"));
+
+  m.MakeRoot();  // capabilities override paranoid 3
+  EXPECT_TRUE(m.Run().pt_available);
+}
+
+TEST(Probe, Kernel54VersusKernel515) {
+  FakeMachine m;
+  m.AddSkylakePmu();
+  m.Write("proc/sys/kernel/osrelease", "5.4.0-1103-aws\n");
+  ProbeReport old = m.Run();
+  EXPECT_THAT(Get(old, "kernel.version"), IsCheck(Status::kOk, "5.4.0-1103-aws (5.4.0)"));
+  const Check& kv = Get(old, "kcore.kernel_version");
+  EXPECT_THAT(kv, IsCheck(Status::kWarn, "old kernel detected! kernel 5.4.0 < 5.5"));
+  EXPECT_THAT(kv.fix, HasSubstr(">= 5.5"));
+  EXPECT_THAT(Get(old, "kernel.features"),
+              IsCheck(Status::kOk, "lacks: kcore (5.5), text_poke (5.9)"));
+  // CAP_PERFMON alone means nothing before 5.8.
+  m.Write("proc/self/status", Status(1000, uint64_t{1} << sys::kCapPerfmon));
+  EXPECT_FALSE(m.Run().scopes.kernel);
+
+  m.Write("proc/sys/kernel/osrelease", "5.15.0-91-generic\n");
+  ProbeReport recent = m.Run();
+  EXPECT_THAT(Get(recent, "kcore.kernel_version"), IsCheck(Status::kOk, "5.15.0 >= 5.5"));
+  EXPECT_TRUE(recent.scopes.kernel);
+}
+
+TEST(Probe, AncientKernelHasNoAux) {
+  FakeMachine m;
+  m.AddSkylakePmu();
+  m.Write("proc/sys/kernel/osrelease", "3.10.0-1160.el7.x86_64\n");
+  ProbeReport r = m.Run();
+  EXPECT_THAT(Get(r, "kernel.features"), IsCheck(Status::kFail, "aux_area (4.1)"));
+  EXPECT_FALSE(r.pt_available);
+}
+
+TEST(Probe, MemoryBudget) {
+  sys::Privileges p;
+  p.cap_eff = 0;
+  p.perf_event_paranoid = 2;
+  p.perf_event_mlock_kb = 516;
+  p.memlock_known = true;
+  p.memlock_bytes = 64 << 10;
+  // 516 KiB + 64 KiB / 4 CPUs - (256 KiB + 4 KiB) = 272 KiB -> 256 KiB.
+  EXPECT_EQ(LargestAuxBytes(p, 4), std::optional<uint64_t>(256 << 10));
+  EXPECT_EQ(DefaultSnapshotBytes(p, 4), 128u << 10);
+  p.perf_event_mlock_kb = 100;
+  EXPECT_EQ(DefaultSnapshotBytes(p, 4), 0u);
+  p.memlock_bytes = std::nullopt;  // unlimited
+  EXPECT_EQ(LargestAuxBytes(p, 4), std::nullopt);
+  p.cap_eff = uint64_t{1} << sys::kCapPerfmon;
+  EXPECT_EQ(DefaultSnapshotBytes(p, 4), 4u << 20);
+}
+
+TEST(Probe, TinyMlockBudgetFailsSnapshotSize) {
+  FakeMachine m;
+  m.AddSkylakePmu();
+  m.Write("proc/sys/kernel/perf_event_mlock_kb", "8\n");
+  m.Write("proc/self/limits", "Max locked memory         0      0      bytes\n");
+  ProbeReport r = m.Run();
+  EXPECT_THAT(Get(r, "mem.snapshot_size"), IsCheck(Status::kFail, "no AUX buffer fits"));
+  EXPECT_THAT(Get(r, "mem.mlock"), IsCheck(Status::kWarn, "largest AUX per CPU: 0 bytes"));
+  EXPECT_FALSE(r.pt_available);
+}
+
+TEST(Probe, PtraceScopes) {
+  FakeMachine m;
+  EXPECT_THAT(Get(m.Run(), "priv.ptrace_scope"), IsCheck(Status::kWarn, "only on descendants"));
+  m.Write("proc/sys/kernel/yama/ptrace_scope", "3\n");
+  EXPECT_THAT(Get(m.Run(), "priv.ptrace_scope"), IsCheck(Status::kWarn, "disabled until reboot"));
+  m.Remove("proc/sys/kernel/yama");
+  EXPECT_THAT(Get(m.Run(), "priv.ptrace_scope"), IsCheck(Status::kOk, "no Yama"));
+}
+
+TEST(Probe, LiveChecksSkippedForRootTrees) {
+  FakeMachine m;
+  ProbeReport r = m.Run();
+  for (const char* id : {"live.dummy", "live.breakpoint", "live.uprobe"}) {
+    EXPECT_THAT(Get(r, id), IsCheck(Status::kInfo, "skipped (--root")) << id;
+  }
+}
+
+// Garbage in any file the probe reads: a warning naming the file, no crash,
+// and the check that needed it degrades instead of trusting the junk.
+class GarbageFile : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GarbageFile, WarnsNamingTheFile) {
+  FakeMachine m;
+  m.AddSkylakePmu();
+  m.MakeRoot();
+  m.Write("proc/kcore", Core(kStext, kEtext - kStext + 0x1000));
+  const std::string rel = GetParam();
+  m.Write(rel, std::string("\x7f\x01garbage \xff\xfe not a value\n\n", 28));
+  ProbeReport r = m.Run();
+  const std::string shown = "/" + rel;
+  std::string all;
+  for (const auto& w : r.warnings) all += w + "\n";
+  EXPECT_THAT(all, HasSubstr(shown));
+  const Check& files = Get(r, "files");
+  EXPECT_EQ(files.status, Status::kWarn);
+  EXPECT_THAT(files.value, HasSubstr(shown));
+  // The JSON still renders (invalid UTF-8 replaced) and parses.
+  auto j = nlohmann::json::parse(RenderJson(r), nullptr, false);
+  EXPECT_FALSE(j.is_discarded());
+  EXPECT_FALSE(RenderTable(r).empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Probe, GarbageFile,
+    ::testing::Values("proc/sys/kernel/osrelease", "proc/self/status", "proc/self/limits",
+                      "proc/sys/kernel/perf_event_paranoid", "proc/sys/kernel/kptr_restrict",
+                      "proc/sys/kernel/perf_event_mlock_kb", "proc/sys/kernel/yama/ptrace_scope",
+                      "sys/kernel/security/lockdown", "sys/devices/system/cpu/online",
+                      "proc/kallsyms", "proc/kcore", kPt + "type", kPt + "format/mtc_period",
+                      kPt + "caps/psb_cyc", kPt + "caps/mtc_periods", kPt + "nr_addr_filters",
+                      kPt + "max_nonturbo_ratio", kPt + "tsc_art_ratio"));
+
+TEST(Render, JsonNamesEveryCheckWithStableFields) {
+  FakeMachine m;
+  m.AddSkylakePmu();
+  sys::FakeCpuid cpu = SkylakeCpu();
+  ProbeReport r = m.Run(&cpu);
+  nlohmann::json j = nlohmann::json::parse(RenderJson(r));
+  EXPECT_EQ(j["schema"], "ptsnap-probe/1");
+  EXPECT_EQ(j["pt_available"], true);
+  EXPECT_EQ(j["pt_reason"], "");
+  EXPECT_EQ(j["default_snapshot_bytes"], 128 << 10);
+  EXPECT_EQ(j["kcore_usable"], false);
+  EXPECT_EQ(j["scopes"]["user"], true);
+  EXPECT_EQ(j["scopes"]["system_wide"], false);
+  EXPECT_TRUE(j["modes"].is_array());
+  EXPECT_TRUE(j["warnings"].is_array());
+  std::vector<std::string> ids;
+  for (const auto& c : j["checks"]) {
+    ids.push_back(c["id"]);
+    for (const char* field : {"title", "status", "value", "fix"}) {
+      EXPECT_TRUE(c.contains(field)) << c["id"] << " lacks " << field;
+    }
+    std::set<std::string> statuses = {"ok", "warn", "fail", "info"};
+    EXPECT_TRUE(statuses.count(c["status"].get<std::string>())) << c["id"];
+  }
+  EXPECT_EQ(ids, kAllIds);
+}
+
+TEST(Render, SameIdsWithoutPmuAndCpuid) {
+  FakeMachine m;
+  nlohmann::json j = nlohmann::json::parse(RenderJson(m.Run()));
+  std::vector<std::string> ids;
+  for (const auto& c : j["checks"]) ids.push_back(c["id"]);
+  EXPECT_EQ(ids, kAllIds);
+  EXPECT_EQ(j["pt_available"], false);
+  EXPECT_EQ(j["pt_reason"], "no intel_pt PMU on this machine");
+}
+
+TEST(Render, TableAlignsAndShowsFixes) {
+  FakeMachine m;
+  std::string t = RenderTable(m.Run());
+  EXPECT_THAT(t, HasSubstr("[fail] intel_pt PMU "));
+  EXPECT_THAT(t, HasSubstr("\n       fix: needs a Broadwell+ Intel CPU"));
+  EXPECT_THAT(t, HasSubstr("[  ok] Kernel release "));
+  EXPECT_THAT(t, HasSubstr("Intel PT recording: unavailable (no intel_pt PMU on this machine). "
+                           "Collection modes: emulated."));
+  // Values start in one column.
+  size_t col = std::string::npos;
+  std::istringstream lines(t);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("[", 0) != 0) continue;
+    size_t pos = line.find("  ", 7);
+    while (pos != std::string::npos && line[pos] == ' ') ++pos;
+    if (col == std::string::npos) col = pos;
+    EXPECT_EQ(pos, col) << line;
+  }
+}
+
+TEST(RootEnv, MissingDirectory) {
+  EXPECT_THAT(RootEnv("/nonexistent/ptsnap-capture"),
+              HasErrorContaining("--root /nonexistent/ptsnap-capture is not a directory; give the "
+                                 "folder that holds a captured sys/ and proc/"));
+  TempDir dir;
+  auto env = RootEnv(dir.path());
+  ASSERT_THAT(env, HasValue());
+  EXPECT_FALSE(env->live_syscalls);
+  EXPECT_EQ(env->cpuid, nullptr);
+  EXPECT_EQ(env->root.root(), dir.path());
+}
+
+}  // namespace
+}  // namespace ptsnap::probe

@@ -1,0 +1,37 @@
+#include "sys/cpus.h"
+
+#include <algorithm>
+
+#include "base/file_util.h"
+#include "base/string_util.h"
+
+namespace ptsnap::sys {
+
+Result<std::vector<int>> ParseCpuList(std::string_view text) {
+  constexpr uint64_t kMaxCpu = 65535;
+  std::string_view t = base::Trim(text);
+  if (t.empty()) return Error("empty CPU list");
+  std::vector<int> cpus;
+  for (std::string_view part : base::Split(t, ',')) {
+    size_t dash = part.find('-');
+    auto lo = base::ParseUint(part.substr(0, dash));
+    auto hi = dash == std::string_view::npos ? lo : base::ParseUint(part.substr(dash + 1));
+    if (!lo || !hi || *lo > *hi || *hi > kMaxCpu) {
+      return Error("bad CPU list entry '" + std::string(part.substr(0, 20)) + "'");
+    }
+    for (uint64_t c = *lo; c <= *hi; ++c) cpus.push_back(static_cast<int>(c));
+  }
+  std::sort(cpus.begin(), cpus.end());
+  cpus.erase(std::unique(cpus.begin(), cpus.end()), cpus.end());
+  return cpus;
+}
+
+Result<std::vector<int>> ReadOnlineCpus(const base::RootPath& root) {
+  PTSNAP_ASSIGN_OR_RETURN(std::string text,
+                          base::ReadFile(root.Resolve("/sys/devices/system/cpu/online"), 4096));
+  auto cpus = ParseCpuList(text);
+  if (!cpus) return std::move(cpus).error().AddContext("/sys/devices/system/cpu/online");
+  return cpus;
+}
+
+}  // namespace ptsnap::sys

@@ -1,0 +1,37 @@
+#include "sys/cpus.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "tests/support/result_matchers.h"
+#include "tests/support/temp_dir.h"
+
+namespace ptsnap::sys {
+namespace {
+
+using ::ptsnap::testing::HasErrorContaining;
+using ::testing::ElementsAre;
+
+TEST(ParseCpuList, RangesAndSingles) {
+  EXPECT_THAT(ParseCpuList("0-1\n").value_or(std::vector<int>{}), ElementsAre(0, 1));
+  EXPECT_THAT(ParseCpuList("0-2,5,7-8").value_or(std::vector<int>{}),
+              ElementsAre(0, 1, 2, 5, 7, 8));
+  EXPECT_THAT(ParseCpuList("3,1,1").value_or(std::vector<int>{}), ElementsAre(1, 3));
+  EXPECT_THAT(ParseCpuList(""), HasErrorContaining("empty"));
+  EXPECT_THAT(ParseCpuList("2-1"), HasErrorContaining("bad CPU list entry '2-1'"));
+  EXPECT_THAT(ParseCpuList("0-99999999"), HasErrorContaining("bad"));
+  EXPECT_THAT(ParseCpuList("a"), HasErrorContaining("bad"));
+}
+
+TEST(ReadOnlineCpus, LiveAndFake) {
+  ptsnap::testing::TempDir dir;
+  dir.Write("sys/devices/system/cpu/online", "0-3\n");
+  EXPECT_EQ(ReadOnlineCpus(base::RootPath(dir.path())).value_or(std::vector<int>{}).size(), 4u);
+  dir.Write("sys/devices/system/cpu/online", "x\n");
+  EXPECT_THAT(ReadOnlineCpus(base::RootPath(dir.path())),
+              HasErrorContaining("/sys/devices/system/cpu/online"));
+  EXPECT_GE(ReadOnlineCpus(base::RootPath()).value_or(std::vector<int>{}).size(), 1u);
+}
+
+}  // namespace
+}  // namespace ptsnap::sys
