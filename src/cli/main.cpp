@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
   // Subcommands register here.
   AddRecordCommands(app, &selected);
   AddInfoCommand(app, &selected);
+  AddDecodeCommand(app, &selected);
   AddProbeCommand(app, &selected);
 
   RewriteMagicTraceSpellings(argc, argv);
