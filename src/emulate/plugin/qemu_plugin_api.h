@@ -18,6 +18,12 @@ typedef uint64_t qemu_plugin_id_t;
 
 // Passed to qemu_plugin_install. `version.cur` is the API version QEMU
 // implements, `version.min` the oldest plugin version it still loads.
+// QEMU's C header nests an anonymous struct in an anonymous union; clang's
+// -Wpedantic calls that an extension. The layout must stay QEMU's.
+#ifdef __clang__
+#pragma clang diagnostic push
+#pragma clang diagnostic ignored "-Wnested-anon-types"
+#endif
 typedef struct qemu_info_t {
   const char* target_name;
   struct {
@@ -32,6 +38,9 @@ typedef struct qemu_info_t {
     } system;
   };
 } qemu_info_t;
+#ifdef __clang__
+#pragma clang diagnostic pop
+#endif
 
 struct qemu_plugin_tb;
 struct qemu_plugin_insn;
