@@ -1,0 +1,19 @@
+// Calls ptsnap_take_snapshot() once after some work: the stop indicator.
+#include <stdio.h>
+
+__attribute__((noinline)) long fib(long n) { return n < 2 ? n : fib(n - 1) + fib(n - 2); }
+
+// The stop indicator ptsnap looks for (declared here until
+// include/ptsnap/stop_indicator.h exists).
+__attribute__((noinline)) void ptsnap_take_snapshot(void) { __asm__ volatile(""); }
+
+__attribute__((noinline)) void marker(void) { __asm__ volatile(""); }
+
+int main(void) {
+  long r = fib(15);
+  ptsnap_take_snapshot();
+  r += fib(10);
+  marker();
+  printf("%ld\n", r);
+  return 0;
+}
