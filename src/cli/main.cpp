@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   // Subcommands register here.
   AddInfoCommand(app, &selected);
   AddProbeCommand(app, &selected);
+  AddDecodeCommand(app, &selected);
 
   try {
     app.parse(argc, argv);
