@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
   AddInfoCommand(app, &selected);
   AddProbeCommand(app, &selected);
   AddDecodeCommand(app, &selected);
+  AddExportCommand(app, &selected);
 
   RewriteMagicTraceSpellings(argc, argv);
   try {
