@@ -341,10 +341,15 @@ Result<std::string> BuildPerfData(const trace::TraceReader& trace, const ExportO
     }
     // perf 6.1 crashes on timed streams whose thread's start records come
     // after the first TSC (shared/reference/perf-data.md).
-    if (r.type == PERF_RECORD_ITRACE_START || r.type == PERF_RECORD_COMM) {
+    // A FORK must precede the new thread's trace too, or perf decodes the
+    // thread without its process's maps ("Failed to get instruction").
+    if (r.type == PERF_RECORD_ITRACE_START || r.type == PERF_RECORD_COMM ||
+        r.type == PERF_RECORD_FORK) {
       auto it = first_time_of_tid.find(r.sample_id.tid);
-      if (it != first_time_of_tid.end() && r.sample_id.time > it->second)
+      if (it != first_time_of_tid.end() && r.sample_id.time > it->second) {
         r.sample_id.time = it->second;
+        if (auto* task = std::get_if<trace::Task>(&r.body)) task->time = it->second;
+      }
     }
     r.sample_id.id = kDummyId;
     records.push_back(std::move(r));
