@@ -92,6 +92,7 @@ trace::Manifest BaseManifest() {
 
 // A trace with two threads of one process: streams of 2 and 1 PSB periods.
 struct Fixture {
+  int32_t second_tid = 43;  // the second stream's thread
   TempDir tmp;
   fs::path dir = tmp.path() / "t";
   std::string s0 = Psb(5000, 0x401000) + Psb(6000, 0x401010);
@@ -120,7 +121,8 @@ struct Fixture {
     st.tid = 42;
     st.snapshot = 1;
     ASSERT_TRUE(w->AddStream(st, std::as_bytes(std::span(s0.data(), s0.size()))));
-    st.tid = 43;
+    st.tid = second_tid;
+    st.snapshot = second_tid == 42 ? 2 : 1;
     ASSERT_TRUE(w->AddStream(st, std::as_bytes(std::span(s1.data(), s1.size()))));
     ASSERT_TRUE(w->Finish());
   }
@@ -220,6 +222,64 @@ TEST(ExporterTest, OneAuxtraceRecordPerStreamWithItsThread) {
   ASSERT_TRUE(index.has_value());
   ASSERT_EQ(index->size(), 2u);
   EXPECT_EQ((*index)[0].file_offset, aux[0]->file_offset);
+}
+
+TEST(ExporterTest, SnapshotsOfOneThreadShareItsQueueInOrder) {
+  Fixture f;
+  f.second_tid = 42;
+  f.Write(BaseManifest());
+  PerfData pd = Export(f.dir, f.tmp.path() / "perf.data");
+  auto aux = OfType(pd, kRecordAuxtrace);
+  ASSERT_EQ(aux.size(), 2u);
+  EXPECT_EQ(pd.attrs[0].ids.size(), 1u);
+  EXPECT_EQ(LoadLe<uint32_t>(aux[0]->bytes, 32), LoadLe<uint32_t>(aux[1]->bytes, 32));  // idx
+  EXPECT_EQ(LoadLe<uint64_t>(aux[0]->bytes, 16), 0u);                                   // offset
+  EXPECT_EQ(LoadLe<uint64_t>(aux[1]->bytes, 16), aux[0]->payload.size());
+  EXPECT_EQ(aux[1]->payload.substr(0, f.s1.size()), f.s1);
+}
+
+TEST(ExporterTest, PerCpuStreamsGetACpuQueueAndNoTid) {
+  TempDir tmp;
+  fs::path dir = tmp.path() / "t";
+  trace::Manifest m = BaseManifest();
+  auto w = trace::TraceWriter::Create(dir, m);
+  ASSERT_TRUE(w.has_value());
+  std::string s = Psb(5000, 0x401000);
+  for (int cpu : {0, 1}) {
+    trace::Stream st;
+    st.cpu = cpu;
+    ASSERT_TRUE(w->AddStream(st, std::as_bytes(std::span(s.data(), s.size()))));
+  }
+  ASSERT_TRUE(w->Finish());
+  PerfData pd = Export(dir, tmp.path() / "perf.data");
+  auto aux = OfType(pd, kRecordAuxtrace);
+  ASSERT_EQ(aux.size(), 2u);
+  EXPECT_EQ(LoadLe<uint32_t>(aux[0]->bytes, 36), 0xffffffffu);  // tid -1
+  EXPECT_EQ(LoadLe<uint32_t>(aux[1]->bytes, 40), 1u);           // cpu
+  auto info = OfType(pd, kRecordAuxtraceInfo);
+  EXPECT_EQ(LoadLe<uint64_t>(info[0]->bytes, 16 + 8 * 9), 1u);  // per-cpu mmaps
+}
+
+TEST(ExporterTest, TscZeroMovesTheWholeTimeline) {
+  // perf 6.1 SIGSEGVs on a timed stream whose TSC is 0 (the emulated source's
+  // virtual TSC starts there): TSC packets and sideband move together.
+  Fixture f;
+  f.s0 = Psb(0, 0x401000) + Psb(100, 0x401010);
+  f.Write(BaseManifest());
+  auto r = ExportTrace(f.dir, f.tmp.path() / "perf.data", {});
+  ASSERT_TRUE(r.has_value());
+  EXPECT_GT(r->tsc_shift, 0u);
+  PerfData pd = Export(f.dir, f.tmp.path() / "p2.data");
+  auto aux = OfType(pd, kRecordAuxtrace);
+  ASSERT_FALSE(aux.empty());
+  // TSC packet right after the 16-byte PSB: opcode 0x19, then 7 bytes.
+  EXPECT_EQ(static_cast<uint8_t>(aux[0]->payload[16]), 0x19);
+  uint64_t tsc = LoadLe<uint64_t>(aux[0]->payload, 17) & ((1ULL << 56) - 1);
+  EXPECT_EQ(tsc, r->tsc_shift);
+  for (const DataRecord* c : OfType(pd, PERF_RECORD_COMM)) {
+    uint64_t time = LoadLe<uint64_t>(c->bytes, c->bytes.size() - 24);
+    EXPECT_EQ(time, 100 + r->tsc_shift);  // time_conv: ns = 1000 + tsc; COMM was at 100
+  }
 }
 
 TEST(ExporterTest, LargeStreamsSplitOnlyAtPsbs) {
