@@ -13,6 +13,8 @@ using CommandFn = std::function<int()>;
 // `ptsnap probe` (cmd_probe.cpp).
 void AddProbeCommand(CLI::App& app, CommandFn* selected);
 void AddInfoCommand(CLI::App& app, CommandFn* selected);
+// `ptsnap export` (cmd_export.cpp).
+void AddExportCommand(CLI::App& app, CommandFn* selected);
 
 // Exit codes shared by all commands (documented in docs/errors.md).
 inline constexpr int kExitOk = 0;

@@ -27,8 +27,9 @@ int main(int argc, char** argv) {
   // Subcommands register here.
   AddRecordCommands(app, &selected);
   AddInfoCommand(app, &selected);
-  AddDecodeCommand(app, &selected);
   AddProbeCommand(app, &selected);
+  AddDecodeCommand(app, &selected);
+  AddExportCommand(app, &selected);
 
   RewriteMagicTraceSpellings(argc, argv);
   try {

@@ -1,0 +1,47 @@
+// `ptsnap export TRACE_DIR -o FILE [--force]`: writes the recording as
+// perf.data for perf script, perf report and hotspot (docs/perf-interop.md).
+#include <cstdio>
+
+#include "cli/command.h"
+#include "export/exporter.h"
+
+namespace ptsnap::cli {
+
+void AddExportCommand(CLI::App& app, CommandFn* selected) {
+  struct Args {
+    std::string dir, output = "perf.data";
+    bool force = false;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* cmd = app.add_subcommand(
+      "export", "Write a trace directory as perf.data (perf script, perf report, hotspot)");
+  cmd->add_option("TRACE_DIR", args->dir, "The trace directory written by run/attach")->required();
+  cmd->add_option("-o,--output", args->output,
+                  "perf.data file to write (a directory, perf's format, for kernel recordings)")
+      ->capture_default_str();
+  cmd->add_flag("-f,--force", args->force, "Overwrite the output if it exists");
+  cmd->callback([args, selected] {
+    *selected = [args] {
+      exporter::ExportOptions options;
+      options.force = args->force;
+      auto report = exporter::ExportTrace(args->dir, args->output, options);
+      if (!report) {
+        std::fprintf(stderr, "ptsnap: error: exporting %s: %s\n", args->dir.c_str(),
+                     report.error().ToString().c_str());
+        return kExitFailure;
+      }
+      std::printf(
+          "wrote %s%s: %llu AUXTRACE buffers, %llu sideband records, %llu build-ids, %llu "
+          "bytes\n",
+          args->output.c_str(), report->directory ? " (perf directory with kcore_dir)" : "",
+          static_cast<unsigned long long>(report->auxtrace_records),
+          static_cast<unsigned long long>(report->sideband_records),
+          static_cast<unsigned long long>(report->build_ids),
+          static_cast<unsigned long long>(report->bytes));
+      std::printf("view it with: perf script -i %s --itrace=cr\n", args->output.c_str());
+      return kExitOk;
+    };
+  });
+}
+
+}  // namespace ptsnap::cli

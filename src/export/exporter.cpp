@@ -1,0 +1,493 @@
+#include "export/exporter.h"
+
+#include <fcntl.h>
+#include <gelf.h>
+#include <intel-pt.h>
+#include <libelf.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <set>
+
+#include "base/file_util.h"
+#include "base/unique_fd.h"
+#include "export/perf_data.h"
+
+namespace ptsnap::exporter {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Intel PT config bits (/sys/bus/event_source/devices/intel_pt/format).
+constexpr uint64_t kCfgPt = 1ULL << 0;
+constexpr uint64_t kCfgCyc = 1ULL << 1;
+constexpr uint64_t kCfgMtc = 1ULL << 9;
+constexpr uint64_t kCfgTsc = 1ULL << 10;
+constexpr uint64_t kCfgNoRetComp = 1ULL << 11;
+constexpr uint64_t kCfgBranch = 1ULL << 13;
+constexpr uint64_t kCfgMtcPeriodShift = 14;  // bits 14..17
+constexpr uint64_t kCfgPsbPeriodShift = 24;  // bits 24..27
+
+constexpr uint64_t kDummyId = 1;
+constexpr uint64_t kTscShift = 1000000;
+constexpr uint64_t kPtIdBase = 100;
+constexpr uint32_t kNone = 0xffffffffu;  // -1 as u32 (tid/cpu unknown)
+
+// First TSC packet of a stream, as perf clock ns; nullopt when there is none.
+std::optional<uint64_t> FirstTscTime(std::string_view bytes, const trace::TimeConv& tc) {
+  if (bytes.empty()) return std::nullopt;
+  pt_config config;
+  pt_config_init(&config);
+  config.begin = reinterpret_cast<uint8_t*>(const_cast<char*>(bytes.data()));
+  config.end = config.begin + bytes.size();
+  pt_packet_decoder* dec = pt_pkt_alloc_decoder(&config);
+  if (dec == nullptr) return std::nullopt;
+  std::optional<uint64_t> out;
+  if (pt_pkt_sync_forward(dec) >= 0) {
+    pt_packet pkt;
+    for (int n = 0; n < (1 << 20); ++n) {
+      int r = pt_pkt_next(dec, &pkt, sizeof pkt);
+      if (r < 0) break;
+      if (pkt.type == ppt_tsc) {
+        out = trace::TscToPerfTime(tc, pkt.payload.tsc.tsc);
+        break;
+      }
+    }
+  }
+  pt_pkt_free_decoder(dec);
+  return out;
+}
+
+// Raw TSC value of the first TSC packet; nullopt when there is none.
+std::optional<uint64_t> FirstTsc(std::string_view bytes) {
+  if (bytes.empty()) return std::nullopt;
+  pt_config config;
+  pt_config_init(&config);
+  config.begin = reinterpret_cast<uint8_t*>(const_cast<char*>(bytes.data()));
+  config.end = config.begin + bytes.size();
+  pt_packet_decoder* dec = pt_pkt_alloc_decoder(&config);
+  if (dec == nullptr) return std::nullopt;
+  std::optional<uint64_t> out;
+  if (pt_pkt_sync_forward(dec) >= 0) {
+    pt_packet pkt;
+    for (int n = 0; n < (1 << 20) && pt_pkt_next(dec, &pkt, sizeof pkt) >= 0; ++n) {
+      if (pkt.type == ppt_tsc) {
+        out = pkt.payload.tsc.tsc;
+        break;
+      }
+    }
+  }
+  pt_pkt_free_decoder(dec);
+  return out;
+}
+
+// Adds `k` to every TSC packet of `bytes` (opcode 0x19, then 7 bytes of TSC,
+// little-endian). perf 6.1 treats a TSC of 0 as "no timestamp" and crashes
+// decoding such a stream in timed mode (SIGSEGV, measured); the emulated
+// source's virtual TSC starts at 0, so the exporter moves the timeline.
+void ShiftTsc(std::string* bytes, uint64_t k) {
+  pt_config config;
+  pt_config_init(&config);
+  config.begin = reinterpret_cast<uint8_t*>(bytes->data());
+  config.end = config.begin + bytes->size();
+  pt_packet_decoder* dec = pt_pkt_alloc_decoder(&config);
+  if (dec == nullptr) return;
+  if (pt_pkt_sync_forward(dec) >= 0) {
+    for (;;) {
+      uint64_t off = 0;
+      if (pt_pkt_get_offset(dec, &off) < 0) break;
+      pt_packet pkt;
+      int r = pt_pkt_next(dec, &pkt, sizeof pkt);
+      if (r == -pte_eos) break;
+      if (r < 0) {
+        if (pt_pkt_sync_forward(dec) < 0) break;
+        continue;
+      }
+      if (pkt.type != ppt_tsc || off + 8 > bytes->size()) continue;
+      uint64_t tsc = (pkt.payload.tsc.tsc + k) & ((1ULL << 56) - 1);
+      for (int i = 0; i < 7; ++i) (*bytes)[off + 1 + i] = static_cast<char>(tsc >> (8 * i));
+    }
+  }
+  pt_pkt_free_decoder(dec);
+}
+
+// Offsets at which `bytes` is cut into chunks of at most about `limit`
+// bytes; each cut is at a PSB (02 82 repeated 8 times), so every chunk but
+// possibly the first starts with one.
+std::vector<size_t> PsbCuts(std::string_view bytes, uint64_t limit) {
+  static constexpr char kPsb[] = "\x02\x82\x02\x82\x02\x82\x02\x82\x02\x82\x02\x82\x02\x82\x02\x82";
+  std::string_view psb(kPsb, 16);
+  std::vector<size_t> cuts;
+  size_t start = 0;
+  while (bytes.size() - start > limit) {
+    // The last PSB within the limit keeps chunks under it; else the next one.
+    size_t at = bytes.rfind(psb, start + limit);
+    if (at == std::string_view::npos || at <= start) at = bytes.find(psb, start + 1);
+    if (at == std::string_view::npos) break;
+    cuts.push_back(at);
+    start = at;
+  }
+  return cuts;
+}
+
+// The GNU build-id note of an ELF file, raw bytes; "" when none or unreadable.
+std::string ReadBuildId(const fs::path& path) {
+  base::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return {};
+  elf_version(EV_CURRENT);
+  Elf* elf = elf_begin(fd.get(), ELF_C_READ, nullptr);
+  if (elf == nullptr) return {};
+  std::string out;
+  Elf_Scn* scn = nullptr;
+  while (out.empty() && (scn = elf_nextscn(elf, scn)) != nullptr) {
+    GElf_Shdr shdr;
+    if (gelf_getshdr(scn, &shdr) == nullptr || shdr.sh_type != SHT_NOTE) continue;
+    Elf_Data* data = elf_getdata(scn, nullptr);
+    if (data == nullptr) continue;
+    size_t off = 0, name_off = 0, desc_off = 0;
+    GElf_Nhdr nh;
+    while ((off = gelf_getnote(data, off, &nh, &name_off, &desc_off)) > 0) {
+      const char* base = static_cast<const char*>(data->d_buf);
+      if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 &&
+          std::memcmp(base + name_off, "GNU", 4) == 0) {
+        out.assign(base + desc_off, nh.n_descsz);
+        break;
+      }
+    }
+  }
+  elf_end(elf);
+  return out;
+}
+
+std::string HexToRaw(std::string_view hex) {
+  std::string out;
+  for (size_t i = 0; i + 1 < hex.size(); i += 2) {
+    auto nib = [](char c) -> int {
+      if (c >= '0' && c <= '9') return c - '0';
+      if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+      if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+      return -1;
+    };
+    int hi = nib(hex[i]), lo = nib(hex[i + 1]);
+    if (hi < 0 || lo < 0) return {};
+    out.push_back(static_cast<char>(hi * 16 + lo));
+  }
+  return out;
+}
+
+bool IsSpecialName(std::string_view name) { return name.empty() || name.front() == '['; }
+
+}  // namespace
+
+uint64_t EffectiveConfig(const trace::PtConfig& pt) {
+  uint64_t c = pt.config | kCfgPt | kCfgBranch;
+  if (pt.tsc) c |= kCfgTsc;
+  if (pt.mtc) c |= kCfgMtc;
+  if (pt.cyc) c |= kCfgCyc;
+  if (pt.noretcomp) c |= kCfgNoRetComp;
+  if (pt.config == 0) {
+    c |= (static_cast<uint64_t>(pt.mtc_freq) & 0xf) << kCfgMtcPeriodShift;
+    c |= (static_cast<uint64_t>(pt.psb_period) & 0xf) << kCfgPsbPeriodShift;
+  }
+  return c;
+}
+
+Result<std::string> BuildPerfData(const trace::TraceReader& trace, const ExportOptions& options,
+                                  ExportReport* report) {
+  const trace::Manifest& m = trace.manifest();
+  const bool kernel_scope = m.scope != trace::Scope::kUser;
+  uint32_t pmu_type = m.pt.pmu_type != 0 ? m.pt.pmu_type : kEmulatedPmuType;
+  uint64_t config = EffectiveConfig(m.pt);
+  const uint64_t sample_type = PERF_SAMPLE_IP | trace::kSampleType;
+
+  // Queues: one per thread (per-thread recording) or per CPU.
+  std::map<std::pair<int32_t, int32_t>, uint32_t> queue_of;
+  for (const trace::Stream& s : m.streams) {
+    auto key = s.cpu >= 0 && s.tid < 0 ? std::pair{-1, s.cpu} : std::pair{s.tid, -1};
+    queue_of.emplace(key, static_cast<uint32_t>(queue_of.size()));
+  }
+  bool per_cpu = std::any_of(m.streams.begin(), m.streams.end(),
+                             [](const trace::Stream& s) { return s.cpu >= 0 && s.tid < 0; });
+
+  PerfDataWriter w;
+  Attr pt_attr;
+  pt_attr.type = pmu_type;
+  pt_attr.config = config;
+  pt_attr.sample_type = sample_type;
+  pt_attr.flags =
+      kAttrDisabled | kAttrSampleIdAll | kAttrExcludeHv | (kernel_scope ? 0 : kAttrExcludeKernel);
+  pt_attr.name = kernel_scope ? "intel_pt//" : "intel_pt//u";
+  for (const auto& [key, idx] : queue_of) pt_attr.ids.push_back(kPtIdBase + idx);
+  if (pt_attr.ids.empty()) pt_attr.ids.push_back(kPtIdBase);
+  w.AddAttr(pt_attr);
+  Attr dummy;
+  dummy.type = PERF_TYPE_SOFTWARE;
+  dummy.config = PERF_COUNT_SW_DUMMY;
+  dummy.sample_type = sample_type;
+  dummy.flags = kAttrSampleIdAll | kAttrMmap | kAttrMmap2 | kAttrComm | kAttrCommExec | kAttrTask |
+                kAttrContextSwitch | kAttrExcludeHv | (kernel_scope ? 0 : kAttrExcludeKernel);
+  dummy.name = kernel_scope ? "dummy:HG" : "dummy:u";
+  dummy.ids = {kDummyId};
+  w.AddAttr(dummy);
+
+  // AUXTRACE_INFO: priv[] in intel_pt_info_fill() order (tools/perf/arch/x86/util/intel-pt.c).
+  std::vector<uint64_t> priv = {
+      pmu_type,
+      m.time_conv.time_shift,
+      m.time_conv.time_mult,
+      m.time_conv.time_zero,
+      m.time_conv.cap_user_time_zero ? 1u : 0u,
+      kCfgTsc,
+      kCfgNoRetComp,
+      0,  // have_sched_switch: per-thread streams need no switch events
+      m.mode == trace::Mode::kSnapshot ? 1u : 0u,
+      per_cpu ? 1u : 0u,
+      kCfgMtc,
+      0xfULL << kCfgMtcPeriodShift,
+      m.cpu.cpuid_15_ebx,  // TSC:CTC numerator (CPUID.15H EBX)
+      m.cpu.cpuid_15_eax,  // denominator (EAX)
+      kCfgCyc,
+      m.pt.nom_freq,
+      m.pt.filter.empty() ? 0 : m.pt.filter.size() + 1,
+  };
+  w.AddRecord(MakeAuxtraceInfo(priv, m.pt.filter));
+  w.AddRecord(MakeTimeConv(m.time_conv.time_shift, m.time_conv.time_mult, m.time_conv.time_zero,
+                           m.time_conv.cap_user_time_zero));
+
+  // Streams first: their first TSC bounds the sideband times below.
+  struct StreamData {
+    const trace::Stream* info;
+    std::string bytes;
+    std::optional<uint64_t> first_time;
+  };
+  std::vector<StreamData> streams;
+  std::map<uint32_t, uint64_t> first_time_of_tid;
+  for (const trace::Stream& s : m.streams) {
+    PTSNAP_ASSIGN_OR_RETURN(std::string bytes, trace.ReadStream(s));
+    streams.push_back({&s, std::move(bytes), std::nullopt});
+  }
+  // A timed stream whose TSC is 0 somewhere: shift every TSC and every
+  // sideband time by kTscShift ticks (perf crashes on TSC 0; see ShiftTsc).
+  uint64_t tsc_shift = 0;
+  if (m.pt.tsc) {
+    for (const StreamData& sd : streams)
+      if (FirstTsc(sd.bytes) == std::optional<uint64_t>(0)) tsc_shift = kTscShift;
+  }
+  auto shift_time = [&](uint64_t t) {
+    if (tsc_shift == 0) return t;
+    return trace::TscToPerfTime(m.time_conv, trace::PerfTimeToTsc(m.time_conv, t) + tsc_shift);
+  };
+  if (report != nullptr) report->tsc_shift = tsc_shift;
+  for (StreamData& sd : streams) {
+    if (tsc_shift != 0) ShiftTsc(&sd.bytes, tsc_shift);
+    if (m.pt.tsc) sd.first_time = FirstTscTime(sd.bytes, m.time_conv);
+    if (sd.first_time && sd.info->tid >= 0) {
+      auto [it, fresh] =
+          first_time_of_tid.emplace(static_cast<uint32_t>(sd.info->tid), *sd.first_time);
+      if (!fresh) it->second = std::min(it->second, *sd.first_time);
+    }
+  }
+
+  PTSNAP_ASSIGN_OR_RETURN(trace::RecordStream sideband, trace.ReadSideband());
+  std::vector<trace::Record> records;
+  std::map<std::string, std::pair<std::string, bool>> build_ids;  // file -> raw id, kernel
+  std::map<std::string, std::string> manifest_ids, copies;
+  for (const trace::Binary& b : m.binaries) {
+    if (!b.build_id.empty()) manifest_ids[b.path] = HexToRaw(b.build_id);
+    if (!b.copy.empty()) copies[b.path] = (trace.dir() / b.copy).string();
+  }
+  auto map_file = [&](std::string* filename, uint64_t* pgoff, uint32_t pid) -> std::string {
+    // Returns the build-id for the (possibly rewritten) file name.
+    if (*filename == "[vdso]") {
+      fs::path dump = trace.dir() / "vdso" / (std::to_string(pid) + ".so");
+      std::error_code ec;
+      if (fs::exists(dump, ec)) {
+        *filename = fs::absolute(dump).string();
+        *pgoff = 0;
+      }
+    }
+    std::string original = *filename;
+    if (auto c = copies.find(original); c != copies.end()) {
+      std::error_code ec;
+      if (!fs::exists(original, ec)) *filename = fs::absolute(c->second).string();
+    }
+    if (IsSpecialName(*filename)) return {};
+    if (auto it = manifest_ids.find(original); it != manifest_ids.end()) return it->second;
+    return ReadBuildId(*filename);
+  };
+  bool have_kernel_mmap = false;
+  for (trace::Record r : sideband.records) {
+    r.sample_id.time = shift_time(r.sample_id.time);
+    if (auto* task = std::get_if<trace::Task>(&r.body)) task->time = shift_time(task->time);
+    if (r.type == PERF_RECORD_AUX) {
+      ++report->skipped_records;
+      continue;
+    }
+    if (auto* mm2 = std::get_if<trace::Mmap2>(&r.body)) {
+      std::string id = mm2->build_id;
+      std::string fresh = map_file(&mm2->filename, &mm2->pgoff, mm2->pid);
+      if (id.empty()) id = fresh;
+      if (!id.empty() && !IsSpecialName(mm2->filename)) build_ids[mm2->filename] = {id, false};
+    } else if (auto* mm = std::get_if<trace::Mmap>(&r.body)) {
+      if (mm->filename.starts_with("[kernel.kallsyms]")) have_kernel_mmap = true;
+      std::string id = map_file(&mm->filename, &mm->pgoff, mm->pid);
+      if (!id.empty() && !IsSpecialName(mm->filename)) build_ids[mm->filename] = {id, false};
+    } else if (auto* lost = std::get_if<trace::Lost>(&r.body)) {
+      lost->id = kDummyId;
+    }
+    // perf 6.1 crashes on timed streams whose thread's start records come
+    // after the first TSC (shared/reference/perf-data.md).
+    // A FORK must precede the new thread's trace too, or perf decodes the
+    // thread without its process's maps ("Failed to get instruction").
+    if (r.type == PERF_RECORD_ITRACE_START || r.type == PERF_RECORD_COMM ||
+        r.type == PERF_RECORD_FORK) {
+      auto it = first_time_of_tid.find(r.sample_id.tid);
+      if (it != first_time_of_tid.end() && r.sample_id.time > it->second) {
+        r.sample_id.time = it->second;
+        if (auto* task = std::get_if<trace::Task>(&r.body)) task->time = it->second;
+      }
+    }
+    r.sample_id.id = kDummyId;
+    records.push_back(std::move(r));
+  }
+  // ITRACE_START for every traced thread that has none (perf attaches the
+  // stream to the thread with it in per-CPU mode; harmless per-thread).
+  std::set<uint32_t> started;
+  for (const trace::Record& r : records)
+    if (r.type == PERF_RECORD_ITRACE_START) started.insert(r.sample_id.tid);
+  for (const StreamData& sd : streams) {
+    if (sd.info->tid < 0 || started.count(static_cast<uint32_t>(sd.info->tid))) continue;
+    started.insert(static_cast<uint32_t>(sd.info->tid));
+    trace::Record r;
+    r.type = PERF_RECORD_ITRACE_START;
+    uint32_t pid = static_cast<uint32_t>(sd.info->pid >= 0 ? sd.info->pid : sd.info->tid);
+    r.body = trace::ItraceStart{pid, static_cast<uint32_t>(sd.info->tid)};
+    r.sample_id = {pid,     static_cast<uint32_t>(sd.info->tid), sd.first_time.value_or(0), 0, 0,
+                   kDummyId};
+    records.push_back(std::move(r));
+  }
+  std::stable_sort(records.begin(), records.end(), [](const auto& a, const auto& b) {
+    return a.sample_id.time < b.sample_id.time;
+  });
+
+  // Kernel scopes: the kernel map perf record would have synthesised.
+  if (kernel_scope && !have_kernel_mmap && m.kernel_start) {
+    trace::Record r;
+    r.type = PERF_RECORD_MMAP;
+    r.misc = PERF_RECORD_MISC_KERNEL;
+    trace::Mmap km;
+    km.pid = kNone;
+    km.tid = 0;
+    km.addr = *m.kernel_start;
+    km.len = ~0ULL - *m.kernel_start;
+    km.pgoff = *m.kernel_start;
+    km.filename = "[kernel.kallsyms]_text";
+    r.body = km;
+    r.sample_id = {kNone, 0, 0, 0, 0, kDummyId};
+    std::string bytes = trace::SerializeRecord(r);
+    // SerializeRecord takes misc from the body; restore the kernel bit.
+    bytes[4] = static_cast<char>(PERF_RECORD_MISC_KERNEL);
+    w.AddRecord(std::move(bytes));
+    ++report->sideband_records;
+  }
+  for (const trace::Record& r : records) {
+    w.AddRecord(trace::SerializeRecord(r));
+    ++report->sideband_records;
+  }
+  w.AddRecord(MakeFinishedRound());
+
+  std::map<uint32_t, uint64_t> queue_offset;
+  for (StreamData& sd : streams) {
+    const trace::Stream& s = *sd.info;
+    auto key = s.cpu >= 0 && s.tid < 0 ? std::pair{-1, s.cpu} : std::pair{s.tid, -1};
+    uint32_t idx = queue_of.at(key);
+    uint32_t tid = s.tid >= 0 ? static_cast<uint32_t>(s.tid) : kNone;
+    uint32_t cpu = s.cpu >= 0 ? static_cast<uint32_t>(s.cpu) : kNone;
+    // A non-zero reference: perf 6.1 crashes on timed buffers whose reference is 0.
+    uint64_t reference = s.id + 1;
+    if (sd.first_time) reference = trace::PerfTimeToTsc(m.time_conv, *sd.first_time) | 1;
+    std::string_view bytes = sd.bytes;
+    std::vector<size_t> cuts = PsbCuts(bytes, options.split_limit);
+    cuts.push_back(bytes.size());
+    size_t start = 0;
+    for (size_t cut : cuts) {
+      std::string_view chunk = bytes.substr(start, cut - start);
+      uint64_t& off = queue_offset[idx];
+      w.AddAuxtrace(off, reference, idx, tid, cpu, chunk);
+      off += (chunk.size() + 7) / 8 * 8;
+      ++report->auxtrace_records;
+      start = cut;
+    }
+  }
+  w.AddRecord(MakeFinishedRound());
+
+  // Features.
+  if (!build_ids.empty()) {
+    std::string body;
+    for (const auto& [file, id] : build_ids) body += MakeBuildIdEntry(id.first, file, id.second);
+    w.SetFeature(kFeatBuildId, body);
+    report->build_ids = build_ids.size();
+  }
+  if (kernel_scope && m.kcore.status == "copied") {
+    // perf's directory format (perf record --kcore): version 1 (PERF_DIR_VERSION).
+    uint64_t version = 1;
+    w.SetFeature(kFeatDirFormat, std::string(reinterpret_cast<const char*>(&version), 8));
+  }
+  if (!m.kernel_release.empty()) w.SetFeature(kFeatOsRelease, HeaderString(m.kernel_release));
+  {
+    std::string body;
+    std::vector<std::string> argv = {"ptsnap", "export", trace.dir().string()};
+    uint32_t n = static_cast<uint32_t>(argv.size());
+    body.append(reinterpret_cast<const char*>(&n), 4);
+    for (const std::string& a : argv) body += HeaderString(a);
+    w.SetFeature(kFeatCmdline, body);
+  }
+  return w.Finish();
+}
+
+Result<ExportReport> ExportTrace(const fs::path& trace_dir, const fs::path& out,
+                                 const ExportOptions& options) {
+  PTSNAP_ASSIGN_OR_RETURN(trace::TraceReader trace, trace::TraceReader::Open(trace_dir));
+  const trace::Manifest& m = trace.manifest();
+  ExportReport report;
+  report.directory = m.scope != trace::Scope::kUser && m.kcore.status == "copied";
+  std::error_code ec;
+  if (fs::exists(out, ec) && !options.force)
+    return Error(out.string() + " already exists: choose another output or pass --force");
+  if (m.streams.empty())
+    return Error("the trace has no PT streams (nothing was captured): nothing to export");
+
+  PTSNAP_ASSIGN_OR_RETURN(std::string bytes, BuildPerfData(trace, options, &report));
+  if (!report.directory) {
+    if (fs::is_directory(out, ec))
+      return Error(out.string() + " is a directory: name a file to write perf.data to");
+    PTSNAP_TRY_CTX(base::WriteFileAtomic(out, bytes), "writing " + out.string());
+    report.data_file = out;
+    report.bytes = bytes.size();
+    return report;
+  }
+  // perf's directory format: OUT/data + OUT/kcore_dir (perf record --kcore).
+  // The DIR_FORMAT feature (version 1) tells perf to look there.
+  if (options.force && fs::exists(out, ec) && !fs::is_directory(out, ec)) fs::remove(out, ec);
+  fs::create_directories(out / "kcore_dir", ec);
+  if (ec) return Error("creating " + (out / "kcore_dir").string() + ": " + ec.message());
+  fs::permissions(out, fs::perms::owner_all, ec);
+  for (const char* name : {"kallsyms", "modules", "kcore"}) {
+    fs::path from = trace_dir / m.kcore.dir / name, to = out / "kcore_dir" / name;
+    fs::copy_file(from, to, fs::copy_options::overwrite_existing, ec);
+    if (ec)
+      return Error("copying " + from.string() + " to " + to.string() + ": " + ec.message() +
+                   " (the trace's kernel image is incomplete)");
+    fs::permissions(to, fs::perms::owner_read | fs::perms::owner_write, ec);
+  }
+  PTSNAP_TRY_CTX(base::WriteFileAtomic(out / "data", bytes), "writing " + (out / "data").string());
+  report.data_file = out / "data";
+  report.bytes = bytes.size();
+  return report;
+}
+
+}  // namespace ptsnap::exporter

@@ -1,0 +1,76 @@
+// Exports a ptsnap trace directory as perf.data, so that `perf script`,
+// `perf report` and hotspot read ptsnap recordings with perf's own Intel PT
+// decoder (which does not use libipt).
+//
+// What is written (shared/reference/perf-data.md lists what perf 6.1 needs):
+//  - attrs: the intel_pt event (recorded type and config) with one id per
+//    AUX stream, and a tracking dummy event that owns the sideband;
+//  - AUXTRACE_INFO with Intel PT's private fields from the manifest, TIME_CONV;
+//  - the sideband records (COMM, MMAP/MMAP2, FORK, EXIT, ITRACE_START,
+//    SWITCH, ...) with their sample ids rewritten to the dummy event; vdso
+//    mappings point at the dumped vdso when the trace directory has one;
+//  - one AUXTRACE record per stream (split only at PSBs, and only when a
+//    stream exceeds the split limit), queue index per thread (per-thread
+//    recordings) or per CPU;
+//  - features: AUXTRACE index, event description, build-ids, OS release,
+//    command line; the directory-format marker for kernel scopes.
+//
+// Kernel-scope recordings with a copied kernel image are written in perf's
+// directory format: OUT/data plus OUT/kcore_dir/{kallsyms,modules,kcore}.
+//
+// Crash traps perf 6.1 has on timed streams are avoided: every AUXTRACE
+// `reference` is non-zero, ITRACE_START/COMM records are never later than
+// the first TSC of their thread's first stream, and a stream whose TSC starts
+// at 0 (perf SIGSEGVs on it) has its whole timeline, PT and sideband, moved
+// by a constant (ExportReport::tsc_shift).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+#include "ptsnap/result.h"
+#include "trace/trace_dir.h"
+
+namespace ptsnap::exporter {
+
+// PMU type written for emulated recordings (whose manifest has none): a
+// dynamic PMU number, as intel_pt gets on real machines.
+inline constexpr uint32_t kEmulatedPmuType = 8;
+// Streams larger than this are cut into several AUXTRACE records at PSBs.
+inline constexpr uint64_t kDefaultSplitLimit = 1ULL << 30;
+
+struct ExportOptions {
+  uint64_t split_limit = kDefaultSplitLimit;
+  bool force = false;  // overwrite an existing output
+};
+
+struct ExportReport {
+  std::filesystem::path data_file;  // the perf.data file itself
+  bool directory = false;           // perf's directory format (kcore_dir)
+  uint64_t auxtrace_records = 0;
+  uint64_t sideband_records = 0;
+  uint64_t skipped_records = 0;  // sideband types perf has no use for (AUX, LOST)
+  uint64_t build_ids = 0;
+  uint64_t bytes = 0;
+  // TSC ticks added to every TSC packet and sideband time, because perf
+  // crashes on a TSC of 0 (emulated recordings start their virtual TSC there).
+  uint64_t tsc_shift = 0;
+};
+
+// The attr.config perf needs: the recorded config, with the bits the
+// manifest's booleans name set (emulated recordings record config 0).
+uint64_t EffectiveConfig(const trace::PtConfig& pt);
+
+// Pure: the perf.data bytes for an opened trace (reads stream files and the
+// sideband through `trace`, and ELF files for build-ids).
+Result<std::string> BuildPerfData(const trace::TraceReader& trace, const ExportOptions& options,
+                                  ExportReport* report);
+
+// Writes `out` (a file, or a directory for kernel scopes with kcore).
+// Errors: not a trace directory, a stream missing, `out` exists (without
+// force), not writable.
+Result<ExportReport> ExportTrace(const std::filesystem::path& trace_dir,
+                                 const std::filesystem::path& out, const ExportOptions& options);
+
+}  // namespace ptsnap::exporter

@@ -1,0 +1,373 @@
+#include "export/exporter.h"
+
+#include <intel-pt.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "base/file_util.h"
+#include "export/perf_data.h"
+#include "tests/support/result_matchers.h"
+#include "tests/support/temp_dir.h"
+
+namespace ptsnap::exporter {
+namespace {
+
+namespace fs = std::filesystem;
+using ::ptsnap::testing::HasErrorContaining;
+using ::ptsnap::testing::TempDir;
+
+std::string Encode(const pt_packet& p) {
+  uint8_t buf[64];
+  pt_config cfg;
+  pt_config_init(&cfg);
+  cfg.begin = buf;
+  cfg.end = buf + sizeof buf;
+  pt_encoder* enc = pt_alloc_encoder(&cfg);
+  int n = pt_enc_next(enc, &p);
+  pt_free_encoder(enc);
+  EXPECT_GT(n, 0);
+  return std::string(reinterpret_cast<char*>(buf), n > 0 ? static_cast<size_t>(n) : 0);
+}
+
+// PSB+ (TSC, MODE.exec 64-bit, PSBEND), TIP.PGE, a few TNTs.
+std::string Psb(uint64_t tsc, uint64_t ip) {
+  std::string out;
+  pt_packet p{};
+  p.type = ppt_psb;
+  out += Encode(p);
+  p = {};
+  p.type = ppt_tsc;
+  p.payload.tsc.tsc = tsc;
+  out += Encode(p);
+  p = {};
+  p.type = ppt_mode;
+  p.payload.mode.leaf = pt_mol_exec;
+  p.payload.mode.bits.exec.csl = 1;
+  out += Encode(p);
+  p = {};
+  p.type = ppt_psbend;
+  out += Encode(p);
+  p = {};
+  p.type = ppt_tip_pge;
+  p.payload.ip.ipc = pt_ipc_sext_48;
+  p.payload.ip.ip = ip;
+  out += Encode(p);
+  for (int i = 0; i < 20; ++i) {
+    p = {};
+    p.type = ppt_tnt_8;
+    p.payload.tnt.bit_size = 6;
+    p.payload.tnt.payload = 0x2a;
+    out += Encode(p);
+  }
+  return out;
+}
+
+trace::Record Rec(trace::RecordBody body, uint32_t pid, uint32_t tid, uint64_t time) {
+  trace::Record r;
+  r.body = std::move(body);
+  r.sample_id = {pid, tid, time, 0, 0, 777};
+  if (std::holds_alternative<trace::Mmap2>(r.body)) r.type = PERF_RECORD_MMAP2;
+  if (std::holds_alternative<trace::Comm>(r.body)) r.type = PERF_RECORD_COMM;
+  if (std::holds_alternative<trace::ItraceStart>(r.body)) r.type = PERF_RECORD_ITRACE_START;
+  if (std::holds_alternative<trace::Aux>(r.body)) r.type = PERF_RECORD_AUX;
+  return r;
+}
+
+trace::Manifest BaseManifest() {
+  trace::Manifest m;
+  m.source = trace::Source::kHardware;
+  m.kernel_release = "6.1.0-test";
+  m.cpu = {"GenuineIntel", 6, 158, 9, 2, 188};
+  m.pt.pmu_type = 10;
+  m.pt.config = 0x2401 | (1 << 10);
+  m.pt.tsc = true;
+  m.pt.nom_freq = 36;
+  m.time_conv = {1000, 1, 0, true};  // ns = 1000 + tsc
+  return m;
+}
+
+// A trace with two threads of one process: streams of 2 and 1 PSB periods.
+struct Fixture {
+  int32_t second_tid = 43;  // the second stream's thread
+  TempDir tmp;
+  fs::path dir = tmp.path() / "t";
+  std::string s0 = Psb(5000, 0x401000) + Psb(6000, 0x401010);
+  std::string s1 = Psb(7000, 0x401020);
+
+  void Write(trace::Manifest m) {
+    auto w = trace::TraceWriter::Create(dir, std::move(m));
+    ASSERT_TRUE(w.has_value()) << w.error().ToString();
+    std::string sb;
+    trace::Comm comm{42, 42, "prog", true};
+    sb += trace::SerializeRecord(Rec(comm, 42, 42, 100));
+    trace::Mmap2 mm;
+    mm.pid = mm.tid = 42;
+    mm.addr = 0x400000;
+    mm.len = 0x10000;
+    mm.pgoff = 0;
+    mm.prot = 5;
+    mm.filename = fs::read_symlink("/proc/self/exe").string();
+    sb += trace::SerializeRecord(Rec(mm, 42, 42, 200));
+    // Later than the first TSC (5000 + 1000 ns): must be pulled back.
+    sb += trace::SerializeRecord(Rec(trace::ItraceStart{42, 42}, 42, 42, 9000));
+    sb += trace::SerializeRecord(Rec(trace::Aux{0, 64, 2}, 42, 42, 9100));
+    ASSERT_TRUE(w->AppendSideband(std::as_bytes(std::span(sb.data(), sb.size()))));
+    trace::Stream st;
+    st.pid = 42;
+    st.tid = 42;
+    st.snapshot = 1;
+    ASSERT_TRUE(w->AddStream(st, std::as_bytes(std::span(s0.data(), s0.size()))));
+    st.tid = second_tid;
+    st.snapshot = second_tid == 42 ? 2 : 1;
+    ASSERT_TRUE(w->AddStream(st, std::as_bytes(std::span(s1.data(), s1.size()))));
+    ASSERT_TRUE(w->Finish());
+  }
+};
+
+PerfData Export(const fs::path& dir, const fs::path& out, ExportOptions o = {}) {
+  auto r = ExportTrace(dir, out, o);
+  EXPECT_TRUE(r.has_value()) << r.error().ToString();
+  auto bytes = base::ReadFile(r.has_value() ? r->data_file : out);
+  EXPECT_TRUE(bytes.has_value());
+  auto pd = ParsePerfData(bytes.has_value() ? *bytes : std::string());
+  EXPECT_TRUE(pd.has_value()) << pd.error().ToString();
+  return pd.has_value() ? *pd : PerfData{};
+}
+
+std::vector<const DataRecord*> OfType(const PerfData& pd, uint32_t type) {
+  std::vector<const DataRecord*> out;
+  for (const DataRecord& r : pd.records)
+    if (r.type == type) out.push_back(&r);
+  return out;
+}
+
+TEST(ExporterTest, AttrsCarryTheRecordedPmuAndConfig) {
+  Fixture f;
+  f.Write(BaseManifest());
+  PerfData pd = Export(f.dir, f.tmp.path() / "perf.data");
+  ASSERT_EQ(pd.attrs.size(), 2u);
+  EXPECT_EQ(pd.attrs[0].type, 10u);
+  EXPECT_EQ(pd.attrs[0].config, 0x2401u | (1 << 10));
+  EXPECT_EQ(pd.attrs[0].sample_type, 0x10087u);
+  EXPECT_TRUE(pd.attrs[0].flags & kAttrSampleIdAll);
+  EXPECT_TRUE(pd.attrs[0].flags & kAttrExcludeKernel);
+  EXPECT_EQ(pd.attrs[0].ids.size(), 2u);  // one per thread queue
+  EXPECT_EQ(pd.attrs[1].type, static_cast<uint32_t>(PERF_TYPE_SOFTWARE));
+  EXPECT_EQ(pd.attrs[1].config, static_cast<uint64_t>(PERF_COUNT_SW_DUMMY));
+}
+
+TEST(ExporterTest, EmulatedRecordingGetsAPmuTypeAndConfigBits) {
+  trace::PtConfig pt;
+  pt.tsc = true;
+  pt.noretcomp = true;
+  EXPECT_EQ(EffectiveConfig(pt), 1u | (1u << 13) | (1u << 10) | (1u << 11));
+  Fixture f;
+  trace::Manifest m = BaseManifest();
+  m.pt = pt;
+  m.source = trace::Source::kEmulated;
+  f.Write(m);
+  PerfData pd = Export(f.dir, f.tmp.path() / "perf.data");
+  EXPECT_EQ(pd.attrs[0].type, kEmulatedPmuType);
+}
+
+TEST(ExporterTest, AuxtraceInfoHasIntelPtPrivateFields) {
+  Fixture f;
+  trace::Manifest m = BaseManifest();
+  m.pt.filter = "filter main @ /bin/x";
+  f.Write(m);
+  PerfData pd = Export(f.dir, f.tmp.path() / "perf.data");
+  auto info = OfType(pd, kRecordAuxtraceInfo);
+  ASSERT_EQ(info.size(), 1u);
+  const std::string& b = info[0]->bytes;
+  EXPECT_EQ(LoadLe<uint32_t>(b, 8), 1u);  // PERF_AUXTRACE_INTEL_PT
+  auto priv = [&](int i) { return LoadLe<uint64_t>(b, 16 + 8 * i); };
+  EXPECT_EQ(priv(0), 10u);      // pmu type
+  EXPECT_EQ(priv(2), 1u);       // time_mult
+  EXPECT_EQ(priv(3), 1000u);    // time_zero
+  EXPECT_EQ(priv(4), 1u);       // cap_user_time_zero
+  EXPECT_EQ(priv(5), 0x400u);   // tsc bit
+  EXPECT_EQ(priv(6), 0x800u);   // noretcomp bit
+  EXPECT_EQ(priv(8), 1u);       // snapshot mode
+  EXPECT_EQ(priv(9), 0u);       // per-thread
+  EXPECT_EQ(priv(10), 0x200u);  // mtc bit
+  EXPECT_EQ(priv(11), 0x3c000u);
+  EXPECT_EQ(priv(12), 188u);  // TSC:CTC n = CPUID.15H EBX
+  EXPECT_EQ(priv(13), 2u);    // d = EAX
+  EXPECT_EQ(priv(14), 0x2u);  // cyc bit
+  EXPECT_EQ(priv(15), 36u);   // max non-turbo ratio
+  EXPECT_EQ(priv(16), m.pt.filter.size() + 1);
+  EXPECT_EQ(b.substr(16 + 8 * 17, m.pt.filter.size()), m.pt.filter);
+  EXPECT_EQ(OfType(pd, kRecordTimeConv).size(), 1u);
+}
+
+TEST(ExporterTest, OneAuxtraceRecordPerStreamWithItsThread) {
+  Fixture f;
+  f.Write(BaseManifest());
+  PerfData pd = Export(f.dir, f.tmp.path() / "perf.data");
+  auto aux = OfType(pd, kRecordAuxtrace);
+  ASSERT_EQ(aux.size(), 2u);
+  EXPECT_EQ(aux[0]->payload.substr(0, f.s0.size()), f.s0);
+  EXPECT_EQ(aux[1]->payload.substr(0, f.s1.size()), f.s1);
+  EXPECT_EQ(LoadLe<uint32_t>(aux[0]->bytes, 36), 42u);
+  EXPECT_EQ(LoadLe<uint32_t>(aux[1]->bytes, 36), 43u);
+  EXPECT_NE(LoadLe<uint32_t>(aux[0]->bytes, 32), LoadLe<uint32_t>(aux[1]->bytes, 32));  // idx
+  EXPECT_EQ(LoadLe<uint32_t>(aux[0]->bytes, 40), 0xffffffffu);
+  // Timed buffers: the reference is never 0 (perf 6.1 crashes on that).
+  EXPECT_NE(LoadLe<uint64_t>(aux[0]->bytes, 24), 0u);
+  auto index = ParseAuxtraceIndex(pd.features.at(kFeatAuxtrace));
+  ASSERT_TRUE(index.has_value());
+  ASSERT_EQ(index->size(), 2u);
+  EXPECT_EQ((*index)[0].file_offset, aux[0]->file_offset);
+}
+
+TEST(ExporterTest, SnapshotsOfOneThreadShareItsQueueInOrder) {
+  Fixture f;
+  f.second_tid = 42;
+  f.Write(BaseManifest());
+  PerfData pd = Export(f.dir, f.tmp.path() / "perf.data");
+  auto aux = OfType(pd, kRecordAuxtrace);
+  ASSERT_EQ(aux.size(), 2u);
+  EXPECT_EQ(pd.attrs[0].ids.size(), 1u);
+  EXPECT_EQ(LoadLe<uint32_t>(aux[0]->bytes, 32), LoadLe<uint32_t>(aux[1]->bytes, 32));  // idx
+  EXPECT_EQ(LoadLe<uint64_t>(aux[0]->bytes, 16), 0u);                                   // offset
+  EXPECT_EQ(LoadLe<uint64_t>(aux[1]->bytes, 16), aux[0]->payload.size());
+  EXPECT_EQ(aux[1]->payload.substr(0, f.s1.size()), f.s1);
+}
+
+TEST(ExporterTest, PerCpuStreamsGetACpuQueueAndNoTid) {
+  TempDir tmp;
+  fs::path dir = tmp.path() / "t";
+  trace::Manifest m = BaseManifest();
+  auto w = trace::TraceWriter::Create(dir, m);
+  ASSERT_TRUE(w.has_value());
+  std::string s = Psb(5000, 0x401000);
+  for (int cpu : {0, 1}) {
+    trace::Stream st;
+    st.cpu = cpu;
+    ASSERT_TRUE(w->AddStream(st, std::as_bytes(std::span(s.data(), s.size()))));
+  }
+  ASSERT_TRUE(w->Finish());
+  PerfData pd = Export(dir, tmp.path() / "perf.data");
+  auto aux = OfType(pd, kRecordAuxtrace);
+  ASSERT_EQ(aux.size(), 2u);
+  EXPECT_EQ(LoadLe<uint32_t>(aux[0]->bytes, 36), 0xffffffffu);  // tid -1
+  EXPECT_EQ(LoadLe<uint32_t>(aux[1]->bytes, 40), 1u);           // cpu
+  auto info = OfType(pd, kRecordAuxtraceInfo);
+  EXPECT_EQ(LoadLe<uint64_t>(info[0]->bytes, 16 + 8 * 9), 1u);  // per-cpu mmaps
+}
+
+TEST(ExporterTest, TscZeroMovesTheWholeTimeline) {
+  // perf 6.1 SIGSEGVs on a timed stream whose TSC is 0 (the emulated source's
+  // virtual TSC starts there): TSC packets and sideband move together.
+  Fixture f;
+  f.s0 = Psb(0, 0x401000) + Psb(100, 0x401010);
+  f.Write(BaseManifest());
+  auto r = ExportTrace(f.dir, f.tmp.path() / "perf.data", {});
+  ASSERT_TRUE(r.has_value());
+  EXPECT_GT(r->tsc_shift, 0u);
+  PerfData pd = Export(f.dir, f.tmp.path() / "p2.data");
+  auto aux = OfType(pd, kRecordAuxtrace);
+  ASSERT_FALSE(aux.empty());
+  // TSC packet right after the 16-byte PSB: opcode 0x19, then 7 bytes.
+  EXPECT_EQ(static_cast<uint8_t>(aux[0]->payload[16]), 0x19);
+  uint64_t tsc = LoadLe<uint64_t>(aux[0]->payload, 17) & ((1ULL << 56) - 1);
+  EXPECT_EQ(tsc, r->tsc_shift);
+  for (const DataRecord* c : OfType(pd, PERF_RECORD_COMM)) {
+    uint64_t time = LoadLe<uint64_t>(c->bytes, c->bytes.size() - 24);
+    EXPECT_EQ(time, 100 + r->tsc_shift);  // time_conv: ns = 1000 + tsc; COMM was at 100
+  }
+}
+
+TEST(ExporterTest, LargeStreamsSplitOnlyAtPsbs) {
+  Fixture f;
+  f.Write(BaseManifest());
+  ExportOptions o;
+  o.split_limit = 64;
+  PerfData pd = Export(f.dir, f.tmp.path() / "perf.data", o);
+  auto aux = OfType(pd, kRecordAuxtrace);
+  ASSERT_EQ(aux.size(), 3u);  // s0 has two PSBs, s1 one
+  std::string psb(16, '\0');
+  for (int i = 0; i < 16; i += 2) psb[i] = '\x02', psb[i + 1] = '\x82';
+  EXPECT_EQ(aux[1]->payload.substr(0, 16), psb);
+  std::string joined = aux[0]->payload + aux[1]->payload;
+  joined.erase(std::remove(joined.begin(), joined.end(), '\0'), joined.end());
+  std::string expect = f.s0;
+  expect.erase(std::remove(expect.begin(), expect.end(), '\0'), expect.end());
+  EXPECT_EQ(joined, expect);
+}
+
+TEST(ExporterTest, SidebandUsesTheTrackingEventAndIsNotLaterThanTheTrace) {
+  Fixture f;
+  f.Write(BaseManifest());
+  PerfData pd = Export(f.dir, f.tmp.path() / "perf.data");
+  std::vector<uint32_t> types;
+  for (const DataRecord& r : pd.records) {
+    if (r.type >= 64) continue;
+    types.push_back(r.type);
+    EXPECT_EQ(LoadLe<uint64_t>(r.bytes, r.bytes.size() - 8), 1u) << "record type " << r.type;
+  }
+  // AUX is dropped; a second thread's ITRACE_START is synthesised.
+  EXPECT_THAT(types,
+              ::testing::UnorderedElementsAre(PERF_RECORD_COMM, PERF_RECORD_MMAP2,
+                                              PERF_RECORD_ITRACE_START, PERF_RECORD_ITRACE_START));
+  for (const DataRecord* r : OfType(pd, PERF_RECORD_ITRACE_START)) {
+    uint64_t time = LoadLe<uint64_t>(r->bytes, r->bytes.size() - 24);
+    uint32_t tid = LoadLe<uint32_t>(r->bytes, 12);
+    EXPECT_LE(time, tid == 42 ? 6000u : 8000u) << "tid " << tid;
+  }
+}
+
+TEST(ExporterTest, BuildIdsOfMappedFiles) {
+  Fixture f;
+  f.Write(BaseManifest());
+  PerfData pd = Export(f.dir, f.tmp.path() / "perf.data");
+  ASSERT_TRUE(pd.features.count(kFeatBuildId));
+  std::string exe = fs::read_symlink("/proc/self/exe").string();
+  EXPECT_NE(pd.features[kFeatBuildId].find(exe), std::string::npos);
+  EXPECT_TRUE(pd.features.count(kFeatEventDesc));
+  EXPECT_TRUE(pd.features.count(kFeatOsRelease));
+}
+
+TEST(ExporterTest, KernelScopeWithKcoreIsPerfsDirectoryFormat) {
+  Fixture f;
+  trace::Manifest m = BaseManifest();
+  m.scope = trace::Scope::kUserKernel;
+  m.kernel_start = 0xffffffff81000000ULL;
+  m.kcore = {"copied", "", "kcore"};
+  f.Write(m);
+  f.tmp.Write("t/kcore/kallsyms", "ffffffff81000000 T _stext\n");
+  f.tmp.Write("t/kcore/modules", "");
+  f.tmp.Write("t/kcore/kcore", "ELF");
+  fs::path out = f.tmp.path() / "perf.data";
+  PerfData pd = Export(f.dir, out);
+  EXPECT_TRUE(fs::is_regular_file(out / "data"));
+  EXPECT_EQ(*base::ReadFile(out / "kcore_dir" / "kallsyms"), "ffffffff81000000 T _stext\n");
+  EXPECT_TRUE(fs::exists(out / "kcore_dir" / "kcore"));
+  ASSERT_TRUE(pd.features.count(kFeatDirFormat));
+  EXPECT_EQ(LoadLe<uint64_t>(pd.features[kFeatDirFormat], 0), 1u);
+  EXPECT_FALSE(pd.attrs[0].flags & kAttrExcludeKernel);
+  // The kernel map perf record would have synthesised.
+  auto mmaps = OfType(pd, PERF_RECORD_MMAP);
+  ASSERT_EQ(mmaps.size(), 1u);
+  EXPECT_NE(mmaps[0]->bytes.find("[kernel.kallsyms]_text"), std::string::npos);
+}
+
+TEST(ExporterTest, ErrorsAreClear) {
+  Fixture f;
+  f.Write(BaseManifest());
+  fs::path out = f.tmp.path() / "perf.data";
+  ASSERT_TRUE(ExportTrace(f.dir, out, {}).has_value());
+  EXPECT_THAT(ExportTrace(f.dir, out, {}), HasErrorContaining("already exists"));
+  ExportOptions force;
+  force.force = true;
+  EXPECT_TRUE(ExportTrace(f.dir, out, force).has_value());
+  EXPECT_THAT(ExportTrace(f.tmp.path() / "nope", f.tmp.path() / "x.data", {}),
+              HasErrorContaining("nope"));
+}
+
+}  // namespace
+}  // namespace ptsnap::exporter
