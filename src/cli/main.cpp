@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
   AddRecordCommands(app, &selected);
   AddInfoCommand(app, &selected);
   AddProbeCommand(app, &selected);
+  AddDecodeCommand(app, &selected);
 
   RewriteMagicTraceSpellings(argc, argv);
   try {
