@@ -25,8 +25,11 @@
 #include "output/pipeline.h"
 #include "probe/probe.h"
 #include "record/kcore_copy.h"
+#include "record/options.h"
+#include "record/recorder.h"
 #include "support/result_matchers.h"
 #include "support/temp_dir.h"
+#include "sys/cpuid.h"
 #include "trace/perf_record.h"
 #include "trace/trace_dir.h"
 
@@ -242,6 +245,69 @@ TEST(KcoreGate, FailsOnKernelsOlderThan5_5) {
   EXPECT_EQ(Get(r, "kcore.kernel_version").status, probe::Status::kWarn);
   EXPECT_THAT(Get(r, "kcore.kernel_version").value, HasSubstr("< 5.5"));
   EXPECT_EQ(Get(r, "kcore.file").status, probe::Status::kOk);  // the file itself is fine
+}
+
+// ---- privileges for kernel scopes, on the same fake root --------------------
+
+// A non-root caller with capability set `caps` and the given paranoid level,
+// on the test kernel's root with an intel_pt PMU.
+void WriteCaller(const std::filesystem::path& root, uint64_t caps, int paranoid) {
+  char status[160];
+  std::snprintf(status, sizeof status, "Name:\tx\nUid:\t1000\t1000\t1000\t1000\nCapEff:\t%016llx\n",
+                static_cast<unsigned long long>(caps));
+  ASSERT_THAT(base::WriteFileAtomic(root / "proc/self/status", status, 0444), HasValue());
+  ASSERT_THAT(base::WriteFileAtomic(root / "proc/sys/kernel/perf_event_paranoid",
+                                    std::to_string(paranoid) + "\n", 0444),
+              HasValue());
+}
+
+TEST(KernelPrivileges, KernelScopesNeedPerfmonOrParanoidOne) {
+  TempDir dir;
+  auto k = LoadTestKernel();
+  ASSERT_THAT(k, HasValue());
+  ASSERT_THAT(WriteFakeRoot(*k, dir.path()), HasValue());
+  const std::string pmu = "sys/bus/event_source/devices/intel_pt/";
+  dir.Write(pmu + "type", "8\n");
+  dir.Write(pmu + "format/pt", "config:0");
+  dir.Write(pmu + "format/tsc", "config:10");
+  dir.Write(pmu + "format/branch", "config:13");
+  dir.Write(pmu + "max_nonturbo_ratio", "22\n");
+  sys::FakeCpuid cpuid;
+  record::RecordOptions o;
+  o.command = {"/bin/true"};
+  record::FailureKind kind;
+  const base::RootPath root(dir.path());
+  for (auto scope : {record::TraceScope::kUserKernel, record::TraceScope::kKernelOnly}) {
+    o.scope = scope;
+    const char* flag =
+        scope == record::TraceScope::kKernelOnly ? "--trace-kernel-only" : "--trace-include-kernel";
+    WriteCaller(dir.path(), 0, 2);
+    EXPECT_THAT(record::Prepare(o, root, cpuid, &kind),
+                HasErrorContaining(std::string(flag) + " needs CAP_PERFMON"));
+    EXPECT_EQ(kind, record::FailureKind::kPrivilege);
+    WriteCaller(dir.path(), uint64_t{1} << 38, 2);  // CAP_PERFMON
+    EXPECT_THAT(record::Prepare(o, root, cpuid, &kind), HasValue()) << flag;
+    WriteCaller(dir.path(), 0, 1);
+    EXPECT_THAT(record::Prepare(o, root, cpuid, &kind), HasValue()) << flag;
+  }
+  // The user scope needs none of it.
+  o.scope = record::TraceScope::kUser;
+  WriteCaller(dir.path(), 0, 2);
+  EXPECT_THAT(record::Prepare(o, root, cpuid, &kind), HasValue());
+}
+
+TEST(KernelPrivileges, KcoreThatCannotBeReadIsACopyErrorNamingIt) {
+  TempDir dir;
+  auto k = LoadTestKernel();
+  ASSERT_THAT(k, HasValue());
+  ASSERT_THAT(WriteFakeRoot(*k, dir.path() / "root"), HasValue());
+  // Without CAP_SYS_RAWIO open() fails; as root here, a directory stands in
+  // for a kcore that cannot be read.
+  std::filesystem::remove(dir.path() / "root/proc/kcore");
+  std::filesystem::create_directory(dir.path() / "root/proc/kcore");
+  EXPECT_THAT(record::CopyKcore(base::RootPath(dir.path() / "root"), dir.path() / "out"),
+              HasErrorContaining("/proc/kcore"));
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "out/kcore"));
 }
 
 // ---- the recorder's kcore copier on the fake root ---------------------------
