@@ -518,6 +518,28 @@ TEST(KernelDecode, TextPokeMissingGivesADecodeErrorMarker) {
   ExpectGolden(d.text, "text_poke_missing.events");
 }
 
+// The same trace through the command line: `ptsnap decode` exits 0 and
+// writes what the pipeline wrote.
+TEST(KernelDecode, PtsnapDecodeCommandOnAKernelTrace) {
+  const char* bin = std::getenv("PTSNAP_BIN");
+  ASSERT_NE(bin, nullptr) << "PTSNAP_BIN is set by meson";
+  TempDir dir;
+  auto sc = BuildScenario(false);
+  ASSERT_THAT(sc, HasValue());
+  ASSERT_THAT(WriteTrace(*sc, dir.path() / "trace", {}), HasValue());
+  std::string out = (dir.path() / "cli.events").string();
+  std::string cmd = std::string(bin) + " decode " + (dir.path() / "trace").string() + " -o " + out +
+                    " > " + (dir.path() / "log").string() + " 2>&1";
+  int rc = std::system(cmd.c_str());
+  auto log = base::ReadFile(dir.path() / "log");
+  ASSERT_EQ(rc, 0) << (log ? *log : "");
+  auto text = base::ReadFile(out);
+  ASSERT_THAT(text, HasValue());
+  auto golden = base::ReadFile(Golden("user_kernel.events"));
+  ASSERT_THAT(golden, HasValue());
+  EXPECT_EQ(*text, *golden);
+}
+
 // PTSNAP_NO_KCORE / MAGIC_TRACE_PERF_NO_KCORE: no kernel image. Kernel
 // addresses decode against nothing: markers, never invented kernel frames.
 TEST(KernelDecode, NoKcoreGivesMarkersNotWrongFrames) {
