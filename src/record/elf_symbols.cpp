@@ -11,6 +11,7 @@
 
 #include "base/file_util.h"
 #include "base/string_util.h"
+#include "sys/proc_maps.h"
 
 namespace ptsnap::record {
 namespace {
@@ -77,6 +78,38 @@ Result<ElfImage> ParseElfFunctions(std::span<const std::byte> bytes) {
   return image;
 }
 
+std::string ReadBuildId(std::span<const std::byte> bytes) {
+  if (elf_version(EV_CURRENT) == EV_NONE) return "";
+  std::vector<char> copy(reinterpret_cast<const char*>(bytes.data()),
+                         reinterpret_cast<const char*>(bytes.data()) + bytes.size());
+  std::unique_ptr<Elf, ElfCloser> elf(elf_memory(copy.data(), copy.size()));
+  if (!elf || elf_kind(elf.get()) != ELF_K_ELF) return "";
+  Elf_Scn* scn = nullptr;
+  while ((scn = elf_nextscn(elf.get(), scn)) != nullptr) {
+    GElf_Shdr shdr;
+    if (gelf_getshdr(scn, &shdr) == nullptr || shdr.sh_type != SHT_NOTE) continue;
+    Elf_Data* data = elf_getdata(scn, nullptr);
+    if (data == nullptr || data->d_buf == nullptr) continue;
+    size_t offset = 0, name_off = 0, desc_off = 0;
+    GElf_Nhdr nhdr;
+    while (offset < data->d_size &&
+           (offset = gelf_getnote(data, offset, &nhdr, &name_off, &desc_off)) > 0) {
+      if (nhdr.n_type != NT_GNU_BUILD_ID || nhdr.n_namesz != 4 ||
+          std::memcmp(static_cast<const char*>(data->d_buf) + name_off, "GNU", 4) != 0)
+        continue;
+      static const char* kHex = "0123456789abcdef";
+      std::string hex;
+      const auto* d = static_cast<const unsigned char*>(data->d_buf) + desc_off;
+      for (size_t i = 0; i < nhdr.n_descsz; ++i) {
+        hex += kHex[d[i] >> 4];
+        hex += kHex[d[i] & 0xf];
+      }
+      return hex;
+    }
+  }
+  return "";
+}
+
 const ElfFunction* FindFunction(const ElfImage& image, std::string_view name) {
   for (const auto& f : image.functions)
     if (f.name == name) return &f;
@@ -91,22 +124,16 @@ uint64_t RuntimeAddress(const ElfImage& image, const ElfFunction& fn,
 
 std::optional<uint64_t> LowestMappingStart(std::string_view maps_text,
                                            const std::filesystem::path& path) {
+  auto maps = sys::ParseProcMaps(maps_text);
+  if (!maps) return std::nullopt;
   std::error_code ec;
   const auto want = std::filesystem::weakly_canonical(path, ec);
   std::optional<uint64_t> lowest;
-  for (std::string_view line : base::Split(maps_text, '\n')) {
-    auto fields = base::SplitWhitespace(line);
-    if (fields.size() < 6) continue;
-    // The path is everything from field 6 on (it may contain spaces).
-    const size_t pos = line.find(fields[5]);
-    std::string_view file = base::Trim(line.substr(pos));
-    auto dash = fields[0].find('-');
-    if (dash == std::string_view::npos) continue;
-    auto start = base::ParseUint(fields[0].substr(0, dash), 16);
-    if (!start) continue;
-    std::filesystem::path p(file);
+  for (const sys::MapEntry& m : *maps) {
+    if (m.path.empty() || m.path[0] != '/') continue;
+    const std::filesystem::path p(m.path);
     if (p != path && std::filesystem::weakly_canonical(p, ec) != want) continue;
-    if (!lowest || *start < *lowest) lowest = *start;
+    if (!lowest || m.start < *lowest) lowest = m.start;
   }
   return lowest;
 }

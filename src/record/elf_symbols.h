@@ -69,6 +69,10 @@ struct TriggerPoint {
 // /usr/bin/x (is the binary stripped?)").
 Result<std::vector<TriggerPoint>> ResolveTrigger(std::string_view selector, pid_t pid);
 
+// The GNU build-id (NT_GNU_BUILD_ID note) of an ELF image as lowercase hex,
+// or "" when it has none or the bytes are not ELF.
+std::string ReadBuildId(std::span<const std::byte> bytes);
+
 // Before anything runs: checks that `selector` names a function of the
 // executable file `exe` ("addr:" selectors always pass). Same errors as
 // ResolveTrigger, so a typo fails before the program is started.

@@ -1,5 +1,6 @@
 #include "record/hardware_source.h"
 
+#include <sys/mman.h>
 #include <x86intrin.h>
 
 #include <atomic>
@@ -98,6 +99,12 @@ Result<void> HardwarePtSource::AddThread(pid_t pid, pid_t tid, bool trace_pt) {
     }
   }
   PTSNAP_TRY(AddBreakpoints(t, triggers_));
+  if (started_) {
+    // A thread found after the start (FORK sideband): its attrs carry
+    // enable_on_exec, which will never fire now, so enable it here.
+    if (t.tracking) PTSNAP_TRY(t.tracking->Enable());
+    if (t.pt) PTSNAP_TRY(t.pt->Enable());
+  }
   threads_.emplace(tid, std::move(t));
   return Ok();
 }
@@ -109,6 +116,7 @@ Result<void> HardwarePtSource::ArmTriggers(const std::vector<TriggerPoint>& poin
 }
 
 Result<void> HardwarePtSource::EnableAll() {
+  started_ = true;
   for (auto& [tid, t] : threads_) {
     // Tracking first, so the PT event's ITRACE_START finds its mappings.
     if (t.tracking) PTSNAP_TRY(t.tracking->Enable());
@@ -120,7 +128,8 @@ Result<void> HardwarePtSource::EnableAll() {
 Result<SidebandEvents> HardwarePtSource::DrainSideband(trace::TraceWriter& writer) {
   SidebandEvents ev;
   batch_.clear();
-  for (auto& [tid, t] : threads_) {
+  for (auto& [tid, th] : threads_) {
+    Thread& t = th;  // clang 14 lambdas cannot capture structured bindings
     if (!t.ring) continue;
     bool reenable = false;
     auto n = t.ring->Drain([&](std::span<const std::byte> rec) {
@@ -128,6 +137,15 @@ Result<SidebandEvents> HardwarePtSource::DrainSideband(trace::TraceWriter& write
       reenable |= perf::AccountRecord(rec, stats_);
       perf_event_header h;
       std::memcpy(&h, rec.data(), sizeof(h));
+      if (h.type == PERF_RECORD_MMAP2) {
+        auto parsed = trace::ParseRecord(rec);
+        if (parsed) {
+          if (auto* m = std::get_if<trace::Mmap2>(&parsed->record.body);
+              m != nullptr && (m->prot & PROT_EXEC) != 0 && !m->filename.empty() &&
+              m->filename[0] == '/')
+            ev.mapped_files.push_back(m->filename);
+        }
+      }
       if ((h.type == PERF_RECORD_FORK || h.type == PERF_RECORD_EXIT) &&
           rec.size() >= sizeof(h) + 16) {
         uint32_t f[4];  // pid, ppid, tid, ptid
@@ -159,7 +177,8 @@ Result<SidebandEvents> HardwarePtSource::DrainSideband(trace::TraceWriter& write
 }
 
 Result<void> HardwarePtSource::DrainAux() {
-  for (auto& [tid, t] : threads_) {
+  for (auto& entry : threads_) {
+    Thread& t = entry.second;
     if (!t.full) continue;
     t.full->Drain([&](std::span<const std::byte> c) {
       t.full_bytes.insert(t.full_bytes.end(), c.begin(), c.end());

@@ -1,6 +1,7 @@
 #include "record/recorder.h"
 
 #include <signal.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -9,13 +10,16 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include "base/file_util.h"
 #include "base/log.h"
 #include "base/string_util.h"
+#include "probe/probe.h"
 #include "record/child.h"
 #include "record/elf_symbols.h"
 #include "record/kcore_copy.h"
@@ -322,15 +326,83 @@ struct Session {
   }
 };
 
+// Build-ids (and with --copy-binaries, copies) of the executable files the
+// traced processes mapped, and the vdso, which exists only in memory. The
+// vdso is the kernel's, the same for every process of one ABI on this
+// kernel, so ptsnap dumps its own (getauxval(AT_SYSINFO_EHDR)) for each pid.
+void RecordBinaries(trace::TraceWriter& writer, const std::set<std::string>& files, bool copy,
+                    const std::vector<pid_t>& pids) {
+  for (const std::string& f : files) {
+    trace::Binary b;
+    b.path = f;
+    auto bytes = base::ReadFile(f, size_t{1} << 30);
+    if (bytes) {
+      b.build_id = ReadBuildId(std::as_bytes(std::span(bytes->data(), bytes->size())));
+      if (copy) {
+        const std::string rel = "binaries/" + (b.build_id.empty() ? "no-build-id" : b.build_id) +
+                                "/" + std::filesystem::path(f).filename().string();
+        std::error_code ec;
+        std::filesystem::create_directories((writer.dir() / rel).parent_path(), ec);
+        if (auto w = base::WriteFileAtomic(writer.dir() / rel, *bytes, 0644); w) {
+          b.copy = rel;
+        } else {
+          PTSNAP_LOG(kWarning) << "--copy-binaries: " << w.error().ToString();
+        }
+      }
+    } else {
+      PTSNAP_LOG(kInfo) << "no build-id for " << f << ": " << bytes.error().ToString();
+    }
+    writer.manifest().binaries.push_back(std::move(b));
+  }
+  const auto vdso = static_cast<uintptr_t>(::getauxval(AT_SYSINFO_EHDR));
+  if (vdso == 0) return;
+  auto maps = sys::ReadProcMaps(base::RootPath(), 0);
+  if (!maps) return;
+  for (const sys::MapEntry& m : *maps) {
+    if (m.path != "[vdso]" || m.start != vdso) continue;
+    std::string image(reinterpret_cast<const char*>(vdso), m.end - m.start);
+    std::error_code ec;
+    std::filesystem::create_directories(writer.dir() / "vdso", ec);
+    for (pid_t pid : pids) {
+      if (auto w = base::WriteFileAtomic(writer.dir() / "vdso" / (std::to_string(pid) + ".so"),
+                                         image, 0644);
+          !w)
+        PTSNAP_LOG(kWarning) << "vdso dump: " << w.error().ToString();
+    }
+  }
+}
+
+// The kernel image copy, gated like `ptsnap probe` (kcore.* checks: the
+// environment switches, kernel version, /proc/kcore readable, lockdown).
 void CopyKernel(const Prepared& p, const base::RootPath& root, trace::TraceWriter& writer) {
   trace::Kcore& k = writer.manifest().kcore;
   if (p.scope == trace::Scope::kUser) return;
   if (auto syms = sys::ReadKallsyms(root, false); syms && !syms->masked) {
     writer.manifest().kernel_start = syms->text ? syms->text : syms->stext;
   }
-  if (std::string env = KcoreDisabledBy(); !env.empty()) {
+  probe::ProbeEnv env;
+  env.root = root;
+  env.getenv = [](std::string_view name) -> std::optional<std::string> {
+    const char* v = std::getenv(std::string(name).c_str());
+    if (v == nullptr) return std::nullopt;
+    return std::string(v);
+  };
+  const probe::ProbeReport gate = probe::RunProbe(env);
+  std::string gate_reason;
+  for (const probe::Check& c : gate.checks) {
+    if (c.id.rfind("kcore.", 0) != 0 || c.status == probe::Status::kOk) continue;
+    if (c.status == probe::Status::kFail || c.status == probe::Status::kWarn ||
+        c.id == "kcore.env") {
+      gate_reason = c.value + (c.fix.empty() ? "" : "; " + c.fix);
+      break;
+    }
+  }
+  if (std::string env_off = KcoreDisabledBy(); !env_off.empty()) {
     k.status = "disabled";
-    k.reason = env + " is set";
+    k.reason = env_off + " is set";
+  } else if (!gate.kcore_usable) {
+    k.status = "unavailable";
+    k.reason = gate_reason.empty() ? "the kcore gate of `ptsnap probe` failed" : gate_reason;
   } else if (auto copy = CopyKcore(root, writer.dir() / "kcore"); !copy) {
     k.status = "unavailable";
     k.reason = copy.error().ToString();
@@ -375,6 +447,9 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
     if (auto r = source->AddThread(child->pid(), child->pid(), true); !r)
       return ExplainThreadError(r.error(), prepared, kind);
     PTSNAP_TRY(child->Exec());
+    // enable_on_exec has fired; enabling again is a no-op for these events
+    // but marks the source started, so threads found later start enabled.
+    if (auto r = source->EnableAll(); !r) return ExplainThreadError(r.error(), prepared, kind);
     if (!opts.trigger.empty()) {
       auto resolved = ResolveTrigger(opts.trigger, child->pid());
       if (!resolved) {
@@ -446,12 +521,17 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
   trace::TraceWriter writer = std::move(*created);
 
   Session session{opts, prepared, *source, writer, pids};
+  std::set<std::string> mapped_files;
   auto body = [&]() -> Result<void> {
     if (run) {
       PTSNAP_TRY(child->Resume());
     } else {
       for (pid_t pid : pids) {
         PTSNAP_ASSIGN_OR_RETURN(std::string sb, SynthesizeSideband(pid, source->Now()));
+        if (auto maps = sys::ReadProcMaps(base::RootPath(), pid)) {
+          for (const auto& m : *maps)
+            if (m.exec && !m.path.empty() && m.path[0] == '/') mapped_files.insert(m.path);
+        }
         PTSNAP_TRY(writer.AppendSideband(std::as_bytes(std::span(sb.data(), sb.size()))));
       }
       PTSNAP_TRY(source->EnableAll());
@@ -468,6 +548,7 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
     while (recording) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
       PTSNAP_ASSIGN_OR_RETURN(SidebandEvents ev, source->DrainSideband(writer));
+      mapped_files.insert(ev.mapped_files.begin(), ev.mapped_files.end());
       for (auto [pid, tid] : ev.new_threads) {
         if (std::find(pids.begin(), pids.end(), pid) == pids.end() || source->HasThread(tid))
           continue;
@@ -518,7 +599,8 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
         }
       }
     }
-    PTSNAP_TRY(source->DrainSideband(writer));
+    PTSNAP_ASSIGN_OR_RETURN(SidebandEvents last, source->DrainSideband(writer));
+    mapped_files.insert(last.mapped_files.begin(), last.mapped_files.end());
     if (!end_reason.empty() && prepared.mode == trace::Mode::kSnapshot &&
         (opts.trigger.empty() || session.seq == 0)) {
       PTSNAP_TRY(session.TakeSnapshot(end_reason, end_detail, 0, 0, false));
@@ -527,6 +609,7 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
       PTSNAP_TRY(source->Finish(writer));
       PTSNAP_TRY(session.TakeSnapshot("full", end_reason, 0, 0, false));
     }
+    RecordBinaries(writer, mapped_files, opts.copy_binaries, pids);
     return Ok();
   };
   auto result = body();
@@ -537,7 +620,9 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
     return std::move(result).error().AddContext("recording (what was captured is kept in " +
                                                 trace_dir.string() + ")");
   }
-  PTSNAP_TRY(writer.Finish(trace::State::kComplete));
+  // docs/trace-format.md: "interrupted" after Ctrl-C, else "complete".
+  PTSNAP_TRY(
+      writer.Finish(outcome.interrupted ? trace::State::kInterrupted : trace::State::kComplete));
   if (run && child) {
     int status = 0;
     if (!child->Poll(&status)) {

@@ -186,6 +186,7 @@ TEST(Record, RunWithTriggerOnNewThreadSidebandOnly) {
   opts.command = {TargetPath(), "2", "delay"};
   opts.trigger = "ptsnap_test_target";
   opts.multi_thread = true;
+  opts.copy_binaries = true;
   Prepared p;
   p.hw.tracking_attr = perf::BuildTrackingAttr(false, true);
   p.hw.data_pages = 16;
@@ -207,17 +208,36 @@ TEST(Record, RunWithTriggerOnNewThreadSidebandOnly) {
   EXPECT_EQ(m.command, opts.command);
   auto sb = reader->ReadSideband();
   ASSERT_THAT(sb, HasValue());
-  bool exec = false, mapped = false, fork = false;
+  bool exec = false, mapped = false, fork = false, worker_exit = false;
   for (const auto& r : sb->records) {
     if (auto* c = std::get_if<trace::Comm>(&r.body); c && c->exec) exec = true;
     if (auto* mm = std::get_if<trace::Mmap2>(&r.body);
         mm && mm->filename.find("trigger_target") != std::string::npos)
       mapped = true;
     if (auto* t = std::get_if<trace::Task>(&r.body); t && !t->exit) fork = true;
+    // The worker's own dummy event (opened when its FORK was seen, and
+    // enabled then) reports its exit.
+    if (auto* t = std::get_if<trace::Task>(&r.body);
+        t && t->exit && t->tid != t->pid && r.sample_id.tid == t->tid)
+      worker_exit = true;
   }
+  EXPECT_TRUE(worker_exit);
   EXPECT_TRUE(exec);
   EXPECT_TRUE(mapped);
   EXPECT_TRUE(fork);
+  // Build-ids and copies of the mapped executables, and the vdso dump.
+  bool target_listed = false;
+  for (const trace::Binary& b : m.binaries) {
+    if (b.path.find("trigger_target") == std::string::npos) continue;
+    target_listed = true;
+    EXPECT_EQ(b.build_id.size(), 40u) << b.build_id;  // gcc's default sha1 build-id
+    ASSERT_FALSE(b.copy.empty());
+    EXPECT_EQ(std::filesystem::file_size(dir.path() / "t.ptsnap" / b.copy),
+              std::filesystem::file_size(TargetPath()));
+  }
+  EXPECT_TRUE(target_listed);
+  EXPECT_TRUE(std::filesystem::exists(dir.path() / "t.ptsnap" / "vdso" /
+                                      (std::to_string(m.pids[0]) + ".so")));
 }
 
 TEST(Record, RunWithoutTriggerSnapshotsAtExit) {
@@ -299,6 +319,96 @@ TEST(Record, ExistingTraceDirIsNotOverwritten) {
   ASSERT_FALSE(out.has_value());
   EXPECT_EQ(kind, FailureKind::kTraceDirExists);
   EXPECT_THAT(out.error().ToString(), HasSubstr("already exists"));
+}
+
+}  // namespace
+}  // namespace ptsnap::record
+
+namespace ptsnap::record {
+namespace {
+
+// Kernel scope on this machine: the kernel image copy is either turned off
+// by the environment or unavailable (no /proc/kcore here); either way the
+// manifest says why and the recording still completes.
+TEST(Record, KernelScopeRecordsWhyTheKernelImageWasNotCopied) {
+  if (geteuid() != 0) GTEST_SKIP() << "kernel-scope sideband needs root here";
+  for (bool disabled : {true, false}) {
+    if (disabled) {
+      setenv("PTSNAP_NO_KCORE", "1", 1);
+    } else {
+      unsetenv("PTSNAP_NO_KCORE");
+      unsetenv("MAGIC_TRACE_PERF_NO_KCORE");
+    }
+    TempDir dir;
+    RecordOptions opts;
+    opts.command = {"/bin/true"};
+    opts.scope = TraceScope::kUserKernel;
+    Prepared p;
+    p.scope = trace::Scope::kUserKernel;
+    p.hw.tracking_attr = perf::BuildTrackingAttr(true, true);
+    p.hw.data_pages = 16;
+    FailureKind kind;
+    auto out = Record(opts, p, dir.path() / "k", base::RootPath(), &kind);
+    ASSERT_THAT(out, HasValue());
+    auto reader = trace::TraceReader::Open(dir.path() / "k");
+    ASSERT_THAT(reader, HasValue());
+    const trace::Kcore& k = reader->manifest().kcore;
+    if (disabled) {
+      EXPECT_EQ(k.status, "disabled");
+      EXPECT_THAT(k.reason, HasSubstr("PTSNAP_NO_KCORE"));
+    } else if (std::filesystem::exists("/proc/kcore") && k.status == "copied") {
+      EXPECT_TRUE(std::filesystem::exists(dir.path() / "k" / "kcore" / "kcore"));
+    } else {
+      EXPECT_EQ(k.status, "unavailable");
+      EXPECT_FALSE(k.reason.empty());
+    }
+  }
+  unsetenv("PTSNAP_NO_KCORE");
+}
+
+}  // namespace
+}  // namespace ptsnap::record
+
+namespace ptsnap::record {
+namespace {
+
+// SIGUSR2 asks for a snapshot, SIGINT (Ctrl-C) ends the recording; both
+// arrive while Record() blocks, as they would from a shell.
+TEST(Record, Sigusr2SnapshotsAndSigintEnds) {
+  REQUIRE_TARGET();
+  for (int sig : {SIGUSR2, SIGINT}) {
+    WaitingTarget t;
+    ASSERT_GT(t.worker, 0);
+    TempDir dir;
+    RecordOptions opts;
+    opts.pids = {t.pid};
+    opts.duration = std::chrono::seconds(20);  // a safety net; the signal ends it first
+    Prepared p;
+    p.hw.tracking_attr = perf::BuildTrackingAttr(false, false);
+    p.hw.data_pages = 16;
+    std::thread sender([sig] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      kill(getpid(), sig);
+    });
+    FailureKind kind;
+    auto out = Record(opts, p, dir.path() / "s", base::RootPath(), &kind);
+    sender.join();
+    ASSERT_THAT(out, HasValue());
+    auto reader = trace::TraceReader::Open(dir.path() / "s");
+    ASSERT_THAT(reader, HasValue());
+    const auto& m = reader->manifest();
+    ASSERT_EQ(m.snapshots.size(), 1u);
+    if (sig == SIGUSR2) {
+      EXPECT_EQ(m.snapshots[0].reason, "signal");
+      EXPECT_EQ(m.snapshots[0].detail, "SIGUSR2");
+      EXPECT_EQ(m.state, trace::State::kComplete);
+      EXPECT_FALSE(out->interrupted);
+    } else {
+      EXPECT_EQ(m.snapshots[0].reason, "ctrl-c");
+      EXPECT_EQ(m.state, trace::State::kInterrupted);
+      EXPECT_TRUE(out->interrupted);
+    }
+  }
 }
 
 }  // namespace
