@@ -96,9 +96,19 @@ TEST_F(DecodeEmulated, FibSixGivesExactlyTwentyFiveNestedFibSlices) {
   for (const auto& l : lines) deep += l.ph == 'B' && l.name == "deep";
   EXPECT_EQ(deep, 151);
   EXPECT_EQ(rep.decode.errors, 0u) << text.substr(0, 2000);
-  int mains = 0;
-  for (const auto& l : lines) mains += l.ph == 'B' && l.name == "main";
+  int mains = 0, syscalls = 0, writes_with_syscall = 0;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    mains += lines[i].ph == 'B' && lines[i].name == "main";
+    syscalls += lines[i].ph == 'B' && lines[i].name == "[syscall]";
+    // printf's write(2): "[syscall]" nested directly inside __write.
+    if (i > 0 && lines[i].ph == 'B' && lines[i].name == "[syscall]" && lines[i - 1].ph == 'B' &&
+        lines[i - 1].name == "__write") {
+      ++writes_with_syscall;
+    }
+  }
   EXPECT_EQ(mains, 1);
+  EXPECT_GT(syscalls, 5);  // the loader's mmap/open/..., and the write
+  EXPECT_GE(writes_with_syscall, 1);
   EXPECT_FALSE(rep.top_total.empty());
 }
 
