@@ -359,8 +359,11 @@ const ElfFile* Symbolizer::LoadElf(const std::filesystem::path& path) {
 }
 
 ProcessSymbols& Symbolizer::Process(int32_t pid) {
+  if (last_process_ != nullptr && last_pid_ == pid) return *last_process_;
   auto& p = processes_[pid];
   if (!p) p = std::make_unique<ProcessSymbols>();
+  last_pid_ = pid;
+  last_process_ = p.get();
   return *p;
 }
 

@@ -146,6 +146,8 @@ class Symbolizer {
   std::map<std::pair<const std::string*, uint64_t>, uint32_t> function_ids_;
   SymbolTable kallsyms_;
   uint64_t kernel_start_ = 0;
+  int32_t last_pid_ = 0;  // one-entry cache in front of processes_
+  ProcessSymbols* last_process_ = nullptr;
   friend class ProcessSymbols;
 };
 

@@ -112,23 +112,8 @@ std::string StreamBuilder::Finish() {
 }
 
 uint64_t CallsProgram::Sym(const std::string& name) const {
-  for (const auto& s : symbols.symbols()) {
-    if (s.name == name) return s.start;
-  }
-  // Labels (main_landing, ...) are not function symbols: ask nm.
-  std::string cmd = "nm " + path;
-  if (FILE* f = ::popen(cmd.c_str(), "r")) {
-    char line[512];
-    uint64_t found = 0;
-    while (std::fgets(line, sizeof line, f) != nullptr) {
-      unsigned long long addr = 0;
-      char type = 0;
-      char sym[400];
-      if (std::sscanf(line, "%llx %c %399s", &addr, &type, sym) == 3 && name == sym) found = addr;
-    }
-    ::pclose(f);
-    if (found != 0) return found;
-  }
+  auto it = labels.find(name);
+  if (it != labels.end()) return it->second;
   std::fprintf(stderr, "calls program has no symbol %s\n", name.c_str());
   std::abort();
 }
@@ -142,6 +127,19 @@ CallsProgram LoadCallsProgram() {
     std::abort();
   }
   p.symbols = elf->symbols();
+  for (const auto& s : p.symbols.symbols()) p.labels[s.name] = s.start;
+  // Labels (main_landing, ...) are not function symbols: ask nm, once.
+  std::string cmd = "nm " + p.path;
+  if (FILE* f = ::popen(cmd.c_str(), "r")) {
+    char line[512];
+    while (std::fgets(line, sizeof line, f) != nullptr) {
+      unsigned long long addr = 0;
+      char type = 0;
+      char sym[400];
+      if (std::sscanf(line, "%llx %c %399s", &addr, &type, sym) == 3) p.labels.emplace(sym, addr);
+    }
+    ::pclose(f);
+  }
   return p;
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,7 @@ struct CallsProgram {
   std::string path;
   uint64_t Sym(const std::string& name) const;  // aborts the test if absent
   SymbolTable symbols;
+  std::map<std::string, uint64_t> labels;  // functions and labels (nm)
 };
 CallsProgram LoadCallsProgram();
 

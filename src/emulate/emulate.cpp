@@ -1,10 +1,416 @@
-// Placeholder until the emulated source lands; replaced by the emulator work.
+// The emulated PT source's driver: runs `qemu-x86_64 -plugin
+// libptsnap_qemu.so,... CMD`, forwards Ctrl-C, waits, and turns what the
+// plugin left in a work directory (events.<pid>, pt-*.pt) into a trace
+// directory (docs/trace-format.md) with source "emulated".
 #include "emulate/emulate.h"
+
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <linux/perf_event.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <map>
+
+#include "base/file_util.h"
+#include "base/log.h"
+#include "base/unique_fd.h"
+#include "emulate/events.h"
+#include "trace/trace_dir.h"
+
+#ifndef PTSNAP_QEMU_PLUGIN_BUILD_PATH
+#define PTSNAP_QEMU_PLUGIN_BUILD_PATH ""
+#endif
 
 namespace ptsnap::emulate {
 
-Result<int> RecordEmulated(const record::RecordOptions&, const std::filesystem::path&) {
-  return Error("--emulate is not available in this build");
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kPluginName = "libptsnap_qemu.so";
+
+// The virtual CPU the emulated source claims to be (libipt knows its errata:
+// none applies to what the emulator writes).
+constexpr uint32_t kCpuFamily = 6, kCpuModel = 0x9e, kCpuStepping = 9;
+
+std::optional<fs::path> SearchPath(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  std::string p = path ? path : "/usr/local/bin:/usr/bin:/bin";
+  size_t start = 0;
+  while (start <= p.size()) {
+    size_t colon = p.find(':', start);
+    std::string dir =
+        p.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
+    if (dir.empty()) dir = ".";
+    fs::path cand = fs::path(dir) / name;
+    if (::access(cand.c_str(), X_OK) == 0 && !fs::is_directory(cand)) return cand;
+    if (colon == std::string::npos) break;
+    start = colon + 1;
+  }
+  return std::nullopt;
+}
+
+// QEMU's version from `qemu-x86_64 --version` ("qemu-x86_64 version 7.2.22 ...").
+Result<std::string> QemuVersion(const fs::path& qemu) {
+  std::string cmd = "'" + qemu.string() + "' --version 2>/dev/null";
+  FILE* f = ::popen(cmd.c_str(), "r");
+  if (f == nullptr) return Error::FromErrno("running " + qemu.string());
+  char buf[256] = {};
+  size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
+  ::pclose(f);
+  std::string out(buf, n);
+  size_t v = out.find("version ");
+  if (v == std::string::npos) return Error(qemu.string() + " --version printed no version");
+  size_t end = out.find_first_of(" \n(", v + 8);
+  return out.substr(v + 8, end == std::string::npos ? std::string::npos : end - v - 8);
+}
+
+fs::path SelfDir() {
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? fs::path() : exe.parent_path();
+}
+
+}  // namespace
+
+Result<fs::path> FindQemu() {
+  if (const char* env = std::getenv("PTSNAP_QEMU"); env != nullptr && *env != '\0') {
+    if (::access(env, X_OK) != 0)
+      return Error(std::string("qemu-x86_64 not found at PTSNAP_QEMU=") + env +
+                   ": --emulate needs QEMU user mode (tools/dev installs it; or apt-get install "
+                   "qemu-user)");
+    return fs::path(env);
+  }
+  auto p = SearchPath("qemu-x86_64");
+  if (!p)
+    return Error(
+        "qemu-x86_64 not found in PATH: --emulate needs QEMU user mode (tools/dev installs it; "
+        "or apt-get install qemu-user)");
+  return *p;
+}
+
+Result<fs::path> FindPlugin() {
+  if (const char* env = std::getenv("PTSNAP_QEMU_PLUGIN"); env != nullptr && *env != '\0') {
+    if (::access(env, R_OK) != 0)
+      return Error(std::string("the emulator plugin is missing at PTSNAP_QEMU_PLUGIN=") + env +
+                   ": rebuild ptsnap (ninja -C build) or unset PTSNAP_QEMU_PLUGIN");
+    return fs::path(env);
+  }
+  std::vector<fs::path> cands;
+  fs::path self = SelfDir();
+  if (!self.empty()) {
+    cands.push_back(self / kPluginName);
+    cands.push_back(self / ".." / "src" / "emulate" / kPluginName);  // build tree: build/src/cli
+  }
+  if (*PTSNAP_QEMU_PLUGIN_BUILD_PATH) cands.emplace_back(PTSNAP_QEMU_PLUGIN_BUILD_PATH);
+  for (const auto& c : cands)
+    if (::access(c.c_str(), R_OK) == 0) return fs::weakly_canonical(c);
+  return Error(std::string("the emulator plugin ") + kPluginName + " is missing (looked next to " +
+               "the ptsnap binary" + (self.empty() ? "" : " in " + self.string()) +
+               "): reinstall ptsnap or set PTSNAP_QEMU_PLUGIN to its path");
+}
+
+Result<uint64_t> ResolveSymbol(const fs::path& elf_path, const std::string& name) {
+  elf_version(EV_CURRENT);
+  base::UniqueFd fd(::open(elf_path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return Error::FromErrno("opening " + elf_path.string());
+  Elf* elf = elf_begin(fd.get(), ELF_C_READ, nullptr);
+  if (elf == nullptr) return Error(elf_path.string() + " is not an ELF file");
+  std::optional<uint64_t> found;
+  for (Elf_Scn* scn = nullptr; (scn = elf_nextscn(elf, scn)) != nullptr && !found;) {
+    GElf_Shdr sh;
+    if (gelf_getshdr(scn, &sh) == nullptr) continue;
+    if (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM) continue;
+    Elf_Data* data = elf_getdata(scn, nullptr);
+    if (data == nullptr || sh.sh_entsize == 0) continue;
+    size_t count = sh.sh_size / sh.sh_entsize;
+    for (size_t i = 0; i < count; ++i) {
+      GElf_Sym sym;
+      if (gelf_getsym(data, static_cast<int>(i), &sym) == nullptr) continue;
+      if (sym.st_value == 0 || GELF_ST_TYPE(sym.st_info) != STT_FUNC) continue;
+      const char* n = elf_strptr(elf, sh.sh_link, sym.st_name);
+      if (n != nullptr && name == n) {
+        found = sym.st_value;
+        break;
+      }
+    }
+  }
+  elf_end(elf);
+  if (!found) return Error("symbol '" + name + "' not found in " + elf_path.string());
+  return *found;
+}
+
+namespace {
+
+std::atomic<int> g_ctl_write{-1};
+std::atomic<pid_t> g_child{0};
+
+// Ctrl-C: ask the plugin for a snapshot (it re-delivers SIGINT to the guest);
+// a second Ctrl-C goes straight to QEMU.
+void OnSigint(int) {
+  int fd = g_ctl_write.exchange(-1);
+  if (fd >= 0) {
+    char c = 'c';
+    (void)!::write(fd, &c, 1);
+  } else if (pid_t c = g_child.load(); c > 0) {
+    ::kill(c, SIGINT);
+  }
+}
+void OnForward(int sig) {
+  if (pid_t c = g_child.load(); c > 0) ::kill(c, sig);
+}
+
+std::string Escape(const std::string& v) {  // QemuOpts: a comma is written twice
+  std::string out;
+  for (char c : v) {
+    out += c;
+    if (c == ',') out += ',';
+  }
+  return out;
+}
+
+Result<void> CheckElf(const fs::path& p) {
+  base::UniqueFd fd(::open(p.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return Error::FromErrno("cannot read " + p.string());
+  std::string h(64, '\0');
+  ssize_t n = ::pread(fd.get(), h.data(), h.size(), 0);
+  h.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  if (h.size() < 20 || h.compare(0, 4,
+                                 "\x7f"
+                                 "ELF") != 0)
+    return Error(p.string() +
+                 " is not an ELF executable: --emulate runs x86-64 ELF programs (run a script "
+                 "through its interpreter, e.g. -- /bin/sh script.sh)");
+  if (h[4] != 2 || h[18] != 62)  // ELFCLASS64, EM_X86_64
+    return Error(p.string() + " is not an x86-64 program: --emulate runs x86-64 ELF programs");
+  return Ok();
+}
+
+}  // namespace
+
+Result<int> RecordEmulated(const record::RecordOptions& opts, const fs::path& trace_dir) {
+  if (opts.scope != record::TraceScope::kUser)
+    return Error(
+        "--emulate traces user space only: kernel scopes are not available under emulation "
+        "(drop --scope, or record on a machine with Intel PT)");
+  if (!opts.pids.empty() || opts.command.empty())
+    return Error("--emulate runs a new program (ptsnap run --emulate -- CMD): it cannot attach");
+
+  // The program.
+  fs::path program;
+  const std::string& cmd0 = opts.command[0];
+  if (cmd0.find('/') != std::string::npos) {
+    if (::access(cmd0.c_str(), X_OK) != 0 || fs::is_directory(cmd0))
+      return Error("command not found: " + cmd0 + " (not an executable file)");
+    program = cmd0;
+  } else {
+    auto p = SearchPath(cmd0);
+    if (!p) return Error("command not found: " + cmd0 + " (not in PATH)");
+    program = *p;
+  }
+  PTSNAP_TRY(CheckElf(program));
+
+  PTSNAP_ASSIGN_OR_RETURN(fs::path qemu, FindQemu());
+  PTSNAP_ASSIGN_OR_RETURN(std::string version, QemuVersion(qemu));
+  if (version.rfind("7.", 0) != 0)
+    return Error("unsupported QEMU " + version + " at " + qemu.string() +
+                 ": --emulate needs QEMU 7.x (plugin API version 1), e.g. Debian 12's qemu-user");
+  PTSNAP_ASSIGN_OR_RETURN(fs::path plugin, FindPlugin());
+
+  // Plugin arguments.
+  const uint64_t snapshot_size = opts.snapshot_size ? opts.snapshot_size : uint64_t{4} << 20;
+  const uint32_t psb_raw = opts.timer.psb_period.value_or(1);
+  const uint64_t psb_bytes = uint64_t{1} << std::min<uint32_t>(11 + psb_raw, 20);
+  const bool noretcomp = opts.timer.noretcomp.value_or(false);
+  std::vector<std::string> pargs;
+  pargs.push_back("mode=" + std::string(opts.full_execution ? "full" : "snapshot"));
+  pargs.push_back("size=" + std::to_string(snapshot_size));
+  pargs.push_back("psb=" + std::to_string(psb_bytes));
+  pargs.push_back(std::string("retcomp=") + (noretcomp ? "0" : "1"));
+  pargs.push_back(std::string("multi=") + (opts.multi_snapshot ? "1" : "0"));
+  if (std::getenv("PTSNAP_EMULATE_HASH") != nullptr) pargs.push_back("hash=1");
+  if (opts.duration) pargs.push_back("duration_ms=" + std::to_string(opts.duration->count()));
+  if (opts.trigger == ".") {
+    int found = 0;
+    for (const char* s : {"ptsnap_take_snapshot", "magic_trace_stop_indicator"}) {
+      auto a = ResolveSymbol(program, s);
+      if (a) {
+        pargs.push_back("stop=" + std::to_string(*a));
+        ++found;
+      }
+    }
+    if (found == 0)
+      return Error(program.string() +
+                   " has no stop indicator (ptsnap_take_snapshot or magic_trace_stop_indicator "
+                   "in its symbol table): call one, or drop --trigger .");
+  } else if (opts.trigger.rfind("addr:", 0) == 0) {
+    char* end = nullptr;
+    uint64_t a = std::strtoull(opts.trigger.c_str() + 5, &end, 16);
+    if (end == opts.trigger.c_str() + 5 || *end != '\0')
+      return Error("--trigger " + opts.trigger + ": expected addr:HEX (a link-time address)");
+    pargs.push_back("trigger=" + std::to_string(a));
+    pargs.push_back("trigger_name=" + opts.trigger);
+  } else if (!opts.trigger.empty()) {
+    auto a = ResolveSymbol(program, opts.trigger);
+    if (!a)
+      return Error("--trigger " + opts.trigger + ": no such function in " + program.string() +
+                   "'s symbol table (emulation resolves triggers in the main program only)");
+    pargs.push_back("trigger=" + std::to_string(*a));
+    pargs.push_back("trigger_name=" + opts.trigger);
+  }
+
+  // The trace directory and the plugin's work directory inside it.
+  trace::Manifest m;
+  m.source = trace::Source::kEmulated;
+  m.ptsnap_version = "0.1.0";
+  m.created_unix_ns = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                std::chrono::system_clock::now().time_since_epoch())
+                                                .count());
+  m.command = opts.command;
+  utsname u{};
+  ::uname(&u);
+  m.kernel_release = u.release;
+  m.cpu = {"GenuineIntel", kCpuFamily, kCpuModel, kCpuStepping, 0, 0};
+  m.pt.tsc = true;
+  m.pt.noretcomp = noretcomp;
+  m.pt.psb_period = psb_raw;
+  m.scope = trace::Scope::kUser;
+  m.mode = opts.full_execution ? trace::Mode::kFull : trace::Mode::kSnapshot;
+  m.snapshot_size = opts.full_execution ? 0 : snapshot_size;
+  // Virtual clock: TSC ticks = retired instructions; perf ns = TSC ticks.
+  m.time_conv = {0, 1, 0, true};
+  m.emulator = "qemu-x86_64 " + version +
+               " + ptsnap TCG plugin; virtual Intel family 6 model 0x9e (Kaby Lake); virtual TSC "
+               "= 1 tick per retired instruction, perf clock 1 ns per tick";
+  PTSNAP_ASSIGN_OR_RETURN(trace::TraceWriter writer, trace::TraceWriter::Create(trace_dir, m));
+  fs::path work = trace_dir / "emulator-work";
+  std::error_code ec;
+  fs::create_directories(work, ec);
+  if (ec) return Error("creating " + work.string() + ": " + ec.message());
+
+  int ctl[2];
+  if (::pipe2(ctl, O_CLOEXEC) != 0) return Error::FromErrno("pipe");
+  base::UniqueFd ctl_read(ctl[0]), ctl_write(ctl[1]);
+  pargs.push_back("ctl=" + std::to_string(ctl_read.get()));
+  std::string plugin_arg = Escape(plugin.string()) + ",out=" + Escape(work.string());
+  for (const auto& a : pargs) plugin_arg += "," + Escape(a);
+
+  std::vector<std::string> argv_s = {qemu.string(), "-plugin", plugin_arg, program.string()};
+  for (size_t i = 1; i < opts.command.size(); ++i) argv_s.push_back(opts.command[i]);
+  std::vector<char*> argv;
+  for (auto& s : argv_s) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  PTSNAP_LOG(kInfo) << "emulating " << program.string() << " under " << qemu.string();
+
+  pid_t child = ::fork();
+  if (child < 0) return Error::FromErrno("fork");
+  if (child == 0) {
+    ::fcntl(ctl_read.get(), F_SETFD, 0);  // the plugin reads Ctrl-C requests from it
+    ::execv(argv[0], argv.data());
+    std::fprintf(stderr, "ptsnap: cannot run %s: %s\n", argv[0], std::strerror(errno));
+    ::_exit(127);
+  }
+  ctl_read.reset();
+  g_child.store(child);
+  g_ctl_write.store(ctl_write.get());
+  struct sigaction sa {
+  }, old_int{}, old_term{}, old_hup{};
+  sa.sa_handler = OnSigint;
+  ::sigaction(SIGINT, &sa, &old_int);
+  sa.sa_handler = OnForward;
+  ::sigaction(SIGTERM, &sa, &old_term);
+  ::sigaction(SIGHUP, &sa, &old_hup);
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  ::sigaction(SIGINT, &old_int, nullptr);
+  ::sigaction(SIGTERM, &old_term, nullptr);
+  ::sigaction(SIGHUP, &old_hup, nullptr);
+  g_child.store(0);
+  g_ctl_write.store(-1);
+  const bool interrupted_by_user = false;
+  const int exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+
+  // Collect the plugin's output.
+  PluginEvents ev;
+  std::vector<fs::path> logs;
+  for (const auto& e : fs::directory_iterator(work, ec))
+    if (e.path().filename().string().rfind("events.", 0) == 0) logs.push_back(e.path());
+  std::sort(logs.begin(), logs.end());
+  if (logs.empty()) {
+    (void)writer.Finish(trace::State::kInterrupted);
+    return Error("qemu-x86_64 did not load the ptsnap plugin (exit status " +
+                 std::to_string(exit_code) + "; its message is above): check that " +
+                 qemu.string() + " is QEMU 7.x with plugin support");
+  }
+  bool done = true;
+  for (const auto& l : logs) {
+    PTSNAP_ASSIGN_OR_RETURN(std::string text, base::ReadFile(l, size_t{1} << 30));
+    PluginEvents one;
+    PTSNAP_TRY_CTX(ParseEvents(text, &one), "reading " + l.string());
+    done = done && one.done;
+    for (auto& r : one.records) ev.records.push_back(std::move(r));
+    // Snapshot numbers are per process: renumber them globally.
+    std::map<uint32_t, uint32_t> renumber;
+    for (auto& s : one.snapshots) {
+      uint32_t seq = static_cast<uint32_t>(ev.snapshots.size() + 1);
+      renumber[s.seq] = seq;
+      s.seq = seq;
+      ev.snapshots.push_back(std::move(s));
+    }
+    for (auto& s : one.streams) {
+      if (s.seq != 0) s.seq = renumber.count(s.seq) ? renumber[s.seq] : 0;
+      ev.streams.push_back(std::move(s));
+    }
+    for (auto& n : one.notes) PTSNAP_LOG(kWarning) << "emulator: " << n;
+  }
+  std::string sideband;
+  for (const auto& r : ev.records) sideband += trace::SerializeRecord(r);
+  PTSNAP_TRY(writer.AppendSideband(std::as_bytes(std::span(sideband))));
+  std::string stats;
+  for (const auto& s : ev.streams) {
+    PTSNAP_ASSIGN_OR_RETURN(std::string data, base::ReadFile(work / s.file, uint64_t{1} << 40));
+    trace::Stream info;
+    info.pid = s.pid;
+    info.tid = s.tid;
+    info.snapshot = s.seq;
+    info.wrapped = s.wrapped;
+    PTSNAP_ASSIGN_OR_RETURN(uint32_t id, writer.AddStream(info, std::as_bytes(std::span(data))));
+    stats += "stream " + std::to_string(id) + " " + std::to_string(s.tid) + " " +
+             std::to_string(s.insns) + " " + std::to_string(s.hash) + "\n";
+  }
+  for (const auto& s : ev.snapshots) {
+    trace::Snapshot snap;
+    snap.seq = s.seq;
+    snap.reason = s.reason;
+    snap.detail = s.detail;
+    snap.time = s.time;
+    snap.tid = s.tid;
+    PTSNAP_TRY(writer.AddSnapshot(snap));
+  }
+  std::vector<int32_t> pids;
+  for (const auto& r : ev.records)
+    if (r.type == PERF_RECORD_COMM || r.type == PERF_RECORD_FORK) {
+      int32_t pid = static_cast<int32_t>(r.sample_id.pid);
+      if (std::find(pids.begin(), pids.end(), pid) == pids.end()) pids.push_back(pid);
+    }
+  writer.manifest().pids = pids;
+  // What the plugin retired per stream: the integration tests and
+  // tools/bench-emulate compare it with a decode.
+  PTSNAP_TRY(base::WriteFileAtomic(trace_dir / "emulator-stats.txt", stats));
+  fs::remove_all(work, ec);
+  PTSNAP_TRY(writer.Finish(done && !interrupted_by_user ? trace::State::kComplete
+                                                        : trace::State::kInterrupted));
+  return exit_code;
 }
 
 }  // namespace ptsnap::emulate

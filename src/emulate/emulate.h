@@ -3,7 +3,9 @@
 // directory (docs/trace-format.md) the decoder cannot tell from hardware's.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
+#include <string>
 
 #include "ptsnap/result.h"
 #include "record/options.h"
@@ -16,5 +18,15 @@ namespace ptsnap::emulate {
 // requested (refused), the command not found, the trace directory unwritable.
 Result<int> RecordEmulated(const record::RecordOptions& opts,
                            const std::filesystem::path& trace_dir);
+
+// Where the pieces are (exposed for tests and the benchmark).
+// qemu-x86_64: $PTSNAP_QEMU, else PATH. Error: one line naming the fix.
+Result<std::filesystem::path> FindQemu();
+// The plugin: $PTSNAP_QEMU_PLUGIN, else next to the running binary, else the
+// build tree's copy (PTSNAP_QEMU_PLUGIN_BUILD_PATH, set by meson).
+Result<std::filesystem::path> FindPlugin();
+// A function symbol's link-time address (.symtab, then .dynsym); the plugin
+// adds the load bias of a PIE at run time.
+Result<uint64_t> ResolveSymbol(const std::filesystem::path& elf, const std::string& name);
 
 }  // namespace ptsnap::emulate

@@ -169,6 +169,13 @@ TEST(FxtTest, UnwritableOutputIsAClearError) {
               HasErrorContaining("opening /nonexistent-dir/out.fxt for writing"));
 }
 
+TEST(FxtTest, DiskFullIsReportedOnClose) {
+  auto out = OutputFile::Open("/dev/full");
+  ASSERT_THAT(out, HasValue());
+  (*out)->Write(std::string(3 << 20, 'x'));
+  EXPECT_THAT((*out)->Close(), HasErrorContaining("writing /dev/full: No space left on device"));
+}
+
 TEST(FxtTest, FormatFromPath) {
   EXPECT_EQ(FormatFromPath("a/trace.fxt.gz"), "fxt");
   EXPECT_EQ(FormatFromPath("t.json"), "json");

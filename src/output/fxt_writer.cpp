@@ -22,6 +22,7 @@ constexpr uint16_t kFirstReusable = 6;
 
 FxtWriter::FxtWriter(OutputFile* out) : out_(out) {
   string_slots_.resize(size_t{kFxtMaxStringIndex} + 1);
+  slot_owner_.resize(size_t{kFxtMaxStringIndex} + 1, nullptr);
   thread_slots_.resize(256, ~uint64_t{0});
   Word(kFxtMagic);
   // Provider info (metadata type 1): provider 0, named "ptsnap".
@@ -48,6 +49,19 @@ void FxtWriter::Stream(std::string_view s) {
   out_->Write(std::string_view(kZeros, pad));
 }
 
+uint16_t FxtWriter::StringPtr(const std::string* s) {
+  // Names come interned from the Symbolizer: look them up by address first
+  // (no hashing of the text), checking the slot still holds that string.
+  auto it = by_ptr_.find(s);
+  if (it != by_ptr_.end() && slot_owner_[it->second] == s) return it->second;
+  uint16_t index = String(*s);
+  if (index != 0) {
+    slot_owner_[index] = s;
+    by_ptr_[s] = index;
+  }
+  return index;
+}
+
 uint16_t FxtWriter::String(std::string_view s) {
   if (s.empty()) return 0;  // ref 0 is the empty string
   if (s.size() > kFxtMaxStringBytes) s = s.substr(0, kFxtMaxStringBytes);
@@ -59,6 +73,7 @@ uint16_t FxtWriter::String(std::string_view s) {
   // (and Perfetto) resolve refs at the time they read a record.
   if (!string_slots_[index].empty()) strings_.erase(string_slots_[index]);
   string_slots_[index] = std::string(s);
+  slot_owner_[index] = nullptr;
   strings_.emplace(std::string(s), index);
   Word(Header(kStringRecord, 1 + Words(s.size())) | (uint64_t{index} << 16) |
        (uint64_t{s.size()} << 32));
@@ -126,8 +141,8 @@ void FxtWriter::OnSlice(const model::Slice& s) {
   // intern again until every ref of the record is current (at most twice,
   // since the victims advance round-robin).
   for (int pass = 0; pass < 3; ++pass) {
-    if (s.kind != model::Slice::kEnd) name = String(*s.name);
-    if (want_dso) dso = String(*s.dso);
+    if (s.kind != model::Slice::kEnd) name = StringPtr(s.name);
+    if (want_dso) dso = StringPtr(s.dso);
     bool ok = (s.kind == model::Slice::kEnd || Current(name, *s.name)) &&
               (!want_dso || Current(dso, *s.dso)) && Current(true_, "true");
     if (ok) break;

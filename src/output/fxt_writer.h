@@ -45,6 +45,7 @@ class FxtWriter : public model::SliceSink {
 
  private:
   uint16_t String(std::string_view s);
+  uint16_t StringPtr(const std::string* s);
   [[nodiscard]] bool Current(uint16_t ref, std::string_view s) const;
   uint8_t Thread(int32_t pid, int32_t tid);
   void Word(uint64_t w) { out_->Write(std::string_view(reinterpret_cast<const char*>(&w), 8)); }
@@ -60,7 +61,9 @@ class FxtWriter : public model::SliceSink {
   OutputFile* out_;
   uint16_t max_string_index_ = kFxtMaxStringIndex;
   std::unordered_map<std::string, uint16_t> strings_;
-  std::vector<std::string> string_slots_;          // index -> content ("" = free)
+  std::vector<std::string> string_slots_;       // index -> content ("" = free)
+  std::vector<const std::string*> slot_owner_;  // index -> interned pointer, if any
+  std::unordered_map<const std::string*, uint16_t> by_ptr_;
   uint16_t next_string_ = 1;                       // next slot to (re)use; wraps to kFirstReusable
   std::unordered_map<uint64_t, uint8_t> threads_;  // (pid << 32 | tid) -> index
   std::vector<uint64_t> thread_slots_;

@@ -9,7 +9,6 @@
 namespace ptsnap::output {
 
 namespace {
-constexpr size_t kBufferSize = 1 << 20;
 bool EndsWith(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
@@ -29,12 +28,6 @@ Result<std::unique_ptr<OutputFile>> OutputFile::Open(const std::filesystem::path
 }
 
 OutputFile::~OutputFile() { (void)Close(); }
-
-void OutputFile::Write(std::string_view data) {
-  bytes_ += data.size();
-  buf_.append(data);
-  if (buf_.size() >= kBufferSize) FlushBuffer();
-}
 
 void OutputFile::FlushBuffer() {
   if (buf_.empty() || !error_.empty()) {

@@ -23,7 +23,11 @@ class OutputFile {
   OutputFile(const OutputFile&) = delete;
   OutputFile& operator=(const OutputFile&) = delete;
 
-  void Write(std::string_view data);
+  void Write(std::string_view data) {
+    bytes_ += data.size();
+    buf_.append(data);
+    if (buf_.size() >= kBufferSize) FlushBuffer();
+  }
   // Flushes and closes; the first error of any write or of closing.
   Result<void> Close();
   [[nodiscard]] uint64_t bytes_written() const { return bytes_; }  // before compression
@@ -31,6 +35,7 @@ class OutputFile {
  private:
   OutputFile(std::filesystem::path path, base::UniqueFd fd, gzFile gz)
       : path_(std::move(path)), fd_(std::move(fd)), gz_(gz) {}
+  static constexpr size_t kBufferSize = 1 << 20;
   void FlushBuffer();
   std::filesystem::path path_;
   base::UniqueFd fd_;    // plain output

@@ -195,6 +195,37 @@ TEST(PipelineTest, UnwritableOutputIsAnError) {
   EXPECT_THAT(DecodeTraceDir(dir, o), HasErrorContaining("unknown output format"));
 }
 
+TEST(PipelineTest, BuildIdMismatchIsReportedNotDecoded) {
+  ::ptsnap::testing::TempDir tmp;
+  auto prog = decode::testing::LoadCallsProgram();
+  auto dir = tmp.path() / "trace";
+  auto w = trace::TraceWriter::Create(dir, decode::testing::CallsManifest(kPid));
+  ASSERT_THAT(w, HasValue());
+  std::string sb;
+  for (auto r : decode::testing::CallsSideband(prog, kPid)) {
+    if (auto* m = std::get_if<trace::Mmap2>(&r.body)) {
+      r.misc |= trace::kMiscMmapBuildId;
+      m->build_id = std::string(20, '\x42');  // not the file's build-id
+    }
+    sb += trace::SerializeRecord(r);
+  }
+  ASSERT_THAT(w->AppendSideband(std::as_bytes(std::span(sb.data(), sb.size()))), HasValue());
+  std::string pt = decode::testing::CallsProgramStream(prog);
+  trace::Stream s;
+  s.pid = s.tid = kPid;
+  ASSERT_THAT(w->AddStream(s, std::as_bytes(std::span(pt.data(), pt.size()))), HasValue());
+  ASSERT_THAT(w->Finish(), HasValue());
+  DecodeOptions o;
+  o.output = tmp.path() / "out.events";
+  auto r = DecodeTraceDir(dir, o);
+  ASSERT_THAT(r, HasValue());
+  EXPECT_EQ(r->decode.build_id_mismatches, 1u);
+  EXPECT_GE(r->decode.nomap_errors, 1u);
+  EXPECT_THAT(FormatReport(*r), HasSubstr("differs from the recorded 4242424242"));
+  auto text = *base::ReadFile(o.output);
+  EXPECT_EQ(Lines(text, " B fib").size(), 0u);  // nothing decoded from the wrong file
+}
+
 TEST(PipelineTest, MissingStreamFileIsAWarningNotACrash) {
   ::ptsnap::testing::TempDir tmp;
   auto prog = decode::testing::LoadCallsProgram();

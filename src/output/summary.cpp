@@ -13,11 +13,16 @@ void SummarySink::Account(ThreadState& t, const std::string* name, uint64_t dur,
   if (f.name.empty()) f.name = *name;
   f.calls++;
   f.self_ns += dur - std::min(dur, child_ns);
-  if (t.on_stack[name] == 0) f.total_ns += dur;  // not inside another frame of itself
+  if (t.stack.empty() || t.on_stack[name] == 0)
+    f.total_ns += dur;  // not inside another frame of itself
 }
 
 void SummarySink::OnSlice(const model::Slice& s) {
-  ThreadState& t = threads_[s.tid];
+  if (last_thread_ == nullptr || last_tid_ != s.tid) {
+    last_thread_ = &threads_[s.tid];  // unordered_map references stay valid
+    last_tid_ = s.tid;
+  }
+  ThreadState& t = *last_thread_;
   uint64_t begin = s.ts, end = s.ts;
   if (s.kind == model::Slice::kEnd) begin = s.begin_ts;
   if (s.kind == model::Slice::kComplete) end = s.end_ts;

@@ -48,6 +48,8 @@ class SummarySink : public model::SliceSink {
   uint64_t first_ = UINT64_MAX, last_ = 0;
   uint64_t slices_ = 0;
   std::unordered_map<int32_t, ThreadState> threads_;
+  int32_t last_tid_ = 0;
+  ThreadState* last_thread_ = nullptr;
   std::unordered_map<const std::string*, FunctionTime> functions_;
 };
 

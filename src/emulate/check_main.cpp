@@ -1,0 +1,77 @@
+// ptsnap-emulate-check DIR: decodes every stream the plugin left in DIR (its
+// raw output, before the driver builds the trace directory) and compares the
+// instruction count and address hash with the plugin's. Development aid used
+// by tools/bench-emulate; exits 1 on any mismatch or decode error.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "emulate/decode_check.h"
+
+using namespace ptsnap::emulate;
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: %s PLUGIN_OUT_DIR [family model stepping]\n", argv[0]);
+    return 2;
+  }
+  std::filesystem::path dir = argv[1];
+  DecodeCheckOptions opts;
+  if (argc >= 5) {
+    opts.cpu_family = std::stoul(argv[2]);
+    opts.cpu_model = std::stoul(argv[3], nullptr, 0);
+    opts.cpu_stepping = std::stoul(argv[4]);
+  }
+  int bad = 0;
+  // All processes' mappings: a forked child inherits its parent's.
+  std::vector<ImageSection> sections;
+  std::vector<std::string> streams;
+  for (const auto& ent : std::filesystem::directory_iterator(dir)) {
+    std::string name = ent.path().filename();
+    if (name.rfind("events.", 0) != 0) continue;
+    std::ifstream in(ent.path());
+    std::string line;
+    while (std::getline(in, line)) {
+      std::istringstream ls(line);
+      std::string kind;
+      ls >> kind;
+      if (kind == "mmap2") {
+        unsigned long long t, pid, tid, addr, len, pgoff, maj, min, ino, prot, flags;
+        ls >> t >> pid >> tid >> addr >> len >> pgoff >> maj >> min >> ino >> prot >> flags;
+        std::string path;
+        std::getline(ls >> std::ws, path);
+        sections.push_back({path, pgoff, len, addr});
+      } else if (kind == "stream") {
+        streams.push_back(line);
+      }
+    }
+  }
+  {
+    for (const auto& s : streams) {
+      std::istringstream ls(s);
+      std::string kind, file;
+      unsigned long long seq, pid, tid, wrapped, insns, hash;
+      ls >> kind >> seq >> pid >> tid >> wrapped >> insns >> hash >> file;
+      std::ifstream f(dir / file, std::ios::binary);
+      std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)), {});
+      auto r = DecodeCheck(bytes, sections, opts);
+      if (!r) {
+        std::printf("%s: %s\n", file.c_str(), r.error().message().c_str());
+        bad = 1;
+        continue;
+      }
+      bool ok =
+          r->errors == 0 && r->insns == insns && (hash == 0xcbf29ce484222325ull || r->hash == hash);
+      std::printf(
+          "%s: %s plugin %llu insns, decoded %llu insns, %llu bytes, errors %llu %s%s\n",
+          file.c_str(), ok ? "OK" : "MISMATCH", insns, static_cast<unsigned long long>(r->insns),
+          static_cast<unsigned long long>(bytes.size()), static_cast<unsigned long long>(r->errors),
+          r->first_error.c_str(), r->hash == hash ? " hash-equal" : " hash-differs");
+      if (!ok) bad = 1;
+    }
+  }
+  return bad;
+}

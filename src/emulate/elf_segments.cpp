@@ -1,0 +1,46 @@
+#include "emulate/elf_segments.h"
+
+#include <elf.h>
+
+#include <cstring>
+
+namespace ptsnap::emulate {
+
+std::optional<ElfImage> ParseElfSegments(std::string_view bytes) {
+  Elf64_Ehdr eh;
+  if (bytes.size() < sizeof(eh)) return std::nullopt;
+  std::memcpy(&eh, bytes.data(), sizeof(eh));
+  if (std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
+      eh.e_ident[EI_DATA] != ELFDATA2LSB || eh.e_machine != EM_X86_64)
+    return std::nullopt;
+  if (eh.e_type != ET_EXEC && eh.e_type != ET_DYN) return std::nullopt;
+  if (eh.e_phentsize != sizeof(Elf64_Phdr)) return std::nullopt;
+  ElfImage img;
+  img.pie = eh.e_type == ET_DYN;
+  img.entry = eh.e_entry;
+  for (uint32_t i = 0; i < eh.e_phnum; ++i) {
+    const uint64_t off = eh.e_phoff + uint64_t{i} * sizeof(Elf64_Phdr);
+    if (off < eh.e_phoff || off > bytes.size() || bytes.size() - off < sizeof(Elf64_Phdr))
+      return std::nullopt;
+    Elf64_Phdr ph;
+    std::memcpy(&ph, bytes.data() + off, sizeof(ph));
+    if (ph.p_type == PT_LOAD) {
+      img.loads.push_back({ph.p_vaddr, ph.p_memsz, ph.p_offset, (ph.p_flags & PF_X) != 0});
+    } else if (ph.p_type == PT_INTERP) {
+      if (ph.p_offset > bytes.size() || bytes.size() - ph.p_offset < ph.p_filesz)
+        return std::nullopt;
+      std::string_view s = bytes.substr(ph.p_offset, ph.p_filesz);
+      img.interp = std::string(s.substr(0, s.find('\0')));
+    }
+  }
+  return img;
+}
+
+std::optional<uint64_t> LowestExecVaddr(const ElfImage& img) {
+  std::optional<uint64_t> lo;
+  for (const auto& s : img.loads)
+    if (s.exec && (!lo || s.vaddr < *lo)) lo = s.vaddr;
+  return lo;
+}
+
+}  // namespace ptsnap::emulate

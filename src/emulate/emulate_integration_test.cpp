@@ -1,0 +1,412 @@
+// Integration tests of the emulated PT source: each test program runs under
+// qemu-x86_64 with ptsnap's plugin into a temporary trace directory, then
+// every stream is decoded with libipt (instruction and block decoders)
+// against an image built from the MMAP2 sideband. The decoded instruction
+// count and the ordered hash of instruction addresses must equal what the
+// plugin retired: that proves the stream is genuine Intel PT.
+#include <linux/perf_event.h>
+#include <signal.h>
+#include <stdlib.h>
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "base/file_util.h"
+#include "emulate/decode_check.h"
+#include "emulate/elf_segments.h"
+#include "emulate/emulate.h"
+#include "emulate/events.h"
+#include "tests/support/temp_dir.h"
+#include "trace/trace_dir.h"
+
+namespace ptsnap::emulate {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path Program(const std::string& name) {
+  const char* dir = std::getenv("EMU_PROGRAMS_DIR");
+  return fs::path(dir ? dir : ".") / ("emu_" + name);
+}
+
+struct Recorded {
+  int exit_code = -1;
+  trace::Manifest manifest;
+  std::vector<trace::Record> records;
+  std::vector<ImageSection> sections;
+  // stream id -> (plugin insns, plugin hash)
+  std::map<uint32_t, std::pair<uint64_t, uint64_t>> stats;
+  std::map<uint32_t, std::string> data;
+};
+
+class Emulate : public ::testing::Test {
+ protected:
+  void SetUp() override { ::setenv("PTSNAP_EMULATE_HASH", "1", 1); }
+
+  Recorded Record(std::vector<std::string> cmd, record::RecordOptions opts = {}) {
+    Recorded out;
+    opts.command = std::move(cmd);
+    fs::path dir = tmp_.path() / ("t" + std::to_string(n_++));
+    auto r = RecordEmulated(opts, dir);
+    EXPECT_TRUE(r) << (r ? "" : r.error().ToString());
+    if (!r) return out;
+    out.exit_code = *r;
+    auto reader = trace::TraceReader::Open(dir);
+    EXPECT_TRUE(reader) << (reader ? "" : reader.error().ToString());
+    if (!reader) return out;
+    out.manifest = reader->manifest();
+    auto sb = reader->ReadSideband();
+    EXPECT_TRUE(sb);
+    if (sb) out.records = sb->records;
+    for (const auto& rec : out.records)
+      if (rec.type == PERF_RECORD_MMAP2) {
+        const auto& m = std::get<trace::Mmap2>(rec.body);
+        out.sections.push_back({m.filename, m.pgoff, m.len, m.addr});
+      }
+    auto stats = base::ReadFile(dir / "emulator-stats.txt");
+    EXPECT_TRUE(stats);
+    std::istringstream in(stats ? *stats : "");
+    std::string kind;
+    uint32_t id, tid;
+    uint64_t insns, hash;
+    while (in >> kind >> id >> tid >> insns >> hash) out.stats[id] = {insns, hash};
+    for (const auto& s : out.manifest.streams) {
+      auto d = reader->ReadStream(s);
+      EXPECT_TRUE(d);
+      if (d) out.data[s.id] = *d;
+    }
+    return out;
+  }
+
+  // Decodes every stream and expects exact agreement with the plugin.
+  void ExpectExact(const Recorded& r, size_t min_streams = 1) {
+    ASSERT_GE(r.manifest.streams.size(), min_streams);
+    for (const auto& s : r.manifest.streams) {
+      SCOPED_TRACE("stream " + std::to_string(s.id) + " tid " + std::to_string(s.tid));
+      const auto& bytes = r.data.at(s.id);
+      auto d = DecodeCheck({reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()},
+                           r.sections, CpuOptions(r));
+      ASSERT_TRUE(d) << d.error().ToString();
+      EXPECT_EQ(d->errors, 0u) << d->first_error;
+      EXPECT_EQ(d->block_errors, 0u);
+      ASSERT_TRUE(r.stats.count(s.id));
+      EXPECT_EQ(d->insns, r.stats.at(s.id).first);
+      EXPECT_EQ(d->block_insns, d->insns);
+      EXPECT_EQ(d->hash, r.stats.at(s.id).second);
+      EXPECT_GT(d->insns, 1000u);
+    }
+  }
+
+  DecodeCheckOptions CpuOptions(const Recorded& r) {
+    DecodeCheckOptions o;
+    o.cpu_family = r.manifest.cpu.family;
+    o.cpu_model = r.manifest.cpu.model;
+    o.cpu_stepping = r.manifest.cpu.stepping;
+    return o;
+  }
+
+  // Runtime address of `sym` in the main program, via its MMAP2 record.
+  uint64_t RuntimeAddress(const Recorded& r, const fs::path& prog, const std::string& sym) {
+    auto link = ResolveSymbol(prog, sym);
+    EXPECT_TRUE(link);
+    auto head = base::ReadFile(prog, size_t{256} << 20);
+    auto img = ParseElfSegments(*head);
+    EXPECT_TRUE(img);
+    if (!img->pie) return *link;
+    std::string canon = fs::canonical(prog).string();
+    for (const auto& s : r.sections)
+      if (s.path == canon)
+        for (const auto& seg : img->loads)
+          if (seg.exec && (seg.offset & ~0xfffull) == s.offset)
+            return *link + s.vaddr - (seg.vaddr & ~0xfffull);
+    ADD_FAILURE() << "no mapping for " << canon;
+    return 0;
+  }
+
+  uint64_t WatchCount(const Recorded& r, uint32_t stream, uint64_t addr) {
+    DecodeCheckOptions o = CpuOptions(r);
+    o.watch = {addr};
+    const auto& bytes = r.data.at(stream);
+    auto d =
+        DecodeCheck({reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()}, r.sections, o);
+    return d ? d->watch_counts[addr] : 0;
+  }
+
+  testing::TempDir tmp_;
+  int n_ = 0;
+};
+
+record::RecordOptions Full() {
+  record::RecordOptions o;
+  o.full_execution = true;
+  return o;
+}
+
+TEST_F(Emulate, DynamicFibDecodesExactlyWithKnownCallCounts) {
+  auto prog = Program("fib");
+  auto r = Record({prog.string(), "20"}, Full());
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.manifest.source, trace::Source::kEmulated);
+  EXPECT_EQ(r.manifest.state, trace::State::kComplete);
+  EXPECT_EQ(r.manifest.mode, trace::Mode::kFull);
+  EXPECT_NE(r.manifest.emulator.find("qemu-x86_64 7."), std::string::npos);
+  ExpectExact(r);
+  // fib(20) makes 2*fib(21)-1 = 21891 calls; deep(150) 151.
+  ASSERT_EQ(r.manifest.streams.size(), 1u);
+  uint32_t id = r.manifest.streams[0].id;
+  EXPECT_EQ(WatchCount(r, id, RuntimeAddress(r, prog, "fib")), 21891u);
+  EXPECT_EQ(WatchCount(r, id, RuntimeAddress(r, prog, "deep")), 151u);
+  // Sideband: the program, ld.so and libc mapped; comm, itrace_start, exit.
+  std::set<std::string> files;
+  int comm = 0, itrace = 0, exits = 0;
+  for (const auto& rec : r.records) {
+    if (rec.type == PERF_RECORD_MMAP2) files.insert(std::get<trace::Mmap2>(rec.body).filename);
+    comm += rec.type == PERF_RECORD_COMM;
+    itrace += rec.type == PERF_RECORD_ITRACE_START;
+    exits += rec.type == PERF_RECORD_EXIT;
+    EXPECT_EQ(rec.sample_id.id, kEmulatedEventId);
+  }
+  EXPECT_TRUE(files.count(fs::canonical(prog).string()));
+  bool ld = false, libc = false;
+  for (const auto& f : files) {
+    ld = ld || f.find("ld-linux-x86-64") != std::string::npos;
+    libc = libc || f.find("libc.so") != std::string::npos;
+  }
+  EXPECT_TRUE(ld);
+  EXPECT_TRUE(libc);
+  EXPECT_EQ(comm, 1);
+  EXPECT_EQ(itrace, 1);
+  EXPECT_EQ(exits, 1);
+}
+
+TEST_F(Emulate, StaticFibDecodesExactly) {
+  auto prog = Program("fib_static");
+  auto r = Record({prog.string(), "18"}, Full());
+  ExpectExact(r);
+  EXPECT_EQ(WatchCount(r, r.manifest.streams[0].id, RuntimeAddress(r, prog, "fib")), 8361u);
+}
+
+TEST_F(Emulate, JumpTableDecodesExactly) { ExpectExact(Record({Program("switch")}, Full())); }
+
+TEST_F(Emulate, CxxExceptionDecodesExactly) {
+  auto r = Record({Program("exception")}, Full());
+  EXPECT_EQ(r.exit_code, 0);
+  ExpectExact(r);
+}
+
+TEST_F(Emulate, ThreadsGetOneExactStreamEach) {
+  auto r = Record({Program("threads")}, Full());
+  ExpectExact(r, 3);
+  std::set<int32_t> tids;
+  for (const auto& s : r.manifest.streams) tids.insert(s.tid);
+  EXPECT_EQ(tids.size(), 3u);
+  int forks = 0;
+  for (const auto& rec : r.records) forks += rec.type == PERF_RECORD_FORK;
+  EXPECT_EQ(forks, 2);
+}
+
+TEST_F(Emulate, SignalHandlersDecodeExactly) {
+  auto prog = Program("signal");
+  auto r = Record({prog.string()}, Full());
+  EXPECT_EQ(r.exit_code, 0);
+  ExpectExact(r);
+  EXPECT_GE(WatchCount(r, r.manifest.streams[0].id, RuntimeAddress(r, prog, "handler")), 15u);
+}
+
+TEST_F(Emulate, ForkedChildGetsItsOwnStream) {
+  auto r = Record({Program("fork")}, Full());
+  EXPECT_EQ(r.exit_code, 0);
+  ExpectExact(r, 2);
+  std::set<int32_t> pids;
+  for (const auto& s : r.manifest.streams) pids.insert(s.pid);
+  EXPECT_EQ(pids.size(), 2u);
+}
+
+TEST_F(Emulate, LsOfADirectoryTreeDecodesExactly) {
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 5; ++j)
+      tmp_.Write("tree/d" + std::to_string(i) + "/s" + std::to_string(j) + "/f.txt", "x");
+  auto r = Record({"ls", "-lR", (tmp_.path() / "tree").string()}, Full());
+  EXPECT_EQ(r.exit_code, 0);
+  ExpectExact(r);
+}
+
+TEST_F(Emulate, SnapshotRingKeepsTheNewestDataFromAPsb) {
+  record::RecordOptions o;
+  o.snapshot_size = 16 << 10;
+  auto prog = Program("fib");
+  auto r = Record({prog.string(), "22"}, o);
+  ASSERT_EQ(r.manifest.streams.size(), 1u);
+  const auto& s = r.manifest.streams[0];
+  EXPECT_TRUE(s.wrapped);
+  EXPECT_LE(s.size, 16u << 10);
+  ASSERT_EQ(r.manifest.snapshots.size(), 1u);
+  EXPECT_EQ(r.manifest.snapshots[0].reason, "exit");
+  const auto& bytes = r.data.at(s.id);
+  auto d = DecodeCheck({reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()}, r.sections,
+                       CpuOptions(r));
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->errors, 0u) << d->first_error;
+  EXPECT_GT(d->insns, 10000u);
+  EXPECT_LT(d->insns, r.stats.at(s.id).first);  // a suffix of the execution
+}
+
+TEST_F(Emulate, StopIndicatorTakesTheSnapshotThere) {
+  record::RecordOptions o;
+  o.trigger = ".";
+  auto prog = Program("stop_indicator");
+  auto r = Record({prog.string()}, o);
+  EXPECT_EQ(r.exit_code, 0);
+  ASSERT_EQ(r.manifest.snapshots.size(), 1u);
+  EXPECT_EQ(r.manifest.snapshots[0].reason, "stop-indicator");
+  ExpectExact(r);
+  uint32_t id = r.manifest.streams[0].id;
+  EXPECT_EQ(WatchCount(r, id, RuntimeAddress(r, prog, "fib")), 1973u);  // fib(15) only
+  EXPECT_EQ(WatchCount(r, id, RuntimeAddress(r, prog, "marker")), 0u);
+}
+
+TEST_F(Emulate, TriggerSymbolTakesTheSnapshotAtItsEntry) {
+  record::RecordOptions o;
+  o.trigger = "marker";
+  auto prog = Program("stop_indicator");
+  auto r = Record({prog.string()}, o);
+  ASSERT_EQ(r.manifest.snapshots.size(), 1u);
+  EXPECT_EQ(r.manifest.snapshots[0].reason, "trigger");
+  EXPECT_EQ(r.manifest.snapshots[0].detail, "marker");
+  ExpectExact(r);
+  uint32_t id = r.manifest.streams[0].id;
+  EXPECT_EQ(WatchCount(r, id, RuntimeAddress(r, prog, "fib")), 1973u + 177u);
+}
+
+TEST_F(Emulate, MultiSnapshotTakesOneSnapshotPerStopIndicatorCall) {
+  record::RecordOptions o;
+  o.trigger = ".";
+  o.multi_snapshot = true;
+  auto prog = Program("stop_indicator");
+  auto r = Record({prog.string(), "3"}, o);
+  EXPECT_EQ(r.exit_code, 0);
+  // Three stop-indicator snapshots, then the one at exit.
+  ASSERT_EQ(r.manifest.snapshots.size(), 4u);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(r.manifest.snapshots[i].reason, "stop-indicator");
+  EXPECT_EQ(r.manifest.snapshots[3].reason, "exit");
+  ExpectExact(r, 4);
+  // Each snapshot holds the ring as it was: fib entered 1973 + k * 177 times.
+  uint64_t want = 1973;
+  uint64_t fib = RuntimeAddress(r, prog, "fib");
+  for (const auto& s : r.manifest.streams) {
+    if (s.snapshot == r.manifest.snapshots[3].seq) continue;
+    EXPECT_EQ(WatchCount(r, s.id, fib), want);
+    want += 177;
+  }
+}
+
+TEST_F(Emulate, DurationTakesASnapshotAndStops) {
+  record::RecordOptions o;
+  o.duration = std::chrono::milliseconds(150);
+  o.snapshot_size = 64 << 10;
+  auto r = Record({Program("fib").string(), "36"}, o);
+  EXPECT_EQ(r.exit_code, 0);
+  ASSERT_EQ(r.manifest.snapshots.size(), 1u);
+  EXPECT_EQ(r.manifest.snapshots[0].reason, "duration");
+  ASSERT_EQ(r.manifest.streams.size(), 1u);
+  const auto& bytes = r.data.at(r.manifest.streams[0].id);
+  auto d = DecodeCheck({reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()}, r.sections,
+                       CpuOptions(r));
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->errors, 0u) << d->first_error;
+  EXPECT_GT(d->insns, 10000u);
+}
+
+TEST_F(Emulate, CtrlCTakesASnapshotAndInterruptsTheProgram) {
+  record::RecordOptions o;
+  std::thread ctrl_c([] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    ::kill(::getpid(), SIGINT);
+  });
+  auto r = Record({Program("fib").string(), "40"}, o);
+  ctrl_c.join();
+  EXPECT_EQ(r.exit_code, 128 + SIGINT);
+  ASSERT_GE(r.manifest.snapshots.size(), 1u);
+  EXPECT_EQ(r.manifest.snapshots[0].reason, "ctrl-c");
+  ASSERT_EQ(r.manifest.streams.size(), 1u);
+  const auto& bytes = r.data.at(r.manifest.streams[0].id);
+  auto d = DecodeCheck({reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()}, r.sections,
+                       CpuOptions(r));
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->errors, 0u) << d->first_error;
+  EXPECT_GT(d->insns, 10000u);
+}
+
+TEST_F(Emulate, ExitStatusIsThePrograms) {
+  auto r = Record({"false"}, Full());
+  EXPECT_EQ(r.exit_code, 1);
+}
+
+// Failures a user can meet: one line naming cause and fix.
+TEST_F(Emulate, KernelScopeIsRefused) {
+  record::RecordOptions o;
+  o.command = {"true"};
+  o.scope = record::TraceScope::kUserKernel;
+  auto r = RecordEmulated(o, tmp_.path() / "k");
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message().find("user space only"), std::string::npos);
+}
+
+TEST_F(Emulate, MissingCommandIsReported) {
+  record::RecordOptions o;
+  o.command = {"no-such-command-ptsnap"};
+  auto r = RecordEmulated(o, tmp_.path() / "c");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().message(), "command not found: no-such-command-ptsnap (not in PATH)");
+}
+
+TEST_F(Emulate, MissingQemuIsReported) {
+  ::setenv("PTSNAP_QEMU", "/nonexistent/qemu-x86_64", 1);
+  record::RecordOptions o;
+  o.command = {"true"};
+  auto r = RecordEmulated(o, tmp_.path() / "q");
+  ::unsetenv("PTSNAP_QEMU");
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message().find("qemu-x86_64 not found"), std::string::npos);
+  EXPECT_NE(r.error().message().find("qemu-user"), std::string::npos);
+}
+
+TEST_F(Emulate, UnsupportedQemuIsReported) {
+  auto fake = tmp_.Write("fake-qemu", "#!/bin/sh\necho 'qemu-x86_64 version 9.1.0'\n", 0755);
+  ::setenv("PTSNAP_QEMU", fake.c_str(), 1);
+  record::RecordOptions o;
+  o.command = {"true"};
+  auto r = RecordEmulated(o, tmp_.path() / "u");
+  ::unsetenv("PTSNAP_QEMU");
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message().find("unsupported QEMU 9.1.0"), std::string::npos);
+}
+
+TEST_F(Emulate, MissingPluginIsReported) {
+  ::setenv("PTSNAP_QEMU_PLUGIN", "/nonexistent/libptsnap_qemu.so", 1);
+  record::RecordOptions o;
+  o.command = {"true"};
+  auto r = RecordEmulated(o, tmp_.path() / "p");
+  ::unsetenv("PTSNAP_QEMU_PLUGIN");
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message().find("emulator plugin is missing"), std::string::npos);
+}
+
+TEST_F(Emulate, UnknownTriggerSymbolIsReported) {
+  record::RecordOptions o;
+  o.command = {Program("fib").string()};
+  o.trigger = "no_such_function";
+  auto r = RecordEmulated(o, tmp_.path() / "s");
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message().find("no such function"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ptsnap::emulate

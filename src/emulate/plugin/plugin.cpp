@@ -1,0 +1,696 @@
+// ptsnap's QEMU TCG plugin: turns the guest's executed translation blocks
+// into genuine Intel PT streams (one per guest thread) plus the sideband
+// events the kernel would have reported. Loaded by qemu-x86_64 via
+// `-plugin libptsnap_qemu.so,out=DIR,...`; the driver (emulate.cpp) builds
+// the trace directory from what it leaves in DIR:
+//   events.<pid>            one line per event (format in emulate.cpp)
+//   pt-<pid>-<tid>-<seq>.pt stream bytes (seq 0: full-execution stream)
+//
+// Only per-TB exec callbacks are registered. A block's exit (fall-through,
+// conditional, direct, indirect, return, far) is classified at translation
+// time; the outcome is inferred when the thread's next block starts.
+// Virtual clock: each thread's TSC advances by one tick per retired guest
+// instruction; the perf clock is the same count in nanoseconds.
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "emulate/elf_segments.h"
+#include "emulate/exit_class.h"
+#include "emulate/plugin/qemu_plugin_api.h"
+#include "emulate/pt_stream.h"
+
+extern "C" {
+__attribute__((visibility("default"))) int qemu_plugin_version = PTSNAP_QEMU_PLUGIN_API_VERSION;
+__attribute__((visibility("default"))) int qemu_plugin_install(qemu_plugin_id_t id,
+                                                               const qemu_info_t* info, int argc,
+                                                               char** argv);
+}
+
+namespace ptsnap::emulate {
+namespace {
+
+constexpr unsigned kMaxVcpus = 4096;
+constexpr uint64_t kFnvOffset = 0xcbf29ce484222325ull;
+constexpr uint64_t kFnvPrime = 0x100000001b3ull;
+constexpr uint8_t kFlagTrigger = 1, kFlagStop = 2;
+
+struct TbInfo {
+  uint64_t start = 0, last_ip = 0, fallthrough = 0, target = 0;
+  uint32_t ninsn = 0;
+  ExitKind kind = ExitKind::kNone;
+  bool pushes = false;
+  uint8_t flags = 0;
+  std::vector<uint64_t> ips;  // hash mode only
+};
+
+struct Options {
+  std::string out;
+  bool full = false;
+  uint64_t size = 4 << 20;
+  size_t psb_period = 4096;
+  bool retcomp = true;
+  bool multi = false;
+  bool hash = false;
+  uint64_t duration_ms = 0;
+  int ctl_fd = -1;
+  std::vector<uint64_t> trigger, stop;  // link-time addresses in the main binary
+  std::string trigger_name;
+};
+
+struct ThreadState {
+  explicit ThreadState(PtStreamOptions o) : pt(o) {}
+  pid_t pid = 0, tid = 0;
+  PtStream pt;
+  const TbInfo* prev = nullptr;
+  bool enabled = false;
+  bool started = false;
+  uint64_t insns = 0, base_tsc = 0, hash = kFnvOffset;
+  // Drained PSB-aligned chunks (snapshot ring) or the full-mode file.
+  std::mutex mu;
+  std::deque<std::vector<uint8_t>> ring;
+  uint64_t ring_bytes = 0;
+  bool wrapped = false;
+  int fd = -1;
+  std::string file;
+  uint64_t tsc() const { return base_tsc + insns; }
+};
+
+Options g_opts;
+std::atomic<int> g_flags{0};  // kStopped | pending requests
+constexpr int kStopped = 1, kReqCtrlC = 2, kReqDuration = 4;
+std::mutex g_mu;  // thread table, snapshots, events
+ThreadState* g_threads[kMaxVcpus];
+std::vector<ThreadState*> g_finished;  // exited, not yet in a snapshot (snapshot mode)
+std::atomic<uint32_t> g_seq{1};
+std::atomic<uint64_t> g_clock{0};  // latest virtual time seen, for new threads
+int g_events_fd = -1;
+pid_t g_pid = 0;
+bool g_images_done = false;
+std::vector<uint64_t> g_trigger_rt, g_stop_rt;
+uint64_t g_pending_mmap[kMaxVcpus][4];  // prot, fd, len, offset of an mmap in flight; prot 0 = none
+
+void Die(const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  std::fputs("ptsnap: ", stderr);
+  std::vfprintf(stderr, fmt, ap);
+  std::fputc('\n', stderr);
+  va_end(ap);
+  std::_Exit(125);
+}
+
+void Event(const char* fmt, ...) {
+  char line[4600];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = std::vsnprintf(line, sizeof(line) - 1, fmt, ap);
+  va_end(ap);
+  if (n < 0) return;
+  if (n > static_cast<int>(sizeof(line)) - 2) n = sizeof(line) - 2;
+  line[n++] = '\n';
+  // One write() per line on an O_APPEND file: lines from threads never mix.
+  if (::write(g_events_fd, line, n) != n) Die("writing the plugin's events file failed");
+}
+
+void OpenEvents() {
+  g_pid = ::getpid();
+  std::string path = g_opts.out + "/events." + std::to_string(g_pid);
+  g_events_fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  if (g_events_fd < 0) Die("cannot write %s: %s", path.c_str(), std::strerror(errno));
+}
+
+void WriteAll(int fd, const uint8_t* p, size_t n) {
+  while (n > 0) {
+    ssize_t w = ::write(fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      Die("writing a PT stream failed: %s", std::strerror(errno));
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+
+bool StartsWithPsb(const std::vector<uint8_t>& c) {
+  return c.size() >= 2 && c[0] == 0x02 && c[1] == 0x82;
+}
+
+// Moves the encoder's pending bytes into the ring (oldest chunks dropped,
+// keeping whole PSB periods so what remains starts at a PSB) or the file.
+void Drain(ThreadState* t) {
+  auto bytes = t->pt.bytes();
+  if (bytes.empty()) return;
+  std::lock_guard lock(t->mu);
+  if (g_opts.full) {
+    WriteAll(t->fd, bytes.data(), bytes.size());
+  } else {
+    t->ring.emplace_back(bytes.begin(), bytes.end());
+    t->ring_bytes += bytes.size();
+    while (t->ring.size() > 1 && t->ring_bytes > g_opts.size) {
+      t->ring_bytes -= t->ring.front().size();
+      t->ring.pop_front();
+      t->wrapped = true;
+      // Drop up to the next chunk that starts with a PSB (02 82): a snapshot
+      // then always begins where a decoder can synchronise.
+      while (t->ring.size() > 1 && !StartsWithPsb(t->ring.front())) {
+        t->ring_bytes -= t->ring.front().size();
+        t->ring.pop_front();
+      }
+    }
+  }
+  t->pt.Take();
+}
+
+std::string StreamFile(pid_t tid, uint32_t seq) {
+  return "pt-" + std::to_string(g_pid) + "-" + std::to_string(tid) + "-" + std::to_string(seq) +
+         ".pt";
+}
+
+// Writes `t`'s ring as the stream of snapshot `seq`. Caller holds g_mu.
+void WriteRing(ThreadState* t, uint32_t seq) {
+  std::lock_guard lock(t->mu);
+  if (t->ring.empty()) return;
+  std::string name = StreamFile(t->tid, seq);
+  std::string path = g_opts.out + "/" + name;
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) Die("cannot write %s: %s", path.c_str(), std::strerror(errno));
+  for (const auto& c : t->ring) WriteAll(fd, c.data(), c.size());
+  ::close(fd);
+  Event("stream %u %d %d %d %llu %llu %s", seq, t->pid, t->tid, t->wrapped ? 1 : 0,
+        static_cast<unsigned long long>(t->insns), static_cast<unsigned long long>(t->hash),
+        name.c_str());
+}
+
+// A snapshot of every thread's ring, as `perf` takes of AUX buffers in
+// overwrite mode. `self` (when not null) is the calling guest thread: its
+// pending bytes are drained first.
+void TakeSnapshot(const char* reason, const std::string& detail, ThreadState* self) {
+  if (g_opts.full) return;
+  if (self != nullptr) {
+    self->pt.FlushTnt();
+    Drain(self);
+  }
+  std::lock_guard lock(g_mu);
+  uint32_t seq = g_seq.fetch_add(1);
+  for (auto* t : g_threads)
+    if (t != nullptr) WriteRing(t, seq);
+  for (auto* t : g_finished) WriteRing(t, seq);
+  g_finished.clear();
+  uint64_t now = self ? self->tsc() : g_clock.load();
+  Event("snapshot %u %llu %d %s %s", seq, static_cast<unsigned long long>(now),
+        self ? self->tid : 0, reason, detail.c_str());
+}
+
+void FinishFullStream(ThreadState* t) {
+  if (!g_opts.full || t->fd < 0) return;
+  ::close(t->fd);
+  t->fd = -1;
+  Event("stream 0 %d %d 0 %llu %llu %s", t->pid, t->tid, static_cast<unsigned long long>(t->insns),
+        static_cast<unsigned long long>(t->hash), t->file.c_str());
+}
+
+void EmitMmap2(uint64_t time, uint64_t addr, uint64_t len, uint64_t pgoff, const char* path,
+               int prot, int flags) {
+  struct stat st {};
+  ::stat(path, &st);
+  Event("mmap2 %llu %d %d %llu %llu %llu %u %u %llu %d %d %s",
+        static_cast<unsigned long long>(time), g_pid, static_cast<int>(::gettid()),
+        static_cast<unsigned long long>(addr), static_cast<unsigned long long>(len),
+        static_cast<unsigned long long>(pgoff), major(st.st_dev), minor(st.st_dev),
+        static_cast<unsigned long long>(st.st_ino), prot, flags, path);
+}
+
+std::string ReadHead(const std::string& path, size_t max) {
+  std::string s(max, '\0');
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {};
+  ssize_t n = ::pread(fd, s.data(), max, 0);
+  ::close(fd);
+  s.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  return s;
+}
+
+// Emits MMAP2 records for the executable segments of an ELF QEMU loaded
+// itself, at `bias`.
+void EmitElfMappings(const std::string& path, const ElfImage& img, uint64_t bias) {
+  for (const auto& s : img.loads) {
+    if (!s.exec) continue;
+    uint64_t start = (bias + s.vaddr) & ~uint64_t{0xfff};
+    uint64_t end = (bias + s.vaddr + s.memsz + 0xfff) & ~uint64_t{0xfff};
+    EmitMmap2(0, start, end - start, s.offset & ~uint64_t{0xfff}, path.c_str(),
+              PROT_READ | PROT_EXEC, MAP_PRIVATE);
+  }
+}
+
+// Called at the first translation, once QEMU has loaded the guest: the main
+// binary and interpreter mappings, the process's comm, runtime addresses of
+// the trigger and stop-indicator symbols.
+void DescribeImages() {
+  g_images_done = true;
+  std::string bin = qemu_plugin_path_to_binary();
+  char real[4096];
+  if (::realpath(bin.c_str(), real) != nullptr) bin = real;
+  auto img = ParseElfSegments(ReadHead(bin, 65536));
+  if (!img) Die("cannot read the ELF headers of %s", bin.c_str());
+  uint64_t bias = 0;
+  if (img->pie) {
+    auto lo = LowestExecVaddr(*img);
+    if (lo) bias = qemu_plugin_start_code() - *lo;
+  }
+  std::string name = bin.substr(bin.rfind('/') + 1);
+  Event("comm 0 %d %d 1 %s", g_pid, g_pid, name.substr(0, 15).c_str());
+  EmitElfMappings(bin, *img, bias);
+  if (!img->interp.empty()) {
+    std::string interp = img->interp;
+    if (::realpath(interp.c_str(), real) != nullptr) interp = real;
+    auto iimg = ParseElfSegments(ReadHead(interp, 65536));
+    if (iimg) EmitElfMappings(interp, *iimg, qemu_plugin_entry_code() - iimg->entry);
+  }
+  for (uint64_t a : g_opts.trigger) g_trigger_rt.push_back(a + bias);
+  for (uint64_t a : g_opts.stop) g_stop_rt.push_back(a + bias);
+}
+
+ThreadState* StartThread(unsigned vcpu) {
+  PtStreamOptions o;
+  o.ret_compression = g_opts.retcomp;
+  o.buffer_size = g_opts.psb_period + (64 << 10);
+  auto* t = new ThreadState(o);
+  t->pid = g_pid;
+  t->tid = static_cast<pid_t>(::gettid());
+  t->base_tsc = g_clock.load(std::memory_order_relaxed);
+  if (g_opts.full) {
+    t->file = StreamFile(t->tid, 0);
+    std::string path = g_opts.out + "/" + t->file;
+    t->fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (t->fd < 0) Die("cannot write %s: %s", path.c_str(), std::strerror(errno));
+  }
+  Event("itrace %llu %d %d", static_cast<unsigned long long>(t->base_tsc), t->pid, t->tid);
+  std::lock_guard lock(g_mu);
+  g_threads[vcpu] = t;
+  return t;
+}
+
+// The thread left user mode at a far transfer and will not come back (exit):
+// its stream is complete.
+void EndThread(unsigned vcpu) {
+  std::lock_guard lock(g_mu);
+  ThreadState* t = g_threads[vcpu];
+  if (t == nullptr) return;
+  g_threads[vcpu] = nullptr;
+  t->pt.FlushTnt();
+  Drain(t);
+  g_clock.store(std::max(g_clock.load(), t->tsc()));
+  Event("exit %llu %d %d %d %d", static_cast<unsigned long long>(t->tsc()), t->pid, t->pid, t->tid,
+        t->tid);
+  if (g_opts.full) {
+    FinishFullStream(t);
+  } else {
+    g_finished.push_back(t);
+  }
+}
+
+void HandleRequests(ThreadState* self, int flags) {
+  if (flags & kStopped) return;
+  int expected = flags;
+  if (!g_flags.compare_exchange_strong(expected, kStopped)) return;  // another thread took it
+  if (g_opts.full) return;
+  TakeSnapshot((flags & kReqCtrlC) ? "ctrl-c" : "duration", "", self);
+  if (g_opts.multi) g_flags.store(0);
+  if (flags & kReqCtrlC) ::kill(::getpid(), SIGINT);
+}
+
+void OnTbExec(unsigned vcpu, void* udata) {
+  if (int f = g_flags.load(std::memory_order_relaxed); f != 0) {
+    if (f & kStopped) return;
+    HandleRequests(vcpu < kMaxVcpus ? g_threads[vcpu] : nullptr, f);
+    if (g_flags.load() & kStopped) return;
+  }
+  const auto* tb = static_cast<const TbInfo*>(udata);
+  if (vcpu >= kMaxVcpus) return;
+  ThreadState* t = g_threads[vcpu];
+  if (t == nullptr) t = StartThread(vcpu);
+
+  if (t->enabled) {
+    const TbInfo* p = t->prev;
+    switch (p->kind) {
+      case ExitKind::kRep:
+        if (tb->start == p->last_ip) return;  // next iteration: retires once in PT
+        [[fallthrough]];
+      case ExitKind::kNone:
+        if (tb->start != p->fallthrough) {
+          t->pt.AsyncDisable(p->fallthrough);
+          t->enabled = false;
+        }
+        break;
+      case ExitKind::kCond:
+        if (tb->start == p->target) {
+          t->pt.Tnt(true);
+        } else {
+          t->pt.Tnt(false);
+          // Neither successor: a signal was delivered after the branch. The
+          // resume point is unknown here; the fall-through is reported.
+          if (tb->start != p->fallthrough) {
+            t->pt.AsyncDisable(p->fallthrough);
+            t->enabled = false;
+          }
+        }
+        break;
+      case ExitKind::kDirectCall:
+        if (p->pushes) t->pt.Call(p->fallthrough);
+        [[fallthrough]];
+      case ExitKind::kDirect:
+        if (tb->start != p->target) {
+          t->pt.AsyncDisable(p->target);
+          t->enabled = false;
+        }
+        break;
+      case ExitKind::kIndirectCall:
+        t->pt.Tip(tb->start);
+        if (p->pushes) t->pt.Call(p->fallthrough);
+        break;
+      case ExitKind::kIndirect: t->pt.Tip(tb->start); break;
+      case ExitKind::kRet: t->pt.Ret(tb->start); break;
+      case ExitKind::kFar: break;
+    }
+  }
+
+  if (tb->flags != 0) {
+    bool hit = false;
+    const char* reason = "";
+    std::string detail;
+    if (tb->flags & kFlagStop) {
+      hit = true;
+      reason = "stop-indicator";
+    } else if (tb->flags & kFlagTrigger) {
+      hit = true;
+      reason = "trigger";
+      detail = g_opts.trigger_name;
+    }
+    if (hit && !g_opts.full) {
+      // Tracing pauses while the snapshot is read, as perf does: the stream
+      // ends exactly at the trigger's first instruction.
+      if (t->enabled) {
+        t->pt.AsyncDisable(tb->start);
+        t->enabled = false;
+      }
+      TakeSnapshot(reason, detail, t);
+      if (!g_opts.multi) {
+        g_flags.store(kStopped);
+        return;
+      }
+    }
+  }
+
+  const uint64_t tsc = t->tsc();
+  if (!t->enabled) {
+    if (!t->started || t->pt.pending() >= g_opts.psb_period) {
+      t->pt.FlushTnt();
+      Drain(t);
+      t->pt.Psb(tsc, false, 0);
+      t->started = true;
+    }
+    t->pt.Pge(tb->start, tsc);
+    t->enabled = true;
+  } else if (t->pt.pending() >= g_opts.psb_period) {
+    t->pt.FlushTnt();
+    Drain(t);
+    t->pt.Psb(tsc, true, tb->start);
+  }
+
+  t->insns += tb->ninsn;
+  if (g_opts.hash) {
+    for (uint64_t ip : tb->ips) t->hash = (t->hash ^ ip) * kFnvPrime;
+  }
+  t->prev = tb;
+  if (tb->kind == ExitKind::kFar) {
+    t->pt.PgdSuppressed();
+    t->enabled = false;
+  }
+}
+
+void OnTbTrans(qemu_plugin_id_t, qemu_plugin_tb* tb) {
+  if (!g_images_done) DescribeImages();
+  size_t n = qemu_plugin_tb_n_insns(tb);
+  if (n == 0) return;
+  auto* info = new TbInfo;  // lives as long as QEMU may run the block
+  info->start = qemu_plugin_tb_vaddr(tb);
+  info->ninsn = static_cast<uint32_t>(n);
+  qemu_plugin_insn* last = qemu_plugin_tb_get_insn(tb, n - 1);
+  uint64_t last_ip = qemu_plugin_insn_vaddr(last);
+  size_t last_size = qemu_plugin_insn_size(last);
+  auto* data = static_cast<const uint8_t*>(qemu_plugin_insn_data(last));
+  auto exit = ClassifyInstruction({data, last_size}, last_ip);
+  if (!exit) {
+    // The abandoned page-crossing instruction of a page-split block: it does
+    // not execute here; the block falls through to it.
+    info->ninsn = static_cast<uint32_t>(n - 1);
+    info->kind = ExitKind::kNone;
+    info->last_ip = last_ip;
+    info->fallthrough = last_ip;
+  } else {
+    info->kind = exit->kind;
+    info->target = exit->target;
+    info->fallthrough = exit->fallthrough;
+    info->pushes = exit->pushes;
+    info->last_ip = last_ip;
+  }
+  if (g_opts.hash) {
+    for (size_t i = 0; i < info->ninsn; ++i)
+      info->ips.push_back(qemu_plugin_insn_vaddr(qemu_plugin_tb_get_insn(tb, i)));
+  }
+  for (uint64_t a : g_trigger_rt)
+    if (a == info->start) info->flags |= kFlagTrigger;
+  for (uint64_t a : g_stop_rt)
+    if (a == info->start) info->flags |= kFlagStop;
+  if (info->ninsn == 0) {
+    delete info;
+    return;
+  }
+  qemu_plugin_register_vcpu_tb_exec_cb(tb, OnTbExec, QEMU_PLUGIN_CB_NO_REGS, info);
+}
+
+void OnSyscall(qemu_plugin_id_t, unsigned vcpu, int64_t num, uint64_t, uint64_t a2, uint64_t a3,
+               uint64_t, uint64_t a5, uint64_t a6, uint64_t, uint64_t) {
+  if (vcpu >= kMaxVcpus) return;
+  switch (num) {
+    case 9:  // mmap(addr, len, prot, flags, fd, off)
+      if ((a3 & PROT_EXEC) && static_cast<int64_t>(a5) >= 0) {
+        g_pending_mmap[vcpu][0] = a3 | (uint64_t{1} << 32);
+        g_pending_mmap[vcpu][1] = a5;
+        g_pending_mmap[vcpu][2] = a2;
+        g_pending_mmap[vcpu][3] = a6;
+      }
+      break;
+    case 60:  // exit: this thread only
+      if (!(g_flags.load() & kStopped) || g_opts.full) EndThread(vcpu);
+      break;
+    case 59:   // execve: QEMU 7.2 runs the new program natively, untraced
+    case 322:  // execveat
+      if (!(g_flags.load() & kStopped)) {
+        Event("note execve: the new program runs outside the emulator and is not traced");
+        for (unsigned i = 0; i < kMaxVcpus; ++i)
+          if (g_threads[i] != nullptr) {
+            g_threads[i]->pt.FlushTnt();
+            Drain(g_threads[i]);
+          }
+        TakeSnapshot("exit", "execve", nullptr);
+        if (g_opts.full) {
+          std::lock_guard lock(g_mu);
+          for (auto*& t : g_threads)
+            if (t != nullptr) FinishFullStream(t);
+        }
+      }
+      break;
+    default: break;
+  }
+}
+
+void OnSyscallRet(qemu_plugin_id_t, unsigned vcpu, int64_t num, int64_t ret) {
+  if (vcpu >= kMaxVcpus) return;
+  if (num == 9) {
+    uint64_t prot = g_pending_mmap[vcpu][0];
+    g_pending_mmap[vcpu][0] = 0;
+    if (prot == 0 || ret < 0) return;
+    char link[64], path[4096];
+    std::snprintf(link, sizeof(link), "/proc/self/fd/%d",
+                  static_cast<int>(g_pending_mmap[vcpu][1]));
+    ssize_t n = ::readlink(link, path, sizeof(path) - 1);
+    if (n <= 0) return;
+    path[n] = '\0';
+    ThreadState* t = g_threads[vcpu];
+    uint64_t len = (g_pending_mmap[vcpu][2] + 0xfff) & ~uint64_t{0xfff};
+    EmitMmap2(t ? t->tsc() : g_clock.load(), static_cast<uint64_t>(ret), len,
+              g_pending_mmap[vcpu][3], path, static_cast<int>(prot & 0xffffffff), MAP_PRIVATE);
+  } else if ((num == 56 || num == 57 || num == 58) && ret >= 0) {
+    ThreadState* t = g_threads[vcpu];
+    if (ret == 0) {
+      // fork/vfork/clone without CLONE_THREAD returned in the child process
+      // (a new thread never returns through here in QEMU 7.2).
+      pid_t parent = g_pid;
+      pid_t ptid = t ? t->tid : parent;
+      OpenEvents();
+      std::lock_guard lock(g_mu);
+      for (auto*& s : g_threads) s = nullptr;  // the parent's threads: not ours
+      g_finished.clear();
+      Event("fork %llu %d %d %d %d", static_cast<unsigned long long>(g_clock.load()), g_pid, parent,
+            static_cast<int>(::gettid()), ptid);
+    } else {
+      Event("fork %llu %d %d %d %d", static_cast<unsigned long long>(t ? t->tsc() : 0), g_pid,
+            g_pid, static_cast<int>(ret), t ? t->tid : g_pid);
+    }
+  }
+}
+
+void OnExit(qemu_plugin_id_t, void*) {
+  int f = g_flags.exchange(kStopped);
+  bool ctrl_c = false;
+  if (g_opts.ctl_fd >= 0) {
+    char c = 0;
+    int fl = ::fcntl(g_opts.ctl_fd, F_GETFL);
+    ::fcntl(g_opts.ctl_fd, F_SETFL, fl | O_NONBLOCK);
+    ctrl_c = ::read(g_opts.ctl_fd, &c, 1) == 1 && c == 'c';
+  }
+  for (unsigned i = 0; i < kMaxVcpus; ++i) {
+    ThreadState* t = g_threads[i];
+    if (t == nullptr) continue;
+    t->pt.FlushTnt();
+    Drain(t);
+    g_clock.store(std::max(g_clock.load(), t->tsc()));
+  }
+  if (!(f & kStopped)) TakeSnapshot(ctrl_c ? "ctrl-c" : "exit", "", nullptr);
+  std::lock_guard lock(g_mu);
+  for (auto* t : g_threads)
+    if (t != nullptr) {
+      Event("exit %llu %d %d %d %d", static_cast<unsigned long long>(t->tsc()), t->pid, t->pid,
+            t->tid, t->tid);
+      FinishFullStream(t);
+    }
+  Event("done %llu", static_cast<unsigned long long>(g_clock.load()));
+}
+
+void ControlThread() {
+  const auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    int timeout = -1;
+    if (g_opts.duration_ms > 0) {
+      auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(
+                         std::chrono::steady_clock::now() - start)
+                         .count();
+      timeout = elapsed >= static_cast<int64_t>(g_opts.duration_ms)
+                    ? 0
+                    : static_cast<int>(g_opts.duration_ms - elapsed);
+    }
+    pollfd p{g_opts.ctl_fd, POLLIN, 0};
+    int r = ::poll(&p, g_opts.ctl_fd >= 0 ? 1 : 0, timeout);
+    if (r == 0) {
+      g_flags.fetch_or(kReqDuration);
+      g_opts.duration_ms = 0;
+      if (g_opts.ctl_fd < 0) return;
+      continue;
+    }
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    char c = 0;
+    if (::read(g_opts.ctl_fd, &c, 1) != 1) return;  // the driver went away
+    if (c == 'c') g_flags.fetch_or(kReqCtrlC);
+  }
+}
+
+bool ParseU64(std::string_view s, uint64_t* v) {
+  std::string str(s);
+  char* end = nullptr;
+  errno = 0;
+  *v = std::strtoull(str.c_str(), &end, 0);
+  return errno == 0 && end != str.c_str() && *end == '\0';
+}
+
+}  // namespace
+}  // namespace ptsnap::emulate
+
+using namespace ptsnap::emulate;
+
+int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t* info, int argc, char** argv) {
+  if (info->version.cur != PTSNAP_QEMU_PLUGIN_API_VERSION || info->system_emulation ||
+      std::strcmp(info->target_name, "x86_64") != 0) {
+    std::fprintf(stderr,
+                 "ptsnap: unsupported QEMU (plugin API version %d, target %s): --emulate needs "
+                 "qemu-x86_64 user mode with plugin API version %d (QEMU 7.x, Debian 12's "
+                 "qemu-user)\n",
+                 info->version.cur, info->target_name, PTSNAP_QEMU_PLUGIN_API_VERSION);
+    return -1;
+  }
+  for (int i = 0; i < argc; ++i) {
+    std::string_view a = argv[i];
+    size_t eq = a.find('=');
+    std::string_view k = a.substr(0, eq), v = eq == a.npos ? "" : a.substr(eq + 1);
+    uint64_t n = 0;
+    bool ok = true;
+    if (k == "out") {
+      g_opts.out = std::string(v);
+    } else if (k == "mode") {
+      g_opts.full = v == "full";
+    } else if (k == "size") {
+      ok = ParseU64(v, &g_opts.size);
+    } else if (k == "psb") {
+      ok = ParseU64(v, &n) && n >= 256 && n <= (1 << 20);
+      g_opts.psb_period = n;
+    } else if (k == "retcomp") {
+      g_opts.retcomp = v != "0";
+    } else if (k == "multi") {
+      g_opts.multi = v == "1";
+    } else if (k == "hash") {
+      g_opts.hash = v == "1";
+    } else if (k == "duration_ms") {
+      ok = ParseU64(v, &g_opts.duration_ms);
+    } else if (k == "ctl") {
+      ok = ParseU64(v, &n);
+      g_opts.ctl_fd = static_cast<int>(n);
+    } else if (k == "trigger") {
+      ok = ParseU64(v, &n);
+      g_opts.trigger.push_back(n);
+    } else if (k == "trigger_name") {
+      g_opts.trigger_name = std::string(v);
+    } else if (k == "stop") {
+      ok = ParseU64(v, &n);
+      g_opts.stop.push_back(n);
+    } else {
+      ok = false;
+    }
+    if (!ok) {
+      std::fprintf(stderr, "ptsnap: bad plugin argument '%s'\n", argv[i]);
+      return -1;
+    }
+  }
+  if (g_opts.out.empty()) {
+    std::fprintf(stderr, "ptsnap: the plugin needs out=DIR\n");
+    return -1;
+  }
+  OpenEvents();
+  qemu_plugin_register_vcpu_tb_trans_cb(id, OnTbTrans);
+  qemu_plugin_register_vcpu_syscall_cb(id, OnSyscall);
+  qemu_plugin_register_vcpu_syscall_ret_cb(id, OnSyscallRet);
+  qemu_plugin_register_atexit_cb(id, OnExit, nullptr);
+  if (g_opts.ctl_fd >= 0 || g_opts.duration_ms > 0) std::thread(ControlThread).detach();
+  return 0;
+}

@@ -1,0 +1,182 @@
+#include "emulate/pt_stream.h"
+
+#include <intel-pt.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace ptsnap::emulate {
+
+void ReturnStack::Push(uint64_t ip) {
+  // pt_retstack_push: store at top, advance; when top meets bottom the oldest
+  // entry is dropped.
+  stack_[top_] = ip;
+  top_ = static_cast<uint8_t>((top_ + 1) % (kCapacity + 1));
+  if (top_ == bottom_) bottom_ = static_cast<uint8_t>((bottom_ + 1) % (kCapacity + 1));
+}
+
+bool ReturnStack::Top(uint64_t* ip) const {
+  if (empty()) return false;
+  *ip = stack_[top_ == 0 ? kCapacity : top_ - 1];
+  return true;
+}
+
+void ReturnStack::Pop() {
+  if (empty()) return;
+  top_ = static_cast<uint8_t>(top_ == 0 ? kCapacity : top_ - 1);
+}
+
+size_t ReturnStack::size() const { return (top_ + kCapacity + 1 - bottom_) % (kCapacity + 1); }
+
+int ChooseIpCompression(uint64_t ip, uint64_t last, bool have_last) {
+  if (have_last) {
+    if ((ip >> 16) == (last >> 16)) return pt_ipc_update_16;
+    if ((ip >> 32) == (last >> 32)) return pt_ipc_update_32;
+    if ((ip >> 48) == (last >> 48)) return pt_ipc_update_48;
+  }
+  // sext_48 reproduces canonical addresses (bits 63..47 all equal).
+  const uint64_t upper = ip >> 47;
+  if (upper == 0 || upper == (~uint64_t{0} >> 47)) return pt_ipc_sext_48;
+  return pt_ipc_full;
+}
+
+PtStream::PtStream(PtStreamOptions opts) : opts_(opts), buf_(opts.buffer_size) {
+  pt_config cfg;
+  pt_config_init(&cfg);
+  cfg.begin = buf_.data();
+  cfg.end = buf_.data() + buf_.size();
+  enc_ = pt_alloc_encoder(&cfg);
+  if (enc_ == nullptr) std::abort();  // only fails on allocation failure
+}
+
+PtStream::~PtStream() { pt_free_encoder(enc_); }
+
+void PtStream::Emit(const pt_packet& p) {
+  int r = pt_enc_next(enc_, &p);
+  if (r < 0) {
+    // The owner drains after every translation block; overflowing the buffer
+    // is a broken invariant, not a user error.
+    std::fprintf(stderr, "ptsnap plugin: PT encoder failed: %s\n", pt_errstr(pt_errcode(r)));
+    std::abort();
+  }
+  pending_ += static_cast<size_t>(r);
+}
+
+void PtStream::IpPacket(int type, uint64_t ip) {
+  pt_packet p;
+  std::memset(&p, 0, sizeof(p));
+  p.type = static_cast<pt_packet_type>(type);
+  auto ipc = static_cast<pt_ip_compression>(ChooseIpCompression(ip, last_ip_, have_last_ip_));
+  p.payload.ip.ipc = ipc;
+  switch (ipc) {
+    case pt_ipc_update_16: p.payload.ip.ip = ip & 0xffff; break;
+    case pt_ipc_update_32: p.payload.ip.ip = ip & 0xffffffff; break;
+    case pt_ipc_update_48:
+    case pt_ipc_sext_48: p.payload.ip.ip = ip & 0xffffffffffff; break;
+    default: p.payload.ip.ip = ip; break;
+  }
+  Emit(p);
+  last_ip_ = ip;
+  have_last_ip_ = true;
+}
+
+void PtStream::Tnt(bool taken) {
+  tnt_payload_ = (tnt_payload_ << 1) | (taken ? 1 : 0);
+  // A long TNT carries at most 47 bits.
+  if (++tnt_bits_ == 47) FlushTnt();
+}
+
+void PtStream::FlushTnt() {
+  if (tnt_bits_ == 0) return;
+  pt_packet p;
+  std::memset(&p, 0, sizeof(p));
+  p.type = tnt_bits_ <= 6 ? ppt_tnt_8 : ppt_tnt_64;
+  p.payload.tnt.bit_size = static_cast<uint8_t>(tnt_bits_);
+  p.payload.tnt.payload = tnt_payload_;
+  Emit(p);
+  tnt_bits_ = 0;
+  tnt_payload_ = 0;
+}
+
+void PtStream::Psb(uint64_t tsc, bool enabled, uint64_t ip) {
+  FlushTnt();
+  pt_packet p;
+  std::memset(&p, 0, sizeof(p));
+  p.type = ppt_psb;
+  Emit(p);
+  std::memset(&p, 0, sizeof(p));
+  p.type = ppt_tsc;
+  p.payload.tsc.tsc = tsc;
+  Emit(p);
+  std::memset(&p, 0, sizeof(p));
+  p.type = ppt_mode;
+  p.payload.mode.leaf = pt_mol_exec;
+  p.payload.mode.bits.exec.csl = 1;  // 64-bit code
+  Emit(p);
+  have_last_ip_ = false;
+  last_ip_ = 0;
+  ret_.Clear();
+  if (enabled) IpPacket(ppt_fup, ip);
+  std::memset(&p, 0, sizeof(p));
+  p.type = ppt_psbend;
+  Emit(p);
+}
+
+void PtStream::Tip(uint64_t ip) {
+  FlushTnt();
+  IpPacket(ppt_tip, ip);
+}
+
+void PtStream::Fup(uint64_t ip) {
+  FlushTnt();
+  IpPacket(ppt_fup, ip);
+}
+
+void PtStream::Pge(uint64_t ip, uint64_t tsc) {
+  FlushTnt();
+  pt_packet p;
+  std::memset(&p, 0, sizeof(p));
+  p.type = ppt_tsc;
+  p.payload.tsc.tsc = tsc;
+  Emit(p);
+  IpPacket(ppt_tip_pge, ip);
+}
+
+void PtStream::PgdSuppressed() {
+  FlushTnt();
+  pt_packet p;
+  std::memset(&p, 0, sizeof(p));
+  p.type = ppt_tip_pgd;
+  p.payload.ip.ipc = pt_ipc_suppressed;
+  Emit(p);
+  ret_.Clear();
+}
+
+void PtStream::AsyncDisable(uint64_t ip) {
+  Fup(ip);
+  PgdSuppressed();
+}
+
+void PtStream::Call(uint64_t return_ip) {
+  if (opts_.ret_compression) ret_.Push(return_ip);
+}
+
+void PtStream::Ret(uint64_t target) {
+  uint64_t top = 0;
+  if (opts_.ret_compression && ret_.Top(&top) && top == target) {
+    ret_.Pop();
+    Tnt(true);
+    return;
+  }
+  Tip(target);
+}
+
+std::span<const uint8_t> PtStream::bytes() const { return {buf_.data(), pending()}; }
+
+void PtStream::Take() {
+  pt_enc_sync_set(enc_, 0);
+  pending_ = 0;
+}
+
+}  // namespace ptsnap::emulate
