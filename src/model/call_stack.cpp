@@ -27,6 +27,7 @@ CallStackModel::Frame CallStackModel::Resolve(uint64_t addr) {
   f.fn_end = r.end;
   f.address = r.start;
   f.function_id = r.function_id;
+  f.known = r.known;
   return f;
 }
 
@@ -153,6 +154,9 @@ void CallStackModel::CheckCurrent(uint64_t dst) {
   Frame f = Resolve(dst);
   if (stack_.empty()) {
     PushInferred(f);
+  } else if (!stack_.back().pseudo && !stack_.back().known && !f.known && f.dso != nullptr &&
+             stack_.back().dso == f.dso) {
+    return;  // still in the same file's unknown code: one frame
   } else if (stack_.back().function_id != f.function_id || stack_.back().pseudo) {
     Ret();  // tail call, PLT jump, return past the known stack: adjacent spans
     Call(f);
@@ -224,6 +228,12 @@ void CallStackModel::OnEvent(const decode::BranchEvent& e) {
       if (!stack_.empty() && Contains(stack_.back(), e.to)) break;
       Frame f = Resolve(e.to);
       if (!stack_.empty() && !stack_.back().pseudo && stack_.back().function_id == f.function_id) {
+        break;
+      }
+      // Code without symbols resolves per address; a jump from unknown code
+      // to unknown code of the same file stays in the same frame.
+      if (!stack_.empty() && !stack_.back().pseudo && !stack_.back().known && !f.known &&
+          f.dso != nullptr && stack_.back().dso == f.dso) {
         break;
       }
       // A jump into the middle of a caller's function is a longjmp; a jump

@@ -54,6 +54,7 @@ class CallStackModel {
     uint64_t address = 0;               // entry address shown (0 for pseudo frames)
     uint32_t function_id = 0;
     bool pseudo = false;    // [syscall], [untraced]
+    bool known = true;      // false: "[unknown @ ...]" (no symbol covers it)
     bool inferred = false;  // begin time is create_time_, written at EndSegment
   };
   // One output operation waiting for its final timestamp.

@@ -108,6 +108,23 @@ TEST(CallStackTest, TailCallIsAdjacentSpans) {
                                         "30 E fn2 from 20", "30 E fn0 from 1"));
 }
 
+TEST(CallStackTest, JumpsInsideUnknownCodeStayInOneFrame) {
+  Harness h;
+  h.symbols.AddMapping(1, 0x10000, 0x1000, 0, "", "libx.so");  // no symbols
+  h.Ev(BranchKind::kEnable, 0, 0, Fn(0));
+  h.Ev(BranchKind::kCall, 10, Fn(0, 1), 0x10100);
+  h.Ev(BranchKind::kJump, 20, 0x10104, 0x10200);
+  h.Ev(BranchKind::kJump, 25, 0x10204, 0x10300);
+  h.Ev(BranchKind::kCall, 26, 0x10304, Fn(1));
+  h.Ev(BranchKind::kReturn, 27, Fn(1, 1), 0x10309);  // back into the unknown caller
+  h.Ev(BranchKind::kReturn, 30, 0x10404, Fn(0, 5));
+  h.model.EndSegment();
+  EXPECT_THAT(
+      h.sink.lines,
+      ElementsAre("1 B fn0", "10 B [unknown @ 0x10100 (libx.so)]", "26 B fn1", "27 E fn1 from 26",
+                  "30 E [unknown @ 0x10100 (libx.so)] from 10", "30 E fn0 from 1"));
+}
+
 TEST(CallStackTest, LongjmpUnwindsToTheLandingFrame) {
   Harness h;
   h.Ev(BranchKind::kEnable, 0, 0, Fn(0));

@@ -1,11 +1,13 @@
 // Decode speed benchmark.
 //
 //   decode_bench [--copies N] [TRACE_DIR]
+//   decode_bench [--copies N] --emulate PROGRAM [ARGS...]
 //
 // Without TRACE_DIR it decodes a synthetic stream: N back-to-back copies of
 // the decoder test program's run (tests/programs/decode/calls.S, one PSB
-// each). With TRACE_DIR it decodes that trace's streams (e.g. an emulator
-// recording), repeated N times. Prints, on the same bytes:
+// each). With TRACE_DIR it decodes that trace's streams, repeated N times;
+// with --emulate it first records PROGRAM under the emulated PT source
+// (full-execution mode) into a temporary trace directory. Prints, on the same bytes:
 //   (a) a bare libipt loop (pt_blk_sync_forward/pt_blk_next/pt_blk_event),
 //   (b) the full pipeline: decoder + call-stack model + FXT writer (to a
 //       temporary file, uncompressed) + summary,
@@ -26,6 +28,7 @@
 #include "output/fxt_writer.h"
 #include "output/output_file.h"
 #include "output/summary.h"
+#include "emulate/emulate.h"
 #include "trace/trace_dir.h"
 
 using namespace ptsnap;
@@ -48,9 +51,26 @@ struct Input {
 int main(int argc, char** argv) {
   int copies = 2000;
   std::string dir;
+  std::string tmpdir;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--copies") == 0 && i + 1 < argc) {
       copies = std::atoi(argv[++i]);
+    } else if (std::strcmp(argv[i], "--emulate") == 0 && i + 1 < argc) {
+      record::RecordOptions o;
+      for (int j = i + 1; j < argc; ++j) o.command.push_back(argv[j]);
+      o.full_execution = true;
+      char t[] = "/tmp/ptsnap-bench-trace-XXXXXX";
+      if (::mkdtemp(t) == nullptr) return 1;
+      tmpdir = t;
+      dir = tmpdir + "/trace";
+      double t0 = Now();
+      auto r = emulate::RecordEmulated(o, dir);
+      if (!r) {
+        std::fprintf(stderr, "%s\n", r.error().ToString().c_str());
+        return 1;
+      }
+      std::printf("recorded %s under emulation in %.2f s\n", argv[i + 1], Now() - t0);
+      break;
     } else {
       dir = argv[i];
     }
@@ -177,5 +197,6 @@ int main(int argc, char** argv) {
               bare_s / model_s);
   std::printf("ratio (b)/(a) instructions/s: %.2f\n", bare_s / full_s);
   std::printf("peak RSS: %ld MB (input held in memory: %.1f MB)\n", ru.ru_maxrss / 1024, mb);
+  if (!tmpdir.empty()) std::filesystem::remove_all(tmpdir);
   return 0;
 }

@@ -99,6 +99,12 @@ Result<void> HardwarePtSource::AddThread(pid_t pid, pid_t tid, bool trace_pt) {
     }
   }
   PTSNAP_TRY(AddBreakpoints(t, triggers_));
+  if (started_) {
+    // A thread found after the start (FORK sideband): its attrs carry
+    // enable_on_exec, which will never fire now, so enable it here.
+    if (t.tracking) PTSNAP_TRY(t.tracking->Enable());
+    if (t.pt) PTSNAP_TRY(t.pt->Enable());
+  }
   threads_.emplace(tid, std::move(t));
   return Ok();
 }
@@ -110,6 +116,7 @@ Result<void> HardwarePtSource::ArmTriggers(const std::vector<TriggerPoint>& poin
 }
 
 Result<void> HardwarePtSource::EnableAll() {
+  started_ = true;
   for (auto& [tid, t] : threads_) {
     // Tracking first, so the PT event's ITRACE_START finds its mappings.
     if (t.tracking) PTSNAP_TRY(t.tracking->Enable());

@@ -79,6 +79,7 @@ class HardwarePtSource final : public PtSource {
   std::vector<TriggerPoint> triggers_;
   perf::RingStats stats_;
   std::vector<std::byte> batch_;
+  bool started_ = false;  // EnableAll ran: new threads start enabled
 };
 
 // Reads time_zero/time_mult/time_shift under the user page's seqlock

@@ -48,7 +48,9 @@ class PtSource {
   virtual Result<void> AddThread(pid_t pid, pid_t tid, bool trace_pt) = 0;
   // Breakpoints for these points on every thread added so far and later.
   virtual Result<void> ArmTriggers(const std::vector<TriggerPoint>& points) = 0;
-  // Enables every PT and tracking event (attach; run uses enable_on_exec).
+  // Enables every PT and tracking event (attach; for run, after the exec
+  // that enable_on_exec already acted on). Threads added afterwards are
+  // enabled as they are added.
   virtual Result<void> EnableAll() = 0;
   // Moves sideband records into the writer. Re-enables PT events the kernel
   // stopped after a TRUNCATED AUX record (full mode).

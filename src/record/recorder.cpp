@@ -447,6 +447,9 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
     if (auto r = source->AddThread(child->pid(), child->pid(), true); !r)
       return ExplainThreadError(r.error(), prepared, kind);
     PTSNAP_TRY(child->Exec());
+    // enable_on_exec has fired; enabling again is a no-op for these events
+    // but marks the source started, so threads found later start enabled.
+    if (auto r = source->EnableAll(); !r) return ExplainThreadError(r.error(), prepared, kind);
     if (!opts.trigger.empty()) {
       auto resolved = ResolveTrigger(opts.trigger, child->pid());
       if (!resolved) {

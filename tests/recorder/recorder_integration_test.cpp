@@ -208,14 +208,20 @@ TEST(Record, RunWithTriggerOnNewThreadSidebandOnly) {
   EXPECT_EQ(m.command, opts.command);
   auto sb = reader->ReadSideband();
   ASSERT_THAT(sb, HasValue());
-  bool exec = false, mapped = false, fork = false;
+  bool exec = false, mapped = false, fork = false, worker_exit = false;
   for (const auto& r : sb->records) {
     if (auto* c = std::get_if<trace::Comm>(&r.body); c && c->exec) exec = true;
     if (auto* mm = std::get_if<trace::Mmap2>(&r.body);
         mm && mm->filename.find("trigger_target") != std::string::npos)
       mapped = true;
     if (auto* t = std::get_if<trace::Task>(&r.body); t && !t->exit) fork = true;
+    // The worker's own dummy event (opened when its FORK was seen, and
+    // enabled then) reports its exit.
+    if (auto* t = std::get_if<trace::Task>(&r.body);
+        t && t->exit && t->tid != t->pid && r.sample_id.tid == t->tid)
+      worker_exit = true;
   }
+  EXPECT_TRUE(worker_exit);
   EXPECT_TRUE(exec);
   EXPECT_TRUE(mapped);
   EXPECT_TRUE(fork);

@@ -1,0 +1,170 @@
+// End to end on the emulated PT source: programs with a known call
+// structure run under qemu-x86_64 with ptsnap's plugin (src/emulate), and the
+// trace directory is decoded with the real pipeline. Checks the exact slice
+// structure a user would see in Perfetto.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "base/file_util.h"
+#include "base/string_util.h"
+#include "emulate/emulate.h"
+#include "output/pipeline.h"
+#include "tests/support/result_matchers.h"
+#include "tests/support/temp_dir.h"
+
+namespace ptsnap::output {
+namespace {
+
+using ::ptsnap::testing::HasValue;
+
+struct Line {
+  uint64_t ts = 0;
+  int32_t tid = 0;
+  char ph = 0;
+  std::string name;
+};
+
+std::vector<Line> Parse(const std::string& text) {
+  std::vector<Line> out;
+  for (auto l : base::Split(text, '\n')) {
+    auto f = base::Split(l, ' ');
+    if (f.size() < 5 || f[3].size() != 1) continue;
+    auto ts = base::ParseUint(f[0]);
+    auto tid = base::ParseInt(f[2]);
+    if (!ts || !tid) continue;
+    Line x;
+    x.ts = *ts;
+    x.tid = static_cast<int32_t>(*tid);
+    x.ph = f[3][0];
+    std::string name(l.substr(f[0].size() + f[1].size() + f[2].size() + 5));
+    if (auto p = name.find(" begin="); p != std::string::npos) name.resize(p);
+    if (auto p = name.find(" end="); p != std::string::npos) name.resize(p);
+    if (auto p = name.find(" inferred"); p != std::string::npos) name.resize(p);
+    x.name = name;
+    out.push_back(x);
+  }
+  return out;
+}
+
+class DecodeEmulated : public ::testing::Test {
+ protected:
+  std::string Run(std::vector<std::string> cmd, DecodeReport* report_out = nullptr) {
+    record::RecordOptions o;
+    o.command = std::move(cmd);
+    o.full_execution = true;
+    auto dir = tmp_.path() / ("t" + std::to_string(n_++));
+    auto r = emulate::RecordEmulated(o, dir);
+    EXPECT_THAT(r, HasValue());
+    if (!r) return "";
+    DecodeOptions d;
+    d.output = dir.string() + ".events";
+    auto rep = DecodeTraceDir(dir, d);
+    EXPECT_THAT(rep, HasValue());
+    if (!rep) return "";
+    if (report_out != nullptr) *report_out = *rep;
+    auto text = base::ReadFile(d.output, size_t{1} << 30);
+    return text ? *text : "";
+  }
+  ::ptsnap::testing::TempDir tmp_;
+  int n_ = 0;
+};
+
+TEST_F(DecodeEmulated, FibSixGivesExactlyTwentyFiveNestedFibSlices) {
+  DecodeReport rep;
+  std::string text = Run({PTSNAP_EMU_FIB, "6"}, &rep);
+  auto lines = Parse(text);
+  int begins = 0, depth = 0, max_depth = 0, open = 0;
+  for (const auto& l : lines) {
+    if (l.name != "fib") continue;
+    if (l.ph == 'B') {
+      ++begins;
+      max_depth = std::max(max_depth, ++depth);
+      ++open;
+    }
+    if (l.ph == 'E') {
+      --depth;
+      --open;
+    }
+  }
+  EXPECT_EQ(begins, 25);
+  EXPECT_EQ(open, 0);
+  EXPECT_EQ(max_depth, 6);  // fib(6) .. fib(1)
+  // deep(150): 151 nested frames.
+  int deep = 0;
+  for (const auto& l : lines) deep += l.ph == 'B' && l.name == "deep";
+  EXPECT_EQ(deep, 151);
+  EXPECT_EQ(rep.decode.errors, 0u) << text.substr(0, 2000);
+  int mains = 0, syscalls = 0, writes_with_syscall = 0;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    mains += lines[i].ph == 'B' && lines[i].name == "main";
+    syscalls += lines[i].ph == 'B' && lines[i].name == "[syscall]";
+    // printf's write(2): "[syscall]" nested directly inside __write.
+    if (i > 0 && lines[i].ph == 'B' && lines[i].name == "[syscall]" && lines[i - 1].ph == 'B' &&
+        lines[i - 1].name == "__write") {
+      ++writes_with_syscall;
+    }
+  }
+  EXPECT_EQ(mains, 1);
+  EXPECT_GT(syscalls, 5);  // the loader's mmap/open/..., and the write
+  EXPECT_GE(writes_with_syscall, 1);
+  EXPECT_FALSE(rep.top_total.empty());
+}
+
+TEST_F(DecodeEmulated, ExceptionCrossingThreeFramesUnwindsThem) {
+  DecodeReport rep;
+  std::string text = Run({PTSNAP_EMU_EXCEPTION}, &rep);
+  if (std::getenv("PTSNAP_DUMP") != nullptr) std::fputs(text.c_str(), stderr);
+  auto lines = Parse(text);
+  // Per main-thread stack: after each catch, no inner/middle/outer is open.
+  std::vector<std::string> stack;
+  int throws_closed = 0;
+  for (const auto& l : lines) {
+    if (l.ph == 'B') stack.push_back(l.name);
+    if (l.ph == 'E' && !stack.empty()) stack.pop_back();
+    if (l.ph == 'E' && l.name == "outer(int)") {
+      // outer ends; nothing above main may remain from that call.
+      ++throws_closed;
+    }
+  }
+  EXPECT_EQ(throws_closed, 4);  // two normal returns, two unwound by exceptions
+  EXPECT_GE(rep.model.unwinds, 2u);
+  EXPECT_EQ(rep.decode.errors, 0u);
+  // No stair-stepping: "main" is never nested inside inner/middle/outer.
+  stack.clear();
+  for (const auto& l : lines) {
+    if (l.ph == 'B') {
+      if (l.name == "main") {
+        for (const auto& s : stack) EXPECT_NE(s, "inner(int)");
+      }
+      stack.push_back(l.name);
+    }
+    if (l.ph == 'E' && !stack.empty()) stack.pop_back();
+    if (l.ph == 'B' && l.name == "outer(int)") {
+      // When outer begins, the stack below it must not hold another outer.
+      int outers = 0;
+      for (const auto& s : stack) outers += s == "outer(int)";
+      EXPECT_EQ(outers, 1);
+    }
+  }
+}
+
+TEST_F(DecodeEmulated, TwoThreadsOnSeparateTracks) {
+  DecodeReport rep;
+  std::string text = Run({PTSNAP_EMU_THREADS}, &rep);
+  auto lines = Parse(text);
+  std::map<int32_t, int> work_by_tid;
+  for (const auto& l : lines) {
+    if (l.ph == 'B' && l.name == "work") work_by_tid[l.tid]++;
+  }
+  ASSERT_EQ(work_by_tid.size(), 2u) << text.substr(0, 3000);
+  std::vector<int> counts;
+  for (auto& [tid, n] : work_by_tid) counts.push_back(n);
+  std::sort(counts.begin(), counts.end());
+  EXPECT_EQ(counts, (std::vector<int>{5, 7}));
+  EXPECT_GE(rep.threads, 2u);
+}
+
+}  // namespace
+}  // namespace ptsnap::output

@@ -1,0 +1,563 @@
+// Kernel scope end to end without kernel PT hardware (docs/kernel-tracing.md):
+// a real test kernel and a real user program, a fake root whose /proc/kcore
+// holds that kernel, ptsnap's probe gate and kcore copier run on it, and
+// genuine Intel PT for every way a thread crosses into the kernel, decoded by
+// ptsnap's decoder against the copied kernel text.
+//
+// Golden files: tests/data/kernel/*.events; regenerate with
+//   PTSNAP_UPDATE_GOLDEN=1 meson test -C build kernel_world
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <map>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "base/file_util.h"
+#include "base/root_path.h"
+#include "base/string_util.h"
+#include "kernel/kernel_world.h"
+#include "output/fxt_reader.h"
+#include "output/pipeline.h"
+#include "probe/probe.h"
+#include "record/kcore_copy.h"
+#include "record/options.h"
+#include "record/recorder.h"
+#include "support/result_matchers.h"
+#include "support/temp_dir.h"
+#include "sys/cpuid.h"
+#include "trace/perf_record.h"
+#include "trace/trace_dir.h"
+
+#ifndef PTSNAP_SOURCE_ROOT
+#define PTSNAP_SOURCE_ROOT "."
+#endif
+
+namespace ptsnap::kworld {
+namespace {
+
+using ::ptsnap::testing::HasErrorContaining;
+using ::ptsnap::testing::HasValue;
+using ::ptsnap::testing::TempDir;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// ---- helpers ----------------------------------------------------------------
+
+std::string Golden(const std::string& name) {
+  return std::string(PTSNAP_SOURCE_ROOT) + "/tests/data/kernel/" + name;
+}
+
+// Compares with tests/data/kernel/NAME; PTSNAP_UPDATE_GOLDEN=1 rewrites it.
+void ExpectGolden(const std::string& actual, const std::string& name) {
+  if (std::getenv("PTSNAP_UPDATE_GOLDEN") != nullptr) {
+    std::ofstream(Golden(name), std::ios::binary) << actual;
+  }
+  auto expected = base::ReadFile(Golden(name));
+  ASSERT_THAT(expected, HasValue()) << Golden(name);
+  EXPECT_EQ(actual, *expected) << "regenerate with PTSNAP_UPDATE_GOLDEN=1 if intended";
+}
+
+struct Decoded {
+  output::DecodeReport report;
+  std::string text;                // the output file
+  std::vector<std::string> lines;  // events only: "B name" / "E name" / "I name"
+};
+
+// Writes the trace for `opts` and decodes it with ptsnap's pipeline.
+Decoded Decode(const Scenario& sc, const TraceOptions& opts, const std::filesystem::path& dir,
+               const std::string& format = "events") {
+  Decoded d;
+  auto w = WriteTrace(sc, dir / "trace", opts);
+  EXPECT_THAT(w, HasValue());
+  output::DecodeOptions o;
+  o.output = dir / ("out." + format);
+  o.format = format;
+  auto r = output::DecodeTraceDir(dir / "trace", o);
+  EXPECT_THAT(r, HasValue());
+  if (!r) return d;
+  d.report = *r;
+  auto text = format == "fxt" ? output::ReadMaybeGzip(o.output) : base::ReadFile(o.output);
+  EXPECT_THAT(text, HasValue());
+  if (text) d.text = *text;
+  if (format == "events") {
+    // "<ts> <pid> <tid> <B|E|I> <name>[ begin=..]": keep kind and name.
+    for (auto line : base::Split(d.text, '\n')) {
+      auto f = base::SplitWhitespace(line);
+      if (f.size() >= 5 && (f[3] == "B" || f[3] == "E" || f[3] == "I")) {
+        std::string name(f[4]);
+        // Names with spaces ("[decode error: ...]") run to " begin=" or the end.
+        size_t at = line.find(f[4]);
+        size_t end = line.find(" begin=", at);
+        name = std::string(line.substr(at, end == std::string_view::npos ? line.npos : end - at));
+        d.lines.push_back(std::string(f[3]) + " " + name);
+      }
+    }
+  }
+  return d;
+}
+
+// Index of the first line equal to `what` at or after `from`; -1 if none.
+int IndexOf(const std::vector<std::string>& lines, const std::string& what, int from = 0) {
+  for (int i = from; i < static_cast<int>(lines.size()); ++i) {
+    if (lines[i] == what) return i;
+  }
+  return -1;
+}
+
+int Count(const std::vector<std::string>& lines, const std::string& what) {
+  return static_cast<int>(std::count(lines.begin(), lines.end(), what));
+}
+
+// `inner` begins and ends strictly inside the first `outer` frame at or
+// after `from`; returns the index of inner's begin.
+int ExpectNested(const std::vector<std::string>& lines, const std::string& outer,
+                 const std::string& inner, int from = 0) {
+  int ob = IndexOf(lines, "B " + outer, from);
+  EXPECT_GE(ob, 0) << "no frame " << outer;
+  int oe = IndexOf(lines, "E " + outer, ob + 1);
+  int ib = IndexOf(lines, "B " + inner, ob + 1);
+  int ie = IndexOf(lines, "E " + inner, ib + 1);
+  EXPECT_GT(ib, ob) << inner << " does not begin inside " << outer;
+  EXPECT_GT(ie, ib) << inner << " does not end";
+  EXPECT_LT(ie, oe) << inner << " does not end inside " << outer;
+  return ib;
+}
+
+const std::vector<std::string> kKernelNames = {
+    "entry_SYSCALL_64", "do_syscall_64", "ksys_write", "fdget_pos", "vfs_write", "trace_vfs_write",
+    "account_write", "asm_exc_page_fault", "exc_page_fault", "handle_mm_fault",
+    "asm_sysvec_apic_timer_interrupt", "sysvec_apic_timer_interrupt",
+    // Module symbols are shown with their module, as perf does.
+    "kmod_write [ptsnap_kmod]", "kmod_copy_from_user [ptsnap_kmod]",
+    "kmod_timer_tick [ptsnap_kmod]"};
+const std::vector<std::string> kUserNames = {"_start",     "main",    "say_hello", "check_result",
+                                             "touch_page", "compute", "finish"};
+
+// ---- the test kernel and the user program ----------------------------------
+
+TEST(TestKernel, IsLinkedAtKernelAddressesWithAModule) {
+  auto k = LoadTestKernel();
+  ASSERT_THAT(k, HasValue());
+  EXPECT_EQ(k->elf.Sym("_text"), 0xffffffff81000000u);
+  EXPECT_EQ(k->elf.Sym("_stext"), 0xffffffff81000000u);
+  EXPECT_EQ(k->elf.Sym("kmod_write"), kModuleBase);
+  std::string ks = k->Kallsyms();
+  EXPECT_THAT(ks, HasSubstr("ffffffff81000000 T _stext\n"));
+  EXPECT_THAT(ks, HasSubstr(" T _etext\n"));
+  EXPECT_THAT(ks, HasSubstr(" T entry_SYSCALL_64\n"));
+  EXPECT_THAT(ks, HasSubstr(" T handle_mm_fault\n"));  // the C part
+  EXPECT_THAT(ks, HasSubstr("ffffffffc0000000 T kmod_write\t[ptsnap_kmod]\n"));
+  EXPECT_THAT(ks, HasSubstr(" R sys_call_table\n"));
+  EXPECT_THAT(ks, Not(HasSubstr("__jump_site")));  // a label, not a symbol
+  EXPECT_THAT(k->Kallsyms(true), HasSubstr("0000000000000000 T _stext\n"));
+  EXPECT_EQ(k->Modules(), "ptsnap_kmod 16384 0 - Live 0xffffffffc0000000\n");
+}
+
+TEST(TestKernel, UserProgramIsRealAndRuns) {
+  auto u = LoadUserProgram();
+  ASSERT_THAT(u, HasValue());
+  FILE* p = ::popen(u->path.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[64];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  int status = ::pclose(p);
+  EXPECT_EQ(out, "hello\nhello\n");
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+// ---- the probe's kcore gate on the fake root --------------------------------
+
+probe::ProbeReport ProbeRoot(const std::filesystem::path& root) {
+  auto env = probe::RootEnv(root);
+  EXPECT_THAT(env, HasValue());
+  env->getenv = [](std::string_view) -> std::optional<std::string> { return std::nullopt; };
+  return probe::RunProbe(*env);
+}
+
+const probe::Check& Get(const probe::ProbeReport& r, const std::string& id) {
+  static const probe::Check kNone{"", "", probe::Status::kFail, "(absent)", ""};
+  const probe::Check* c = r.Find(id);
+  return c != nullptr ? *c : kNone;
+}
+
+TEST(KcoreGate, PassesOnTheTestKernelsRoot) {
+  TempDir dir;
+  auto k = LoadTestKernel();
+  ASSERT_THAT(k, HasValue());
+  ASSERT_THAT(WriteFakeRoot(*k, dir.path()), HasValue());
+  probe::ProbeReport r = ProbeRoot(dir.path());
+  EXPECT_TRUE(r.kcore_usable);
+  EXPECT_EQ(Get(r, "kcore.kallsyms").status, probe::Status::kOk);
+  EXPECT_THAT(Get(r, "kcore.kallsyms").value,
+              HasSubstr("kernel text 0xffffffff81000000-0xffffffff8100"));
+  EXPECT_EQ(Get(r, "kcore.file").status, probe::Status::kOk);
+  EXPECT_THAT(Get(r, "kcore.file").value, HasSubstr("4 PT_LOADs"));
+  EXPECT_EQ(Get(r, "kcore.kernel_version").status, probe::Status::kOk);
+}
+
+TEST(KcoreGate, FailsWhenKcoreIsUnreadable) {
+  TempDir dir;
+  auto k = LoadTestKernel();
+  ASSERT_THAT(k, HasValue());
+  ASSERT_THAT(WriteFakeRoot(*k, dir.path()), HasValue());
+  // Root reads any file whatever its mode; a directory opens but cannot be
+  // read (EISDIR), as an unreadable kcore behaves.
+  std::filesystem::remove(dir.path() / "proc/kcore");
+  std::filesystem::create_directory(dir.path() / "proc/kcore");
+  probe::ProbeReport r = ProbeRoot(dir.path());
+  EXPECT_FALSE(r.kcore_usable);
+  EXPECT_EQ(Get(r, "kcore.file").status, probe::Status::kWarn);
+  EXPECT_THAT(Get(r, "kcore.file").value, HasSubstr("cannot open"));
+}
+
+TEST(KcoreGate, FailsWhenKallsymsIsMasked) {
+  TempDir dir;
+  auto k = LoadTestKernel();
+  ASSERT_THAT(k, HasValue());
+  ASSERT_THAT(WriteFakeRoot(*k, dir.path()), HasValue());
+  ASSERT_THAT(base::WriteFileAtomic(dir.path() / "proc/kallsyms", k->Kallsyms(true), 0444),
+              HasValue());
+  ASSERT_THAT(base::WriteFileAtomic(dir.path() / "proc/sys/kernel/kptr_restrict", "2\n", 0444),
+              HasValue());
+  probe::ProbeReport r = ProbeRoot(dir.path());
+  EXPECT_FALSE(r.kcore_usable);
+  EXPECT_THAT(Get(r, "kcore.kallsyms").value, HasSubstr("addresses masked"));
+  EXPECT_THAT(Get(r, "kcore.kallsyms").fix, HasSubstr("kptr_restrict=0"));
+  // And the copier refuses it, saying why.
+  EXPECT_THAT(record::CopyKcore(base::RootPath(dir.path()), dir.path() / "out"),
+              HasErrorContaining("zero addresses"));
+}
+
+TEST(KcoreGate, FailsOnKernelsOlderThan5_5) {
+  TempDir dir;
+  auto k = LoadTestKernel();
+  ASSERT_THAT(k, HasValue());
+  ASSERT_THAT(WriteFakeRoot(*k, dir.path(), "5.4.0-1103-aws"), HasValue());
+  probe::ProbeReport r = ProbeRoot(dir.path());
+  EXPECT_FALSE(r.kcore_usable);
+  EXPECT_EQ(Get(r, "kcore.kernel_version").status, probe::Status::kWarn);
+  EXPECT_THAT(Get(r, "kcore.kernel_version").value, HasSubstr("< 5.5"));
+  EXPECT_EQ(Get(r, "kcore.file").status, probe::Status::kOk);  // the file itself is fine
+}
+
+// ---- privileges for kernel scopes, on the same fake root --------------------
+
+// A non-root caller with capability set `caps` and the given paranoid level,
+// on the test kernel's root with an intel_pt PMU.
+void WriteCaller(const std::filesystem::path& root, uint64_t caps, int paranoid) {
+  char status[160];
+  std::snprintf(status, sizeof status, "Name:\tx\nUid:\t1000\t1000\t1000\t1000\nCapEff:\t%016llx\n",
+                static_cast<unsigned long long>(caps));
+  ASSERT_THAT(base::WriteFileAtomic(root / "proc/self/status", status, 0444), HasValue());
+  ASSERT_THAT(base::WriteFileAtomic(root / "proc/sys/kernel/perf_event_paranoid",
+                                    std::to_string(paranoid) + "\n", 0444),
+              HasValue());
+}
+
+TEST(KernelPrivileges, KernelScopesNeedPerfmonOrParanoidOne) {
+  TempDir dir;
+  auto k = LoadTestKernel();
+  ASSERT_THAT(k, HasValue());
+  ASSERT_THAT(WriteFakeRoot(*k, dir.path()), HasValue());
+  const std::string pmu = "sys/bus/event_source/devices/intel_pt/";
+  dir.Write(pmu + "type", "8\n");
+  dir.Write(pmu + "format/pt", "config:0");
+  dir.Write(pmu + "format/tsc", "config:10");
+  dir.Write(pmu + "format/branch", "config:13");
+  dir.Write(pmu + "max_nonturbo_ratio", "22\n");
+  sys::FakeCpuid cpuid;
+  record::RecordOptions o;
+  o.command = {"/bin/true"};
+  record::FailureKind kind;
+  const base::RootPath root(dir.path());
+  for (auto scope : {record::TraceScope::kUserKernel, record::TraceScope::kKernelOnly}) {
+    o.scope = scope;
+    const char* flag =
+        scope == record::TraceScope::kKernelOnly ? "--trace-kernel-only" : "--trace-include-kernel";
+    WriteCaller(dir.path(), 0, 2);
+    EXPECT_THAT(record::Prepare(o, root, cpuid, &kind),
+                HasErrorContaining(std::string(flag) + " needs CAP_PERFMON"));
+    EXPECT_EQ(kind, record::FailureKind::kPrivilege);
+    WriteCaller(dir.path(), uint64_t{1} << 38, 2);  // CAP_PERFMON
+    EXPECT_THAT(record::Prepare(o, root, cpuid, &kind), HasValue()) << flag;
+    WriteCaller(dir.path(), 0, 1);
+    EXPECT_THAT(record::Prepare(o, root, cpuid, &kind), HasValue()) << flag;
+  }
+  // The user scope needs none of it.
+  o.scope = record::TraceScope::kUser;
+  WriteCaller(dir.path(), 0, 2);
+  EXPECT_THAT(record::Prepare(o, root, cpuid, &kind), HasValue());
+}
+
+TEST(KernelPrivileges, KcoreThatCannotBeReadIsACopyErrorNamingIt) {
+  TempDir dir;
+  auto k = LoadTestKernel();
+  ASSERT_THAT(k, HasValue());
+  ASSERT_THAT(WriteFakeRoot(*k, dir.path() / "root"), HasValue());
+  // Without CAP_SYS_RAWIO open() fails; as root here, a directory stands in
+  // for a kcore that cannot be read.
+  std::filesystem::remove(dir.path() / "root/proc/kcore");
+  std::filesystem::create_directory(dir.path() / "root/proc/kcore");
+  EXPECT_THAT(record::CopyKcore(base::RootPath(dir.path() / "root"), dir.path() / "out"),
+              HasErrorContaining("/proc/kcore"));
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "out/kcore"));
+}
+
+// ---- the recorder's kcore copier on the fake root ---------------------------
+
+TEST(KcoreCopier, CopiesOnlyTextAndModuleRegionsMode0600) {
+  TempDir dir;
+  auto k = LoadTestKernel();
+  ASSERT_THAT(k, HasValue());
+  ASSERT_THAT(WriteFakeRoot(*k, dir.path() / "root"), HasValue());
+  auto copy = record::CopyKcore(base::RootPath(dir.path() / "root"), dir.path() / "kcore");
+  ASSERT_THAT(copy, HasValue());
+  EXPECT_FALSE(copy->kallsyms_changed);
+  EXPECT_EQ(copy->kernel_start, std::optional<uint64_t>(0xffffffff81000000u));
+  ASSERT_EQ(copy->regions.size(), 2u);
+  EXPECT_EQ(copy->regions[0].vaddr, 0xffffffff81000000u);
+  EXPECT_EQ(copy->regions[0].filesz, 0x1000u);  // _stext.._etext, page-rounded
+  EXPECT_EQ(copy->regions[1].vaddr, kModuleBase);
+  EXPECT_GE(copy->regions[1].filesz, 0x1000u);
+  EXPECT_LE(copy->regions[1].filesz, 0x2000u);  // last module symbol + one page
+
+  for (const char* f : {"kallsyms", "modules", "kcore"}) {
+    struct stat st;
+    ASSERT_EQ(::stat((dir.path() / "kcore" / f).c_str(), &st), 0) << f;
+    EXPECT_EQ(st.st_mode & 0777, 0600u) << f;
+  }
+  EXPECT_EQ(*base::ReadFile(dir.path() / "kcore/kallsyms"), k->Kallsyms());
+  EXPECT_EQ(*base::ReadFile(dir.path() / "kcore/modules"), k->Modules());
+
+  // The copy, read back as ELF: the kernel's real code bytes, nothing else.
+  auto copied = LoadElf(dir.path() / "kcore/kcore");
+  ASSERT_THAT(copied, HasValue());
+  ASSERT_EQ(copied->loads.size(), 2u);
+  const Segment& text = k->elf.loads[0];
+  EXPECT_EQ(copied->loads[0].bytes.substr(0, text.bytes.size()), text.bytes);
+  const Segment& kmod = k->elf.loads[2];
+  ASSERT_EQ(kmod.vaddr, kModuleBase);
+  EXPECT_EQ(copied->loads[1].bytes.substr(0, kmod.bytes.size()), kmod.bytes);
+  std::string whole = *base::ReadFile(dir.path() / "kcore/kcore");
+  EXPECT_EQ(whole.find(kSecret), std::string::npos) << "direct-map memory was copied";
+  for (const auto& l : copied->loads) {
+    EXPECT_NE(l.vaddr, 0xffffffff82000000u) << "kernel data was copied";
+    EXPECT_NE(l.vaddr, kDirectMap) << "the direct map was copied";
+  }
+}
+
+// ---- the streams are genuine: libipt decodes each one exactly ---------------
+
+TEST(Streams, LibiptDecodesEveryScopeExactly) {
+  auto sc = BuildScenario(/*poke=*/false);
+  ASSERT_THAT(sc, HasValue());
+  for (auto scope : {trace::Scope::kUserKernel, trace::Scope::kKernel, trace::Scope::kUser}) {
+    EncodeStats st;
+    std::string pt = EncodePt(sc->steps, scope, &st);
+    auto n = CheckWithLibipt(pt, sc->text, sc->steps, scope);
+    ASSERT_THAT(n, HasValue()) << trace::ToString(scope);
+    EXPECT_EQ(*n, st.traced_insns) << trace::ToString(scope);
+    EXPECT_GT(*n, 50u);
+  }
+}
+
+TEST(Streams, TextPokeIsNeededForAnExactDecode) {
+  auto sc = BuildScenario(/*poke=*/true);
+  ASSERT_THAT(sc, HasValue());
+  ASSERT_NE(sc->poke, nullptr);
+  EXPECT_EQ(sc->poke->old_bytes.substr(0, 1), "\xe9");  // jmp rel32 while the key is on
+  std::string pt = EncodePt(sc->steps, trace::Scope::kUserKernel);
+  // With the patch applied when the decode reaches it: exact.
+  EXPECT_THAT(CheckWithLibipt(pt, sc->text, sc->steps, trace::Scope::kUserKernel), HasValue());
+  // Against the unpatched snapshot only: libipt loses its way.
+  std::vector<Step> no_poke;
+  for (const Step& s : sc->steps) {
+    if (s.kind != Step::kPoke) no_poke.push_back(s);
+  }
+  EXPECT_THAT(CheckWithLibipt(pt, sc->text, no_poke, trace::Scope::kUserKernel), Not(HasValue()));
+}
+
+// ---- decode: what a user sees -----------------------------------------------
+
+// Case 1-3: user+kernel scope. Kernel frames nest above the user frame that
+// entered the kernel (syscall, page fault, interrupt), named from the copied
+// kallsyms, module symbols included, and the user stack resumes unchanged.
+TEST(KernelDecode, UserAndKernelScope) {
+  TempDir dir;
+  auto sc = BuildScenario(false);
+  ASSERT_THAT(sc, HasValue());
+  Decoded d = Decode(*sc, {}, dir.path());
+  EXPECT_EQ(d.report.decode.errors, 0u) << d.text;
+  const auto& l = d.lines;
+  // 1. write(): syscall -> entry -> dispatcher -> handler -> module, twice.
+  int sys = ExpectNested(l, "say_hello", "entry_SYSCALL_64");
+  ExpectNested(l, "entry_SYSCALL_64", "do_syscall_64", sys);
+  ExpectNested(l, "do_syscall_64", "ksys_write", sys);
+  ExpectNested(l, "ksys_write", "vfs_write", sys);
+  ExpectNested(l, "vfs_write", "trace_vfs_write", sys);
+  ExpectNested(l, "vfs_write", "kmod_write [ptsnap_kmod]", sys);
+  ExpectNested(l, "kmod_write [ptsnap_kmod]", "kmod_copy_from_user [ptsnap_kmod]", sys);
+  ExpectNested(l, "vfs_write", "account_write", sys);
+  // sysret: back in say_hello, which then calls check_result.
+  int chk = ExpectNested(l, "say_hello", "check_result");
+  EXPECT_GT(chk, IndexOf(l, "E entry_SYSCALL_64"));
+  EXPECT_EQ(Count(l, "B entry_SYSCALL_64"), 2);
+  EXPECT_EQ(Count(l, "B kmod_write [ptsnap_kmod]"), 2);
+  // 2. page fault inside touch_page, iret back into touch_page.
+  int pf = ExpectNested(l, "touch_page", "asm_exc_page_fault");
+  ExpectNested(l, "asm_exc_page_fault", "exc_page_fault", pf);
+  ExpectNested(l, "exc_page_fault", "handle_mm_fault", pf);
+  // 3. the timer interrupt inside compute, into the module.
+  int irq = ExpectNested(l, "compute", "asm_sysvec_apic_timer_interrupt");
+  ExpectNested(l, "sysvec_apic_timer_interrupt", "kmod_timer_tick [ptsnap_kmod]", irq);
+  // The user stack resumes unchanged: one main, each user function once per call.
+  EXPECT_EQ(Count(l, "B main"), 1);
+  EXPECT_EQ(Count(l, "B touch_page"), 1);
+  EXPECT_EQ(Count(l, "B compute"), 1);
+  ExpectNested(l, "main", "finish");
+  for (const auto& line : l) EXPECT_THAT(line, Not(HasSubstr("[untraced]")));
+  // Regression golden. Known defect kept in it: the second write() does not
+  // nest in say_hello like the first, because the decoder misclassifies far
+  // branches in blocks from libipt's block cache
+  // (KernelDecodePending.SecondSyscallFromTheSameSiteNests).
+  ExpectGolden(d.text, "user_kernel.events");
+}
+
+TEST(KernelDecode, UserAndKernelScopeFxtAndJson) {
+  TempDir dir;
+  auto sc = BuildScenario(false);
+  ASSERT_THAT(sc, HasValue());
+  Decoded fxt = Decode(*sc, {}, dir.path() / "f", "fxt");
+  auto parsed = output::ParseFxt(fxt.text);
+  ASSERT_THAT(parsed, HasValue());
+  std::map<std::string, int> begins;
+  for (const auto& e : parsed->events) {
+    if (e.type == 2 || e.type == 4) begins[e.name]++;
+  }
+  for (const auto& n : kKernelNames) EXPECT_GE(begins[n], 1) << n;
+  for (const auto& n : kUserNames) EXPECT_GE(begins[n], 1) << n;
+  EXPECT_EQ(begins["entry_SYSCALL_64"], 2);
+  Decoded json = Decode(*sc, {}, dir.path() / "j", "json");
+  for (const auto& n : kKernelNames) EXPECT_THAT(json.text, HasSubstr("\"" + n + "\"")) << n;
+}
+
+// Case 4: kernel-only scope: TIP.PGE on each kernel entry, TIP.PGD on exit;
+// user code is never decoded.
+TEST(KernelDecode, KernelOnlyScope) {
+  TempDir dir;
+  auto sc = BuildScenario(false);
+  ASSERT_THAT(sc, HasValue());
+  TraceOptions o;
+  o.scope = trace::Scope::kKernel;
+  Decoded d = Decode(*sc, o, dir.path());
+  EXPECT_EQ(d.report.decode.errors, 0u) << d.text;
+  for (const auto& line : d.lines) {
+    for (const auto& n : kUserNames) EXPECT_NE(line.substr(2), n) << "user code decoded";
+  }
+  for (const auto& n : kKernelNames) EXPECT_GE(Count(d.lines, "B " + n), 1) << n;
+  ExpectNested(d.lines, "entry_SYSCALL_64", "ksys_write");
+  // Each kernel entry after the first should start a fresh stack (magic-trace:
+  // kernel-only `tr strt` clears the stack); the model keeps the first
+  // entry's frame open instead: KernelDecodePending.KernelOnlyEntriesStartFreshStacks.
+}
+
+// Case 5: user-only scope of the same run: the kernel becomes [syscall]
+// (syscalls) and [untraced] (fault, interrupt); no kernel frame appears.
+TEST(KernelDecode, UserOnlyScope) {
+  TempDir dir;
+  auto sc = BuildScenario(false);
+  ASSERT_THAT(sc, HasValue());
+  TraceOptions o;
+  o.scope = trace::Scope::kUser;
+  Decoded d = Decode(*sc, o, dir.path());
+  EXPECT_EQ(d.report.decode.errors, 0u) << d.text;
+  for (const auto& n : kKernelNames) EXPECT_EQ(Count(d.lines, "B " + n), 0) << n;
+  EXPECT_EQ(Count(d.lines, "B [syscall]"), 3);  // two writes and the exit
+  ExpectNested(d.lines, "say_hello", "[syscall]");
+  ExpectNested(d.lines, "touch_page", "[untraced]");
+  int irq = IndexOf(d.lines, "B compute");
+  ExpectNested(d.lines, "compute", "[untraced]", irq);
+  // Regression golden. Known defect kept in it: [syscall] spans begin when
+  // the kernel returns, not at the syscall
+  // (KernelDecodePending.SyscallSpanStartsAtTheSyscall).
+  ExpectGolden(d.text, "user_only.events");
+}
+
+// Case 6, without the TEXT_POKE record: the decoder follows the stale jump
+// in the snapshot, loses its way, and says so with a decode-error marker,
+// then resynchronises at the next PSB; no crash, no error exit.
+TEST(KernelDecode, TextPokeMissingGivesADecodeErrorMarker) {
+  TempDir dir;
+  auto sc = BuildScenario(/*poke=*/true);
+  ASSERT_THAT(sc, HasValue());
+  TraceOptions o;
+  o.text_poke_record = false;
+  Decoded d = Decode(*sc, o, dir.path());
+  EXPECT_GE(d.report.decode.errors, 1u);
+  int err = -1;
+  for (int i = 0; i < static_cast<int>(d.lines.size()); ++i) {
+    if (d.lines[i].starts_with("I [decode error:")) {
+      err = i;
+      break;
+    }
+  }
+  ASSERT_GE(err, 0) << d.text;
+  // The error is in the second write, after the first one decoded fine.
+  EXPECT_GT(err, IndexOf(d.lines, "B kmod_write [ptsnap_kmod]"));
+  // Decoding resumes at the PSB before `finish`.
+  EXPECT_GT(IndexOf(d.lines, "B finish", err), err);
+  // Regression golden. Known defect kept in it: the second say_hello ends
+  // at its syscall (KernelDecodePending.SecondSyscallFromTheSameSiteNests).
+  ExpectGolden(d.text, "text_poke_missing.events");
+}
+
+// The same trace through the command line: `ptsnap decode` exits 0 and
+// writes what the pipeline wrote.
+TEST(KernelDecode, PtsnapDecodeCommandOnAKernelTrace) {
+  const char* bin = std::getenv("PTSNAP_BIN");
+  ASSERT_NE(bin, nullptr) << "PTSNAP_BIN is set by meson";
+  TempDir dir;
+  auto sc = BuildScenario(false);
+  ASSERT_THAT(sc, HasValue());
+  ASSERT_THAT(WriteTrace(*sc, dir.path() / "trace", {}), HasValue());
+  std::string out = (dir.path() / "cli.events").string();
+  std::string cmd = std::string(bin) + " decode " + (dir.path() / "trace").string() + " -o " + out +
+                    " > " + (dir.path() / "log").string() + " 2>&1";
+  int rc = std::system(cmd.c_str());
+  auto log = base::ReadFile(dir.path() / "log");
+  ASSERT_EQ(rc, 0) << (log ? *log : "");
+  auto text = base::ReadFile(out);
+  ASSERT_THAT(text, HasValue());
+  auto golden = base::ReadFile(Golden("user_kernel.events"));
+  ASSERT_THAT(golden, HasValue());
+  EXPECT_EQ(*text, *golden);
+}
+
+// PTSNAP_NO_KCORE / MAGIC_TRACE_PERF_NO_KCORE: no kernel image. Kernel
+// addresses decode against nothing: markers, never invented kernel frames.
+TEST(KernelDecode, NoKcoreGivesMarkersNotWrongFrames) {
+  TempDir dir;
+  auto sc = BuildScenario(false);
+  ASSERT_THAT(sc, HasValue());
+  TraceOptions o;
+  o.kcore = false;
+  o.kcore_disabled_by = "PTSNAP_NO_KCORE is set";  // as the recorder writes it
+  Decoded d = Decode(*sc, o, dir.path());
+  EXPECT_GE(d.report.decode.errors, 1u);
+  EXPECT_GE(d.report.decode.nomap_errors, 1u);
+  for (const auto& n : kKernelNames) EXPECT_EQ(Count(d.lines, "B " + n), 0) << n;
+  bool marker = false;
+  for (const auto& line : d.lines) marker = marker || line.starts_with("I [decode error:");
+  EXPECT_TRUE(marker) << d.text;
+  EXPECT_GE(Count(d.lines, "B main"), 1);  // user code still decodes
+}
+
+}  // namespace
+}  // namespace ptsnap::kworld
