@@ -209,8 +209,10 @@ TEST(CmdInfoTest, CorruptSidebandFailsWithRecords) {
 
 TEST(CmdInfoTest, MissingArgumentIsAUsageError) {
   Outcome r = Ptsnap("info");
-  EXPECT_NE(r.rc, 0);
-  EXPECT_THAT(r.out, HasSubstr("TRACE_DIR"));
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_THAT(r.out, HasSubstr("TRACE_DIR is required"));
+  EXPECT_EQ(Ptsnap("info --bogus x").rc, 2);
+  EXPECT_EQ(Ptsnap("--help").rc, 0);
 }
 
 }  // namespace

@@ -34,7 +34,8 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version exit 0; every other parse error is a usage error.
+    return app.exit(e) == 0 ? kExitOk : kExitUsage;
   }
   ptsnap::base::SetVerbosity(verbosity);
   try {
