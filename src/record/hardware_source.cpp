@@ -35,6 +35,7 @@ trace::TimeConv ReadTimeConv(const perf_event_mmap_page* page) {
 }
 
 uint64_t TscToPerfNs(const trace::TimeConv& tc, uint64_t tsc) {
+  if (tc.time_shift >= 64) return tc.time_zero;  // not a value the kernel writes
   const uint64_t quot = tsc >> tc.time_shift;
   const uint64_t rem = tsc & ((uint64_t{1} << tc.time_shift) - 1);
   return tc.time_zero + quot * tc.time_mult + ((rem * tc.time_mult) >> tc.time_shift);

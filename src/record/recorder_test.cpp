@@ -6,6 +6,7 @@
 
 #include <cerrno>
 
+#include "record/hardware_source.h"
 #include "record/options.h"
 #include "record/recorder.h"
 #include "tests/support/result_matchers.h"
@@ -172,6 +173,22 @@ TEST(Prepare, BuildsAttrsAndDefaults) {
   ASSERT_THAT(p, HasValue());
   EXPECT_EQ(p->aux_bytes, 256u << 10);
   EXPECT_THAT(p->warnings, Not(::testing::Contains(HasSubstr("rounded"))));
+}
+
+TEST(TimeConv, ReadsTheUserPageAndConvertsTsc) {
+  auto page = std::make_unique<perf_event_mmap_page>();
+  page->time_zero = 1000;
+  page->time_mult = 3 << 20;  // 3 ns per cycle with shift 20
+  page->time_shift = 20;
+  page->cap_user_time_zero = 1;
+  trace::TimeConv tc = ReadTimeConv(page.get());
+  EXPECT_EQ(tc.time_zero, 1000u);
+  EXPECT_EQ(tc.time_mult, 3u << 20);
+  EXPECT_EQ(tc.time_shift, 20u);
+  EXPECT_TRUE(tc.cap_user_time_zero);
+  EXPECT_EQ(TscToPerfNs(tc, 0), 1000u);
+  EXPECT_EQ(TscToPerfNs(tc, 10), 1030u);
+  EXPECT_EQ(TscToPerfNs(tc, (uint64_t{1} << 20) + 5), 1000u + 3 * ((1u << 20) + 5));
 }
 
 }  // namespace
