@@ -120,12 +120,17 @@ Result<fs::path> FindPlugin() {
 }
 
 Result<uint64_t> ResolveSymbol(const fs::path& elf_path, const std::string& name) {
+  PTSNAP_ASSIGN_OR_RETURN(FunctionSymbol f, ResolveFunction(elf_path, name));
+  return f.addr;
+}
+
+Result<FunctionSymbol> ResolveFunction(const fs::path& elf_path, const std::string& name) {
   elf_version(EV_CURRENT);
   base::UniqueFd fd(::open(elf_path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) return Error::FromErrno("opening " + elf_path.string());
   Elf* elf = elf_begin(fd.get(), ELF_C_READ, nullptr);
   if (elf == nullptr) return Error(elf_path.string() + " is not an ELF file");
-  std::optional<uint64_t> found;
+  std::optional<FunctionSymbol> found;
   for (Elf_Scn* scn = nullptr; (scn = elf_nextscn(elf, scn)) != nullptr && !found;) {
     GElf_Shdr sh;
     if (gelf_getshdr(scn, &sh) == nullptr) continue;
@@ -139,7 +144,7 @@ Result<uint64_t> ResolveSymbol(const fs::path& elf_path, const std::string& name
       if (sym.st_value == 0 || GELF_ST_TYPE(sym.st_info) != STT_FUNC) continue;
       const char* n = elf_strptr(elf, sh.sh_link, sym.st_name);
       if (n != nullptr && name == n) {
-        found = sym.st_value;
+        found = FunctionSymbol{sym.st_value, sym.st_size};
         break;
       }
     }

@@ -7,6 +7,7 @@
 #include <linux/perf_event.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
@@ -191,6 +192,60 @@ TEST_F(Emulate, StaticFibDecodesExactly) {
   auto r = Record({prog.string(), "18"}, Full());
   ExpectExact(r);
   EXPECT_EQ(WatchCount(r, r.manifest.streams[0].id, RuntimeAddress(r, prog, "fib")), 8361u);
+}
+
+// The static program runs at its link addresses natively and under QEMU, so
+// callgrind's self cost (Ir) of fib and deep must equal the instructions
+// decoded inside them.
+TEST_F(Emulate, FunctionCostsMatchCallgrind) {
+  if (::access("/usr/bin/valgrind", X_OK) != 0) GTEST_SKIP() << "valgrind is not installed";
+  auto prog = Program("fib_static");
+  auto r = Record({prog.string(), "18"}, Full());
+  ASSERT_EQ(r.manifest.streams.size(), 1u);
+  std::vector<std::string> fns = {"fib", "deep"};
+  DecodeCheckOptions o = CpuOptions(r);
+  for (const auto& f : fns) {
+    auto sym = ResolveFunction(prog, f);
+    ASSERT_TRUE(sym);
+    o.ranges.emplace_back(sym->addr, sym->addr + sym->size);
+  }
+  const auto& bytes = r.data.at(r.manifest.streams[0].id);
+  auto d =
+      DecodeCheck({reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()}, r.sections, o);
+  ASSERT_TRUE(d);
+  fs::path out = tmp_.path() / "cg.out";
+  std::string cmd = "valgrind --tool=callgrind --callgrind-out-file=" + out.string() + " " +
+                    prog.string() +
+                    " 18 >/dev/null 2>&1 && callgrind_annotate --inclusive=no --threshold=100 " +
+                    out.string() + " > " + (tmp_.path() / "cg.txt").string() + " 2>/dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  auto text = base::ReadFile(tmp_.path() / "cg.txt");
+  ASSERT_TRUE(text);
+  for (size_t i = 0; i < fns.size(); ++i) {
+    // Lines like "129,573 (76.42%)  .../fib.c:fib'2 [/path]": sum the cycle parts.
+    uint64_t ir = 0;
+    std::istringstream in(*text);
+    std::string line;
+    while (std::getline(in, line)) {
+      size_t c = line.find(".c:" + fns[i]);
+      // "=> file:fn (Nx)" lines in annotated source are calls, not self cost.
+      if (c == std::string::npos || line.find("=>") != std::string::npos) continue;
+      char next = line[c + 3 + fns[i].size()];
+      if (next != ' ' && next != '\'') continue;
+      std::string num;
+      for (char ch : line) {
+        if (ch >= '0' && ch <= '9')
+          num += ch;
+        else if (ch == ',' || ch == ' ') {
+          if (!num.empty() && ch == ' ') break;
+        } else
+          break;
+      }
+      ir += std::stoull(num);
+    }
+    EXPECT_GT(ir, 0u) << fns[i];
+    EXPECT_EQ(d->range_counts[i], ir) << fns[i];
+  }
 }
 
 TEST_F(Emulate, JumpTableDecodesExactly) { ExpectExact(Record({Program("switch")}, Full())); }
