@@ -659,6 +659,9 @@ int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t* info, int argc, 
       g_opts.retcomp = v != "0";
     } else if (k == "multi") {
       g_opts.multi = v == "1";
+    } else if (k == "null") {
+      // Benchmark baseline: callbacks registered, but they return at once.
+      if (v == "1") g_flags.store(kStopped);
     } else if (k == "hash") {
       g_opts.hash = v == "1";
     } else if (k == "duration_ms") {
