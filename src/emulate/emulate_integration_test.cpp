@@ -458,6 +458,45 @@ TEST_F(Emulate, MissingPluginIsReported) {
   EXPECT_NE(r.error().message().find("emulator plugin is missing"), std::string::npos);
 }
 
+TEST_F(Emulate, ScriptIsRefusedWithTheFix) {
+  auto script = tmp_.Write("script.sh", "#!/bin/sh\necho hi\n", 0755);
+  record::RecordOptions o;
+  o.command = {script.string()};
+  auto r = RecordEmulated(o, tmp_.path() / "sh");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().message(),
+            script.string() +
+                " is not an ELF executable: --emulate runs x86-64 ELF programs (run a script "
+                "through its interpreter, e.g. -- /bin/sh script.sh)");
+  EXPECT_FALSE(fs::exists(tmp_.path() / "sh"));  // nothing left on disk
+}
+
+TEST_F(Emulate, BadTriggerAddressIsReported) {
+  record::RecordOptions o;
+  o.command = {Program("fib").string()};
+  o.trigger = "addr:zz";
+  auto r = RecordEmulated(o, tmp_.path() / "a");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().message(), "--trigger addr:zz: expected addr:HEX (a link-time address)");
+}
+
+TEST_F(Emulate, MissingStopIndicatorIsReported) {
+  record::RecordOptions o;
+  o.command = {Program("fib").string()};
+  o.trigger = ".";
+  auto r = RecordEmulated(o, tmp_.path() / "n");
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message().find("has no stop indicator"), std::string::npos);
+}
+
+TEST_F(Emulate, AttachIsRefused) {
+  record::RecordOptions o;
+  o.pids = {1};
+  auto r = RecordEmulated(o, tmp_.path() / "at");
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message().find("cannot attach"), std::string::npos);
+}
+
 TEST_F(Emulate, UnknownTriggerSymbolIsReported) {
   record::RecordOptions o;
   o.command = {Program("fib").string()};
