@@ -374,7 +374,15 @@ Result<int> RecordEmulated(const record::RecordOptions& opts, const fs::path& tr
     }
     for (auto& s : one.streams) {
       if (s.seq != 0) s.seq = renumber.count(s.seq) ? renumber[s.seq] : 0;
-      ev.streams.push_back(std::move(s));
+      // A full-execution stream is described again when an execve failed
+      // after the plugin had flushed for it: the last description wins.
+      auto same = std::find_if(ev.streams.begin(), ev.streams.end(),
+                               [&](const PluginStream& o) { return o.file == s.file; });
+      if (same != ev.streams.end()) {
+        *same = std::move(s);
+      } else {
+        ev.streams.push_back(std::move(s));
+      }
     }
     for (auto& n : one.notes) PTSNAP_LOG(kWarning) << "emulator: " << n;
   }

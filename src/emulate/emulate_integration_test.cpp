@@ -288,6 +288,22 @@ TEST_F(Emulate, ForkedChildGetsItsOwnStream) {
   EXPECT_EQ(pids.size(), 2u);
 }
 
+TEST_F(Emulate, ExecEndsTracingWithEverythingOnDisk) {
+  auto prog = Program("exec");
+  auto r = Record({prog.string()}, Full());
+  EXPECT_EQ(r.exit_code, 0);  // /bin/true's status
+  EXPECT_EQ(r.manifest.state, trace::State::kComplete);
+  ExpectExact(r);
+  // Both fib calls ran before the successful execve: 465 + 287 entries.
+  EXPECT_EQ(WatchCount(r, r.manifest.streams[0].id, RuntimeAddress(r, prog, "fib")), 752u);
+
+  auto snap = Record({prog.string()});
+  ASSERT_EQ(snap.manifest.snapshots.size(), 1u);  // the failed execve took none
+  EXPECT_EQ(snap.manifest.snapshots[0].reason, "exit");
+  EXPECT_EQ(snap.manifest.snapshots[0].detail, "execve");
+  ExpectExact(snap);
+}
+
 TEST_F(Emulate, LsOfADirectoryTreeDecodesExactly) {
   for (int i = 0; i < 4; ++i)
     for (int j = 0; j < 5; ++j)
