@@ -248,6 +248,19 @@ TEST_F(Emulate, FunctionCostsMatchCallgrind) {
   }
 }
 
+// The virtual clock makes recordings reproducible: same program, same input,
+// same bytes (timestamps included).
+TEST_F(Emulate, RecordingsAreDeterministic) {
+  auto a = Record({Program("fib").string(), "15"}, Full());
+  auto b = Record({Program("fib").string(), "15"}, Full());
+  ASSERT_EQ(a.data.size(), 1u);
+  ASSERT_EQ(b.data.size(), 1u);
+  EXPECT_EQ(a.data.begin()->second, b.data.begin()->second);
+  ASSERT_EQ(a.records.size(), b.records.size());
+  for (size_t i = 0; i < a.records.size(); ++i)
+    EXPECT_EQ(a.records[i].sample_id.time, b.records[i].sample_id.time);
+}
+
 TEST_F(Emulate, JumpTableDecodesExactly) { ExpectExact(Record({Program("switch")}, Full())); }
 
 TEST_F(Emulate, CxxExceptionDecodesExactly) {
