@@ -4,6 +4,7 @@
 // directory (docs/trace-format.md) with source "emulated".
 #include "emulate/emulate.h"
 
+#include <elf.h>
 #include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
@@ -155,6 +156,39 @@ Result<FunctionSymbol> ResolveFunction(const fs::path& elf_path, const std::stri
 }
 
 namespace {
+
+// The GNU build-id (NT_GNU_BUILD_ID) of an ELF file as lowercase hex, "" when
+// it has none or cannot be read.
+std::string BuildId(const fs::path& path) {
+  elf_version(EV_CURRENT);
+  base::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return {};
+  Elf* elf = elf_begin(fd.get(), ELF_C_READ, nullptr);
+  if (elf == nullptr) return {};
+  std::string hex;
+  for (Elf_Scn* scn = nullptr; (scn = elf_nextscn(elf, scn)) != nullptr && hex.empty();) {
+    GElf_Shdr sh;
+    if (gelf_getshdr(scn, &sh) == nullptr || sh.sh_type != SHT_NOTE) continue;
+    Elf_Data* data = elf_getdata(scn, nullptr);
+    if (data == nullptr) continue;
+    GElf_Nhdr nh;
+    size_t off = 0, name_off = 0, desc_off = 0;
+    while ((off = gelf_getnote(data, off, &nh, &name_off, &desc_off)) > 0) {
+      if (nh.n_type != NT_GNU_BUILD_ID || nh.n_namesz != 4 ||
+          std::memcmp(static_cast<const char*>(data->d_buf) + name_off, "GNU", 4) != 0)
+        continue;
+      const auto* d = static_cast<const unsigned char*>(data->d_buf) + desc_off;
+      char b[3];
+      for (size_t i = 0; i < nh.n_descsz; ++i) {
+        std::snprintf(b, sizeof(b), "%02x", d[i]);
+        hex += b;
+      }
+      break;
+    }
+  }
+  elf_end(elf);
+  return hex;
+}
 
 std::atomic<int> g_ctl_write{-1};
 std::atomic<pid_t> g_child{0};
@@ -417,6 +451,28 @@ Result<int> RecordEmulated(const record::RecordOptions& opts, const fs::path& tr
       if (std::find(pids.begin(), pids.end(), pid) == pids.end()) pids.push_back(pid);
     }
   writer.manifest().pids = pids;
+  // Every mapped file, with its build-id, copied with --copy-binaries.
+  for (const auto& r : ev.records) {
+    if (r.type != PERF_RECORD_MMAP2) continue;
+    const auto& path = std::get<trace::Mmap2>(r.body).filename;
+    auto& bins = writer.manifest().binaries;
+    if (std::any_of(bins.begin(), bins.end(), [&](const auto& b) { return b.path == path; }))
+      continue;
+    trace::Binary b;
+    b.path = path;
+    b.build_id = BuildId(path);
+    if (opts.copy_binaries && !b.build_id.empty()) {
+      fs::path rel = fs::path("binaries") / b.build_id / fs::path(path).filename();
+      fs::create_directories(trace_dir / rel.parent_path(), ec);
+      fs::copy_file(path, trace_dir / rel, fs::copy_options::overwrite_existing, ec);
+      if (ec) {
+        PTSNAP_LOG(kWarning) << "cannot copy " << path << ": " << ec.message();
+      } else {
+        b.copy = rel.string();
+      }
+    }
+    bins.push_back(std::move(b));
+  }
   // What the plugin retired per stream: the integration tests and
   // tools/bench-emulate compare it with a decode.
   PTSNAP_TRY(base::WriteFileAtomic(trace_dir / "emulator-stats.txt", stats));

@@ -96,7 +96,8 @@ int main(int argc, char** argv) {
     }
   }
   if (cmd.empty()) {
-    std::fprintf(stderr, "usage: emulate_bench [--verify] [--label L] [--keep DIR] -- CMD ARGS...\n");
+    std::fprintf(stderr,
+                 "usage: emulate_bench [--verify] [--label L] [--keep DIR] -- CMD ARGS...\n");
     return 2;
   }
   // The workload's own output goes to /dev/null; figures to the real stdout.

@@ -187,6 +187,25 @@ TEST_F(Emulate, DynamicFibDecodesExactlyWithKnownCallCounts) {
   EXPECT_EQ(exits, 1);
 }
 
+TEST_F(Emulate, MappedFilesAreListedWithBuildIdsAndCopied) {
+  record::RecordOptions o = Full();
+  o.copy_binaries = true;
+  fs::path dir = tmp_.path() / "bins";
+  o.command = {Program("fib").string(), "5"};
+  auto rc = RecordEmulated(o, dir);
+  ASSERT_TRUE(rc) << rc.error().ToString();
+  auto reader = trace::TraceReader::Open(dir);
+  ASSERT_TRUE(reader);
+  const auto& bins = reader->manifest().binaries;
+  ASSERT_GE(bins.size(), 3u);  // program, ld.so, libc
+  for (const auto& b : bins) {
+    SCOPED_TRACE(b.path);
+    EXPECT_EQ(b.build_id.size(), 40u);
+    ASSERT_FALSE(b.copy.empty());
+    EXPECT_EQ(fs::file_size(dir / b.copy), fs::file_size(b.path));
+  }
+}
+
 TEST_F(Emulate, StaticFibDecodesExactly) {
   auto prog = Program("fib_static");
   auto r = Record({prog.string(), "18"}, Full());
