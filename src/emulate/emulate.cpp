@@ -192,10 +192,12 @@ std::string BuildId(const fs::path& path) {
 
 std::atomic<int> g_ctl_write{-1};
 std::atomic<pid_t> g_child{0};
+std::atomic<bool> g_got_sigint{false};
 
 // Ctrl-C: ask the plugin for a snapshot (it re-delivers SIGINT to the guest);
 // a second Ctrl-C goes straight to QEMU.
 void OnSigint(int) {
+  g_got_sigint.store(true);
   int fd = g_ctl_write.exchange(-1);
   if (fd >= 0) {
     char c = 'c';
@@ -360,6 +362,7 @@ Result<int> RecordEmulated(const record::RecordOptions& opts, const fs::path& tr
   }
   ctl_read.reset();
   g_child.store(child);
+  g_got_sigint.store(false);
   g_ctl_write.store(ctl_write.get());
   struct sigaction sa {
   }, old_int{}, old_term{}, old_hup{};
@@ -376,7 +379,8 @@ Result<int> RecordEmulated(const record::RecordOptions& opts, const fs::path& tr
   ::sigaction(SIGHUP, &old_hup, nullptr);
   g_child.store(0);
   g_ctl_write.store(-1);
-  const bool interrupted_by_user = false;
+  // docs/trace-format.md: a recording ended by Ctrl-C is "interrupted".
+  const bool interrupted_by_user = g_got_sigint.exchange(false);
   const int exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 
   // Collect the plugin's output.

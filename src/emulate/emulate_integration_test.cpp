@@ -440,6 +440,7 @@ TEST_F(Emulate, CtrlCTakesASnapshotAndInterruptsTheProgram) {
   auto r = Record({Program("fib").string(), "40"}, o);
   ctrl_c.join();
   EXPECT_EQ(r.exit_code, 128 + SIGINT);
+  EXPECT_EQ(r.manifest.state, trace::State::kInterrupted);
   ASSERT_GE(r.manifest.snapshots.size(), 1u);
   EXPECT_EQ(r.manifest.snapshots[0].reason, "ctrl-c");
   ASSERT_EQ(r.manifest.streams.size(), 1u);

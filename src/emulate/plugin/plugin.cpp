@@ -337,9 +337,11 @@ void HandleRequests(ThreadState* self, int flags) {
   if (flags & kStopped) return;
   int expected = flags;
   if (!g_flags.compare_exchange_strong(expected, kStopped)) return;  // another thread took it
-  if (g_opts.full) return;
-  TakeSnapshot((flags & kReqCtrlC) ? "ctrl-c" : "duration", "", self);
-  if (g_opts.multi) g_flags.store(0);
+  if (!g_opts.full) {
+    TakeSnapshot((flags & kReqCtrlC) ? "ctrl-c" : "duration", "", self);
+    if (g_opts.multi && !(flags & kReqCtrlC)) g_flags.store(0);
+  }
+  // Ctrl-C was meant for the program too: QEMU delivers it to the guest.
   if (flags & kReqCtrlC) ::kill(::getpid(), SIGINT);
 }
 
