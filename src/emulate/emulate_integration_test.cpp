@@ -303,6 +303,14 @@ TEST_F(Emulate, ThreadsGetOneExactStreamEach) {
   EXPECT_EQ(exits, 4);
 }
 
+TEST_F(Emulate, ExitSnapshotHoldsEveryThreadIncludingExitedOnes) {
+  auto r = Record({Program("threads")});
+  ASSERT_EQ(r.manifest.snapshots.size(), 1u);
+  EXPECT_EQ(r.manifest.snapshots[0].reason, "exit");
+  ExpectExact(r, 4);
+  for (const auto& s : r.manifest.streams) EXPECT_EQ(s.snapshot, r.manifest.snapshots[0].seq);
+}
+
 TEST_F(Emulate, SignalHandlersDecodeExactly) {
   auto prog = Program("signal");
   auto r = Record({prog.string()}, Full());
