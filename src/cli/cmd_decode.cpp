@@ -1,17 +1,75 @@
-// Placeholder until the decoder lands; replaced by the decode work.
+// `ptsnap decode TRACE_DIR [-o FILE] [--format fxt|json|events]` and
+// DecodeAndReport, which `run`/`attach` call after recording.
+#include <unistd.h>
+
 #include <cstdio>
 
+#include "base/log.h"
 #include "cli/command.h"
+#include "output/output_file.h"
+#include "output/pipeline.h"
 
 namespace ptsnap::cli {
 
-int DecodeAndReport(const std::filesystem::path& trace_dir, const std::filesystem::path&,
-                    const std::string&) {
-  std::fprintf(
-      stderr,
-      "ptsnap: error: decoding is not available in this build; the raw trace is kept in %s\n",
-      trace_dir.c_str());
-  return kExitFailure;
+namespace {
+
+void PrintProgress(uint64_t done, uint64_t total) {
+  if (total == 0) return;
+  std::fprintf(stderr, "\rdecoding: %3d%% (%.1f of %.1f MB of PT)",
+               static_cast<int>(done * 100 / total), static_cast<double>(done) / 1e6,
+               static_cast<double>(total) / 1e6);
+  std::fflush(stderr);
+}
+
+}  // namespace
+
+int DecodeAndReport(const std::filesystem::path& trace_dir, const std::filesystem::path& output,
+                    const std::string& format) {
+  output::DecodeOptions options;
+  options.output = output.empty() ? std::filesystem::path("trace.fxt.gz") : output;
+  options.format = format;
+  if (!format.empty() && format != "fxt" && format != "json" && format != "events") {
+    std::fprintf(stderr, "ptsnap: error: unknown output format '%s' (use fxt, json or events)\n",
+                 format.c_str());
+    return kExitUsage;
+  }
+  if (format.empty() && output::FormatFromPath(options.output).empty()) {
+    std::fprintf(stderr,
+                 "ptsnap: error: cannot tell the output format from '%s': name it .fxt, .json or "
+                 ".events (optionally .gz), or pass --format\n",
+                 options.output.c_str());
+    return kExitUsage;
+  }
+  // Progress only where someone watches: a terminal, or -v.
+  bool progress = ::isatty(STDERR_FILENO) != 0 || base::Verbosity() > 0;
+  if (progress) options.progress = PrintProgress;
+  auto report = output::DecodeTraceDir(trace_dir, options);
+  if (progress) std::fputs("\r\033[K", stderr);
+  if (!report) {
+    std::fprintf(stderr, "ptsnap: error: decoding %s: %s\n", trace_dir.c_str(),
+                 report.error().ToString().c_str());
+    return kExitFailure;
+  }
+  std::fputs(output::FormatReport(*report).c_str(), stdout);
+  return kExitOk;
+}
+
+void AddDecodeCommand(CLI::App& app, CommandFn* selected) {
+  struct Args {
+    std::string dir, output = "trace.fxt.gz", format;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* cmd = app.add_subcommand(
+      "decode", "Decode a trace directory into a timeline of every call (Perfetto FXT by default)");
+  cmd->add_option("TRACE_DIR", args->dir, "The trace directory written by run/attach")->required();
+  cmd->add_option("-o,--output", args->output,
+                  "Output file; the suffix picks the format: .fxt, .json, .events (+ .gz)")
+      ->capture_default_str();
+  cmd->add_option("--format", args->format, "Output format, overriding the suffix")
+      ->check(CLI::IsMember({"fxt", "json", "events"}));
+  cmd->callback([args, selected] {
+    *selected = [args] { return DecodeAndReport(args->dir, args->output, args->format); };
+  });
 }
 
 }  // namespace ptsnap::cli

@@ -19,7 +19,7 @@ struct InfoOptions {
   bool records = false;
 };
 
-void Error(const std::string& message) {
+void PrintError(const std::string& message) {
   std::fprintf(stderr, "ptsnap: error: %s\n", message.c_str());
 }
 
@@ -102,7 +102,7 @@ std::string StreamProblem(const std::filesystem::path& dir, const trace::Stream&
 int RunInfo(const InfoOptions& opt) {
   auto reader = trace::TraceReader::Open(opt.dir);
   if (!reader) {
-    Error(reader.error().ToString());
+    PrintError(reader.error().ToString());
     return kExitFailure;
   }
   const trace::Manifest& m = reader->manifest();
@@ -204,7 +204,7 @@ int RunInfo(const InfoOptions& opt) {
   }
   std::fflush(stdout);
   for (const auto& p : problems) {
-    Error(p);
+    PrintError(p);
     rc = kExitFailure;
   }
   return rc;

@@ -35,4 +35,7 @@ namespace ptsnap::cli {
 int DecodeAndReport(const std::filesystem::path& trace_dir, const std::filesystem::path& output,
                     const std::string& format);
 
+// Registers `ptsnap decode TRACE_DIR [-o FILE] [--format fxt|json|events]`.
+void AddDecodeCommand(CLI::App& app, CommandFn* selected);
+
 }  // namespace ptsnap::cli

@@ -1,16 +1,102 @@
-// Fuzzes ParseManifest on arbitrary text; a manifest that parses must
-// serialise and parse back to the same value.
+// Fuzzes ParseManifest; a manifest that parses must serialise and parse back
+// to the same value.
+//
+// Two input modes. Text starting with a byte below 0x80 (every seed: '{') is
+// parsed as it is. Otherwise byte 1 picks a field of a valid manifest and the
+// rest is JSON for its new value, so the field checks (types, ranges, paths)
+// are reached far more often than random text would.
 #include <cstddef>
 #include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
 #include <string_view>
 
 #include "trace/manifest.h"
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  using namespace ptsnap::trace;
-  auto m = ParseManifest(std::string_view(reinterpret_cast<const char*>(data), size));
-  if (!m) return 0;
-  auto again = ParseManifest(SerializeManifest(*m));
+namespace {
+
+using ptsnap::trace::Manifest;
+
+void CheckRoundTrip(std::string_view text) {
+  auto m = ptsnap::trace::ParseManifest(text);
+  if (!m) return;
+  auto again = ptsnap::trace::ParseManifest(ptsnap::trace::SerializeManifest(*m));
   if (!again || !(*again == *m)) __builtin_trap();
+}
+
+const nlohmann::json& Template() {
+  static const nlohmann::json t = [] {
+    Manifest m;
+    m.command = {"/bin/true"};
+    m.pids = {1};
+    m.kernel_start = 0xffffffff81000000ull;
+    m.snapshots = {{.seq = 1, .reason = "exit", .detail = "", .time = 5, .tid = 1}};
+    m.streams = {{.id = 0, .file = "pt/0.pt", .pid = 1, .tid = 1, .size = 8}};
+    m.binaries = {{.path = "/bin/true", .build_id = "ab", .copy = "binaries/ab/true"}};
+    return nlohmann::json::parse(ptsnap::trace::SerializeManifest(m));
+  }();
+  return t;
+}
+
+constexpr const char* kFields[] = {
+    "/version",
+    "/format",
+    "/source",
+    "/state",
+    "/scope",
+    "/mode",
+    "/created_unix_ns",
+    "/command",
+    "/command/0",
+    "/pids",
+    "/pids/0",
+    "/kernel",
+    "/kernel/start",
+    "/kernel/release",
+    "/cpu",
+    "/cpu/family",
+    "/pt",
+    "/pt/config",
+    "/pt/tsc",
+    "/pt/filter",
+    "/time_conv",
+    "/time_conv/time_zero",
+    "/time_conv/time_shift",
+    "/time_conv/time_mult",
+    "/sideband",
+    "/snapshots",
+    "/snapshots/0",
+    "/snapshots/0/seq",
+    "/streams",
+    "/streams/0",
+    "/streams/0/file",
+    "/streams/0/size",
+    "/streams/0/pid",
+    "/streams/0/cpu",
+    "/streams/0/wrapped",
+    "/kcore",
+    "/kcore/dir",
+    "/binaries",
+    "/binaries/0/copy",
+    "/binaries/0/path",
+    "/emulator",
+    "/lost_records",
+};
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  std::string_view in(reinterpret_cast<const char*>(data), size);
+  if (size < 2 || data[0] < 0x80) {
+    CheckRoundTrip(in);
+    return 0;
+  }
+  const char* field = kFields[data[1] % (sizeof kFields / sizeof kFields[0])];
+  std::string_view value_text = in.substr(2);
+  nlohmann::json value = nlohmann::json::parse(value_text, nullptr, /*allow_exceptions=*/false);
+  if (value.is_discarded()) value = std::string(value_text);
+  nlohmann::json doc = Template();
+  doc[nlohmann::json::json_pointer(field)] = std::move(value);
+  CheckRoundTrip(doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   return 0;
 }

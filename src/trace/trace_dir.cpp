@@ -93,6 +93,8 @@ Result<TraceWriter> TraceWriter::Create(const std::filesystem::path& dir, Manife
   base::UniqueFd fd(::open(sideband_path.c_str(),
                            O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, kFileMode));
   if (!fd) return Error::FromErrno("create " + sideband_path.string());
+  if (::fchmod(fd.get(), kFileMode) != 0)
+    return Error::FromErrno("chmod " + sideband_path.string());
 
   initial.version = kManifestVersion;
   initial.state = State::kRecording;

@@ -143,7 +143,25 @@ TEST(TraceDirTest, ExistingEmptyDirectoryIsUsedAndTightened) {
 TEST(TraceDirTest, CreateFailsClearlyWhenThePathIsAFile) {
   TempDir tmp;
   fs::path file = tmp.Write("plain", "x");
-  EXPECT_THAT(TraceWriter::Create(file, Initial()), HasErrorContaining("not a directory"));
+  EXPECT_THAT(TraceWriter::Create(file, Initial()),
+              HasErrorContaining("plain exists and is not a directory"));
+  EXPECT_THAT(
+      TraceWriter::Create(file / "sub", Initial()),
+      HasErrorContaining("create directory " + (file / "sub").string() + ": Not a directory"));
+}
+
+TEST(TraceDirTest, LeftoverSidebandWithoutManifestIsReplaced) {
+  TempDir tmp;
+  tmp.Write("t/sideband.data", "junk from an attempt that never wrote a manifest", 0644);
+  auto w = TraceWriter::Create(tmp.path() / "t", Initial());
+  ASSERT_THAT(w, HasValue());
+  EXPECT_EQ(ModeOf(tmp.path() / "t/sideband.data"), 0600u);
+  auto r = TraceReader::Open(tmp.path() / "t");
+  ASSERT_THAT(r, HasValue());
+  auto sb = r->ReadSideband();
+  ASSERT_THAT(sb, HasValue());
+  EXPECT_TRUE(sb->records.empty());
+  EXPECT_EQ(sb->truncated_tail, 0u);
 }
 
 TEST(TraceDirTest, CrashedRecordingIsReadableWithATornSidebandTail) {

@@ -1,0 +1,110 @@
+// Runs the built `ptsnap decode` (PTSNAP_BIN) and checks what a user sees:
+// the summary, the output file, error lines and exit codes.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "decode/test_stream.h"
+#include "output/fxt_reader.h"
+#include "tests/support/temp_dir.h"
+#include "trace/trace_dir.h"
+
+namespace ptsnap::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using ::ptsnap::testing::TempDir;
+using ::testing::HasSubstr;
+
+struct Outcome {
+  int rc = -1;
+  std::string out;  // stdout and stderr together
+};
+
+Outcome Ptsnap(const std::string& args, const std::string& cwd = ".") {
+  const char* bin = std::getenv("PTSNAP_BIN");
+  EXPECT_NE(bin, nullptr) << "PTSNAP_BIN must name the ptsnap binary (set by meson test)";
+  Outcome r;
+  if (bin == nullptr) return r;
+  std::string cmd = "cd '" + cwd + "' && '" + std::string(bin) + "' " + args + " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  int status = ::pclose(p);
+  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+fs::path MakeTrace(const TempDir& tmp) {
+  auto prog = decode::testing::LoadCallsProgram();
+  fs::path dir = tmp.path() / "trace";
+  auto w = trace::TraceWriter::Create(dir, decode::testing::CallsManifest(77));
+  EXPECT_TRUE(w.has_value());
+  std::string sb;
+  for (const auto& r : decode::testing::CallsSideband(prog, 77)) sb += trace::SerializeRecord(r);
+  EXPECT_TRUE(w->AppendSideband(std::as_bytes(std::span(sb.data(), sb.size()))).has_value());
+  std::string pt = decode::testing::CallsProgramStream(prog);
+  trace::Stream s;
+  s.pid = s.tid = 77;
+  EXPECT_TRUE(w->AddStream(s, std::as_bytes(std::span(pt.data(), pt.size()))).has_value());
+  EXPECT_TRUE(w->Finish().has_value());
+  return dir;
+}
+
+TEST(CmdDecodeTest, DefaultOutputIsTraceFxtGzWithSummary) {
+  TempDir tmp;
+  fs::path dir = MakeTrace(tmp);
+  Outcome r = Ptsnap("decode '" + dir.string() + "'", tmp.path().string());
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("Hottest functions by total time:"));
+  EXPECT_THAT(r.out, HasSubstr("Hottest functions by self time:"));
+  EXPECT_THAT(r.out, HasSubstr("Decode errors: 0"));
+  EXPECT_THAT(r.out, HasSubstr("open it at https://ui.perfetto.dev"));
+  auto bytes = output::ReadMaybeGzip(tmp.path() / "trace.fxt.gz");
+  ASSERT_TRUE(bytes.has_value());
+  auto t = output::ParseFxt(*bytes);
+  ASSERT_TRUE(t.has_value()) << t.error().ToString();
+  EXPECT_GT(t->events.size(), 50u);
+}
+
+TEST(CmdDecodeTest, FormatFlagAndSuffix) {
+  TempDir tmp;
+  fs::path dir = MakeTrace(tmp);
+  Outcome r =
+      Ptsnap("decode '" + dir.string() + "' -o out.txt --format events", tmp.path().string());
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_TRUE(fs::exists(tmp.path() / "out.txt"));
+  r = Ptsnap("decode '" + dir.string() + "' -o out.txt", tmp.path().string());
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_THAT(r.out, HasSubstr("ptsnap: error: cannot tell the output format from 'out.txt'"));
+  r = Ptsnap("decode '" + dir.string() + "' -o out.json", tmp.path().string());
+  EXPECT_EQ(r.rc, 0) << r.out;
+}
+
+TEST(CmdDecodeTest, Errors) {
+  TempDir tmp;
+  Outcome r = Ptsnap("decode '" + (tmp.path() / "missing").string() + "'");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_THAT(r.out, HasSubstr("ptsnap: error: decoding "));
+  EXPECT_THAT(r.out, HasSubstr("does not exist"));
+  r = Ptsnap("decode '" + tmp.path().string() + "'");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_THAT(r.out, HasSubstr("no manifest.json"));
+  fs::path dir = MakeTrace(tmp);
+  r = Ptsnap("decode '" + dir.string() + "' -o /nonexistent-dir/x.fxt");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_THAT(r.out, HasSubstr("opening /nonexistent-dir/x.fxt for writing: No such file"));
+  r = Ptsnap("decode");  // TRACE_DIR is required
+  EXPECT_NE(r.rc, 0);
+  EXPECT_THAT(r.out, HasSubstr("TRACE_DIR"));
+}
+
+}  // namespace
+}  // namespace ptsnap::cli

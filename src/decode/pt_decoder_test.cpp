@@ -1,0 +1,148 @@
+#include "decode/pt_decoder.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "decode/test_stream.h"
+#include "tests/support/result_matchers.h"
+
+namespace ptsnap::decode {
+namespace {
+
+using ::ptsnap::testing::HasValue;
+
+struct Decoded {
+  std::vector<BranchEvent> events;
+  DecodeStats stats;
+};
+
+Decoded DecodeCalls(const std::string& stream, int32_t pid = 100) {
+  auto p = testing::LoadCallsProgram();
+  auto dec = PtDecoder::Create("/nonexistent", testing::CallsManifest(pid),
+                               testing::CallsSideband(p, pid));
+  EXPECT_THAT(dec, HasValue());
+  Decoded d;
+  EXPECT_THAT(
+      (*dec)->DecodeStream(pid, stream, [&](const BranchEvent& e) { d.events.push_back(e); }),
+      HasValue());
+  d.stats = (*dec)->stats();
+  return d;
+}
+
+int Count(const Decoded& d, BranchKind k) {
+  int n = 0;
+  for (const auto& e : d.events) n += e.kind == k;
+  return n;
+}
+
+TEST(PtDecoderTest, DecodesTheCallsProgram) {
+  auto p = testing::LoadCallsProgram();
+  Decoded d = DecodeCalls(testing::CallsProgramStream(p));
+  EXPECT_EQ(d.stats.errors, 0u);
+  ASSERT_FALSE(d.events.empty());
+  EXPECT_EQ(d.events.front().kind, BranchKind::kEnable);
+  EXPECT_EQ(d.events.front().to, p.Sym("_start"));
+  // _start->main, main->mid, mid->leaf, main->tail_caller, main->*leaf,
+  // main->fib + 24 recursive fib calls, main->lj1, lj1->lj2.
+  EXPECT_EQ(Count(d, BranchKind::kCall), 4 + 1 + 25 + 2);
+  EXPECT_EQ(Count(d, BranchKind::kReturn), 2 + 1 + 1 + 25 + 1);
+  EXPECT_EQ(Count(d, BranchKind::kDisable), 2);
+  EXPECT_EQ(Count(d, BranchKind::kEnable), 2);
+  // Both disables are at syscall instructions.
+  for (const auto& e : d.events) {
+    if (e.kind == BranchKind::kDisable) {
+      EXPECT_TRUE(e.syscall);
+    }
+  }
+  // The tail call and the longjmp-like jump are jumps into other functions.
+  bool saw_tail = false, saw_landing = false;
+  for (const auto& e : d.events) {
+    if (e.kind == BranchKind::kJump && e.to == p.Sym("leaf")) saw_tail = true;
+    if (e.kind == BranchKind::kJump && e.to == p.Sym("main_landing")) saw_landing = true;
+  }
+  EXPECT_TRUE(saw_tail);
+  EXPECT_TRUE(saw_landing);
+  // Time is monotone and comes from the TSC packets (identity time_conv).
+  uint64_t last = 0;
+  for (const auto& e : d.events) {
+    EXPECT_GE(e.time, last);
+    last = e.time;
+  }
+  EXPECT_GE(d.events.front().time, 1000u);
+  EXPECT_GT(d.events.back().time, 1050u);
+  EXPECT_GT(d.stats.instructions, 100u);
+}
+
+TEST(PtDecoderTest, CorruptBytesBecomeAnErrorAndDecodingResyncs) {
+  auto p = testing::LoadCallsProgram();
+  std::string good = testing::CallsProgramStream(p);
+  // A broken stream start (bad packet after a PSB), then a good copy.
+  testing::StreamBuilder b;
+  b.Psb(500);
+  b.TipPge(p.Sym("_start"));
+  b.Raw(std::string("\xd9\xd9\xd9\xd9", 4));  // not valid packets
+  std::string stream = b.Finish() + good;
+  Decoded d = DecodeCalls(stream);
+  EXPECT_GE(d.stats.errors, 1u);
+  ASSERT_GE(Count(d, BranchKind::kError), 1);
+  // Everything of the good copy is still decoded after the error.
+  EXPECT_GE(Count(d, BranchKind::kCall), 4 + 1 + 25 + 2);
+}
+
+TEST(PtDecoderTest, MissingImageGivesNomapErrors) {
+  testing::StreamBuilder b;
+  b.Psb(1);
+  b.TipPge(0x12345000);  // nothing mapped there
+  b.Tnt(true);
+  std::string s = b.Finish();
+  Decoded d = DecodeCalls(s);
+  EXPECT_GE(d.stats.nomap_errors, 1u);
+  EXPECT_GE(Count(d, BranchKind::kError), 1);
+}
+
+TEST(PtDecoderTest, OverflowIsReported) {
+  auto p = testing::LoadCallsProgram();
+  testing::StreamBuilder b;
+  b.Psb(1);
+  b.TipPge(p.Sym("_start"));
+  b.Ovf();
+  b.Fup(p.Sym("leaf"));
+  std::string s = b.Finish();
+  Decoded d = DecodeCalls(s);
+  EXPECT_EQ(d.stats.overflows, 1u);
+  EXPECT_EQ(Count(d, BranchKind::kOverflow), 1);
+}
+
+TEST(PtDecoderTest, ArbitraryBytesNeverCrash) {
+  std::string junk;
+  for (int i = 0; i < 4096; ++i) junk.push_back(static_cast<char>((i * 7919) ^ (i >> 3)));
+  Decoded d = DecodeCalls(junk);
+  (void)d;
+  SUCCEED() << "decoded " << d.events.size() << " events from junk";
+}
+
+TEST(PtDecoderTest, ConfigFromManifest) {
+  trace::Manifest m = testing::CallsManifest(1);
+  m.cpu.cpuid_15_eax = 2;
+  m.cpu.cpuid_15_ebx = 100;
+  m.pt.mtc_freq = 3;
+  m.pt.nom_freq = 24;
+  m.pt.addr0_a = 0x1000;
+  m.pt.addr0_b = 0x2000;
+  struct pt_config c = MakePtConfig(m);
+  EXPECT_EQ(c.cpu.vendor, pcv_intel);
+  EXPECT_EQ(c.cpu.model, 85);
+  EXPECT_EQ(c.cpuid_0x15_eax, 2u);
+  EXPECT_EQ(c.cpuid_0x15_ebx, 100u);
+  EXPECT_EQ(c.mtc_freq, 3);
+  EXPECT_EQ(c.nom_freq, 24);
+  EXPECT_EQ(c.addr_filter.config.ctl.addr0_cfg, 1u);
+  EXPECT_EQ(c.addr_filter.addr0_b, 0x2000u);
+  EXPECT_TRUE(c.flags.variant.block.end_on_call);
+  EXPECT_TRUE(c.flags.variant.block.end_on_jump);
+  // Skylake server (6/85) has known errata libipt works around.
+  EXPECT_TRUE(c.errata.skd022 || c.errata.skl014 || c.errata.skd010);
+}
+
+}  // namespace
+}  // namespace ptsnap::decode

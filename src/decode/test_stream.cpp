@@ -1,0 +1,233 @@
+#include "decode/test_stream.h"
+
+#include <intel-pt.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "ptsnap/result.h"
+
+#ifndef PTSNAP_DECODE_CALLS
+#define PTSNAP_DECODE_CALLS ""
+#endif
+
+namespace ptsnap::decode::testing {
+
+void StreamBuilder::Put(const void* p) {
+  const auto* packet = static_cast<const struct pt_packet*>(p);
+  uint8_t buf[64];
+  struct pt_config cfg;
+  pt_config_init(&cfg);
+  cfg.begin = buf;
+  cfg.end = buf + sizeof buf;
+  struct pt_encoder* enc = pt_alloc_encoder(&cfg);
+  int n = pt_enc_next(enc, packet);
+  pt_free_encoder(enc);
+  if (n < 0) {
+    std::fprintf(stderr, "pt_enc_next: %s\n", pt_errstr(pt_errcode(n)));
+    std::abort();
+  }
+  out_.append(reinterpret_cast<const char*>(buf), static_cast<size_t>(n));
+}
+
+void StreamBuilder::FlushTnt() {
+  if (tnt_count_ == 0) return;
+  struct pt_packet p {};
+  p.type = ppt_tnt_8;
+  p.payload.tnt.bit_size = static_cast<uint8_t>(tnt_count_);
+  p.payload.tnt.payload = tnt_bits_;
+  Put(&p);
+  tnt_bits_ = 0;
+  tnt_count_ = 0;
+}
+
+void StreamBuilder::Tnt(bool taken) {
+  // The oldest branch is the most significant of the bit_size payload bits.
+  tnt_bits_ = (tnt_bits_ << 1) | (taken ? 1 : 0);
+  if (++tnt_count_ == 6) FlushTnt();
+}
+
+void StreamBuilder::Psb(uint64_t tsc) {
+  FlushTnt();
+  struct pt_packet p {};
+  p.type = ppt_psb;
+  Put(&p);
+  Tsc(tsc);
+  p = {};
+  p.type = ppt_mode;
+  p.payload.mode.leaf = pt_mol_exec;
+  p.payload.mode.bits.exec.csl = 1;
+  Put(&p);
+  p = {};
+  p.type = ppt_psbend;
+  Put(&p);
+}
+
+void StreamBuilder::Tsc(uint64_t tsc) {
+  FlushTnt();
+  struct pt_packet p {};
+  p.type = ppt_tsc;
+  p.payload.tsc.tsc = tsc;
+  Put(&p);
+}
+
+static void IpPacket(StreamBuilder* b, enum pt_packet_type type, uint64_t ip, bool suppressed,
+                     void (StreamBuilder::*put)(const void*)) {
+  struct pt_packet p {};
+  p.type = type;
+  p.payload.ip.ipc = suppressed ? pt_ipc_suppressed : pt_ipc_sext_48;
+  p.payload.ip.ip = ip;
+  (b->*put)(&p);
+}
+
+void StreamBuilder::Tip(uint64_t ip) {
+  FlushTnt();
+  IpPacket(this, ppt_tip, ip, false, &StreamBuilder::Put);
+}
+void StreamBuilder::TipPge(uint64_t ip) {
+  FlushTnt();
+  IpPacket(this, ppt_tip_pge, ip, false, &StreamBuilder::Put);
+}
+void StreamBuilder::TipPgd() {
+  FlushTnt();
+  IpPacket(this, ppt_tip_pgd, 0, true, &StreamBuilder::Put);
+}
+void StreamBuilder::Fup(uint64_t ip) {
+  FlushTnt();
+  IpPacket(this, ppt_fup, ip, false, &StreamBuilder::Put);
+}
+void StreamBuilder::Ovf() {
+  FlushTnt();
+  struct pt_packet p {};
+  p.type = ppt_ovf;
+  Put(&p);
+}
+void StreamBuilder::Raw(const std::string& bytes) {
+  FlushTnt();
+  out_ += bytes;
+}
+std::string StreamBuilder::Finish() {
+  FlushTnt();
+  return out_;
+}
+
+uint64_t CallsProgram::Sym(const std::string& name) const {
+  auto it = labels.find(name);
+  if (it != labels.end()) return it->second;
+  std::fprintf(stderr, "calls program has no symbol %s\n", name.c_str());
+  std::abort();
+}
+
+CallsProgram LoadCallsProgram() {
+  CallsProgram p;
+  p.path = PTSNAP_DECODE_CALLS;
+  auto elf = ElfFile::Open(p.path);
+  if (!elf) {
+    std::fprintf(stderr, "%s\n", elf.error().ToString().c_str());
+    std::abort();
+  }
+  p.symbols = elf->symbols();
+  for (const auto& s : p.symbols.symbols()) p.labels[s.name] = s.start;
+  // Labels (main_landing, ...) are not function symbols: ask nm, once.
+  std::string cmd = "nm " + p.path;
+  if (FILE* f = ::popen(cmd.c_str(), "r")) {
+    char line[512];
+    while (std::fgets(line, sizeof line, f) != nullptr) {
+      unsigned long long addr = 0;
+      char type = 0;
+      char sym[400];
+      if (std::sscanf(line, "%llx %c %399s", &addr, &type, sym) == 3) p.labels.emplace(sym, addr);
+    }
+    ::pclose(f);
+  }
+  return p;
+}
+
+namespace {
+void Fib(StreamBuilder& b, int n) {
+  b.Tnt(n < 2);  // jl 1f
+  if (n >= 2) {
+    Fib(b, n - 1);
+    Fib(b, n - 2);
+  }
+  b.Tnt(true);  // compressed ret
+}
+}  // namespace
+
+std::string CallsProgramStream(const CallsProgram& p, uint64_t tsc0, uint64_t step) {
+  StreamBuilder b;
+  uint64_t t = tsc0;
+  b.Psb(t);
+  b.TipPge(p.Sym("_start"));
+  b.Tsc(t += step);
+  b.Tnt(true);  // leaf -> mid
+  b.Tnt(true);  // mid -> main
+  b.Tsc(t += step);
+  b.Tnt(true);  // leaf (via tail_caller) -> main
+  b.Tsc(t += step);
+  b.Tip(p.Sym("leaf"));  // call *%rax
+  b.Tnt(true);           // leaf -> main
+  b.Tsc(t += step);
+  b.TipPgd();  // syscall (getpid)
+  b.Tsc(t += step);
+  b.TipPge(p.Sym("main_after_syscall"));
+  b.Tsc(t += step);
+  Fib(b, 6);
+  b.Tsc(t += step);
+  b.Tip(p.Sym("main_landing"));  // lj2: jmp *%rcx
+  b.Tsc(t += step);
+  b.Tip(p.Sym("_start") + 5);  // main's ret: not the return-stack address, so a TIP
+  b.Tsc(t += step);
+  b.TipPgd();  // exit syscall
+  return b.Finish();
+}
+
+trace::Manifest CallsManifest(int32_t pid) {
+  trace::Manifest m;
+  m.source = trace::Source::kEmulated;
+  m.state = trace::State::kComplete;
+  m.pids = {pid};
+  m.cpu.vendor = "GenuineIntel";
+  m.cpu.family = 6;
+  m.cpu.model = 85;
+  m.cpu.stepping = 4;
+  m.pt.tsc = true;
+  m.scope = trace::Scope::kUser;
+  m.mode = trace::Mode::kFull;
+  m.time_conv.time_mult = 1;
+  m.time_conv.time_shift = 0;
+  m.time_conv.time_zero = 0;
+  m.command = {"decode_calls"};
+  return m;
+}
+
+std::vector<trace::Record> CallsSideband(const CallsProgram& p, int32_t pid) {
+  std::vector<trace::Record> out;
+  trace::Record comm;
+  comm.type = PERF_RECORD_COMM;
+  comm.misc = trace::kMiscCommExec;
+  comm.sample_id = {static_cast<uint32_t>(pid), static_cast<uint32_t>(pid), 1, 0, 0, 0};
+  comm.body =
+      trace::Comm{static_cast<uint32_t>(pid), static_cast<uint32_t>(pid), "decode_calls", true};
+  out.push_back(comm);
+  auto elf = ElfFile::Open(p.path);
+  for (const auto& seg : elf->segments()) {
+    if (!seg.exec) continue;
+    trace::Record r;
+    r.type = PERF_RECORD_MMAP2;
+    r.sample_id = {static_cast<uint32_t>(pid), static_cast<uint32_t>(pid), 2, 0, 0, 0};
+    trace::Mmap2 m;
+    m.pid = m.tid = static_cast<uint32_t>(pid);
+    m.addr = seg.vaddr & ~uint64_t{0xfff};
+    m.pgoff = seg.offset & ~uint64_t{0xfff};
+    m.len = ((seg.vaddr + seg.memsz + 0xfff) & ~uint64_t{0xfff}) - m.addr;
+    m.prot = 5;   // r-x
+    m.flags = 2;  // MAP_PRIVATE
+    m.filename = p.path;
+    r.body = m;
+    out.push_back(r);
+  }
+  return out;
+}
+
+}  // namespace ptsnap::decode::testing

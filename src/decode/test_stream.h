@@ -1,0 +1,60 @@
+// Test support: writes genuine Intel PT packet streams with libipt's encoder,
+// and a minimal manifest/sideband for the decoder test program
+// (tests/programs/decode/calls.S). Used by decode, model, output and cli tests.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "decode/symbols.h"
+#include "trace/manifest.h"
+#include "trace/perf_record.h"
+
+namespace ptsnap::decode::testing {
+
+// Appends packets; conditional branches and compressed returns are buffered
+// as TNT bits and flushed (as TNT-8 packets) before any other packet.
+class StreamBuilder {
+ public:
+  // PSB, TSC, MODE.exec(64-bit), PSBEND.
+  void Psb(uint64_t tsc);
+  void Tsc(uint64_t tsc);
+  void Tnt(bool taken);
+  void Tip(uint64_t ip);
+  void TipPge(uint64_t ip);
+  void TipPgd();  // IP suppressed: tracing stops (e.g. at a syscall into the untraced kernel)
+  void Fup(uint64_t ip);
+  void Ovf();
+  void Raw(const std::string& bytes);
+  // All bytes so far (flushes pending TNT bits).
+  std::string Finish();
+
+ private:
+  void Put(const void* packet);
+  void FlushTnt();
+  std::string out_;
+  uint64_t tnt_bits_ = 0;
+  int tnt_count_ = 0;
+};
+
+// The decoder test program: its path (built by meson) and symbol addresses.
+struct CallsProgram {
+  std::string path;
+  uint64_t Sym(const std::string& name) const;  // aborts the test if absent
+  SymbolTable symbols;
+  std::map<std::string, uint64_t> labels;  // functions and labels (nm)
+};
+CallsProgram LoadCallsProgram();
+
+// The full PT stream of one run of calls.S, user-only, with a TSC packet
+// every few branches (time advances by `tsc_step` per TSC).
+std::string CallsProgramStream(const CallsProgram& p, uint64_t tsc0 = 1000, uint64_t tsc_step = 10);
+
+// A manifest (user scope, time_conv = identity) and MMAP2 records mapping the
+// program's executable PT_LOAD segments for `pid`.
+trace::Manifest CallsManifest(int32_t pid);
+std::vector<trace::Record> CallsSideband(const CallsProgram& p, int32_t pid);
+
+}  // namespace ptsnap::decode::testing

@@ -1,0 +1,288 @@
+#include "model/call_stack.h"
+
+namespace ptsnap::model {
+
+using decode::BranchKind;
+
+namespace {
+// Ops sharing one timestamp are held until time advances; past this many
+// they are written at that timestamp, so memory stays bounded on traces
+// without timing packets.
+constexpr size_t kMaxPending = 1 << 16;
+}  // namespace
+
+CallStackModel::CallStackModel(decode::Symbolizer* symbols, SliceSink* sink)
+    : symbols_(symbols), sink_(sink) {
+  syscall_name_ = symbols_->Intern("[syscall]");
+  untraced_name_ = symbols_->Intern("[untraced]");
+  unknown_name_ = symbols_->Intern("[unknown]");
+}
+
+CallStackModel::Frame CallStackModel::Resolve(uint64_t addr) {
+  decode::Resolved r = symbols_->Resolve(pid_, addr);
+  Frame f;
+  f.name = r.name;
+  f.dso = r.dso;
+  f.fn_start = r.start;
+  f.fn_end = r.end;
+  f.address = r.start;
+  f.function_id = r.function_id;
+  return f;
+}
+
+CallStackModel::Frame CallStackModel::Pseudo(const std::string* name) {
+  Frame f;
+  f.name = name;
+  f.pseudo = true;
+  return f;
+}
+
+void CallStackModel::BeginSegment(int32_t pid, int32_t tid) {
+  pid_ = pid;
+  tid_ = tid;
+  started_ = false;
+  now_ = create_time_ = pending_time_ = 0;
+  stack_.clear();
+  inactive_.clear();
+  deferred_.clear();
+  pending_.clear();
+  open_begins_.clear();
+}
+
+void CallStackModel::SetTime(uint64_t t) {
+  if (!started_) {
+    started_ = true;
+    create_time_ = now_ = pending_time_ = t;
+  }
+  if (t < now_) t = now_;
+  // magic-trace's "#155 hack": nothing real happens exactly at the reset time,
+  // so inferred frames (which begin there) always enclose what follows.
+  if (t == create_time_) t = create_time_ + 1;
+  if (!pending_.empty() && t > pending_time_) Flush(t);
+  now_ = t;
+}
+
+void CallStackModel::Queue(OpKind kind, const Frame& f) {
+  if (pending_.empty()) pending_time_ = now_;
+  pending_.push_back(Op{kind, f});
+  if (pending_.size() >= kMaxPending) Flush(pending_time_);
+}
+
+// magic-trace's interpolation (trace_writer.ml `flush`): the interval up to
+// the next timestamp is shared evenly among the calls of the batch; returns
+// and markers take the current offset and consume no time.
+void CallStackModel::Flush(uint64_t next_time) {
+  uint64_t total = next_time > pending_time_ ? next_time - pending_time_ : 0;
+  uint64_t count = 0;
+  for (const Op& op : pending_) count += op.kind == OpKind::kBegin;
+  uint64_t offset = 0, consumed = 0;
+  for (const Op& op : pending_) {
+    uint64_t ts = pending_time_ + offset;
+    if (op.kind == OpKind::kBegin) {
+      offset += (total - offset) / (count - consumed);
+      ++consumed;
+    }
+    Emit(op, ts);
+  }
+  pending_.clear();
+}
+
+void CallStackModel::Emit(const Op& op, uint64_t ts) {
+  Slice s;
+  s.pid = pid_;
+  s.tid = tid_;
+  s.ts = ts;
+  s.name = op.frame.name;
+  s.dso = op.frame.dso;
+  s.address = op.frame.address;
+  switch (op.kind) {
+    case OpKind::kBegin:
+      s.kind = Slice::kBegin;
+      open_begins_.push_back(ts);
+      sink_->OnSlice(s);
+      break;
+    case OpKind::kEnd:
+      s.kind = Slice::kEnd;
+      if (op.frame.inferred) {
+        s.inferred = true;
+        s.begin_ts = create_time_;
+      } else if (!open_begins_.empty()) {
+        s.begin_ts = open_begins_.back();
+        open_begins_.pop_back();
+      }
+      sink_->OnSlice(s);
+      break;
+    case OpKind::kInstant:
+      s.kind = Slice::kInstant;
+      sink_->OnSlice(s);
+      break;
+    case OpKind::kUnknown: deferred_.push_front(Deferred{op.frame, true, ts}); break;
+    case OpKind::kInferred: deferred_.push_front(Deferred{op.frame, false, 0}); break;
+  }
+}
+
+void CallStackModel::Call(const Frame& f) {
+  stack_.push_back(f);
+  stats_.slices++;
+  Queue(OpKind::kBegin, f);
+}
+
+void CallStackModel::PushInferred(const Frame& f) {
+  Frame g = f;
+  g.inferred = true;
+  stack_.push_back(g);
+  stats_.slices++;
+  stats_.inferred++;
+  Queue(OpKind::kInferred, g);
+}
+
+void CallStackModel::Ret() {
+  if (!stack_.empty()) {
+    Frame f = stack_.back();
+    stack_.pop_back();
+    Queue(OpKind::kEnd, f);
+  } else {
+    // A return with no known frame: "[unknown]" from the reset time to now.
+    Queue(OpKind::kUnknown, Pseudo(unknown_name_));
+  }
+}
+
+void CallStackModel::CheckCurrent(uint64_t dst) {
+  // After every operation the function under the pc is the top frame.
+  if (!stack_.empty() && Contains(stack_.back(), dst)) return;
+  Frame f = Resolve(dst);
+  if (stack_.empty()) {
+    PushInferred(f);
+  } else if (stack_.back().function_id != f.function_id || stack_.back().pseudo) {
+    Ret();  // tail call, PLT jump, return past the known stack: adjacent spans
+    Call(f);
+  }
+}
+
+bool CallStackModel::UnwindTo(uint64_t dst) {
+  // longjmp / C++ exceptions: the landing address is inside a frame below
+  // the top; everything above it ends now.
+  for (size_t i = stack_.size(); i-- > 1;) {
+    const Frame& f = stack_[i - 1];
+    if (!f.pseudo && Contains(f, dst)) {
+      while (stack_.size() > i) Ret();
+      stats_.unwinds++;
+      return true;
+    }
+  }
+  return false;
+}
+
+void CallStackModel::ClearStack() {
+  while (!stack_.empty()) Ret();
+}
+
+void CallStackModel::ResetAll() {
+  ClearStack();
+  while (!inactive_.empty()) {
+    stack_ = std::move(inactive_.back());
+    inactive_.pop_back();
+    ClearStack();
+  }
+  Flush(now_);
+  for (const Deferred& d : deferred_) {
+    Slice s;
+    s.pid = pid_;
+    s.tid = tid_;
+    s.ts = create_time_;
+    s.name = d.frame.name;
+    s.dso = d.frame.dso;
+    s.address = d.frame.address;
+    s.inferred = true;
+    if (d.complete) {
+      s.kind = Slice::kComplete;
+      s.end_ts = d.end_ts;
+    } else {
+      s.kind = Slice::kBegin;
+    }
+    sink_->OnSlice(s);
+  }
+  deferred_.clear();
+  open_begins_.clear();
+  create_time_ = now_;
+}
+
+void CallStackModel::OnEvent(const decode::BranchEvent& e) {
+  SetTime(e.time);
+  switch (e.kind) {
+    case BranchKind::kCall:
+      if (stack_.empty() && e.from != 0) PushInferred(Resolve(e.from));
+      Call(Resolve(e.to));
+      break;
+    case BranchKind::kReturn:
+      Ret();
+      if (!stack_.empty() && Contains(stack_.back(), e.to)) break;
+      if (stack_.size() > 1 && UnwindTo(e.to)) break;  // exception unwinding returns
+      CheckCurrent(e.to);
+      break;
+    case BranchKind::kJump: {
+      if (!stack_.empty() && Contains(stack_.back(), e.to)) break;
+      Frame f = Resolve(e.to);
+      if (!stack_.empty() && !stack_.back().pseudo && stack_.back().function_id == f.function_id) {
+        break;
+      }
+      // A jump into the middle of a caller's function is a longjmp; a jump
+      // to a function's entry is a tail call.
+      if (e.to != f.fn_start && stack_.size() > 1 && UnwindTo(e.to)) break;
+      CheckCurrent(e.to);
+      break;
+    }
+    case BranchKind::kFarCall:
+    case BranchKind::kInterrupt:
+      // A syscall or interrupt runs on a new stack above the user stack.
+      inactive_.push_back(std::move(stack_));
+      stack_.clear();
+      Call(Resolve(e.to));
+      break;
+    case BranchKind::kFarReturn:
+      ClearStack();
+      if (!inactive_.empty()) {
+        stack_ = std::move(inactive_.back());
+        inactive_.pop_back();
+      } else {
+        CheckCurrent(e.to);
+      }
+      break;
+    case BranchKind::kDisable: Call(Pseudo(e.syscall ? syscall_name_ : untraced_name_)); break;
+    case BranchKind::kStop: Call(Pseudo(untraced_name_)); break;
+    case BranchKind::kEnable:
+      if (!stack_.empty() && stack_.back().pseudo) {
+        Ret();
+        if (stack_.empty() && e.to != 0) Call(Resolve(e.to));
+      } else if (stack_.empty()) {
+        if (e.to != 0) Call(Resolve(e.to));
+      } else if (e.to != 0) {
+        CheckCurrent(e.to);
+      }
+      break;
+    case BranchKind::kOverflow:
+      stats_.overflows++;
+      Queue(OpKind::kInstant, Pseudo(Name("[overflow: trace data lost]")));
+      ResetAll();
+      break;
+    case BranchKind::kError:
+      stats_.decode_errors++;
+      Queue(OpKind::kInstant, Pseudo(Name("[decode error: " + e.message + "]")));
+      ResetAll();
+      break;
+  }
+}
+
+void CallStackModel::Marker(uint64_t ts, const std::string& name) {
+  SetTime(ts);
+  Queue(OpKind::kInstant, Pseudo(Name(name)));
+}
+
+void CallStackModel::EndSegment(uint64_t end_time) {
+  if (!started_) return;
+  if (end_time > now_) SetTime(end_time);
+  ResetAll();
+  started_ = false;
+}
+
+}  // namespace ptsnap::model

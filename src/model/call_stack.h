@@ -1,0 +1,113 @@
+// Per-thread call-stack reconstruction from decoded branch events, following
+// magic-trace's rules (trace_writer.ml) plus longjmp/exception unwinding,
+// kernel nesting and pseudo frames. The rules, and how events sharing a
+// timestamp are spread, are documented in docs/decoding.md.
+//
+// The model handles one segment (one PT stream of one thread) at a time:
+// BeginSegment, OnEvent..., EndSegment. Every segment starts with an empty
+// stack (each snapshot starts clean) and ends with every frame closed.
+// Memory is bounded by the stack depth and the number of events that share
+// one timestamp (capped), not by trace length.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "decode/pt_decoder.h"
+#include "decode/symbols.h"
+#include "model/slice.h"
+
+namespace ptsnap::model {
+
+struct ModelStats {
+  uint64_t slices = 0;         // frames begun
+  uint64_t inferred = 0;       // frames whose start was inferred
+  uint64_t unwinds = 0;        // longjmp/exception-style unwinds
+  uint64_t decode_errors = 0;  // decode-error markers
+  uint64_t overflows = 0;      // overflow markers
+};
+
+class CallStackModel {
+ public:
+  // `symbols` resolves addresses; `sink` receives slices. Both outlive this.
+  CallStackModel(decode::Symbolizer* symbols, SliceSink* sink);
+
+  void BeginSegment(int32_t pid, int32_t tid);
+  void OnEvent(const decode::BranchEvent& e);
+  // Closes every open frame at the last event time (or `end_time` when
+  // later) and writes the deferred inferred begins.
+  void EndSegment(uint64_t end_time = 0);
+  // A zero-length marker on the current thread (snapshot boundaries).
+  void Marker(uint64_t ts, const std::string& name);
+
+  [[nodiscard]] const ModelStats& stats() const { return stats_; }
+  // Interns pseudo-frame and marker names.
+  const std::string* Name(std::string_view s) { return symbols_->Intern(s); }
+
+ private:
+  struct Frame {
+    const std::string* name = nullptr;
+    const std::string* dso = nullptr;
+    uint64_t fn_start = 0, fn_end = 0;  // [start, end) of the function
+    uint64_t address = 0;               // entry address shown (0 for pseudo frames)
+    uint32_t function_id = 0;
+    bool pseudo = false;    // [syscall], [untraced]
+    bool inferred = false;  // begin time is create_time_, written at EndSegment
+  };
+  // One output operation waiting for its final timestamp.
+  enum class OpKind : uint8_t { kBegin, kEnd, kUnknown, kInstant, kInferred };
+  struct Op {
+    OpKind kind;
+    Frame frame;
+  };
+  // Written at the end of the segment, at create_time_: inferred frames and
+  // "[unknown]" spans (complete, ending at end_ts).
+  struct Deferred {
+    Frame frame;
+    bool complete = false;
+    uint64_t end_ts = 0;
+  };
+
+  Frame Resolve(uint64_t addr);
+  Frame Pseudo(const std::string* name);
+  static bool Contains(const Frame& f, uint64_t addr) {
+    return addr >= f.fn_start && addr < f.fn_end;
+  }
+
+  // magic-trace's primitives.
+  void Call(const Frame& f);
+  void Ret();
+  void CheckCurrent(uint64_t dst);
+  void PushInferred(const Frame& f);
+  void ClearStack();
+  void ResetAll();  // end_of_thread: close everything, new create time
+  bool UnwindTo(uint64_t dst);
+
+  // Timestamps: queue ops at `now_`, spread them when time advances.
+  void SetTime(uint64_t t);
+  void Queue(OpKind kind, const Frame& f);
+  void Flush(uint64_t next_time);
+  void Emit(const Op& op, uint64_t ts);
+
+  decode::Symbolizer* symbols_;
+  SliceSink* sink_;
+  ModelStats stats_;
+  int32_t pid_ = 0, tid_ = 0;
+  bool started_ = false;  // any event seen in this segment
+  uint64_t now_ = 0;      // current raw time
+  uint64_t create_time_ = 0;
+  std::vector<Frame> stack_;
+  std::vector<std::vector<Frame>> inactive_;  // stacks saved by syscalls/interrupts
+  std::deque<Deferred> deferred_;             // outermost first
+  // Pending ops at pending_time_ and the begin times of emitted open frames.
+  std::vector<Op> pending_;
+  uint64_t pending_time_ = 0;
+  std::vector<uint64_t> open_begins_;
+  const std::string* syscall_name_;
+  const std::string* untraced_name_;
+  const std::string* unknown_name_;
+};
+
+}  // namespace ptsnap::model

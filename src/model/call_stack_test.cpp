@@ -1,0 +1,192 @@
+#include "model/call_stack.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "decode/test_stream.h"
+#include "tests/support/result_matchers.h"
+
+namespace ptsnap::model {
+namespace {
+
+using decode::BranchEvent;
+using decode::BranchKind;
+using ::testing::ElementsAre;
+
+// Records slices as "ts B name" / "ts E name" / "ts X name end" / "ts I name".
+class TextSink : public SliceSink {
+ public:
+  void OnProcess(int32_t, const std::string&) override {}
+  void OnThread(int32_t, int32_t, const std::string&) override {}
+  void OnSlice(const Slice& s) override {
+    std::ostringstream o;
+    o << s.ts << ' ';
+    switch (s.kind) {
+      case Slice::kBegin: o << "B " << *s.name << (s.inferred ? " inferred" : ""); break;
+      case Slice::kEnd: o << "E " << *s.name << " from " << s.begin_ts; break;
+      case Slice::kComplete: o << "X " << *s.name << " to " << s.end_ts; break;
+      case Slice::kInstant: o << "I " << *s.name; break;
+    }
+    lines.push_back(o.str());
+  }
+  Result<void> Finish() override { return Ok(); }
+  std::vector<std::string> lines;
+};
+
+// fnN lives at 0x1000 * (N + 1), 0x100 bytes, via a JIT map.
+uint64_t Fn(int n, uint64_t off = 0) { return 0x1000 * static_cast<uint64_t>(n + 1) + off; }
+
+struct Harness {
+  Harness() : model(&symbols, &sink) {
+    symbols.AddPerfMap(1, decode::ParsePerfMap("1000 100 fn0\n2000 100 fn1\n3000 100 fn2\n"
+                                               "4000 100 fn3\n5000 100 fn4\n"));
+    model.BeginSegment(1, 1);
+  }
+  void Ev(BranchKind k, uint64_t t, uint64_t from, uint64_t to) {
+    BranchEvent e;
+    e.kind = k;
+    e.time = t;
+    e.from = from;
+    e.to = to;
+    model.OnEvent(e);
+  }
+  decode::Symbolizer symbols;
+  TextSink sink;
+  CallStackModel model;
+};
+
+TEST(CallStackTest, TimeBatchSpreading) {
+  // magic-trace test.ml "time batch spreading": calls sharing a timestamp
+  // share the interval up to the next timestamp; returns take no time.
+  Harness h;
+  h.Ev(BranchKind::kEnable, 0, 0, Fn(0));
+  h.Ev(BranchKind::kCall, 1, Fn(0, 1), Fn(1));
+  h.Ev(BranchKind::kReturn, 1, Fn(1, 1), Fn(0, 2));
+  h.Ev(BranchKind::kCall, 1, Fn(0, 3), Fn(2));
+  h.Ev(BranchKind::kReturn, 1, Fn(2, 1), Fn(0, 4));
+  for (int i = 0; i < 4; ++i) h.Ev(BranchKind::kCall, 100, Fn(i, 5), Fn(i + 1));
+  h.Ev(BranchKind::kReturn, 103, Fn(4, 1), Fn(3, 6));
+  h.model.EndSegment();
+  EXPECT_THAT(h.sink.lines,
+              ElementsAre("1 B fn0", "34 B fn1", "67 E fn1 from 34", "67 B fn2",
+                          "100 E fn2 from 67", "100 B fn1", "100 B fn2", "101 B fn3", "102 B fn4",
+                          "103 E fn4 from 102", "103 E fn3 from 101", "103 E fn2 from 100",
+                          "103 E fn1 from 100", "103 E fn0 from 1"));
+}
+
+TEST(CallStackTest, ReturnsPastTheStackInferFramesFromTheStart) {
+  // Modelled on magic-trace "enqueuing events at start"; events at the
+  // start time move +1 ns so inferred frames enclose them.
+  Harness h;
+  h.Ev(BranchKind::kReturn, 10, Fn(0, 1), Fn(1, 4));  // fn0 returns into fn1
+  h.Ev(BranchKind::kCall, 10, Fn(1, 5), Fn(2));
+  h.Ev(BranchKind::kCall, 10, Fn(2, 5), Fn(3));
+  h.Ev(BranchKind::kReturn, 11, Fn(3, 1), Fn(2, 6));
+  h.Ev(BranchKind::kReturn, 12, Fn(2, 7), Fn(1, 8));
+  h.Ev(BranchKind::kReturn, 13, Fn(1, 9), Fn(4, 2));  // past the stack: fn4 inferred
+  h.model.EndSegment();
+  EXPECT_THAT(h.sink.lines,
+              ElementsAre("11 B fn2", "11 B fn3", "12 E fn3 from 11", "12 E fn2 from 11",
+                          "13 E fn1 from 10", "13 E fn4 from 10",
+                          // Deferred, outermost first: fn4 encloses fn1, which
+                          // encloses the "[unknown]" frame that returned into it.
+                          "10 B fn4 inferred", "10 B fn1 inferred", "10 X [unknown] to 11"));
+  EXPECT_EQ(h.model.stats().inferred, 2u);
+}
+
+TEST(CallStackTest, TailCallIsAdjacentSpans) {
+  Harness h;
+  h.Ev(BranchKind::kEnable, 0, 0, Fn(0));
+  h.Ev(BranchKind::kCall, 10, Fn(0, 1), Fn(1));
+  h.Ev(BranchKind::kJump, 20, Fn(1, 4), Fn(2));     // jmp fn2: tail call
+  h.Ev(BranchKind::kJump, 25, Fn(2, 4), Fn(2, 8));  // jump inside fn2: nothing
+  h.Ev(BranchKind::kReturn, 30, Fn(2, 9), Fn(0, 5));
+  h.model.EndSegment();
+  EXPECT_THAT(h.sink.lines, ElementsAre("1 B fn0", "10 B fn1", "20 E fn1 from 10", "20 B fn2",
+                                        "30 E fn2 from 20", "30 E fn0 from 1"));
+}
+
+TEST(CallStackTest, LongjmpUnwindsToTheLandingFrame) {
+  Harness h;
+  h.Ev(BranchKind::kEnable, 0, 0, Fn(0));
+  h.Ev(BranchKind::kCall, 10, Fn(0, 1), Fn(1));
+  h.Ev(BranchKind::kCall, 20, Fn(1, 1), Fn(2));
+  h.Ev(BranchKind::kCall, 30, Fn(2, 1), Fn(3));
+  h.Ev(BranchKind::kJump, 40, Fn(3, 1), Fn(0, 0x20));  // longjmp into fn0
+  h.model.EndSegment(50);
+  EXPECT_THAT(h.sink.lines,
+              ElementsAre("1 B fn0", "10 B fn1", "20 B fn2", "30 B fn3", "40 E fn3 from 30",
+                          "40 E fn2 from 20", "40 E fn1 from 10", "50 E fn0 from 1"));
+  EXPECT_EQ(h.model.stats().unwinds, 1u);
+}
+
+TEST(CallStackTest, ExceptionReturnUnwindsThreeFrames) {
+  // _Unwind_RaiseException "returns" into the landing pad of fn0.
+  Harness h;
+  h.Ev(BranchKind::kEnable, 0, 0, Fn(0));
+  h.Ev(BranchKind::kCall, 10, Fn(0, 1), Fn(1));
+  h.Ev(BranchKind::kCall, 20, Fn(1, 1), Fn(2));
+  h.Ev(BranchKind::kCall, 30, Fn(2, 1), Fn(3));
+  h.Ev(BranchKind::kCall, 35, Fn(3, 1), Fn(4));  // the unwinder
+  h.Ev(BranchKind::kReturn, 40, Fn(4, 1), Fn(0, 0x40));
+  h.model.EndSegment(50);
+  EXPECT_THAT(h.sink.lines, ElementsAre("1 B fn0", "10 B fn1", "20 B fn2", "30 B fn3", "35 B fn4",
+                                        "40 E fn4 from 35", "40 E fn3 from 30", "40 E fn2 from 20",
+                                        "40 E fn1 from 10", "50 E fn0 from 1"));
+}
+
+TEST(CallStackTest, SyscallAndUntracedPseudoFrames) {
+  Harness h;
+  h.Ev(BranchKind::kEnable, 0, 0, Fn(0));
+  BranchEvent d;
+  d.kind = BranchKind::kDisable;
+  d.time = 10;
+  d.from = Fn(0, 2);
+  d.syscall = true;
+  h.model.OnEvent(d);
+  h.Ev(BranchKind::kEnable, 20, 0, Fn(0, 4));
+  h.Ev(BranchKind::kDisable, 30, Fn(0, 5), 0);
+  h.Ev(BranchKind::kEnable, 40, 0, Fn(0, 6));
+  h.model.EndSegment(50);
+  EXPECT_THAT(h.sink.lines,
+              ElementsAre("1 B fn0", "10 B [syscall]", "20 E [syscall] from 10", "30 B [untraced]",
+                          "40 E [untraced] from 30", "50 E fn0 from 1"));
+}
+
+TEST(CallStackTest, DecodeErrorClosesFramesAndRestartsInference) {
+  // magic-trace memmove_decode_error: frames after the error are inferred
+  // from the error time, not from the trace start.
+  Harness h;
+  h.Ev(BranchKind::kEnable, 0, 0, Fn(0));
+  h.Ev(BranchKind::kCall, 10, Fn(0, 1), Fn(1));
+  BranchEvent err;
+  err.kind = BranchKind::kError;
+  err.time = 21;
+  err.message = "overflow packet";
+  h.model.OnEvent(err);
+  h.Ev(BranchKind::kJump, 67, 0, Fn(1, 0x10));  // resumes inside fn1
+  h.Ev(BranchKind::kReturn, 100, Fn(1, 0x11), Fn(0, 0x20));
+  h.model.EndSegment(141);
+  EXPECT_THAT(h.sink.lines,
+              ElementsAre("1 B fn0", "10 B fn1", "21 I [decode error: overflow packet]",
+                          "21 E fn1 from 10", "21 E fn0 from 1", "100 E fn1 from 21",
+                          "141 E fn0 from 21", "21 B fn0 inferred", "21 B fn1 inferred"));
+  EXPECT_EQ(h.model.stats().decode_errors, 1u);
+}
+
+TEST(CallStackTest, KernelNestsAboveTheUserStack) {
+  Harness h;
+  h.Ev(BranchKind::kEnable, 0, 0, Fn(0));
+  h.Ev(BranchKind::kFarCall, 10, Fn(0, 2), Fn(3));  // syscall into "kernel" fn3
+  h.Ev(BranchKind::kCall, 20, Fn(3, 1), Fn(4));
+  h.Ev(BranchKind::kReturn, 30, Fn(4, 1), Fn(3, 2));
+  h.Ev(BranchKind::kFarReturn, 40, Fn(3, 3), Fn(0, 3));
+  h.model.EndSegment(50);
+  EXPECT_THAT(h.sink.lines, ElementsAre("1 B fn0", "10 B fn3", "20 B fn4", "30 E fn4 from 20",
+                                        "40 E fn3 from 10", "50 E fn0 from 1"));
+}
+
+}  // namespace
+}  // namespace ptsnap::model

@@ -1,0 +1,75 @@
+// What the call-stack model produces and the output writers consume: a
+// stream of slice events per thread (docs/decoding.md, "Slices").
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "ptsnap/result.h"
+
+namespace ptsnap::model {
+
+struct Slice {
+  enum Kind : uint8_t {
+    kBegin,     // a frame starts at `ts`
+    kEnd,       // the frame on top ends at `ts`; it began at `begin_ts`
+    kComplete,  // a whole span [ts, end_ts], e.g. "[unknown]" from the reset time
+    kInstant,   // a zero-length marker at `ts` (decode errors, snapshots, triggers)
+  };
+  Kind kind = kBegin;
+  // kBegin/kEnd of a frame whose start was not seen: it starts at the trace
+  // start or the last decode error. Inferred kBegin events come after the
+  // kEnd of the same frame in the stream (see docs/decoding.md); writers
+  // that need begin and end together use kEnd's begin_ts.
+  bool inferred = false;
+  int32_t pid = 0, tid = 0;
+  uint64_t ts = 0;
+  uint64_t begin_ts = 0;              // kEnd
+  uint64_t end_ts = 0;                // kComplete
+  const std::string* name = nullptr;  // never null; owned by the Symbolizer
+  const std::string* dso = nullptr;   // may be null (pseudo frames, markers)
+  uint64_t address = 0;               // function entry, 0 for pseudo frames and markers
+};
+
+// Receives the model's output. Calls arrive in the order writers must
+// preserve: per thread, kBegin/kEnd nest like a stack (inferred begins
+// excepted, as above). OnProcess/OnThread come before the thread's slices.
+class SliceSink {
+ public:
+  virtual ~SliceSink() = default;
+  virtual void OnProcess(int32_t pid, const std::string& name) = 0;
+  virtual void OnThread(int32_t pid, int32_t tid, const std::string& name) = 0;
+  virtual void OnSlice(const Slice& s) = 0;
+  // After the last slice: flush and close. The first write error wins.
+  virtual Result<void> Finish() = 0;
+};
+
+// Sends everything to several sinks (the writer and the summary).
+class TeeSink : public SliceSink {
+ public:
+  TeeSink(SliceSink* a, SliceSink* b) : a_(a), b_(b) {}
+  void OnProcess(int32_t pid, const std::string& name) override {
+    a_->OnProcess(pid, name);
+    b_->OnProcess(pid, name);
+  }
+  void OnThread(int32_t pid, int32_t tid, const std::string& name) override {
+    a_->OnThread(pid, tid, name);
+    b_->OnThread(pid, tid, name);
+  }
+  void OnSlice(const Slice& s) override {
+    a_->OnSlice(s);
+    b_->OnSlice(s);
+  }
+  Result<void> Finish() override {
+    auto ra = a_->Finish();
+    auto rb = b_->Finish();
+    if (!ra) return ra;
+    return rb;
+  }
+
+ private:
+  SliceSink* a_;
+  SliceSink* b_;
+};
+
+}  // namespace ptsnap::model

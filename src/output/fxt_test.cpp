@@ -1,0 +1,187 @@
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "output/fxt_reader.h"
+#include "output/fxt_writer.h"
+#include "output/output_file.h"
+#include "tests/support/result_matchers.h"
+#include "tests/support/temp_dir.h"
+
+namespace ptsnap::output {
+namespace {
+
+using ::ptsnap::testing::HasErrorContaining;
+using ::ptsnap::testing::HasValue;
+
+model::Slice S(model::Slice::Kind k, uint64_t ts, const std::string* name, int32_t tid = 11) {
+  model::Slice s;
+  s.kind = k;
+  s.pid = 10;
+  s.tid = tid;
+  s.ts = ts;
+  s.name = name;
+  return s;
+}
+
+uint64_t WordAt(const std::string& b, size_t i) {
+  uint64_t w;
+  std::memcpy(&w, b.data() + i * 8, 8);
+  return w;
+}
+
+TEST(FxtTest, RoundTripAndHeaderBits) {
+  ::ptsnap::testing::TempDir dir;
+  auto path = dir.path() / "t.fxt";
+  std::string main_name = "main", leaf = "leaf", unknown = "[unknown]",
+              marker = "[decode error: x]", dso = "/bin/prog";
+  {
+    auto out = OutputFile::Open(path);
+    ASSERT_THAT(out, HasValue());
+    FxtWriter w(out->get());
+    w.OnProcess(10, "prog --flag [pid=10]");
+    w.OnThread(10, 11, "prog");
+    auto b = S(model::Slice::kBegin, 100, &main_name);
+    b.address = 0x401000;
+    b.dso = &dso;
+    w.OnSlice(b);
+    w.OnSlice(S(model::Slice::kBegin, 110, &leaf));
+    w.OnSlice(S(model::Slice::kEnd, 120, &leaf));
+    auto x = S(model::Slice::kComplete, 90, &unknown);
+    x.end_ts = 95;
+    x.inferred = true;
+    w.OnSlice(x);
+    w.OnSlice(S(model::Slice::kInstant, 130, &marker));
+    w.OnSlice(S(model::Slice::kEnd, 140, &main_name));
+    ASSERT_THAT(w.Finish(), HasValue());
+  }
+  auto bytes = ReadMaybeGzip(path);
+  ASSERT_THAT(bytes, HasValue());
+  // Magic number record: exactly these 8 bytes first (Perfetto's sniffer).
+  ASSERT_GE(bytes->size(), 8u);
+  EXPECT_EQ(bytes->substr(0, 8), std::string("\x10\x00\x04\x46\x78\x54\x16\x00", 8));
+  // Provider info metadata: type 0, metadata type 1, name length 6.
+  uint64_t h = WordAt(*bytes, 1);
+  EXPECT_EQ(h & 0xf, 0u);
+  EXPECT_EQ((h >> 4) & 0xfff, 2u);  // header + "ptsnap" padded to one word
+  EXPECT_EQ((h >> 16) & 0xf, 1u);
+  EXPECT_EQ((h >> 52) & 0xff, 6u);
+  // Provider section, then the initialization record with 1e9 ticks/s.
+  EXPECT_EQ(WordAt(*bytes, 3), 0x0000000000020010ull);
+  EXPECT_EQ(WordAt(*bytes, 4), 0x0000000000000021ull);
+  EXPECT_EQ(WordAt(*bytes, 5), 1000000000ull);
+  // The first string record: index 1, "process" (7 bytes, one word).
+  h = WordAt(*bytes, 6);
+  EXPECT_EQ(h & 0xf, 2u);
+  EXPECT_EQ((h >> 4) & 0xfff, 2u);
+  EXPECT_EQ((h >> 16) & 0x7fff, 1u);
+  EXPECT_EQ((h >> 32) & 0x7fff, 7u);
+  EXPECT_EQ(bytes->substr(7 * 8, 7), "process");
+
+  auto t = ParseFxt(*bytes);
+  ASSERT_THAT(t, HasValue());
+  EXPECT_EQ(t->ticks_per_second, 1000000000u);
+  EXPECT_EQ(t->provider, "ptsnap");
+  EXPECT_EQ(t->processes.at(10), "prog --flag [pid=10]");
+  EXPECT_EQ(t->threads.at(11).pid, 10u);
+  EXPECT_EQ(t->threads.at(11).name, "prog");
+  ASSERT_EQ(t->events.size(), 6u);
+  const FxtEvent& e0 = t->events[0];
+  EXPECT_EQ(e0.type, 2);
+  EXPECT_EQ(e0.ts, 100u);
+  EXPECT_EQ(e0.name, "main");
+  EXPECT_EQ(e0.pid, 10u);
+  EXPECT_EQ(e0.tid, 11u);
+  EXPECT_EQ(e0.args.at("address").type, 7);
+  EXPECT_EQ(e0.args.at("address").value, 0x401000u);
+  EXPECT_EQ(e0.args.at("dso").str, "/bin/prog");
+  EXPECT_EQ(t->events[2].type, 3);
+  EXPECT_EQ(t->events[3].type, 4);
+  EXPECT_EQ(t->events[3].end_ts, 95u);
+  EXPECT_EQ(t->events[3].args.at("inferred_start_time").str, "true");
+  EXPECT_EQ(t->events[4].name, "[decode error: x]");
+  EXPECT_EQ(t->events[4].ts, t->events[4].end_ts);  // zero-length marker
+}
+
+TEST(FxtTest, StringSlotsAreReusedBeyondTheTable) {
+  ::ptsnap::testing::TempDir dir;
+  auto path = dir.path() / "t.fxt.gz";
+  std::vector<std::string> names;
+  for (int i = 0; i < 200; ++i) names.push_back("fn" + std::to_string(i));
+  {
+    auto out = OutputFile::Open(path);
+    ASSERT_THAT(out, HasValue());
+    FxtWriter w(out->get());
+    w.SetStringSlotsForTest(20);
+    w.OnThread(1, 1, "t");
+    for (int round = 0; round < 2; ++round) {
+      for (int i = 0; i < 200; ++i) {
+        w.OnSlice(S(model::Slice::kBegin, static_cast<uint64_t>(i), &names[i], 1));
+        w.OnSlice(S(model::Slice::kEnd, static_cast<uint64_t>(i) + 1, &names[i], 1));
+      }
+    }
+    ASSERT_THAT(w.Finish(), HasValue());
+  }
+  auto bytes = ReadMaybeGzip(path);  // gzip output round-trips through zlib
+  ASSERT_THAT(bytes, HasValue());
+  auto t = ParseFxt(*bytes);
+  ASSERT_THAT(t, HasValue());
+  EXPECT_LE(t->max_string_index, 20);
+  ASSERT_EQ(t->events.size(), 800u);
+  for (int i = 0; i < 200; ++i) EXPECT_EQ(t->events[static_cast<size_t>(2 * i)].name, names[i]);
+  EXPECT_EQ(t->events[400].name, "fn0");
+}
+
+TEST(FxtTest, ManyThreadsReuseThreadSlots) {
+  ::ptsnap::testing::TempDir dir;
+  auto path = dir.path() / "t.fxt";
+  std::string n = "f";
+  {
+    auto out = OutputFile::Open(path);
+    FxtWriter w(out->get());
+    for (int tid = 1; tid <= 600; ++tid) w.OnSlice(S(model::Slice::kInstant, 5, &n, tid));
+    ASSERT_THAT(w.Finish(), HasValue());
+  }
+  auto t = ParseFxt(*ReadMaybeGzip(path));
+  ASSERT_THAT(t, HasValue());
+  ASSERT_EQ(t->events.size(), 600u);
+  EXPECT_EQ(t->events[599].tid, 600u);
+  EXPECT_EQ(t->events[255].tid, 256u);
+}
+
+TEST(FxtTest, ReaderRejectsBrokenFiles) {
+  EXPECT_THAT(ParseFxt("not fxt at all"), HasErrorContaining("magic"));
+  std::string magic("\x10\x00\x04\x46\x78\x54\x16\x00", 8);
+  // An event record (size 2) referring to undefined thread 3.
+  uint64_t ev = 4 | (2 << 4) | (uint64_t{3} << 24);
+  std::string rec(reinterpret_cast<const char*>(&ev), 8);
+  rec += std::string(8, '\0');
+  EXPECT_THAT(ParseFxt(magic + rec), HasErrorContaining("thread ref 3"));
+  // A record claiming more words than the file has.
+  uint64_t big = 4 | (100 << 4);
+  EXPECT_THAT(ParseFxt(magic + std::string(reinterpret_cast<const char*>(&big), 8)),
+              HasErrorContaining("past the end"));
+}
+
+TEST(FxtTest, UnwritableOutputIsAClearError) {
+  EXPECT_THAT(OutputFile::Open("/nonexistent-dir/out.fxt"),
+              HasErrorContaining("opening /nonexistent-dir/out.fxt for writing"));
+}
+
+TEST(FxtTest, DiskFullIsReportedOnClose) {
+  auto out = OutputFile::Open("/dev/full");
+  ASSERT_THAT(out, HasValue());
+  (*out)->Write(std::string(3 << 20, 'x'));
+  EXPECT_THAT((*out)->Close(), HasErrorContaining("writing /dev/full: No space left on device"));
+}
+
+TEST(FxtTest, FormatFromPath) {
+  EXPECT_EQ(FormatFromPath("a/trace.fxt.gz"), "fxt");
+  EXPECT_EQ(FormatFromPath("t.json"), "json");
+  EXPECT_EQ(FormatFromPath("t.events.gz"), "events");
+  EXPECT_EQ(FormatFromPath("t.txt"), "");
+}
+
+}  // namespace
+}  // namespace ptsnap::output

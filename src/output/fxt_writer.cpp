@@ -1,0 +1,184 @@
+#include "output/fxt_writer.h"
+
+#include <cstring>
+
+namespace ptsnap::output {
+
+namespace {
+// Record types ([0..3] of every header).
+constexpr uint64_t kMetadata = 0, kInitialization = 1, kStringRecord = 2, kThreadRecord = 3,
+                   kEventRecord = 4, kKernelObject = 7;
+// Event types.
+constexpr int kDurationBegin = 2, kDurationEnd = 3, kDurationComplete = 4;
+// Argument types.
+constexpr uint64_t kArgString = 6, kArgPointer = 7, kArgKoid = 8;
+constexpr uint64_t kObjProcess = 1, kObjThread = 2;
+
+uint64_t Words(size_t bytes) { return (bytes + 7) / 8; }
+uint64_t Header(uint64_t type, uint64_t size_words) { return type | (size_words << 4); }
+// Slots 1..5 hold the fixed argument names; the rest are reused round-robin.
+constexpr uint16_t kFirstReusable = 6;
+}  // namespace
+
+FxtWriter::FxtWriter(OutputFile* out) : out_(out) {
+  string_slots_.resize(size_t{kFxtMaxStringIndex} + 1);
+  slot_owner_.resize(size_t{kFxtMaxStringIndex} + 1, nullptr);
+  thread_slots_.resize(256, ~uint64_t{0});
+  Word(kFxtMagic);
+  // Provider info (metadata type 1): provider 0, named "ptsnap".
+  std::string_view provider = "ptsnap";
+  Word(Header(kMetadata, 1 + Words(provider.size())) | (uint64_t{1} << 16) |
+       (uint64_t{provider.size()} << 52));
+  Stream(provider);
+  // Provider section (metadata type 2): provider 0.
+  Word(Header(kMetadata, 1) | (uint64_t{2} << 16));
+  // Initialization: ticks per second. Ticks are perf-clock nanoseconds.
+  Word(Header(kInitialization, 2));
+  Word(1000000000ull);
+  process_arg_ = String("process");
+  address_arg_ = String("address");
+  dso_arg_ = String("dso");
+  inferred_arg_ = String("inferred_start_time");
+  true_ = String("true");
+}
+
+void FxtWriter::Stream(std::string_view s) {
+  out_->Write(s);
+  static constexpr char kZeros[8] = {};
+  size_t pad = (8 - s.size() % 8) % 8;
+  out_->Write(std::string_view(kZeros, pad));
+}
+
+uint16_t FxtWriter::StringPtr(const std::string* s) {
+  // Names come interned from the Symbolizer: look them up by address first
+  // (no hashing of the text), checking the slot still holds that string.
+  auto it = by_ptr_.find(s);
+  if (it != by_ptr_.end() && slot_owner_[it->second] == s) return it->second;
+  uint16_t index = String(*s);
+  if (index != 0) {
+    slot_owner_[index] = s;
+    by_ptr_[s] = index;
+  }
+  return index;
+}
+
+uint16_t FxtWriter::String(std::string_view s) {
+  if (s.empty()) return 0;  // ref 0 is the empty string
+  if (s.size() > kFxtMaxStringBytes) s = s.substr(0, kFxtMaxStringBytes);
+  auto it = strings_.find(std::string(s));
+  if (it != strings_.end()) return it->second;
+  uint16_t index = next_string_;
+  if (++next_string_ > max_string_index_) next_string_ = kFirstReusable;
+  // A new string record for a used index replaces the old entry; readers
+  // (and Perfetto) resolve refs at the time they read a record.
+  if (!string_slots_[index].empty()) strings_.erase(string_slots_[index]);
+  string_slots_[index] = std::string(s);
+  slot_owner_[index] = nullptr;
+  strings_.emplace(std::string(s), index);
+  Word(Header(kStringRecord, 1 + Words(s.size())) | (uint64_t{index} << 16) |
+       (uint64_t{s.size()} << 32));
+  Stream(s);
+  return index;
+}
+
+uint8_t FxtWriter::Thread(int32_t pid, int32_t tid) {
+  uint64_t key = (uint64_t{static_cast<uint32_t>(pid)} << 32) | static_cast<uint32_t>(tid);
+  auto it = threads_.find(key);
+  if (it != threads_.end()) return it->second;
+  uint8_t index = next_thread_;
+  next_thread_ = next_thread_ == 255 ? 1 : static_cast<uint8_t>(next_thread_ + 1);
+  if (thread_slots_[index] != ~uint64_t{0}) threads_.erase(thread_slots_[index]);
+  thread_slots_[index] = key;
+  threads_.emplace(key, index);
+  Word(Header(kThreadRecord, 3) | (uint64_t{index} << 16));
+  Word(static_cast<uint64_t>(pid));
+  Word(static_cast<uint64_t>(tid));
+  return index;
+}
+
+void FxtWriter::OnProcess(int32_t pid, const std::string& name) {
+  uint16_t n = String(name);
+  Word(Header(kKernelObject, 2) | (kObjProcess << 16) | (uint64_t{n} << 24));
+  Word(static_cast<uint64_t>(pid));
+}
+
+void FxtWriter::OnThread(int32_t pid, int32_t tid, const std::string& name) {
+  uint16_t n = String(name);
+  // Perfetto takes the owning process from a koid argument named "process".
+  Word(Header(kKernelObject, 4) | (kObjThread << 16) | (uint64_t{n} << 24) | (uint64_t{1} << 40));
+  Word(static_cast<uint64_t>(tid));
+  Word(kArgKoid | (uint64_t{2} << 4) | (uint64_t{process_arg_} << 16));
+  Word(static_cast<uint64_t>(pid));
+}
+
+void FxtWriter::Event(int type, uint8_t thread, uint16_t name, uint64_t ts,
+                      const std::vector<Arg>& args, const uint64_t* end_ts) {
+  uint64_t size = 2 + (end_ts != nullptr ? 1 : 0);
+  for (const Arg& a : args) size += a.type == Arg::kPointer ? 2 : 1;
+  Word(Header(kEventRecord, size) | (uint64_t(type) << 16) | (uint64_t{args.size()} << 20) |
+       (uint64_t{thread} << 24) | (uint64_t{name} << 48));
+  Word(ts);
+  for (const Arg& a : args) {
+    if (a.type == Arg::kPointer) {
+      Word(kArgPointer | (uint64_t{2} << 4) | (uint64_t{a.name} << 16));
+      Word(a.value);
+    } else {
+      Word(kArgString | (uint64_t{1} << 4) | (uint64_t{a.name} << 16) | (a.value << 32));
+    }
+  }
+  if (end_ts != nullptr) Word(*end_ts);
+}
+
+void FxtWriter::OnSlice(const model::Slice& s) {
+  // Intern every string before the thread ref: a string record written
+  // between the thread record and the event is fine, but the thread slot
+  // must not be reused by an eviction in between (threads never evict
+  // strings, so order only matters for readability).
+  uint16_t name = 0, dso = 0;
+  bool want_args = s.kind == model::Slice::kBegin || s.kind == model::Slice::kComplete;
+  bool want_dso = want_args && s.dso != nullptr && !s.dso->empty();
+  // Slot reuse may evict a string interned a moment ago for this record;
+  // intern again until every ref of the record is current (at most twice,
+  // since the victims advance round-robin).
+  for (int pass = 0; pass < 3; ++pass) {
+    if (s.kind != model::Slice::kEnd) name = StringPtr(s.name);
+    if (want_dso) dso = StringPtr(s.dso);
+    bool ok = (s.kind == model::Slice::kEnd || Current(name, *s.name)) &&
+              (!want_dso || Current(dso, *s.dso)) && Current(true_, "true");
+    if (ok) break;
+  }
+  std::vector<Arg> args;
+  if (want_args) {
+    if (s.address != 0) args.push_back({Arg::kPointer, address_arg_, s.address});
+    if (want_dso) args.push_back({Arg::kString, dso_arg_, dso});
+    if (s.inferred) args.push_back({Arg::kString, inferred_arg_, true_});
+  }
+  uint8_t thread = Thread(s.pid, s.tid);
+  switch (s.kind) {
+    case model::Slice::kBegin: Event(kDurationBegin, thread, name, s.ts, args, nullptr); break;
+    case model::Slice::kEnd: Event(kDurationEnd, thread, 0, s.ts, args, nullptr); break;
+    case model::Slice::kComplete:
+      Event(kDurationComplete, thread, name, s.ts, args, &s.end_ts);
+      break;
+    case model::Slice::kInstant:
+      // A zero-length complete event: visible in every Perfetto version
+      // (magic-trace does the same for decode errors).
+      Event(kDurationComplete, thread, name, s.ts, args, &s.ts);
+      break;
+  }
+}
+
+bool FxtWriter::Current(uint16_t ref, std::string_view s) const {
+  if (s.size() > kFxtMaxStringBytes) s = s.substr(0, kFxtMaxStringBytes);
+  return ref == 0 ? s.empty() : string_slots_[ref] == s;
+}
+
+void FxtWriter::Instant(int32_t pid, int32_t tid, uint64_t ts, std::string_view name) {
+  uint16_t n = String(name);
+  uint8_t thread = Thread(pid, tid);
+  Event(kDurationComplete, thread, n, ts, {}, &ts);
+}
+
+Result<void> FxtWriter::Finish() { return out_->Close(); }
+
+}  // namespace ptsnap::output

@@ -1,0 +1,74 @@
+// Fuchsia Trace Format writer, as Perfetto's importer reads it
+// (style-and-formats.md B.2; fuchsia.dev trace-format). Streams: memory is
+// bounded by the string and thread tables (slots are reused, so traces with
+// more than 32k distinct names work), not by trace length.
+//
+// Layout written: magic number record, provider info/section metadata,
+// initialization record (1e9 ticks per second: ticks are perf-clock ns),
+// then string/thread records on demand, kernel-object records naming each
+// process ("cmdline [pid=P]") and thread (with the "process" koid
+// argument), and event records: duration begin/end for frames, duration
+// complete for "[unknown]" spans and zero-length markers.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "model/slice.h"
+#include "output/output_file.h"
+
+namespace ptsnap::output {
+
+inline constexpr uint64_t kFxtMagic = 0x0016547846040010ull;
+inline constexpr uint16_t kFxtMaxStringIndex = 0x7fff;
+inline constexpr size_t kFxtMaxStringBytes = 32000;
+
+class FxtWriter : public model::SliceSink {
+ public:
+  // Writes the header records at once. `out` outlives the writer.
+  explicit FxtWriter(OutputFile* out);
+
+  void OnProcess(int32_t pid, const std::string& name) override;
+  void OnThread(int32_t pid, int32_t tid, const std::string& name) override;
+  void OnSlice(const model::Slice& s) override;
+  // Writes a zero-length marker on its own thread (e.g. trigger hits on a
+  // "Snapshot triggers" track): allocate the thread with OnThread first.
+  void Instant(int32_t pid, int32_t tid, uint64_t ts, std::string_view name);
+  Result<void> Finish() override;
+
+  // Slot count of the string table, for tests of slot reuse.
+  void SetStringSlotsForTest(uint16_t n) { max_string_index_ = n; }
+
+ private:
+  uint16_t String(std::string_view s);
+  uint16_t StringPtr(const std::string* s);
+  [[nodiscard]] bool Current(uint16_t ref, std::string_view s) const;
+  uint8_t Thread(int32_t pid, int32_t tid);
+  void Word(uint64_t w) { out_->Write(std::string_view(reinterpret_cast<const char*>(&w), 8)); }
+  void Stream(std::string_view s);
+  struct Arg {
+    enum Type { kString, kPointer } type;
+    uint16_t name;
+    uint64_t value;  // pointer value, or string ref
+  };
+  void Event(int type, uint8_t thread, uint16_t name, uint64_t ts, const std::vector<Arg>& args,
+             const uint64_t* end_ts);
+
+  OutputFile* out_;
+  uint16_t max_string_index_ = kFxtMaxStringIndex;
+  std::unordered_map<std::string, uint16_t> strings_;
+  std::vector<std::string> string_slots_;       // index -> content ("" = free)
+  std::vector<const std::string*> slot_owner_;  // index -> interned pointer, if any
+  std::unordered_map<const std::string*, uint16_t> by_ptr_;
+  uint16_t next_string_ = 1;                       // next slot to (re)use; wraps to kFirstReusable
+  std::unordered_map<uint64_t, uint8_t> threads_;  // (pid << 32 | tid) -> index
+  std::vector<uint64_t> thread_slots_;
+  uint8_t next_thread_ = 1;
+  uint16_t process_arg_ = 0, address_arg_ = 0, dso_arg_ = 0, inferred_arg_ = 0, true_ = 0;
+};
+
+}  // namespace ptsnap::output

@@ -1,0 +1,54 @@
+// A write-only output file, gzip-compressed when its name ends in ".gz".
+// Writes are buffered; errors are remembered and reported by Close().
+#pragma once
+
+#include <zlib.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "base/unique_fd.h"
+#include "ptsnap/result.h"
+
+namespace ptsnap::output {
+
+class OutputFile {
+ public:
+  // Creates (truncates) `path`. Errors name the path and the cause
+  // ("opening out.fxt for writing: Permission denied").
+  static Result<std::unique_ptr<OutputFile>> Open(const std::filesystem::path& path);
+  ~OutputFile();
+  OutputFile(const OutputFile&) = delete;
+  OutputFile& operator=(const OutputFile&) = delete;
+
+  void Write(std::string_view data) {
+    bytes_ += data.size();
+    buf_.append(data);
+    if (buf_.size() >= kBufferSize) FlushBuffer();
+  }
+  // Flushes and closes; the first error of any write or of closing.
+  Result<void> Close();
+  [[nodiscard]] uint64_t bytes_written() const { return bytes_; }  // before compression
+
+ private:
+  OutputFile(std::filesystem::path path, base::UniqueFd fd, gzFile gz)
+      : path_(std::move(path)), fd_(std::move(fd)), gz_(gz) {}
+  static constexpr size_t kBufferSize = 1 << 20;
+  void FlushBuffer();
+  std::filesystem::path path_;
+  base::UniqueFd fd_;    // plain output
+  gzFile gz_ = nullptr;  // compressed output (owns its own fd)
+  std::string buf_;
+  uint64_t bytes_ = 0;
+  int errnum_ = 0;
+  std::string error_;
+  bool closed_ = false;
+};
+
+// "fxt", "json" or "events" from a file name (".fxt", ".json", ".events",
+// each optionally followed by ".gz"); "" when the suffix is none of them.
+std::string FormatFromPath(const std::filesystem::path& path);
+
+}  // namespace ptsnap::output

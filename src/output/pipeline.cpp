@@ -1,0 +1,224 @@
+#include "output/pipeline.h"
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <set>
+
+#include "output/fxt_writer.h"
+#include "output/output_file.h"
+#include "output/text_writers.h"
+#include "trace/trace_dir.h"
+
+namespace ptsnap::output {
+
+namespace {
+
+// Writes one of the three formats; trigger hits go to their own track.
+class Writer {
+ public:
+  static std::unique_ptr<Writer> Make(const std::string& format, OutputFile* out) {
+    auto w = std::make_unique<Writer>();
+    if (format == "json") {
+      w->json_ = std::make_unique<JsonWriter>(out);
+      w->sink_ = w->json_.get();
+    } else if (format == "events") {
+      w->events_ = std::make_unique<EventsWriter>(out);
+      w->sink_ = w->events_.get();
+    } else {
+      w->fxt_ = std::make_unique<FxtWriter>(out);
+      w->sink_ = w->fxt_.get();
+    }
+    return w;
+  }
+  model::SliceSink* sink() { return sink_; }
+  void Instant(int32_t pid, int32_t tid, uint64_t ts, std::string_view name) {
+    if (fxt_) fxt_->Instant(pid, tid, ts, name);
+    if (json_) json_->Instant(pid, tid, ts, name);
+    if (events_) events_->Instant(pid, tid, ts, name);
+  }
+
+ private:
+  std::unique_ptr<FxtWriter> fxt_;
+  std::unique_ptr<JsonWriter> json_;
+  std::unique_ptr<EventsWriter> events_;
+  model::SliceSink* sink_ = nullptr;
+};
+
+// Koids for the trigger track: far above Linux's pid_max (4M).
+constexpr int32_t kTriggerPid = 0x40000000;
+constexpr int32_t kTriggerTid = 0x40000001;
+
+std::string Join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : " ") + x;
+  return s;
+}
+
+}  // namespace
+
+Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
+                                    const DecodeOptions& options) {
+  PTSNAP_ASSIGN_OR_RETURN(trace::TraceReader reader, trace::TraceReader::Open(trace_dir));
+  const trace::Manifest& m = reader.manifest();
+  DecodeReport report;
+  report.output = options.output;
+  report.format = options.format.empty() ? FormatFromPath(options.output) : options.format;
+  if (report.format.empty()) report.format = "fxt";
+  if (report.format != "fxt" && report.format != "json" && report.format != "events") {
+    return Error("unknown output format '" + report.format + "' (use fxt, json or events)");
+  }
+  report.lost_records = m.lost_records;
+  report.aux_truncated = m.aux_truncated;
+
+  std::vector<trace::Record> records;
+  if (auto sb = reader.ReadSideband(); sb) {
+    records = std::move(sb->records);
+    report.sideband_torn = sb->truncated_tail;
+  } else {
+    report.warnings.push_back("sideband unreadable, code addresses will not resolve: " +
+                              sb.error().ToString());
+  }
+  PTSNAP_ASSIGN_OR_RETURN(auto decoder, decode::PtDecoder::Create(trace_dir, m, records));
+
+  PTSNAP_ASSIGN_OR_RETURN(auto out, OutputFile::Open(options.output));
+  auto writer = Writer::Make(report.format, out.get());
+  SummarySink summary;
+  model::TeeSink tee(writer->sink(), &summary);
+  model::CallStackModel model(&decoder->symbolizer(), &tee);
+
+  // Names: the last COMM of each thread; processes "cmdline [pid=P]".
+  std::map<int32_t, std::string> comms;
+  for (const auto& r : records) {
+    if (const auto* c = std::get_if<trace::Comm>(&r.body)) {
+      comms[static_cast<int32_t>(c->tid)] = c->comm;
+    }
+  }
+  std::vector<trace::Stream> streams = m.streams;
+  std::stable_sort(streams.begin(), streams.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.snapshot, a.pid, a.tid, a.cpu) < std::tie(b.snapshot, b.pid, b.tid, b.cpu);
+  });
+  std::set<int32_t> pids_named;
+  std::set<int32_t> tids_named;
+  for (const auto& s : streams) {
+    int32_t pid = s.pid >= 0 ? s.pid : 0;
+    int32_t tid = s.tid >= 0 ? s.tid : -1 - s.cpu;  // per-CPU streams: one track per CPU
+    if (pids_named.insert(pid).second) {
+      std::string cmd = !m.command.empty() && !m.pids.empty() && m.pids[0] == pid
+                            ? Join(m.command)
+                            : (comms.count(pid) ? comms[pid] : "process");
+      tee.OnProcess(pid, cmd + " [pid=" + std::to_string(pid) + "]");
+    }
+    if (tids_named.insert(tid).second) {
+      std::string name =
+          s.tid >= 0 ? (comms.count(tid) ? comms[tid] : "thread") : "cpu " + std::to_string(s.cpu);
+      tee.OnThread(pid, tid, name);
+    }
+  }
+
+  uint64_t total_bytes = 0, done_bytes = 0;
+  for (const auto& s : streams) total_bytes += s.size;
+  std::map<uint32_t, const trace::Snapshot*> snaps;
+  for (const auto& sn : m.snapshots) snaps[sn.seq] = &sn;
+  for (const auto& s : streams) {
+    report.streams++;
+    report.lost_bytes += s.lost_bytes;
+    int32_t pid = s.pid >= 0 ? s.pid : 0;
+    int32_t tid = s.tid >= 0 ? s.tid : -1 - s.cpu;
+    auto bytes = reader.ReadStream(s);
+    model.BeginSegment(pid, tid);
+    if (!bytes) {
+      report.missing_streams++;
+      report.warnings.push_back(bytes.error().ToString());
+      continue;
+    }
+    uint64_t last_progress = 0;
+    PTSNAP_TRY(decoder->DecodeStream(pid, *bytes, [&](const decode::BranchEvent& e) {
+      model.OnEvent(e);
+      if (options.progress && decoder->stats().events - last_progress >= (1u << 20)) {
+        last_progress = decoder->stats().events;
+        options.progress(done_bytes, total_bytes);
+      }
+    }));
+    done_bytes += s.size;
+    // Each snapshot ends with a marker naming it; the next starts clean.
+    uint64_t end_time = 0;
+    if (auto it = snaps.find(s.snapshot); it != snaps.end() && m.mode == trace::Mode::kSnapshot) {
+      const trace::Snapshot& sn = *it->second;
+      model.Marker(sn.time, "[snapshot " + std::to_string(sn.seq) + ": " + sn.reason +
+                                (sn.detail.empty() ? "" : " " + sn.detail) + "]");
+    }
+    model.EndSegment(end_time);
+    if (options.progress) options.progress(done_bytes, total_bytes);
+  }
+  bool have_triggers = false;
+  for (const auto& sn : m.snapshots) {
+    if (sn.reason != "trigger") continue;
+    if (!have_triggers) {
+      writer->sink()->OnProcess(kTriggerPid, "Snapshot triggers");
+      writer->sink()->OnThread(kTriggerPid, kTriggerTid, "hits");
+      have_triggers = true;
+    }
+    writer->Instant(kTriggerPid, kTriggerTid, sn.time,
+                    "hit " + (sn.detail.empty() ? std::string("trigger") : sn.detail));
+  }
+  PTSNAP_TRY(tee.Finish());
+
+  report.decode = decoder->stats();
+  report.model = model.stats();
+  for (const auto& w : report.decode.warnings) report.warnings.push_back(w);
+  report.first_ns = summary.first_ns() == UINT64_MAX ? 0 : summary.first_ns();
+  report.last_ns = summary.last_ns();
+  report.threads = summary.threads();
+  report.slices = summary.slices();
+  report.top_total = summary.Top(5, false);
+  report.top_self = summary.Top(5, true);
+  return report;
+}
+
+std::string FormatReport(const DecodeReport& r) {
+  std::string s;
+  auto line = [&](const std::string& l) { s += l + "\n"; };
+  uint64_t span = r.last_ns >= r.first_ns ? r.last_ns - r.first_ns : 0;
+  line("Decoded " + std::to_string(r.streams) + " stream(s), " + std::to_string(r.decode.pt_bytes) +
+       " bytes of PT, " + std::to_string(r.decode.instructions) +
+       " instructions: " + std::to_string(r.slices) + " slices on " + std::to_string(r.threads) +
+       " thread(s) over " + FormatDuration(span) + ".");
+  auto table = [&](const char* title, const std::vector<FunctionTime>& v, bool self) {
+    if (v.empty()) return;
+    line(title);
+    for (const auto& f : v) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "  %12s  %8llu calls  ",
+                    FormatDuration(self ? f.self_ns : f.total_ns).c_str(),
+                    static_cast<unsigned long long>(f.calls));
+      line(buf + f.name);
+    }
+  };
+  table("Hottest functions by total time:", r.top_total, false);
+  table("Hottest functions by self time:", r.top_self, true);
+  line("Decode errors: " + std::to_string(r.decode.errors) +
+       " (unmapped code: " + std::to_string(r.decode.nomap_errors) +
+       "), overflows: " + std::to_string(r.decode.overflows) + ", lost sideband records: " +
+       std::to_string(r.lost_records) + ", truncated AUX: " + std::to_string(r.aux_truncated) +
+       ", lost PT bytes: " + std::to_string(r.lost_bytes) + ".");
+  size_t shown = 0;
+  for (const auto& w : r.warnings) {
+    if (++shown > 10) {
+      line("warning: ... and " + std::to_string(r.warnings.size() - 10) + " more");
+      break;
+    }
+    line("warning: " + w);
+  }
+  if (r.format == "fxt") {
+    line("Wrote " + r.output.string() + ": open it at https://ui.perfetto.dev");
+  } else if (r.format == "json") {
+    line("Wrote " + r.output.string() +
+         ": open it at https://ui.perfetto.dev (or chrome://tracing)");
+  } else {
+    line("Wrote " + r.output.string() + " (.events text, see docs/decoding.md).");
+  }
+  return s;
+}
+
+}  // namespace ptsnap::output

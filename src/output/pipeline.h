@@ -1,0 +1,53 @@
+// The whole decode: trace directory -> libipt -> call stacks -> a file.
+// Shared by `ptsnap decode`, `run`/`attach` (after recording) and the
+// benchmark. Streams through the output: memory does not grow with the
+// trace's length.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "decode/pt_decoder.h"
+#include "model/call_stack.h"
+#include "output/summary.h"
+#include "ptsnap/result.h"
+
+namespace ptsnap::output {
+
+struct DecodeOptions {
+  std::filesystem::path output;  // the file to write
+  std::string format;            // "fxt", "json", "events"; "" = from output's suffix, else fxt
+  // Called now and then with (PT bytes decoded, total PT bytes).
+  std::function<void(uint64_t, uint64_t)> progress;
+};
+
+struct DecodeReport {
+  std::filesystem::path output;
+  std::string format;
+  uint64_t first_ns = 0, last_ns = 0;  // time span of the slices
+  size_t threads = 0;
+  uint64_t slices = 0;
+  std::vector<FunctionTime> top_total, top_self;
+  decode::DecodeStats decode;
+  model::ModelStats model;
+  uint64_t lost_records = 0;   // sideband PERF_RECORD_LOST
+  uint64_t aux_truncated = 0;  // AUX records with TRUNCATED
+  uint64_t lost_bytes = 0;     // PT bytes dropped (full mode)
+  uint64_t sideband_torn = 0;  // bytes of a torn sideband tail
+  uint64_t streams = 0, missing_streams = 0;
+  std::vector<std::string> warnings;
+};
+
+// Errors: the directory is not a trace (no or corrupt manifest), the output
+// cannot be written. Trouble inside the trace (missing stream files, bad
+// sideband, decode errors) is reported in DecodeReport, not as an error.
+Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
+                                    const DecodeOptions& options);
+
+// Human-readable summary (several lines, ends with how to open the file).
+std::string FormatReport(const DecodeReport& r);
+
+}  // namespace ptsnap::output

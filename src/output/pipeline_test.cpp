@@ -1,0 +1,280 @@
+#include "output/pipeline.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "base/file_util.h"
+#include "base/string_util.h"
+#include "decode/test_stream.h"
+#include "output/fxt_reader.h"
+#include "tests/support/result_matchers.h"
+#include "tests/support/temp_dir.h"
+#include "trace/trace_dir.h"
+
+#ifndef PTSNAP_SOURCE_ROOT
+#define PTSNAP_SOURCE_ROOT "."
+#endif
+
+namespace ptsnap::output {
+namespace {
+
+using ::ptsnap::testing::HasErrorContaining;
+using ::ptsnap::testing::HasValue;
+using ::testing::HasSubstr;
+
+constexpr int32_t kPid = 4242;
+
+// A trace directory holding one run of tests/programs/decode/calls.S.
+std::filesystem::path MakeCallsTrace(const std::filesystem::path& dir, const std::string& stream) {
+  auto prog = decode::testing::LoadCallsProgram();
+  auto w = trace::TraceWriter::Create(dir, decode::testing::CallsManifest(kPid));
+  EXPECT_THAT(w, HasValue());
+  std::string sb;
+  for (const auto& r : decode::testing::CallsSideband(prog, kPid)) sb += trace::SerializeRecord(r);
+  EXPECT_THAT(w->AppendSideband(std::as_bytes(std::span(sb.data(), sb.size()))), HasValue());
+  trace::Stream s;
+  s.pid = kPid;
+  s.tid = kPid;
+  EXPECT_THAT(w->AddStream(s, std::as_bytes(std::span(stream.data(), stream.size()))), HasValue());
+  EXPECT_THAT(w->Finish(), HasValue());
+  return dir;
+}
+
+std::string Golden(const std::string& name) {
+  return std::string(PTSNAP_SOURCE_ROOT) + "/tests/data/decoder/" + name;
+}
+
+// Compares with tests/data/decoder/NAME; PTSNAP_UPDATE_GOLDEN=1 rewrites it
+// (docs/decoding.md, "Golden files").
+void ExpectGolden(const std::string& actual, const std::string& name) {
+  if (std::getenv("PTSNAP_UPDATE_GOLDEN") != nullptr) {
+    std::ofstream(Golden(name), std::ios::binary) << actual;
+  }
+  auto expected = base::ReadFile(Golden(name));
+  ASSERT_THAT(expected, HasValue());
+  EXPECT_EQ(actual, *expected) << "regenerate with PTSNAP_UPDATE_GOLDEN=1 if intended";
+}
+
+std::vector<std::string> Lines(const std::string& text, const std::string& needle) {
+  std::vector<std::string> out;
+  for (auto l : base::Split(text, '\n')) {
+    if (l.find(needle) != std::string_view::npos) out.emplace_back(l);
+  }
+  return out;
+}
+
+TEST(PipelineTest, CallsProgramEventsGolden) {
+  ::ptsnap::testing::TempDir tmp;
+  auto prog = decode::testing::LoadCallsProgram();
+  auto dir = MakeCallsTrace(tmp.path() / "trace", decode::testing::CallsProgramStream(prog));
+  DecodeOptions o;
+  o.output = tmp.path() / "out.events";
+  auto r = DecodeTraceDir(dir, o);
+  ASSERT_THAT(r, HasValue());
+  EXPECT_EQ(r->decode.errors, 0u);
+  EXPECT_EQ(r->threads, 1u);
+  auto text = base::ReadFile(o.output);
+  ASSERT_THAT(text, HasValue());
+  ExpectGolden(*text, "calls.events");
+  // fib(6): exactly 25 fib slices, all closed.
+  EXPECT_EQ(Lines(*text, " B fib").size(), 25u);
+  EXPECT_EQ(Lines(*text, " E fib").size(), 25u);
+  // The tail call: tail_caller ends where leaf begins.
+  EXPECT_EQ(Lines(*text, " E tail_caller").size(), 1u);
+  // The syscall inside main and the exit syscall are "[syscall]" frames.
+  EXPECT_EQ(Lines(*text, " B [syscall]").size(), 2u);
+  // longjmp: lj2 and lj1 end at the same time as the jump lands in main.
+  auto lj2 = Lines(*text, " E lj2");
+  auto lj1 = Lines(*text, " E lj1");
+  ASSERT_EQ(lj2.size(), 1u);
+  ASSERT_EQ(lj1.size(), 1u);
+  EXPECT_EQ(lj2[0].substr(0, lj2[0].find(' ')), lj1[0].substr(0, lj1[0].find(' ')));
+  EXPECT_EQ(r->model.unwinds, 1u);
+  // Nothing inferred: the trace starts at _start.
+  EXPECT_EQ(Lines(*text, "inferred").size(), 0u);
+  EXPECT_EQ(r->top_total.front().name, "_start");
+  std::string summary = FormatReport(*r);
+  EXPECT_THAT(summary, HasSubstr("Wrote " + o.output.string()));
+  EXPECT_THAT(summary, HasSubstr("Hottest functions by self time:"));
+  EXPECT_THAT(summary, HasSubstr("Decode errors: 0"));
+}
+
+TEST(PipelineTest, FxtAndJsonOfTheSameTrace) {
+  ::ptsnap::testing::TempDir tmp;
+  auto prog = decode::testing::LoadCallsProgram();
+  auto dir = MakeCallsTrace(tmp.path() / "trace", decode::testing::CallsProgramStream(prog));
+  DecodeOptions o;
+  o.output = tmp.path() / "trace.fxt.gz";
+  auto report = DecodeTraceDir(dir, o);
+  ASSERT_THAT(report, HasValue());
+  EXPECT_THAT(FormatReport(*report), HasSubstr("open it at https://ui.perfetto.dev"));
+  auto bytes = ReadMaybeGzip(o.output);
+  ASSERT_THAT(bytes, HasValue());
+  auto t = ParseFxt(*bytes);
+  ASSERT_THAT(t, HasValue());
+  EXPECT_EQ(t->processes.at(kPid), "decode_calls [pid=4242]");
+  EXPECT_EQ(t->threads.at(kPid).pid, static_cast<uint64_t>(kPid));
+  int fib_begins = 0, depth = 0, max_depth = 0;
+  for (const auto& e : t->events) {
+    if (e.type == 2 && e.name == "fib") fib_begins++;
+    if (e.type == 2) max_depth = std::max(max_depth, ++depth);
+    if (e.type == 3) --depth;
+    if (e.type == 2 && e.name == "fib") {
+      EXPECT_EQ(e.args.at("address").value, prog.Sym("fib"));
+    }
+  }
+  EXPECT_EQ(fib_begins, 25);
+  EXPECT_EQ(depth, 0);          // every begin has its end
+  EXPECT_EQ(max_depth, 2 + 6);  // _start, main, fib(6)..fib(1)
+
+  o.output = tmp.path() / "trace.json";
+  ASSERT_THAT(DecodeTraceDir(dir, o), HasValue());
+  auto json = nlohmann::json::parse(*base::ReadFile(o.output));
+  int fib_x = 0;
+  for (const auto& e : json["traceEvents"]) fib_x += e["ph"] == "X" && e["name"] == "fib";
+  EXPECT_EQ(fib_x, 25);
+}
+
+TEST(PipelineTest, CorruptStreamGivesMarkerAndResync) {
+  ::ptsnap::testing::TempDir tmp;
+  auto prog = decode::testing::LoadCallsProgram();
+  decode::testing::StreamBuilder b;
+  b.Psb(500);
+  b.TipPge(prog.Sym("_start"));
+  b.Raw(std::string("\xd9\xd9\xd9\xd9", 4));
+  auto dir = MakeCallsTrace(tmp.path() / "trace",
+                            b.Finish() + decode::testing::CallsProgramStream(prog, 2000));
+  DecodeOptions o;
+  o.output = tmp.path() / "out.events";
+  auto r = DecodeTraceDir(dir, o);
+  ASSERT_THAT(r, HasValue());
+  EXPECT_GE(r->decode.errors, 1u);
+  auto text = *base::ReadFile(o.output);
+  EXPECT_GE(Lines(text, " I [decode error: ").size(), 1u);
+  EXPECT_EQ(Lines(text, " B fib").size(), 25u);  // the good copy after the error
+  ExpectGolden(text, "corrupt.events");
+}
+
+TEST(PipelineTest, TruncatedStreamDecodesWhatIsThere) {
+  ::ptsnap::testing::TempDir tmp;
+  auto prog = decode::testing::LoadCallsProgram();
+  std::string s = decode::testing::CallsProgramStream(prog);
+  auto dir = MakeCallsTrace(tmp.path() / "trace", s.substr(0, s.size() / 2));
+  DecodeOptions o;
+  o.output = tmp.path() / "out.events";
+  auto r = DecodeTraceDir(dir, o);
+  ASSERT_THAT(r, HasValue());
+  auto text = *base::ReadFile(o.output);
+  EXPECT_EQ(Lines(text, " B ").size(), Lines(text, " E ").size());  // all frames closed
+  EXPECT_GE(Lines(text, " B main").size(), 1u);
+}
+
+TEST(PipelineTest, MissingDirectoryAndManifestAreClearErrors) {
+  ::ptsnap::testing::TempDir tmp;
+  DecodeOptions o;
+  o.output = tmp.path() / "out.fxt";
+  EXPECT_THAT(DecodeTraceDir(tmp.path() / "nope", o), HasErrorContaining("nope"));
+  std::filesystem::create_directories(tmp.path() / "empty");
+  auto r = DecodeTraceDir(tmp.path() / "empty", o);
+  EXPECT_THAT(r, HasErrorContaining("manifest"));
+}
+
+TEST(PipelineTest, UnwritableOutputIsAnError) {
+  ::ptsnap::testing::TempDir tmp;
+  auto prog = decode::testing::LoadCallsProgram();
+  auto dir = MakeCallsTrace(tmp.path() / "trace", decode::testing::CallsProgramStream(prog));
+  DecodeOptions o;
+  o.output = tmp.path() / "no-such-dir" / "out.fxt";
+  EXPECT_THAT(DecodeTraceDir(dir, o), HasErrorContaining("for writing"));
+  o.output = tmp.path() / "out.fxt";
+  o.format = "svg";
+  EXPECT_THAT(DecodeTraceDir(dir, o), HasErrorContaining("unknown output format"));
+}
+
+TEST(PipelineTest, BuildIdMismatchIsReportedNotDecoded) {
+  ::ptsnap::testing::TempDir tmp;
+  auto prog = decode::testing::LoadCallsProgram();
+  auto dir = tmp.path() / "trace";
+  auto w = trace::TraceWriter::Create(dir, decode::testing::CallsManifest(kPid));
+  ASSERT_THAT(w, HasValue());
+  std::string sb;
+  for (auto r : decode::testing::CallsSideband(prog, kPid)) {
+    if (auto* m = std::get_if<trace::Mmap2>(&r.body)) {
+      r.misc |= trace::kMiscMmapBuildId;
+      m->build_id = std::string(20, '\x42');  // not the file's build-id
+    }
+    sb += trace::SerializeRecord(r);
+  }
+  ASSERT_THAT(w->AppendSideband(std::as_bytes(std::span(sb.data(), sb.size()))), HasValue());
+  std::string pt = decode::testing::CallsProgramStream(prog);
+  trace::Stream s;
+  s.pid = s.tid = kPid;
+  ASSERT_THAT(w->AddStream(s, std::as_bytes(std::span(pt.data(), pt.size()))), HasValue());
+  ASSERT_THAT(w->Finish(), HasValue());
+  DecodeOptions o;
+  o.output = tmp.path() / "out.events";
+  auto r = DecodeTraceDir(dir, o);
+  ASSERT_THAT(r, HasValue());
+  EXPECT_EQ(r->decode.build_id_mismatches, 1u);
+  EXPECT_GE(r->decode.nomap_errors, 1u);
+  EXPECT_THAT(FormatReport(*r), HasSubstr("differs from the recorded 4242424242"));
+  auto text = *base::ReadFile(o.output);
+  EXPECT_EQ(Lines(text, " B fib").size(), 0u);  // nothing decoded from the wrong file
+}
+
+TEST(PipelineTest, MissingStreamFileIsAWarningNotACrash) {
+  ::ptsnap::testing::TempDir tmp;
+  auto prog = decode::testing::LoadCallsProgram();
+  auto dir = MakeCallsTrace(tmp.path() / "trace", decode::testing::CallsProgramStream(prog));
+  for (auto& e : std::filesystem::directory_iterator(dir / "pt")) std::filesystem::remove(e.path());
+  DecodeOptions o;
+  o.output = tmp.path() / "out.events";
+  auto r = DecodeTraceDir(dir, o);
+  ASSERT_THAT(r, HasValue());
+  EXPECT_EQ(r->missing_streams, 1u);
+  ASSERT_FALSE(r->warnings.empty());
+}
+
+}  // namespace
+}  // namespace ptsnap::output
+
+namespace ptsnap::output {
+namespace {
+
+// Seeds for the decode fuzzer (tests/fuzz/corpus/decode/), rewritten with
+// the goldens: PTSNAP_UPDATE_GOLDEN=1.
+TEST(PipelineTest, FuzzSeeds) {
+  auto prog = decode::testing::LoadCallsProgram();
+  std::string calls = decode::testing::CallsProgramStream(prog);
+  decode::testing::StreamBuilder b;
+  b.Psb(500);
+  b.TipPge(prog.Sym("_start"));
+  b.Ovf();
+  b.Fup(prog.Sym("leaf"));
+  b.Tnt(true);
+  std::string ovf = b.Finish();
+  if (std::getenv("PTSNAP_UPDATE_GOLDEN") != nullptr) {
+    std::string dir = std::string(PTSNAP_SOURCE_ROOT) + "/tests/fuzz/corpus/decode/";
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir + "calls.pt", std::ios::binary) << calls;
+    std::ofstream(dir + "overflow.pt", std::ios::binary) << ovf;
+    // And a small FXT file for the reader's fuzzer.
+    ::ptsnap::testing::TempDir tmp;
+    auto trace_dir = MakeCallsTrace(tmp.path() / "trace", calls);
+    DecodeOptions o;
+    o.output = std::string(PTSNAP_SOURCE_ROOT) + "/tests/fuzz/corpus/fxt_reader/calls.fxt";
+    std::filesystem::create_directories(o.output.parent_path());
+    ASSERT_THAT(DecodeTraceDir(trace_dir, o), HasValue());
+  }
+  auto seed =
+      base::ReadFile(std::string(PTSNAP_SOURCE_ROOT) + "/tests/fuzz/corpus/decode/calls.pt");
+  ASSERT_THAT(seed, HasValue());
+  EXPECT_EQ(*seed, calls) << "regenerate with PTSNAP_UPDATE_GOLDEN=1 if intended";
+}
+
+}  // namespace
+}  // namespace ptsnap::output

@@ -1,0 +1,132 @@
+#include "output/text_writers.h"
+
+#include <cinttypes>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+namespace ptsnap::output {
+
+std::string JsonString(std::string_view s) {
+  return nlohmann::json(std::string(s))
+      .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::string Micros(uint64_t ns) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%" PRIu64 ".%03" PRIu64, ns / 1000, ns % 1000);
+  return buf;
+}
+
+namespace {
+std::string Hex(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "0x%" PRIx64, v);
+  return buf;
+}
+}  // namespace
+
+JsonWriter::JsonWriter(OutputFile* out) : out_(out) {
+  out_->Write("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n");
+}
+
+void JsonWriter::Event(const std::string& body) {
+  if (!first_) out_->Write(",\n");
+  first_ = false;
+  out_->Write(body);
+}
+
+void JsonWriter::OnProcess(int32_t pid, const std::string& name) {
+  Event("{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":" + std::to_string(pid) +
+        ",\"args\":{\"name\":" + JsonString(name) + "}}");
+}
+
+void JsonWriter::OnThread(int32_t pid, int32_t tid, const std::string& name) {
+  Event("{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":" + std::to_string(pid) +
+        ",\"tid\":" + std::to_string(tid) + ",\"args\":{\"name\":" + JsonString(name) + "}}");
+}
+
+void JsonWriter::OnSlice(const model::Slice& s) {
+  uint64_t begin = 0, end = 0;
+  switch (s.kind) {
+    case model::Slice::kBegin: return;
+    case model::Slice::kEnd:
+      begin = s.begin_ts;
+      end = s.ts;
+      break;
+    case model::Slice::kComplete:
+      begin = s.ts;
+      end = s.end_ts;
+      break;
+    case model::Slice::kInstant: Instant(s.pid, s.tid, s.ts, *s.name); return;
+  }
+  std::string e = "{\"ph\":\"X\",\"name\":" + JsonString(*s.name) +
+                  ",\"pid\":" + std::to_string(s.pid) + ",\"tid\":" + std::to_string(s.tid) +
+                  ",\"ts\":" + Micros(begin) + ",\"dur\":" + Micros(end >= begin ? end - begin : 0);
+  std::string args;
+  if (s.address != 0) args += "\"address\":\"" + Hex(s.address) + "\"";
+  if (s.dso != nullptr)
+    args += std::string(args.empty() ? "" : ",") + "\"dso\":" + JsonString(*s.dso);
+  if (s.inferred) args += std::string(args.empty() ? "" : ",") + "\"inferred_start_time\":true";
+  if (!args.empty()) e += ",\"args\":{" + args + "}";
+  e += "}";
+  Event(e);
+}
+
+void JsonWriter::Instant(int32_t pid, int32_t tid, uint64_t ts, std::string_view name) {
+  Event("{\"ph\":\"i\",\"s\":\"t\",\"name\":" + JsonString(name) + ",\"pid\":" +
+        std::to_string(pid) + ",\"tid\":" + std::to_string(tid) + ",\"ts\":" + Micros(ts) + "}");
+}
+
+Result<void> JsonWriter::Finish() {
+  out_->Write("\n]}\n");
+  return out_->Close();
+}
+
+// ---------------------------------------------------------------------------
+
+EventsWriter::EventsWriter(OutputFile* out) : out_(out) { out_->Write("# ptsnap events v1\n"); }
+
+namespace {
+// Names may hold any byte; keep one line per event.
+std::string OneLine(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  return out;
+}
+}  // namespace
+
+void EventsWriter::OnProcess(int32_t pid, const std::string& name) {
+  out_->Write("P " + std::to_string(pid) + " " + OneLine(name) + "\n");
+}
+
+void EventsWriter::OnThread(int32_t pid, int32_t tid, const std::string& name) {
+  out_->Write("T " + std::to_string(pid) + " " + std::to_string(tid) + " " + OneLine(name) + "\n");
+}
+
+void EventsWriter::OnSlice(const model::Slice& s) {
+  std::string line =
+      std::to_string(s.ts) + " " + std::to_string(s.pid) + " " + std::to_string(s.tid) + " ";
+  switch (s.kind) {
+    case model::Slice::kBegin: line += "B "; break;
+    case model::Slice::kEnd: line += "E "; break;
+    case model::Slice::kComplete: line += "X "; break;
+    case model::Slice::kInstant: line += "I "; break;
+  }
+  line += OneLine(*s.name);
+  if (s.kind == model::Slice::kEnd) line += " begin=" + std::to_string(s.begin_ts);
+  if (s.kind == model::Slice::kComplete) line += " end=" + std::to_string(s.end_ts);
+  if (s.inferred) line += " inferred";
+  line += "\n";
+  out_->Write(line);
+}
+
+void EventsWriter::Instant(int32_t pid, int32_t tid, uint64_t ts, std::string_view name) {
+  out_->Write(std::to_string(ts) + " " + std::to_string(pid) + " " + std::to_string(tid) + " I " +
+              OneLine(name) + "\n");
+}
+
+Result<void> EventsWriter::Finish() { return out_->Close(); }
+
+}  // namespace ptsnap::output

@@ -1,0 +1,49 @@
+// The two text outputs: Chrome JSON (object form, "X" complete events and
+// "M" metadata names, style-and-formats.md B.3) and the `.events` dump, one
+// line per slice event, documented in docs/decoding.md ("The .events
+// format") and kept stable for golden tests and other tools. Both stream.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "model/slice.h"
+#include "output/output_file.h"
+
+namespace ptsnap::output {
+
+class JsonWriter : public model::SliceSink {
+ public:
+  explicit JsonWriter(OutputFile* out);
+  void OnProcess(int32_t pid, const std::string& name) override;
+  void OnThread(int32_t pid, int32_t tid, const std::string& name) override;
+  // Frames become "X" events when they end (their kBegin is not needed).
+  void OnSlice(const model::Slice& s) override;
+  void Instant(int32_t pid, int32_t tid, uint64_t ts, std::string_view name);
+  Result<void> Finish() override;
+
+ private:
+  void Event(const std::string& body);
+  OutputFile* out_;
+  bool first_ = true;
+};
+
+class EventsWriter : public model::SliceSink {
+ public:
+  explicit EventsWriter(OutputFile* out);
+  void OnProcess(int32_t pid, const std::string& name) override;
+  void OnThread(int32_t pid, int32_t tid, const std::string& name) override;
+  void OnSlice(const model::Slice& s) override;
+  void Instant(int32_t pid, int32_t tid, uint64_t ts, std::string_view name);
+  Result<void> Finish() override;
+
+ private:
+  OutputFile* out_;
+};
+
+// JSON string literal with escapes; invalid UTF-8 is replaced, never thrown.
+std::string JsonString(std::string_view s);
+// Nanoseconds as JSON microseconds with three decimals ("12.345").
+std::string Micros(uint64_t ns);
+
+}  // namespace ptsnap::output

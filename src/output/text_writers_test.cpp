@@ -1,0 +1,131 @@
+#include "output/text_writers.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "base/file_util.h"
+#include "output/summary.h"
+#include "tests/support/result_matchers.h"
+#include "tests/support/temp_dir.h"
+
+namespace ptsnap::output {
+namespace {
+
+using ::ptsnap::testing::HasValue;
+
+model::Slice S(model::Slice::Kind k, uint64_t ts, const std::string* name) {
+  model::Slice s;
+  s.kind = k;
+  s.pid = 7;
+  s.tid = 8;
+  s.ts = ts;
+  s.name = name;
+  return s;
+}
+
+TEST(TextWritersTest, JsonIsObjectFormWithXAndMEvents) {
+  ::ptsnap::testing::TempDir dir;
+  auto path = dir.path() / "t.json";
+  std::string a = "a\"quoted\"", b = "b", bad = "bad\xff utf8";
+  {
+    auto out = OutputFile::Open(path);
+    ASSERT_THAT(out, HasValue());
+    JsonWriter w(out->get());
+    w.OnProcess(7, "prog [pid=7]");
+    w.OnThread(7, 8, "prog");
+    w.OnSlice(S(model::Slice::kBegin, 1000, &a));
+    w.OnSlice(S(model::Slice::kBegin, 1500, &b));
+    auto eb = S(model::Slice::kEnd, 2500, &b);
+    eb.begin_ts = 1500;
+    w.OnSlice(eb);
+    auto ea = S(model::Slice::kEnd, 3001, &a);
+    ea.begin_ts = 1000;
+    ea.inferred = true;
+    w.OnSlice(ea);
+    w.OnSlice(S(model::Slice::kInstant, 3001, &bad));
+    ASSERT_THAT(w.Finish(), HasValue());
+  }
+  auto text = base::ReadFile(path);
+  ASSERT_THAT(text, HasValue());
+  nlohmann::json j = nlohmann::json::parse(*text);  // throws (fails the test) if invalid
+  ASSERT_TRUE(j.is_object());
+  auto& ev = j["traceEvents"];
+  ASSERT_EQ(ev.size(), 5u);
+  EXPECT_EQ(ev[0]["ph"], "M");
+  EXPECT_EQ(ev[0]["name"], "process_name");
+  EXPECT_EQ(ev[0]["args"]["name"], "prog [pid=7]");
+  EXPECT_EQ(ev[1]["name"], "thread_name");
+  EXPECT_EQ(ev[2]["ph"], "X");
+  EXPECT_EQ(ev[2]["name"], "b");
+  EXPECT_DOUBLE_EQ(ev[2]["ts"].get<double>(), 1.5);
+  EXPECT_DOUBLE_EQ(ev[2]["dur"].get<double>(), 1.0);
+  EXPECT_EQ(ev[3]["name"], "a\"quoted\"");
+  EXPECT_DOUBLE_EQ(ev[3]["dur"].get<double>(), 2.001);
+  EXPECT_EQ(ev[3]["args"]["inferred_start_time"], true);
+  EXPECT_EQ(ev[4]["ph"], "i");
+}
+
+TEST(TextWritersTest, EventsLines) {
+  ::ptsnap::testing::TempDir dir;
+  auto path = dir.path() / "t.events";
+  std::string a = "a", u = "[unknown]";
+  {
+    auto out = OutputFile::Open(path);
+    EventsWriter w(out->get());
+    w.OnProcess(7, "prog [pid=7]");
+    w.OnThread(7, 8, "prog");
+    w.OnSlice(S(model::Slice::kBegin, 10, &a));
+    auto e = S(model::Slice::kEnd, 20, &a);
+    e.begin_ts = 10;
+    w.OnSlice(e);
+    auto x = S(model::Slice::kComplete, 5, &u);
+    x.end_ts = 9;
+    x.inferred = true;
+    w.OnSlice(x);
+    ASSERT_THAT(w.Finish(), HasValue());
+  }
+  EXPECT_EQ(*base::ReadFile(path),
+            "# ptsnap events v1\nP 7 prog [pid=7]\nT 7 8 prog\n10 7 8 B a\n20 7 8 E a begin=10\n"
+            "5 7 8 X [unknown] end=9 inferred\n");
+}
+
+TEST(SummaryTest, SelfAndTotalTime) {
+  SummarySink s;
+  std::string f = "f", g = "g", rec = "rec";
+  s.OnThread(7, 8, "t");
+  auto end = [&](const std::string* n, uint64_t b, uint64_t e, bool inferred = false) {
+    auto x = S(model::Slice::kEnd, e, n);
+    x.begin_ts = b;
+    x.inferred = inferred;
+    s.OnSlice(x);
+  };
+  s.OnSlice(S(model::Slice::kBegin, 0, &f));
+  s.OnSlice(S(model::Slice::kBegin, 10, &g));
+  end(&g, 10, 40);
+  s.OnSlice(S(model::Slice::kBegin, 50, &rec));
+  s.OnSlice(S(model::Slice::kBegin, 60, &rec));
+  end(&rec, 60, 70);
+  end(&rec, 50, 80);
+  end(&f, 0, 100);
+  auto total = s.Top(3, false);
+  auto self = s.Top(3, true);
+  ASSERT_EQ(total.size(), 3u);
+  EXPECT_EQ(total[0].name, "f");
+  EXPECT_EQ(total[0].total_ns, 100u);
+  EXPECT_EQ(total[1].name, "g");
+  EXPECT_EQ(total[2].name, "rec");
+  EXPECT_EQ(total[2].total_ns, 30u);  // recursion counted once
+  EXPECT_EQ(total[2].calls, 2u);
+  EXPECT_EQ(self[0].name, "f");
+  EXPECT_EQ(self[0].self_ns, 40u);
+  EXPECT_EQ(self[2].name, "rec");
+  EXPECT_EQ(self[2].self_ns, 30u);
+  EXPECT_EQ(s.first_ns(), 0u);
+  EXPECT_EQ(s.last_ns(), 100u);
+  EXPECT_EQ(FormatDuration(1500), "1.500 us");
+}
+
+}  // namespace
+}  // namespace ptsnap::output
