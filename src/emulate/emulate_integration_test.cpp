@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
@@ -463,6 +464,25 @@ TEST_F(Emulate, CtrlCTakesASnapshotAndInterruptsTheProgram) {
 TEST_F(Emulate, ExitStatusIsThePrograms) {
   auto r = Record({"false"}, Full());
   EXPECT_EQ(r.exit_code, 1);
+}
+
+// End to end through the CLI: `ptsnap run --emulate` records, decodes and
+// reports every call of fib in three threads with no decode error.
+TEST_F(Emulate, CliRunEmulateDecodesWithoutErrors) {
+  const char* bin = std::getenv("PTSNAP_BIN");
+  ASSERT_NE(bin, nullptr) << "PTSNAP_BIN is set by meson";
+  fs::path out = tmp_.path() / "cli" / "out.json";
+  fs::create_directories(out.parent_path());
+  fs::path log = tmp_.path() / "cli.log";
+  std::string cmd = std::string(bin) + " run --emulate -o " + out.string() + " -- " +
+                    Program("threads").string() + " > " + log.string() + " 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << *base::ReadFile(log);
+  auto text = base::ReadFile(log);
+  ASSERT_TRUE(text);
+  EXPECT_TRUE(std::regex_search(*text, std::regex("Decode errors: 0\\b"))) << *text;
+  // fib(15) + fib(16) + fib(14) + fib(13) calls: 1973 + 3193 + 1219 + 753.
+  EXPECT_TRUE(std::regex_search(*text, std::regex("\\b7138 calls +fib\\b"))) << *text;
+  EXPECT_TRUE(fs::exists(out));
 }
 
 // Failures a user can meet: one line naming cause and fix.
