@@ -14,7 +14,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
-#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
@@ -479,9 +478,18 @@ TEST_F(Emulate, CliRunEmulateDecodesWithoutErrors) {
   ASSERT_EQ(std::system(cmd.c_str()), 0) << *base::ReadFile(log);
   auto text = base::ReadFile(log);
   ASSERT_TRUE(text);
-  EXPECT_TRUE(std::regex_search(*text, std::regex("Decode errors: 0\\b"))) << *text;
+  // (No std::regex: GCC 12 warns inside it under ASan.)
+  auto followed_by = [&](const std::string& a, const std::string& b) {
+    for (size_t p = text->find(a); p != std::string::npos; p = text->find(a, p + 1)) {
+      size_t q = p + a.size();
+      while (q < text->size() && (*text)[q] == ' ') ++q;
+      if (text->compare(q, b.size(), b) == 0) return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(followed_by("Decode errors:", "0 ")) << *text;
   // fib(15) + fib(16) + fib(14) + fib(13) calls: 1973 + 3193 + 1219 + 753.
-  EXPECT_TRUE(std::regex_search(*text, std::regex("\\b7138 calls +fib\\b"))) << *text;
+  EXPECT_TRUE(followed_by(" 7138 calls", "fib\n")) << *text;
   EXPECT_TRUE(fs::exists(out));
 }
 
