@@ -64,7 +64,9 @@ std::string TypeLabel(uint32_t type) {
 // checked and copies with memcpy (the input may be unaligned).
 class Cursor {
  public:
-  Cursor(std::span<const std::byte> bytes, std::string_view what) : bytes_(bytes), what_(what) {}
+  // `type` only names the record in error messages (built lazily: the
+  // success path allocates nothing but the fields' own strings).
+  Cursor(std::span<const std::byte> bytes, uint32_t type) : bytes_(bytes), type_(type) {}
 
   template <class T>
   Result<T> Get(std::string_view field) {
@@ -90,7 +92,7 @@ class Cursor {
     size_t left = bytes_.size() - pos_;
     const void* nul = std::memchr(begin, '\0', left);
     if (nul == nullptr) {
-      return Error(std::string(what_) + ": " + std::string(field) +
+      return Error(TypeLabel(type_) + ": " + std::string(field) +
                    " is not NUL-terminated within the record");
     }
     std::string out(begin, static_cast<size_t>(static_cast<const char*>(nul) - begin));
@@ -102,22 +104,21 @@ class Cursor {
 
  private:
   Error Short(std::string_view field, size_t need) const {
-    return Error(std::string(what_) + ": " + std::string(field) + " does not fit (needs " +
+    return Error(TypeLabel(type_) + ": " + std::string(field) + " does not fit (needs " +
                  std::to_string(need) + " bytes at body offset " + std::to_string(pos_) +
                  ", body has " + std::to_string(bytes_.size()) + ")");
   }
 
   std::span<const std::byte> bytes_;
   size_t pos_ = 0;
-  std::string_view what_;
+  uint32_t type_;
 };
 
 #define PTSNAP_GET(lhs, cursor, T, field) \
   PTSNAP_ASSIGN_OR_RETURN(lhs, (cursor).template Get<T>(field))
 
 Result<RecordBody> ParseBody(uint32_t type, uint16_t misc, std::span<const std::byte> body) {
-  std::string what = TypeLabel(type);
-  Cursor c(body, what);
+  Cursor c(body, type);
   switch (type) {
     case PERF_RECORD_MMAP: {
       Mmap m;
@@ -141,7 +142,7 @@ Result<RecordBody> ParseBody(uint32_t type, uint16_t misc, std::span<const std::
         c.Skip(3);  // __reserved_1, __reserved_2
         PTSNAP_ASSIGN_OR_RETURN(std::string id, c.Bytes(kBuildIdMax, "build_id"));
         if (size > kBuildIdMax) {
-          return Error(what + ": build_id_size " + std::to_string(size) + " exceeds 20");
+          return Error(TypeLabel(type) + ": build_id_size " + std::to_string(size) + " exceeds 20");
         }
         id.resize(size);
         m.build_id = std::move(id);
@@ -400,15 +401,14 @@ Result<ParsedRecord> ParseRecord(std::span<const std::byte> bytes) {
   }
   perf_event_header h;
   std::memcpy(&h, bytes.data(), kHeaderSize);
-  std::string what = TypeLabel(h.type);
   if (h.size < kMinRecordSize) {
-    return Error(what + ": header size " + std::to_string(h.size) +
+    return Error(TypeLabel(h.type) + ": header size " + std::to_string(h.size) +
                  " is smaller than header + sample_id trailer (" + std::to_string(kMinRecordSize) +
                  ")");
   }
   if (h.size > bytes.size()) {
-    return Error(what + ": truncated: header size " + std::to_string(h.size) + ", only " +
-                 std::to_string(bytes.size()) + " bytes left");
+    return Error(TypeLabel(h.type) + ": truncated: header size " + std::to_string(h.size) +
+                 ", only " + std::to_string(bytes.size()) + " bytes left");
   }
   ParsedRecord out;
   out.size = h.size;

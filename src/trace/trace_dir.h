@@ -21,8 +21,11 @@ namespace ptsnap::trace {
 class TraceWriter {
  public:
   // Creates `dir` (and parents; mode 0700, it may hold kernel memory) and
-  // writes the initial manifest with state kRecording. Fails if `dir` holds
-  // a manifest already, so a previous recording is never overwritten.
+  // writes the initial manifest with state kRecording (version and state of
+  // `initial` are overridden). Fails if `dir` holds a manifest already, so a
+  // previous recording is never overwritten ("DIR already holds a trace
+  // (manifest.json exists); ..."). A sideband file without a manifest (an
+  // attempt that died before starting) is truncated. Files are mode 0600.
   static Result<TraceWriter> Create(const std::filesystem::path& dir, Manifest initial);
 
   TraceWriter(TraceWriter&&) noexcept = default;
@@ -31,12 +34,15 @@ class TraceWriter {
   // Appends raw perf records to sideband.data (kept open; O_APPEND).
   Result<void> AppendSideband(std::span<const std::byte> records);
   // Writes `data` as a new PT stream file, fills in id/file/size, adds it to
-  // the manifest and rewrites the manifest. Returns the stream id.
+  // the manifest and rewrites the manifest. Returns the stream id (ids are
+  // 0, 1, 2, ... in the order added; the file is "pt/<id>.pt").
   Result<uint32_t> AddStream(Stream info, std::span<const std::byte> data);
   // Records a snapshot and rewrites the manifest.
   Result<void> AddSnapshot(Snapshot snap);
   // Any other manifest change (lost counts, kcore, binaries): edit, then Flush.
   Manifest& manifest() { return manifest_; }
+  // Flush fdatasyncs the sideband first, so the manifest never refers to
+  // records that are not on disk.
   Result<void> Flush();
   // Sets the final state and rewrites the manifest.
   Result<void> Finish(State state = State::kComplete);
@@ -54,7 +60,10 @@ class TraceWriter {
 class TraceReader {
  public:
   // Reads and validates manifest.json. Errors say what is missing or corrupt
-  // and that the directory is not a ptsnap trace when there is no manifest.
+  // and that the directory is not a ptsnap trace when there is no manifest:
+  // "DIR does not exist", "DIR is not a ptsnap trace directory (no
+  // manifest.json)", "DIR/manifest.json: unsupported version N (this ptsnap
+  // reads 1)", "DIR/manifest.json: field 'x.y': ..." (docs/errors.md).
   static Result<TraceReader> Open(const std::filesystem::path& dir);
 
   [[nodiscard]] const Manifest& manifest() const { return manifest_; }
@@ -63,7 +72,10 @@ class TraceReader {
   // The stream's bytes; an error naming the stream if its file is missing or
   // its size differs from the manifest's.
   Result<std::string> ReadStream(const Stream& stream) const;
-  // All sideband records, sorted by sample_id.time (stable).
+  // All sideband records, sorted by sample_id.time (stable). A torn tail (a
+  // partial last record, or zero bytes a crash left at the end) is ignored
+  // and counted in truncated_tail; any other corrupt record is an error
+  // naming its offset.
   Result<RecordStream> ReadSideband() const;
 
  private:

@@ -21,14 +21,25 @@ void WriteFile(const std::filesystem::path& p, std::string_view s) {
   out.write(s.data(), static_cast<std::streamsize>(s.size()));
 }
 
+// Created once; never destroyed, so the exit handler can still use it.
 const std::filesystem::path& Dir() {
-  static const std::filesystem::path dir = [] {
-    std::string tmpl = std::filesystem::temp_directory_path() / "ptsnap-fuzz-XXXXXX";
+  static const auto* dir = [] {
+    // Memory-backed when possible: the target writes three files per input.
+    std::error_code ec;
+    std::filesystem::path base = std::filesystem::is_directory("/dev/shm", ec)
+                                     ? std::filesystem::path("/dev/shm")
+                                     : std::filesystem::temp_directory_path();
+    std::string tmpl = base / "ptsnap-fuzz-XXXXXX";
     if (::mkdtemp(tmpl.data()) == nullptr) std::abort();
-    std::filesystem::create_directories(std::filesystem::path(tmpl) / "pt");
-    return std::filesystem::path(tmpl);
+    auto* p = new std::filesystem::path(tmpl);
+    std::filesystem::create_directories(*p / "pt");
+    std::atexit([] {
+      std::error_code ignored;
+      std::filesystem::remove_all(Dir(), ignored);
+    });
+    return p;
   }();
-  return dir;
+  return *dir;
 }
 
 }  // namespace
