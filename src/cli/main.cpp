@@ -9,6 +9,8 @@
 
 namespace ptsnap::cli {
 // One line per subcommand; each is defined in its cmd_*.cpp.
+void AddRecordCommands(CLI::App& app, CommandFn* selected);  // run, attach
+void RewriteMagicTraceSpellings(int argc, char** argv);      // -trigger -> --trigger, ...
 }  // namespace ptsnap::cli
 
 int main(int argc, char** argv) {
@@ -23,10 +25,12 @@ int main(int argc, char** argv) {
 
   CommandFn selected;
   // Subcommands register here.
+  AddRecordCommands(app, &selected);
   AddInfoCommand(app, &selected);
   AddDecodeCommand(app, &selected);
   AddProbeCommand(app, &selected);
 
+  RewriteMagicTraceSpellings(argc, argv);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -332,6 +332,8 @@ ProbeReport RunProbe(const ProbeEnv& env) {
       if (pmu_ok) {
         c.Add("cpu.hypervisor", "Hypervisor", Status::kOk,
               "guest of " + who + " with PT passed through");
+      } else if (!intel) {
+        c.Add("cpu.hypervisor", "Hypervisor", Status::kInfo, "guest of " + who);
       } else {
         c.Add("cpu.hypervisor", "Hypervisor", Status::kWarn,
               "guest of " + who + "; a VM without PT pass-through has no intel_pt PMU",
@@ -351,6 +353,9 @@ ProbeReport RunProbe(const ProbeEnv& env) {
         v += "; 0x14.1 eax=" + Hex(cpu.leaf14_1->eax) + " ebx=" + Hex(cpu.leaf14_1->ebx);
       }
       c.Add("cpu.pt_cpuid", "CPUID Intel PT (leaf 0x14)", Status::kOk, v);
+    } else if (!intel) {
+      c.Add("cpu.pt_cpuid", "CPUID Intel PT (leaf 0x14)", Status::kInfo,
+            "CPUID.(7,0):EBX[25]=0 (not an Intel CPU)");
     } else {
       c.Add("cpu.pt_cpuid", "CPUID Intel PT (leaf 0x14)", Status::kFail,
             "CPUID.(7,0):EBX[25]=0: the CPU" +
@@ -376,12 +381,13 @@ ProbeReport RunProbe(const ProbeEnv& env) {
   for (const auto& w : pmu.warnings) r.warnings.push_back(w);
   if (!pmu.present) {
     std::string fix;
-    if (cpu.available && cpu.hypervisor) {
+    if (cpu.available && cpu.vendor != "GenuineIntel") {
+      fix = "Intel PT needs an Intel CPU (this one is " + cpu.vendor +
+            "); use `ptsnap run --emulate`";
+    } else if (cpu.available && cpu.hypervisor) {
       fix =
           "this is a VM without PT pass-through: enable it in the hypervisor or run on bare "
           "metal; meanwhile use `ptsnap run --emulate`";
-    } else if (cpu.available && cpu.vendor != "GenuineIntel") {
-      fix = "Intel PT needs an Intel CPU; use `ptsnap run --emulate`";
     } else {
       fix =
           "needs a Broadwell+ Intel CPU and a kernel with CONFIG_PERF_EVENTS_INTEL_PT (4.1+); "
@@ -739,9 +745,13 @@ ProbeReport RunProbe(const ProbeEnv& env) {
   }
 
   if (!pmu.present) {
-    r.pt_reason = cpu.available && cpu.hypervisor
-                      ? "no intel_pt PMU: this is a VM without PT pass-through"
-                      : "no intel_pt PMU on this machine";
+    if (cpu.available && cpu.vendor != "GenuineIntel") {
+      r.pt_reason = "no intel_pt PMU: the CPU is " + cpu.vendor + ", not Intel";
+    } else if (cpu.available && cpu.hypervisor) {
+      r.pt_reason = "no intel_pt PMU: this is a VM without PT pass-through";
+    } else {
+      r.pt_reason = "no intel_pt PMU on this machine";
+    }
   } else if (!pmu.type) {
     r.pt_reason = "the intel_pt PMU's type file is unreadable";
   } else if (version_known && !has_aux) {

@@ -510,7 +510,8 @@ TEST_P(GarbageFile, WarnsNamingTheFile) {
   m.MakeRoot();
   m.Write("proc/kcore", Core(kStext, kEtext - kStext + 0x1000));
   const std::string rel = GetParam();
-  m.Write(rel, std::string("\x7f\x01garbage \xff\xfe not a value\n\n", 28));
+  constexpr char kJunk[] = "\x7f\x01garbage \xff\xfe not a value\n\n";
+  m.Write(rel, std::string(kJunk, sizeof kJunk - 1));
   ProbeReport r = m.Run();
   const std::string shown = "/" + rel;
   std::string all;

@@ -10,7 +10,10 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "ptsnap/result.h"
 
 namespace ptsnap::record {
 
@@ -41,5 +44,22 @@ struct RecordOptions {
   bool emulate = false;
   bool no_decode = false;
 };
+
+// "4M", "256K", "1G", "65536", "512KiB" (binary units; B/KB/KiB all mean
+// powers of 1024). Errors name the text and the accepted forms.
+Result<uint64_t> ParseSize(std::string_view text);
+
+// Rounds `bytes` up to a power-of-two number of 4 KiB pages (minimum one
+// page), as the kernel requires for the AUX area. `*rounded` is set when the
+// value changed, so the caller can warn.
+uint64_t RoundToPowerOfTwoPages(uint64_t bytes, bool* rounded);
+
+// "4 MiB", "256 KiB", "12345 bytes".
+std::string FormatSize(uint64_t bytes);
+
+// The trace directory used when --trace-dir is not given: beside the output,
+// named after it ("trace.fxt.gz" -> "trace.ptsnap", "out/x.json" ->
+// "out/x.ptsnap"); "trace.fxt.gz" when `output` is empty.
+std::filesystem::path DefaultTraceDir(const std::filesystem::path& output);
 
 }  // namespace ptsnap::record

@@ -1,7 +1,5 @@
 #include "sys/cpus.h"
 
-#include <algorithm>
-
 #include "base/file_util.h"
 #include "base/string_util.h"
 
@@ -11,7 +9,8 @@ Result<std::vector<int>> ParseCpuList(std::string_view text) {
   constexpr uint64_t kMaxCpu = 65535;
   std::string_view t = base::Trim(text);
   if (t.empty()) return Error("empty CPU list");
-  std::vector<int> cpus;
+  // A bitmap bounds the work for lists that repeat large ranges.
+  std::vector<bool> seen;
   for (std::string_view part : base::Split(t, ',')) {
     size_t dash = part.find('-');
     auto lo = base::ParseUint(part.substr(0, dash));
@@ -19,10 +18,13 @@ Result<std::vector<int>> ParseCpuList(std::string_view text) {
     if (!lo || !hi || *lo > *hi || *hi > kMaxCpu) {
       return Error("bad CPU list entry '" + std::string(part.substr(0, 20)) + "'");
     }
-    for (uint64_t c = *lo; c <= *hi; ++c) cpus.push_back(static_cast<int>(c));
+    if (seen.size() <= *hi) seen.resize(*hi + 1);
+    for (uint64_t c = *lo; c <= *hi; ++c) seen[c] = true;
   }
-  std::sort(cpus.begin(), cpus.end());
-  cpus.erase(std::unique(cpus.begin(), cpus.end()), cpus.end());
+  std::vector<int> cpus;
+  for (size_t c = 0; c < seen.size(); ++c) {
+    if (seen[c]) cpus.push_back(static_cast<int>(c));
+  }
   return cpus;
 }
 

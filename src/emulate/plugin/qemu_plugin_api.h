@@ -18,18 +18,20 @@ typedef uint64_t qemu_plugin_id_t;
 
 // Passed to qemu_plugin_install. `version.cur` is the API version QEMU
 // implements, `version.min` the oldest plugin version it still loads.
+struct qemu_info_version {
+  int min;
+  int cur;
+};
+struct qemu_info_system {
+  int smp_vcpus;
+  int max_vcpus;
+};
 typedef struct qemu_info_t {
   const char* target_name;
-  struct {
-    int min;
-    int cur;
-  } version;
+  qemu_info_version version;
   bool system_emulation;
   union {
-    struct {
-      int smp_vcpus;
-      int max_vcpus;
-    } system;
+    qemu_info_system system;
   };
 } qemu_info_t;
 

@@ -1,4 +1,5 @@
-// Two worker threads plus the main thread, each running fib.
+// Two worker threads plus the main thread, each running fib, then a third
+// worker once the first two are gone.
 #include <pthread.h>
 #include <stdio.h>
 
@@ -18,6 +19,12 @@ int main(void) {
     pthread_join(t[i], &r);
     sum += (long)r;
   }
+  // A third thread after the first two exited: QEMU reuses a vCPU index.
+  pthread_t late;
+  pthread_create(&late, NULL, worker, (void*)13L);
+  void* r;
+  pthread_join(late, &r);
+  sum += (long)r;
   printf("%ld\n", sum);
   return 0;
 }

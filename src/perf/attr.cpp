@@ -1,0 +1,274 @@
+#include "perf/attr.h"
+
+#include <linux/hw_breakpoint.h>
+
+#include <algorithm>
+#include <cctype>
+#include <climits>
+
+#include "base/string_util.h"
+#include "trace/perf_record.h"
+
+namespace ptsnap::perf {
+namespace {
+
+constexpr const char* kTimingKeys = "cyc, cyc_thresh, mtc, mtc_period, noretcomp, psb_period";
+
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+Result<bool> ParseBool(std::string_view key, std::string_view v) {
+  if (v == "1" || v == "true" || v == "yes" || v == "on") return true;
+  if (v == "0" || v == "false" || v == "no" || v == "off") return false;
+  return Error("--timer-resolution: " + std::string(key) + "=" + std::string(v) +
+               " is not a boolean (use 0/1 or true/false)");
+}
+
+Result<void> SetKey(PtTiming& t, std::string_view key, std::string_view value) {
+  if (key == "cyc" || key == "mtc" || key == "noretcomp") {
+    PTSNAP_ASSIGN_OR_RETURN(bool b, ParseBool(key, value));
+    (key == "cyc" ? t.cyc : key == "mtc" ? t.mtc : t.noretcomp) = b;
+    return Ok();
+  }
+  if (key == "cyc_thresh" || key == "mtc_period" || key == "psb_period") {
+    auto n = base::ParseUint(value, 0);
+    if (!n || *n > 15)
+      return Error("--timer-resolution: " + std::string(key) + "=" + std::string(value) +
+                   " is not a number from 0 to 15");
+    (key == "cyc_thresh"   ? t.cyc_thresh
+     : key == "mtc_period" ? t.mtc_period
+                           : t.psb_period) = static_cast<uint32_t>(*n);
+    return Ok();
+  }
+  return Error("--timer-resolution: unknown key '" + std::string(key) +
+               "'; valid keys: " + kTimingKeys);
+}
+
+// Valid values of a period term are the set bits of its caps bitmap.
+std::string ListBits(uint64_t bitmap) {
+  std::string out;
+  for (int i = 0; i < 64; ++i) {
+    if ((bitmap >> i) & 1) out += (out.empty() ? "" : ",") + std::to_string(i);
+  }
+  return out.empty() ? "none" : out;
+}
+
+// perf's intel_pt_default_config: 3, or the nearest lower supported value,
+// else the lowest supported one.
+uint32_t DefaultPeriod(uint64_t bitmap) {
+  for (int v = 3; v >= 0; --v)
+    if ((bitmap >> v) & 1) return static_cast<uint32_t>(v);
+  for (int v = 4; v < 16; ++v)
+    if ((bitmap >> v) & 1) return static_cast<uint32_t>(v);
+  return 0;
+}
+
+Result<void> CheckPeriod(const sys::PmuInfo& pmu, const char* term, const char* cap,
+                         uint32_t value) {
+  const uint64_t bitmap = pmu.Cap(cap);
+  if (((bitmap >> value) & 1) == 0)
+    return Error(std::string(term) + "=" + std::to_string(value) +
+                 " is not supported by this CPU (caps/" + cap + " allows: " + ListBits(bitmap) +
+                 ")");
+  return Ok();
+}
+
+Result<void> Place(const sys::PmuInfo& pmu, const char* term, uint64_t value, uint64_t* config) {
+  if (!pmu.HasTerm(term))
+    return Error("the intel_pt PMU has no '" + std::string(term) +
+                 "' format term in sysfs (kernel too old for this option?)");
+  return sys::SetTerm(pmu, term, value, config);
+}
+
+}  // namespace
+
+Result<PtTiming> ParseTiming(std::string_view text) {
+  PtTiming t;
+  std::string s = Lower(base::Trim(text));
+  if (s == "low" || s == "normal" || s == "high") {
+    t.preset = s;
+    return t;
+  }
+  t.preset = "custom";
+  std::vector<std::pair<std::string, std::string>> pairs;
+  if (base::StartsWith(s, "custom:")) {
+    for (std::string_view kv : base::Split(std::string_view(s).substr(7), ',')) {
+      kv = base::Trim(kv);
+      if (kv.empty()) continue;
+      auto eq = kv.find('=');
+      if (eq == std::string_view::npos)
+        return Error("--timer-resolution: expected key=value in '" + std::string(kv) + "'");
+      pairs.emplace_back(std::string(base::Trim(kv.substr(0, eq))),
+                         std::string(base::Trim(kv.substr(eq + 1))));
+    }
+  } else if (base::StartsWith(s, "(custom")) {
+    // magic-trace's sexp: (Custom (cyc true) (mtc_period 0)).
+    std::string flat = s;
+    std::replace(flat.begin(), flat.end(), '(', ' ');
+    std::replace(flat.begin(), flat.end(), ')', ' ');
+    auto words = base::SplitWhitespace(flat);
+    if (words.size() % 2 != 1)
+      return Error("--timer-resolution: malformed '" + std::string(text) + "'");
+    for (size_t i = 1; i + 1 < words.size(); i += 2)
+      pairs.emplace_back(std::string(words[i]), std::string(words[i + 1]));
+  } else if (s == "custom") {
+    return Error("--timer-resolution custom needs keys: custom:cyc=1,mtc_period=0 (valid keys: " +
+                 std::string(kTimingKeys) + ")");
+  } else {
+    return Error("--timer-resolution: '" + std::string(text) +
+                 "' is not low, normal, high or custom:KEY=VALUE,...");
+  }
+  for (const auto& [k, v] : pairs) PTSNAP_TRY(SetKey(t, k, v));
+  return t;
+}
+
+Result<PtAttr> BuildPtAttr(const sys::PmuInfo& pmu, const PtAttrOptions& opts) {
+  if (!pmu.present) return Error("no " + pmu.name + " PMU in sysfs");
+  if (!pmu.type) return Error("the " + pmu.name + " PMU has no readable 'type' file");
+  if (!opts.trace_user && !opts.trace_kernel)
+    return Error("nothing to trace: both user and kernel excluded");
+
+  PtAttr out;
+  const bool psb_cyc = pmu.Cap("psb_cyc") != 0;
+  const bool has_mtc = pmu.Cap("mtc") != 0;
+  const PtTiming& req = opts.timing;
+  const std::string& preset = req.preset;
+  if (preset != "low" && preset != "normal" && preset != "high" && preset != "custom")
+    return Error("--timer-resolution: unknown preset '" + preset + "'");
+
+  // Start from perf's default (the "low" preset).
+  PtTimingResolved t;
+  t.tsc = true;
+  t.mtc = has_mtc && pmu.HasTerm("mtc");
+  if (t.mtc) t.mtc_period = DefaultPeriod(pmu.Cap("mtc_periods"));
+  bool set_psb = psb_cyc && pmu.HasTerm("psb_period");
+  if (set_psb) t.psb_period = DefaultPeriod(pmu.Cap("psb_periods"));
+
+  if (preset == "normal" || preset == "high") {
+    if (!psb_cyc || !pmu.HasTerm("cyc")) {
+      out.warnings.push_back(
+          "this CPU has no cycle-accurate mode (caps/psb_cyc is 0): timing granularity will be "
+          "about 1us instead of about 10ns (--timer-resolution " +
+          preset + " downgraded to low)");
+    } else {
+      t.cyc = true;
+      t.cyc_thresh = ((pmu.Cap("cycle_thresholds") >> 1) & 1) ? 1 : 0;
+      if (t.mtc && ((pmu.Cap("mtc_periods") & 1) != 0)) t.mtc_period = 0;
+      if (preset == "high") t.noretcomp = pmu.HasTerm("noretcomp");
+    }
+  } else if (preset == "custom") {
+    if (req.mtc) {
+      if (*req.mtc && !has_mtc)
+        return Error(
+            "mtc=1 needs caps/mtc, which this CPU lacks (drop mtc from --timer-resolution)");
+      t.mtc = *req.mtc;
+    }
+    if (req.mtc_period) {
+      if (!t.mtc) return Error("mtc_period needs mtc packets, which are off or unsupported here");
+      PTSNAP_TRY(CheckPeriod(pmu, "mtc_period", "mtc_periods", *req.mtc_period));
+      t.mtc_period = *req.mtc_period;
+    }
+    if (req.cyc) {
+      if (*req.cyc && !psb_cyc)
+        return Error("cyc=1 needs caps/psb_cyc, which this CPU lacks (try --timer-resolution low)");
+      t.cyc = *req.cyc;
+    }
+    if (req.cyc_thresh) {
+      if (!psb_cyc) return Error("cyc_thresh needs caps/psb_cyc, which this CPU lacks");
+      if (!t.cyc) return Error("cyc_thresh only makes sense with cyc=1");
+      PTSNAP_TRY(CheckPeriod(pmu, "cyc_thresh", "cycle_thresholds", *req.cyc_thresh));
+      t.cyc_thresh = *req.cyc_thresh;
+    }
+    if (req.psb_period) {
+      if (!psb_cyc)
+        return Error(
+            "psb_period needs caps/psb_cyc (configurable PSB frequency), which this CPU "
+            "lacks");
+      PTSNAP_TRY(CheckPeriod(pmu, "psb_period", "psb_periods", *req.psb_period));
+      t.psb_period = *req.psb_period;
+      set_psb = true;
+    }
+    if (req.noretcomp) t.noretcomp = *req.noretcomp;
+  }
+
+  uint64_t config = 0;
+  // `pt` (pass-through) makes BranchEn follow `branch`; older kernels have
+  // neither term and force BranchEn on themselves.
+  if (pmu.HasTerm("pt")) PTSNAP_TRY(Place(pmu, "pt", 1, &config));
+  if (pmu.HasTerm("branch")) PTSNAP_TRY(Place(pmu, "branch", 1, &config));
+  PTSNAP_TRY(Place(pmu, "tsc", 1, &config));
+  if (t.mtc) {
+    PTSNAP_TRY(Place(pmu, "mtc", 1, &config));
+    PTSNAP_TRY(Place(pmu, "mtc_period", t.mtc_period, &config));
+  }
+  if (t.cyc) {
+    PTSNAP_TRY(Place(pmu, "cyc", 1, &config));
+    PTSNAP_TRY(Place(pmu, "cyc_thresh", t.cyc_thresh, &config));
+  }
+  if (t.noretcomp) PTSNAP_TRY(Place(pmu, "noretcomp", 1, &config));
+  if (set_psb) PTSNAP_TRY(Place(pmu, "psb_period", t.psb_period, &config));
+
+  perf_event_attr& a = out.attr;
+  a.size = sizeof(a);
+  a.type = *pmu.type;
+  a.config = config;
+  a.exclude_kernel = opts.trace_kernel ? 0 : 1;
+  a.exclude_user = opts.trace_user ? 0 : 1;
+  a.exclude_hv = 1;
+  a.disabled = 1;
+  a.enable_on_exec = opts.enable_on_exec ? 1 : 0;
+  a.sample_id_all = 1;
+  a.sample_type = trace::kSampleType;
+  if (opts.full_execution) {
+    // perf: auxtrace_mmap_pages * page_size / 4, capped at UINT_MAX.
+    a.aux_watermark = static_cast<uint32_t>(std::min<uint64_t>(opts.aux_size / 4, UINT_MAX));
+  }
+  out.timing = t;
+  return out;
+}
+
+perf_event_attr BuildTrackingAttr(bool trace_kernel, bool enable_on_exec) {
+  perf_event_attr a{};
+  a.size = sizeof(a);
+  a.type = PERF_TYPE_SOFTWARE;
+  a.config = PERF_COUNT_SW_DUMMY;
+  a.sample_period = 1;
+  a.sample_type = trace::kSampleType;
+  a.sample_id_all = 1;
+  a.disabled = 1;
+  a.enable_on_exec = enable_on_exec ? 1 : 0;
+  a.exclude_kernel = trace_kernel ? 0 : 1;
+  a.exclude_hv = 1;
+  a.mmap = 1;
+  a.mmap2 = 1;
+  a.comm = 1;
+  a.comm_exec = 1;
+  a.task = 1;
+  a.context_switch = 1;
+  if (trace_kernel) {
+    a.ksymbol = 1;
+    a.text_poke = 1;
+  }
+  return a;
+}
+
+perf_event_attr BuildBreakpointAttr(uint64_t addr) {
+  perf_event_attr a{};
+  a.size = sizeof(a);
+  a.type = PERF_TYPE_BREAKPOINT;
+  a.bp_type = HW_BREAKPOINT_X;
+  a.bp_addr = addr;
+  a.bp_len = sizeof(long);  // x86 requires sizeof(long) for execute breakpoints
+  a.sample_period = 1;
+  a.sample_type = kBreakpointSampleType;
+  a.wakeup_events = 1;
+  a.exclude_kernel = 1;
+  a.exclude_hv = 1;
+  a.disabled = 1;
+  return a;
+}
+
+}  // namespace ptsnap::perf

@@ -1,0 +1,54 @@
+// Starting the program of `ptsnap run` so that events can be opened on it
+// before it runs a single instruction of the new image.
+//
+// Spawn() forks; the child sets PR_SET_PDEATHSIG, asks to be traced
+// (PTRACE_TRACEME) and blocks reading a pipe. The parent opens its events
+// (with enable_on_exec) and calls Exec(): the child execs and stops with
+// SIGTRAP right after the exec, when its final mappings exist, so a PIE
+// trigger address can be resolved. Resume() detaches and lets it run.
+// An exec failure (command not found) comes back through a CLOEXEC pipe as
+// an error naming the command.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "base/unique_fd.h"
+#include "ptsnap/result.h"
+
+namespace ptsnap::record {
+
+class Child {
+ public:
+  static Result<Child> Spawn(const std::vector<std::string>& argv);
+  Child(Child&& o) noexcept;
+  Child& operator=(Child&&) = delete;
+  // Kills (SIGKILL) and reaps the child unless it was waited for.
+  ~Child();
+
+  // Lets the child exec and waits for its post-exec stop.
+  Result<void> Exec();
+  // PTRACE_DETACH: the program runs.
+  Result<void> Resume();
+  // waitpid(WNOHANG): true once the child has exited; `status` as a shell
+  // reports it (exit code, or 128 + signal).
+  bool Poll(int* status);
+  // Blocking wait.
+  int Wait();
+  void Kill();
+
+  [[nodiscard]] pid_t pid() const { return pid_; }
+
+ private:
+  Child(pid_t pid, base::UniqueFd go, base::UniqueFd err, std::string name)
+      : pid_(pid), go_(std::move(go)), err_(std::move(err)), name_(std::move(name)) {}
+  pid_t pid_ = -1;
+  base::UniqueFd go_, err_;
+  std::string name_;
+  bool reaped_ = false;
+  int status_ = 0;
+};
+
+}  // namespace ptsnap::record

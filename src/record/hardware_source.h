@@ -1,0 +1,91 @@
+// HardwarePtSource: the PtSource behind `ptsnap run`/`attach` on real
+// hardware. Per traced thread it opens (pt-kernel-interface.md section 0):
+//   - the intel_pt event (cpu -1, the thread's tid), owning a data ring and
+//     an AUX area (read-only: snapshot mode; read-write: full mode);
+//   - the dummy tracking event, redirected into the PT event's ring with
+//     PERF_EVENT_IOC_SET_OUTPUT so sideband keeps flowing while PT is
+//     disabled for a snapshot;
+//   - one execute breakpoint per armed trigger point, each with a one-page
+//     ring that receives its samples.
+// Without a PT attr (tests, and hosts without intel_pt that only want
+// sideband) the tracking event owns the ring instead: everything but the
+// PT bytes works, which is how the integration tests run on a VM.
+#pragma once
+
+#include <linux/perf_event.h>
+
+#include <map>
+#include <memory>
+#include <optional>
+
+#include "perf/perf_event.h"
+#include "perf/ring_buffer.h"
+#include "record/pt_source.h"
+#include "trace/manifest.h"
+
+namespace ptsnap::record {
+
+struct HardwareConfig {
+  std::optional<perf_event_attr> pt_attr;  // absent: sideband only
+  perf_event_attr tracking_attr{};
+  size_t data_pages = 64;   // sideband ring per thread (power of two)
+  size_t aux_pages = 1024;  // AUX per thread (power of two)
+  bool full_execution = false;
+};
+
+class HardwarePtSource final : public PtSource {
+ public:
+  static Result<std::unique_ptr<HardwarePtSource>> Create(HardwareConfig config);
+
+  Result<void> AddThread(pid_t pid, pid_t tid, bool trace_pt) override;
+  Result<void> ArmTriggers(const std::vector<TriggerPoint>& points) override;
+  Result<void> EnableAll() override;
+  Result<SidebandEvents> DrainSideband(trace::TraceWriter& writer) override;
+  Result<void> DrainAux() override;
+  Result<std::vector<TriggerHit>> PollTriggers() override;
+  Result<void> Snapshot(trace::TraceWriter& writer, uint32_t seq, bool resume) override;
+  Result<void> Finish(trace::TraceWriter& writer) override;
+  uint64_t Now() const override;
+  [[nodiscard]] size_t traced_threads() const override;
+
+  // perf clock <-> TSC from the first ring's user page (seqlock-read), or
+  // nullopt before any thread is added.
+  [[nodiscard]] std::optional<trace::TimeConv> time_conv() const;
+  [[nodiscard]] const perf::RingStats& stats() const { return stats_; }
+  [[nodiscard]] bool HasThread(pid_t tid) const { return threads_.count(tid) != 0; }
+
+ private:
+  explicit HardwarePtSource(HardwareConfig config) : config_(std::move(config)) {}
+
+  struct Breakpoint {
+    std::unique_ptr<perf::PerfEvent> event;
+    std::unique_ptr<perf::DataRingReader> ring;
+    std::string symbol;
+  };
+  struct Thread {
+    pid_t pid = 0, tid = 0;
+    std::unique_ptr<perf::PerfEvent> pt;         // may be null (sideband only / breakpoints only)
+    std::unique_ptr<perf::PerfEvent> tracking;   // may be null (breakpoints only)
+    std::unique_ptr<perf::DataRingReader> ring;  // the ring the tracking records land in
+    std::unique_ptr<perf::AuxSnapshotReader> snapshot;
+    std::unique_ptr<perf::AuxFullReader> full;
+    std::vector<std::byte> full_bytes;  // full mode: everything drained so far
+    std::vector<Breakpoint> breakpoints;
+  };
+  Result<void> AddBreakpoints(Thread& t, const std::vector<TriggerPoint>& points);
+
+  HardwareConfig config_;
+  std::map<pid_t, Thread> threads_;
+  std::vector<TriggerPoint> triggers_;
+  perf::RingStats stats_;
+  std::vector<std::byte> batch_;
+};
+
+// Reads time_zero/time_mult/time_shift under the user page's seqlock
+// (tools/perf/util/tsc.c perf_read_tsc_conversion).
+trace::TimeConv ReadTimeConv(const perf_event_mmap_page* page);
+
+// TSC -> perf clock ns with the user page's parameters (uapi perf_event.h).
+uint64_t TscToPerfNs(const trace::TimeConv& tc, uint64_t tsc);
+
+}  // namespace ptsnap::record

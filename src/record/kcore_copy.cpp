@@ -1,0 +1,151 @@
+#include "record/kcore_copy.h"
+
+#include <elf.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "base/file_util.h"
+#include "sys/kallsyms.h"
+
+namespace ptsnap::record {
+namespace {
+
+constexpr uint64_t kPage = 4096;
+
+uint64_t RoundDown(uint64_t v) { return v & ~(kPage - 1); }
+uint64_t RoundUp(uint64_t v) { return (v + kPage - 1) & ~(kPage - 1); }
+
+struct Range {
+  uint64_t start, end;
+  const char* what;
+};
+
+}  // namespace
+
+std::string KcoreDisabledBy() {
+  for (const char* var : {"PTSNAP_NO_KCORE", "MAGIC_TRACE_PERF_NO_KCORE"}) {
+    const char* v = std::getenv(var);
+    if (v != nullptr && *v != '\0') return var;
+  }
+  return "";
+}
+
+std::string BuildCoreImage(uint16_t machine, const std::vector<sys::ElfLoad>& regions,
+                           const std::vector<std::string>& contents,
+                           std::vector<sys::ElfLoad>* written) {
+  Elf64_Ehdr eh{};
+  std::memcpy(eh.e_ident, ELFMAG, SELFMAG);
+  eh.e_ident[EI_CLASS] = ELFCLASS64;
+  eh.e_ident[EI_DATA] = ELFDATA2LSB;
+  eh.e_ident[EI_VERSION] = EV_CURRENT;
+  eh.e_type = ET_CORE;
+  eh.e_machine = machine;
+  eh.e_version = EV_CURRENT;
+  eh.e_phoff = sizeof(Elf64_Ehdr);
+  eh.e_ehsize = sizeof(Elf64_Ehdr);
+  eh.e_phentsize = sizeof(Elf64_Phdr);
+  eh.e_phnum = static_cast<uint16_t>(regions.size());
+  std::string out(reinterpret_cast<const char*>(&eh), sizeof(eh));
+  uint64_t offset = RoundUp(sizeof(Elf64_Ehdr) + regions.size() * sizeof(Elf64_Phdr));
+  std::vector<uint64_t> offsets;
+  for (size_t i = 0; i < regions.size(); ++i) {
+    Elf64_Phdr ph{};
+    ph.p_type = PT_LOAD;
+    ph.p_flags = regions[i].flags != 0 ? regions[i].flags : (PF_R | PF_X);
+    ph.p_offset = offset;
+    ph.p_vaddr = regions[i].vaddr;
+    ph.p_paddr = regions[i].paddr;
+    ph.p_filesz = contents[i].size();
+    ph.p_memsz = contents[i].size();
+    ph.p_align = kPage;
+    out.append(reinterpret_cast<const char*>(&ph), sizeof(ph));
+    if (written != nullptr) {
+      sys::ElfLoad w = regions[i];
+      w.offset = offset;
+      w.filesz = w.memsz = contents[i].size();
+      w.flags = ph.p_flags;
+      written->push_back(w);
+    }
+    offsets.push_back(offset);
+    offset = RoundUp(offset + contents[i].size());
+  }
+  for (size_t i = 0; i < regions.size(); ++i) {
+    out.resize(offsets[i], '\0');
+    out += contents[i];
+  }
+  return out;
+}
+
+Result<KcoreCopy> CopyKcore(const base::RootPath& root, const std::filesystem::path& out_dir) {
+  const auto kallsyms_path = root.Resolve("/proc/kallsyms");
+  PTSNAP_ASSIGN_OR_RETURN(std::string kallsyms_text, base::ReadFile(kallsyms_path));
+  sys::Kallsyms syms = sys::ParseKallsyms(kallsyms_text, /*keep_symbols=*/false);
+  if (syms.masked)
+    return Error(
+        "/proc/kallsyms shows only zero addresses (kptr_restrict, or no CAP_SYSLOG); "
+        "run as root or set sysctl kernel.kptr_restrict=0");
+  const auto text_start = syms.stext ? syms.stext : syms.text;
+  if (!text_start || !syms.etext || *syms.etext <= *text_start)
+    return Error("/proc/kallsyms has no _stext/_etext: cannot tell where kernel text is");
+  auto modules = base::ReadFile(root.Resolve("/proc/modules"));
+  std::string modules_text = modules ? *modules : std::string();
+
+  auto kcore = sys::KcoreFile::Open(root);
+  if (!kcore) return std::move(kcore).error().AddContext("opening /proc/kcore");
+
+  std::vector<Range> ranges = {{RoundDown(*text_start), RoundUp(*syms.etext), "kernel text"}};
+  if (syms.modules_start && syms.modules_end && *syms.modules_end >= *syms.modules_start)
+    ranges.push_back(
+        {RoundDown(*syms.modules_start), RoundUp(*syms.modules_end + kPage), "modules"});
+
+  KcoreCopy result;
+  result.kernel_start = syms.text ? syms.text : syms.stext;
+  std::vector<sys::ElfLoad> regions;
+  std::vector<std::string> contents;
+  for (const Range& r : ranges) {
+    bool covered = false;
+    // Copy the part of every PT_LOAD that overlaps the range.
+    for (const sys::ElfLoad& load : kcore->header().loads) {
+      const uint64_t lo = std::max(r.start, load.vaddr);
+      const uint64_t hi = std::min(r.end, load.vaddr + load.filesz);
+      if (lo >= hi) continue;
+      std::string bytes(hi - lo, '\0');
+      PTSNAP_TRY_CTX(
+          kcore->ReadAt(lo, std::as_writable_bytes(std::span(bytes.data(), bytes.size()))),
+          std::string("copying ") + r.what + " from /proc/kcore");
+      sys::ElfLoad reg;
+      reg.vaddr = lo;
+      reg.paddr = load.paddr == 0 ? 0 : load.paddr + (lo - load.vaddr);
+      reg.flags = load.flags;
+      regions.push_back(reg);
+      result.bytes += bytes.size();
+      contents.push_back(std::move(bytes));
+      covered = true;
+    }
+    if (!covered && std::string_view(r.what) == "kernel text")
+      return Error("no PT_LOAD segment of /proc/kcore covers kernel text " +
+                   std::to_string(r.start) + ".." + std::to_string(r.end));
+  }
+
+  std::error_code ec;
+  std::filesystem::create_directories(out_dir, ec);
+  if (ec) return Error::FromErrno("creating " + out_dir.string(), ec.value());
+  ::chmod(out_dir.c_str(), 0700);
+  PTSNAP_TRY(base::WriteFileAtomic(out_dir / "kallsyms", kallsyms_text, 0600));
+  PTSNAP_TRY(base::WriteFileAtomic(out_dir / "modules", modules_text, 0600));
+  const uint16_t machine = kcore->header().machine != 0 ? kcore->header().machine : EM_X86_64;
+  PTSNAP_TRY(base::WriteFileAtomic(
+      out_dir / "kcore", BuildCoreImage(machine, regions, contents, &result.regions), 0600));
+  // perf's kcore_copy re-reads and compares, to catch a module load/unload
+  // that happened while we copied.
+  auto again = base::ReadFile(kallsyms_path);
+  auto modules_again = base::ReadFile(root.Resolve("/proc/modules"));
+  result.kallsyms_changed = !again || *again != kallsyms_text ||
+                            (modules_again ? *modules_again : std::string()) != modules_text;
+  return result;
+}
+
+}  // namespace ptsnap::record

@@ -1,0 +1,181 @@
+#include "record/kcore_copy.h"
+
+#include <elf.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <libelf.h>
+#include <sys/stat.h>
+
+#include <cstdlib>
+
+#include "base/file_util.h"
+#include "sys/kcore.h"
+#include "tests/support/result_matchers.h"
+#include "tests/support/temp_dir.h"
+
+namespace ptsnap::record {
+namespace {
+
+using ::ptsnap::testing::HasErrorContaining;
+using ::ptsnap::testing::HasValue;
+using ::ptsnap::testing::TempDir;
+
+constexpr uint64_t kText = 0xffffffff81000000;
+constexpr uint64_t kDirectMap = 0xffff888000000000;
+constexpr uint64_t kModules = 0xffffffffc0000000;
+
+struct Segment {
+  uint64_t vaddr;
+  std::string bytes;
+};
+
+// Writes an ELF64 ET_CORE with one PT_LOAD per segment, laid out by hand
+// through libelf (ELF_F_LAYOUT), like /proc/kcore: no section headers needed
+// by readers, contents at page-aligned offsets.
+void WriteSyntheticCore(const std::filesystem::path& path, const std::vector<Segment>& segs) {
+  ASSERT_NE(elf_version(EV_CURRENT), EV_NONE);
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0400);
+  ASSERT_GE(fd, 0);
+  Elf* elf = elf_begin(fd, ELF_C_WRITE, nullptr);
+  ASSERT_NE(elf, nullptr) << elf_errmsg(-1);
+  elf_flagelf(elf, ELF_C_SET, ELF_F_LAYOUT);
+  GElf_Ehdr eh{};
+  ASSERT_NE(gelf_newehdr(elf, ELFCLASS64), nullptr);
+  ASSERT_NE(gelf_getehdr(elf, &eh), nullptr);
+  eh.e_ident[EI_DATA] = ELFDATA2LSB;
+  eh.e_type = ET_CORE;
+  eh.e_machine = EM_X86_64;
+  eh.e_version = EV_CURRENT;
+  eh.e_phoff = sizeof(Elf64_Ehdr);
+  eh.e_shoff = 0;
+  ASSERT_NE(gelf_update_ehdr(elf, &eh), 0);
+  ASSERT_NE(gelf_newphdr(elf, segs.size()), nullptr);
+  uint64_t offset = 0x1000;
+  std::vector<uint64_t> offsets;
+  for (size_t i = 0; i < segs.size(); ++i) {
+    // Contents go in sections so libelf writes them at our offsets.
+    Elf_Scn* scn = elf_newscn(elf);
+    Elf_Data* data = elf_newdata(scn);
+    data->d_buf = const_cast<char*>(segs[i].bytes.data());
+    data->d_size = segs[i].bytes.size();
+    data->d_type = ELF_T_BYTE;
+    data->d_align = 1;
+    GElf_Shdr sh{};
+    gelf_getshdr(scn, &sh);
+    sh.sh_type = SHT_PROGBITS;
+    sh.sh_offset = offset;
+    sh.sh_size = segs[i].bytes.size();
+    sh.sh_addralign = 1;
+    gelf_update_shdr(scn, &sh);
+    GElf_Phdr ph{};
+    ph.p_type = PT_LOAD;
+    ph.p_flags = PF_R | PF_W | PF_X;
+    ph.p_offset = offset;
+    ph.p_vaddr = segs[i].vaddr;
+    ph.p_filesz = ph.p_memsz = segs[i].bytes.size();
+    ph.p_align = 0x1000;
+    ASSERT_NE(gelf_update_phdr(elf, static_cast<int>(i), &ph), 0);
+    offset += (segs[i].bytes.size() + 0xfff) & ~uint64_t{0xfff};
+  }
+  // Section headers after the data.
+  ASSERT_NE(gelf_getehdr(elf, &eh), nullptr);
+  eh.e_shoff = offset;
+  ASSERT_NE(gelf_update_ehdr(elf, &eh), 0);
+  ASSERT_GE(elf_update(elf, ELF_C_WRITE), 0) << elf_errmsg(-1);
+  elf_end(elf);
+  ::close(fd);
+}
+
+std::string Fill(char c, size_t n) { return std::string(n, c); }
+
+struct FakeKernel {
+  TempDir root;
+  FakeKernel() {
+    std::string text = Fill('T', 0x3000);
+    text[0x10] = 'X';  // a marker at _stext + 0x10
+    WriteSyntheticCore(
+        root.Mkdir("proc") / "kcore",
+        {{kText, text}, {kDirectMap, Fill('D', 0x2000)}, {kModules, Fill('M', 0x4000)}});
+    root.Write("proc/kallsyms",
+               "ffffffff81000000 T _text\n"
+               "ffffffff81000000 T _stext\n"
+               "ffffffff81000400 T do_syscall_64\n"
+               "ffffffff81002100 T _etext\n"
+               "ffff888000001000 D some_data\n"
+               "ffffffffc0001000 t mod_init\t[fake_mod]\n"
+               "ffffffffc0001800 t mod_exit\t[fake_mod]\n");
+    root.Write("proc/modules", "fake_mod 16384 0 - Live 0xffffffffc0001000\n");
+  }
+};
+
+TEST(KcoreCopy, CopiesOnlyTextAndModulesWithMode0600) {
+  FakeKernel k;
+  TempDir out;
+  auto copy = CopyKcore(base::RootPath(k.root.path()), out.path() / "kcore");
+  ASSERT_THAT(copy, HasValue());
+  EXPECT_EQ(copy->kernel_start, kText);
+  EXPECT_FALSE(copy->kallsyms_changed);
+  for (const char* f : {"kallsyms", "modules", "kcore"}) {
+    struct stat st {};
+    ASSERT_EQ(::stat((out.path() / "kcore" / f).c_str(), &st), 0) << f;
+    EXPECT_EQ(st.st_mode & 0777, 0600u) << f;
+  }
+  auto copied = sys::KcoreFile::OpenPath((out.path() / "kcore" / "kcore").string());
+  ASSERT_THAT(copied, HasValue());
+  const auto& loads = copied->header().loads;
+  ASSERT_EQ(loads.size(), 2u);
+  // Text: _stext .. _etext rounded up to a page.
+  EXPECT_EQ(loads[0].vaddr, kText);
+  EXPECT_EQ(loads[0].filesz, 0x3000u);
+  // Modules: first module symbol (page-aligned) .. last + one page.
+  EXPECT_EQ(loads[1].vaddr, kModules + 0x1000);
+  EXPECT_EQ(loads[1].filesz, 0x2000u);
+  // No direct-map data.
+  EXPECT_EQ(sys::FindLoadCovering(copied->header(), kDirectMap + 0x1000), nullptr);
+  std::string bytes(0x20, '\0');
+  ASSERT_THAT(copied->ReadAt(kText, std::as_writable_bytes(std::span(bytes.data(), bytes.size()))),
+              HasValue());
+  EXPECT_EQ(bytes[0], 'T');
+  EXPECT_EQ(bytes[0x10], 'X');
+  std::string mod(8, '\0');
+  ASSERT_THAT(copied->ReadAt(kModules + 0x1800, std::as_writable_bytes(std::span(mod.data(), 8))),
+              HasValue());
+  EXPECT_EQ(mod, "MMMMMMMM");
+  EXPECT_EQ(base::ReadFile(out.path() / "kcore" / "modules").value_or(""),
+            "fake_mod 16384 0 - Live 0xffffffffc0001000\n");
+}
+
+TEST(KcoreCopy, MaskedKallsymsIsAnErrorSayingWhy) {
+  FakeKernel k;
+  k.root.Write("proc/kallsyms",
+               "0000000000000000 T _text\n0000000000000000 T _stext\n0000000000000000 T _etext\n");
+  TempDir out;
+  EXPECT_THAT(CopyKcore(base::RootPath(k.root.path()), out.path() / "kcore"),
+              HasErrorContaining("kptr_restrict"));
+  EXPECT_FALSE(std::filesystem::exists(out.path() / "kcore" / "kcore"));
+}
+
+TEST(KcoreCopy, MissingKcoreIsAnError) {
+  FakeKernel k;
+  std::filesystem::remove(k.root.path() / "proc" / "kcore");
+  TempDir out;
+  EXPECT_THAT(CopyKcore(base::RootPath(k.root.path()), out.path() / "kcore"),
+              HasErrorContaining("/proc/kcore"));
+}
+
+TEST(KcoreCopy, EnvironmentSwitches) {
+  ::unsetenv("PTSNAP_NO_KCORE");
+  ::unsetenv("MAGIC_TRACE_PERF_NO_KCORE");
+  EXPECT_EQ(KcoreDisabledBy(), "");
+  ::setenv("MAGIC_TRACE_PERF_NO_KCORE", "1", 1);
+  EXPECT_EQ(KcoreDisabledBy(), "MAGIC_TRACE_PERF_NO_KCORE");
+  ::setenv("PTSNAP_NO_KCORE", "1", 1);
+  EXPECT_EQ(KcoreDisabledBy(), "PTSNAP_NO_KCORE");
+  ::unsetenv("PTSNAP_NO_KCORE");
+  ::unsetenv("MAGIC_TRACE_PERF_NO_KCORE");
+}
+
+}  // namespace
+}  // namespace ptsnap::record

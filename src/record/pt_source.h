@@ -1,0 +1,72 @@
+// PtSource: where a recording's Intel PT bytes and sideband come from. The
+// orchestration (recorder.h: threads, triggers, signals, snapshots, the trace
+// writer) talks only to this interface; HardwarePtSource implements it with
+// perf_event_open. The emulated source has its own entry point
+// (emulate/emulate.h) because qemu owns the traced process there.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ptsnap/result.h"
+#include "record/elf_symbols.h"
+#include "trace/manifest.h"
+
+namespace ptsnap::trace {
+class TraceWriter;
+}
+
+namespace ptsnap::record {
+
+// A hit of a trigger breakpoint.
+struct TriggerHit {
+  uint64_t ip = 0;
+  uint32_t pid = 0, tid = 0;
+  uint64_t time = 0;   // perf clock ns
+  std::string symbol;  // the trigger point's symbol ("" for addr:)
+};
+
+// What a sideband drain saw that the orchestration must act on.
+struct SidebandEvents {
+  std::vector<std::pair<pid_t, pid_t>> new_threads;  // {pid, tid} from PERF_RECORD_FORK
+  std::vector<pid_t> exited_threads;                 // PERF_RECORD_EXIT tids
+  std::vector<std::string> mapped_files;             // executable MMAP2 paths ("/...") seen
+  uint64_t records = 0;
+};
+
+class PtSource {
+ public:
+  virtual ~PtSource() = default;
+
+  // Opens this thread's events (PT + tracking, and breakpoints for the armed
+  // triggers). `trace_pt` false opens only the breakpoints (threads that are
+  // not traced but can still fire the trigger). Errors say which thread and
+  // what the kernel refused.
+  virtual Result<void> AddThread(pid_t pid, pid_t tid, bool trace_pt) = 0;
+  // Breakpoints for these points on every thread added so far and later.
+  virtual Result<void> ArmTriggers(const std::vector<TriggerPoint>& points) = 0;
+  // Enables every PT and tracking event (attach; run uses enable_on_exec).
+  virtual Result<void> EnableAll() = 0;
+  // Moves sideband records into the writer. Re-enables PT events the kernel
+  // stopped after a TRUNCATED AUX record (full mode).
+  virtual Result<SidebandEvents> DrainSideband(trace::TraceWriter& writer) = 0;
+  // Full mode: moves pending AUX bytes out of the rings (kept until Finish).
+  virtual Result<void> DrainAux() = 0;
+  // Breakpoint hits since the last call.
+  virtual Result<std::vector<TriggerHit>> PollTriggers() = 0;
+  // Snapshot mode: disables PT, copies every ring into a stream tagged with
+  // `seq`, and re-enables PT when `resume`.
+  virtual Result<void> Snapshot(trace::TraceWriter& writer, uint32_t seq, bool resume) = 0;
+  // Full mode: writes each thread's drained bytes as one stream. Snapshot
+  // mode: nothing. Closes nothing; the destructor does.
+  virtual Result<void> Finish(trace::TraceWriter& writer) = 0;
+  // The current time on the perf clock (for snapshots not caused by a hit).
+  virtual uint64_t Now() const = 0;
+  // Number of threads with PT events.
+  [[nodiscard]] virtual size_t traced_threads() const = 0;
+};
+
+}  // namespace ptsnap::record

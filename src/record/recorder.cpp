@@ -1,0 +1,635 @@
+#include "record/recorder.h"
+
+#include <signal.h>
+#include <sys/auxv.h>
+#include <sys/mman.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <set>
+#include <thread>
+
+#include "base/file_util.h"
+#include "base/log.h"
+#include "base/string_util.h"
+#include "probe/probe.h"
+#include "record/child.h"
+#include "record/elf_symbols.h"
+#include "record/kcore_copy.h"
+#include "sys/kallsyms.h"
+#include "sys/proc_maps.h"
+#include "trace/perf_record.h"
+#include "trace/trace_dir.h"
+
+namespace ptsnap::record {
+namespace {
+
+std::atomic<int> g_interrupts{0};
+std::atomic<int> g_snapshot_requests{0};
+
+void OnInterrupt(int) { g_interrupts.fetch_add(1); }
+void OnUsr2(int) { g_snapshot_requests.fetch_add(1); }
+
+// Installs the recording's signal handlers; restores the previous ones.
+class SignalScope {
+ public:
+  SignalScope() {
+    g_interrupts = 0;
+    g_snapshot_requests = 0;
+    Install(SIGINT, OnInterrupt, &old_int_);
+    Install(SIGTERM, OnInterrupt, &old_term_);
+    Install(SIGUSR2, OnUsr2, &old_usr2_);
+  }
+  ~SignalScope() {
+    ::sigaction(SIGINT, &old_int_, nullptr);
+    ::sigaction(SIGTERM, &old_term_, nullptr);
+    ::sigaction(SIGUSR2, &old_usr2_, nullptr);
+  }
+  SignalScope(const SignalScope&) = delete;
+  SignalScope& operator=(const SignalScope&) = delete;
+
+ private:
+  static void Install(int sig, void (*fn)(int), struct sigaction* old) {
+    struct sigaction sa {};
+    sa.sa_handler = fn;
+    ::sigemptyset(&sa.sa_mask);
+    ::sigaction(sig, &sa, old);
+  }
+  struct sigaction old_int_ {
+  }, old_term_{}, old_usr2_{};
+};
+
+std::string ParanoidText(const sys::Privileges& priv) {
+  return priv.perf_event_paranoid ? std::to_string(*priv.perf_event_paranoid) : "unknown";
+}
+
+bool IsStopIndicator(std::string_view symbol) {
+  for (auto s : kStopIndicatorSymbols)
+    if (s == symbol) return true;
+  return false;
+}
+
+uint64_t UnixNowNs() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count());
+}
+
+bool ProcessExists(pid_t pid) { return ::kill(pid, 0) == 0 || errno == EPERM; }
+
+// The error from opening a thread's events, with the explanation in front.
+Error ExplainThreadError(const Error& e, const Prepared& p, FailureKind* kind) {
+  bool mmap = false;
+  for (const auto& c : e.context())
+    if (c.find("mapping") != std::string::npos) mmap = true;
+  if (e.message().find("mmap") != std::string::npos) mmap = true;
+  if (e.errnum() == ESRCH) *kind = FailureKind::kProcessGone;
+  if (!mmap && (e.errnum() == EACCES || e.errnum() == EPERM)) *kind = FailureKind::kPrivilege;
+  if (e.errnum() == 0) return e;
+  return Error(ExplainOpenFailure(e.errnum(), p.scope != trace::Scope::kUser, p.privileges, mmap,
+                                  (p.hw.aux_pages + p.hw.data_pages + 1) * 4096) +
+               " (" + e.ToString() + ")");
+}
+
+}  // namespace
+
+std::string NoPmuMessage(const sys::CpuInfo& cpu) {
+  std::string why;
+  if (cpu.hypervisor) {
+    why = "this looks like a virtual machine" +
+          (cpu.hypervisor_vendor.empty() ? std::string()
+                                         : " (hypervisor " + cpu.hypervisor_vendor + ")") +
+          " without Intel PT pass-through";
+  } else if (cpu.available && cpu.vendor != "GenuineIntel") {
+    why = "this CPU (" + cpu.vendor + ") has no Intel PT";
+  } else if (cpu.available && !cpu.pt_supported) {
+    why = "this CPU has no Intel PT (needs Broadwell or newer)";
+  } else {
+    why = "the kernel has no intel_pt driver (needs Linux 4.1+ with CONFIG_PERF_EVENTS_INTEL_PT)";
+  }
+  return "no Intel PT on this machine: /sys/bus/event_source/devices/intel_pt does not exist; " +
+         why + ". Use --emulate to record under the PT emulator instead";
+}
+
+std::string ExplainOpenFailure(int errnum, bool kernel_scope, const sys::Privileges& priv,
+                               bool during_mmap, uint64_t bytes) {
+  if (during_mmap && (errnum == EPERM || errnum == ENOMEM)) {
+    std::string budget = priv.perf_event_mlock_kb
+                             ? std::to_string(*priv.perf_event_mlock_kb) + " KiB per CPU"
+                             : "per-CPU budget";
+    return "cannot lock " + FormatSize(bytes) +
+           " of perf buffer memory: over kernel.perf_event_mlock_kb (" + budget +
+           ") plus ulimit -l; raise it (sysctl -w kernel.perf_event_mlock_kb=" +
+           std::to_string(std::max<uint64_t>(bytes / 1024 * 2, 2048)) +
+           "), run as root, or pass a smaller --snapshot-size";
+  }
+  switch (errnum) {
+    case EBUSY:
+      return "Intel PT is busy: another tracer holds it (perf record -e intel_pt, a debugger, "
+             "VTune; the PT PMU is exclusive); stop it and try again";
+    case EACCES:
+    case EPERM: {
+      const std::string paranoid = ParanoidText(priv);
+      if (kernel_scope)
+        return "not allowed to trace the kernel: needs CAP_PERFMON or CAP_SYS_ADMIN (root), or "
+               "kernel.perf_event_paranoid <= 1 (it is " +
+               paranoid + "); run as root or `sysctl -w kernel.perf_event_paranoid=1`";
+      if (priv.perf_event_paranoid && *priv.perf_event_paranoid >= 3)
+        return "not allowed to use perf events: kernel.perf_event_paranoid is " + paranoid +
+               " (perf disabled for users); run as root or `sysctl -w "
+               "kernel.perf_event_paranoid=2`";
+      return "not allowed to trace this process (kernel.perf_event_paranoid is " + paranoid +
+             "): trace your own processes, run as root, or check kernel.yama.ptrace_scope "
+             "(`sysctl -w kernel.perf_event_paranoid=2` allows user-space tracing of your own "
+             "processes)";
+    }
+    case ESRCH: return "the process is gone: it exited before ptsnap could attach";
+    case ENOENT:
+    case ENODEV:
+    case EOPNOTSUPP:
+      return "the kernel does not support this event here (no Intel PT in this virtual machine?); "
+             "use --emulate";
+    case ENOSPC:
+      return "no free hardware debug register for the trigger breakpoint (a debugger may hold "
+             "them)";
+    case EINVAL:
+      return "the kernel rejected the event settings (try --timer-resolution low, or a smaller "
+             "--snapshot-size)";
+    case EMFILE: return "too many open files: raise `ulimit -n` (each traced thread needs several)";
+    default: return std::string(std::strerror(errnum));
+  }
+}
+
+Result<Prepared> Prepare(const RecordOptions& opts, const base::RootPath& root,
+                         const sys::CpuidSource& cpuid, FailureKind* kind) {
+  *kind = FailureKind::kOther;
+  Prepared p;
+  p.cpu = sys::DecodeCpu(cpuid);
+  sys::PmuInfo pmu = sys::ReadPmu(root, "intel_pt");
+  if (!pmu.present) {
+    *kind = FailureKind::kNoPmu;
+    return Error(NoPmuMessage(p.cpu));
+  }
+  p.privileges = sys::ReadPrivileges(root);
+  const sys::Privileges& priv = p.privileges;
+  const bool kernel = opts.scope != TraceScope::kUser;
+  const bool user = opts.scope != TraceScope::kKernelOnly;
+  p.scope = opts.scope == TraceScope::kUser         ? trace::Scope::kUser
+            : opts.scope == TraceScope::kKernelOnly ? trace::Scope::kKernel
+                                                    : trace::Scope::kUserKernel;
+  const bool privileged = priv.IsRoot() || priv.PerfmonCapable();
+  if (kernel && !privileged && !(priv.perf_event_paranoid && *priv.perf_event_paranoid <= 1)) {
+    *kind = FailureKind::kPrivilege;
+    return Error(std::string(opts.scope == TraceScope::kKernelOnly ? "--trace-kernel-only"
+                                                                   : "--trace-include-kernel") +
+                 " needs CAP_PERFMON or CAP_SYS_ADMIN (root), or kernel.perf_event_paranoid <= 1 "
+                 "(it is " +
+                 ParanoidText(priv) + "); run as root or `sysctl -w kernel.perf_event_paranoid=1`");
+  }
+  // magic-trace's default: 4 MiB when privileged or paranoid < 0, else 256 KiB.
+  uint64_t want = opts.snapshot_size;
+  if (want == 0)
+    want = (privileged || (priv.perf_event_paranoid && *priv.perf_event_paranoid < 0))
+               ? (4u << 20)
+               : (256u << 10);
+  bool rounded = false;
+  p.aux_bytes = RoundToPowerOfTwoPages(want, &rounded);
+  if (rounded)
+    p.warnings.push_back("--snapshot-size " + std::to_string(opts.snapshot_size) +
+                         " bytes rounded up to " + FormatSize(p.aux_bytes) +
+                         " (the kernel needs a power-of-two number of pages)");
+
+  perf::PtAttrOptions ao;
+  ao.trace_user = user;
+  ao.trace_kernel = kernel;
+  ao.full_execution = opts.full_execution;
+  ao.aux_size = p.aux_bytes;
+  ao.enable_on_exec = !opts.command.empty();
+  ao.timing.preset = opts.timer.preset;
+  ao.timing.cyc = opts.timer.cyc;
+  ao.timing.mtc = opts.timer.mtc;
+  ao.timing.noretcomp = opts.timer.noretcomp;
+  ao.timing.cyc_thresh = opts.timer.cyc_thresh;
+  ao.timing.mtc_period = opts.timer.mtc_period;
+  ao.timing.psb_period = opts.timer.psb_period;
+  PTSNAP_ASSIGN_OR_RETURN(perf::PtAttr attr, perf::BuildPtAttr(pmu, ao));
+  p.warnings.insert(p.warnings.end(), attr.warnings.begin(), attr.warnings.end());
+
+  p.hw.pt_attr = attr.attr;
+  p.hw.tracking_attr = perf::BuildTrackingAttr(kernel, !opts.command.empty());
+  p.hw.data_pages = privileged ? 128 : 32;
+  p.hw.aux_pages = p.aux_bytes / 4096;
+  p.hw.full_execution = opts.full_execution;
+  p.mode = opts.full_execution ? trace::Mode::kFull : trace::Mode::kSnapshot;
+
+  p.pt.pmu_type = attr.attr.type;
+  p.pt.config = attr.attr.config;
+  p.pt.mtc_freq = attr.timing.mtc_period;
+  p.pt.nom_freq = pmu.max_nonturbo_ratio.value_or(0);
+  p.pt.psb_period = attr.timing.psb_period;
+  p.pt.tsc = attr.timing.tsc;
+  p.pt.mtc = attr.timing.mtc;
+  p.pt.cyc = attr.timing.cyc;
+  p.pt.noretcomp = attr.timing.noretcomp;
+  return p;
+}
+
+Result<std::vector<pid_t>> ListThreads(pid_t pid) {
+  std::vector<pid_t> tids;
+  std::error_code ec;
+  std::filesystem::directory_iterator it("/proc/" + std::to_string(pid) + "/task", ec);
+  if (ec) return Error::FromErrno("listing threads of process " + std::to_string(pid), ec.value());
+  for (const auto& entry : it) {
+    auto tid = base::ParseUint(entry.path().filename().string());
+    if (tid) tids.push_back(static_cast<pid_t>(*tid));
+  }
+  std::sort(tids.begin(), tids.end(), [pid](pid_t a, pid_t b) {
+    if ((a == pid) != (b == pid)) return a == pid;
+    return a < b;
+  });
+  return tids;
+}
+
+Result<std::string> SynthesizeSideband(pid_t pid, uint64_t time) {
+  PTSNAP_ASSIGN_OR_RETURN(auto maps, sys::ReadProcMaps(base::RootPath(), pid));
+  std::string out;
+  trace::SampleId sid;
+  sid.pid = static_cast<uint32_t>(pid);
+  sid.tid = static_cast<uint32_t>(pid);
+  sid.time = time;
+  auto tids = ListThreads(pid);
+  for (pid_t tid : tids ? *tids : std::vector<pid_t>{pid}) {
+    auto comm = base::ReadFileTrimmed("/proc/" + std::to_string(pid) + "/task/" +
+                                      std::to_string(tid) + "/comm");
+    if (!comm) continue;
+    trace::Record r;
+    r.type = PERF_RECORD_COMM;
+    r.sample_id = sid;
+    r.sample_id.tid = static_cast<uint32_t>(tid);
+    r.body = trace::Comm{static_cast<uint32_t>(pid), static_cast<uint32_t>(tid), *comm, false};
+    out += trace::SerializeRecord(r);
+  }
+  for (const sys::MapEntry& m : maps) {
+    if (!m.exec || m.path.empty()) continue;
+    trace::Mmap2 mm;
+    mm.pid = static_cast<uint32_t>(pid);
+    mm.tid = static_cast<uint32_t>(pid);
+    mm.addr = m.start;
+    mm.len = m.end - m.start;
+    mm.pgoff = m.offset;
+    mm.maj = m.dev_major;
+    mm.min = m.dev_minor;
+    mm.ino = m.inode;
+    mm.prot = (m.read ? PROT_READ : 0) | (m.write ? PROT_WRITE : 0) | (m.exec ? PROT_EXEC : 0);
+    mm.flags = m.shared ? MAP_SHARED : MAP_PRIVATE;
+    mm.filename = m.path;
+    trace::Record r;
+    r.type = PERF_RECORD_MMAP2;
+    r.misc = PERF_RECORD_MISC_USER;
+    r.sample_id = sid;
+    r.body = mm;
+    out += trace::SerializeRecord(r);
+  }
+  return out;
+}
+
+namespace {
+
+struct Session {
+  const RecordOptions& opts;
+  Prepared& prepared;
+  HardwarePtSource& source;
+  trace::TraceWriter& writer;
+  std::vector<pid_t> pids;
+  uint32_t seq = 0;
+
+  Result<void> TakeSnapshot(std::string reason, std::string detail, uint64_t time, uint32_t tid,
+                            bool resume) {
+    ++seq;
+    if (prepared.mode == trace::Mode::kSnapshot) PTSNAP_TRY(source.Snapshot(writer, seq, resume));
+    trace::Snapshot s;
+    s.seq = seq;
+    s.reason = std::move(reason);
+    s.detail = std::move(detail);
+    s.time = time != 0 ? time : source.Now();
+    s.tid = tid;
+    std::fprintf(stderr, "[ Snapshot %u taken (%s%s%s). ]\n", seq, s.reason.c_str(),
+                 s.detail.empty() ? "" : ": ", s.detail.c_str());
+    return writer.AddSnapshot(std::move(s));
+  }
+};
+
+// Build-ids (and with --copy-binaries, copies) of the executable files the
+// traced processes mapped, and the vdso, which exists only in memory. The
+// vdso is the kernel's, the same for every process of one ABI on this
+// kernel, so ptsnap dumps its own (getauxval(AT_SYSINFO_EHDR)) for each pid.
+void RecordBinaries(trace::TraceWriter& writer, const std::set<std::string>& files, bool copy,
+                    const std::vector<pid_t>& pids) {
+  for (const std::string& f : files) {
+    trace::Binary b;
+    b.path = f;
+    auto bytes = base::ReadFile(f, size_t{1} << 30);
+    if (bytes) {
+      b.build_id = ReadBuildId(std::as_bytes(std::span(bytes->data(), bytes->size())));
+      if (copy) {
+        const std::string rel = "binaries/" + (b.build_id.empty() ? "no-build-id" : b.build_id) +
+                                "/" + std::filesystem::path(f).filename().string();
+        std::error_code ec;
+        std::filesystem::create_directories((writer.dir() / rel).parent_path(), ec);
+        if (auto w = base::WriteFileAtomic(writer.dir() / rel, *bytes, 0644); w) {
+          b.copy = rel;
+        } else {
+          PTSNAP_LOG(kWarning) << "--copy-binaries: " << w.error().ToString();
+        }
+      }
+    } else {
+      PTSNAP_LOG(kInfo) << "no build-id for " << f << ": " << bytes.error().ToString();
+    }
+    writer.manifest().binaries.push_back(std::move(b));
+  }
+  const auto vdso = static_cast<uintptr_t>(::getauxval(AT_SYSINFO_EHDR));
+  if (vdso == 0) return;
+  auto maps = sys::ReadProcMaps(base::RootPath(), 0);
+  if (!maps) return;
+  for (const sys::MapEntry& m : *maps) {
+    if (m.path != "[vdso]" || m.start != vdso) continue;
+    std::string image(reinterpret_cast<const char*>(vdso), m.end - m.start);
+    std::error_code ec;
+    std::filesystem::create_directories(writer.dir() / "vdso", ec);
+    for (pid_t pid : pids) {
+      if (auto w = base::WriteFileAtomic(writer.dir() / "vdso" / (std::to_string(pid) + ".so"),
+                                         image, 0644);
+          !w)
+        PTSNAP_LOG(kWarning) << "vdso dump: " << w.error().ToString();
+    }
+  }
+}
+
+// The kernel image copy, gated like `ptsnap probe` (kcore.* checks: the
+// environment switches, kernel version, /proc/kcore readable, lockdown).
+void CopyKernel(const Prepared& p, const base::RootPath& root, trace::TraceWriter& writer) {
+  trace::Kcore& k = writer.manifest().kcore;
+  if (p.scope == trace::Scope::kUser) return;
+  if (auto syms = sys::ReadKallsyms(root, false); syms && !syms->masked) {
+    writer.manifest().kernel_start = syms->text ? syms->text : syms->stext;
+  }
+  probe::ProbeEnv env;
+  env.root = root;
+  env.getenv = [](std::string_view name) -> std::optional<std::string> {
+    const char* v = std::getenv(std::string(name).c_str());
+    if (v == nullptr) return std::nullopt;
+    return std::string(v);
+  };
+  const probe::ProbeReport gate = probe::RunProbe(env);
+  std::string gate_reason;
+  for (const probe::Check& c : gate.checks) {
+    if (c.id.rfind("kcore.", 0) != 0 || c.status == probe::Status::kOk) continue;
+    if (c.status == probe::Status::kFail || c.status == probe::Status::kWarn ||
+        c.id == "kcore.env") {
+      gate_reason = c.value + (c.fix.empty() ? "" : "; " + c.fix);
+      break;
+    }
+  }
+  if (std::string env_off = KcoreDisabledBy(); !env_off.empty()) {
+    k.status = "disabled";
+    k.reason = env_off + " is set";
+  } else if (!gate.kcore_usable) {
+    k.status = "unavailable";
+    k.reason = gate_reason.empty() ? "the kcore gate of `ptsnap probe` failed" : gate_reason;
+  } else if (auto copy = CopyKcore(root, writer.dir() / "kcore"); !copy) {
+    k.status = "unavailable";
+    k.reason = copy.error().ToString();
+  } else {
+    k.status = "copied";
+    k.dir = "kcore";
+    if (copy->kernel_start) writer.manifest().kernel_start = copy->kernel_start;
+    if (copy->kallsyms_changed)
+      PTSNAP_LOG(kWarning) << "kallsyms changed while /proc/kcore was copied (a module was "
+                              "loaded or unloaded); kernel symbols may not match the copy";
+  }
+  if (k.status != "copied")
+    PTSNAP_LOG(kWarning) << "kernel code not copied (" << k.reason
+                         << "): kernel decoding will use the on-disk image and be less reliable";
+}
+
+}  // namespace
+
+Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
+                       const std::filesystem::path& trace_dir, const base::RootPath& root,
+                       FailureKind* kind) {
+  *kind = FailureKind::kOther;
+  Outcome outcome;
+  std::error_code ec;
+  if (std::filesystem::exists(trace_dir, ec) && (!std::filesystem::is_directory(trace_dir, ec) ||
+                                                 !std::filesystem::is_empty(trace_dir, ec))) {
+    *kind = FailureKind::kTraceDirExists;
+    return Error("trace directory " + trace_dir.string() +
+                 " already exists; remove it or choose another with --trace-dir (or -o)");
+  }
+  const bool run = !opts.command.empty();
+  SignalScope signals;
+  PTSNAP_ASSIGN_OR_RETURN(auto source, HardwarePtSource::Create(prepared.hw));
+
+  std::optional<Child> child;
+  std::vector<pid_t> pids;
+  std::vector<TriggerPoint> points;
+  if (run) {
+    PTSNAP_ASSIGN_OR_RETURN(Child c, Child::Spawn(opts.command));
+    child.emplace(std::move(c));
+    pids.push_back(child->pid());
+    if (auto r = source->AddThread(child->pid(), child->pid(), true); !r)
+      return ExplainThreadError(r.error(), prepared, kind);
+    PTSNAP_TRY(child->Exec());
+    if (!opts.trigger.empty()) {
+      auto resolved = ResolveTrigger(opts.trigger, child->pid());
+      if (!resolved) {
+        *kind = FailureKind::kTrigger;
+        return std::move(resolved).error();
+      }
+      points = std::move(*resolved);
+    }
+  } else {
+    if (opts.pids.empty()) return Error("attach needs -p PID[,PID...]");
+    for (pid_t pid : opts.pids) {
+      if (pid <= 0 || !ProcessExists(pid)) {
+        *kind = FailureKind::kProcessGone;
+        return Error("process " + std::to_string(pid) +
+                     " does not exist (it may have exited before ptsnap could attach)");
+      }
+    }
+    pids = opts.pids;
+    if (!opts.trigger.empty()) {
+      auto resolved = ResolveTrigger(opts.trigger, pids[0]);
+      if (!resolved) {
+        *kind = FailureKind::kTrigger;
+        return std::move(resolved).error();
+      }
+      points = std::move(*resolved);
+    }
+    for (pid_t pid : pids) {
+      auto tids = ListThreads(pid);
+      if (!tids) {
+        *kind = FailureKind::kProcessGone;
+        return Error("process " + std::to_string(pid) + " exited before ptsnap could attach (" +
+                     tids.error().ToString() + ")");
+      }
+      for (pid_t tid : *tids) {
+        if (auto r = source->AddThread(pid, tid, opts.multi_thread || tid == pid); !r)
+          return ExplainThreadError(r.error(), prepared, kind);
+      }
+    }
+  }
+  if (!points.empty()) {
+    if (auto r = source->ArmTriggers(points); !r)
+      return ExplainThreadError(r.error(), prepared, kind);
+    for (const auto& p : points)
+      std::fprintf(stderr, "[ Trigger armed: %s ]\n", p.description.c_str());
+  }
+
+  trace::Manifest m;
+  m.source = trace::Source::kHardware;
+  m.ptsnap_version = "0.1.0";
+  m.created_unix_ns = UnixNowNs();
+  m.command = opts.command;
+  for (pid_t pid : pids) m.pids.push_back(pid);
+  if (utsname u{}; ::uname(&u) == 0) m.kernel_release = u.release;
+  m.cpu.vendor = prepared.cpu.vendor;
+  m.cpu.family = prepared.cpu.family;
+  m.cpu.model = prepared.cpu.model;
+  m.cpu.stepping = prepared.cpu.stepping;
+  if (prepared.cpu.leaf15) {
+    m.cpu.cpuid_15_eax = prepared.cpu.leaf15->eax;
+    m.cpu.cpuid_15_ebx = prepared.cpu.leaf15->ebx;
+  }
+  m.pt = prepared.pt;
+  m.scope = prepared.scope;
+  m.mode = prepared.mode;
+  m.snapshot_size = prepared.aux_bytes;
+  if (auto tc = source->time_conv()) m.time_conv = *tc;
+  auto created = trace::TraceWriter::Create(trace_dir, std::move(m));
+  if (!created) return std::move(created).error().AddContext("creating the trace directory");
+  trace::TraceWriter writer = std::move(*created);
+
+  Session session{opts, prepared, *source, writer, pids};
+  std::set<std::string> mapped_files;
+  auto body = [&]() -> Result<void> {
+    if (run) {
+      PTSNAP_TRY(child->Resume());
+    } else {
+      for (pid_t pid : pids) {
+        PTSNAP_ASSIGN_OR_RETURN(std::string sb, SynthesizeSideband(pid, source->Now()));
+        if (auto maps = sys::ReadProcMaps(base::RootPath(), pid)) {
+          for (const auto& m : *maps)
+            if (m.exec && !m.path.empty() && m.path[0] == '/') mapped_files.insert(m.path);
+        }
+        PTSNAP_TRY(writer.AppendSideband(std::as_bytes(std::span(sb.data(), sb.size()))));
+      }
+      PTSNAP_TRY(source->EnableAll());
+      std::fprintf(stderr, "[ Attached to %zu thread(s). Press Ctrl-C to stop recording. ]\n",
+                   source->traced_threads());
+    }
+    CopyKernel(prepared, root, writer);
+    PTSNAP_TRY(writer.Flush());
+
+    const auto start = std::chrono::steady_clock::now();
+    std::string end_reason, end_detail;
+    bool recording = true;
+    std::vector<pid_t> gone;
+    while (recording) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      PTSNAP_ASSIGN_OR_RETURN(SidebandEvents ev, source->DrainSideband(writer));
+      mapped_files.insert(ev.mapped_files.begin(), ev.mapped_files.end());
+      for (auto [pid, tid] : ev.new_threads) {
+        if (std::find(pids.begin(), pids.end(), pid) == pids.end() || source->HasThread(tid))
+          continue;
+        if (auto r = source->AddThread(pid, tid, opts.multi_thread); !r)
+          PTSNAP_LOG(kInfo) << "new thread " << tid << " not traced: " << r.error().ToString();
+      }
+      for (pid_t tid : ev.exited_threads)
+        if (std::find(pids.begin(), pids.end(), tid) != pids.end()) gone.push_back(tid);
+      if (prepared.mode == trace::Mode::kFull) PTSNAP_TRY(source->DrainAux());
+
+      PTSNAP_ASSIGN_OR_RETURN(auto hits, source->PollTriggers());
+      if (!hits.empty()) {
+        const TriggerHit& h = hits.front();
+        PTSNAP_TRY(session.TakeSnapshot(IsStopIndicator(h.symbol) ? "stop-indicator" : "trigger",
+                                        h.symbol.empty() ? "addr:" + base::Hex(h.ip) : h.symbol,
+                                        h.time, h.tid, opts.multi_snapshot));
+        if (!opts.multi_snapshot) break;
+      }
+      if (g_snapshot_requests.exchange(0) > 0) {
+        PTSNAP_TRY(session.TakeSnapshot("signal", "SIGUSR2", 0, 0, opts.multi_snapshot));
+        if (!opts.multi_snapshot) break;
+      }
+      if (g_interrupts.load() > 0) {
+        end_reason = "ctrl-c";
+        outcome.interrupted = true;
+        recording = false;
+      } else if (opts.duration && std::chrono::steady_clock::now() - start >= *opts.duration) {
+        end_reason = "duration";
+        end_detail = std::to_string(opts.duration->count()) + "ms";
+        recording = false;
+      } else if (run) {
+        int status = 0;
+        if (child->Poll(&status)) {
+          outcome.program_status = status;
+          end_reason = "exit";
+          end_detail = "status " + std::to_string(status);
+          recording = false;
+        }
+      } else {
+        bool all_gone = true;
+        for (pid_t pid : pids) {
+          const bool exited = std::find(gone.begin(), gone.end(), pid) != gone.end();
+          if (!exited && ProcessExists(pid)) all_gone = false;
+        }
+        if (all_gone) {
+          end_reason = "exit";
+          recording = false;
+        }
+      }
+    }
+    PTSNAP_ASSIGN_OR_RETURN(SidebandEvents last, source->DrainSideband(writer));
+    mapped_files.insert(last.mapped_files.begin(), last.mapped_files.end());
+    if (!end_reason.empty() && prepared.mode == trace::Mode::kSnapshot &&
+        (opts.trigger.empty() || session.seq == 0)) {
+      PTSNAP_TRY(session.TakeSnapshot(end_reason, end_detail, 0, 0, false));
+    }
+    if (prepared.mode == trace::Mode::kFull) {
+      PTSNAP_TRY(source->Finish(writer));
+      PTSNAP_TRY(session.TakeSnapshot("full", end_reason, 0, 0, false));
+    }
+    RecordBinaries(writer, mapped_files, opts.copy_binaries, pids);
+    return Ok();
+  };
+  auto result = body();
+  outcome.snapshots = session.seq;
+  if (!result) {
+    auto fin = writer.Finish(trace::State::kInterrupted);
+    (void)fin;
+    return std::move(result).error().AddContext("recording (what was captured is kept in " +
+                                                trace_dir.string() + ")");
+  }
+  // docs/trace-format.md: "interrupted" after Ctrl-C, else "complete".
+  PTSNAP_TRY(
+      writer.Finish(outcome.interrupted ? trace::State::kInterrupted : trace::State::kComplete));
+  if (run && child) {
+    int status = 0;
+    if (!child->Poll(&status)) {
+      std::fprintf(stderr, "[ Recording finished; waiting for %s to exit. ]\n",
+                   opts.command[0].c_str());
+      status = child->Wait();
+    }
+    outcome.program_status = status;
+  }
+  return outcome;
+}
+
+}  // namespace ptsnap::record

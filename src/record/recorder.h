@@ -1,0 +1,91 @@
+// The recording orchestration behind `ptsnap run` and `ptsnap attach`:
+// checks (PMU, privileges, options) before anything is opened or written,
+// the traced program or processes, triggers and signals, snapshots, the
+// kcore copy, and the trace directory (docs/trace-format.md).
+//
+// Blocking: Record() runs until the program exits, the trigger fires (single
+// snapshot), Ctrl-C/SIGTERM, or --duration elapses. It installs handlers for
+// SIGINT, SIGTERM and SIGUSR2 for its duration and restores the old ones.
+#pragma once
+
+#include <sys/types.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/root_path.h"
+#include "perf/attr.h"
+#include "ptsnap/result.h"
+#include "record/hardware_source.h"
+#include "record/options.h"
+#include "sys/cpuid.h"
+#include "sys/pmu.h"
+#include "sys/privileges.h"
+#include "trace/manifest.h"
+
+namespace ptsnap::record {
+
+// Why a recording could not start or went wrong, for the CLI's exit code
+// (docs/errors.md).
+enum class FailureKind {
+  kOther,
+  kNoPmu,           // no intel_pt PMU (VM, old CPU, AMD)
+  kPrivilege,       // paranoid / capabilities
+  kTraceDirExists,  // refusing to overwrite a recording
+  kProcessGone,     // attach: no such process
+  kTrigger,         // the trigger could not be resolved
+};
+
+// Everything decided before touching the traced program.
+struct Prepared {
+  HardwareConfig hw;
+  trace::PtConfig pt;
+  trace::Scope scope = trace::Scope::kUser;
+  trace::Mode mode = trace::Mode::kSnapshot;
+  uint64_t aux_bytes = 0;
+  std::vector<std::string> warnings;  // printed by the caller
+  sys::CpuInfo cpu;
+  sys::Privileges privileges;
+};
+
+// One line for a missing intel_pt PMU: what is missing, the likely cause
+// (virtual machine, non-Intel or old CPU, kernel), and the --emulate hint.
+std::string NoPmuMessage(const sys::CpuInfo& cpu);
+
+// One line for an errno from perf_event_open or mmap of a PT/sideband
+// event, naming the cause and the fix: EBUSY (another PT user), EACCES/EPERM
+// (perf_event_paranoid with the sysctl, or capabilities), EPERM/ENOMEM from
+// mmap (perf_event_mlock_kb), ESRCH (process gone), ENOENT/EOPNOTSUPP.
+// Pure, so every mapping is unit-tested.
+std::string ExplainOpenFailure(int errnum, bool kernel_scope, const sys::Privileges& priv,
+                               bool during_mmap, uint64_t bytes);
+
+// Checks and builds the event attributes. Nothing is opened or written.
+Result<Prepared> Prepare(const RecordOptions& opts, const base::RootPath& root,
+                         const sys::CpuidSource& cpuid, FailureKind* kind);
+
+struct Outcome {
+  int program_status = 0;  // run: the program's exit status (shell style)
+  uint32_t snapshots = 0;
+  bool interrupted = false;  // Ctrl-C / SIGTERM ended it
+  std::vector<std::string> warnings;
+};
+
+// Records according to `opts` into `trace_dir` (which must not hold a trace
+// yet). `prepared.hw.pt_attr` may be empty to record sideband only (tests).
+// On failure after the directory was created, the directory is finished in
+// state "interrupted" so what was captured stays readable.
+Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
+                       const std::filesystem::path& trace_dir, const base::RootPath& root,
+                       FailureKind* kind);
+
+// Threads of a process (/proc/PID/task), sorted; the main thread first.
+Result<std::vector<pid_t>> ListThreads(pid_t pid);
+
+// PERF_RECORD_MMAP2 (+ a COMM) records describing what `pid` has mapped now,
+// for attach (the kernel only reports mappings made after the event opened).
+Result<std::string> SynthesizeSideband(pid_t pid, uint64_t time);
+
+}  // namespace ptsnap::record

@@ -1,0 +1,147 @@
+// The ptsnap binary's `run`/`attach` failures a user can meet on this
+// machine: one clear line on stderr, a documented exit code
+// (docs/errors.md), and nothing half-written.
+#include <fcntl.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "tests/support/temp_dir.h"
+
+namespace {
+
+using ::ptsnap::testing::TempDir;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+struct Exit {
+  int code = -1;
+  std::string err;
+};
+
+// Runs ptsnap with `args` in `cwd`; returns its exit code and stderr.
+Exit Ptsnap(const std::filesystem::path& cwd, std::vector<std::string> args) {
+  const char* bin = std::getenv("PTSNAP_BIN");
+  Exit r;
+  if (bin == nullptr) return r;
+  int errp[2];
+  if (pipe(errp) != 0) return r;
+  pid_t pid = fork();
+  if (pid == 0) {
+    if (chdir(cwd.c_str()) != 0) _exit(126);
+    dup2(errp[1], 2);
+    int devnull = open("/dev/null", O_RDWR);
+    dup2(devnull, 0);
+    dup2(devnull, 1);
+    std::vector<char*> argv{const_cast<char*>(bin)};
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(bin, argv.data());
+    _exit(127);
+  }
+  close(errp[1]);
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(errp[0], buf, sizeof(buf))) > 0) r.err.append(buf, static_cast<size_t>(n));
+  close(errp[0]);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return r;
+}
+
+bool HasIntelPt() { return std::filesystem::exists("/sys/bus/event_source/devices/intel_pt"); }
+
+class CliErrors : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (std::getenv("PTSNAP_BIN") == nullptr)
+      GTEST_SKIP() << "PTSNAP_BIN is not set: run through `meson test`";
+  }
+  // Nothing but what the test itself created.
+  void ExpectEmpty() const {
+    EXPECT_TRUE(std::filesystem::is_empty(dir_.path())) << "ptsnap left files behind";
+  }
+  TempDir dir_;
+};
+
+TEST_F(CliErrors, NoPmuIsOneLineWithExitCode3AndNothingWritten) {
+  if (HasIntelPt()) GTEST_SKIP() << "this machine has an intel_pt PMU: the no-PMU path cannot run";
+  Exit r = Ptsnap(dir_.path(), {"run", "--", "/bin/true"});
+  EXPECT_EQ(r.code, 3);
+  EXPECT_THAT(r.err, StartsWith("ptsnap: error: no Intel PT on this machine"));
+  EXPECT_THAT(r.err, HasSubstr("--emulate"));
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  ExpectEmpty();
+}
+
+TEST_F(CliErrors, MissingTriggerSymbol) {
+  Exit r = Ptsnap(dir_.path(), {"run", "--trigger", "no_such_function", "--", "/bin/true"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.err, HasSubstr("trigger symbol 'no_such_function' not found"));
+  ExpectEmpty();
+}
+
+TEST_F(CliErrors, MagicTraceSpellingMissingStopIndicator) {
+  Exit r = Ptsnap(dir_.path(), {"run", "-trigger", ".", "--", "/bin/true"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.err, HasSubstr("has no stop indicator"));
+  ExpectEmpty();
+}
+
+TEST_F(CliErrors, ProcessGoneBeforeAttach) {
+  pid_t pid = fork();
+  if (pid == 0) _exit(0);
+  waitpid(pid, nullptr, 0);
+  Exit r = Ptsnap(dir_.path(), {"attach", "-p", std::to_string(pid)});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.err, HasSubstr("process " + std::to_string(pid) + " does not exist"));
+  ExpectEmpty();
+}
+
+TEST_F(CliErrors, DuplicatePidsAreAUsageError) {
+  Exit r = Ptsnap(dir_.path(), {"attach", "-pid", "1,1"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr("lists process 1 twice"));
+}
+
+TEST_F(CliErrors, ExistingTraceDirIsRefused) {
+  dir_.Write("trace.ptsnap/manifest.json", "{}");
+  Exit r = Ptsnap(dir_.path(), {"run", "--", "/bin/true"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.err, HasSubstr("trace directory trace.ptsnap already exists"));
+  EXPECT_EQ(std::filesystem::file_size(dir_.path() / "trace.ptsnap" / "manifest.json"), 2u);
+}
+
+TEST_F(CliErrors, UnwritableOutput) {
+  Exit r = Ptsnap(dir_.path(), {"run", "-output", "missing/dir/out.fxt", "--", "/bin/true"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.err, HasSubstr("cannot write output missing/dir/out.fxt"));
+  ExpectEmpty();
+}
+
+TEST_F(CliErrors, BadOptionValuesAreUsageErrors) {
+  Exit size = Ptsnap(dir_.path(), {"run", "-snapshot-size", "huge", "--", "/bin/true"});
+  EXPECT_EQ(size.code, 2);
+  EXPECT_THAT(size.err, HasSubstr("bad size 'huge'"));
+  Exit timer = Ptsnap(dir_.path(), {"run", "-timer-resolution", "custom:cyc=2", "--", "/bin/true"});
+  EXPECT_EQ(timer.code, 2);
+  EXPECT_THAT(timer.err, HasSubstr("not a boolean"));
+  Exit dur = Ptsnap(dir_.path(), {"attach", "-p", "1", "-duration", "soon"});
+  EXPECT_EQ(dur.code, 2);
+  EXPECT_THAT(dur.err, HasSubstr("bad --duration 'soon'"));
+  Exit cmd = Ptsnap(dir_.path(), {"run", "--", "no-such-command-xyz"});
+  EXPECT_EQ(cmd.code, 1);
+  EXPECT_THAT(cmd.err, HasSubstr("command not found"));
+  ExpectEmpty();
+}
+
+}  // namespace
