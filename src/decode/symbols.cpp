@@ -72,20 +72,45 @@ std::string HexBytes(const unsigned char* p, size_t n) {
   return s;
 }
 
+bool SectionIsCode(Elf* elf, size_t index) {
+  GElf_Shdr shdr;
+  Elf_Scn* scn = elf_getscn(elf, index);
+  return scn != nullptr && gelf_getshdr(scn, &shdr) != nullptr && (shdr.sh_flags & SHF_EXECINSTR);
+}
+
+// Functions, plus code labels that no function covers: assembly entry
+// points such as ld.so's _start and _dl_start_user are untyped symbols in an
+// executable section, and perf names that code by them too. A label inside
+// a function (a local jump target) is not a function of its own.
 void ReadSymbols(Elf* elf, Elf_Scn* scn, const GElf_Shdr& shdr, SymbolTable* table) {
   Elf_Data* data = elf_getdata(scn, nullptr);
   if (data == nullptr || shdr.sh_entsize == 0) return;
   size_t count = shdr.sh_size / shdr.sh_entsize;
+  std::vector<std::pair<uint64_t, uint64_t>> functions;  // [start, end)
+  std::vector<Symbol> labels;
   for (size_t i = 0; i < count; ++i) {
     GElf_Sym sym;
     if (gelf_getsym(data, static_cast<int>(i), &sym) == nullptr) break;
-    if (GELF_ST_TYPE(sym.st_info) != STT_FUNC && GELF_ST_TYPE(sym.st_info) != STT_GNU_IFUNC) {
-      continue;
-    }
-    if (sym.st_shndx == SHN_UNDEF || sym.st_value == 0) continue;
+    int type = GELF_ST_TYPE(sym.st_info);
+    bool function = type == STT_FUNC || type == STT_GNU_IFUNC;
+    if (!function && type != STT_NOTYPE) continue;
+    if (sym.st_shndx == SHN_UNDEF || sym.st_shndx >= SHN_LORESERVE || sym.st_value == 0) continue;
+    if (!function && !SectionIsCode(elf, sym.st_shndx)) continue;
     const char* name = elf_strptr(elf, shdr.sh_link, sym.st_name);
     if (name == nullptr || *name == '\0') continue;
-    table->Add(Symbol{sym.st_value, sym.st_size, Demangle(name)});
+    if (function) {
+      functions.emplace_back(sym.st_value, sym.st_value + sym.st_size);
+      table->Add(Symbol{sym.st_value, sym.st_size, Demangle(name)});
+    } else if (name[0] != '.') {  // .L local labels never name code
+      labels.push_back(Symbol{sym.st_value, 0, name});
+    }
+  }
+  std::sort(functions.begin(), functions.end());
+  for (auto& label : labels) {
+    auto it = std::upper_bound(functions.begin(), functions.end(),
+                               std::make_pair(label.start, UINT64_MAX));
+    bool inside = it != functions.begin() && label.start < std::prev(it)->second;
+    if (!inside) table->Add(std::move(label));
   }
 }
 

@@ -138,7 +138,9 @@ TEST(PerfInteropThreads, EveryThreadIsDecodedByPerf) {
   Case c{"threads", Prog("threads"), ""};
   RunResult r = Agree(c, tmp.path());
   std::printf("%s", r.out.c_str());
-  EXPECT_THAT(r.out, HasSubstr(": 3 threads,"));
+  // 4 threads when perf decodes every secondary thread, 3 when it loses one
+  // (it depends on how qemu interleaved them; see above).
+  EXPECT_THAT(r.out, ::testing::ContainsRegex(": [34] threads,"));
   EXPECT_THAT(r.out, HasSubstr(kExePlt0));
 }
 
