@@ -9,8 +9,6 @@
 #include "base/unique_fd.h"
 
 namespace ptsnap::base {
-namespace {
-
 Result<void> WriteAll(int fd, std::string_view data, const std::string& what) {
   while (!data.empty()) {
     ssize_t n = ::write(fd, data.data(), data.size());
@@ -22,8 +20,6 @@ Result<void> WriteAll(int fd, std::string_view data, const std::string& what) {
   }
   return Ok();
 }
-
-}  // namespace
 
 Result<std::string> ReadFile(const std::filesystem::path& path, size_t max_size) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));

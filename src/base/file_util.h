@@ -24,6 +24,10 @@ Result<std::string> ReadFileTrimmed(const std::filesystem::path& path);
 Result<void> WriteFileAtomic(const std::filesystem::path& path, std::string_view data,
                              mode_t mode = 0644);
 
+// write(2) all of `data` to `fd`, retrying short writes and EINTR. `what`
+// names the destination in the error ("write WHAT: No space left on device").
+Result<void> WriteAll(int fd, std::string_view data, const std::string& what);
+
 // Appends to (creating) `path`.
 Result<void> AppendFile(const std::filesystem::path& path, std::string_view data);
 

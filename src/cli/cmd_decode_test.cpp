@@ -11,6 +11,7 @@
 
 #include "decode/test_stream.h"
 #include "output/fxt_reader.h"
+#include "tests/support/run_ptsnap.h"
 #include "tests/support/temp_dir.h"
 #include "trace/trace_dir.h"
 
@@ -21,25 +22,10 @@ namespace fs = std::filesystem;
 using ::ptsnap::testing::TempDir;
 using ::testing::HasSubstr;
 
-struct Outcome {
-  int rc = -1;
-  std::string out;  // stdout and stderr together
-};
+using Outcome = ptsnap::testing::PtsnapRun;
 
 Outcome Ptsnap(const std::string& args, const std::string& cwd = ".") {
-  const char* bin = std::getenv("PTSNAP_BIN");
-  EXPECT_NE(bin, nullptr) << "PTSNAP_BIN must name the ptsnap binary (set by meson test)";
-  Outcome r;
-  if (bin == nullptr) return r;
-  std::string cmd = "cd '" + cwd + "' && '" + std::string(bin) + "' " + args + " 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  int status = ::pclose(p);
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return ptsnap::testing::RunPtsnap(args, {.cwd = cwd, .stdout_only = false});
 }
 
 fs::path MakeTrace(const TempDir& tmp) {

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "base/file_util.h"
+#include "tests/support/run_ptsnap.h"
 #include "tests/support/temp_dir.h"
 #include "trace/trace_dir.h"
 
@@ -23,26 +24,9 @@ using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-struct Outcome {
-  int rc = -1;
-  std::string out;  // stdout and stderr together
-};
+using Outcome = ptsnap::testing::PtsnapRun;
 
-Outcome Ptsnap(const std::string& args) {
-  const char* bin = std::getenv("PTSNAP_BIN");
-  EXPECT_NE(bin, nullptr) << "PTSNAP_BIN must name the ptsnap binary (set by meson test)";
-  Outcome r;
-  if (bin == nullptr) return r;
-  std::string cmd = std::string("'") + bin + "' " + args + " 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  int status = ::pclose(p);
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+Outcome Ptsnap(const std::string& args) { return ptsnap::testing::RunPtsnap(args); }
 
 std::span<const std::byte> Span(std::string_view s) {
   return {reinterpret_cast<const std::byte*>(s.data()), s.size()};

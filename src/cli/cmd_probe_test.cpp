@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "tests/support/run_ptsnap.h"
 #include "tests/support/temp_dir.h"
 
 namespace ptsnap::cli {
@@ -17,26 +18,11 @@ namespace {
 using ::ptsnap::testing::TempDir;
 using ::testing::HasSubstr;
 
-struct Outcome {
-  int rc = -1;
-  std::string out;
-};
+using Outcome = ptsnap::testing::PtsnapRun;
 
 // `ptsnap ARGS`; stderr joins stdout unless `stdout_only`.
 Outcome Ptsnap(const std::string& args, bool stdout_only = false) {
-  const char* bin = std::getenv("PTSNAP_BIN");
-  EXPECT_NE(bin, nullptr) << "PTSNAP_BIN must name the ptsnap binary (set by meson test)";
-  Outcome r;
-  if (bin == nullptr) return r;
-  std::string cmd = std::string("'") + bin + "' " + args + (stdout_only ? " 2>/dev/null" : " 2>&1");
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  int status = ::pclose(p);
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return ptsnap::testing::RunPtsnap(args, {.cwd = "", .stdout_only = stdout_only});
 }
 
 TEST(ProbeCli, RootDirectoryMissing) {

@@ -46,18 +46,6 @@ Result<void> MakeDirs(const std::filesystem::path& dir) {
   return Ok();
 }
 
-Result<void> WriteAll(int fd, std::string_view data, const std::string& what) {
-  while (!data.empty()) {
-    ssize_t n = ::write(fd, data.data(), data.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return Error::FromErrno("write " + what);
-    }
-    data.remove_prefix(static_cast<size_t>(n));
-  }
-  return Ok();
-}
-
 std::string StreamName(const Stream& s) {
   return "stream " + std::to_string(s.id) + " (" + s.file + ")";
 }
@@ -105,7 +93,7 @@ Result<TraceWriter> TraceWriter::Create(const std::filesystem::path& dir, Manife
 
 Result<void> TraceWriter::AppendSideband(std::span<const std::byte> records) {
   if (!sideband_) return Error("sideband file is not open");
-  return WriteAll(sideband_.get(), AsChars(records), (dir_ / manifest_.sideband).string());
+  return base::WriteAll(sideband_.get(), AsChars(records), (dir_ / manifest_.sideband).string());
 }
 
 Result<uint32_t> TraceWriter::AddStream(Stream info, std::span<const std::byte> data) {
