@@ -31,7 +31,7 @@ __attribute__((weak, noinline, used)) void ptsnap_take_snapshot(uint64_t arg) {
 
 /* magic-trace's stop indicator; same effect. */
 __attribute__((weak, noinline, used)) void magic_trace_stop_indicator(uint64_t start_tsc,
-                                                                       uint64_t arg) {
+                                                                      uint64_t arg) {
   __asm__ __volatile__("" : : "r"(start_tsc), "r"(arg) : "memory");
 }
 

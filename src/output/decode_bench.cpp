@@ -24,11 +24,11 @@
 
 #include "decode/pt_decoder.h"
 #include "decode/test_stream.h"
+#include "emulate/emulate.h"
 #include "model/call_stack.h"
 #include "output/fxt_writer.h"
 #include "output/output_file.h"
 #include "output/summary.h"
-#include "emulate/emulate.h"
 #include "trace/trace_dir.h"
 
 using namespace ptsnap;
