@@ -1,10 +1,16 @@
 // The demo program `tools/dev demo` traces: a little of everything a call
 // timeline should show — a loop of calls, recursion, a virtual call, a
-// std::sort, and a C++ exception thrown and caught.
+// std::sort, a C++ exception thrown and caught, a second thread, and
+// syscalls (file writes and reads).
 #include <algorithm>
 #include <cstdio>
+#include <cstdint>
+#include <cstdlib>
+#include <fstream>
 #include <memory>
 #include <stdexcept>
+#include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -55,9 +61,30 @@ struct Circle : Shape {
   return v[v.size() / 2];
 }
 
+[[gnu::noinline]] size_t WriteAndReadBack() {
+  std::string path = std::string(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") +
+                     "/ptsnap-demo-" + std::to_string(reinterpret_cast<uintptr_t>(&path));
+  {
+    std::ofstream out(path);
+    for (int i = 0; i < 50; ++i) out << "line " << i << '\n' << std::flush;
+  }
+  std::ifstream in(path);
+  std::string line;
+  size_t lines = 0;
+  while (std::getline(in, line)) ++lines;
+  std::remove(path.c_str());
+  return lines;
+}
+
+[[gnu::noinline]] void Worker(long* result) {
+  for (int i = 0; i < 4; ++i) *result += Fib(12);
+}
+
 }  // namespace
 
 int main() {
+  long worker_result = 0;
+  std::thread worker(Worker, &worker_result);
   std::vector<std::unique_ptr<Shape>> shapes;
   for (int i = 0; i < 8; ++i) {
     if (i % 2) {
@@ -74,6 +101,9 @@ int main() {
   }
   int caught = CatchSome();
   unsigned median = SortSome(42);
-  std::printf("demo: fib %ld, area %.1f, caught %d, median %u\n", fib, area, caught, median);
+  size_t lines = WriteAndReadBack();
+  worker.join();
+  std::printf("demo: fib %ld, area %.1f, caught %d, median %u, lines %zu, worker %ld\n", fib, area,
+              caught, median, lines, worker_result);
   return 0;
 }
