@@ -102,8 +102,11 @@ TEST(CmdDecodeTest, Errors) {
   EXPECT_EQ(r.rc, 1);
   EXPECT_THAT(r.out, HasSubstr("opening /nonexistent-dir/x.fxt for writing: No such file"));
   r = Ptsnap("decode");  // TRACE_DIR is required
-  EXPECT_NE(r.rc, 0);
-  EXPECT_THAT(r.out, HasSubstr("TRACE_DIR"));
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_THAT(r.out, HasSubstr("TRACE_DIR is required"));
+  r = Ptsnap("decode '" + dir.string() + "' --format svg");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_THAT(r.out, HasSubstr("--format: svg not in"));
 }
 
 }  // namespace

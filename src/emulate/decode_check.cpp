@@ -40,6 +40,7 @@ Result<DecodeCheckResult> DecodeCheck(std::span<const uint8_t> stream,
   if (!dec) return Error("cannot allocate a libipt decoder");
   pt_insn_set_image(dec.get(), image.get());
   for (uint64_t a : opts.watch) res.watch_counts[a] = 0;
+  res.range_counts.assign(opts.ranges.size(), 0);
 
   auto note_error = [&](int status) {
     ++res.errors;
@@ -79,6 +80,9 @@ Result<DecodeCheckResult> DecodeCheck(std::span<const uint8_t> stream,
         auto it = res.watch_counts.find(insn.ip);
         if (it != res.watch_counts.end()) ++it->second;
       }
+      for (size_t i = 0; i < opts.ranges.size(); ++i)
+        if (insn.ip >= opts.ranges[i].first && insn.ip < opts.ranges[i].second)
+          ++res.range_counts[i];
     }
     if (status == -pte_eos) break;
     note_error(status);

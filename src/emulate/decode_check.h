@@ -9,6 +9,7 @@
 #include <map>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ptsnap/result.h"
@@ -24,6 +25,8 @@ struct DecodeCheckOptions {
   uint32_t cpu_family = 0, cpu_model = 0, cpu_stepping = 0;  // 0: no errata
   std::vector<uint64_t> watch;  // addresses whose execution counts are wanted
   bool hash = true;
+  // [begin, end) address ranges whose executed instructions are counted.
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
 };
 
 struct DecodeCheckResult {
@@ -33,6 +36,7 @@ struct DecodeCheckResult {
   std::string first_error;  // "offset 0x..: <libipt error>"
   uint64_t syncs = 0;       // PSBs synchronised at
   std::map<uint64_t, uint64_t> watch_counts;
+  std::vector<uint64_t> range_counts;  // one per DecodeCheckOptions::ranges
   uint64_t first_ip = 0, last_ip = 0;
   // The same stream through libipt's block decoder: instructions in blocks,
   // block count, errors. Must agree with the instruction decoder.

@@ -4,6 +4,7 @@
 // directory (docs/trace-format.md) with source "emulated".
 #include "emulate/emulate.h"
 
+#include <elf.h>
 #include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
@@ -120,12 +121,17 @@ Result<fs::path> FindPlugin() {
 }
 
 Result<uint64_t> ResolveSymbol(const fs::path& elf_path, const std::string& name) {
+  PTSNAP_ASSIGN_OR_RETURN(FunctionSymbol f, ResolveFunction(elf_path, name));
+  return f.addr;
+}
+
+Result<FunctionSymbol> ResolveFunction(const fs::path& elf_path, const std::string& name) {
   elf_version(EV_CURRENT);
   base::UniqueFd fd(::open(elf_path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) return Error::FromErrno("opening " + elf_path.string());
   Elf* elf = elf_begin(fd.get(), ELF_C_READ, nullptr);
   if (elf == nullptr) return Error(elf_path.string() + " is not an ELF file");
-  std::optional<uint64_t> found;
+  std::optional<FunctionSymbol> found;
   for (Elf_Scn* scn = nullptr; (scn = elf_nextscn(elf, scn)) != nullptr && !found;) {
     GElf_Shdr sh;
     if (gelf_getshdr(scn, &sh) == nullptr) continue;
@@ -139,7 +145,7 @@ Result<uint64_t> ResolveSymbol(const fs::path& elf_path, const std::string& name
       if (sym.st_value == 0 || GELF_ST_TYPE(sym.st_info) != STT_FUNC) continue;
       const char* n = elf_strptr(elf, sh.sh_link, sym.st_name);
       if (n != nullptr && name == n) {
-        found = sym.st_value;
+        found = FunctionSymbol{sym.st_value, sym.st_size};
         break;
       }
     }
@@ -151,12 +157,47 @@ Result<uint64_t> ResolveSymbol(const fs::path& elf_path, const std::string& name
 
 namespace {
 
+// The GNU build-id (NT_GNU_BUILD_ID) of an ELF file as lowercase hex, "" when
+// it has none or cannot be read.
+std::string BuildId(const fs::path& path) {
+  elf_version(EV_CURRENT);
+  base::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return {};
+  Elf* elf = elf_begin(fd.get(), ELF_C_READ, nullptr);
+  if (elf == nullptr) return {};
+  std::string hex;
+  for (Elf_Scn* scn = nullptr; (scn = elf_nextscn(elf, scn)) != nullptr && hex.empty();) {
+    GElf_Shdr sh;
+    if (gelf_getshdr(scn, &sh) == nullptr || sh.sh_type != SHT_NOTE) continue;
+    Elf_Data* data = elf_getdata(scn, nullptr);
+    if (data == nullptr) continue;
+    GElf_Nhdr nh;
+    size_t off = 0, name_off = 0, desc_off = 0;
+    while ((off = gelf_getnote(data, off, &nh, &name_off, &desc_off)) > 0) {
+      if (nh.n_type != NT_GNU_BUILD_ID || nh.n_namesz != 4 ||
+          std::memcmp(static_cast<const char*>(data->d_buf) + name_off, "GNU", 4) != 0)
+        continue;
+      const auto* d = static_cast<const unsigned char*>(data->d_buf) + desc_off;
+      char b[3];
+      for (size_t i = 0; i < nh.n_descsz; ++i) {
+        std::snprintf(b, sizeof(b), "%02x", d[i]);
+        hex += b;
+      }
+      break;
+    }
+  }
+  elf_end(elf);
+  return hex;
+}
+
 std::atomic<int> g_ctl_write{-1};
 std::atomic<pid_t> g_child{0};
+std::atomic<bool> g_got_sigint{false};
 
 // Ctrl-C: ask the plugin for a snapshot (it re-delivers SIGINT to the guest);
 // a second Ctrl-C goes straight to QEMU.
 void OnSigint(int) {
+  g_got_sigint.store(true);
   int fd = g_ctl_write.exchange(-1);
   if (fd >= 0) {
     char c = 'c';
@@ -321,6 +362,7 @@ Result<int> RecordEmulated(const record::RecordOptions& opts, const fs::path& tr
   }
   ctl_read.reset();
   g_child.store(child);
+  g_got_sigint.store(false);
   g_ctl_write.store(ctl_write.get());
   struct sigaction sa {
   }, old_int{}, old_term{}, old_hup{};
@@ -337,7 +379,8 @@ Result<int> RecordEmulated(const record::RecordOptions& opts, const fs::path& tr
   ::sigaction(SIGHUP, &old_hup, nullptr);
   g_child.store(0);
   g_ctl_write.store(-1);
-  const bool interrupted_by_user = false;
+  // docs/trace-format.md: a recording ended by Ctrl-C is "interrupted".
+  const bool interrupted_by_user = g_got_sigint.exchange(false);
   const int exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 
   // Collect the plugin's output.
@@ -369,7 +412,15 @@ Result<int> RecordEmulated(const record::RecordOptions& opts, const fs::path& tr
     }
     for (auto& s : one.streams) {
       if (s.seq != 0) s.seq = renumber.count(s.seq) ? renumber[s.seq] : 0;
-      ev.streams.push_back(std::move(s));
+      // A full-execution stream is described again when an execve failed
+      // after the plugin had flushed for it: the last description wins.
+      auto same = std::find_if(ev.streams.begin(), ev.streams.end(),
+                               [&](const PluginStream& o) { return o.file == s.file; });
+      if (same != ev.streams.end()) {
+        *same = std::move(s);
+      } else {
+        ev.streams.push_back(std::move(s));
+      }
     }
     for (auto& n : one.notes) PTSNAP_LOG(kWarning) << "emulator: " << n;
   }
@@ -404,6 +455,28 @@ Result<int> RecordEmulated(const record::RecordOptions& opts, const fs::path& tr
       if (std::find(pids.begin(), pids.end(), pid) == pids.end()) pids.push_back(pid);
     }
   writer.manifest().pids = pids;
+  // Every mapped file, with its build-id, copied with --copy-binaries.
+  for (const auto& r : ev.records) {
+    if (r.type != PERF_RECORD_MMAP2) continue;
+    const auto& path = std::get<trace::Mmap2>(r.body).filename;
+    auto& bins = writer.manifest().binaries;
+    if (std::any_of(bins.begin(), bins.end(), [&](const auto& b) { return b.path == path; }))
+      continue;
+    trace::Binary b;
+    b.path = path;
+    b.build_id = BuildId(path);
+    if (opts.copy_binaries && !b.build_id.empty()) {
+      fs::path rel = fs::path("binaries") / b.build_id / fs::path(path).filename();
+      fs::create_directories(trace_dir / rel.parent_path(), ec);
+      fs::copy_file(path, trace_dir / rel, fs::copy_options::overwrite_existing, ec);
+      if (ec) {
+        PTSNAP_LOG(kWarning) << "cannot copy " << path << ": " << ec.message();
+      } else {
+        b.copy = rel.string();
+      }
+    }
+    bins.push_back(std::move(b));
+  }
   // What the plugin retired per stream: the integration tests and
   // tools/bench-emulate compare it with a decode.
   PTSNAP_TRY(base::WriteFileAtomic(trace_dir / "emulator-stats.txt", stats));

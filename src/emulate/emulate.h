@@ -28,5 +28,10 @@ Result<std::filesystem::path> FindPlugin();
 // A function symbol's link-time address (.symtab, then .dynsym); the plugin
 // adds the load bias of a PIE at run time.
 Result<uint64_t> ResolveSymbol(const std::filesystem::path& elf, const std::string& name);
+// As ResolveSymbol, with the function's size (st_size).
+struct FunctionSymbol {
+  uint64_t addr = 0, size = 0;
+};
+Result<FunctionSymbol> ResolveFunction(const std::filesystem::path& elf, const std::string& name);
 
 }  // namespace ptsnap::emulate

@@ -83,9 +83,12 @@ int main(int argc, char** argv) {
   bool verify = false;
   std::vector<std::string> cmd;
   std::string label = "workload";
+  std::string keep;  // --keep DIR: record once (snapshot mode) into DIR and stop
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--verify") == 0) {
       verify = true;
+    } else if (std::strcmp(argv[i], "--keep") == 0 && i + 1 < argc) {
+      keep = argv[++i];
     } else if (std::strcmp(argv[i], "--label") == 0 && i + 1 < argc) {
       label = argv[++i];
     } else if (std::strcmp(argv[i], "--") == 0) {
@@ -93,7 +96,8 @@ int main(int argc, char** argv) {
     }
   }
   if (cmd.empty()) {
-    std::fprintf(stderr, "usage: emulate_bench [--verify] [--label L] -- CMD ARGS...\n");
+    std::fprintf(stderr,
+                 "usage: emulate_bench [--verify] [--label L] [--keep DIR] -- CMD ARGS...\n");
     return 2;
   }
   // The workload's own output goes to /dev/null; figures to the real stdout.
@@ -104,6 +108,17 @@ int main(int argc, char** argv) {
   ::close(null);
   FILE* out = ::fdopen(saved, "w");
   fs::path dir = fs::temp_directory_path() / ("ptsnap-bench-" + std::to_string(::getpid()));
+  if (!keep.empty()) {
+    record::RecordOptions o;
+    o.command = cmd;
+    auto r = emulate::RecordEmulated(o, keep);
+    if (!r) {
+      std::fprintf(stderr, "bench: %s\n", r.error().ToString().c_str());
+      return 1;
+    }
+    std::fprintf(out, "trace directory: %s (program exit status %d)\n", keep.c_str(), *r);
+    return 0;
+  }
   for (bool full : {false, true}) {
     Figures f = Run(cmd, full, verify, dir);
     std::fprintf(out,

@@ -7,6 +7,7 @@
 #include <linux/perf_event.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
@@ -186,11 +187,97 @@ TEST_F(Emulate, DynamicFibDecodesExactlyWithKnownCallCounts) {
   EXPECT_EQ(exits, 1);
 }
 
+TEST_F(Emulate, MappedFilesAreListedWithBuildIdsAndCopied) {
+  record::RecordOptions o = Full();
+  o.copy_binaries = true;
+  fs::path dir = tmp_.path() / "bins";
+  o.command = {Program("fib").string(), "5"};
+  auto rc = RecordEmulated(o, dir);
+  ASSERT_TRUE(rc) << rc.error().ToString();
+  auto reader = trace::TraceReader::Open(dir);
+  ASSERT_TRUE(reader);
+  const auto& bins = reader->manifest().binaries;
+  ASSERT_GE(bins.size(), 3u);  // program, ld.so, libc
+  for (const auto& b : bins) {
+    SCOPED_TRACE(b.path);
+    EXPECT_EQ(b.build_id.size(), 40u);
+    ASSERT_FALSE(b.copy.empty());
+    EXPECT_EQ(fs::file_size(dir / b.copy), fs::file_size(b.path));
+  }
+}
+
 TEST_F(Emulate, StaticFibDecodesExactly) {
   auto prog = Program("fib_static");
   auto r = Record({prog.string(), "18"}, Full());
   ExpectExact(r);
   EXPECT_EQ(WatchCount(r, r.manifest.streams[0].id, RuntimeAddress(r, prog, "fib")), 8361u);
+}
+
+// The static program runs at its link addresses natively and under QEMU, so
+// callgrind's self cost (Ir) of fib and deep must equal the instructions
+// decoded inside them.
+TEST_F(Emulate, FunctionCostsMatchCallgrind) {
+  if (::access("/usr/bin/valgrind", X_OK) != 0) GTEST_SKIP() << "valgrind is not installed";
+  auto prog = Program("fib_static");
+  auto r = Record({prog.string(), "18"}, Full());
+  ASSERT_EQ(r.manifest.streams.size(), 1u);
+  std::vector<std::string> fns = {"fib", "deep"};
+  DecodeCheckOptions o = CpuOptions(r);
+  for (const auto& f : fns) {
+    auto sym = ResolveFunction(prog, f);
+    ASSERT_TRUE(sym);
+    o.ranges.emplace_back(sym->addr, sym->addr + sym->size);
+  }
+  const auto& bytes = r.data.at(r.manifest.streams[0].id);
+  auto d =
+      DecodeCheck({reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()}, r.sections, o);
+  ASSERT_TRUE(d);
+  fs::path out = tmp_.path() / "cg.out";
+  std::string cmd = "valgrind --tool=callgrind --callgrind-out-file=" + out.string() + " " +
+                    prog.string() +
+                    " 18 >/dev/null 2>&1 && callgrind_annotate --inclusive=no --threshold=100 " +
+                    out.string() + " > " + (tmp_.path() / "cg.txt").string() + " 2>/dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  auto text = base::ReadFile(tmp_.path() / "cg.txt");
+  ASSERT_TRUE(text);
+  for (size_t i = 0; i < fns.size(); ++i) {
+    // Lines like "129,573 (76.42%)  .../fib.c:fib'2 [/path]": sum the cycle parts.
+    uint64_t ir = 0;
+    std::istringstream in(*text);
+    std::string line;
+    while (std::getline(in, line)) {
+      size_t c = line.find(".c:" + fns[i]);
+      // "=> file:fn (Nx)" lines in annotated source are calls, not self cost.
+      if (c == std::string::npos || line.find("=>") != std::string::npos) continue;
+      char next = line[c + 3 + fns[i].size()];
+      if (next != ' ' && next != '\'') continue;
+      std::string num;
+      for (char ch : line) {
+        if (ch >= '0' && ch <= '9')
+          num += ch;
+        else if (ch == ',' || ch == ' ') {
+          if (!num.empty() && ch == ' ') break;
+        } else
+          break;
+      }
+      ir += std::stoull(num);
+    }
+    EXPECT_GT(ir, 0u) << fns[i];
+    EXPECT_EQ(d->range_counts[i], ir) << fns[i];
+  }
+}
+
+// The virtual clock makes recordings reproducible: same program, same input,
+// same bytes (timestamps included).
+TEST_F(Emulate, RecordingsAreDeterministic) {
+  auto a = Record({Program("fib").string(), "15"}, Full());
+  auto b = Record({Program("fib").string(), "15"}, Full());
+  ASSERT_EQ(a.data.size(), 1u);
+  ASSERT_EQ(b.data.size(), 1u);
+  EXPECT_EQ(a.data.begin()->second, b.data.begin()->second);
+  ASSERT_EQ(a.records.size(), b.records.size());
+  for (size_t i = 0; i < a.records.size(); ++i)
+    EXPECT_EQ(a.records[i].sample_id.time, b.records[i].sample_id.time);
 }
 
 TEST_F(Emulate, JumpTableDecodesExactly) { ExpectExact(Record({Program("switch")}, Full())); }
@@ -216,6 +303,14 @@ TEST_F(Emulate, ThreadsGetOneExactStreamEach) {
   EXPECT_EQ(exits, 4);
 }
 
+TEST_F(Emulate, ExitSnapshotHoldsEveryThreadIncludingExitedOnes) {
+  auto r = Record({Program("threads")});
+  ASSERT_EQ(r.manifest.snapshots.size(), 1u);
+  EXPECT_EQ(r.manifest.snapshots[0].reason, "exit");
+  ExpectExact(r, 4);
+  for (const auto& s : r.manifest.streams) EXPECT_EQ(s.snapshot, r.manifest.snapshots[0].seq);
+}
+
 TEST_F(Emulate, SignalHandlersDecodeExactly) {
   auto prog = Program("signal");
   auto r = Record({prog.string()}, Full());
@@ -231,6 +326,22 @@ TEST_F(Emulate, ForkedChildGetsItsOwnStream) {
   std::set<int32_t> pids;
   for (const auto& s : r.manifest.streams) pids.insert(s.pid);
   EXPECT_EQ(pids.size(), 2u);
+}
+
+TEST_F(Emulate, ExecEndsTracingWithEverythingOnDisk) {
+  auto prog = Program("exec");
+  auto r = Record({prog.string()}, Full());
+  EXPECT_EQ(r.exit_code, 0);  // /bin/true's status
+  EXPECT_EQ(r.manifest.state, trace::State::kComplete);
+  ExpectExact(r);
+  // Both fib calls ran before the successful execve: 465 + 287 entries.
+  EXPECT_EQ(WatchCount(r, r.manifest.streams[0].id, RuntimeAddress(r, prog, "fib")), 752u);
+
+  auto snap = Record({prog.string()});
+  ASSERT_EQ(snap.manifest.snapshots.size(), 1u);  // the failed execve took none
+  EXPECT_EQ(snap.manifest.snapshots[0].reason, "exit");
+  EXPECT_EQ(snap.manifest.snapshots[0].detail, "execve");
+  ExpectExact(snap);
 }
 
 TEST_F(Emulate, LsOfADirectoryTreeDecodesExactly) {
@@ -337,6 +448,7 @@ TEST_F(Emulate, CtrlCTakesASnapshotAndInterruptsTheProgram) {
   auto r = Record({Program("fib").string(), "40"}, o);
   ctrl_c.join();
   EXPECT_EQ(r.exit_code, 128 + SIGINT);
+  EXPECT_EQ(r.manifest.state, trace::State::kInterrupted);
   ASSERT_GE(r.manifest.snapshots.size(), 1u);
   EXPECT_EQ(r.manifest.snapshots[0].reason, "ctrl-c");
   ASSERT_EQ(r.manifest.streams.size(), 1u);
@@ -401,6 +513,45 @@ TEST_F(Emulate, MissingPluginIsReported) {
   ::unsetenv("PTSNAP_QEMU_PLUGIN");
   ASSERT_FALSE(r);
   EXPECT_NE(r.error().message().find("emulator plugin is missing"), std::string::npos);
+}
+
+TEST_F(Emulate, ScriptIsRefusedWithTheFix) {
+  auto script = tmp_.Write("script.sh", "#!/bin/sh\necho hi\n", 0755);
+  record::RecordOptions o;
+  o.command = {script.string()};
+  auto r = RecordEmulated(o, tmp_.path() / "sh");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().message(),
+            script.string() +
+                " is not an ELF executable: --emulate runs x86-64 ELF programs (run a script "
+                "through its interpreter, e.g. -- /bin/sh script.sh)");
+  EXPECT_FALSE(fs::exists(tmp_.path() / "sh"));  // nothing left on disk
+}
+
+TEST_F(Emulate, BadTriggerAddressIsReported) {
+  record::RecordOptions o;
+  o.command = {Program("fib").string()};
+  o.trigger = "addr:zz";
+  auto r = RecordEmulated(o, tmp_.path() / "a");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().message(), "--trigger addr:zz: expected addr:HEX (a link-time address)");
+}
+
+TEST_F(Emulate, MissingStopIndicatorIsReported) {
+  record::RecordOptions o;
+  o.command = {Program("fib").string()};
+  o.trigger = ".";
+  auto r = RecordEmulated(o, tmp_.path() / "n");
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message().find("has no stop indicator"), std::string::npos);
+}
+
+TEST_F(Emulate, AttachIsRefused) {
+  record::RecordOptions o;
+  o.pids = {1};
+  auto r = RecordEmulated(o, tmp_.path() / "at");
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message().find("cannot attach"), std::string::npos);
 }
 
 TEST_F(Emulate, UnknownTriggerSymbolIsReported) {

@@ -8,25 +8,6 @@
 
 namespace ptsnap::emulate {
 
-void ReturnStack::Push(uint64_t ip) {
-  // pt_retstack_push: store at top, advance; when top meets bottom the oldest
-  // entry is dropped.
-  stack_[top_] = ip;
-  top_ = static_cast<uint8_t>((top_ + 1) % (kCapacity + 1));
-  if (top_ == bottom_) bottom_ = static_cast<uint8_t>((bottom_ + 1) % (kCapacity + 1));
-}
-
-bool ReturnStack::Top(uint64_t* ip) const {
-  if (empty()) return false;
-  *ip = stack_[top_ == 0 ? kCapacity : top_ - 1];
-  return true;
-}
-
-void ReturnStack::Pop() {
-  if (empty()) return;
-  top_ = static_cast<uint8_t>(top_ == 0 ? kCapacity : top_ - 1);
-}
-
 size_t ReturnStack::size() const { return (top_ + kCapacity + 1 - bottom_) % (kCapacity + 1); }
 
 int ChooseIpCompression(uint64_t ip, uint64_t last, bool have_last) {
@@ -79,12 +60,6 @@ void PtStream::IpPacket(int type, uint64_t ip) {
   Emit(p);
   last_ip_ = ip;
   have_last_ip_ = true;
-}
-
-void PtStream::Tnt(bool taken) {
-  tnt_payload_ = (tnt_payload_ << 1) | (taken ? 1 : 0);
-  // A long TNT carries at most 47 bits.
-  if (++tnt_bits_ == 47) FlushTnt();
 }
 
 void PtStream::FlushTnt() {
@@ -156,20 +131,6 @@ void PtStream::PgdSuppressed() {
 void PtStream::AsyncDisable(uint64_t ip) {
   Fup(ip);
   PgdSuppressed();
-}
-
-void PtStream::Call(uint64_t return_ip) {
-  if (opts_.ret_compression) ret_.Push(return_ip);
-}
-
-void PtStream::Ret(uint64_t target) {
-  uint64_t top = 0;
-  if (opts_.ret_compression && ret_.Top(&top) && top == target) {
-    ret_.Pop();
-    Tnt(true);
-    return;
-  }
-  Tip(target);
 }
 
 std::span<const uint8_t> PtStream::bytes() const { return {buf_.data(), pending()}; }

@@ -36,10 +36,22 @@ struct PtStreamOptions {
 class ReturnStack {
  public:
   static constexpr size_t kCapacity = 64;
-  void Push(uint64_t ip);
+  void Push(uint64_t ip) {
+    // pt_retstack_push: store at top, advance; when top meets bottom the
+    // oldest entry is dropped.
+    stack_[top_] = ip;
+    top_ = static_cast<uint8_t>(top_ == kCapacity ? 0 : top_ + 1);
+    if (top_ == bottom_) bottom_ = static_cast<uint8_t>(bottom_ == kCapacity ? 0 : bottom_ + 1);
+  }
   // The top entry, or false when empty.
-  bool Top(uint64_t* ip) const;
-  void Pop();
+  bool Top(uint64_t* ip) const {
+    if (empty()) return false;
+    *ip = stack_[top_ == 0 ? kCapacity : top_ - 1];
+    return true;
+  }
+  void Pop() {
+    if (!empty()) top_ = static_cast<uint8_t>(top_ == 0 ? kCapacity : top_ - 1);
+  }
   void Clear() { top_ = bottom_ = 0; }
   [[nodiscard]] bool empty() const { return top_ == bottom_; }
   [[nodiscard]] size_t size() const;
@@ -65,8 +77,12 @@ class PtStream {
   // PSB+ : PSB, TSC, MODE.Exec (64-bit), FUP(ip) when tracing is enabled,
   // PSBEND. Flushes TNT first, resets last-IP and the return stack.
   void Psb(uint64_t tsc, bool enabled, uint64_t ip);
-  // One conditional branch outcome (or a compressed return).
-  void Tnt(bool taken);
+  // One conditional branch outcome (or a compressed return). Inline: this
+  // runs for most translation blocks.
+  void Tnt(bool taken) {
+    tnt_payload_ = (tnt_payload_ << 1) | (taken ? 1 : 0);
+    if (++tnt_bits_ == 47) FlushTnt();  // a long TNT carries at most 47 bits
+  }
   void FlushTnt();
   void Tip(uint64_t ip);
   void Fup(uint64_t ip);
@@ -78,10 +94,20 @@ class PtStream {
   // Asynchronous disable (signal delivery) at `ip`: FUP(ip), TIP.PGD.
   void AsyncDisable(uint64_t ip);
   // A call that pushes `return_ip` (the caller skips zero-displacement calls).
-  void Call(uint64_t return_ip);
+  void Call(uint64_t return_ip) {
+    if (opts_.ret_compression) ret_.Push(return_ip);
+  }
   // A near return to `target`: a taken TNT bit when the return stack's top
   // matches (and compression is on), else a TIP.
-  void Ret(uint64_t target);
+  void Ret(uint64_t target) {
+    uint64_t top = 0;
+    if (opts_.ret_compression && ret_.Top(&top) && top == target) {
+      ret_.Pop();
+      Tnt(true);
+      return;
+    }
+    Tip(target);
+  }
 
   // Bytes written since the last Take().
   [[nodiscard]] size_t pending() const { return pending_; }

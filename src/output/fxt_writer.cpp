@@ -111,22 +111,25 @@ void FxtWriter::OnThread(int32_t pid, int32_t tid, const std::string& name) {
   Word(static_cast<uint64_t>(pid));
 }
 
-void FxtWriter::Event(int type, uint8_t thread, uint16_t name, uint64_t ts,
-                      const std::vector<Arg>& args, const uint64_t* end_ts) {
-  uint64_t size = 2 + (end_ts != nullptr ? 1 : 0);
-  for (const Arg& a : args) size += a.type == Arg::kPointer ? 2 : 1;
-  Word(Header(kEventRecord, size) | (uint64_t(type) << 16) | (uint64_t{args.size()} << 20) |
-       (uint64_t{thread} << 24) | (uint64_t{name} << 48));
-  Word(ts);
-  for (const Arg& a : args) {
+void FxtWriter::Event(int type, uint8_t thread, uint16_t name, uint64_t ts, const Arg* args,
+                      size_t nargs, const uint64_t* end_ts) {
+  // One record is at most 1 + 1 + 3 * 2 + 1 words: built here, written once.
+  uint64_t w[12];
+  size_t n = 2;
+  w[1] = ts;
+  for (size_t i = 0; i < nargs; ++i) {
+    const Arg& a = args[i];
     if (a.type == Arg::kPointer) {
-      Word(kArgPointer | (uint64_t{2} << 4) | (uint64_t{a.name} << 16));
-      Word(a.value);
+      w[n++] = kArgPointer | (uint64_t{2} << 4) | (uint64_t{a.name} << 16);
+      w[n++] = a.value;
     } else {
-      Word(kArgString | (uint64_t{1} << 4) | (uint64_t{a.name} << 16) | (a.value << 32));
+      w[n++] = kArgString | (uint64_t{1} << 4) | (uint64_t{a.name} << 16) | (a.value << 32);
     }
   }
-  if (end_ts != nullptr) Word(*end_ts);
+  if (end_ts != nullptr) w[n++] = *end_ts;
+  w[0] = Header(kEventRecord, n) | (uint64_t(type) << 16) | (uint64_t{nargs} << 20) |
+         (uint64_t{thread} << 24) | (uint64_t{name} << 48);
+  out_->Write(std::string_view(reinterpret_cast<const char*>(w), n * 8));
 }
 
 void FxtWriter::OnSlice(const model::Slice& s) {
@@ -147,23 +150,26 @@ void FxtWriter::OnSlice(const model::Slice& s) {
               (!want_dso || Current(dso, *s.dso)) && Current(true_, "true");
     if (ok) break;
   }
-  std::vector<Arg> args;
+  Arg args[3];
+  size_t nargs = 0;
   if (want_args) {
-    if (s.address != 0) args.push_back({Arg::kPointer, address_arg_, s.address});
-    if (want_dso) args.push_back({Arg::kString, dso_arg_, dso});
-    if (s.inferred) args.push_back({Arg::kString, inferred_arg_, true_});
+    if (s.address != 0) args[nargs++] = {Arg::kPointer, address_arg_, s.address};
+    if (want_dso) args[nargs++] = {Arg::kString, dso_arg_, dso};
+    if (s.inferred) args[nargs++] = {Arg::kString, inferred_arg_, true_};
   }
   uint8_t thread = Thread(s.pid, s.tid);
   switch (s.kind) {
-    case model::Slice::kBegin: Event(kDurationBegin, thread, name, s.ts, args, nullptr); break;
-    case model::Slice::kEnd: Event(kDurationEnd, thread, 0, s.ts, args, nullptr); break;
+    case model::Slice::kBegin:
+      Event(kDurationBegin, thread, name, s.ts, args, nargs, nullptr);
+      break;
+    case model::Slice::kEnd: Event(kDurationEnd, thread, 0, s.ts, args, 0, nullptr); break;
     case model::Slice::kComplete:
-      Event(kDurationComplete, thread, name, s.ts, args, &s.end_ts);
+      Event(kDurationComplete, thread, name, s.ts, args, nargs, &s.end_ts);
       break;
     case model::Slice::kInstant:
       // A zero-length complete event: visible in every Perfetto version
       // (magic-trace does the same for decode errors).
-      Event(kDurationComplete, thread, name, s.ts, args, &s.ts);
+      Event(kDurationComplete, thread, name, s.ts, args, nargs, &s.ts);
       break;
   }
 }
@@ -176,7 +182,7 @@ bool FxtWriter::Current(uint16_t ref, std::string_view s) const {
 void FxtWriter::Instant(int32_t pid, int32_t tid, uint64_t ts, std::string_view name) {
   uint16_t n = String(name);
   uint8_t thread = Thread(pid, tid);
-  Event(kDurationComplete, thread, n, ts, {}, &ts);
+  Event(kDurationComplete, thread, n, ts, nullptr, 0, &ts);
 }
 
 Result<void> FxtWriter::Finish() { return out_->Close(); }

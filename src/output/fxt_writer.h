@@ -51,11 +51,11 @@ class FxtWriter : public model::SliceSink {
   void Word(uint64_t w) { out_->Write(std::string_view(reinterpret_cast<const char*>(&w), 8)); }
   void Stream(std::string_view s);
   struct Arg {
-    enum Type { kString, kPointer } type;
-    uint16_t name;
-    uint64_t value;  // pointer value, or string ref
+    enum Type { kString, kPointer } type = kString;
+    uint16_t name = 0;
+    uint64_t value = 0;  // pointer value, or string ref
   };
-  void Event(int type, uint8_t thread, uint16_t name, uint64_t ts, const std::vector<Arg>& args,
+  void Event(int type, uint8_t thread, uint16_t name, uint64_t ts, const Arg* args, size_t nargs,
              const uint64_t* end_ts);
 
   OutputFile* out_;

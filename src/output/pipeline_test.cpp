@@ -195,6 +195,51 @@ TEST(PipelineTest, UnwritableOutputIsAnError) {
   EXPECT_THAT(DecodeTraceDir(dir, o), HasErrorContaining("unknown output format"));
 }
 
+TEST(PipelineTest, SnapshotMarkerAndTriggerTrack) {
+  ::ptsnap::testing::TempDir tmp;
+  auto prog = decode::testing::LoadCallsProgram();
+  auto dir = tmp.path() / "trace";
+  trace::Manifest m = decode::testing::CallsManifest(kPid);
+  m.mode = trace::Mode::kSnapshot;
+  auto w = trace::TraceWriter::Create(dir, m);
+  ASSERT_THAT(w, HasValue());
+  std::string sb;
+  for (const auto& r : decode::testing::CallsSideband(prog, kPid)) sb += trace::SerializeRecord(r);
+  ASSERT_THAT(w->AppendSideband(std::as_bytes(std::span(sb.data(), sb.size()))), HasValue());
+  trace::Snapshot snap;
+  snap.seq = 1;
+  snap.reason = "trigger";
+  snap.detail = "leaf";
+  snap.time = 1095;
+  snap.tid = kPid;
+  ASSERT_THAT(w->AddSnapshot(snap), HasValue());
+  std::string pt = decode::testing::CallsProgramStream(prog);
+  trace::Stream s;
+  s.pid = s.tid = kPid;
+  s.snapshot = 1;
+  ASSERT_THAT(w->AddStream(s, std::as_bytes(std::span(pt.data(), pt.size()))), HasValue());
+  ASSERT_THAT(w->Finish(), HasValue());
+  DecodeOptions o;
+  o.output = tmp.path() / "out.fxt";
+  ASSERT_THAT(DecodeTraceDir(dir, o), HasValue());
+  auto t = ParseFxt(*ReadMaybeGzip(o.output));
+  ASSERT_THAT(t, HasValue());
+  bool marker = false, hit = false;
+  for (const auto& e : t->events) {
+    if (e.name == "[snapshot 1: trigger leaf]" && e.tid == static_cast<uint64_t>(kPid)) {
+      marker = true;
+    }
+    if (e.name == "hit leaf") {
+      hit = true;
+      EXPECT_EQ(e.ts, 1095u);
+      EXPECT_EQ(t->threads.at(e.tid).name, "hits");
+      EXPECT_EQ(t->processes.at(t->threads.at(e.tid).pid), "Snapshot triggers");
+    }
+  }
+  EXPECT_TRUE(marker);
+  EXPECT_TRUE(hit);
+}
+
 TEST(PipelineTest, BuildIdMismatchIsReportedNotDecoded) {
   ::ptsnap::testing::TempDir tmp;
   auto prog = decode::testing::LoadCallsProgram();

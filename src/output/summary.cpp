@@ -7,14 +7,16 @@ namespace ptsnap::output {
 
 void SummarySink::OnThread(int32_t, int32_t tid, const std::string&) { threads_[tid]; }
 
-void SummarySink::Account(ThreadState& t, const std::string* name, uint64_t dur,
-                          uint64_t child_ns) {
+FunctionTime& SummarySink::Fn(const std::string* name) {
   FunctionTime& f = functions_[name];
   if (f.name.empty()) f.name = *name;
+  return f;
+}
+
+void SummarySink::Account(FunctionTime& f, bool outermost, uint64_t dur, uint64_t child_ns) {
   f.calls++;
   f.self_ns += dur - std::min(dur, child_ns);
-  if (t.stack.empty() || t.on_stack[name] == 0)
-    f.total_ns += dur;  // not inside another frame of itself
+  if (outermost) f.total_ns += dur;  // not inside another frame of itself
 }
 
 void SummarySink::OnSlice(const model::Slice& s) {
@@ -38,22 +40,24 @@ void SummarySink::OnSlice(const model::Slice& s) {
         return;
       }
       slices_++;
-      t.stack.push_back({s.name, 0});
-      t.on_stack[s.name]++;
+      {
+        int& depth = t.on_stack[s.name];
+        ++depth;
+        t.stack.push_back({&Fn(s.name), &depth, 0});
+      }
       return;
     case model::Slice::kEnd: {
       if (s.inferred || t.stack.empty()) {
         // An inferred frame encloses everything that ended with no open
         // parent since the previous inferred frame ended.
         slices_++;
-        Account(t, s.name, dur, t.orphan_ns);
+        Account(Fn(s.name), t.on_stack[s.name] == 0, dur, t.orphan_ns);
         t.orphan_ns = dur;
         return;
       }
       Open o = t.stack.back();
       t.stack.pop_back();
-      t.on_stack[o.name]--;
-      Account(t, o.name, dur, o.child_ns);
+      Account(*o.fn, --*o.depth == 0, dur, o.child_ns);
       if (!t.stack.empty()) {
         t.stack.back().child_ns += dur;
       } else {
@@ -63,7 +67,7 @@ void SummarySink::OnSlice(const model::Slice& s) {
     }
     case model::Slice::kComplete:
       slices_++;
-      Account(t, s.name, dur, 0);
+      Account(Fn(s.name), t.on_stack[s.name] == 0, dur, 0);
       if (!t.stack.empty()) {
         t.stack.back().child_ns += dur;
       } else {

@@ -36,7 +36,8 @@ class SummarySink : public model::SliceSink {
 
  private:
   struct Open {
-    const std::string* name;
+    FunctionTime* fn;  // node pointers of unordered_map stay valid
+    int* depth;        // this thread's count of open frames of fn
     uint64_t child_ns;
   };
   struct ThreadState {
@@ -44,7 +45,8 @@ class SummarySink : public model::SliceSink {
     uint64_t orphan_ns = 0;   // time of ended frames with no open parent
     std::unordered_map<const std::string*, int> on_stack;
   };
-  void Account(ThreadState& t, const std::string* name, uint64_t dur, uint64_t child_ns);
+  FunctionTime& Fn(const std::string* name);
+  static void Account(FunctionTime& f, bool outermost, uint64_t dur, uint64_t child_ns);
   uint64_t first_ = UINT64_MAX, last_ = 0;
   uint64_t slices_ = 0;
   std::unordered_map<int32_t, ThreadState> threads_;

@@ -16,6 +16,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -220,12 +221,16 @@ void TakeSnapshot(const char* reason, const std::string& detail, ThreadState* se
         self ? self->tid : 0, reason, detail.c_str());
 }
 
+void FullStreamLine(ThreadState* t) {
+  Event("stream 0 %d %d 0 %llu %llu %s", t->pid, t->tid, static_cast<unsigned long long>(t->insns),
+        static_cast<unsigned long long>(t->hash), t->file.c_str());
+}
+
 void FinishFullStream(ThreadState* t) {
   if (!g_opts.full || t->fd < 0) return;
   ::close(t->fd);
   t->fd = -1;
-  Event("stream 0 %d %d 0 %llu %llu %s", t->pid, t->tid, static_cast<unsigned long long>(t->insns),
-        static_cast<unsigned long long>(t->hash), t->file.c_str());
+  FullStreamLine(t);
 }
 
 void EmitMmap2(uint64_t time, uint64_t addr, uint64_t len, uint64_t pgoff, const char* path,
@@ -332,9 +337,11 @@ void HandleRequests(ThreadState* self, int flags) {
   if (flags & kStopped) return;
   int expected = flags;
   if (!g_flags.compare_exchange_strong(expected, kStopped)) return;  // another thread took it
-  if (g_opts.full) return;
-  TakeSnapshot((flags & kReqCtrlC) ? "ctrl-c" : "duration", "", self);
-  if (g_opts.multi) g_flags.store(0);
+  if (!g_opts.full) {
+    TakeSnapshot((flags & kReqCtrlC) ? "ctrl-c" : "duration", "", self);
+    if (g_opts.multi && !(flags & kReqCtrlC)) g_flags.store(0);
+  }
+  // Ctrl-C was meant for the program too: QEMU delivers it to the guest.
   if (flags & kReqCtrlC) ::kill(::getpid(), SIGINT);
 }
 
@@ -488,7 +495,28 @@ void OnTbTrans(qemu_plugin_id_t, qemu_plugin_tb* tb) {
   qemu_plugin_register_vcpu_tb_exec_cb(tb, OnTbExec, QEMU_PLUGIN_CB_NO_REGS, info);
 }
 
-void OnSyscall(qemu_plugin_id_t, unsigned vcpu, int64_t num, uint64_t, uint64_t a2, uint64_t a3,
+// Whether execve(path) can succeed: the path (a guest pointer; guest_base is
+// 0 in QEMU 7.2 user mode, read safely through process_vm_readv) names an
+// executable file. execvp tries PATH entries that fail.
+bool ExecWillLoad(uint64_t guest_path) {
+  char path[4096] = {};
+  iovec local{path, sizeof(path) - 1};
+  iovec remote{reinterpret_cast<void*>(guest_path), sizeof(path) - 1};
+  ssize_t n = ::process_vm_readv(::getpid(), &local, 1, &remote, 1, 0);
+  if (n <= 0) {
+    // The read may cross into an unmapped page: retry one byte at a time
+    // up to the NUL.
+    size_t i = 0;
+    for (; i < sizeof(path) - 1; ++i) {
+      iovec l{path + i, 1}, r{reinterpret_cast<void*>(guest_path + i), 1};
+      if (::process_vm_readv(::getpid(), &l, 1, &r, 1, 0) != 1) return true;
+      if (path[i] == '\0') break;
+    }
+  }
+  return ::access(path, X_OK) == 0;
+}
+
+void OnSyscall(qemu_plugin_id_t, unsigned vcpu, int64_t num, uint64_t a1, uint64_t a2, uint64_t a3,
                uint64_t, uint64_t a5, uint64_t a6, uint64_t, uint64_t) {
   if (vcpu >= kMaxVcpus) return;
   switch (num) {
@@ -505,19 +533,23 @@ void OnSyscall(qemu_plugin_id_t, unsigned vcpu, int64_t num, uint64_t, uint64_t 
       break;
     case 59:   // execve: QEMU 7.2 runs the new program natively, untraced
     case 322:  // execveat
-      if (!(g_flags.load() & kStopped)) {
+      if (!(g_flags.load() & kStopped) && (num != 59 || ExecWillLoad(a1))) {
+        // A successful execve never returns and atexit never runs: everything
+        // must be on disk now. If it fails after all, tracing goes on and
+        // the later lines supersede these.
         Event("note execve: the new program runs outside the emulator and is not traced");
-        for (unsigned i = 0; i < kMaxVcpus; ++i)
-          if (g_threads[i] != nullptr) {
-            g_threads[i]->pt.FlushTnt();
-            Drain(g_threads[i]);
-          }
-        TakeSnapshot("exit", "execve", nullptr);
+        ThreadState* self = g_threads[vcpu];
+        if (self != nullptr) {
+          self->pt.FlushTnt();
+          Drain(self);
+        }
+        TakeSnapshot("exit", "execve", self);
         if (g_opts.full) {
           std::lock_guard lock(g_mu);
-          for (auto*& t : g_threads)
-            if (t != nullptr) FinishFullStream(t);
+          for (auto* t : g_threads)
+            if (t != nullptr) FullStreamLine(t);
         }
+        Event("done %llu", static_cast<unsigned long long>(self ? self->tsc() : g_clock.load()));
       }
       break;
     default: break;
@@ -576,7 +608,13 @@ void OnExit(qemu_plugin_id_t, void*) {
     Drain(t);
     g_clock.store(std::max(g_clock.load(), t->tsc()));
   }
-  if (!(f & kStopped)) TakeSnapshot(ctrl_c ? "ctrl-c" : "exit", "", nullptr);
+  if (!(f & kStopped)) {
+    // A request the guest threads never got to (blocked in a syscall).
+    const char* reason = (ctrl_c || (f & kReqCtrlC)) ? "ctrl-c"
+                         : (f & kReqDuration)        ? "duration"
+                                                     : "exit";
+    TakeSnapshot(reason, "", nullptr);
+  }
   std::lock_guard lock(g_mu);
   for (auto* t : g_threads)
     if (t != nullptr) {
@@ -659,6 +697,9 @@ int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t* info, int argc, 
       g_opts.retcomp = v != "0";
     } else if (k == "multi") {
       g_opts.multi = v == "1";
+    } else if (k == "null") {
+      // Benchmark baseline: callbacks registered, but they return at once.
+      if (v == "1") g_flags.store(kStopped);
     } else if (k == "hash") {
       g_opts.hash = v == "1";
     } else if (k == "duration_ms") {

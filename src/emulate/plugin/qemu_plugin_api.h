@@ -18,29 +18,22 @@ typedef uint64_t qemu_plugin_id_t;
 
 // Passed to qemu_plugin_install. `version.cur` is the API version QEMU
 // implements, `version.min` the oldest plugin version it still loads.
-// QEMU's C header nests an anonymous struct in an anonymous union; clang's
-// -Wpedantic calls that an extension. The layout must stay QEMU's.
-#ifdef __clang__
-#pragma clang diagnostic push
-#pragma clang diagnostic ignored "-Wnested-anon-types"
-#endif
+struct qemu_info_version {
+  int min;
+  int cur;
+};
+struct qemu_info_system {
+  int smp_vcpus;
+  int max_vcpus;
+};
 typedef struct qemu_info_t {
   const char* target_name;
-  struct {
-    int min;
-    int cur;
-  } version;
+  qemu_info_version version;
   bool system_emulation;
   union {
-    struct {
-      int smp_vcpus;
-      int max_vcpus;
-    } system;
+    qemu_info_system system;
   };
 } qemu_info_t;
-#ifdef __clang__
-#pragma clang diagnostic pop
-#endif
 
 struct qemu_plugin_tb;
 struct qemu_plugin_insn;

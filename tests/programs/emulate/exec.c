@@ -1,0 +1,15 @@
+// execve: one attempt that fails (no such file), then /bin/true replaces the
+// program. QEMU 7.2 runs the new program natively: tracing ends there.
+#include <stdio.h>
+#include <unistd.h>
+
+__attribute__((noinline)) long fib(long n) { return n < 2 ? n : fib(n - 1) + fib(n - 2); }
+
+int main(void) {
+  char* argv[] = {"true", NULL};
+  long r = fib(12);
+  execv("/nonexistent/ptsnap-no-such-program", argv);
+  r += fib(11);
+  execv("/bin/true", argv);
+  return (int)r;
+}
