@@ -290,10 +290,21 @@ class StreamDecoder {
     stats_.events++;
     sink_(e);
   }
+  // An event's own time when libipt has one: by the time an event is
+  // returned, pt_blk_time() may already have read ahead to a later timing
+  // packet (e.g. the TSC before the TIP.PGE that ends a [syscall] span).
+  uint64_t EventTime(const struct pt_event& ev) {
+    if (!ev.has_tsc) return Now();
+    Advance(owner_->TscToNs(ev.tsc));
+    return last_time_;
+  }
   void Emit(BranchKind kind, uint64_t from, uint64_t to, bool syscall = false) {
+    Emit(kind, from, to, syscall, Now());
+  }
+  void Emit(BranchKind kind, uint64_t from, uint64_t to, bool syscall, uint64_t time) {
     BranchEvent e;
     e.kind = kind;
-    e.time = Now();
+    e.time = time;
     e.from = from;
     e.to = to;
     e.syscall = syscall;
@@ -360,24 +371,27 @@ class StreamDecoder {
     switch (ev.type) {
       case ptev_enabled:
         have_prev_ = false;
-        Emit(BranchKind::kEnable, 0, ev.ip_suppressed ? 0 : ev.variant.enabled.ip);
+        Emit(BranchKind::kEnable, 0, ev.ip_suppressed ? 0 : ev.variant.enabled.ip, false,
+             EventTime(ev));
         break;
       case ptev_disabled:
         Emit(BranchKind::kDisable, have_prev_ ? prev_end_ : 0, 0,
-             have_prev_ && prev_iclass_ == ptic_far_call);
+             have_prev_ && prev_iclass_ == ptic_far_call, EventTime(ev));
         have_prev_ = false;
         break;
       case ptev_async_disabled:
-        Emit(BranchKind::kDisable, ev.variant.async_disabled.at, 0);
+        Emit(BranchKind::kDisable, ev.variant.async_disabled.at, 0, false, EventTime(ev));
         have_prev_ = false;
         break;
       case ptev_async_branch:
-        Emit(BranchKind::kInterrupt, ev.variant.async_branch.from, ev.variant.async_branch.to);
+        Emit(BranchKind::kInterrupt, ev.variant.async_branch.from, ev.variant.async_branch.to,
+             false, EventTime(ev));
         have_prev_ = false;
         break;
       case ptev_overflow:
         stats_.overflows++;
-        Emit(BranchKind::kOverflow, 0, ev.ip_suppressed ? 0 : ev.variant.overflow.ip);
+        Emit(BranchKind::kOverflow, 0, ev.ip_suppressed ? 0 : ev.variant.overflow.ip, false,
+             EventTime(ev));
         have_prev_ = false;
         break;
       case ptev_tsx:
@@ -390,7 +404,7 @@ class StreamDecoder {
         }
         break;
       case ptev_stop:
-        Emit(BranchKind::kStop, have_prev_ ? prev_end_ : 0, 0);
+        Emit(BranchKind::kStop, have_prev_ ? prev_end_ : 0, 0, false, EventTime(ev));
         have_prev_ = false;
         break;
       case ptev_exec_mode:  // 16/32/64-bit: libipt applies it; nothing to show

@@ -211,6 +211,14 @@ void CallStackModel::ResetAll() {
   create_time_ = now_;
 }
 
+// The time until the next timestamp is spent untraced, not in the calls
+// queued at this one: they are written now, and the pseudo frame, first of
+// a new batch, begins at the disable's own time.
+void CallStackModel::UntracedFrame(const std::string* name) {
+  if (!pending_.empty()) Flush(pending_time_);
+  Call(Pseudo(name));
+}
+
 void CallStackModel::OnEvent(const decode::BranchEvent& e) {
   SetTime(e.time);
   switch (e.kind) {
@@ -258,8 +266,8 @@ void CallStackModel::OnEvent(const decode::BranchEvent& e) {
         CheckCurrent(e.to);
       }
       break;
-    case BranchKind::kDisable: Call(Pseudo(e.syscall ? syscall_name_ : untraced_name_)); break;
-    case BranchKind::kStop: Call(Pseudo(untraced_name_)); break;
+    case BranchKind::kDisable: UntracedFrame(e.syscall ? syscall_name_ : untraced_name_); break;
+    case BranchKind::kStop: UntracedFrame(untraced_name_); break;
     case BranchKind::kEnable:
       if (!stack_.empty() && stack_.back().pseudo) {
         Ret();

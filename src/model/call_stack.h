@@ -83,7 +83,8 @@ class CallStackModel {
   void CheckCurrent(uint64_t dst);
   void PushInferred(const Frame& f);
   void ClearStack();
-  void ResetAll();  // end_of_thread: close everything, new create time
+  void UntracedFrame(const std::string* name);  // [syscall]/[untraced] at the disable
+  void ResetAll();                              // end_of_thread: close everything, new create time
   bool UnwindTo(uint64_t dst);
 
   // Timestamps: queue ops at `now_`, spread them when time advances.

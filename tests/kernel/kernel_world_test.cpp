@@ -484,10 +484,36 @@ TEST(KernelDecode, UserOnlyScope) {
   ExpectNested(d.lines, "touch_page", "[untraced]");
   int irq = IndexOf(d.lines, "B compute");
   ExpectNested(d.lines, "compute", "[untraced]", irq);
-  // Regression golden. Known defect kept in it: [syscall] spans begin when
-  // the kernel returns, not at the syscall
-  // (KernelDecodePending.SyscallSpanStartsAtTheSyscall).
   ExpectGolden(d.text, "user_only.events");
+}
+
+// A [syscall] span begins at the syscall (the TIP.PGD's own time), not when
+// the kernel returns (libipt's current time has read ahead to the TSC before
+// the TIP.PGE by then).
+TEST(KernelDecode, SyscallSpanStartsAtTheSyscall) {
+  TempDir dir;
+  auto sc = BuildScenario(/*poke=*/false);
+  ASSERT_THAT(sc, HasValue());
+  uint64_t syscall_time = 0;  // ground truth: when the first syscall ran
+  for (const Step& s : sc->steps) {
+    if (s.kind == Step::kInsn && s.cls == InsnClass::kFarCall) {
+      syscall_time = s.time;
+      break;
+    }
+  }
+  TraceOptions o;
+  o.scope = trace::Scope::kUser;
+  Decoded d = Decode(*sc, o, dir.path());
+  uint64_t begin = 0;
+  for (auto line : base::Split(d.text, '\n')) {
+    if (line.find(" B [syscall]") == std::string_view::npos) continue;
+    begin = *base::ParseUint(base::SplitWhitespace(line)[0]);
+    break;
+  }
+  ASSERT_NE(begin, 0u) << d.text;
+  // Within a few instructions of the syscall, well before the ~50
+  // instructions the kernel ran.
+  EXPECT_LE(begin, syscall_time + 50) << d.text;
 }
 
 // Case 6, without the TEXT_POKE record: the decoder follows the stale jump
