@@ -1,5 +1,6 @@
 #include "decode/pt_decoder.h"
 
+#include <Zydis/Zydis.h>
 #include <sys/stat.h>
 
 #include <cstring>
@@ -52,6 +53,58 @@ struct pt_config MakePtConfig(const trace::Manifest& m) {
     cfg.addr_filter.addr0_b = m.pt.addr0_b;
   }
   return cfg;
+}
+
+enum pt_insn_class ClassifyInstruction(const uint8_t* bytes, size_t size, enum pt_exec_mode mode) {
+  ZydisMachineMode machine = ZYDIS_MACHINE_MODE_LONG_64;
+  ZydisStackWidth width = ZYDIS_STACK_WIDTH_64;
+  if (mode == ptem_32bit) {
+    machine = ZYDIS_MACHINE_MODE_LEGACY_32;
+    width = ZYDIS_STACK_WIDTH_32;
+  } else if (mode == ptem_16bit) {
+    machine = ZYDIS_MACHINE_MODE_LEGACY_16;
+    width = ZYDIS_STACK_WIDTH_16;
+  }
+  ZydisDecoder decoder;
+  ZydisDecodedInstruction insn;
+  if (ZYAN_FAILED(ZydisDecoderInit(&decoder, machine, width)) ||
+      ZYAN_FAILED(ZydisDecoderDecodeInstruction(&decoder, nullptr, bytes, size, &insn))) {
+    return ptic_error;
+  }
+  bool far = insn.meta.branch_type == ZYDIS_BRANCH_TYPE_FAR;
+  switch (insn.mnemonic) {
+    case ZYDIS_MNEMONIC_SYSCALL:
+    case ZYDIS_MNEMONIC_SYSENTER:
+    case ZYDIS_MNEMONIC_INT:
+    case ZYDIS_MNEMONIC_INT1:
+    case ZYDIS_MNEMONIC_INT3:
+    case ZYDIS_MNEMONIC_INTO: return ptic_far_call;
+    case ZYDIS_MNEMONIC_SYSRET:
+    case ZYDIS_MNEMONIC_SYSEXIT:
+    case ZYDIS_MNEMONIC_IRET:
+    case ZYDIS_MNEMONIC_IRETD:
+    case ZYDIS_MNEMONIC_IRETQ: return ptic_far_return;
+    case ZYDIS_MNEMONIC_CALL: return far ? ptic_far_call : ptic_call;
+    case ZYDIS_MNEMONIC_RET: return far ? ptic_far_return : ptic_return;
+    case ZYDIS_MNEMONIC_JMP: return far ? ptic_far_jump : ptic_jump;
+    default: break;
+  }
+  return insn.meta.category == ZYDIS_CATEGORY_COND_BR ? ptic_cond_jump : ptic_other;
+}
+
+enum pt_insn_class PtDecoder::ClassifyBlockEnd(const struct pt_block& block) const {
+  uint8_t buf[16];
+  size_t n = 0;
+  if (block.truncated) {
+    // The instruction spans two sections; libipt kept its bytes.
+    n = std::min<size_t>(block.size, sizeof block.raw);
+    std::memcpy(buf, block.raw, n);
+  } else {
+    int r = pt_iscache_read(iscache_, buf, sizeof buf, block.isid, block.end_ip);
+    if (r <= 0) return ptic_error;
+    n = static_cast<size_t>(r);
+  }
+  return ClassifyInstruction(buf, n, block.mode);
 }
 
 PtDecoder::PtDecoder(const std::filesystem::path& dir, const trace::Manifest& m)
@@ -364,6 +417,7 @@ class StreamDecoder {
     have_prev_ = true;
     prev_end_ = b.end_ip;
     prev_iclass_ = b.iclass;
+    if (prev_iclass_ == ptic_error) prev_iclass_ = owner_->ClassifyBlockEnd(b);
   }
 
   void HandleEvent(const struct pt_event& ev) {

@@ -69,6 +69,12 @@ struct DecodeStats {
 // mtc_freq, nom_freq, ADDR0 filter). Pure; begin/end are left for the caller.
 struct pt_config MakePtConfig(const trace::Manifest& m);
 
+// The class of the x86 instruction at the start of `bytes` (decoded with
+// Zydis in `mode`), as libipt names it: ptic_far_call for syscall/sysenter/
+// int/far call, ptic_far_return for sysret/sysexit/iret/far ret, and so on;
+// ptic_error when the bytes do not decode. Pure.
+enum pt_insn_class ClassifyInstruction(const uint8_t* bytes, size_t size, enum pt_exec_mode mode);
+
 // Which file provides a mapping's bytes, after the build-id check.
 struct MappedFile {
   std::filesystem::path path;  // on this machine; empty: none usable
@@ -100,6 +106,12 @@ class PtDecoder {
   [[nodiscard]] const DecodeStats& stats() const { return stats_; }
   [[nodiscard]] DecodeStats& mutable_stats() { return stats_; }
   [[nodiscard]] uint64_t TscToNs(uint64_t tsc) const;
+  // The class of `block`'s last instruction, read from the image section
+  // that holds it. libipt leaves `block.iclass` at ptic_error for blocks it
+  // serves from its block cache that end in an indirect jump or a far
+  // transfer (its ptbq_indirect entries): the second `syscall` or `sysret`
+  // from one site. Returns ptic_error when the bytes cannot be read.
+  [[nodiscard]] enum pt_insn_class ClassifyBlockEnd(const struct pt_block& block) const;
 
  private:
   PtDecoder(const std::filesystem::path& dir, const trace::Manifest& m);
