@@ -181,13 +181,17 @@ void CallStackModel::ClearStack() {
   while (!stack_.empty()) Ret();
 }
 
-void CallStackModel::ResetAll() {
+void CallStackModel::ClearAllStacks() {
   ClearStack();
   while (!inactive_.empty()) {
     stack_ = std::move(inactive_.back());
     inactive_.pop_back();
     ClearStack();
   }
+}
+
+void CallStackModel::ResetAll() {
+  ClearAllStacks();
   Flush(now_);
   for (const Deferred& d : deferred_) {
     Slice s;
@@ -266,7 +270,11 @@ void CallStackModel::OnEvent(const decode::BranchEvent& e) {
         CheckCurrent(e.to);
       }
       break;
-    case BranchKind::kDisable: UntracedFrame(e.syscall ? syscall_name_ : untraced_name_); break;
+    case BranchKind::kDisable:
+      // Kernel-only: the return to user space ends this kernel entry.
+      if (kernel_only_) ClearAllStacks();
+      UntracedFrame(e.syscall ? syscall_name_ : untraced_name_);
+      break;
     case BranchKind::kStop: UntracedFrame(untraced_name_); break;
     case BranchKind::kEnable:
       if (!stack_.empty() && stack_.back().pseudo) {

@@ -479,9 +479,25 @@ TEST(KernelDecode, KernelOnlyScope) {
   }
   for (const auto& n : kKernelNames) EXPECT_GE(Count(d.lines, "B " + n), 1) << n;
   ExpectNested(d.lines, "entry_SYSCALL_64", "ksys_write");
-  // Each kernel entry after the first should start a fresh stack (magic-trace:
-  // kernel-only `tr strt` clears the stack); the model keeps the first
-  // entry's frame open instead: KernelDecodePending.KernelOnlyEntriesStartFreshStacks.
+  // Each kernel entry starts a fresh stack (magic-trace: kernel-only
+  // `tr strt` clears the stack): the frames of one entry end at its return
+  // to user space (TIP.PGD), which shows as a top-level [untraced].
+  std::vector<std::string> top;
+  int depth = 0;
+  for (const auto& line : d.lines) {
+    if (line.starts_with("B ")) {
+      if (depth == 0) top.push_back(line.substr(2));
+      ++depth;
+    } else if (line.starts_with("E ")) {
+      --depth;
+    }
+  }
+  EXPECT_THAT(top, ::testing::ElementsAre("entry_SYSCALL_64", "[untraced]", "asm_exc_page_fault",
+                                          "[untraced]", "asm_sysvec_apic_timer_interrupt",
+                                          "[untraced]", "entry_SYSCALL_64", "[untraced]"))
+      << d.text;
+  ExpectNested(d.lines, "asm_exc_page_fault", "exc_page_fault");
+  ExpectGolden(d.text, "kernel_only.events");
 }
 
 // Case 5: user-only scope of the same run: the kernel becomes [syscall]
