@@ -19,6 +19,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/unique_fd.h"
 #include "decode/symbols.h"
 #include "ptsnap/result.h"
 #include "trace/manifest.h"
@@ -113,11 +114,22 @@ class PtDecoder {
   // from one site. Returns ptic_error when the bytes cannot be read.
   [[nodiscard]] enum pt_insn_class ClassifyBlockEnd(const struct pt_block& block) const;
 
+  // Kernel text changes (PERF_RECORD_TEXT_POKE) in time order. The kcore
+  // copy holds the text as it was when recording started; version k of an
+  // image has the first k pokes applied. Decoding switches to version k
+  // once the stream's time reaches PokeTime(k - 1).
+  [[nodiscard]] size_t PokeCount() const { return pokes_.size(); }
+  [[nodiscard]] uint64_t PokeTime(size_t i) const { return pokes_[i].time; }
+  // `pid`'s image with the first `k` pokes applied (k = 0: Image(pid)).
+  // Owned by the decoder.
+  struct pt_image* PokedImage(int32_t pid, size_t k);
+
  private:
   PtDecoder(const std::filesystem::path& dir, const trace::Manifest& m);
   void AddMmap(int32_t pid, uint64_t addr, uint64_t len, uint64_t pgoff,
                const std::string& filename, const std::string& build_id);
   void AddKcore();
+  void AddTextPoke(uint64_t time, const trace::TextPoke& poke);
   struct pt_image* Image(int32_t pid);
   MappedFile Resolve(int32_t pid, const std::string& filename, const std::string& build_id);
 
@@ -127,6 +139,21 @@ class PtDecoder {
   struct pt_image* kernel_image_ = nullptr;  // kcore sections, copied into each process image
   std::unordered_map<int32_t, struct pt_image*> images_;
   std::unordered_map<std::string, int> isids_;  // "path@off+size@vaddr" -> isid
+  struct KcoreSegment {
+    uint64_t vaddr = 0, size = 0;
+    int isid = 0;
+  };
+  std::vector<KcoreSegment> kcore_segments_;
+  // One section per poke: the pages it touched, with every poke so far
+  // applied, in a memfd (libipt sections are files: /proc/self/fd/N).
+  struct Poke {
+    uint64_t time = 0;  // perf clock ns
+    int isid = 0;
+  };
+  std::vector<Poke> pokes_;
+  std::vector<base::UniqueFd> poke_fds_;
+  std::unordered_map<uint64_t, std::string> poked_pages_;  // page address -> current bytes
+  std::unordered_map<int32_t, std::vector<struct pt_image*>> poked_images_;  // [k - 1]
   Symbolizer symbolizer_;
   DecodeStats stats_;
 };

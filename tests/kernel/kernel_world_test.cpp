@@ -548,6 +548,21 @@ TEST(KernelDecode, SyscallSpanStartsAtTheSyscall) {
   EXPECT_LE(begin, syscall_time + 50) << d.text;
 }
 
+// Case 6 with the TEXT_POKE record: the poke is applied at its time, so
+// the first write runs trace_vfs_write (static key on) and the second, after
+// the poke, jumps past it; the whole trace decodes without errors.
+TEST(KernelDecode, TextPokeIsAppliedAtItsTime) {
+  TempDir dir;
+  auto sc = BuildScenario(/*poke=*/true);
+  ASSERT_THAT(sc, HasValue());
+  Decoded d = Decode(*sc, {}, dir.path());
+  EXPECT_EQ(d.report.decode.errors, 0u) << d.text;
+  for (const auto& line : d.lines) EXPECT_THAT(line, Not(HasSubstr("[decode error"))) << d.text;
+  EXPECT_EQ(Count(d.lines, "B trace_vfs_write"), 1) << d.text;
+  EXPECT_EQ(Count(d.lines, "B kmod_write [ptsnap_kmod]"), 2) << d.text;
+  ExpectGolden(d.text, "text_poke.events");
+}
+
 // Case 6, without the TEXT_POKE record: the decoder follows the stale jump
 // in the snapshot, loses its way, and says so with a decode-error marker,
 // then resynchronises at the next PSB; no crash, no error exit.
