@@ -1,11 +1,15 @@
 #include "decode/pt_decoder.h"
 
+#include <Zydis/Zydis.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstring>
 
 #include "base/file_util.h"
 #include "base/log.h"
+#include "base/string_util.h"
 
 namespace ptsnap::decode {
 
@@ -54,6 +58,58 @@ struct pt_config MakePtConfig(const trace::Manifest& m) {
   return cfg;
 }
 
+enum pt_insn_class ClassifyInstruction(const uint8_t* bytes, size_t size, enum pt_exec_mode mode) {
+  ZydisMachineMode machine = ZYDIS_MACHINE_MODE_LONG_64;
+  ZydisStackWidth width = ZYDIS_STACK_WIDTH_64;
+  if (mode == ptem_32bit) {
+    machine = ZYDIS_MACHINE_MODE_LEGACY_32;
+    width = ZYDIS_STACK_WIDTH_32;
+  } else if (mode == ptem_16bit) {
+    machine = ZYDIS_MACHINE_MODE_LEGACY_16;
+    width = ZYDIS_STACK_WIDTH_16;
+  }
+  ZydisDecoder decoder;
+  ZydisDecodedInstruction insn;
+  if (ZYAN_FAILED(ZydisDecoderInit(&decoder, machine, width)) ||
+      ZYAN_FAILED(ZydisDecoderDecodeInstruction(&decoder, nullptr, bytes, size, &insn))) {
+    return ptic_error;
+  }
+  bool far = insn.meta.branch_type == ZYDIS_BRANCH_TYPE_FAR;
+  switch (insn.mnemonic) {
+    case ZYDIS_MNEMONIC_SYSCALL:
+    case ZYDIS_MNEMONIC_SYSENTER:
+    case ZYDIS_MNEMONIC_INT:
+    case ZYDIS_MNEMONIC_INT1:
+    case ZYDIS_MNEMONIC_INT3:
+    case ZYDIS_MNEMONIC_INTO: return ptic_far_call;
+    case ZYDIS_MNEMONIC_SYSRET:
+    case ZYDIS_MNEMONIC_SYSEXIT:
+    case ZYDIS_MNEMONIC_IRET:
+    case ZYDIS_MNEMONIC_IRETD:
+    case ZYDIS_MNEMONIC_IRETQ: return ptic_far_return;
+    case ZYDIS_MNEMONIC_CALL: return far ? ptic_far_call : ptic_call;
+    case ZYDIS_MNEMONIC_RET: return far ? ptic_far_return : ptic_return;
+    case ZYDIS_MNEMONIC_JMP: return far ? ptic_far_jump : ptic_jump;
+    default: break;
+  }
+  return insn.meta.category == ZYDIS_CATEGORY_COND_BR ? ptic_cond_jump : ptic_other;
+}
+
+enum pt_insn_class PtDecoder::ClassifyBlockEnd(const struct pt_block& block) const {
+  uint8_t buf[16];
+  size_t n = 0;
+  if (block.truncated) {
+    // The instruction spans two sections; libipt kept its bytes.
+    n = std::min<size_t>(block.size, sizeof block.raw);
+    std::memcpy(buf, block.raw, n);
+  } else {
+    int r = pt_iscache_read(iscache_, buf, sizeof buf, block.isid, block.end_ip);
+    if (r <= 0) return ptic_error;
+    n = static_cast<size_t>(r);
+  }
+  return ClassifyInstruction(buf, n, block.mode);
+}
+
 PtDecoder::PtDecoder(const std::filesystem::path& dir, const trace::Manifest& m)
     : dir_(dir), manifest_(m) {
   iscache_ = pt_iscache_alloc("ptsnap");
@@ -61,6 +117,9 @@ PtDecoder::PtDecoder(const std::filesystem::path& dir, const trace::Manifest& m)
 }
 
 PtDecoder::~PtDecoder() {
+  for (auto& [pid, images] : poked_images_) {
+    for (struct pt_image* image : images) pt_image_free(image);
+  }
   for (auto& [pid, image] : images_) pt_image_free(image);
   pt_image_free(kernel_image_);
   pt_iscache_free(iscache_);
@@ -193,8 +252,86 @@ void PtDecoder::AddKcore() {
   for (const auto& seg : elf->segments()) {
     if (seg.filesz == 0 || !IsKernelAddress(seg.vaddr)) continue;
     int isid = pt_iscache_add_file(iscache_, kcore.c_str(), seg.offset, seg.filesz, seg.vaddr);
-    if (isid >= 0) (void)pt_image_add_cached(kernel_image_, iscache_, isid, nullptr);
+    if (isid < 0) continue;
+    (void)pt_image_add_cached(kernel_image_, iscache_, isid, nullptr);
+    kcore_segments_.push_back({seg.vaddr, seg.filesz, isid});
   }
+}
+
+// PERF_RECORD_TEXT_POKE (linux/perf_event.h): the kernel changed `old_bytes`
+// at `addr` to `new_bytes` (static keys, ftrace, kprobes, BPF) at the
+// record's time. The patched pages go into a new section that overlays the
+// kcore section in later image versions (libipt splits the section it
+// overlaps), so code that ran before the poke still decodes against the old
+// bytes and code after it against the new ones.
+void PtDecoder::AddTextPoke(uint64_t time, const trace::TextPoke& poke) {
+  constexpr uint64_t kPage = 4096;
+  if (poke.new_bytes.empty()) return;
+  uint64_t end = poke.addr + poke.new_bytes.size();
+  const KcoreSegment* seg = nullptr;
+  for (const auto& s : kcore_segments_) {
+    if (poke.addr >= s.vaddr && end <= s.vaddr + s.size) seg = &s;
+  }
+  if (seg == nullptr) {
+    // No kernel text (kcore not copied) or a poke outside it (BPF JIT):
+    // nothing to patch; that code is not decoded either way.
+    return;
+  }
+  uint64_t lo = std::max(poke.addr & ~(kPage - 1), seg->vaddr);
+  uint64_t hi = std::min((end + kPage - 1) & ~(kPage - 1), seg->vaddr + seg->size);
+  std::string bytes;
+  for (uint64_t page = lo & ~(kPage - 1); page < hi; page += kPage) {
+    uint64_t from = std::max(page, lo), to = std::min(page + kPage, hi);
+    auto it = poked_pages_.find(page);
+    if (it == poked_pages_.end()) {
+      std::string b(to - from, '\0');
+      int r = pt_iscache_read(iscache_, reinterpret_cast<uint8_t*>(b.data()), b.size(), seg->isid,
+                              from);
+      if (r < 0 || static_cast<size_t>(r) != b.size()) {
+        stats_.warnings.push_back("TEXT_POKE at " + base::Hex(poke.addr) +
+                                  ": kernel text unreadable; the poke is not applied");
+        return;
+      }
+      it = poked_pages_.emplace(page, std::move(b)).first;
+    }
+    bytes += it->second;
+  }
+  std::memcpy(bytes.data() + (poke.addr - lo), poke.new_bytes.data(), poke.new_bytes.size());
+  for (uint64_t page = lo & ~(kPage - 1); page < hi; page += kPage) {
+    uint64_t from = std::max(page, lo);
+    std::string& b = poked_pages_[page];
+    b.assign(bytes, from - lo, b.size());
+  }
+  base::UniqueFd fd(::memfd_create("ptsnap-text-poke", MFD_CLOEXEC));
+  if (!fd.valid() ||
+      ::write(fd.get(), bytes.data(), bytes.size()) != static_cast<ssize_t>(bytes.size())) {
+    stats_.warnings.push_back("TEXT_POKE at " + base::Hex(poke.addr) +
+                              ": no memory for the patched copy; the poke is not applied");
+    return;
+  }
+  std::string name = "/proc/self/fd/" + std::to_string(fd.get());
+  int isid = pt_iscache_add_file(iscache_, name.c_str(), 0, bytes.size(), lo);
+  if (isid < 0) {
+    stats_.warnings.push_back("TEXT_POKE at " + base::Hex(poke.addr) +
+                              ": libipt: " + pt_errstr(pt_errcode(isid)));
+    return;
+  }
+  poke_fds_.push_back(std::move(fd));
+  pokes_.push_back({time, isid});
+}
+
+struct pt_image* PtDecoder::PokedImage(int32_t pid, size_t k) {
+  if (k == 0) return Image(pid);
+  std::vector<struct pt_image*>& v = poked_images_[pid];
+  while (v.size() < k) {
+    struct pt_image* prev = v.empty() ? Image(pid) : v.back();
+    struct pt_image* image = pt_image_alloc(nullptr);
+    if (image == nullptr) return prev;
+    (void)pt_image_copy(image, prev);
+    (void)pt_image_add_cached(image, iscache_, pokes_[v.size()].isid, nullptr);
+    v.push_back(image);
+  }
+  return v[k - 1];
 }
 
 Result<std::unique_ptr<PtDecoder>> PtDecoder::Create(const std::filesystem::path& dir,
@@ -215,6 +352,8 @@ Result<std::unique_ptr<PtDecoder>> PtDecoder::Create(const std::filesystem::path
       d->AddMmap(static_cast<int32_t>(m->pid), m->addr, m->len, m->pgoff, m->filename, bid);
     } else if (const auto* m1 = std::get_if<trace::Mmap>(&rec.body)) {
       d->AddMmap(static_cast<int32_t>(m1->pid), m1->addr, m1->len, m1->pgoff, m1->filename, "");
+    } else if (const auto* tp = std::get_if<trace::TextPoke>(&rec.body)) {
+      d->AddTextPoke(rec.sample_id.time, *tp);
     } else if (const auto* c = std::get_if<trace::Comm>(&rec.body)) {
       if (c->exec && c->pid == c->tid) {
         int32_t pid = static_cast<int32_t>(c->pid);
@@ -248,8 +387,9 @@ namespace {
 // One stream's decode state.
 class StreamDecoder {
  public:
-  StreamDecoder(PtDecoder* owner, struct pt_block_decoder* dec, const PtDecoder::Sink& sink)
-      : owner_(owner), dec_(dec), sink_(sink), stats_(owner->mutable_stats()) {}
+  StreamDecoder(PtDecoder* owner, struct pt_block_decoder* dec, int32_t pid,
+                const PtDecoder::Sink& sink)
+      : owner_(owner), dec_(dec), pid_(pid), sink_(sink), stats_(owner->mutable_stats()) {}
 
   void Run() {
     uint64_t last_sync = ~uint64_t{0};
@@ -290,10 +430,21 @@ class StreamDecoder {
     stats_.events++;
     sink_(e);
   }
+  // An event's own time when libipt has one: by the time an event is
+  // returned, pt_blk_time() may already have read ahead to a later timing
+  // packet (e.g. the TSC before the TIP.PGE that ends a [syscall] span).
+  uint64_t EventTime(const struct pt_event& ev) {
+    if (!ev.has_tsc) return Now();
+    Advance(owner_->TscToNs(ev.tsc));
+    return last_time_;
+  }
   void Emit(BranchKind kind, uint64_t from, uint64_t to, bool syscall = false) {
+    Emit(kind, from, to, syscall, Now());
+  }
+  void Emit(BranchKind kind, uint64_t from, uint64_t to, bool syscall, uint64_t time) {
     BranchEvent e;
     e.kind = kind;
-    e.time = Now();
+    e.time = time;
     e.from = from;
     e.to = to;
     e.syscall = syscall;
@@ -327,12 +478,27 @@ class StreamDecoder {
         HandleEvent(ev);
       }
       if (status & pts_eos) return -pte_eos;
+      ApplyPokes();
       struct pt_block block;
       status = pt_blk_next(dec_, &block, sizeof block);
       // Errors apply after the last instruction of the returned block.
       if (block.ninsn > 0) HandleBlock(block);
       if (status < 0) return status;
     }
+  }
+
+  // Switches to the image with every text poke up to the current time
+  // applied. The time is libipt's last timing packet, which may be a little
+  // ahead of the block about to be decoded; a poke's exact position
+  // relative to the other CPU's trace is not known any better.
+  void ApplyPokes() {
+    if (applied_pokes_ >= owner_->PokeCount()) return;
+    uint64_t now = Now();
+    size_t k = applied_pokes_;
+    while (k < owner_->PokeCount() && owner_->PokeTime(k) <= now) ++k;
+    if (k == applied_pokes_) return;
+    applied_pokes_ = k;
+    (void)pt_blk_set_image(dec_, owner_->PokedImage(pid_, k));
   }
 
   void HandleBlock(const struct pt_block& b) {
@@ -353,6 +519,7 @@ class StreamDecoder {
     have_prev_ = true;
     prev_end_ = b.end_ip;
     prev_iclass_ = b.iclass;
+    if (prev_iclass_ == ptic_error) prev_iclass_ = owner_->ClassifyBlockEnd(b);
   }
 
   void HandleEvent(const struct pt_event& ev) {
@@ -360,24 +527,27 @@ class StreamDecoder {
     switch (ev.type) {
       case ptev_enabled:
         have_prev_ = false;
-        Emit(BranchKind::kEnable, 0, ev.ip_suppressed ? 0 : ev.variant.enabled.ip);
+        Emit(BranchKind::kEnable, 0, ev.ip_suppressed ? 0 : ev.variant.enabled.ip, false,
+             EventTime(ev));
         break;
       case ptev_disabled:
         Emit(BranchKind::kDisable, have_prev_ ? prev_end_ : 0, 0,
-             have_prev_ && prev_iclass_ == ptic_far_call);
+             have_prev_ && prev_iclass_ == ptic_far_call, EventTime(ev));
         have_prev_ = false;
         break;
       case ptev_async_disabled:
-        Emit(BranchKind::kDisable, ev.variant.async_disabled.at, 0);
+        Emit(BranchKind::kDisable, ev.variant.async_disabled.at, 0, false, EventTime(ev));
         have_prev_ = false;
         break;
       case ptev_async_branch:
-        Emit(BranchKind::kInterrupt, ev.variant.async_branch.from, ev.variant.async_branch.to);
+        Emit(BranchKind::kInterrupt, ev.variant.async_branch.from, ev.variant.async_branch.to,
+             false, EventTime(ev));
         have_prev_ = false;
         break;
       case ptev_overflow:
         stats_.overflows++;
-        Emit(BranchKind::kOverflow, 0, ev.ip_suppressed ? 0 : ev.variant.overflow.ip);
+        Emit(BranchKind::kOverflow, 0, ev.ip_suppressed ? 0 : ev.variant.overflow.ip, false,
+             EventTime(ev));
         have_prev_ = false;
         break;
       case ptev_tsx:
@@ -390,7 +560,7 @@ class StreamDecoder {
         }
         break;
       case ptev_stop:
-        Emit(BranchKind::kStop, have_prev_ ? prev_end_ : 0, 0);
+        Emit(BranchKind::kStop, have_prev_ ? prev_end_ : 0, 0, false, EventTime(ev));
         have_prev_ = false;
         break;
       case ptev_exec_mode:  // 16/32/64-bit: libipt applies it; nothing to show
@@ -411,6 +581,8 @@ class StreamDecoder {
 
   PtDecoder* owner_;
   struct pt_block_decoder* dec_;
+  int32_t pid_;
+  size_t applied_pokes_ = 0;
   const PtDecoder::Sink& sink_;
   DecodeStats& stats_;
   bool have_prev_ = false;
@@ -436,7 +608,7 @@ Result<void> PtDecoder::DecodeStream(int32_t pid, std::string_view bytes, const 
     pt_blk_free_decoder(dec);
     return Error(std::string("libipt: setting the image: ") + pt_errstr(pt_errcode(r)));
   }
-  StreamDecoder(this, dec, sink).Run();
+  StreamDecoder(this, dec, pid, sink).Run();
   pt_blk_free_decoder(dec);
   return Ok();
 }

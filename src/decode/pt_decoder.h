@@ -19,6 +19,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/unique_fd.h"
 #include "decode/symbols.h"
 #include "ptsnap/result.h"
 #include "trace/manifest.h"
@@ -69,6 +70,12 @@ struct DecodeStats {
 // mtc_freq, nom_freq, ADDR0 filter). Pure; begin/end are left for the caller.
 struct pt_config MakePtConfig(const trace::Manifest& m);
 
+// The class of the x86 instruction at the start of `bytes` (decoded with
+// Zydis in `mode`), as libipt names it: ptic_far_call for syscall/sysenter/
+// int/far call, ptic_far_return for sysret/sysexit/iret/far ret, and so on;
+// ptic_error when the bytes do not decode. Pure.
+enum pt_insn_class ClassifyInstruction(const uint8_t* bytes, size_t size, enum pt_exec_mode mode);
+
 // Which file provides a mapping's bytes, after the build-id check.
 struct MappedFile {
   std::filesystem::path path;  // on this machine; empty: none usable
@@ -100,12 +107,29 @@ class PtDecoder {
   [[nodiscard]] const DecodeStats& stats() const { return stats_; }
   [[nodiscard]] DecodeStats& mutable_stats() { return stats_; }
   [[nodiscard]] uint64_t TscToNs(uint64_t tsc) const;
+  // The class of `block`'s last instruction, read from the image section
+  // that holds it. libipt leaves `block.iclass` at ptic_error for blocks it
+  // serves from its block cache that end in an indirect jump or a far
+  // transfer (its ptbq_indirect entries): the second `syscall` or `sysret`
+  // from one site. Returns ptic_error when the bytes cannot be read.
+  [[nodiscard]] enum pt_insn_class ClassifyBlockEnd(const struct pt_block& block) const;
+
+  // Kernel text changes (PERF_RECORD_TEXT_POKE) in time order. The kcore
+  // copy holds the text as it was when recording started; version k of an
+  // image has the first k pokes applied. Decoding switches to version k
+  // once the stream's time reaches PokeTime(k - 1).
+  [[nodiscard]] size_t PokeCount() const { return pokes_.size(); }
+  [[nodiscard]] uint64_t PokeTime(size_t i) const { return pokes_[i].time; }
+  // `pid`'s image with the first `k` pokes applied (k = 0: Image(pid)).
+  // Owned by the decoder.
+  struct pt_image* PokedImage(int32_t pid, size_t k);
 
  private:
   PtDecoder(const std::filesystem::path& dir, const trace::Manifest& m);
   void AddMmap(int32_t pid, uint64_t addr, uint64_t len, uint64_t pgoff,
                const std::string& filename, const std::string& build_id);
   void AddKcore();
+  void AddTextPoke(uint64_t time, const trace::TextPoke& poke);
   struct pt_image* Image(int32_t pid);
   MappedFile Resolve(int32_t pid, const std::string& filename, const std::string& build_id);
 
@@ -115,6 +139,21 @@ class PtDecoder {
   struct pt_image* kernel_image_ = nullptr;  // kcore sections, copied into each process image
   std::unordered_map<int32_t, struct pt_image*> images_;
   std::unordered_map<std::string, int> isids_;  // "path@off+size@vaddr" -> isid
+  struct KcoreSegment {
+    uint64_t vaddr = 0, size = 0;
+    int isid = 0;
+  };
+  std::vector<KcoreSegment> kcore_segments_;
+  // One section per poke: the pages it touched, with every poke so far
+  // applied, in a memfd (libipt sections are files: /proc/self/fd/N).
+  struct Poke {
+    uint64_t time = 0;  // perf clock ns
+    int isid = 0;
+  };
+  std::vector<Poke> pokes_;
+  std::vector<base::UniqueFd> poke_fds_;
+  std::unordered_map<uint64_t, std::string> poked_pages_;  // page address -> current bytes
+  std::unordered_map<int32_t, std::vector<struct pt_image*>> poked_images_;  // [k - 1]
   Symbolizer symbolizer_;
   DecodeStats stats_;
 };

@@ -181,13 +181,17 @@ void CallStackModel::ClearStack() {
   while (!stack_.empty()) Ret();
 }
 
-void CallStackModel::ResetAll() {
+void CallStackModel::ClearAllStacks() {
   ClearStack();
   while (!inactive_.empty()) {
     stack_ = std::move(inactive_.back());
     inactive_.pop_back();
     ClearStack();
   }
+}
+
+void CallStackModel::ResetAll() {
+  ClearAllStacks();
   Flush(now_);
   for (const Deferred& d : deferred_) {
     Slice s;
@@ -209,6 +213,14 @@ void CallStackModel::ResetAll() {
   deferred_.clear();
   open_begins_.clear();
   create_time_ = now_;
+}
+
+// The time until the next timestamp is spent untraced, not in the calls
+// queued at this one: they are written now, and the pseudo frame, first of
+// a new batch, begins at the disable's own time.
+void CallStackModel::UntracedFrame(const std::string* name) {
+  if (!pending_.empty()) Flush(pending_time_);
+  Call(Pseudo(name));
 }
 
 void CallStackModel::OnEvent(const decode::BranchEvent& e) {
@@ -258,8 +270,12 @@ void CallStackModel::OnEvent(const decode::BranchEvent& e) {
         CheckCurrent(e.to);
       }
       break;
-    case BranchKind::kDisable: Call(Pseudo(e.syscall ? syscall_name_ : untraced_name_)); break;
-    case BranchKind::kStop: Call(Pseudo(untraced_name_)); break;
+    case BranchKind::kDisable:
+      // Kernel-only: the return to user space ends this kernel entry.
+      if (kernel_only_) ClearAllStacks();
+      UntracedFrame(e.syscall ? syscall_name_ : untraced_name_);
+      break;
+    case BranchKind::kStop: UntracedFrame(untraced_name_); break;
     case BranchKind::kEnable:
       if (!stack_.empty() && stack_.back().pseudo) {
         Ret();

@@ -34,6 +34,15 @@ class CallStackModel {
   // `symbols` resolves addresses; `sink` receives slices. Both outlive this.
   CallStackModel(decode::Symbolizer* symbols, SliceSink* sink);
 
+  // Kernel-only traces (manifest scope "kernel"): tracing stops (TIP.PGD)
+  // at every return to user space and restarts (TIP.PGE) at the next kernel
+  // entry, which has nothing to do with the previous one. Then a disable
+  // closes every open frame before its [untraced] frame, so each entry
+  // starts a fresh stack (magic-trace clears the stack on `tr strt` in
+  // kernel-only mode). Off by default: with user code traced, a disable
+  // (syscall, fault) is nested inside the user frame that stays open.
+  void SetKernelOnly(bool kernel_only) { kernel_only_ = kernel_only; }
+
   void BeginSegment(int32_t pid, int32_t tid);
   void OnEvent(const decode::BranchEvent& e);
   // Closes every open frame at the last event time (or `end_time` when
@@ -83,7 +92,9 @@ class CallStackModel {
   void CheckCurrent(uint64_t dst);
   void PushInferred(const Frame& f);
   void ClearStack();
-  void ResetAll();  // end_of_thread: close everything, new create time
+  void ClearAllStacks();                        // the current stack and every saved one
+  void UntracedFrame(const std::string* name);  // [syscall]/[untraced] at the disable
+  void ResetAll();                              // end_of_thread: close everything, new create time
   bool UnwindTo(uint64_t dst);
 
   // Timestamps: queue ops at `now_`, spread them when time advances.
@@ -96,6 +107,7 @@ class CallStackModel {
   SliceSink* sink_;
   ModelStats stats_;
   int32_t pid_ = 0, tid_ = 0;
+  bool kernel_only_ = false;
   bool started_ = false;  // any event seen in this segment
   uint64_t now_ = 0;      // current raw time
   uint64_t create_time_ = 0;

@@ -86,6 +86,7 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
   SummarySink summary;
   model::TeeSink tee(writer->sink(), &summary);
   model::CallStackModel model(&decoder->symbolizer(), &tee);
+  model.SetKernelOnly(m.scope == trace::Scope::kKernel);
 
   // Names: the last COMM of each thread; processes "cmdline [pid=P]".
   std::map<int32_t, std::string> comms;

@@ -423,11 +423,27 @@ TEST(KernelDecode, UserAndKernelScope) {
   EXPECT_EQ(Count(l, "B compute"), 1);
   ExpectNested(l, "main", "finish");
   for (const auto& line : l) EXPECT_THAT(line, Not(HasSubstr("[untraced]")));
-  // Regression golden. Known defect kept in it: the second write() does not
-  // nest in say_hello like the first, because the decoder misclassifies far
-  // branches in blocks from libipt's block cache
-  // (KernelDecodePending.SecondSyscallFromTheSameSiteNests).
   ExpectGolden(d.text, "user_kernel.events");
+}
+
+// The second `syscall` from say_hello and the second `sysret` come from
+// libipt's block cache, which leaves the block's instruction class unset:
+// the decoder reads the instruction itself, so the kernel nests above the
+// second say_hello like the first instead of ending it (a tail call).
+TEST(KernelDecode, SecondSyscallFromTheSameSiteNests) {
+  TempDir dir;
+  auto sc = BuildScenario(/*poke=*/false);
+  ASSERT_THAT(sc, HasValue());
+  Decoded d = Decode(*sc, {}, dir.path());
+  std::vector<std::string> seq;
+  for (const auto& line : d.lines) {
+    if (line == "B say_hello" || line == "E say_hello" || line == "B entry_SYSCALL_64") {
+      seq.push_back(line);
+    }
+  }
+  EXPECT_THAT(seq, ::testing::ElementsAre("B say_hello", "B entry_SYSCALL_64", "E say_hello",
+                                          "B say_hello", "B entry_SYSCALL_64", "E say_hello"))
+      << d.text;
 }
 
 TEST(KernelDecode, UserAndKernelScopeFxtAndJson) {
@@ -463,9 +479,25 @@ TEST(KernelDecode, KernelOnlyScope) {
   }
   for (const auto& n : kKernelNames) EXPECT_GE(Count(d.lines, "B " + n), 1) << n;
   ExpectNested(d.lines, "entry_SYSCALL_64", "ksys_write");
-  // Each kernel entry after the first should start a fresh stack (magic-trace:
-  // kernel-only `tr strt` clears the stack); the model keeps the first
-  // entry's frame open instead: KernelDecodePending.KernelOnlyEntriesStartFreshStacks.
+  // Each kernel entry starts a fresh stack (magic-trace: kernel-only
+  // `tr strt` clears the stack): the frames of one entry end at its return
+  // to user space (TIP.PGD), which shows as a top-level [untraced].
+  std::vector<std::string> top;
+  int depth = 0;
+  for (const auto& line : d.lines) {
+    if (line.starts_with("B ")) {
+      if (depth == 0) top.push_back(line.substr(2));
+      ++depth;
+    } else if (line.starts_with("E ")) {
+      --depth;
+    }
+  }
+  EXPECT_THAT(top, ::testing::ElementsAre("entry_SYSCALL_64", "[untraced]", "asm_exc_page_fault",
+                                          "[untraced]", "asm_sysvec_apic_timer_interrupt",
+                                          "[untraced]", "entry_SYSCALL_64", "[untraced]"))
+      << d.text;
+  ExpectNested(d.lines, "asm_exc_page_fault", "exc_page_fault");
+  ExpectGolden(d.text, "kernel_only.events");
 }
 
 // Case 5: user-only scope of the same run: the kernel becomes [syscall]
@@ -484,10 +516,51 @@ TEST(KernelDecode, UserOnlyScope) {
   ExpectNested(d.lines, "touch_page", "[untraced]");
   int irq = IndexOf(d.lines, "B compute");
   ExpectNested(d.lines, "compute", "[untraced]", irq);
-  // Regression golden. Known defect kept in it: [syscall] spans begin when
-  // the kernel returns, not at the syscall
-  // (KernelDecodePending.SyscallSpanStartsAtTheSyscall).
   ExpectGolden(d.text, "user_only.events");
+}
+
+// A [syscall] span begins at the syscall (the TIP.PGD's own time), not when
+// the kernel returns (libipt's current time has read ahead to the TSC before
+// the TIP.PGE by then).
+TEST(KernelDecode, SyscallSpanStartsAtTheSyscall) {
+  TempDir dir;
+  auto sc = BuildScenario(/*poke=*/false);
+  ASSERT_THAT(sc, HasValue());
+  uint64_t syscall_time = 0;  // ground truth: when the first syscall ran
+  for (const Step& s : sc->steps) {
+    if (s.kind == Step::kInsn && s.cls == InsnClass::kFarCall) {
+      syscall_time = s.time;
+      break;
+    }
+  }
+  TraceOptions o;
+  o.scope = trace::Scope::kUser;
+  Decoded d = Decode(*sc, o, dir.path());
+  uint64_t begin = 0;
+  for (auto line : base::Split(d.text, '\n')) {
+    if (line.find(" B [syscall]") == std::string_view::npos) continue;
+    begin = *base::ParseUint(base::SplitWhitespace(line)[0]);
+    break;
+  }
+  ASSERT_NE(begin, 0u) << d.text;
+  // Within a few instructions of the syscall, well before the ~50
+  // instructions the kernel ran.
+  EXPECT_LE(begin, syscall_time + 50) << d.text;
+}
+
+// Case 6 with the TEXT_POKE record: the poke is applied at its time, so
+// the first write runs trace_vfs_write (static key on) and the second, after
+// the poke, jumps past it; the whole trace decodes without errors.
+TEST(KernelDecode, TextPokeIsAppliedAtItsTime) {
+  TempDir dir;
+  auto sc = BuildScenario(/*poke=*/true);
+  ASSERT_THAT(sc, HasValue());
+  Decoded d = Decode(*sc, {}, dir.path());
+  EXPECT_EQ(d.report.decode.errors, 0u) << d.text;
+  for (const auto& line : d.lines) EXPECT_THAT(line, Not(HasSubstr("[decode error"))) << d.text;
+  EXPECT_EQ(Count(d.lines, "B trace_vfs_write"), 1) << d.text;
+  EXPECT_EQ(Count(d.lines, "B kmod_write [ptsnap_kmod]"), 2) << d.text;
+  ExpectGolden(d.text, "text_poke.events");
 }
 
 // Case 6, without the TEXT_POKE record: the decoder follows the stale jump
@@ -513,8 +586,6 @@ TEST(KernelDecode, TextPokeMissingGivesADecodeErrorMarker) {
   EXPECT_GT(err, IndexOf(d.lines, "B kmod_write [ptsnap_kmod]"));
   // Decoding resumes at the PSB before `finish`.
   EXPECT_GT(IndexOf(d.lines, "B finish", err), err);
-  // Regression golden. Known defect kept in it: the second say_hello ends
-  // at its syscall (KernelDecodePending.SecondSyscallFromTheSameSiteNests).
   ExpectGolden(d.text, "text_poke_missing.events");
 }
 
