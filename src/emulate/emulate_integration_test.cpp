@@ -159,6 +159,7 @@ TEST_F(Emulate, DynamicFibDecodesExactlyWithKnownCallCounts) {
   EXPECT_EQ(r.manifest.mode, trace::Mode::kFull);
   EXPECT_NE(r.manifest.emulator.find("qemu-x86_64 7."), std::string::npos);
   ExpectExact(r);
+  if (HasFatalFailure()) return;
   // fib(20) makes 2*fib(21)-1 = 21891 calls; deep(150) 151.
   ASSERT_EQ(r.manifest.streams.size(), 1u);
   uint32_t id = r.manifest.streams[0].id;
@@ -210,6 +211,7 @@ TEST_F(Emulate, StaticFibDecodesExactly) {
   auto prog = Program("fib_static");
   auto r = Record({prog.string(), "18"}, Full());
   ExpectExact(r);
+  if (HasFatalFailure()) return;
   EXPECT_EQ(WatchCount(r, r.manifest.streams[0].id, RuntimeAddress(r, prog, "fib")), 8361u);
 }
 
@@ -286,11 +288,13 @@ TEST_F(Emulate, CxxExceptionDecodesExactly) {
   auto r = Record({Program("exception")}, Full());
   EXPECT_EQ(r.exit_code, 0);
   ExpectExact(r);
+  if (HasFatalFailure()) return;
 }
 
 TEST_F(Emulate, ThreadsGetOneExactStreamEach) {
   auto r = Record({Program("threads")}, Full());
   ExpectExact(r, 4);
+  if (HasFatalFailure()) return;
   std::set<int32_t> tids;
   for (const auto& s : r.manifest.streams) tids.insert(s.tid);
   EXPECT_EQ(tids.size(), 4u);  // the late thread reuses a vCPU index, not a stream
@@ -308,6 +312,7 @@ TEST_F(Emulate, ExitSnapshotHoldsEveryThreadIncludingExitedOnes) {
   ASSERT_EQ(r.manifest.snapshots.size(), 1u);
   EXPECT_EQ(r.manifest.snapshots[0].reason, "exit");
   ExpectExact(r, 4);
+  if (HasFatalFailure()) return;
   for (const auto& s : r.manifest.streams) EXPECT_EQ(s.snapshot, r.manifest.snapshots[0].seq);
 }
 
@@ -316,6 +321,7 @@ TEST_F(Emulate, SignalHandlersDecodeExactly) {
   auto r = Record({prog.string()}, Full());
   EXPECT_EQ(r.exit_code, 0);
   ExpectExact(r);
+  if (HasFatalFailure()) return;
   EXPECT_GE(WatchCount(r, r.manifest.streams[0].id, RuntimeAddress(r, prog, "handler")), 15u);
 }
 
@@ -323,6 +329,7 @@ TEST_F(Emulate, ForkedChildGetsItsOwnStream) {
   auto r = Record({Program("fork")}, Full());
   EXPECT_EQ(r.exit_code, 0);
   ExpectExact(r, 2);
+  if (HasFatalFailure()) return;
   std::set<int32_t> pids;
   for (const auto& s : r.manifest.streams) pids.insert(s.pid);
   EXPECT_EQ(pids.size(), 2u);
@@ -334,6 +341,7 @@ TEST_F(Emulate, ExecEndsTracingWithEverythingOnDisk) {
   EXPECT_EQ(r.exit_code, 0);  // /bin/true's status
   EXPECT_EQ(r.manifest.state, trace::State::kComplete);
   ExpectExact(r);
+  if (HasFatalFailure()) return;
   // Both fib calls ran before the successful execve: 465 + 287 entries.
   EXPECT_EQ(WatchCount(r, r.manifest.streams[0].id, RuntimeAddress(r, prog, "fib")), 752u);
 
@@ -342,6 +350,7 @@ TEST_F(Emulate, ExecEndsTracingWithEverythingOnDisk) {
   EXPECT_EQ(snap.manifest.snapshots[0].reason, "exit");
   EXPECT_EQ(snap.manifest.snapshots[0].detail, "execve");
   ExpectExact(snap);
+  if (HasFatalFailure()) return;
 }
 
 TEST_F(Emulate, LsOfADirectoryTreeDecodesExactly) {
@@ -351,6 +360,7 @@ TEST_F(Emulate, LsOfADirectoryTreeDecodesExactly) {
   auto r = Record({"ls", "-lR", (tmp_.path() / "tree").string()}, Full());
   EXPECT_EQ(r.exit_code, 0);
   ExpectExact(r);
+  if (HasFatalFailure()) return;
 }
 
 TEST_F(Emulate, SnapshotRingKeepsTheNewestDataFromAPsb) {
@@ -382,6 +392,7 @@ TEST_F(Emulate, StopIndicatorTakesTheSnapshotThere) {
   ASSERT_EQ(r.manifest.snapshots.size(), 1u);
   EXPECT_EQ(r.manifest.snapshots[0].reason, "stop-indicator");
   ExpectExact(r);
+  if (HasFatalFailure()) return;
   uint32_t id = r.manifest.streams[0].id;
   EXPECT_EQ(WatchCount(r, id, RuntimeAddress(r, prog, "fib")), 1973u);  // fib(15) only
   EXPECT_EQ(WatchCount(r, id, RuntimeAddress(r, prog, "marker")), 0u);
@@ -396,6 +407,7 @@ TEST_F(Emulate, TriggerSymbolTakesTheSnapshotAtItsEntry) {
   EXPECT_EQ(r.manifest.snapshots[0].reason, "trigger");
   EXPECT_EQ(r.manifest.snapshots[0].detail, "marker");
   ExpectExact(r);
+  if (HasFatalFailure()) return;
   uint32_t id = r.manifest.streams[0].id;
   EXPECT_EQ(WatchCount(r, id, RuntimeAddress(r, prog, "fib")), 1973u + 177u);
 }
@@ -412,6 +424,7 @@ TEST_F(Emulate, MultiSnapshotTakesOneSnapshotPerStopIndicatorCall) {
   for (int i = 0; i < 3; ++i) EXPECT_EQ(r.manifest.snapshots[i].reason, "stop-indicator");
   EXPECT_EQ(r.manifest.snapshots[3].reason, "exit");
   ExpectExact(r, 4);
+  if (HasFatalFailure()) return;
   // Each snapshot holds the ring as it was: fib entered 1973 + k * 177 times.
   uint64_t want = 1973;
   uint64_t fib = RuntimeAddress(r, prog, "fib");
