@@ -3,8 +3,8 @@
 // std::sort, a C++ exception thrown and caught, a second thread, and
 // syscalls (file writes and reads).
 #include <algorithm>
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
