@@ -345,6 +345,26 @@ void Symbolizer::SetKernelSymbols(SymbolTable kallsyms, uint64_t kernel_start) {
   kernel_start_ = kernel_start;
 }
 
+std::vector<std::filesystem::path> Symbolizer::DebugCandidates(const std::filesystem::path& path,
+                                                               const ElfFile& elf) const {
+  std::vector<std::filesystem::path> candidates;
+  for (const auto& dir : debug_dirs_) {
+    if (elf.build_id().size() > 2) {
+      candidates.push_back(dir / ".build-id" / elf.build_id().substr(0, 2) /
+                           (elf.build_id().substr(2) + ".debug"));
+    }
+    if (!elf.debuglink().empty()) {
+      candidates.push_back(dir / path.parent_path().relative_path() / elf.debuglink());
+      candidates.push_back(dir / elf.debuglink());
+    }
+  }
+  if (!elf.debuglink().empty()) {
+    candidates.push_back(path.parent_path() / elf.debuglink());
+    candidates.push_back(path.parent_path() / ".debug" / elf.debuglink());
+  }
+  return candidates;
+}
+
 const ElfFile* Symbolizer::LoadElf(const std::filesystem::path& path) {
   auto it = elves_.find(path.string());
   if (it != elves_.end()) return it->second.get();
@@ -353,21 +373,7 @@ const ElfFile* Symbolizer::LoadElf(const std::filesystem::path& path) {
     elf = std::make_unique<ElfFile>(std::move(r).value());
     if (!elf->has_symtab()) {
       // Separate debug info: by build-id first, then by .gnu_debuglink.
-      std::vector<std::filesystem::path> candidates;
-      for (const auto& dir : debug_dirs_) {
-        if (elf->build_id().size() > 2) {
-          candidates.push_back(dir / ".build-id" / elf->build_id().substr(0, 2) /
-                               (elf->build_id().substr(2) + ".debug"));
-        }
-        if (!elf->debuglink().empty()) {
-          candidates.push_back(dir / path.parent_path().relative_path() / elf->debuglink());
-          candidates.push_back(dir / elf->debuglink());
-        }
-      }
-      if (!elf->debuglink().empty()) {
-        candidates.push_back(path.parent_path() / elf->debuglink());
-        candidates.push_back(path.parent_path() / ".debug" / elf->debuglink());
-      }
+      std::vector<std::filesystem::path> candidates = DebugCandidates(path, *elf);
       for (const auto& c : candidates) {
         std::error_code ec;
         if (c == path || !std::filesystem::is_regular_file(c, ec)) continue;
@@ -496,6 +502,27 @@ Resolved Symbolizer::Resolve(int32_t pid, uint64_t addr) {
   if (proc.cache.size() > (1u << 20)) proc.cache.clear();
   proc.cache.emplace(addr, r);
   return r;
+}
+
+const SourceLocation* Symbolizer::SourceLine(int32_t pid, uint64_t addr) {
+  if (addr == 0 || IsKernelAddress(addr)) return nullptr;
+  const Mapping* m = Process(pid).Find(addr);
+  if (m == nullptr || m->elf == nullptr) return nullptr;
+  const std::filesystem::path& path = m->elf->path();
+  auto it = dwarves_.find(path.string());
+  if (it == dwarves_.end()) {
+    std::unique_ptr<DwarfFile> dw = DwarfFile::Open(path);
+    if (dw == nullptr) {
+      for (const auto& c : DebugCandidates(path, *m->elf)) {
+        std::error_code ec;
+        if (c == path || !std::filesystem::is_regular_file(c, ec)) continue;
+        if ((dw = DwarfFile::Open(c)) != nullptr) break;
+      }
+    }
+    it = dwarves_.emplace(path.string(), std::move(dw)).first;
+  }
+  if (it->second == nullptr) return nullptr;
+  return it->second->Lookup(addr - static_cast<uint64_t>(m->bias));
 }
 
 }  // namespace ptsnap::decode

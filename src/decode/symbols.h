@@ -18,6 +18,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "decode/source_lines.h"
 #include "ptsnap/result.h"
 
 namespace ptsnap::decode {
@@ -132,6 +133,14 @@ class Symbolizer {
   // function covering just `addr`.
   Resolved Resolve(int32_t pid, uint64_t addr);
 
+  // Source file and line of the function entry `addr` in `pid` (a
+  // Slice::address), from DWARF in the mapped ELF or its separate debug file
+  // (build-id, .gnu_debuglink). Lazy and cached per (ELF, address): call it
+  // for functions being written out, not per branch. nullptr when unknown
+  // (no DWARF, kernel, JIT, anonymous memory); the pointer stays valid as
+  // long as the Symbolizer.
+  const SourceLocation* SourceLine(int32_t pid, uint64_t addr);
+
   // Interns a name (pseudo frames, markers) and returns a stable pointer.
   const std::string* Intern(std::string_view s);
 
@@ -141,6 +150,10 @@ class Symbolizer {
 
   std::vector<std::filesystem::path> debug_dirs_{"/usr/lib/debug"};
   std::map<std::string, std::unique_ptr<ElfFile>> elves_;  // by path; null = unreadable
+  std::vector<std::filesystem::path> DebugCandidates(const std::filesystem::path& path,
+                                                     const ElfFile& elf) const;
+  // By ELF path: the DWARF of the file or its debug file; null = none.
+  std::map<std::string, std::unique_ptr<DwarfFile>> dwarves_;
   std::unordered_map<int32_t, std::unique_ptr<ProcessSymbols>> processes_;
   std::unordered_map<std::string, std::unique_ptr<std::string>> strings_;
   std::map<std::pair<const std::string*, uint64_t>, uint32_t> function_ids_;

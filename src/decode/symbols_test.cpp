@@ -5,6 +5,7 @@
 
 #include "decode/test_stream.h"
 #include "tests/support/result_matchers.h"
+#include "tests/support/temp_dir.h"
 
 namespace ptsnap::decode {
 namespace {
@@ -85,6 +86,86 @@ TEST(SymbolsTest, SymbolizerResolvesMappingsAndUnknown) {
   EXPECT_EQ(*s.Resolve(43, p.Sym("leaf")).name, "leaf");
   s.ResetProcess(43);
   EXPECT_FALSE(s.Resolve(43, p.Sym("leaf")).known);
+}
+
+// The ELF vaddr of `name` in `path` (from its symbol table).
+uint64_t SymbolVaddr(const std::filesystem::path& path, const std::string& name) {
+  auto elf = ElfFile::Open(path);
+  if (!elf) return 0;
+  for (const auto& s : elf->symbols().symbols()) {
+    if (s.name == name) return s.start;
+  }
+  return 0;
+}
+
+constexpr uint64_t kSrclineBase = 0x555500000000;
+
+TEST(SourceLinesTest, DwarfFileGivesFunctionEntryLine) {
+  const std::filesystem::path prog = PTSNAP_DECODE_SRCLINE;
+  auto dw = DwarfFile::Open(prog);
+  ASSERT_NE(dw, nullptr);
+  uint64_t target = SymbolVaddr(prog, "srcline_target");
+  ASSERT_NE(target, 0u);
+  const SourceLocation* loc = dw->Lookup(target);
+  ASSERT_NE(loc, nullptr);
+  EXPECT_EQ(std::filesystem::path(loc->file).filename(), "srcline.c");
+  EXPECT_EQ(loc->line, 5u);
+  EXPECT_EQ(dw->Lookup(target), loc);  // cached
+  const SourceLocation* main_loc = dw->Lookup(SymbolVaddr(prog, "main"));
+  ASSERT_NE(main_loc, nullptr);
+  EXPECT_EQ(main_loc->line, 9u);
+  EXPECT_EQ(dw->Lookup(0x10), nullptr);  // no compilation unit there
+}
+
+TEST(SourceLinesTest, NoDwarfMeansNoLocation) {
+  EXPECT_EQ(DwarfFile::Open("/nonexistent/file"), nullptr);
+  EXPECT_EQ(DwarfFile::Open("/proc/self/status"), nullptr);
+  // A copy with symbols but without DWARF (and without a debug link).
+  const std::filesystem::path prog = PTSNAP_DECODE_SRCLINE;
+  ptsnap::testing::TempDir dir;
+  std::filesystem::path stripped = dir.path() / "srcline";
+  std::string cmd = "objcopy --strip-debug '" + prog.string() + "' '" + stripped.string() + "'";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  EXPECT_EQ(DwarfFile::Open(stripped), nullptr);
+  Symbolizer s;
+  s.SetDebugDirs({dir.path() / "none"});
+  s.AddMapping(7, kSrclineBase, 0x10000, 0, stripped, "srcline");
+  uint64_t target = kSrclineBase + SymbolVaddr(prog, "srcline_target");
+  EXPECT_EQ(s.SourceLine(7, target), nullptr);
+  EXPECT_TRUE(s.Resolve(7, target).known);  // symbols still resolve
+}
+
+TEST(SourceLinesTest, SymbolizerMapsProcessAddresses) {
+  const std::filesystem::path prog = PTSNAP_DECODE_SRCLINE;
+  Symbolizer s;
+  s.AddMapping(9, kSrclineBase, 0x10000, 0, prog, "srcline");
+  uint64_t target = kSrclineBase + SymbolVaddr(prog, "srcline_target");
+  const SourceLocation* loc = s.SourceLine(9, target);
+  ASSERT_NE(loc, nullptr);
+  EXPECT_EQ(std::filesystem::path(loc->file).filename(), "srcline.c");
+  EXPECT_EQ(loc->line, 5u);
+  EXPECT_EQ(s.SourceLine(9, 0x1000), nullptr);                 // unmapped
+  EXPECT_EQ(s.SourceLine(9, 0xffffffff81000000ull), nullptr);  // kernel
+  EXPECT_EQ(s.SourceLine(10, target), nullptr);                // other process
+}
+
+TEST(SourceLinesTest, SeparateDebugFileByDebuglink) {
+  const std::filesystem::path prog = PTSNAP_DECODE_SRCLINE;
+  ptsnap::testing::TempDir dir;
+  std::filesystem::path debug = dir.path() / "srcline.debug";
+  std::filesystem::path stripped = dir.path() / "srcline";
+  std::string cmd = "objcopy --only-keep-debug '" + prog.string() + "' '" + debug.string() +
+                    "' && objcopy --strip-debug --add-gnu-debuglink='" + debug.string() + "' '" +
+                    prog.string() + "' '" + stripped.string() + "'";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  EXPECT_EQ(DwarfFile::Open(stripped), nullptr);  // no DWARF left in the binary
+  Symbolizer s;
+  s.SetDebugDirs({dir.path() / "none"});
+  s.AddMapping(9, kSrclineBase, 0x10000, 0, stripped, "srcline");
+  const SourceLocation* loc = s.SourceLine(9, kSrclineBase + SymbolVaddr(prog, "srcline_target"));
+  ASSERT_NE(loc, nullptr);
+  EXPECT_EQ(std::filesystem::path(loc->file).filename(), "srcline.c");
+  EXPECT_EQ(loc->line, 5u);
 }
 
 TEST(SymbolsTest, KernelAddressesUseKallsyms) {

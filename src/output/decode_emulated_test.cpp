@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <nlohmann/json.hpp>
 
 #include "base/file_util.h"
 #include "base/string_util.h"
@@ -50,7 +51,8 @@ std::vector<Line> Parse(const std::string& text) {
 
 class DecodeEmulated : public ::testing::Test {
  protected:
-  std::string Run(std::vector<std::string> cmd, DecodeReport* report_out = nullptr) {
+  std::string Run(std::vector<std::string> cmd, DecodeReport* report_out = nullptr,
+                  const std::string& suffix = ".events") {
     record::RecordOptions o;
     o.command = std::move(cmd);
     o.full_execution = true;
@@ -59,7 +61,7 @@ class DecodeEmulated : public ::testing::Test {
     EXPECT_THAT(r, HasValue());
     if (!r) return "";
     DecodeOptions d;
-    d.output = dir.string() + ".events";
+    d.output = dir.string() + suffix;
     auto rep = DecodeTraceDir(dir, d);
     EXPECT_THAT(rep, HasValue());
     if (!rep) return "";
@@ -110,6 +112,26 @@ TEST_F(DecodeEmulated, FibSixGivesExactlyTwentyFiveNestedFibSlices) {
   EXPECT_GT(syscalls, 5);  // the loader's mmap/open/..., and the write
   EXPECT_GE(writes_with_syscall, 1);
   EXPECT_FALSE(rep.top_total.empty());
+}
+
+TEST_F(DecodeEmulated, JsonSlicesCarryFileAndLineFromDwarf) {
+  // fib.c is built with -g (debugoptimized); fib's entry is on line 6.
+  std::string text = Run({PTSNAP_EMU_FIB, "3"}, nullptr, ".json");
+  nlohmann::json j = nlohmann::json::parse(text);  // throws (fails the test) if invalid
+  int fibs = 0, with_line = 0;
+  for (const auto& e : j["traceEvents"]) {
+    if (e.value("name", "") != "fib") continue;
+    ++fibs;
+    const auto& args = e["args"];
+    if (args.contains("file") && args.contains("line")) {
+      std::string file = args["file"].get<std::string>();
+      EXPECT_EQ(file.substr(file.rfind('/') + 1), "fib.c");
+      EXPECT_EQ(args["line"], 6);
+      ++with_line;
+    }
+  }
+  EXPECT_EQ(fibs, 5);  // fib(3): 3, 2, 1, 0, 1
+  EXPECT_EQ(with_line, fibs);
 }
 
 TEST_F(DecodeEmulated, ExceptionCrossingThreeFramesUnwindsThem) {

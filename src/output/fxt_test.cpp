@@ -3,6 +3,7 @@
 
 #include <cstring>
 
+#include "decode/symbols.h"
 #include "output/fxt_reader.h"
 #include "output/fxt_writer.h"
 #include "output/output_file.h"
@@ -25,10 +26,73 @@ model::Slice S(model::Slice::Kind k, uint64_t ts, const std::string* name, int32
   return s;
 }
 
+// The srcline test program (-g) mapped for pid `pid`, and the process
+// address of its function srcline_target, whose entry is on line 5.
+constexpr uint64_t kSrclineBase = 0x555500000000;
+uint64_t MapSrcline(decode::Symbolizer* s, int32_t pid) {
+  s->AddMapping(pid, kSrclineBase, 0x10000, 0, PTSNAP_DECODE_SRCLINE, "srcline");
+  auto elf = decode::ElfFile::Open(PTSNAP_DECODE_SRCLINE);
+  if (!elf) return 0;
+  for (const auto& sym : elf->symbols().symbols()) {
+    if (sym.name == "srcline_target") return kSrclineBase + sym.start;
+  }
+  return 0;
+}
+
 uint64_t WordAt(const std::string& b, size_t i) {
   uint64_t w;
   std::memcpy(&w, b.data() + i * 8, 8);
   return w;
+}
+
+TEST(FxtTest, FileAndLineArgsFromDwarf) {
+  ::ptsnap::testing::TempDir dir;
+  auto path = dir.path() / "t.fxt";
+  decode::Symbolizer symbolizer;
+  uint64_t target = MapSrcline(&symbolizer, 10);
+  ASSERT_NE(target, 0u);
+  std::string fn = "srcline_target", other = "other", unknown = "[unknown]", dso = "srcline";
+  {
+    auto out = OutputFile::Open(path);
+    ASSERT_THAT(out, HasValue());
+    FxtWriter w(out->get());
+    w.SetSourceLookup([&](int32_t pid, uint64_t a) { return symbolizer.SourceLine(pid, a); });
+    w.OnProcess(10, "srcline [pid=10]");
+    w.OnThread(10, 11, "srcline");
+    auto b = S(model::Slice::kBegin, 100, &fn);
+    b.address = target;
+    b.dso = &dso;
+    w.OnSlice(b);
+    auto o = S(model::Slice::kBegin, 110, &other);
+    o.address = 0x1000;  // not mapped: no location
+    w.OnSlice(o);
+    w.OnSlice(S(model::Slice::kEnd, 120, &other));
+    auto x = S(model::Slice::kComplete, 130, &unknown);  // pseudo frame: no address
+    x.end_ts = 135;
+    w.OnSlice(x);
+    w.OnSlice(S(model::Slice::kEnd, 140, &fn));
+    ASSERT_THAT(w.Finish(), HasValue());
+  }
+  auto bytes = ReadMaybeGzip(path);
+  ASSERT_THAT(bytes, HasValue());
+  auto t = ParseFxt(*bytes);
+  ASSERT_THAT(t, HasValue());
+  ASSERT_EQ(t->events.size(), 5u);
+  const FxtEvent& e = t->events[0];
+  EXPECT_EQ(e.name, "srcline_target");
+  ASSERT_EQ(e.args.count("file"), 1u);
+  EXPECT_EQ(e.args.at("file").type, 6);  // string
+  EXPECT_EQ(std::filesystem::path(e.args.at("file").str).filename(), "srcline.c");
+  ASSERT_EQ(e.args.count("line"), 1u);
+  EXPECT_EQ(e.args.at("line").type, 1);  // int32
+  EXPECT_EQ(e.args.at("line").value, 5u);
+  ASSERT_EQ(e.args.count("address"), 1u);
+  EXPECT_EQ(e.args.at("address").value, target);
+  EXPECT_EQ(e.args.at("dso").str, "srcline");
+  EXPECT_EQ(t->events[1].name, "other");
+  EXPECT_EQ(t->events[1].args.count("file"), 0u);
+  EXPECT_EQ(t->events[1].args.count("line"), 0u);
+  EXPECT_EQ(t->events[3].args.count("file"), 0u);
 }
 
 TEST(FxtTest, RoundTripAndHeaderBits) {

@@ -11,13 +11,13 @@ constexpr uint64_t kMetadata = 0, kInitialization = 1, kStringRecord = 2, kThrea
 // Event types.
 constexpr int kDurationBegin = 2, kDurationEnd = 3, kDurationComplete = 4;
 // Argument types.
-constexpr uint64_t kArgString = 6, kArgPointer = 7, kArgKoid = 8;
+constexpr uint64_t kArgInt32 = 1, kArgString = 6, kArgPointer = 7, kArgKoid = 8;
 constexpr uint64_t kObjProcess = 1, kObjThread = 2;
 
 uint64_t Words(size_t bytes) { return (bytes + 7) / 8; }
 uint64_t Header(uint64_t type, uint64_t size_words) { return type | (size_words << 4); }
-// Slots 1..5 hold the fixed argument names; the rest are reused round-robin.
-constexpr uint16_t kFirstReusable = 6;
+// Slots 1..7 hold the fixed argument names; the rest are reused round-robin.
+constexpr uint16_t kFirstReusable = 8;
 }  // namespace
 
 FxtWriter::FxtWriter(OutputFile* out) : out_(out) {
@@ -40,6 +40,8 @@ FxtWriter::FxtWriter(OutputFile* out) : out_(out) {
   dso_arg_ = String("dso");
   inferred_arg_ = String("inferred_start_time");
   true_ = String("true");
+  file_arg_ = String("file");
+  line_arg_ = String("line");
 }
 
 void FxtWriter::Stream(std::string_view s) {
@@ -113,7 +115,7 @@ void FxtWriter::OnThread(int32_t pid, int32_t tid, const std::string& name) {
 
 void FxtWriter::Event(int type, uint8_t thread, uint16_t name, uint64_t ts, const Arg* args,
                       size_t nargs, const uint64_t* end_ts) {
-  // One record is at most 1 + 1 + 3 * 2 + 1 words: built here, written once.
+  // One record is at most 1 + 1 + 2 + 1 + 1 + 1 + 1 + 1 words: built here, written once.
   uint64_t w[12];
   size_t n = 2;
   w[1] = ts;
@@ -122,6 +124,9 @@ void FxtWriter::Event(int type, uint8_t thread, uint16_t name, uint64_t ts, cons
     if (a.type == Arg::kPointer) {
       w[n++] = kArgPointer | (uint64_t{2} << 4) | (uint64_t{a.name} << 16);
       w[n++] = a.value;
+    } else if (a.type == Arg::kInt32) {
+      w[n++] = kArgInt32 | (uint64_t{1} << 4) | (uint64_t{a.name} << 16) |
+               ((a.value & 0xffffffffull) << 32);
     } else {
       w[n++] = kArgString | (uint64_t{1} << 4) | (uint64_t{a.name} << 16) | (a.value << 32);
     }
@@ -137,24 +142,35 @@ void FxtWriter::OnSlice(const model::Slice& s) {
   // between the thread record and the event is fine, but the thread slot
   // must not be reused by an eviction in between (threads never evict
   // strings, so order only matters for readability).
-  uint16_t name = 0, dso = 0;
+  uint16_t name = 0, dso = 0, file = 0;
   bool want_args = s.kind == model::Slice::kBegin || s.kind == model::Slice::kComplete;
   bool want_dso = want_args && s.dso != nullptr && !s.dso->empty();
+  // Source locations only for frames that reach the output, looked up (and
+  // cached) by the Symbolizer: never on the decoder's per-branch path.
+  const decode::SourceLocation* loc =
+      want_args && s.address != 0 && source_lookup_ ? source_lookup_(s.pid, s.address) : nullptr;
+  if (loc != nullptr && (loc->file.empty() || loc->line == 0)) loc = nullptr;
   // Slot reuse may evict a string interned a moment ago for this record;
   // intern again until every ref of the record is current (at most twice,
   // since the victims advance round-robin).
   for (int pass = 0; pass < 3; ++pass) {
     if (s.kind != model::Slice::kEnd) name = StringPtr(s.name);
     if (want_dso) dso = StringPtr(s.dso);
+    if (loc != nullptr) file = StringPtr(&loc->file);
     bool ok = (s.kind == model::Slice::kEnd || Current(name, *s.name)) &&
-              (!want_dso || Current(dso, *s.dso)) && Current(true_, "true");
+              (!want_dso || Current(dso, *s.dso)) && (loc == nullptr || Current(file, loc->file)) &&
+              Current(true_, "true");
     if (ok) break;
   }
-  Arg args[3];
+  Arg args[5];
   size_t nargs = 0;
   if (want_args) {
     if (s.address != 0) args[nargs++] = {Arg::kPointer, address_arg_, s.address};
     if (want_dso) args[nargs++] = {Arg::kString, dso_arg_, dso};
+    if (loc != nullptr) {
+      args[nargs++] = {Arg::kString, file_arg_, file};
+      args[nargs++] = {Arg::kInt32, line_arg_, loc->line};
+    }
     if (s.inferred) args[nargs++] = {Arg::kString, inferred_arg_, true_};
   }
   uint8_t thread = Thread(s.pid, s.tid);

@@ -7,7 +7,8 @@
 // initialization record (1e9 ticks per second: ticks are perf-clock ns),
 // then string/thread records on demand, kernel-object records naming each
 // process ("cmdline [pid=P]") and thread (with the "process" koid
-// argument), and event records: duration begin/end for frames, duration
+// argument), and event records (args: address, dso, file and line when
+// known, inferred_start_time): duration begin/end for frames, duration
 // complete for "[unknown]" spans and zero-length markers.
 #pragma once
 
@@ -20,6 +21,7 @@
 
 #include "model/slice.h"
 #include "output/output_file.h"
+#include "output/source_lookup.h"
 
 namespace ptsnap::output {
 
@@ -35,6 +37,9 @@ class FxtWriter : public model::SliceSink {
   void OnProcess(int32_t pid, const std::string& name) override;
   void OnThread(int32_t pid, int32_t tid, const std::string& name) override;
   void OnSlice(const model::Slice& s) override;
+  // Adds "file" (string) and "line" (int32) args to frames whose function
+  // has a known source location.
+  void SetSourceLookup(SourceLookup lookup) { source_lookup_ = std::move(lookup); }
   // Writes a zero-length marker on its own thread (e.g. trigger hits on a
   // "Snapshot triggers" track): allocate the thread with OnThread first.
   void Instant(int32_t pid, int32_t tid, uint64_t ts, std::string_view name);
@@ -51,7 +56,7 @@ class FxtWriter : public model::SliceSink {
   void Word(uint64_t w) { out_->Write(std::string_view(reinterpret_cast<const char*>(&w), 8)); }
   void Stream(std::string_view s);
   struct Arg {
-    enum Type { kString, kPointer } type = kString;
+    enum Type { kString, kPointer, kInt32 } type = kString;
     uint16_t name = 0;
     uint64_t value = 0;  // pointer value, or string ref
   };
@@ -68,7 +73,9 @@ class FxtWriter : public model::SliceSink {
   std::unordered_map<uint64_t, uint8_t> threads_;  // (pid << 32 | tid) -> index
   std::vector<uint64_t> thread_slots_;
   uint8_t next_thread_ = 1;
-  uint16_t process_arg_ = 0, address_arg_ = 0, dso_arg_ = 0, inferred_arg_ = 0, true_ = 0;
+  uint16_t process_arg_ = 0, address_arg_ = 0, dso_arg_ = 0, inferred_arg_ = 0, true_ = 0,
+           file_arg_ = 0, line_arg_ = 0;
+  SourceLookup source_lookup_;
 };
 
 }  // namespace ptsnap::output

@@ -32,6 +32,11 @@ class Writer {
     return w;
   }
   model::SliceSink* sink() { return sink_; }
+  // .events stays as it is (golden files); FXT and JSON get file/line args.
+  void SetSourceLookup(const SourceLookup& lookup) {
+    if (fxt_) fxt_->SetSourceLookup(lookup);
+    if (json_) json_->SetSourceLookup(lookup);
+  }
   void Instant(int32_t pid, int32_t tid, uint64_t ts, std::string_view name) {
     if (fxt_) fxt_->Instant(pid, tid, ts, name);
     if (json_) json_->Instant(pid, tid, ts, name);
@@ -83,6 +88,9 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
 
   PTSNAP_ASSIGN_OR_RETURN(auto out, OutputFile::Open(options.output));
   auto writer = Writer::Make(report.format, out.get());
+  decode::Symbolizer* symbolizer = &decoder->symbolizer();
+  writer->SetSourceLookup(
+      [symbolizer](int32_t pid, uint64_t address) { return symbolizer->SourceLine(pid, address); });
   SummarySink summary;
   model::TeeSink tee(writer->sink(), &summary);
   model::CallStackModel model(&decoder->symbolizer(), &tee);

@@ -66,6 +66,13 @@ void JsonWriter::OnSlice(const model::Slice& s) {
   if (s.address != 0) args += "\"address\":\"" + Hex(s.address) + "\"";
   if (s.dso != nullptr)
     args += std::string(args.empty() ? "" : ",") + "\"dso\":" + JsonString(*s.dso);
+  if (s.address != 0 && source_lookup_) {
+    if (const decode::SourceLocation* loc = source_lookup_(s.pid, s.address);
+        loc != nullptr && !loc->file.empty() && loc->line != 0) {
+      args += std::string(args.empty() ? "" : ",") + "\"file\":" + JsonString(loc->file) +
+              ",\"line\":" + std::to_string(loc->line);
+    }
+  }
   if (s.inferred) args += std::string(args.empty() ? "" : ",") + "\"inferred_start_time\":true";
   if (!args.empty()) e += ",\"args\":{" + args + "}";
   e += "}";

@@ -9,6 +9,7 @@
 
 #include "model/slice.h"
 #include "output/output_file.h"
+#include "output/source_lookup.h"
 
 namespace ptsnap::output {
 
@@ -19,6 +20,8 @@ class JsonWriter : public model::SliceSink {
   void OnThread(int32_t pid, int32_t tid, const std::string& name) override;
   // Frames become "X" events when they end (their kBegin is not needed).
   void OnSlice(const model::Slice& s) override;
+  // Adds "file" and "line" args to frames whose source location is known.
+  void SetSourceLookup(SourceLookup lookup) { source_lookup_ = std::move(lookup); }
   void Instant(int32_t pid, int32_t tid, uint64_t ts, std::string_view name);
   Result<void> Finish() override;
 
@@ -26,6 +29,7 @@ class JsonWriter : public model::SliceSink {
   void Event(const std::string& body);
   OutputFile* out_;
   bool first_ = true;
+  SourceLookup source_lookup_;
 };
 
 class EventsWriter : public model::SliceSink {

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/file_util.h"
+#include "decode/symbols.h"
 #include "output/summary.h"
 #include "tests/support/result_matchers.h"
 #include "tests/support/temp_dir.h"
@@ -23,6 +24,58 @@ model::Slice S(model::Slice::Kind k, uint64_t ts, const std::string* name) {
   s.ts = ts;
   s.name = name;
   return s;
+}
+
+// The srcline test program (-g) mapped for pid `pid`, and the process
+// address of its function srcline_target, whose entry is on line 5.
+constexpr uint64_t kSrclineBase = 0x555500000000;
+uint64_t MapSrcline(decode::Symbolizer* s, int32_t pid) {
+  s->AddMapping(pid, kSrclineBase, 0x10000, 0, PTSNAP_DECODE_SRCLINE, "srcline");
+  auto elf = decode::ElfFile::Open(PTSNAP_DECODE_SRCLINE);
+  if (!elf) return 0;
+  for (const auto& sym : elf->symbols().symbols()) {
+    if (sym.name == "srcline_target") return kSrclineBase + sym.start;
+  }
+  return 0;
+}
+
+TEST(TextWritersTest, JsonFileAndLineArgsFromDwarf) {
+  ::ptsnap::testing::TempDir dir;
+  auto path = dir.path() / "t.json";
+  decode::Symbolizer symbolizer;
+  uint64_t target = MapSrcline(&symbolizer, 7);
+  ASSERT_NE(target, 0u);
+  std::string fn = "srcline_target", other = "other";
+  {
+    auto out = OutputFile::Open(path);
+    ASSERT_THAT(out, HasValue());
+    JsonWriter w(out->get());
+    w.SetSourceLookup([&](int32_t pid, uint64_t a) { return symbolizer.SourceLine(pid, a); });
+    w.OnProcess(7, "srcline [pid=7]");
+    w.OnThread(7, 8, "srcline");
+    auto e = S(model::Slice::kEnd, 2000, &fn);
+    e.begin_ts = 1000;
+    e.address = target;
+    w.OnSlice(e);
+    auto o = S(model::Slice::kEnd, 3000, &other);
+    o.begin_ts = 2500;
+    o.address = 0x1000;
+    w.OnSlice(o);
+    ASSERT_THAT(w.Finish(), HasValue());
+  }
+  auto text = base::ReadFile(path);
+  ASSERT_THAT(text, HasValue());
+  nlohmann::json j = nlohmann::json::parse(*text);
+  auto& ev = j["traceEvents"];
+  ASSERT_EQ(ev.size(), 4u);
+  EXPECT_EQ(ev[2]["name"], "srcline_target");
+  EXPECT_EQ(std::filesystem::path(ev[2]["args"]["file"].get<std::string>()).filename(),
+            "srcline.c");
+  EXPECT_EQ(ev[2]["args"]["line"], 5);
+  EXPECT_TRUE(ev[2]["args"].contains("address"));
+  EXPECT_EQ(ev[3]["name"], "other");
+  EXPECT_FALSE(ev[3]["args"].contains("file"));
+  EXPECT_FALSE(ev[3]["args"].contains("line"));
 }
 
 TEST(TextWritersTest, JsonIsObjectFormWithXAndMEvents) {
