@@ -230,4 +230,14 @@ std::vector<trace::Record> CallsSideband(const CallsProgram& p, int32_t pid) {
   return out;
 }
 
+uint64_t MapSrcline(Symbolizer* s, int32_t pid, const std::string& path) {
+  s->AddMapping(pid, kSrclineBase, 0x10000, 0, path, "srcline");
+  auto elf = ElfFile::Open(path);
+  if (!elf) return 0;
+  for (const auto& sym : elf->symbols().symbols()) {
+    if (sym.name == "srcline_target") return kSrclineBase + sym.start;
+  }
+  return 0;
+}
+
 }  // namespace ptsnap::decode::testing

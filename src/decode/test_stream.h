@@ -57,4 +57,10 @@ std::string CallsProgramStream(const CallsProgram& p, uint64_t tsc0 = 1000, uint
 trace::Manifest CallsManifest(int32_t pid);
 std::vector<trace::Record> CallsSideband(const CallsProgram& p, int32_t pid);
 
+// Maps the srcline test program (`path`, built with -g) for `pid` at
+// kSrclineBase and returns the process address of srcline_target, whose
+// entry is on line 5 of srcline.c; 0 if the program cannot be read.
+inline constexpr uint64_t kSrclineBase = 0x555500000000;
+uint64_t MapSrcline(Symbolizer* s, int32_t pid, const std::string& path);
+
 }  // namespace ptsnap::decode::testing

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "decode/symbols.h"
+#include "decode/test_stream.h"
 #include "output/fxt_reader.h"
 #include "output/fxt_writer.h"
 #include "output/output_file.h"
@@ -26,19 +27,6 @@ model::Slice S(model::Slice::Kind k, uint64_t ts, const std::string* name, int32
   return s;
 }
 
-// The srcline test program (-g) mapped for pid `pid`, and the process
-// address of its function srcline_target, whose entry is on line 5.
-constexpr uint64_t kSrclineBase = 0x555500000000;
-uint64_t MapSrcline(decode::Symbolizer* s, int32_t pid) {
-  s->AddMapping(pid, kSrclineBase, 0x10000, 0, PTSNAP_DECODE_SRCLINE, "srcline");
-  auto elf = decode::ElfFile::Open(PTSNAP_DECODE_SRCLINE);
-  if (!elf) return 0;
-  for (const auto& sym : elf->symbols().symbols()) {
-    if (sym.name == "srcline_target") return kSrclineBase + sym.start;
-  }
-  return 0;
-}
-
 uint64_t WordAt(const std::string& b, size_t i) {
   uint64_t w;
   std::memcpy(&w, b.data() + i * 8, 8);
@@ -49,7 +37,7 @@ TEST(FxtTest, FileAndLineArgsFromDwarf) {
   ::ptsnap::testing::TempDir dir;
   auto path = dir.path() / "t.fxt";
   decode::Symbolizer symbolizer;
-  uint64_t target = MapSrcline(&symbolizer, 10);
+  uint64_t target = decode::testing::MapSrcline(&symbolizer, 10, PTSNAP_DECODE_SRCLINE);
   ASSERT_NE(target, 0u);
   std::string fn = "srcline_target", other = "other", unknown = "[unknown]", dso = "srcline";
   {

@@ -7,6 +7,7 @@
 
 #include "base/file_util.h"
 #include "decode/symbols.h"
+#include "decode/test_stream.h"
 #include "output/summary.h"
 #include "tests/support/result_matchers.h"
 #include "tests/support/temp_dir.h"
@@ -26,24 +27,11 @@ model::Slice S(model::Slice::Kind k, uint64_t ts, const std::string* name) {
   return s;
 }
 
-// The srcline test program (-g) mapped for pid `pid`, and the process
-// address of its function srcline_target, whose entry is on line 5.
-constexpr uint64_t kSrclineBase = 0x555500000000;
-uint64_t MapSrcline(decode::Symbolizer* s, int32_t pid) {
-  s->AddMapping(pid, kSrclineBase, 0x10000, 0, PTSNAP_DECODE_SRCLINE, "srcline");
-  auto elf = decode::ElfFile::Open(PTSNAP_DECODE_SRCLINE);
-  if (!elf) return 0;
-  for (const auto& sym : elf->symbols().symbols()) {
-    if (sym.name == "srcline_target") return kSrclineBase + sym.start;
-  }
-  return 0;
-}
-
 TEST(TextWritersTest, JsonFileAndLineArgsFromDwarf) {
   ::ptsnap::testing::TempDir dir;
   auto path = dir.path() / "t.json";
   decode::Symbolizer symbolizer;
-  uint64_t target = MapSrcline(&symbolizer, 7);
+  uint64_t target = decode::testing::MapSrcline(&symbolizer, 7, PTSNAP_DECODE_SRCLINE);
   ASSERT_NE(target, 0u);
   std::string fn = "srcline_target", other = "other";
   {
