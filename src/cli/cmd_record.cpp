@@ -22,6 +22,7 @@
 #include "record/options.h"
 #include "record/recorder.h"
 #include "sys/cpuid.h"
+#include "sys/cpus.h"
 
 namespace ptsnap::cli {
 namespace {
@@ -51,7 +52,7 @@ constexpr std::pair<const char*, const char*> kMagicTraceFlags[] = {
 
 struct Args {
   record::RecordOptions opts;
-  std::string snapshot_size, timer = "normal", duration, pids, format;
+  std::string snapshot_size, timer = "normal", duration, pids, format, cpus;
   bool include_kernel = false, kernel_only = false;
 };
 
@@ -113,8 +114,23 @@ int RunRecord(Args& a, bool attach) {
     if (!d) return Fail(d.error().ToString()), kExitUsage;
     o.duration = *d;
   }
+  if (!a.cpus.empty()) {
+    auto cpus = sys::ParseCpuList(a.cpus);
+    if (!cpus || cpus->empty())
+      return Fail("bad --cpu '" + a.cpus + "': expected a CPU list such as 0-3,7"), kExitUsage;
+    o.cpus = *cpus;
+    o.all_cpus = true;
+  }
+  if (o.all_cpus && o.emulate)
+    return Fail("--emulate traces one program: -a/--cpu (system-wide) needs hardware Intel PT"),
+           kExitUsage;
+  if (attach && a.pids.empty() && !o.all_cpus)
+    return Fail("attach needs -p PID[,PID...] (or -a to trace the whole system)"), kExitUsage;
+  if (attach && a.pids.empty() && !o.trigger.empty())
+    return Fail("--trigger needs -p PID: the process whose code holds the trigger"), kExitUsage;
   if (attach) {
     for (std::string_view p : base::Split(a.pids, ',')) {
+      if (a.pids.empty()) break;
       auto pid = base::ParseUint(p);
       if (!pid || *pid == 0 || *pid > INT32_MAX)
         return Fail("bad -p '" + a.pids + "': expected PID[,PID...]"), kExitUsage;
@@ -178,6 +194,8 @@ int RunRecord(Args& a, bool attach) {
       Fail(outcome.error().ToString());
       return kExitFailure;
     }
+    for (const auto& w : outcome->warnings)
+      std::fprintf(stderr, "ptsnap: warning: %s\n", w.c_str());
     std::fprintf(stderr, "[ Finished recording: %u snapshot(s) in %s ]\n", outcome->snapshots,
                  trace_dir.c_str());
     if (!attach)
@@ -205,10 +223,15 @@ void AddShared(CLI::App* cmd, Args* a) {
   cmd->add_flag("--multi-thread", o.multi_thread,
                 "Trace every thread, including ones created later (default: the main thread)");
   cmd->add_flag("--full-execution", o.full_execution,
-                "Record everything instead of a ring buffer (hundreds of MB/s)");
+                "Record everything instead of a ring buffer, streamed to the trace directory as it "
+                "is drained (hundreds of MB/s)");
   cmd->add_option("--snapshot-size", a->snapshot_size,
-                  "PT ring buffer per thread, e.g. 4M (rounded up to a power of two pages; "
-                  "default 4M as root, 256K otherwise)");
+                  "PT ring buffer per thread (per CPU with -a), e.g. 4M (rounded up to a power "
+                  "of two pages; default 4M as root, else 128K within the mlock budget)");
+  cmd->add_flag("-a,--all-cpus", o.all_cpus,
+                "System-wide: trace every task on every online CPU, one PT buffer per CPU "
+                "(needs root, CAP_PERFMON, or perf_event_paranoid <= 0)");
+  cmd->add_option("-C,--cpu", a->cpus, "With -a, only these CPUs, e.g. 0-3,7 (implies -a)");
   auto* k = cmd->add_flag("--trace-include-kernel", a->include_kernel,
                           "Trace kernel code too (needs root or CAP_PERFMON)");
   auto* ko = cmd->add_flag("--trace-kernel-only", a->kernel_only,
@@ -257,6 +280,7 @@ void AddRecordCommands(CLI::App& app, CommandFn* selected) {
       ->expected(-1);
   run->footer(
       "Example: ptsnap run --trigger my_function -- ./server --port 80\n"
+      "With -a, the whole system is traced (per CPU) while CMD runs.\n"
       "magic-trace spellings (-trigger, -output, -snapshot-size, ...) are accepted.\n"
       "Exit codes: 0 ok, 1 failure, 2 bad usage, 3 no Intel PT here (try --emulate).");
   run->callback(
@@ -266,9 +290,11 @@ void AddRecordCommands(CLI::App& app, CommandFn* selected) {
   CLI::App* attach = app.add_subcommand(
       "attach", "Trace running processes until Ctrl-C, the trigger, --duration or their exit");
   AddShared(attach, attach_args.get());
-  attach->add_option("-p,--pid", attach_args->pids, "PID[,PID...] to trace")->required();
+  attach->add_option("-p,--pid", attach_args->pids,
+                     "PID[,PID...] to trace (with -a: the process holding the --trigger)");
   attach->footer(
       "Example: sudo ptsnap attach -p 1234 --trigger .\n"
+      "System-wide: sudo ptsnap attach -a [--cpu 0-3] --duration 2s (or Ctrl-C, SIGUSR2)\n"
       "Exit codes: 0 ok, 1 failure, 2 bad usage, 3 no Intel PT here (try --emulate).");
   attach->callback([selected, attach_args] {
     *selected = [attach_args] { return RunRecord(*attach_args, true); };

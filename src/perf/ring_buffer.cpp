@@ -122,6 +122,7 @@ uint64_t AuxFullReader::Drain(const std::function<void(std::span<const std::byte
   if (head <= tail || size == 0) return 0;
   // The kernel never writes past aux_tail + aux_size, so at most one lap.
   const uint64_t n = std::min<uint64_t>(head - tail, size);
+  overrun_ += head - tail - n;
   const uint64_t from = head - n;
   const size_t start = static_cast<size_t>(from & (size - 1));
   const size_t first = static_cast<size_t>(std::min<uint64_t>(n, size - start));

@@ -105,12 +105,18 @@ class AuxFullReader {
 
   // Hands the bytes between aux_tail and aux_head to `fn` (one or two chunks
   // when they straddle the end), then release-stores aux_tail = aux_head.
-  // Returns the number of bytes handed over.
+  // Returns the number of bytes handed over. When more than one buffer's
+  // worth is pending (the kernel overwrote unread data, which it should not
+  // do in this mode), only the newest aux_size bytes exist: the rest is
+  // counted in overrun_bytes().
   uint64_t Drain(const std::function<void(std::span<const std::byte>)>& fn);
+
+  [[nodiscard]] uint64_t overrun_bytes() const { return overrun_; }
 
  private:
   perf_event_mmap_page* header_;
   std::span<const std::byte> aux_;
+  uint64_t overrun_ = 0;
 };
 
 }  // namespace ptsnap::perf

@@ -251,6 +251,23 @@ TEST(AuxFullReader, DrainsAcrossTheWrapAndAdvancesTail) {
   for (size_t i = 0; i < out.size(); ++i)
     ASSERT_EQ(out[i], std::byte(static_cast<uint8_t>(i % 251))) << i;
   EXPECT_EQ(reader.Drain(sink), 0u);
+  EXPECT_EQ(reader.overrun_bytes(), 0u);
+}
+
+TEST(AuxFullReader, MoreThanOneBufferPendingKeepsTheNewestAndCountsTheRest) {
+  FakeAux aux(8192);
+  AuxFullReader reader(aux.header.get(), aux.data);
+  for (size_t i = 0; i < 10000; ++i, ++aux.written)
+    aux.data[aux.written % aux.data.size()] = std::byte(static_cast<uint8_t>(aux.written % 251));
+  aux.header->aux_head = aux.written;
+  std::vector<std::byte> out;
+  EXPECT_EQ(reader.Drain(
+                [&](std::span<const std::byte> c) { out.insert(out.end(), c.begin(), c.end()); }),
+            8192u);
+  EXPECT_EQ(reader.overrun_bytes(), 10000u - 8192u);
+  ASSERT_EQ(out.size(), 8192u);
+  EXPECT_EQ(out[0], std::byte(static_cast<uint8_t>((10000 - 8192) % 251)));
+  EXPECT_EQ(aux.header->aux_tail, 10000u);
 }
 
 }  // namespace

@@ -47,11 +47,18 @@ Result<std::unique_ptr<HardwarePtSource>> HardwarePtSource::Create(HardwareConfi
 
 size_t HardwarePtSource::traced_threads() const {
   size_t n = 0;
-  for (const auto& [tid, t] : threads_) n += t.tracking != nullptr;
+  for (const auto& [key, t] : units_) n += t.cpu < 0 && t.tracking != nullptr;
+  return n;
+}
+
+size_t HardwarePtSource::traced_cpus() const {
+  size_t n = 0;
+  for (const auto& [key, t] : units_) n += t.cpu >= 0;
   return n;
 }
 
 Result<void> HardwarePtSource::AddBreakpoints(Thread& t, const std::vector<TriggerPoint>& points) {
+  if (t.cpu >= 0) return Ok();  // a CPU-wide breakpoint would fire in every process
   for (const TriggerPoint& p : points) {
     perf_event_attr attr = perf::BuildBreakpointAttr(p.address);
     auto ev = perf::PerfEvent::Open(attr, t.tid, -1, perf::MapSpec{1, 0, false},
@@ -67,38 +74,50 @@ Result<void> HardwarePtSource::AddBreakpoints(Thread& t, const std::vector<Trigg
   return Ok();
 }
 
+Result<void> HardwarePtSource::OpenEvents(Thread& t, const std::string& what) {
+  // perf_event_open's (pid, cpu): (tid, -1) follows a thread over CPUs;
+  // (-1, cpu) is every task on one CPU (system-wide).
+  const pid_t pid_arg = t.cpu >= 0 ? -1 : t.tid;
+  if (config_.pt_attr) {
+    perf::MapSpec map{config_.data_pages, config_.aux_pages, config_.full_execution};
+    auto pt =
+        perf::PerfEvent::Open(*config_.pt_attr, pid_arg, t.cpu, map, "intel_pt event " + what);
+    if (!pt) return std::move(pt).error();
+    t.pt = std::make_unique<perf::PerfEvent>(std::move(*pt));
+    auto tr = perf::PerfEvent::Open(config_.tracking_attr, pid_arg, t.cpu, perf::MapSpec{},
+                                    "sideband (dummy) event " + what);
+    if (!tr) return std::move(tr).error();
+    t.tracking = std::make_unique<perf::PerfEvent>(std::move(*tr));
+    // SET_OUTPUT needs the same task (per-thread) or the same CPU.
+    PTSNAP_TRY(t.tracking->SetOutput(*t.pt));
+    t.ring = std::make_unique<perf::DataRingReader>(t.pt->header(), t.pt->data());
+    if (config_.full_execution) {
+      trace::Stream info;
+      info.pid = t.pid;
+      info.tid = t.tid;
+      info.cpu = t.cpu;
+      info.snapshot = 0;
+      t.full = std::make_unique<AuxStreamer>(t.pt->header(), t.pt->aux(), info);
+    } else {
+      t.snapshot = std::make_unique<perf::AuxSnapshotReader>(t.pt->header(), t.pt->aux());
+    }
+  } else {
+    auto tr = perf::PerfEvent::Open(config_.tracking_attr, pid_arg, t.cpu,
+                                    perf::MapSpec{config_.data_pages, 0, false},
+                                    "sideband (dummy) event " + what);
+    if (!tr) return std::move(tr).error();
+    t.tracking = std::make_unique<perf::PerfEvent>(std::move(*tr));
+    t.ring = std::make_unique<perf::DataRingReader>(t.tracking->header(), t.tracking->data());
+  }
+  return Ok();
+}
+
 Result<void> HardwarePtSource::AddThread(pid_t pid, pid_t tid, bool trace_pt) {
-  if (threads_.count(tid) != 0) return Ok();
+  if (units_.count(Key{-1, tid}) != 0) return Ok();
   Thread t;
   t.pid = pid;
   t.tid = tid;
-  if (trace_pt) {
-    if (config_.pt_attr) {
-      perf::MapSpec map{config_.data_pages, config_.aux_pages, config_.full_execution};
-      auto pt =
-          perf::PerfEvent::Open(*config_.pt_attr, tid, -1, map, "intel_pt event for " + Tid(tid));
-      if (!pt) return std::move(pt).error();
-      t.pt = std::make_unique<perf::PerfEvent>(std::move(*pt));
-      auto tr = perf::PerfEvent::Open(config_.tracking_attr, tid, -1, perf::MapSpec{},
-                                      "sideband (dummy) event for " + Tid(tid));
-      if (!tr) return std::move(tr).error();
-      t.tracking = std::make_unique<perf::PerfEvent>(std::move(*tr));
-      PTSNAP_TRY(t.tracking->SetOutput(*t.pt));
-      t.ring = std::make_unique<perf::DataRingReader>(t.pt->header(), t.pt->data());
-      if (config_.full_execution) {
-        t.full = std::make_unique<perf::AuxFullReader>(t.pt->header(), t.pt->aux());
-      } else {
-        t.snapshot = std::make_unique<perf::AuxSnapshotReader>(t.pt->header(), t.pt->aux());
-      }
-    } else {
-      auto tr = perf::PerfEvent::Open(config_.tracking_attr, tid, -1,
-                                      perf::MapSpec{config_.data_pages, 0, false},
-                                      "sideband (dummy) event for " + Tid(tid));
-      if (!tr) return std::move(tr).error();
-      t.tracking = std::make_unique<perf::PerfEvent>(std::move(*tr));
-      t.ring = std::make_unique<perf::DataRingReader>(t.tracking->header(), t.tracking->data());
-    }
-  }
+  if (trace_pt) PTSNAP_TRY(OpenEvents(t, "for " + Tid(tid)));
   PTSNAP_TRY(AddBreakpoints(t, triggers_));
   if (started_) {
     // A thread found after the start (FORK sideband): its attrs carry
@@ -106,19 +125,34 @@ Result<void> HardwarePtSource::AddThread(pid_t pid, pid_t tid, bool trace_pt) {
     if (t.tracking) PTSNAP_TRY(t.tracking->Enable());
     if (t.pt) PTSNAP_TRY(t.pt->Enable());
   }
-  threads_.emplace(tid, std::move(t));
+  units_.emplace(Key{-1, tid}, std::move(t));
+  return Ok();
+}
+
+Result<void> HardwarePtSource::AddCpu(int cpu) {
+  if (units_.count(Key{cpu, -1}) != 0) return Ok();
+  Thread t;
+  t.pid = -1;
+  t.tid = -1;
+  t.cpu = cpu;
+  PTSNAP_TRY(OpenEvents(t, "on CPU " + std::to_string(cpu)));
+  if (started_) {
+    if (t.tracking) PTSNAP_TRY(t.tracking->Enable());
+    if (t.pt) PTSNAP_TRY(t.pt->Enable());
+  }
+  units_.emplace(Key{cpu, -1}, std::move(t));
   return Ok();
 }
 
 Result<void> HardwarePtSource::ArmTriggers(const std::vector<TriggerPoint>& points) {
-  for (auto& [tid, t] : threads_) PTSNAP_TRY(AddBreakpoints(t, points));
+  for (auto& [key, t] : units_) PTSNAP_TRY(AddBreakpoints(t, points));
   triggers_.insert(triggers_.end(), points.begin(), points.end());
   return Ok();
 }
 
 Result<void> HardwarePtSource::EnableAll() {
   started_ = true;
-  for (auto& [tid, t] : threads_) {
+  for (auto& [key, t] : units_) {
     // Tracking first, so the PT event's ITRACE_START finds its mappings.
     if (t.tracking) PTSNAP_TRY(t.tracking->Enable());
     if (t.pt) PTSNAP_TRY(t.pt->Enable());
@@ -129,7 +163,7 @@ Result<void> HardwarePtSource::EnableAll() {
 Result<SidebandEvents> HardwarePtSource::DrainSideband(trace::TraceWriter& writer) {
   SidebandEvents ev;
   batch_.clear();
-  for (auto& [tid, th] : threads_) {
+  for (auto& [key, th] : units_) {
     Thread& t = th;  // clang 14 lambdas cannot capture structured bindings
     if (!t.ring) continue;
     bool reenable = false;
@@ -138,13 +172,15 @@ Result<SidebandEvents> HardwarePtSource::DrainSideband(trace::TraceWriter& write
       reenable |= perf::AccountRecord(rec, stats_);
       perf_event_header h;
       std::memcpy(&h, rec.data(), sizeof(h));
-      if (h.type == PERF_RECORD_MMAP2) {
+      if (h.type == PERF_RECORD_MMAP2 || (h.type == PERF_RECORD_AUX && t.full)) {
         auto parsed = trace::ParseRecord(rec);
         if (parsed) {
           if (auto* m = std::get_if<trace::Mmap2>(&parsed->record.body);
               m != nullptr && (m->prot & PROT_EXEC) != 0 && !m->filename.empty() &&
               m->filename[0] == '/')
             ev.mapped_files.push_back(m->filename);
+          if (auto* a = std::get_if<trace::Aux>(&parsed->record.body); a != nullptr && t.full)
+            t.full->NoteAux(*a, writer);
         }
       }
       if ((h.type == PERF_RECORD_FORK || h.type == PERF_RECORD_EXIT) &&
@@ -158,16 +194,13 @@ Result<SidebandEvents> HardwarePtSource::DrainSideband(trace::TraceWriter& write
         }
       }
     });
-    if (!n) PTSNAP_LOG(kWarning) << "sideband of " << Tid(tid) << ": " << n.error().ToString();
+    const std::string who = t.cpu >= 0 ? "CPU " + std::to_string(t.cpu) : Tid(t.tid);
+    if (!n) PTSNAP_LOG(kWarning) << "sideband of " << who << ": " << n.error().ToString();
     if (n) ev.records += *n;
-    if (reenable && t.pt) {
+    if (reenable && t.pt && !finishing_) {
       // Full mode: the kernel disabled the event after TRUNCATED
       // (perf_aux_output_end); make room first, then restart it.
-      if (t.full) {
-        t.full->Drain([&](std::span<const std::byte> c) {
-          t.full_bytes.insert(t.full_bytes.end(), c.begin(), c.end());
-        });
-      }
+      if (t.full) PTSNAP_TRY(t.full->Drain(writer));
       PTSNAP_TRY(t.pt->Enable());
     }
   }
@@ -177,20 +210,15 @@ Result<SidebandEvents> HardwarePtSource::DrainSideband(trace::TraceWriter& write
   return ev;
 }
 
-Result<void> HardwarePtSource::DrainAux() {
-  for (auto& entry : threads_) {
-    Thread& t = entry.second;
-    if (!t.full) continue;
-    t.full->Drain([&](std::span<const std::byte> c) {
-      t.full_bytes.insert(t.full_bytes.end(), c.begin(), c.end());
-    });
-  }
+Result<void> HardwarePtSource::DrainAux(trace::TraceWriter& writer) {
+  for (auto& [key, t] : units_)
+    if (t.full) PTSNAP_TRY(t.full->Drain(writer));
   return Ok();
 }
 
 Result<std::vector<TriggerHit>> HardwarePtSource::PollTriggers() {
   std::vector<TriggerHit> hits;
-  for (auto& [tid, t] : threads_) {
+  for (auto& [key, t] : units_) {
     for (Breakpoint& bp : t.breakpoints) {
       auto n = bp.ring->Drain([&](std::span<const std::byte> rec) {
         perf_event_header h;
@@ -202,30 +230,32 @@ Result<std::vector<TriggerHit>> HardwarePtSource::PollTriggers() {
         hits.push_back({s.ip, s.pid, s.tid, s.time, bp.symbol});
       });
       if (!n)
-        PTSNAP_LOG(kWarning) << "trigger ring of " << Tid(tid) << ": " << n.error().ToString();
+        PTSNAP_LOG(kWarning) << "trigger ring of " << Tid(t.tid) << ": " << n.error().ToString();
     }
   }
   return hits;
 }
 
 Result<void> HardwarePtSource::Snapshot(trace::TraceWriter& writer, uint32_t seq, bool resume) {
-  // Stop every PT event first (IOC_DISABLE is synchronous: aux_head is
-  // published when it returns), then copy, then restart.
-  for (auto& [tid, t] : threads_)
+  // Stop every PT event (every CPU's, system-wide) first: IOC_DISABLE is
+  // synchronous, aux_head is published when it returns. Then copy each ring,
+  // then restart them all.
+  for (auto& [key, t] : units_)
     if (t.pt) PTSNAP_TRY(t.pt->Disable());
-  for (auto& [tid, t] : threads_) {
+  for (auto& [key, t] : units_) {
     if (!t.snapshot) continue;
     perf::AuxSnapshot snap = t.snapshot->Copy();
     if (snap.bytes.empty()) continue;
     trace::Stream s;
     s.pid = t.pid;
     s.tid = t.tid;
+    s.cpu = t.cpu;
     s.snapshot = seq;
     s.wrapped = snap.wrapped;
     PTSNAP_TRY(writer.AddStream(s, snap.bytes));
   }
   if (resume) {
-    for (auto& [tid, t] : threads_)
+    for (auto& [key, t] : units_)
       if (t.pt) PTSNAP_TRY(t.pt->Enable());
   }
   return Ok();
@@ -233,23 +263,17 @@ Result<void> HardwarePtSource::Snapshot(trace::TraceWriter& writer, uint32_t seq
 
 Result<void> HardwarePtSource::Finish(trace::TraceWriter& writer) {
   if (!config_.full_execution) return Ok();
-  for (auto& [tid, t] : threads_)
+  finishing_ = true;
+  for (auto& [key, t] : units_)
     if (t.pt) PTSNAP_TRY(t.pt->Disable());
-  PTSNAP_TRY(DrainAux());
-  for (auto& [tid, t] : threads_) {
-    if (!t.pt || t.full_bytes.empty()) continue;
-    trace::Stream s;
-    s.pid = t.pid;
-    s.tid = t.tid;
-    s.snapshot = 0;
-    PTSNAP_TRY(writer.AddStream(s, t.full_bytes));
-    t.full_bytes.clear();
-  }
-  return Ok();
+  // The disable emits the last AUX records; count them, then drain.
+  PTSNAP_TRY(DrainSideband(writer));
+  PTSNAP_TRY(DrainAux(writer));
+  return writer.Flush();
 }
 
 std::optional<trace::TimeConv> HardwarePtSource::time_conv() const {
-  for (const auto& [tid, t] : threads_) {
+  for (const auto& [key, t] : units_) {
     if (t.pt) return ReadTimeConv(t.pt->header());
     if (t.tracking && t.tracking->mapped()) return ReadTimeConv(t.tracking->header());
   }

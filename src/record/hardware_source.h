@@ -5,8 +5,10 @@
 //   - the dummy tracking event, redirected into the PT event's ring with
 //     PERF_EVENT_IOC_SET_OUTPUT so sideband keeps flowing while PT is
 //     disabled for a snapshot;
+//     (on a CPU its context_switch gives PERF_RECORD_SWITCH_CPU_WIDE);
 //   - one execute breakpoint per armed trigger point, each with a one-page
-//     ring that receives its samples.
+//     ring that receives its samples (threads only: a CPU-wide breakpoint
+//     would fire in every process).
 // Without a PT attr (tests, and hosts without intel_pt that only want
 // sideband) the tracking event owns the ring instead: everything but the
 // PT bytes works, which is how the integration tests run on a VM.
@@ -17,9 +19,12 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <string>
+#include <utility>
 
 #include "perf/perf_event.h"
 #include "perf/ring_buffer.h"
+#include "record/aux_stream.h"
 #include "record/pt_source.h"
 #include "trace/manifest.h"
 
@@ -38,21 +43,23 @@ class HardwarePtSource final : public PtSource {
   static Result<std::unique_ptr<HardwarePtSource>> Create(HardwareConfig config);
 
   Result<void> AddThread(pid_t pid, pid_t tid, bool trace_pt) override;
+  Result<void> AddCpu(int cpu) override;
   Result<void> ArmTriggers(const std::vector<TriggerPoint>& points) override;
   Result<void> EnableAll() override;
   Result<SidebandEvents> DrainSideband(trace::TraceWriter& writer) override;
-  Result<void> DrainAux() override;
+  Result<void> DrainAux(trace::TraceWriter& writer) override;
   Result<std::vector<TriggerHit>> PollTriggers() override;
   Result<void> Snapshot(trace::TraceWriter& writer, uint32_t seq, bool resume) override;
   Result<void> Finish(trace::TraceWriter& writer) override;
   uint64_t Now() const override;
   [[nodiscard]] size_t traced_threads() const override;
-
+  [[nodiscard]] bool HasThread(pid_t tid) const override { return units_.count(Key{-1, tid}) != 0; }
   // perf clock <-> TSC from the first ring's user page (seqlock-read), or
-  // nullopt before any thread is added.
-  [[nodiscard]] std::optional<trace::TimeConv> time_conv() const;
+  // nullopt before any event is added.
+  [[nodiscard]] std::optional<trace::TimeConv> time_conv() const override;
+
   [[nodiscard]] const perf::RingStats& stats() const { return stats_; }
-  [[nodiscard]] bool HasThread(pid_t tid) const { return threads_.count(tid) != 0; }
+  [[nodiscard]] size_t traced_cpus() const;
 
  private:
   explicit HardwarePtSource(HardwareConfig config) : config_(std::move(config)) {}
@@ -62,24 +69,29 @@ class HardwarePtSource final : public PtSource {
     std::unique_ptr<perf::DataRingReader> ring;
     std::string symbol;
   };
+  // A traced thread (cpu -1) or CPU (pid and tid -1).
   struct Thread {
     pid_t pid = 0, tid = 0;
+    int cpu = -1;
     std::unique_ptr<perf::PerfEvent> pt;         // may be null (sideband only / breakpoints only)
     std::unique_ptr<perf::PerfEvent> tracking;   // may be null (breakpoints only)
     std::unique_ptr<perf::DataRingReader> ring;  // the ring the tracking records land in
     std::unique_ptr<perf::AuxSnapshotReader> snapshot;
-    std::unique_ptr<perf::AuxFullReader> full;
-    std::vector<std::byte> full_bytes;  // full mode: everything drained so far
+    std::unique_ptr<AuxStreamer> full;
     std::vector<Breakpoint> breakpoints;
   };
+  using Key = std::pair<int, pid_t>;  // {cpu, tid}: {-1, tid} or {cpu, -1}
   Result<void> AddBreakpoints(Thread& t, const std::vector<TriggerPoint>& points);
+  // Opens the PT and tracking events of `t` on (t.tid, t.cpu) with rings.
+  Result<void> OpenEvents(Thread& t, const std::string& what);
 
   HardwareConfig config_;
-  std::map<pid_t, Thread> threads_;
+  std::map<Key, Thread> units_;
   std::vector<TriggerPoint> triggers_;
   perf::RingStats stats_;
   std::vector<std::byte> batch_;
-  bool started_ = false;  // EnableAll ran: new threads start enabled
+  bool started_ = false;    // EnableAll ran: new threads start enabled
+  bool finishing_ = false;  // Finish ran: no re-enabling after TRUNCATED
 };
 
 // Reads time_zero/time_mult/time_shift under the user page's seqlock

@@ -29,10 +29,14 @@ struct TimerResolution {
 
 struct RecordOptions {
   std::vector<std::string> command;  // run: argv
-  std::vector<pid_t> pids;           // attach
-  std::filesystem::path output;      // decoded output; "" = trace.fxt.gz
-  std::filesystem::path trace_dir;   // raw recording; "" = beside output
-  std::string trigger;               // "", symbol, "addr:HEX", or "." (stop indicator)
+  std::vector<pid_t> pids;           // attach (with all_cpus: the trigger's process)
+  // System-wide per-CPU mode (-a, --cpu): one PT event per CPU for every
+  // task on it. `cpus` empty = every online CPU.
+  bool all_cpus = false;
+  std::vector<int> cpus;
+  std::filesystem::path output;     // decoded output; "" = trace.fxt.gz
+  std::filesystem::path trace_dir;  // raw recording; "" = beside output
+  std::string trigger;              // "", symbol, "addr:HEX", or "." (stop indicator)
   bool multi_snapshot = false;
   bool multi_thread = false;
   bool full_execution = false;

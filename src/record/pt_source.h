@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,10 @@ class PtSource {
   // not traced but can still fire the trigger). Errors say which thread and
   // what the kernel refused.
   virtual Result<void> AddThread(pid_t pid, pid_t tid, bool trace_pt) = 0;
+  // System-wide mode: PT + tracking events for every task on `cpu` (pid -1),
+  // the tracking event with context_switch (PERF_RECORD_SWITCH_CPU_WIDE).
+  // Streams from it carry `cpu` and tid -1.
+  virtual Result<void> AddCpu(int cpu) = 0;
   // Breakpoints for these points on every thread added so far and later.
   virtual Result<void> ArmTriggers(const std::vector<TriggerPoint>& points) = 0;
   // Enables every PT and tracking event (attach; for run, after the exec
@@ -55,20 +60,28 @@ class PtSource {
   // Moves sideband records into the writer. Re-enables PT events the kernel
   // stopped after a TRUNCATED AUX record (full mode).
   virtual Result<SidebandEvents> DrainSideband(trace::TraceWriter& writer) = 0;
-  // Full mode: moves pending AUX bytes out of the rings (kept until Finish).
-  virtual Result<void> DrainAux() = 0;
+  // Full mode: appends pending AUX bytes to each thread's or CPU's stream
+  // file (created on its first bytes), and keeps the stream's lost_bytes and
+  // truncated counts current in the writer's manifest.
+  virtual Result<void> DrainAux(trace::TraceWriter& writer) = 0;
   // Breakpoint hits since the last call.
   virtual Result<std::vector<TriggerHit>> PollTriggers() = 0;
   // Snapshot mode: disables PT, copies every ring into a stream tagged with
   // `seq`, and re-enables PT when `resume`.
   virtual Result<void> Snapshot(trace::TraceWriter& writer, uint32_t seq, bool resume) = 0;
-  // Full mode: writes each thread's drained bytes as one stream. Snapshot
-  // mode: nothing. Closes nothing; the destructor does.
+  // Full mode: stops PT and drains what is left (sideband included, so the
+  // last AUX records are counted). Snapshot mode: nothing. Closes nothing;
+  // the destructor does.
   virtual Result<void> Finish(trace::TraceWriter& writer) = 0;
   // The current time on the perf clock (for snapshots not caused by a hit).
   virtual uint64_t Now() const = 0;
-  // Number of threads with PT events.
+  // Number of threads with PT events (per-thread mode).
   [[nodiscard]] virtual size_t traced_threads() const = 0;
+  // Whether AddThread already covered `tid`.
+  [[nodiscard]] virtual bool HasThread(pid_t tid) const = 0;
+  // perf clock <-> TSC (the user page of the first event), nullopt before
+  // any event is mapped.
+  [[nodiscard]] virtual std::optional<trace::TimeConv> time_conv() const = 0;
 };
 
 }  // namespace ptsnap::record

@@ -23,6 +23,7 @@
 #include "record/child.h"
 #include "record/elf_symbols.h"
 #include "record/kcore_copy.h"
+#include "sys/cpus.h"
 #include "sys/kallsyms.h"
 #include "sys/proc_maps.h"
 #include "trace/perf_record.h"
@@ -167,6 +168,48 @@ std::string ExplainOpenFailure(int errnum, bool kernel_scope, const sys::Privile
   }
 }
 
+Result<void> CheckSystemWidePrivilege(const sys::Privileges& priv) {
+  // kernel/events/core.c perf_allow_cpu(): paranoid > 0 needs perfmon_capable().
+  if (priv.PerfmonCapable()) return Ok();
+  if (priv.perf_event_paranoid && *priv.perf_event_paranoid <= 0) return Ok();
+  return Error(
+      "--all-cpus (system-wide tracing) needs CAP_PERFMON or CAP_SYS_ADMIN (root), or "
+      "kernel.perf_event_paranoid <= 0 (it is " +
+      ParanoidText(priv) + "); run as root or `sysctl -w kernel.perf_event_paranoid=0`");
+}
+
+std::string FormatCpuList(const std::vector<int>& cpus) {
+  std::string out;
+  for (size_t i = 0; i < cpus.size();) {
+    size_t j = i;
+    while (j + 1 < cpus.size() && cpus[j + 1] == cpus[j] + 1) ++j;
+    if (!out.empty()) out += ',';
+    out += std::to_string(cpus[i]);
+    if (j > i) out += "-" + std::to_string(cpus[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
+Result<std::vector<int>> SelectCpus(const std::vector<int>& requested,
+                                    const std::vector<int>& online) {
+  if (requested.empty()) {
+    if (online.empty()) return Error("no online CPUs listed in /sys/devices/system/cpu/online");
+    return online;
+  }
+  std::vector<int> offline;
+  for (int c : requested)
+    if (!std::binary_search(online.begin(), online.end(), c)) offline.push_back(c);
+  if (!offline.empty())
+    return Error("--cpu " + FormatCpuList(requested) + ": CPU " + FormatCpuList(offline) +
+                 (offline.size() == 1 ? " is" : " are") +
+                 " not online (online: " + FormatCpuList(online) + ")");
+  std::vector<int> out = requested;
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
 Result<Prepared> Prepare(const RecordOptions& opts, const base::RootPath& root,
                          const sys::CpuidSource& cpuid, FailureKind* kind) {
   *kind = FailureKind::kOther;
@@ -185,6 +228,13 @@ Result<Prepared> Prepare(const RecordOptions& opts, const base::RootPath& root,
             : opts.scope == TraceScope::kKernelOnly ? trace::Scope::kKernel
                                                     : trace::Scope::kUserKernel;
   const bool privileged = priv.IsRoot() || priv.PerfmonCapable();
+  const bool system_wide = opts.all_cpus || !opts.cpus.empty();
+  if (system_wide) {
+    if (auto ok = CheckSystemWidePrivilege(priv); !ok) {
+      *kind = FailureKind::kPrivilege;
+      return std::move(ok).error();
+    }
+  }
   if (kernel && !privileged && !(priv.perf_event_paranoid && *priv.perf_event_paranoid <= 1)) {
     *kind = FailureKind::kPrivilege;
     return Error(std::string(opts.scope == TraceScope::kKernelOnly ? "--trace-kernel-only"
@@ -193,12 +243,26 @@ Result<Prepared> Prepare(const RecordOptions& opts, const base::RootPath& root,
                  "(it is " +
                  ParanoidText(priv) + "); run as root or `sysctl -w kernel.perf_event_paranoid=1`");
   }
-  // magic-trace's default: 4 MiB when privileged or paranoid < 0, else 256 KiB.
+  auto online = sys::ReadOnlineCpus(root);
+  if (system_wide) {
+    if (!online)
+      return std::move(online).error().AddContext("listing the CPUs to trace with --all-cpus");
+    PTSNAP_ASSIGN_OR_RETURN(p.cpus, SelectCpus(opts.cpus, *online));
+  }
+  // One rule for the default, shared with `ptsnap probe`: perf's 4 MiB when
+  // memory may be locked freely, else 128 KiB, within the mlock budget.
   uint64_t want = opts.snapshot_size;
-  if (want == 0)
-    want = (privileged || (priv.perf_event_paranoid && *priv.perf_event_paranoid < 0))
-               ? (4u << 20)
-               : (256u << 10);
+  if (want == 0) {
+    const int ncpus = online && !online->empty() ? static_cast<int>(online->size()) : 1;
+    want = probe::DefaultSnapshotBytes(priv, ncpus);
+    if (want == 0)
+      return Error(
+          "the perf mlock budget leaves no room for a PT buffer (kernel.perf_event_mlock_kb "
+          "is " +
+          (priv.perf_event_mlock_kb ? std::to_string(*priv.perf_event_mlock_kb) + " KiB"
+                                    : std::string("unknown")) +
+          " per CPU); raise it (`sysctl -w kernel.perf_event_mlock_kb=2048`) or run as root");
+  }
   bool rounded = false;
   p.aux_bytes = RoundToPowerOfTwoPages(want, &rounded);
   if (rounded)
@@ -211,7 +275,9 @@ Result<Prepared> Prepare(const RecordOptions& opts, const base::RootPath& root,
   ao.trace_kernel = kernel;
   ao.full_execution = opts.full_execution;
   ao.aux_size = p.aux_bytes;
-  ao.enable_on_exec = !opts.command.empty();
+  // Per-CPU events are not tied to the program's exec: `run` enables them
+  // before letting it exec.
+  ao.enable_on_exec = !opts.command.empty() && !system_wide;
   ao.timing.preset = opts.timer.preset;
   ao.timing.cyc = opts.timer.cyc;
   ao.timing.mtc = opts.timer.mtc;
@@ -223,7 +289,7 @@ Result<Prepared> Prepare(const RecordOptions& opts, const base::RootPath& root,
   p.warnings.insert(p.warnings.end(), attr.warnings.begin(), attr.warnings.end());
 
   p.hw.pt_attr = attr.attr;
-  p.hw.tracking_attr = perf::BuildTrackingAttr(kernel, !opts.command.empty());
+  p.hw.tracking_attr = perf::BuildTrackingAttr(kernel, ao.enable_on_exec);
   p.hw.data_pages = privileged ? 128 : 32;
   p.hw.aux_pages = p.aux_bytes / 4096;
   p.hw.full_execution = opts.full_execution;
@@ -255,6 +321,19 @@ Result<std::vector<pid_t>> ListThreads(pid_t pid) {
     return a < b;
   });
   return tids;
+}
+
+std::vector<pid_t> ListProcesses(const base::RootPath& root) {
+  std::vector<pid_t> pids;
+  std::error_code ec;
+  std::filesystem::directory_iterator it(root.Resolve("/proc"), ec);
+  if (ec) return pids;
+  for (const auto& entry : it) {
+    auto pid = base::ParseUint(entry.path().filename().string());
+    if (pid && *pid > 0 && *pid <= INT32_MAX) pids.push_back(static_cast<pid_t>(*pid));
+  }
+  std::sort(pids.begin(), pids.end());
+  return pids;
 }
 
 Result<std::string> SynthesizeSideband(pid_t pid, uint64_t time) {
@@ -305,7 +384,7 @@ namespace {
 struct Session {
   const RecordOptions& opts;
   Prepared& prepared;
-  HardwarePtSource& source;
+  PtSource& source;
   trace::TraceWriter& writer;
   std::vector<pid_t> pids;
   uint32_t seq = 0;
@@ -363,11 +442,19 @@ void RecordBinaries(trace::TraceWriter& writer, const std::set<std::string>& fil
     std::string image(reinterpret_cast<const char*>(vdso), m.end - m.start);
     std::error_code ec;
     std::filesystem::create_directories(writer.dir() / "vdso", ec);
+    // One file, hard-linked under every pid (system-wide mode lists many).
+    std::filesystem::path first;
     for (pid_t pid : pids) {
-      if (auto w = base::WriteFileAtomic(writer.dir() / "vdso" / (std::to_string(pid) + ".so"),
-                                         image, 0644);
-          !w)
+      const auto path = writer.dir() / "vdso" / (std::to_string(pid) + ".so");
+      if (!first.empty()) {
+        std::filesystem::create_hard_link(first, path, ec);
+        if (!ec) continue;
+      }
+      if (auto w = base::WriteFileAtomic(path, image, 0644); !w) {
         PTSNAP_LOG(kWarning) << "vdso dump: " << w.error().ToString();
+      } else if (first.empty()) {
+        first = path;
+      }
     }
   }
 }
@@ -423,7 +510,7 @@ void CopyKernel(const Prepared& p, const base::RootPath& root, trace::TraceWrite
 
 Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
                        const std::filesystem::path& trace_dir, const base::RootPath& root,
-                       FailureKind* kind) {
+                       FailureKind* kind, const SourceFactory& make_source) {
   *kind = FailureKind::kOther;
   Outcome outcome;
   std::error_code ec;
@@ -434,8 +521,26 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
                  " already exists; remove it or choose another with --trace-dir (or -o)");
   }
   const bool run = !opts.command.empty();
+  const bool system_wide = !prepared.cpus.empty();
   SignalScope signals;
-  PTSNAP_ASSIGN_OR_RETURN(auto source, HardwarePtSource::Create(prepared.hw));
+  std::unique_ptr<PtSource> source;
+  if (make_source) {
+    PTSNAP_ASSIGN_OR_RETURN(source, make_source(prepared.hw));
+  } else {
+    PTSNAP_ASSIGN_OR_RETURN(auto hw, HardwarePtSource::Create(prepared.hw));
+    source = std::move(hw);
+  }
+  // System-wide: one PT + tracking event per CPU, opened and enabled before
+  // the program execs (run) or the mappings are synthesized (attach).
+  // Threads of the traced program then only host trigger breakpoints.
+  auto open_cpus = [&]() -> Result<void> {
+    for (int cpu : prepared.cpus) {
+      if (auto r = source->AddCpu(cpu); !r) return ExplainThreadError(r.error(), prepared, kind);
+    }
+    if (auto r = source->EnableAll(); !r) return ExplainThreadError(r.error(), prepared, kind);
+    return Ok();
+  };
+  const bool trace_threads = !system_wide;
 
   std::optional<Child> child;
   std::vector<pid_t> pids;
@@ -444,7 +549,8 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
     PTSNAP_ASSIGN_OR_RETURN(Child c, Child::Spawn(opts.command));
     child.emplace(std::move(c));
     pids.push_back(child->pid());
-    if (auto r = source->AddThread(child->pid(), child->pid(), true); !r)
+    if (system_wide) PTSNAP_TRY(open_cpus());
+    if (auto r = source->AddThread(child->pid(), child->pid(), trace_threads); !r)
       return ExplainThreadError(r.error(), prepared, kind);
     PTSNAP_TRY(child->Exec());
     // enable_on_exec has fired; enabling again is a no-op for these events
@@ -459,7 +565,9 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
       points = std::move(*resolved);
     }
   } else {
-    if (opts.pids.empty()) return Error("attach needs -p PID[,PID...]");
+    if (opts.pids.empty() && !system_wide) return Error("attach needs -p PID[,PID...] or -a");
+    if (!opts.trigger.empty() && opts.pids.empty())
+      return Error("--trigger needs -p PID: the process whose code holds the trigger");
     for (pid_t pid : opts.pids) {
       if (pid <= 0 || !ProcessExists(pid)) {
         *kind = FailureKind::kProcessGone;
@@ -484,8 +592,17 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
                      tids.error().ToString() + ")");
       }
       for (pid_t tid : *tids) {
-        if (auto r = source->AddThread(pid, tid, opts.multi_thread || tid == pid); !r)
+        if (auto r =
+                source->AddThread(pid, tid, trace_threads && (opts.multi_thread || tid == pid));
+            !r)
           return ExplainThreadError(r.error(), prepared, kind);
+      }
+    }
+    // System-wide attach enables the CPUs' events after the mappings are
+    // synthesized (below), like per-thread attach.
+    if (system_wide) {
+      for (int cpu : prepared.cpus) {
+        if (auto r = source->AddCpu(cpu); !r) return ExplainThreadError(r.error(), prepared, kind);
       }
     }
   }
@@ -522,26 +639,47 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
 
   Session session{opts, prepared, *source, writer, pids};
   std::set<std::string> mapped_files;
+  std::set<pid_t> vdso_pids(pids.begin(), pids.end());  // system-wide: every process seen
   auto body = [&]() -> Result<void> {
+    // Mappings that existed before the events were opened: the traced
+    // processes' (attach), or every process's (system-wide). Processes that
+    // exit meanwhile are skipped.
+    std::vector<pid_t> synthesize;
+    if (system_wide) {
+      synthesize = ListProcesses(base::RootPath());
+    } else if (!run) {
+      synthesize = pids;
+    }
+    for (pid_t pid : synthesize) {
+      auto sb = SynthesizeSideband(pid, source->Now());
+      if (!sb) {
+        if (!system_wide) return std::move(sb).error();
+        continue;
+      }
+      if (auto maps = sys::ReadProcMaps(base::RootPath(), pid)) {
+        for (const auto& m : *maps)
+          if (m.exec && !m.path.empty() && m.path[0] == '/') mapped_files.insert(m.path);
+      }
+      vdso_pids.insert(pid);
+      PTSNAP_TRY(writer.AppendSideband(std::as_bytes(std::span(sb->data(), sb->size()))));
+    }
     if (run) {
       PTSNAP_TRY(child->Resume());
     } else {
-      for (pid_t pid : pids) {
-        PTSNAP_ASSIGN_OR_RETURN(std::string sb, SynthesizeSideband(pid, source->Now()));
-        if (auto maps = sys::ReadProcMaps(base::RootPath(), pid)) {
-          for (const auto& m : *maps)
-            if (m.exec && !m.path.empty() && m.path[0] == '/') mapped_files.insert(m.path);
-        }
-        PTSNAP_TRY(writer.AppendSideband(std::as_bytes(std::span(sb.data(), sb.size()))));
-      }
       PTSNAP_TRY(source->EnableAll());
-      std::fprintf(stderr, "[ Attached to %zu thread(s). Press Ctrl-C to stop recording. ]\n",
-                   source->traced_threads());
+      if (system_wide) {
+        std::fprintf(stderr, "[ Tracing CPUs %s system-wide. Press Ctrl-C to stop recording. ]\n",
+                     FormatCpuList(prepared.cpus).c_str());
+      } else {
+        std::fprintf(stderr, "[ Attached to %zu thread(s). Press Ctrl-C to stop recording. ]\n",
+                     source->traced_threads());
+      }
     }
     CopyKernel(prepared, root, writer);
     PTSNAP_TRY(writer.Flush());
 
     const auto start = std::chrono::steady_clock::now();
+    auto last_flush = start;
     std::string end_reason, end_detail;
     bool recording = true;
     std::vector<pid_t> gone;
@@ -550,14 +688,23 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
       PTSNAP_ASSIGN_OR_RETURN(SidebandEvents ev, source->DrainSideband(writer));
       mapped_files.insert(ev.mapped_files.begin(), ev.mapped_files.end());
       for (auto [pid, tid] : ev.new_threads) {
+        if (system_wide) vdso_pids.insert(pid);
         if (std::find(pids.begin(), pids.end(), pid) == pids.end() || source->HasThread(tid))
           continue;
-        if (auto r = source->AddThread(pid, tid, opts.multi_thread); !r)
+        if (auto r = source->AddThread(pid, tid, trace_threads && opts.multi_thread); !r)
           PTSNAP_LOG(kInfo) << "new thread " << tid << " not traced: " << r.error().ToString();
       }
       for (pid_t tid : ev.exited_threads)
         if (std::find(pids.begin(), pids.end(), tid) != pids.end()) gone.push_back(tid);
-      if (prepared.mode == trace::Mode::kFull) PTSNAP_TRY(source->DrainAux());
+      if (prepared.mode == trace::Mode::kFull) {
+        PTSNAP_TRY(source->DrainAux(writer));
+        // The streams grow on disk at every drain; the manifest that lists
+        // their sizes is rewritten about once a second.
+        if (std::chrono::steady_clock::now() - last_flush >= std::chrono::seconds(1)) {
+          PTSNAP_TRY(writer.Flush());
+          last_flush = std::chrono::steady_clock::now();
+        }
+      }
 
       PTSNAP_ASSIGN_OR_RETURN(auto hits, source->PollTriggers());
       if (!hits.empty()) {
@@ -587,7 +734,7 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
           end_detail = "status " + std::to_string(status);
           recording = false;
         }
-      } else {
+      } else if (!pids.empty()) {
         bool all_gone = true;
         for (pid_t pid : pids) {
           const bool exited = std::find(gone.begin(), gone.end(), pid) != gone.end();
@@ -608,8 +755,21 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
     if (prepared.mode == trace::Mode::kFull) {
       PTSNAP_TRY(source->Finish(writer));
       PTSNAP_TRY(session.TakeSnapshot("full", end_reason, 0, 0, false));
+      uint64_t truncated = 0, lost = 0;
+      for (const trace::Stream& s : writer.manifest().streams) {
+        truncated += s.truncated;
+        lost += s.lost_bytes;
+      }
+      if (truncated > 0 || lost > 0)
+        outcome.warnings.push_back(
+            "PT data was lost: the AUX buffer filled " + std::to_string(truncated) +
+            " time(s) before ptsnap drained it" +
+            (lost > 0 ? " and " + std::to_string(lost) + " bytes were skipped" : "") +
+            "; the trace has gaps there (`truncated` and `lost_bytes` per stream in "
+            "manifest.json); a larger --snapshot-size helps");
     }
-    RecordBinaries(writer, mapped_files, opts.copy_binaries, pids);
+    RecordBinaries(writer, mapped_files, opts.copy_binaries,
+                   std::vector<pid_t>(vdso_pids.begin(), vdso_pids.end()));
     return Ok();
   };
   auto result = body();

@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -48,6 +49,8 @@ struct Prepared {
   std::vector<std::string> warnings;  // printed by the caller
   sys::CpuInfo cpu;
   sys::Privileges privileges;
+  // System-wide mode: the CPUs to open events on (sorted); empty: per-thread.
+  std::vector<int> cpus;
 };
 
 // One line for a missing intel_pt PMU: what is missing, the likely cause
@@ -62,7 +65,23 @@ std::string NoPmuMessage(const sys::CpuInfo& cpu);
 std::string ExplainOpenFailure(int errnum, bool kernel_scope, const sys::Privileges& priv,
                                bool during_mmap, uint64_t bytes);
 
+// System-wide tracing (pid -1 on each CPU) is what the kernel's
+// perf_allow_cpu() allows: CAP_PERFMON or CAP_SYS_ADMIN, or
+// kernel.perf_event_paranoid <= 0. The error names the missing privilege,
+// the current value and the sysctl. Pure.
+Result<void> CheckSystemWidePrivilege(const sys::Privileges& priv);
+
+// The CPUs to trace: `requested` (from --cpu) when every one of them is
+// online, else an error naming the offline ones and the online list; all of
+// `online` when `requested` is empty. Pure.
+Result<std::vector<int>> SelectCpus(const std::vector<int>& requested,
+                                    const std::vector<int>& online);
+
+// "0-3,7": the sysfs spelling of a sorted CPU list. Pure.
+std::string FormatCpuList(const std::vector<int>& cpus);
+
 // Checks and builds the event attributes. Nothing is opened or written.
+// The default --snapshot-size is the probe's rule (probe::DefaultSnapshotBytes).
 Result<Prepared> Prepare(const RecordOptions& opts, const base::RootPath& root,
                          const sys::CpuidSource& cpuid, FailureKind* kind);
 
@@ -73,13 +92,20 @@ struct Outcome {
   std::vector<std::string> warnings;
 };
 
+// Makes the PtSource a recording uses; tests pass one that returns a fake.
+using SourceFactory = std::function<Result<std::unique_ptr<PtSource>>(const HardwareConfig&)>;
+
 // Records according to `opts` into `trace_dir` (which must not hold a trace
 // yet). `prepared.hw.pt_attr` may be empty to record sideband only (tests).
+// With `prepared.cpus` set it records system-wide: one PT and tracking event
+// per CPU, mappings of every process synthesized from /proc/*/maps, the
+// program (run) or the processes of -p (attach) only hosting the trigger.
 // On failure after the directory was created, the directory is finished in
-// state "interrupted" so what was captured stays readable.
+// state "interrupted" so what was captured stays readable. `make_source`
+// defaults to HardwarePtSource::Create.
 Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
                        const std::filesystem::path& trace_dir, const base::RootPath& root,
-                       FailureKind* kind);
+                       FailureKind* kind, const SourceFactory& make_source = nullptr);
 
 // Threads of a process (/proc/PID/task), sorted; the main thread first.
 Result<std::vector<pid_t>> ListThreads(pid_t pid);
@@ -87,5 +113,8 @@ Result<std::vector<pid_t>> ListThreads(pid_t pid);
 // PERF_RECORD_MMAP2 (+ a COMM) records describing what `pid` has mapped now,
 // for attach (the kernel only reports mappings made after the event opened).
 Result<std::string> SynthesizeSideband(pid_t pid, uint64_t time);
+
+// Every process in `root`/proc (numeric entries), sorted.
+std::vector<pid_t> ListProcesses(const base::RootPath& root);
 
 }  // namespace ptsnap::record

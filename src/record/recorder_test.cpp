@@ -6,6 +6,7 @@
 
 #include <cerrno>
 
+#include "probe/probe.h"
 #include "record/hardware_source.h"
 #include "record/options.h"
 #include "record/recorder.h"
@@ -167,12 +168,129 @@ TEST(Prepare, BuildsAttrsAndDefaults) {
   EXPECT_EQ(p->hw.aux_pages, 32u);
   EXPECT_EQ(p->pt.nom_freq, 22u);
   EXPECT_EQ(p->mode, trace::Mode::kSnapshot);
-  // Unprivileged default: 256 KiB.
+  EXPECT_TRUE(p->cpus.empty());  // per-thread
+  // Unprivileged default: the probe's rule, 128 KiB.
   o.snapshot_size = 0;
   p = Prepare(o, base::RootPath(d.path()), cpuid, &kind);
   ASSERT_THAT(p, HasValue());
-  EXPECT_EQ(p->aux_bytes, 256u << 10);
+  EXPECT_EQ(p->aux_bytes, 128u << 10);
+  EXPECT_EQ(p->aux_bytes, probe::DefaultSnapshotBytes(p->privileges, 1));
   EXPECT_THAT(p->warnings, Not(::testing::Contains(HasSubstr("rounded"))));
+}
+
+void WriteRoot(const TempDir& d, int paranoid) {
+  d.Write("proc/self/status", "Name:\tx\nUid:\t0\t0\t0\t0\nCapEff:\t000001ffffffffff\n");
+  d.Write("proc/sys/kernel/perf_event_paranoid", std::to_string(paranoid) + "\n");
+}
+
+TEST(Prepare, DefaultSnapshotSizeIsTheProbesRule) {
+  TempDir d;
+  WritePmu(d);
+  WriteRoot(d, 2);
+  d.Write("sys/devices/system/cpu/online", "0-7\n");
+  sys::FakeCpuid cpuid;
+  RecordOptions o;
+  o.command = {"/bin/true"};
+  FailureKind kind;
+  auto p = Prepare(o, base::RootPath(d.path()), cpuid, &kind);
+  ASSERT_THAT(p, HasValue());
+  EXPECT_EQ(p->aux_bytes, 4u << 20);
+  EXPECT_EQ(p->aux_bytes, probe::DefaultSnapshotBytes(p->privileges, 8));
+  // An mlock budget with no room for a buffer fails before anything opens.
+  WriteUser(d, 2);
+  d.Write("proc/sys/kernel/perf_event_mlock_kb", "0\n");
+  d.Write("proc/self/limits",
+          "Limit                     Soft Limit           Hard Limit           Units\n"
+          "Max locked memory         4096                 4096                 bytes\n");
+  EXPECT_THAT(Prepare(o, base::RootPath(d.path()), cpuid, &kind),
+              HasErrorContaining("sysctl -w kernel.perf_event_mlock_kb="));
+}
+
+TEST(SystemWide, PrivilegeNeedsPerfmonOrParanoidZero) {
+  EXPECT_THAT(CheckSystemWidePrivilege(Priv(2)),
+              HasErrorContaining("--all-cpus (system-wide tracing) needs CAP_PERFMON or "
+                                 "CAP_SYS_ADMIN (root), or kernel.perf_event_paranoid <= 0 (it "
+                                 "is 2); run as root or `sysctl -w kernel.perf_event_paranoid=0`"));
+  EXPECT_THAT(CheckSystemWidePrivilege(Priv(1)), HasErrorContaining("(it is 1)"));
+  EXPECT_THAT(CheckSystemWidePrivilege(Priv(0)), HasValue());
+  EXPECT_THAT(CheckSystemWidePrivilege(Priv(-1)), HasValue());
+  sys::Privileges perfmon = Priv(2);
+  perfmon.cap_eff = uint64_t{1} << sys::kCapPerfmon;
+  EXPECT_THAT(CheckSystemWidePrivilege(perfmon), HasValue());
+  sys::Privileges admin = Priv(3);
+  admin.cap_eff = uint64_t{1} << sys::kCapSysAdmin;
+  EXPECT_THAT(CheckSystemWidePrivilege(admin), HasValue());
+  sys::Privileges unknown;
+  EXPECT_THAT(CheckSystemWidePrivilege(unknown), HasErrorContaining("(it is unknown)"));
+}
+
+TEST(SystemWide, SelectsOnlineCpus) {
+  const std::vector<int> online = {0, 1, 2, 3, 6};
+  EXPECT_EQ(*SelectCpus({}, online), online);
+  EXPECT_EQ(*SelectCpus({3, 1, 3}, online), (std::vector<int>{1, 3}));
+  EXPECT_THAT(SelectCpus({1, 4, 5}, online),
+              HasErrorContaining("--cpu 1,4-5: CPU 4-5 are not online (online: 0-3,6)"));
+  EXPECT_THAT(SelectCpus({9}, online), HasErrorContaining("CPU 9 is not online"));
+  EXPECT_THAT(SelectCpus({}, {}), HasErrorContaining("no online CPUs"));
+  EXPECT_EQ(FormatCpuList({0, 1, 2, 3, 7, 9, 10}), "0-3,7,9-10");
+  EXPECT_EQ(FormatCpuList({}), "");
+}
+
+TEST(Prepare, SystemWideWithoutPrivilegeFailsBeforeOpening) {
+  TempDir d;
+  WritePmu(d);
+  WriteUser(d, 1);  // enough for the kernel, not for all CPUs
+  d.Write("sys/devices/system/cpu/online", "0-3\n");
+  sys::FakeCpuid cpuid;
+  RecordOptions o;
+  o.all_cpus = true;
+  FailureKind kind;
+  EXPECT_THAT(Prepare(o, base::RootPath(d.path()), cpuid, &kind),
+              HasErrorContaining("needs CAP_PERFMON or CAP_SYS_ADMIN (root), or "
+                                 "kernel.perf_event_paranoid <= 0 (it is 1)"));
+  EXPECT_EQ(kind, FailureKind::kPrivilege);
+  WriteUser(d, 0);
+  auto p = Prepare(o, base::RootPath(d.path()), cpuid, &kind);
+  ASSERT_THAT(p, HasValue());
+  EXPECT_EQ(p->cpus, (std::vector<int>{0, 1, 2, 3}));
+}
+
+TEST(Prepare, SystemWideAttrsArePerCpu) {
+  TempDir d;
+  WritePmu(d);
+  WriteRoot(d, 2);
+  d.Write("sys/devices/system/cpu/online", "0-3,6\n");
+  sys::FakeCpuid cpuid;
+  RecordOptions o;
+  o.command = {"/bin/true"};  // run -a: the whole system while CMD runs
+  o.all_cpus = true;
+  o.cpus = {6, 1};
+  o.scope = TraceScope::kUserKernel;
+  FailureKind kind;
+  auto p = Prepare(o, base::RootPath(d.path()), cpuid, &kind);
+  ASSERT_THAT(p, HasValue());
+  EXPECT_EQ(p->cpus, (std::vector<int>{1, 6}));
+  ASSERT_TRUE(p->hw.pt_attr.has_value());
+  const perf_event_attr& pt = *p->hw.pt_attr;
+  // Not tied to the program's exec; enabled by ptsnap before it execs.
+  EXPECT_EQ(pt.enable_on_exec, 0u);
+  EXPECT_EQ(pt.inherit, 0u);
+  EXPECT_EQ(pt.disabled, 1u);
+  EXPECT_EQ(pt.exclude_kernel, 0u);
+  EXPECT_NE(pt.sample_type & PERF_SAMPLE_CPU, 0u);  // per-CPU: records say which CPU
+  EXPECT_EQ(pt.sample_id_all, 1u);
+  const perf_event_attr& tr = p->hw.tracking_attr;
+  EXPECT_EQ(tr.enable_on_exec, 0u);
+  EXPECT_EQ(tr.context_switch, 1u);  // CPU-wide: PERF_RECORD_SWITCH_CPU_WIDE
+  EXPECT_EQ(tr.task, 1u);
+  EXPECT_EQ(tr.mmap2, 1u);
+  EXPECT_EQ(tr.comm, 1u);
+  EXPECT_NE(tr.sample_type & PERF_SAMPLE_CPU, 0u);
+  EXPECT_NE(tr.sample_type & PERF_SAMPLE_TIME, 0u);
+  // A CPU that is not online is refused before anything opens.
+  o.cpus = {5};
+  EXPECT_THAT(Prepare(o, base::RootPath(d.path()), cpuid, &kind),
+              HasErrorContaining("CPU 5 is not online (online: 0-3,6)"));
 }
 
 TEST(TimeConv, ReadsTheUserPageAndConvertsTsc) {

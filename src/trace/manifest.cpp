@@ -322,6 +322,7 @@ Result<Manifest> ParseTree(const Json& root) {
         PTSNAP_TRY(o.Uint("size", s.size, true));
         PTSNAP_TRY(o.Bool("wrapped", s.wrapped));
         PTSNAP_TRY(o.Uint("lost_bytes", s.lost_bytes));
+        PTSNAP_TRY(o.Uint("truncated", s.truncated));
         m.streams.push_back(std::move(s));
         return Ok();
       },
@@ -463,7 +464,8 @@ std::string SerializeManifest(const Manifest& m) {
                        {"snapshot", s.snapshot},
                        {"size", s.size},
                        {"wrapped", s.wrapped},
-                       {"lost_bytes", s.lost_bytes}});
+                       {"lost_bytes", s.lost_bytes},
+                       {"truncated", s.truncated}});
   }
   j["streams"] = std::move(streams);
   j["lost_records"] = m.lost_records;

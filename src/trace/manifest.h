@@ -78,8 +78,14 @@ struct Stream {
   int32_t pid = -1, tid = -1, cpu = -1;  // tid for per-thread, cpu for per-CPU
   uint32_t snapshot = 0;                 // Snapshot::seq; full-execution streams use 0
   uint64_t size = 0;                     // bytes in file
-  bool wrapped = false;     // the ring had wrapped: the start is torn, sync at the first PSB
-  uint64_t lost_bytes = 0;  // full mode: bytes the kernel dropped (TRUNCATED)
+  bool wrapped = false;  // the ring had wrapped: the start is torn, sync at the first PSB
+  // Full mode: AUX bytes known to be lost (skipped by the kernel between AUX
+  // records, or overwritten before ptsnap read them).
+  uint64_t lost_bytes = 0;
+  // Full mode: times the AUX area filled up (AUX records with TRUNCATED);
+  // PT was stopped from then until ptsnap drained and re-enabled it, so the
+  // trace has a gap there of unknown size.
+  uint32_t truncated = 0;
   friend bool operator==(const Stream&, const Stream&) = default;
 };
 

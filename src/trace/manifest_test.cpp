@@ -63,7 +63,7 @@ Manifest FullManifest() {
                 .size = 4096,
                 .wrapped = true,
                 .lost_bytes = 0},
-               {.id = 1, .file = "pt/1.pt", .cpu = 3, .size = 0, .lost_bytes = 77}};
+               {.id = 1, .file = "pt/1.pt", .cpu = 3, .size = 0, .lost_bytes = 77, .truncated = 2}};
   m.lost_records = 5;
   m.aux_truncated = 2;
   m.kcore = {.status = "copied", .reason = "", .dir = "kcore"};

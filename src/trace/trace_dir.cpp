@@ -109,6 +109,40 @@ Result<uint32_t> TraceWriter::AddStream(Stream info, std::span<const std::byte> 
   return id;
 }
 
+Result<uint32_t> TraceWriter::BeginStream(Stream info) {
+  uint32_t id = 0;
+  for (const Stream& s : manifest_.streams) id = std::max(id, s.id + 1);
+  info.id = id;
+  info.file = std::string(kStreamDir) + "/" + std::to_string(id) + ".pt";
+  info.size = 0;
+  const std::filesystem::path path = dir_ / info.file;
+  base::UniqueFd fd(
+      ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, kFileMode));
+  if (!fd) return Error::FromErrno("create " + path.string());
+  if (::fchmod(fd.get(), kFileMode) != 0) return Error::FromErrno("chmod " + path.string());
+  open_streams_.emplace_back(id, std::move(fd));
+  manifest_.streams.push_back(std::move(info));
+  PTSNAP_TRY(Flush());
+  return id;
+}
+
+Stream* TraceWriter::FindStream(uint32_t id) {
+  for (Stream& s : manifest_.streams)
+    if (s.id == id) return &s;
+  return nullptr;
+}
+
+Result<void> TraceWriter::AppendStream(uint32_t id, std::span<const std::byte> data) {
+  Stream* s = FindStream(id);
+  int fd = -1;
+  for (const auto& [sid, f] : open_streams_)
+    if (sid == id) fd = f.get();
+  if (s == nullptr || fd < 0) return Error("stream " + std::to_string(id) + " is not open");
+  PTSNAP_TRY(base::WriteAll(fd, AsChars(data), (dir_ / s->file).string()));
+  s->size += data.size();
+  return Ok();
+}
+
 Result<void> TraceWriter::AddSnapshot(Snapshot snap) {
   manifest_.snapshots.push_back(std::move(snap));
   return Flush();
@@ -118,6 +152,10 @@ Result<void> TraceWriter::Flush() {
   // Sideband records the manifest may refer to reach the disk first.
   if (sideband_ && ::fdatasync(sideband_.get()) != 0 && errno != EINVAL) {
     return Error::FromErrno("fsync " + (dir_ / manifest_.sideband).string());
+  }
+  for (const auto& [id, fd] : open_streams_) {
+    if (::fdatasync(fd.get()) != 0 && errno != EINVAL)
+      return Error::FromErrno("fsync stream " + std::to_string(id));
   }
   return base::WriteFileAtomic(dir_ / kManifestFile, SerializeManifest(manifest_), kFileMode);
 }
@@ -158,12 +196,15 @@ Result<std::string> TraceReader::ReadStream(const Stream& stream) const {
     }
     return Error::FromErrno(StreamName(stream) + ": stat " + path.string());
   }
-  if (static_cast<uint64_t>(st.st_size) != stream.size) {
+  const bool cut_short = manifest_.state == State::kRecording;
+  if (static_cast<uint64_t>(st.st_size) != stream.size &&
+      !(cut_short && static_cast<uint64_t>(st.st_size) > stream.size)) {
     return Error(StreamName(stream) + " has " + std::to_string(st.st_size) +
                  " bytes but the manifest says " + std::to_string(stream.size) +
                  " (the file was changed or truncated)");
   }
-  PTSNAP_ASSIGN_OR_RETURN(std::string data, base::ReadFile(path, stream.size));
+  PTSNAP_ASSIGN_OR_RETURN(std::string data, base::ReadFile(path, static_cast<size_t>(st.st_size)));
+  if (cut_short && data.size() > stream.size) data.resize(stream.size);
   if (data.size() != stream.size) {
     return Error(StreamName(stream) + " changed while being read");
   }

@@ -10,6 +10,8 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "base/unique_fd.h"
 #include "ptsnap/result.h"
@@ -37,6 +39,17 @@ class TraceWriter {
   // the manifest and rewrites the manifest. Returns the stream id (ids are
   // 0, 1, 2, ... in the order added; the file is "pt/<id>.pt").
   Result<uint32_t> AddStream(Stream info, std::span<const std::byte> data);
+  // Streaming (full-execution mode): BeginStream creates an empty stream
+  // file, lists it (size 0) and rewrites the manifest; AppendStream appends
+  // to it and raises its size in the in-memory manifest only. Flush (or any
+  // call that rewrites the manifest) syncs the stream files first, so the
+  // manifest on disk never lists more bytes than the file holds; a crash
+  // leaves the file possibly longer than the manifest says, which readers
+  // accept while the state is "recording". Returns the stream id.
+  Result<uint32_t> BeginStream(Stream info);
+  Result<void> AppendStream(uint32_t id, std::span<const std::byte> data);
+  // The manifest entry of stream `id` (nullptr when there is none).
+  Stream* FindStream(uint32_t id);
   // Records a snapshot and rewrites the manifest.
   Result<void> AddSnapshot(Snapshot snap);
   // Any other manifest change (lost counts, kcore, binaries): edit, then Flush.
@@ -55,6 +68,7 @@ class TraceWriter {
   std::filesystem::path dir_;
   Manifest manifest_;
   base::UniqueFd sideband_;
+  std::vector<std::pair<uint32_t, base::UniqueFd>> open_streams_;  // BeginStream'ed files
 };
 
 class TraceReader {
@@ -70,7 +84,10 @@ class TraceReader {
   [[nodiscard]] const std::filesystem::path& dir() const { return dir_; }
 
   // The stream's bytes; an error naming the stream if its file is missing or
-  // its size differs from the manifest's.
+  // its size differs from the manifest's. A file longer than the manifest
+  // says is accepted (and cut to the manifest's size) while the state is
+  // "recording": a full-execution recording that died between appending
+  // and rewriting the manifest.
   Result<std::string> ReadStream(const Stream& stream) const;
   // All sideband records, sorted by sample_id.time (stable). A torn tail (a
   // partial last record, or zero bytes a crash left at the end) is ignored

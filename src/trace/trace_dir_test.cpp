@@ -263,5 +263,31 @@ TEST(TraceDirTest, StreamAndSidebandProblemsNameTheFile) {
   EXPECT_THAT(r->ReadSideband(), HasErrorContaining("sideband.data is missing"));
 }
 
+TEST(TraceDirTest, StreamsGrowAsTheyAreAppendedAndSurviveACrash) {
+  TempDir tmp;
+  fs::path dir = tmp.path() / "full";
+  {
+    auto w = TraceWriter::Create(dir, Initial());
+    ASSERT_THAT(w, HasValue());
+    auto id = w->BeginStream(Stream{.cpu = 2});
+    ASSERT_THAT(id, HasValue());
+    EXPECT_EQ(ModeOf(dir / "pt/0.pt"), 0600u);
+    ASSERT_THAT(w->AppendStream(*id, Span("abc")), HasValue());
+    ASSERT_THAT(w->AppendStream(*id, Span("def")), HasValue());
+    EXPECT_THAT(w->AppendStream(7, Span("x")), HasErrorContaining("stream 7 is not open"));
+    ASSERT_THAT(w->Flush(), HasValue());
+    // Appended after the last manifest rewrite, then the recorder dies.
+    ASSERT_THAT(w->AppendStream(*id, Span("ghi")), HasValue());
+  }
+  auto r = TraceReader::Open(dir);
+  ASSERT_THAT(r, HasValue());
+  ASSERT_EQ(r->manifest().streams.size(), 1u);
+  EXPECT_EQ(r->manifest().streams[0].size, 6u);
+  EXPECT_EQ(r->manifest().streams[0].cpu, 2);
+  auto data = r->ReadStream(r->manifest().streams[0]);
+  ASSERT_THAT(data, HasValue());
+  EXPECT_EQ(*data, "abcdef");  // what the manifest lists, nothing more
+}
+
 }  // namespace
 }  // namespace ptsnap::trace

@@ -144,4 +144,29 @@ TEST_F(CliErrors, BadOptionValuesAreUsageErrors) {
   ExpectEmpty();
 }
 
+TEST_F(CliErrors, SystemWideUsageErrors) {
+  Exit none = Ptsnap(dir_.path(), {"attach"});
+  EXPECT_EQ(none.code, 2);
+  EXPECT_THAT(none.err,
+              HasSubstr("attach needs -p PID[,PID...] (or -a to trace the whole system)"));
+  Exit cpu = Ptsnap(dir_.path(), {"attach", "--cpu", "3-1"});
+  EXPECT_EQ(cpu.code, 2);
+  EXPECT_THAT(cpu.err, HasSubstr("bad --cpu '3-1': expected a CPU list such as 0-3,7"));
+  Exit emu = Ptsnap(dir_.path(), {"run", "-a", "--emulate", "--", "/bin/true"});
+  EXPECT_EQ(emu.code, 2);
+  EXPECT_THAT(emu.err, HasSubstr("-a/--cpu (system-wide) needs hardware Intel PT"));
+  Exit trig = Ptsnap(dir_.path(), {"attach", "-a", "--trigger", "main"});
+  EXPECT_EQ(trig.code, 2);
+  EXPECT_THAT(trig.err, HasSubstr("--trigger needs -p PID"));
+  ExpectEmpty();
+}
+
+TEST_F(CliErrors, SystemWideWithoutPtIsTheNoPmuError) {
+  if (HasIntelPt()) GTEST_SKIP() << "this machine has an intel_pt PMU: the no-PMU path cannot run";
+  Exit r = Ptsnap(dir_.path(), {"attach", "-a", "--cpu", "0", "--duration", "1s"});
+  EXPECT_EQ(r.code, 3);
+  EXPECT_THAT(r.err, StartsWith("ptsnap: error: no Intel PT on this machine"));
+  ExpectEmpty();
+}
+
 }  // namespace

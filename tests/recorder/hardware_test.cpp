@@ -2,8 +2,11 @@
 // on own children; skips, saying why, everywhere else.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <linux/perf_event.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 
@@ -93,6 +96,63 @@ TEST_F(Hardware, FullExecutionKeepsEverything) {
   EXPECT_GT(m.streams[0].size, 0u);
   ASSERT_FALSE(m.snapshots.empty());
   EXPECT_EQ(m.snapshots.back().reason, "full");
+}
+
+// System-wide: one stream per CPU (tid -1), CPU-wide switch records, PSBs.
+TEST_F(Hardware, SystemWidePerCpuStreamsAndCpuWideSwitches) {
+  if (geteuid() != 0) GTEST_SKIP() << "system-wide tracing needs root (or paranoid <= 0)";
+  TempDir dir;
+  RecordOptions o;
+  o.command = {target_, "3", "delay"};  // run -a: the whole system while it runs
+  o.all_cpus = true;
+  o.snapshot_size = 1 << 20;
+  o.timer.preset = "low";
+  auto out = Run(o, dir.path() / "sw");
+  ASSERT_THAT(out, HasValue());
+  auto reader = trace::TraceReader::Open(dir.path() / "sw");
+  ASSERT_THAT(reader, HasValue());
+  const trace::Manifest& m = reader->manifest();
+  ASSERT_FALSE(m.streams.empty());
+  bool psb = false;
+  for (const auto& s : m.streams) {
+    EXPECT_GE(s.cpu, 0);
+    EXPECT_EQ(s.tid, -1);
+    auto bytes = reader->ReadStream(s);
+    ASSERT_THAT(bytes, HasValue());
+    psb |= HasPsb(*bytes);
+  }
+  EXPECT_TRUE(psb) << "no PSB packet in any CPU's stream";
+  auto sb = reader->ReadSideband();
+  ASSERT_THAT(sb, HasValue());
+  int cpu_wide = 0, itrace = 0;
+  for (const auto& r : sb->records) {
+    cpu_wide += r.type == PERF_RECORD_SWITCH_CPU_WIDE;
+    itrace += r.type == PERF_RECORD_ITRACE_START;
+  }
+  EXPECT_GT(cpu_wide, 0);
+  EXPECT_GT(itrace, 0);
+}
+
+TEST_F(Hardware, SystemWideFullExecutionStreamsEveryCpu) {
+  if (geteuid() != 0) GTEST_SKIP() << "system-wide tracing needs root (or paranoid <= 0)";
+  TempDir dir;
+  RecordOptions o;
+  o.all_cpus = true;
+  o.cpus = {0};
+  o.full_execution = true;
+  o.timer.preset = "low";
+  o.duration = std::chrono::milliseconds(200);
+  auto out = Run(o, dir.path() / "swf");
+  ASSERT_THAT(out, HasValue());
+  auto reader = trace::TraceReader::Open(dir.path() / "swf");
+  ASSERT_THAT(reader, HasValue());
+  const trace::Manifest& m = reader->manifest();
+  ASSERT_EQ(m.streams.size(), 1u);
+  EXPECT_EQ(m.streams[0].cpu, 0);
+  EXPECT_GT(m.streams[0].size, 0u);
+  auto bytes = reader->ReadStream(m.streams[0]);
+  ASSERT_THAT(bytes, HasValue());
+  EXPECT_TRUE(HasPsb(*bytes));
 }
 
 }  // namespace

@@ -9,18 +9,25 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <sched.h>
 #include <cstdio>
 #include <cstdlib>
+
+#include <atomic>
+#include <filesystem>
+#include <map>
 #include <set>
 #include <thread>
 
 #include "perf/attr.h"
 #include "perf/perf_event.h"
 #include "perf/ring_buffer.h"
+#include "record/aux_stream.h"
 #include "record/child.h"
 #include "record/elf_symbols.h"
 #include "record/hardware_source.h"
 #include "record/recorder.h"
+#include "sys/cpus.h"
 #include "tests/support/result_matchers.h"
 #include "tests/support/temp_dir.h"
 #include "trace/perf_record.h"
@@ -409,6 +416,341 @@ TEST(Record, Sigusr2SnapshotsAndSigintEnds) {
       EXPECT_TRUE(out->interrupted);
     }
   }
+}
+
+// ---- System-wide (per-CPU) mode ------------------------------------------
+
+// A PtSource on heap memory: per CPU an AUX area that the "hardware" fills
+// with bytes naming the CPU while enabled, read with the real
+// AuxSnapshotReader (snapshot mode) or AuxStreamer (full mode).
+class FakeCpuSource final : public PtSource {
+ public:
+  struct Cpu {
+    int cpu = -1;
+    std::unique_ptr<perf_event_mmap_page> header = std::make_unique<perf_event_mmap_page>();
+    std::vector<std::byte> aux = std::vector<std::byte>(16384);
+    uint64_t written = 0;
+    bool enabled = false;
+    bool stopped = false;  // full mode: stopped by a TRUNCATED fill
+    std::unique_ptr<perf::AuxSnapshotReader> snap;
+    std::unique_ptr<AuxStreamer> full;
+  };
+  explicit FakeCpuSource(bool full) : full_(full) {}
+
+  static std::byte Tag(int cpu, uint64_t pos) {
+    return std::byte(static_cast<uint8_t>(cpu * 16 + static_cast<int>(pos % 16)));
+  }
+
+  Result<void> AddThread(pid_t, pid_t tid, bool trace_pt) override {
+    threads.push_back(tid);
+    pt_threads += trace_pt;
+    return Ok();
+  }
+  Result<void> AddCpu(int cpu) override {
+    auto c = std::make_unique<Cpu>();
+    c->cpu = cpu;
+    if (full_) {
+      trace::Stream info;
+      info.cpu = cpu;
+      c->full = std::make_unique<AuxStreamer>(c->header.get(), c->aux, info);
+    } else {
+      c->snap = std::make_unique<perf::AuxSnapshotReader>(c->header.get(), c->aux);
+    }
+    cpus.push_back(std::move(c));
+    return Ok();
+  }
+  Result<void> ArmTriggers(const std::vector<TriggerPoint>&) override { return Ok(); }
+  Result<void> EnableAll() override {
+    for (auto& c : cpus) c->enabled = true;
+    return Ok();
+  }
+  Result<SidebandEvents> DrainSideband(trace::TraceWriter& writer) override {
+    for (auto& c : cpus) {
+      if (!c->enabled || c->stopped) continue;
+      // Full mode never writes past aux_tail + size; overwrite mode wraps.
+      uint64_t room = full_ ? c->aux.size() - (c->written - c->header->aux_tail) : 3000;
+      const uint64_t n = std::min<uint64_t>(3000, room);
+      for (uint64_t i = 0; i < n; ++i, ++c->written)
+        c->aux[c->written % c->aux.size()] = Tag(c->cpu, c->written);
+      c->header->aux_head = full_ ? c->written : c->written % c->aux.size();
+      if (full_ && n < 3000) {
+        // The buffer was full: the kernel reports TRUNCATED and stops PT
+        // until it is drained and re-enabled.
+        c->full->NoteAux(trace::Aux{c->written - n, n, PERF_AUX_FLAG_TRUNCATED}, writer);
+        c->stopped = true;
+        ++truncations;
+      }
+    }
+    return SidebandEvents{};
+  }
+  Result<void> DrainAux(trace::TraceWriter& writer) override {
+    // Drains only every 8th time asked, so the 16 KiB rings fill up.
+    if (++drain_calls_ % 8 != 0 && !finishing_) return Ok();
+    for (auto& c : cpus) {
+      PTSNAP_TRY(c->full->Drain(writer));
+      c->stopped = false;
+    }
+    // What is on disk while the recording still runs.
+    for (const trace::Stream& s : writer.manifest().streams) {
+      std::error_code ec;
+      const auto size = std::filesystem::file_size(writer.dir() / s.file, ec);
+      if (!ec) on_disk_while_recording = std::max<uint64_t>(on_disk_while_recording, size);
+    }
+    return Ok();
+  }
+  Result<std::vector<TriggerHit>> PollTriggers() override { return std::vector<TriggerHit>{}; }
+  Result<void> Snapshot(trace::TraceWriter& writer, uint32_t seq, bool resume) override {
+    for (auto& c : cpus) c->enabled = false;
+    for (auto& c : cpus) {
+      EXPECT_FALSE(c->enabled);
+      perf::AuxSnapshot snap = c->snap->Copy();
+      if (snap.bytes.empty()) continue;
+      trace::Stream s;
+      s.cpu = c->cpu;
+      s.snapshot = seq;
+      s.wrapped = snap.wrapped;
+      PTSNAP_TRY(writer.AddStream(s, snap.bytes));
+    }
+    if (resume) PTSNAP_TRY(EnableAll());
+    return Ok();
+  }
+  Result<void> Finish(trace::TraceWriter& writer) override {
+    if (!full_) return Ok();
+    for (auto& c : cpus) c->enabled = false;
+    finishing_ = true;
+    return DrainAux(writer);
+  }
+  uint64_t Now() const override { return 1000; }
+  size_t traced_threads() const override { return pt_threads; }
+  bool HasThread(pid_t tid) const override {
+    return std::find(threads.begin(), threads.end(), tid) != threads.end();
+  }
+  std::optional<trace::TimeConv> time_conv() const override { return std::nullopt; }
+
+  std::vector<std::unique_ptr<Cpu>> cpus;
+  std::vector<pid_t> threads;
+  size_t pt_threads = 0;
+  uint64_t on_disk_while_recording = 0;
+  int truncations = 0;
+
+ private:
+  bool full_;
+  bool finishing_ = false;
+  int drain_calls_ = 0;
+};
+
+// Record() destroys its source at the end; this one forwards to a fake the
+// test keeps, so the test can look at what happened.
+class Forwarder final : public PtSource {
+ public:
+  explicit Forwarder(FakeCpuSource* f) : f_(f) {}
+  Result<void> AddThread(pid_t pid, pid_t tid, bool pt) override {
+    return f_->AddThread(pid, tid, pt);
+  }
+  Result<void> AddCpu(int cpu) override { return f_->AddCpu(cpu); }
+  Result<void> ArmTriggers(const std::vector<TriggerPoint>& p) override {
+    return f_->ArmTriggers(p);
+  }
+  Result<void> EnableAll() override { return f_->EnableAll(); }
+  Result<SidebandEvents> DrainSideband(trace::TraceWriter& w) override {
+    return f_->DrainSideband(w);
+  }
+  Result<void> DrainAux(trace::TraceWriter& w) override { return f_->DrainAux(w); }
+  Result<std::vector<TriggerHit>> PollTriggers() override { return f_->PollTriggers(); }
+  Result<void> Snapshot(trace::TraceWriter& w, uint32_t seq, bool resume) override {
+    return f_->Snapshot(w, seq, resume);
+  }
+  Result<void> Finish(trace::TraceWriter& w) override { return f_->Finish(w); }
+  uint64_t Now() const override { return f_->Now(); }
+  size_t traced_threads() const override { return f_->traced_threads(); }
+  bool HasThread(pid_t tid) const override { return f_->HasThread(tid); }
+  std::optional<trace::TimeConv> time_conv() const override { return f_->time_conv(); }
+
+ private:
+  FakeCpuSource* f_;
+};
+
+SourceFactory FakeFactory(FakeCpuSource* fake) {
+  return [fake](const HardwareConfig&) -> Result<std::unique_ptr<PtSource>> {
+    return std::unique_ptr<PtSource>(std::make_unique<Forwarder>(fake));
+  };
+}
+
+TEST(SystemWide, AttachSnapshotsEveryCpuIntoItsOwnStream) {
+  TempDir dir;
+  RecordOptions opts;
+  opts.all_cpus = true;
+  opts.duration = std::chrono::milliseconds(60);
+  Prepared p;
+  p.cpus = {0, 2, 5};
+  FailureKind kind;
+  FakeCpuSource fake_source(false);
+  FakeCpuSource* fake = &fake_source;
+  auto out = Record(opts, p, dir.path() / "sw", base::RootPath(), &kind, FakeFactory(fake));
+  ASSERT_THAT(out, HasValue());
+  EXPECT_EQ(fake->cpus.size(), 3u);
+  EXPECT_TRUE(fake->threads.empty());  // no -p: no per-thread events
+  auto reader = trace::TraceReader::Open(dir.path() / "sw");
+  ASSERT_THAT(reader, HasValue());
+  const trace::Manifest& m = reader->manifest();
+  EXPECT_EQ(m.state, trace::State::kComplete);
+  EXPECT_TRUE(m.pids.empty());
+  ASSERT_EQ(m.snapshots.size(), 1u);
+  EXPECT_EQ(m.snapshots[0].reason, "duration");
+  ASSERT_EQ(m.streams.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    const trace::Stream& s = m.streams[i];
+    EXPECT_EQ(s.cpu, p.cpus[i]);
+    EXPECT_EQ(s.tid, -1);
+    EXPECT_EQ(s.pid, -1);
+    EXPECT_EQ(s.snapshot, 1u);
+    auto bytes = reader->ReadStream(s);
+    ASSERT_THAT(bytes, HasValue());
+    ASSERT_FALSE(bytes->empty());
+    // Each CPU's ring went to its own stream, oldest byte first.
+    const uint64_t first = s.wrapped ? fake->cpus[i]->written - bytes->size() : 0;
+    EXPECT_EQ(static_cast<std::byte>((*bytes)[0]), FakeCpuSource::Tag(s.cpu, first));
+    EXPECT_EQ(static_cast<std::byte>(bytes->back()),
+              FakeCpuSource::Tag(s.cpu, fake->cpus[i]->written - 1));
+  }
+  // Mappings of the processes that existed before: ours among them.
+  auto sb = reader->ReadSideband();
+  ASSERT_THAT(sb, HasValue());
+  bool own = false;
+  for (const auto& r : sb->records)
+    if (auto* mm = std::get_if<trace::Mmap2>(&r.body))
+      own |= mm->pid == static_cast<uint32_t>(getpid()) && (mm->prot & PROT_EXEC) != 0;
+  EXPECT_TRUE(own);
+  EXPECT_TRUE(
+      std::filesystem::exists(dir.path() / "sw" / "vdso" / (std::to_string(getpid()) + ".so")));
+}
+
+TEST(SystemWide, FullExecutionStreamsToDiskWhileRecordingAndCountsLoss) {
+  TempDir dir;
+  RecordOptions opts;
+  opts.all_cpus = true;
+  opts.full_execution = true;
+  opts.duration = std::chrono::milliseconds(200);
+  Prepared p;
+  p.cpus = {0, 1};
+  p.mode = trace::Mode::kFull;
+  p.hw.full_execution = true;
+  FailureKind kind;
+  FakeCpuSource fake_source(true);
+  FakeCpuSource* fake = &fake_source;
+  auto out = Record(opts, p, dir.path() / "full", base::RootPath(), &kind, FakeFactory(fake));
+  ASSERT_THAT(out, HasValue());
+  EXPECT_GT(fake->on_disk_while_recording, 0u);  // streamed, not held until the end
+  auto reader = trace::TraceReader::Open(dir.path() / "full");
+  ASSERT_THAT(reader, HasValue());
+  const trace::Manifest& m = reader->manifest();
+  ASSERT_EQ(m.streams.size(), 2u);
+  uint32_t truncated = 0;
+  for (size_t i = 0; i < 2; ++i) {
+    const trace::Stream& s = m.streams[i];
+    EXPECT_EQ(s.cpu, static_cast<int>(i));
+    EXPECT_EQ(s.tid, -1);
+    EXPECT_EQ(s.snapshot, 0u);
+    const auto& c = *fake->cpus[i];
+    EXPECT_EQ(s.size, c.written);  // every byte produced, in order
+    auto bytes = reader->ReadStream(s);
+    ASSERT_THAT(bytes, HasValue());
+    for (size_t j = 0; j < bytes->size(); j += 101)
+      ASSERT_EQ(static_cast<std::byte>((*bytes)[j]), FakeCpuSource::Tag(s.cpu, j)) << j;
+    truncated += s.truncated;
+  }
+  EXPECT_GT(fake->truncations, 0);
+  EXPECT_EQ(truncated, static_cast<uint32_t>(fake->truncations));
+  ASSERT_EQ(m.snapshots.size(), 1u);
+  EXPECT_EQ(m.snapshots[0].reason, "full");
+  ASSERT_FALSE(out->warnings.empty());
+  EXPECT_THAT(out->warnings[0], HasSubstr("PT data was lost: the AUX buffer filled " +
+                                          std::to_string(fake->truncations) + " time(s)"));
+}
+
+// Real per-CPU dummy events (software events work on this VM): one per
+// online CPU with context_switch, and a thread pinned to each CPU sleeping
+// in a loop, so every CPU switches tasks while the recording runs.
+TEST(SystemWide, PerCpuDummyEventsSeeCpuWideSwitchesOnEveryCpu) {
+  if (geteuid() != 0) GTEST_SKIP() << "system-wide events need root (or paranoid <= 0) here";
+  auto online = sys::ReadOnlineCpus(base::RootPath());
+  ASSERT_THAT(online, HasValue());
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> sleepers;
+  for (int cpu : *online) {
+    sleepers.emplace_back([cpu, &stop] {
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      CPU_SET(cpu, &set);
+      sched_setaffinity(0, sizeof(set), &set);
+      while (!stop) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    });
+  }
+  TempDir dir;
+  RecordOptions opts;
+  opts.all_cpus = true;
+  opts.duration = std::chrono::milliseconds(300);
+  Prepared p;
+  p.cpus = *online;
+  p.hw.tracking_attr = perf::BuildTrackingAttr(false, false);
+  p.hw.data_pages = 64;
+  FailureKind kind;
+  auto out = Record(opts, p, dir.path() / "live", base::RootPath(), &kind);
+  stop = true;
+  for (auto& t : sleepers) t.join();
+  ASSERT_THAT(out, HasValue());
+  auto reader = trace::TraceReader::Open(dir.path() / "live");
+  ASSERT_THAT(reader, HasValue());
+  auto sb = reader->ReadSideband();
+  ASSERT_THAT(sb, HasValue());
+  std::map<uint32_t, int> outs, ins;
+  bool own_mapping = false;
+  for (const auto& r : sb->records) {
+    if (auto* sw = std::get_if<trace::Switch>(&r.body)) {
+      EXPECT_EQ(r.type, static_cast<uint32_t>(PERF_RECORD_SWITCH_CPU_WIDE));
+      EXPECT_TRUE(sw->cpu_wide);
+      (sw->out ? outs : ins)[r.sample_id.cpu]++;
+    }
+    if (auto* mm = std::get_if<trace::Mmap2>(&r.body))
+      own_mapping |= mm->pid == static_cast<uint32_t>(getpid());
+  }
+  for (int cpu : *online) {
+    EXPECT_GT(outs[static_cast<uint32_t>(cpu)], 0) << "no switch-out on CPU " << cpu;
+    EXPECT_GT(ins[static_cast<uint32_t>(cpu)], 0) << "no switch-in on CPU " << cpu;
+  }
+  EXPECT_TRUE(own_mapping);                         // synthesized from /proc/*/maps
+  EXPECT_TRUE(reader->manifest().streams.empty());  // no PT on this machine
+}
+
+TEST(SystemWide, RunTracesTheWholeSystemWhileTheProgramRuns) {
+  if (geteuid() != 0) GTEST_SKIP() << "system-wide events need root (or paranoid <= 0) here";
+  auto online = sys::ReadOnlineCpus(base::RootPath());
+  ASSERT_THAT(online, HasValue());
+  TempDir dir;
+  RecordOptions opts;
+  opts.all_cpus = true;
+  opts.command = {"/bin/sh", "-c", "exit 3"};
+  Prepared p;
+  p.cpus = *online;
+  p.hw.tracking_attr = perf::BuildTrackingAttr(false, false);
+  p.hw.data_pages = 64;
+  FailureKind kind;
+  auto out = Record(opts, p, dir.path() / "run", base::RootPath(), &kind);
+  ASSERT_THAT(out, HasValue());
+  EXPECT_EQ(out->program_status, 3);
+  auto reader = trace::TraceReader::Open(dir.path() / "run");
+  ASSERT_THAT(reader, HasValue());
+  ASSERT_EQ(reader->manifest().snapshots.size(), 1u);
+  EXPECT_EQ(reader->manifest().snapshots[0].reason, "exit");
+  auto sb = reader->ReadSideband();
+  ASSERT_THAT(sb, HasValue());
+  // The program's exec, seen by a CPU-wide event (enabled before it execs).
+  bool exec_seen = false;
+  for (const auto& r : sb->records)
+    if (auto* c = std::get_if<trace::Comm>(&r.body); c && c->exec && c->comm == "sh")
+      exec_seen = std::find(online->begin(), online->end(), static_cast<int>(r.sample_id.cpu)) !=
+                  online->end();
+  EXPECT_TRUE(exec_seen);
 }
 
 }  // namespace
