@@ -95,7 +95,7 @@ Error ExplainThreadError(const Error& e, const Prepared& p, FailureKind* kind) {
   if (!mmap && (e.errnum() == EACCES || e.errnum() == EPERM)) *kind = FailureKind::kPrivilege;
   if (e.errnum() == 0) return e;
   return Error(ExplainOpenFailure(e.errnum(), p.scope != trace::Scope::kUser, p.privileges, mmap,
-                                  (p.hw.aux_pages + p.hw.data_pages + 1) * 4096) +
+                                  (p.hw.aux_pages + p.hw.data_pages + 1) * 4096, !p.cpus.empty()) +
                " (" + e.ToString() + ")");
 }
 
@@ -120,7 +120,7 @@ std::string NoPmuMessage(const sys::CpuInfo& cpu) {
 }
 
 std::string ExplainOpenFailure(int errnum, bool kernel_scope, const sys::Privileges& priv,
-                               bool during_mmap, uint64_t bytes) {
+                               bool during_mmap, uint64_t bytes, bool system_wide) {
   if (during_mmap && (errnum == EPERM || errnum == ENOMEM)) {
     std::string budget = priv.perf_event_mlock_kb
                              ? std::to_string(*priv.perf_event_mlock_kb) + " KiB per CPU"
@@ -138,6 +138,10 @@ std::string ExplainOpenFailure(int errnum, bool kernel_scope, const sys::Privile
     case EACCES:
     case EPERM: {
       const std::string paranoid = ParanoidText(priv);
+      if (system_wide)
+        return "not allowed to trace all CPUs: needs CAP_PERFMON or CAP_SYS_ADMIN (root), or "
+               "kernel.perf_event_paranoid <= 0 (it is " +
+               paranoid + "); run as root or `sysctl -w kernel.perf_event_paranoid=0`";
       if (kernel_scope)
         return "not allowed to trace the kernel: needs CAP_PERFMON or CAP_SYS_ADMIN (root), or "
                "kernel.perf_event_paranoid <= 1 (it is " +

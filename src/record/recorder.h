@@ -61,9 +61,10 @@ std::string NoPmuMessage(const sys::CpuInfo& cpu);
 // event, naming the cause and the fix: EBUSY (another PT user), EACCES/EPERM
 // (perf_event_paranoid with the sysctl, or capabilities), EPERM/ENOMEM from
 // mmap (perf_event_mlock_kb), ESRCH (process gone), ENOENT/EOPNOTSUPP.
-// Pure, so every mapping is unit-tested.
+// `system_wide`: the event was a per-CPU one (-a), whose EACCES/EPERM means
+// the system-wide privilege. Pure, so every mapping is unit-tested.
 std::string ExplainOpenFailure(int errnum, bool kernel_scope, const sys::Privileges& priv,
-                               bool during_mmap, uint64_t bytes);
+                               bool during_mmap, uint64_t bytes, bool system_wide = false);
 
 // System-wide tracing (pid -1 on each CPU) is what the kernel's
 // perf_allow_cpu() allows: CAP_PERFMON or CAP_SYS_ADMIN, or

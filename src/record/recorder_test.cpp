@@ -82,6 +82,9 @@ TEST(ExplainOpenFailure, EveryErrnoNamesCauseAndFix) {
   EXPECT_THAT(ExplainOpenFailure(ENOSPC, false, Priv(2), false, 0), HasSubstr("debug register"));
   EXPECT_THAT(ExplainOpenFailure(EINVAL, false, Priv(2), false, 0),
               HasSubstr("--timer-resolution low"));
+  EXPECT_THAT(ExplainOpenFailure(EACCES, false, Priv(1), false, 0, /*system_wide=*/true),
+              HasSubstr("not allowed to trace all CPUs: needs CAP_PERFMON or CAP_SYS_ADMIN (root), "
+                        "or kernel.perf_event_paranoid <= 0 (it is 1)"));
 }
 
 TEST(NoPmuMessage, SaysVmAndSuggestsEmulate) {
