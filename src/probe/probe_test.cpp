@@ -12,6 +12,7 @@
 #include <string>
 
 #include "probe/render.h"
+#include "sys/kcore_image.h"
 #include "tests/support/result_matchers.h"
 #include "tests/support/temp_dir.h"
 
@@ -63,33 +64,10 @@ std::string Kallsyms(bool masked) {
          " t do_work\n" + a(kEtext) + " T _etext\n";
 }
 
-// A minimal ELF64 core whose one PT_LOAD maps [vaddr, vaddr + size).
+// A core (a PT_NOTE, then one PT_LOAD of nops) mapping [vaddr, vaddr + size).
 std::string Core(uint64_t vaddr, uint64_t size) {
-  Elf64_Ehdr eh{};
-  std::memcpy(eh.e_ident, ELFMAG, SELFMAG);
-  eh.e_ident[EI_CLASS] = ELFCLASS64;
-  eh.e_ident[EI_DATA] = ELFDATA2LSB;
-  eh.e_ident[EI_VERSION] = EV_CURRENT;
-  eh.e_type = ET_CORE;
-  eh.e_machine = EM_X86_64;
-  eh.e_version = EV_CURRENT;
-  eh.e_phoff = sizeof eh;
-  eh.e_ehsize = sizeof eh;
-  eh.e_phentsize = sizeof(Elf64_Phdr);
-  eh.e_phnum = 2;
-  Elf64_Phdr note{};
-  note.p_type = PT_NOTE;
-  Elf64_Phdr load{};
-  load.p_type = PT_LOAD;
-  load.p_flags = PF_R | PF_X;
-  load.p_offset = sizeof eh + 2 * sizeof(Elf64_Phdr);
-  load.p_vaddr = vaddr;
-  load.p_filesz = load.p_memsz = size;
-  std::string out(reinterpret_cast<const char*>(&eh), sizeof eh);
-  out.append(reinterpret_cast<const char*>(&note), sizeof note);
-  out.append(reinterpret_cast<const char*>(&load), sizeof load);
-  out.append(size, '\x90');
-  return out;
+  return sys::BuildCoreImage(
+      {{.type = PT_NOTE}, {.vaddr = vaddr, .bytes = std::string(size, '\x90')}});
 }
 
 sys::CpuidRegs Vendor(const char* v, uint32_t max_leaf) {

@@ -39,10 +39,4 @@ std::string KcoreDisabledBy();
 // text symbols, text not covered by any PT_LOAD.
 Result<KcoreCopy> CopyKcore(const base::RootPath& root, const std::filesystem::path& out_dir);
 
-// Pure: an ELF64 little-endian ET_CORE image with one PT_LOAD per region
-// (`regions[i].offset` is ignored and recomputed), followed by the bytes.
-std::string BuildCoreImage(uint16_t machine, const std::vector<sys::ElfLoad>& regions,
-                           const std::vector<std::string>& contents,
-                           std::vector<sys::ElfLoad>* written = nullptr);
-
 }  // namespace ptsnap::record
