@@ -13,6 +13,7 @@
 
 #include "probe/render.h"
 #include "sys/kcore_image.h"
+#include "tests/support/fake_intel_pt.h"
 #include "tests/support/result_matchers.h"
 #include "tests/support/temp_dir.h"
 
@@ -28,7 +29,7 @@ using ::testing::Not;
 
 constexpr uint64_t kStext = 0xffffffff81000000;
 constexpr uint64_t kEtext = 0xffffffff81e00000;
-const std::string kPt = "sys/bus/event_source/devices/intel_pt/";
+const std::string kPt = ::ptsnap::testing::kIntelPtDir;
 
 // Every check id, in report order (docs/probe.md lists the same).
 const std::vector<std::string> kAllIds = {"kernel.version",    "kernel.features",
@@ -126,62 +127,10 @@ class FakeMachine {
   void Remove(const std::string& rel) { std::filesystem::remove_all(dir_.path() / rel); }
 
   void AddSkylakePmu() {
-    Write(kPt + "type", "8\n");
-    for (auto [term, bits] : std::map<std::string, std::string>{{"pt", "config:0"},
-                                                                {"cyc", "config:1"},
-                                                                {"pwr_evt", "config:4"},
-                                                                {"fup_on_ptw", "config:5"},
-                                                                {"mtc", "config:9"},
-                                                                {"tsc", "config:10"},
-                                                                {"noretcomp", "config:11"},
-                                                                {"ptw", "config:12"},
-                                                                {"branch", "config:13"},
-                                                                {"mtc_period", "config:14-17"},
-                                                                {"cyc_thresh", "config:19-22"},
-                                                                {"psb_period", "config:24-27"}}) {
-      Write(kPt + "format/" + term, bits + "\n");
-    }
-    for (auto [cap, v] : std::map<std::string, std::string>{{"cr3_filtering", "1"},
-                                                            {"psb_cyc", "1"},
-                                                            {"ip_filtering", "1"},
-                                                            {"mtc", "1"},
-                                                            {"ptwrite", "0"},
-                                                            {"power_event_trace", "0"},
-                                                            {"topa_output", "1"},
-                                                            {"topa_multiple_entries", "1"},
-                                                            {"single_range_output", "1"},
-                                                            {"payloads_lip", "0"},
-                                                            {"num_address_ranges", "2"},
-                                                            {"mtc_periods", "249"},
-                                                            {"cycle_thresholds", "3fff"},
-                                                            {"psb_periods", "3f"},
-                                                            {"max_subleaf", "1"}}) {
-      Write(kPt + "caps/" + cap, v + "\n");
-    }
-    Write(kPt + "nr_addr_filters", "2\n");
-    Write(kPt + "max_nonturbo_ratio", "34\n");
-    Write(kPt + "tsc_art_ratio", "200:2\n");
+    ::ptsnap::testing::WriteIntelPt(dir_, ::ptsnap::testing::SkylakeIntelPt());
   }
-
-  // Broadwell: no psb_cyc, no mtc periods beyond the default, no CYC term.
   void AddBroadwellPmu() {
-    Write(kPt + "type", "7\n");
-    for (auto [term, bits] : std::map<std::string, std::string>{{"pt", "config:0"},
-                                                                {"tsc", "config:10"},
-                                                                {"noretcomp", "config:11"},
-                                                                {"branch", "config:13"}}) {
-      Write(kPt + "format/" + term, bits + "\n");
-    }
-    for (auto [cap, v] : std::map<std::string, std::string>{{"psb_cyc", "0"},
-                                                            {"ip_filtering", "0"},
-                                                            {"mtc", "0"},
-                                                            {"topa_output", "1"},
-                                                            {"topa_multiple_entries", "1"},
-                                                            {"num_address_ranges", "0"}}) {
-      Write(kPt + "caps/" + cap, v + "\n");
-    }
-    Write(kPt + "nr_addr_filters", "0\n");
-    Write(kPt + "max_nonturbo_ratio", "23\n");
+    ::ptsnap::testing::WriteIntelPt(dir_, ::ptsnap::testing::BroadwellIntelPt());
   }
 
   void MakeRoot() { Write("proc/self/status", Status(0, 0x1fffeffffffull)); }

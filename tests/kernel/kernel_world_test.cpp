@@ -27,6 +27,7 @@
 #include "record/kcore_copy.h"
 #include "record/options.h"
 #include "record/recorder.h"
+#include "support/fake_intel_pt.h"
 #include "support/result_matchers.h"
 #include "support/temp_dir.h"
 #include "sys/cpuid.h"
@@ -266,12 +267,7 @@ TEST(KernelPrivileges, KernelScopesNeedPerfmonOrParanoidOne) {
   auto k = LoadTestKernel();
   ASSERT_THAT(k, HasValue());
   ASSERT_THAT(WriteFakeRoot(*k, dir.path()), HasValue());
-  const std::string pmu = "sys/bus/event_source/devices/intel_pt/";
-  dir.Write(pmu + "type", "8\n");
-  dir.Write(pmu + "format/pt", "config:0");
-  dir.Write(pmu + "format/tsc", "config:10");
-  dir.Write(pmu + "format/branch", "config:13");
-  dir.Write(pmu + "max_nonturbo_ratio", "22\n");
+  ::ptsnap::testing::WriteIntelPt(dir, ::ptsnap::testing::SkylakeIntelPt());
   sys::FakeCpuid cpuid;
   record::RecordOptions o;
   o.command = {"/bin/true"};
