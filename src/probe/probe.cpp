@@ -2,6 +2,7 @@
 
 #include <linux/hw_breakpoint.h>
 #include <linux/perf_event.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -158,6 +159,57 @@ LiveResult OpenUprobe(const base::RootPath& root, std::vector<std::string>* warn
   return Explain(
       sys::PerfEventOpen(attr, 0, -1, -1),
       "opened a uprobe (type " + std::to_string(*type) + ") on " + hit->path + "+" + Hex(offset));
+}
+
+// What kernel-scope traces get without a kcore snapshot. The decoder has no
+// other source of kernel code (no vmlinux support).
+constexpr std::string_view kNoKernelImage =
+    "kernel-scope traces record without a kernel image: kernel code is not decoded (the decode "
+    "shows decode-error markers where the trace ran in the kernel)";
+
+// Why /proc/kallsyms shows zeros to this process (kernel/kallsyms.c
+// kallsyms_show_value(): kptr_restrict 0 shows them when perf_event_paranoid
+// <= 1 or with CAP_SYSLOG, 1 only with CAP_SYSLOG, 2 never).
+std::string KallsymsMaskedWhy(const sys::Privileges& priv) {
+  if (!priv.kptr_restrict) return "kptr_restrict ?";
+  int64_t kr = *priv.kptr_restrict;
+  std::string why = "kptr_restrict " + std::to_string(kr);
+  if (kr >= 2) return why + " hides them from everyone";
+  if (!priv.cap_eff || priv.Has(sys::kCapSyslog)) return why;
+  if (kr == 1) return why + " and no CAP_SYSLOG";
+  std::string paranoid =
+      priv.perf_event_paranoid ? std::to_string(*priv.perf_event_paranoid) : std::string("?");
+  return why + ", perf_event_paranoid " + paranoid + " > 1 and no CAP_SYSLOG";
+}
+
+// Why the kernel would refuse this process an open of /proc/kcore, from the
+// file's mode bits and the process's capabilities (the VFS permission check:
+// the file belongs to root; then fs/proc/kcore.c open_kcore():
+// CAP_SYS_RAWIO and no lockdown). Empty when nothing refuses it, or when
+// the capabilities are unknown (then the open itself tells).
+std::vector<std::string> KcoreRefusals(const base::RootPath& root, const sys::Privileges& priv) {
+  std::vector<std::string> why;
+  if (priv.cap_eff && priv.euid) {
+    struct stat st {};
+    if (::stat(root.Resolve("/proc/kcore").c_str(), &st) == 0) {
+      unsigned mode = st.st_mode & 07777;
+      bool owner = *priv.euid == 0;  // /proc/kcore is owned by root
+      bool dac = priv.Has(sys::kCapDacOverride) || priv.Has(sys::kCapDacReadSearch) ||
+                 (owner ? (mode & S_IRUSR) != 0 : (mode & S_IROTH) != 0);
+      if (!dac) {
+        char m[8];
+        std::snprintf(m, sizeof m, "%04o", mode);
+        why.push_back(owner ? std::string("mode ") + m + " denies reading even to its owner root"
+                            : std::string("mode ") + m + " lets only root read it (euid " +
+                                  std::to_string(*priv.euid) + ")");
+      }
+    }
+    if (!priv.Has(sys::kCapSysRawio)) why.push_back("no CAP_SYS_RAWIO");
+  }
+  if (priv.lockdown && *priv.lockdown == "confidentiality") {
+    why.push_back("lockdown=confidentiality refuses it");
+  }
+  return why;
 }
 
 // The first directory in $PATH holding an executable `name`.
@@ -596,8 +648,11 @@ ProbeReport RunProbe(const ProbeEnv& env) {
             "kernel-scope traces will show raw addresses");
     } else if (k->masked) {
       c.Add("kcore.kallsyms", "Kernel symbols (/proc/kallsyms)", Status::kWarn,
-            "addresses masked (all zero; kptr_restrict " + kr + ")",
-            "run as root (CAP_SYSLOG), or sysctl -w kernel.kptr_restrict=0");
+            "addresses masked (all zero; " + KallsymsMaskedWhy(priv) + ")",
+            priv.kptr_restrict && *priv.kptr_restrict >= 2
+                ? "sysctl -w kernel.kptr_restrict=1 and run as root (CAP_SYSLOG); at 2 even root "
+                  "sees zeros"
+                : "run as root (CAP_SYSLOG), or sysctl -w kernel.kptr_restrict=0");
     } else {
       ks = std::move(*k);
       ks_ok = ks.stext && ks.etext && *ks.etext > *ks.stext;
@@ -617,10 +672,18 @@ ProbeReport RunProbe(const ProbeEnv& env) {
   {
     const std::string path = "/proc/kcore";
     bool exists = std::filesystem::exists(root.Resolve(path), ec);
+    std::vector<std::string> refused =
+        exists ? KcoreRefusals(root, priv) : std::vector<std::string>{};
     if (!exists) {
       c.Add("kcore.file", "/proc/kcore", Status::kWarn,
             "absent (kernel built without CONFIG_PROC_KCORE, or /proc not mounted)",
-            "kernel-scope traces cannot snapshot kernel text; decodes use vmlinux if given");
+            std::string(kNoKernelImage));
+    } else if (!refused.empty()) {
+      bool only_lockdown = refused.size() == 1 && refused[0].starts_with("lockdown");
+      c.Add("kcore.file", "/proc/kcore", Status::kWarn,
+            "present, but this process may not open it: " + Join(refused, "; "),
+            only_lockdown ? "boot without lockdown=confidentiality for kernel snapshots"
+                          : "run as root (CAP_SYS_RAWIO)");
     } else {
       auto k = sys::KcoreFile::Open(root);
       if (!k) {

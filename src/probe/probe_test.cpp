@@ -291,8 +291,9 @@ TEST(Probe, MaskedKallsyms) {
   m.Write("proc/kcore", Core(kStext, kEtext - kStext + 0x1000));
   ProbeReport r = m.Run();
   const Check& k = Get(r, "kcore.kallsyms");
-  EXPECT_THAT(k, IsCheck(Status::kWarn, "addresses masked (all zero; kptr_restrict 2)"));
-  EXPECT_THAT(k.fix, HasSubstr("kptr_restrict=0"));
+  EXPECT_THAT(k, IsCheck(Status::kWarn,
+                         "addresses masked (all zero; kptr_restrict 2 hides them from everyone)"));
+  EXPECT_THAT(k.fix, HasSubstr("kptr_restrict=1"));
   EXPECT_THAT(Get(r, "kcore.file"), IsCheck(Status::kWarn, "kernel text range unknown"));
   EXPECT_FALSE(r.kcore_usable);
 }
@@ -304,6 +305,7 @@ TEST(Probe, ConfidentialityLockdownBlocksKcore) {
   m.Write("proc/kcore", Core(kStext, kEtext - kStext + 0x1000));
   ProbeReport r = m.Run();
   EXPECT_THAT(Get(r, "kcore.lockdown"), IsCheck(Status::kWarn, "confidentiality"));
+  EXPECT_THAT(Get(r, "kcore.file"), IsCheck(Status::kWarn, "lockdown=confidentiality refuses it"));
   EXPECT_FALSE(r.kcore_usable);
 }
 

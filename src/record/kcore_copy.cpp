@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "base/file_util.h"
+#include "probe/probe.h"
 #include "sys/kallsyms.h"
 #include "sys/kcore_image.h"
 
@@ -19,6 +20,12 @@ constexpr uint64_t kPage = 4096;
 uint64_t RoundDown(uint64_t v) { return v & ~(kPage - 1); }
 uint64_t RoundUp(uint64_t v) { return (v + kPage - 1) & ~(kPage - 1); }
 
+std::optional<std::string> ProcessGetenv(std::string_view name) {
+  const char* v = std::getenv(std::string(name).c_str());
+  if (v == nullptr) return std::nullopt;
+  return std::string(v);
+}
+
 struct Range {
   uint64_t start, end;
   const char* what;
@@ -26,12 +33,61 @@ struct Range {
 
 }  // namespace
 
-std::string KcoreDisabledBy() {
+std::string KcoreDisabledBy(const Getenv& getenv) {
   for (const char* var : {"PTSNAP_NO_KCORE", "MAGIC_TRACE_PERF_NO_KCORE"}) {
-    const char* v = std::getenv(var);
-    if (v != nullptr && *v != '\0') return var;
+    auto v = getenv(var);
+    if (v && !v->empty()) return var;
   }
   return "";
+}
+
+std::string KcoreDisabledBy() { return KcoreDisabledBy(ProcessGetenv); }
+
+std::string KernelImageSkipped(const std::string& reason) {
+  return "kernel code not copied (" + reason +
+         "): kernel code in this trace will not be decoded (ptsnap has no other source of "
+         "kernel code; the decode shows decode-error markers where the trace ran in the kernel)";
+}
+
+KernelImage SnapshotKernelImage(const base::RootPath& root, const std::filesystem::path& trace_dir,
+                                const Getenv& getenv) {
+  KernelImage img;
+  if (auto syms = sys::ReadKallsyms(root, false); syms && !syms->masked) {
+    img.kernel_start = syms->text ? syms->text : syms->stext;
+  }
+  probe::ProbeEnv env;
+  env.root = root;
+  env.getenv = getenv;
+  const probe::ProbeReport gate = probe::RunProbe(env);
+  std::string gate_reason;
+  for (const probe::Check& c : gate.checks) {
+    if (c.id.rfind("kcore.", 0) != 0 || c.status == probe::Status::kOk) continue;
+    if (c.status == probe::Status::kFail || c.status == probe::Status::kWarn) {
+      gate_reason = c.value + (c.fix.empty() ? "" : "; " + c.fix);
+      break;
+    }
+  }
+  if (std::string env_off = KcoreDisabledBy(getenv); !env_off.empty()) {
+    img.status = "disabled";
+    img.reason = env_off + " is set";
+  } else if (!gate.kcore_usable) {
+    img.status = "unavailable";
+    img.reason = gate_reason.empty() ? "the kcore gate of `ptsnap probe` failed" : gate_reason;
+  } else if (auto copy = CopyKcore(root, trace_dir / "kcore"); !copy) {
+    img.status = "unavailable";
+    img.reason = copy.error().ToString();
+  } else {
+    img.status = "copied";
+    img.dir = "kcore";
+    if (copy->kernel_start) img.kernel_start = copy->kernel_start;
+    if (copy->kallsyms_changed) {
+      img.warnings.push_back(
+          "kallsyms changed while /proc/kcore was copied (a module was loaded or unloaded); "
+          "kernel symbols may not match the copy");
+    }
+  }
+  if (img.status != "copied") img.warnings.push_back(KernelImageSkipped(img.reason));
+  return img;
 }
 
 Result<KcoreCopy> CopyKcore(const base::RootPath& root, const std::filesystem::path& out_dir) {
