@@ -5,7 +5,9 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <algorithm>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -464,6 +466,109 @@ INSTANTIATE_TEST_SUITE_P(
                       "proc/kallsyms", "proc/kcore", kPt + "type", kPt + "format/mtc_period",
                       kPt + "caps/psb_cyc", kPt + "caps/mtc_periods", kPt + "nr_addr_filters",
                       kPt + "max_nonturbo_ratio", kPt + "tsc_art_ratio"));
+
+// A real machine, rebuilt as a fake tree: the Firecracker KVM guest of
+// tests/data/probe/firecracker-kvm-6.18 (Intel family 6 model 0xcf, no PT
+// pass-through, kernel 6.18.44, no /proc/kcore, root), with its PMU list
+// and files, its kallsyms' size and text range, and its CPUID as far as the
+// probe reads it. The probe must give the verdict and the messages that the
+// real run printed (probe.json), check by check. Two differences are by
+// design: the live checks are skipped for fake trees, and kcore.file's fix
+// no longer says "decodes use vmlinux if given", which was never true (the
+// decoder has no vmlinux support).
+sys::FakeCpuid EmeraldRapidsKvmGuest() {
+  sys::FakeCpuid c;
+  c.Set(0, 0, Vendor("GenuineIntel", 0x1f));
+  c.Set(1, 0, {0x000c06f2, 0, 1u << 31, 0});  // family 6, model 0xcf, stepping 2, hypervisor
+  c.Set(7, 0, {0, 0, 0, 0});                  // EBX[25] = 0: no PT in the guest
+  sys::CpuidRegs kvm{0x40000001, 0, 0, 0};
+  std::memcpy(&kvm.ebx, "KVMK", 4);
+  std::memcpy(&kvm.ecx, "VMKV", 4);
+  std::memcpy(&kvm.edx, "M\0\0\0", 4);
+  c.Set(0x40000000, 0, kvm);
+  return c;
+}
+
+TEST(Probe, FirecrackerGuestWithoutPtPassThrough) {
+  const std::filesystem::path data =
+      std::filesystem::path(PTSNAP_SOURCE_ROOT) / "tests/data/probe/firecracker-kvm-6.18";
+  std::ifstream in(data / "probe.json");
+  ASSERT_TRUE(in) << data;
+  const nlohmann::json real = nlohmann::json::parse(in);
+
+  FakeMachine m;
+  m.Write("proc/sys/kernel/osrelease", "6.18.44-fc-v657-gpu\n");
+  m.MakeRoot();
+  m.Write("proc/self/limits", "Max locked memory         unlimited    unlimited    bytes\n");
+  m.Write("sys/devices/system/cpu/online", "0-15\n");
+  m.Remove("proc/sys/kernel/yama");
+  m.Remove("sys/kernel/security");
+  m.Remove("bin/qemu-x86_64");
+  // 153938 symbols, kernel text 0xffffffff81000000-0xffffffff823fea68.
+  {
+    std::string ks = "ffffffff81000000 T _text\nffffffff81000000 T _stext\n";
+    char line[64];
+    for (int i = 0; i < 153935; ++i) {
+      std::snprintf(line, sizeof line, "%016llx t fn_%d\n", 0xffffffff81001000ull + 16ull * i, i);
+      ks += line;
+    }
+    ks += "ffffffff823fea68 T _etext\n";
+    m.Write("proc/kallsyms", ks);
+  }
+  const std::filesystem::path devices = data / "devices";
+  std::vector<std::string> pmus;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(devices)) {
+    if (!e.is_regular_file()) continue;
+    std::string rel = std::filesystem::relative(e.path(), devices).string();
+    std::ifstream f(e.path(), std::ios::binary);
+    std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    m.Write("sys/bus/event_source/devices/" + rel, text);
+    if (rel.ends_with("/type") && rel.find('/') == rel.rfind('/')) {
+      pmus.push_back(rel.substr(0, rel.find('/')));
+    }
+  }
+  std::sort(pmus.begin(), pmus.end());
+  EXPECT_EQ(pmus, (std::vector<std::string>{"breakpoint", "msr", "power", "software", "tracepoint",
+                                            "uprobe"}));
+
+  sys::FakeCpuid cpu = EmeraldRapidsKvmGuest();
+  ProbeReport r = m.Run(&cpu);
+  nlohmann::json j = nlohmann::json::parse(RenderJson(r));
+  for (const char* field : {"schema", "pt_available", "pt_reason", "modes", "scopes",
+                            "kcore_usable", "default_snapshot_bytes", "warnings"}) {
+    EXPECT_EQ(j[field], real[field]) << field;
+  }
+  EXPECT_EQ(r.pt_reason, "no intel_pt PMU: this is a VM without PT pass-through");
+  ASSERT_EQ(j["checks"].size(), real["checks"].size());
+  for (size_t i = 0; i < real["checks"].size(); ++i) {
+    const nlohmann::json& want = real["checks"][i];
+    const nlohmann::json& got = j["checks"][i];
+    const std::string id = want["id"];
+    ASSERT_EQ(got["id"], id);
+    if (id.starts_with("live.")) {
+      EXPECT_EQ(got["status"], "info") << id;
+      EXPECT_EQ(got["value"], "skipped (--root: no live syscalls)") << id;
+      continue;
+    }
+    EXPECT_EQ(got["title"], want["title"]) << id;
+    EXPECT_EQ(got["status"], want["status"]) << id;
+    EXPECT_EQ(got["value"], want["value"]) << id;
+    if (id == "kcore.file") {
+      EXPECT_EQ(want["fix"],
+                "kernel-scope traces cannot snapshot kernel text; decodes use vmlinux if given");
+      EXPECT_EQ(got["fix"],
+                "kernel-scope traces record without a kernel image: kernel code is not decoded "
+                "(the decode shows decode-error markers where the trace ran in the kernel)");
+    } else {
+      EXPECT_EQ(got["fix"], want["fix"]) << id;
+    }
+  }
+  // The real run's live uprobe used the uprobe PMU's type from this tree.
+  EXPECT_EQ(real["checks"][25]["value"].get<std::string>().find("opened a uprobe (type 8)"), 0u);
+  EXPECT_THAT(RenderTable(r),
+              HasSubstr("Intel PT recording: unavailable (no intel_pt PMU: this is a VM without "
+                        "PT pass-through). Collection modes: none."));
+}
 
 TEST(Render, JsonNamesEveryCheckWithStableFields) {
   FakeMachine m;
