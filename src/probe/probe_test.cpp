@@ -92,10 +92,12 @@ sys::FakeCpuid SkylakeCpu() {
   return c;
 }
 
-sys::FakeCpuid KvmGuestCpu() {
+// An Intel KVM guest without PT: CPUID.1 EAX `signature` with the
+// hypervisor bit, no PT bit, the KVM signature leaf.
+sys::FakeCpuid KvmGuestCpu(uint32_t signature = 0x00050654, uint32_t max_leaf = 0x16) {
   sys::FakeCpuid c;
-  c.Set(0, 0, Vendor("GenuineIntel", 0x16));
-  c.Set(1, 0, {0x00050654, 0, 1u << 31, 0});
+  c.Set(0, 0, Vendor("GenuineIntel", max_leaf));
+  c.Set(1, 0, {signature, 0, 1u << 31, 0});
   c.Set(7, 0, {0, 0, 0, 0});
   sys::CpuidRegs kvm{0x40000001, 0, 0, 0};
   std::memcpy(&kvm.ebx, "KVMK", 4);
@@ -476,19 +478,6 @@ INSTANTIATE_TEST_SUITE_P(
 // design: the live checks are skipped for fake trees, and kcore.file's fix
 // no longer says "decodes use vmlinux if given", which was never true (the
 // decoder has no vmlinux support).
-sys::FakeCpuid EmeraldRapidsKvmGuest() {
-  sys::FakeCpuid c;
-  c.Set(0, 0, Vendor("GenuineIntel", 0x1f));
-  c.Set(1, 0, {0x000c06f2, 0, 1u << 31, 0});  // family 6, model 0xcf, stepping 2, hypervisor
-  c.Set(7, 0, {0, 0, 0, 0});                  // EBX[25] = 0: no PT in the guest
-  sys::CpuidRegs kvm{0x40000001, 0, 0, 0};
-  std::memcpy(&kvm.ebx, "KVMK", 4);
-  std::memcpy(&kvm.ecx, "VMKV", 4);
-  std::memcpy(&kvm.edx, "M\0\0\0", 4);
-  c.Set(0x40000000, 0, kvm);
-  return c;
-}
-
 TEST(Probe, FirecrackerGuestWithoutPtPassThrough) {
   const std::filesystem::path data =
       std::filesystem::path(PTSNAP_SOURCE_ROOT) / "tests/data/probe/firecracker-kvm-6.18";
@@ -531,7 +520,7 @@ TEST(Probe, FirecrackerGuestWithoutPtPassThrough) {
   EXPECT_EQ(pmus, (std::vector<std::string>{"breakpoint", "msr", "power", "software", "tracepoint",
                                             "uprobe"}));
 
-  sys::FakeCpuid cpu = EmeraldRapidsKvmGuest();
+  sys::FakeCpuid cpu = KvmGuestCpu(0x000c06f2, 0x1f);  // family 6, model 0xcf, stepping 2
   ProbeReport r = m.Run(&cpu);
   nlohmann::json j = nlohmann::json::parse(RenderJson(r));
   for (const char* field : {"schema", "pt_available", "pt_reason", "modes", "scopes",

@@ -102,6 +102,16 @@ struct Machine {
   }
 };
 
+// The recorder's checks for `ptsnap run --SCOPE /bin/true` on the fake root.
+Result<record::Prepared> PrepareOn(const TempDir& d, record::TraceScope scope,
+                                   record::FailureKind* kind) {
+  record::RecordOptions o;
+  o.command = {"/bin/true"};
+  o.scope = scope;
+  sys::FakeCpuid cpuid;
+  return record::Prepare(o, base::RootPath(d.path()), cpuid, kind);
+}
+
 const probe::Check& Get(const probe::ProbeReport& r, std::string_view id) {
   static const probe::Check kNone{};
   const probe::Check* c = r.Find(id);
@@ -170,12 +180,8 @@ TEST_P(ScopePrivilege, PreflightAndProbeAgree) {
   const bool system_wide_ok = capable || row.paranoid <= 0;
   const bool wants_kernel = row.scope != record::TraceScope::kUser;
 
-  record::RecordOptions o;
-  o.command = {"/bin/true"};
-  o.scope = row.scope;
-  sys::FakeCpuid cpuid;
   record::FailureKind kind = record::FailureKind::kOther;
-  auto prepared = record::Prepare(o, base::RootPath(d.path()), cpuid, &kind);
+  auto prepared = PrepareOn(d, row.scope, &kind);
   if (wants_kernel && !kernel_ok) {
     ASSERT_FALSE(prepared.has_value());
     std::string flag = row.scope == record::TraceScope::kKernelOnly ? "--trace-kernel-only"
@@ -250,12 +256,8 @@ TEST(ScopePrivilegeExtra, RootWithoutCapabilitiesIsRefusedTheKernel) {
   m.cap_eff = 0;
   TempDir d;
   m.WriteTo(d);
-  record::RecordOptions o;
-  o.command = {"/bin/true"};
-  o.scope = record::TraceScope::kUserKernel;
-  sys::FakeCpuid cpuid;
   record::FailureKind kind;
-  auto p = record::Prepare(o, base::RootPath(d.path()), cpuid, &kind);
+  auto p = PrepareOn(d, record::TraceScope::kUserKernel, &kind);
   ASSERT_FALSE(p.has_value());
   EXPECT_EQ(p.error().ToString(),
             "--trace-include-kernel needs CAP_PERFMON or CAP_SYS_ADMIN (root), or "
@@ -273,11 +275,8 @@ TEST(ScopePrivilegeExtra, Paranoid3RefusesUserScopeWithoutCapabilities) {
   m.paranoid = 3;
   TempDir d;
   m.WriteTo(d);
-  record::RecordOptions o;
-  o.command = {"/bin/true"};
-  sys::FakeCpuid cpuid;
   record::FailureKind kind;
-  auto p = record::Prepare(o, base::RootPath(d.path()), cpuid, &kind);
+  auto p = PrepareOn(d, record::TraceScope::kUser, &kind);
   ASSERT_FALSE(p.has_value());
   EXPECT_EQ(p.error().ToString(),
             "not allowed to use perf events: kernel.perf_event_paranoid is 3 (perf disabled for "
@@ -285,7 +284,7 @@ TEST(ScopePrivilegeExtra, Paranoid3RefusesUserScopeWithoutCapabilities) {
   EXPECT_EQ(kind, record::FailureKind::kPrivilege);
   m.cap_eff = Cap(sys::kCapPerfmon);
   m.WriteTo(d);
-  EXPECT_THAT(record::Prepare(o, base::RootPath(d.path()), cpuid, &kind), HasValue());
+  EXPECT_THAT(PrepareOn(d, record::TraceScope::kUser, &kind), HasValue());
 }
 
 // ---------------------------------------------------------------------------
@@ -317,12 +316,8 @@ TEST_P(KcorePrivilege, ProbeAndRecorderSayTheSame) {
   TempDir d;
   row.machine.WriteTo(d);
   for (auto scope : {record::TraceScope::kUserKernel, record::TraceScope::kKernelOnly}) {
-    record::RecordOptions o;
-    o.command = {"/bin/true"};
-    o.scope = scope;
-    sys::FakeCpuid cpuid;
     record::FailureKind kind;
-    EXPECT_THAT(record::Prepare(o, base::RootPath(d.path()), cpuid, &kind), HasValue())
+    EXPECT_THAT(PrepareOn(d, scope, &kind), HasValue())
         << "a missing kernel image never refuses a kernel-scope recording";
   }
 
@@ -378,135 +373,103 @@ const char kNoImage[] =
     "kernel-scope traces record without a kernel image: kernel code is not decoded (the decode "
     "shows decode-error markers where the trace ran in the kernel)";
 
+// A row whose first failing check warns and whose trace gets no image.
+KcoreRow Unavailable(std::string name, Machine m, std::string id, std::string value,
+                     std::string fix) {
+  return {std::move(name),  std::move(m),   std::move(id), probe::Status::kWarn,
+          std::move(value), std::move(fix), "unavailable"};
+}
+
 std::vector<KcoreRow> KcoreRows() {
-  std::vector<KcoreRow> rows;
   Machine base;
   base.paranoid = 1;
-
-  {  // root with every capability: the copy is taken.
-    KcoreRow r{.name = "KcoreReadableAsRoot", .machine = base, .image_status = "copied"};
-    rows.push_back(r);
-  }
-  {  // root, but CAP_SYS_RAWIO dropped.
-    KcoreRow r{.name = "KcoreWithoutCapSysRawio", .machine = base};
-    r.machine.cap_eff = kAllCaps & ~Cap(sys::kCapSysRawio);
-    r.check_id = "kcore.file";
-    r.check_status = probe::Status::kWarn;
-    r.check_value = "present, but this process may not open it: no CAP_SYS_RAWIO";
-    r.check_fix = kRawioFix;
-    r.image_status = "unavailable";
-    rows.push_back(r);
-  }
-  {  // a user with CAP_PERFMON only: kernel tracing yes, kcore no (mode 0400).
-    KcoreRow r{.name = "KcoreAsUserWithCapPerfmon", .machine = base};
-    r.machine.euid = 1000;
-    r.machine.cap_eff = Cap(sys::kCapPerfmon);
-    r.machine.paranoid = 2;
-    r.machine.kptr_restrict = 1;  // CAP_PERFMON does not unmask kallsyms either
-    r.machine.kallsyms_masked = true;
-    r.check_id = "kcore.kallsyms";
-    r.check_status = probe::Status::kWarn;
-    r.check_value = "addresses masked (all zero; kptr_restrict 1 and no CAP_SYSLOG)";
-    r.check_fix = "run as root (CAP_SYSLOG), or sysctl -w kernel.kptr_restrict=0";
-    r.image_status = "unavailable";
-    rows.push_back(r);
-  }
-  {  // the same user with readable kallsyms: kcore's mode bits and CAP_SYS_RAWIO.
-    KcoreRow r{.name = "KcoreMode0400AsUser", .machine = base};
-    r.machine.euid = 1000;
-    r.machine.cap_eff = Cap(sys::kCapPerfmon);
-    r.check_id = "kcore.file";
-    r.check_status = probe::Status::kWarn;
-    r.check_value =
-        "present, but this process may not open it: mode 0400 lets only root read it (euid "
-        "1000); no CAP_SYS_RAWIO";
-    r.check_fix = kRawioFix;
-    r.image_status = "unavailable";
-    rows.push_back(r);
-  }
-  {  // CONFIG_PROC_KCORE off (the Firecracker guests of tests/data/probe).
-    KcoreRow r{.name = "KcoreAbsent", .machine = base};
-    r.machine.kcore = Machine::Kcore::kAbsent;
-    r.check_id = "kcore.file";
-    r.check_status = probe::Status::kWarn;
-    r.check_value = "absent (kernel built without CONFIG_PROC_KCORE, or /proc not mounted)";
-    r.check_fix = kNoImage;
-    r.image_status = "unavailable";
-    rows.push_back(r);
-  }
-  {  // lockdown=confidentiality refuses /proc/kcore even to root.
-    KcoreRow r{.name = "KcoreUnderLockdown", .machine = base};
-    r.machine.lockdown = "none integrity [confidentiality]";
-    r.check_id = "kcore.file";
-    r.check_status = probe::Status::kWarn;
-    r.check_value =
-        "present, but this process may not open it: lockdown=confidentiality refuses it";
-    r.check_fix = "boot without lockdown=confidentiality for kernel snapshots";
-    r.image_status = "unavailable";
-    rows.push_back(r);
-  }
-  {  // kallsyms masked: root without CAP_SYSLOG at kptr_restrict 1.
-    KcoreRow r{.name = "KallsymsMaskedWithoutCapSyslog", .machine = base};
-    r.machine.cap_eff = kAllCaps & ~Cap(sys::kCapSyslog);
-    r.machine.kptr_restrict = 1;
-    r.machine.kallsyms_masked = true;
-    r.check_id = "kcore.kallsyms";
-    r.check_status = probe::Status::kWarn;
-    r.check_value = "addresses masked (all zero; kptr_restrict 1 and no CAP_SYSLOG)";
-    r.check_fix = "run as root (CAP_SYSLOG), or sysctl -w kernel.kptr_restrict=0";
-    r.image_status = "unavailable";
-    rows.push_back(r);
-  }
-  {  // kptr_restrict 0 shows addresses only at paranoid <= 1 or with CAP_SYSLOG.
-    KcoreRow r{.name = "KallsymsMaskedAtParanoid2WithoutCapSyslog", .machine = base};
-    r.machine.cap_eff = kAllCaps & ~Cap(sys::kCapSyslog);
-    r.machine.paranoid = 2;
-    r.machine.kallsyms_masked = true;
-    r.check_id = "kcore.kallsyms";
-    r.check_status = probe::Status::kWarn;
-    r.check_value =
-        "addresses masked (all zero; kptr_restrict 0, perf_event_paranoid 2 > 1 and no "
-        "CAP_SYSLOG)";
-    r.check_fix = "run as root (CAP_SYSLOG), or sysctl -w kernel.kptr_restrict=0";
-    r.image_status = "unavailable";
-    rows.push_back(r);
-  }
-  {  // kptr_restrict 2 masks them even with CAP_SYSLOG.
-    KcoreRow r{.name = "KallsymsMaskedByKptrRestrict2", .machine = base};
-    r.machine.kptr_restrict = 2;
-    r.machine.kallsyms_masked = true;
-    r.check_id = "kcore.kallsyms";
-    r.check_status = probe::Status::kWarn;
-    r.check_value = "addresses masked (all zero; kptr_restrict 2 hides them from everyone)";
-    r.check_fix =
-        "sysctl -w kernel.kptr_restrict=1 and run as root (CAP_SYSLOG); at 2 even root sees "
-        "zeros";
-    r.image_status = "unavailable";
-    rows.push_back(r);
-  }
-  {  // kernel older than 5.5.
-    KcoreRow r{.name = "KernelOlderThan55", .machine = base};
-    r.machine.release = "5.4.0-1103-aws";
-    r.check_id = "kcore.kernel_version";
-    r.check_status = probe::Status::kWarn;
-    r.check_value =
-        "old kernel detected! kernel 5.4.0 < 5.5: kcore snapshots of kernel text are "
-        "unavailable, so kernel-scope decodes may lose sync wherever the kernel patched itself";
-    r.check_fix = "install a kernel >= 5.5 to avoid this";
-    r.image_status = "unavailable";
-    rows.push_back(r);
-  }
-  {  // PTSNAP_NO_KCORE: turned off on purpose.
-    KcoreRow r{.name = "TurnedOffByEnvironment", .machine = base};
-    r.machine.env = {{"PTSNAP_NO_KCORE", "1"}};
-    r.check_id = "kcore.env";
-    r.check_status = probe::Status::kInfo;
-    r.check_value = "kernel snapshots turned off by PTSNAP_NO_KCORE=1";
-    r.check_fix = "unset the variable to snapshot kernel text with kernel-scope traces";
-    r.image_status = "disabled";
-    rows.push_back(r);
-  }
-  return rows;
+  auto with = [&](auto change) {
+    Machine m = base;
+    change(m);
+    return m;
+  };
+  const std::string syslog_fix = "run as root (CAP_SYSLOG), or sysctl -w kernel.kptr_restrict=0";
+  const std::string may_not = "present, but this process may not open it: ";
+  return {
+      // Root with every capability: the copy is taken.
+      {.name = "KcoreReadableAsRoot", .machine = base, .image_status = "copied"},
+      // Root, but CAP_SYS_RAWIO dropped.
+      Unavailable("KcoreWithoutCapSysRawio",
+                  with([](Machine& m) { m.cap_eff = kAllCaps & ~Cap(sys::kCapSysRawio); }),
+                  "kcore.file", may_not + "no CAP_SYS_RAWIO", kRawioFix),
+      // A user with CAP_PERFMON only: kernel tracing yes, but kallsyms is
+      // masked (CAP_PERFMON does not unmask it) and kcore is root's.
+      Unavailable("KcoreAsUserWithCapPerfmon", with([](Machine& m) {
+                    m.euid = 1000;
+                    m.cap_eff = Cap(sys::kCapPerfmon);
+                    m.paranoid = 2;
+                    m.kptr_restrict = 1;
+                    m.kallsyms_masked = true;
+                  }),
+                  "kcore.kallsyms",
+                  "addresses masked (all zero; kptr_restrict 1 and no CAP_SYSLOG)", syslog_fix),
+      // The same user with readable kallsyms: kcore's mode bits and CAP_SYS_RAWIO.
+      Unavailable("KcoreMode0400AsUser", with([](Machine& m) {
+                    m.euid = 1000;
+                    m.cap_eff = Cap(sys::kCapPerfmon);
+                  }),
+                  "kcore.file",
+                  may_not + "mode 0400 lets only root read it (euid 1000); no CAP_SYS_RAWIO",
+                  kRawioFix),
+      // CONFIG_PROC_KCORE off (the Firecracker guest of tests/data/probe).
+      Unavailable(
+          "KcoreAbsent", with([](Machine& m) { m.kcore = Machine::Kcore::kAbsent; }), "kcore.file",
+          "absent (kernel built without CONFIG_PROC_KCORE, or /proc not mounted)", kNoImage),
+      // lockdown=confidentiality refuses /proc/kcore even to root.
+      Unavailable("KcoreUnderLockdown",
+                  with([](Machine& m) { m.lockdown = "none integrity [confidentiality]"; }),
+                  "kcore.file", may_not + "lockdown=confidentiality refuses it",
+                  "boot without lockdown=confidentiality for kernel snapshots"),
+      // kallsyms masked: root without CAP_SYSLOG at kptr_restrict 1.
+      Unavailable("KallsymsMaskedWithoutCapSyslog", with([](Machine& m) {
+                    m.cap_eff = kAllCaps & ~Cap(sys::kCapSyslog);
+                    m.kptr_restrict = 1;
+                    m.kallsyms_masked = true;
+                  }),
+                  "kcore.kallsyms",
+                  "addresses masked (all zero; kptr_restrict 1 and no CAP_SYSLOG)", syslog_fix),
+      // kptr_restrict 0 shows addresses only at paranoid <= 1 or with CAP_SYSLOG.
+      Unavailable("KallsymsMaskedAtParanoid2WithoutCapSyslog", with([](Machine& m) {
+                    m.cap_eff = kAllCaps & ~Cap(sys::kCapSyslog);
+                    m.paranoid = 2;
+                    m.kallsyms_masked = true;
+                  }),
+                  "kcore.kallsyms",
+                  "addresses masked (all zero; kptr_restrict 0, perf_event_paranoid 2 > 1 and "
+                  "no CAP_SYSLOG)",
+                  syslog_fix),
+      // kptr_restrict 2 masks them even with CAP_SYSLOG.
+      Unavailable("KallsymsMaskedByKptrRestrict2", with([](Machine& m) {
+                    m.kptr_restrict = 2;
+                    m.kallsyms_masked = true;
+                  }),
+                  "kcore.kallsyms",
+                  "addresses masked (all zero; kptr_restrict 2 hides them from everyone)",
+                  "sysctl -w kernel.kptr_restrict=1 and run as root (CAP_SYSLOG); at 2 even "
+                  "root sees zeros"),
+      // Kernel older than 5.5.
+      Unavailable("KernelOlderThan55", with([](Machine& m) { m.release = "5.4.0-1103-aws"; }),
+                  "kcore.kernel_version",
+                  "old kernel detected! kernel 5.4.0 < 5.5: kcore snapshots of kernel text are "
+                  "unavailable, so kernel-scope decodes may lose sync wherever the kernel "
+                  "patched itself",
+                  "install a kernel >= 5.5 to avoid this"),
+      // PTSNAP_NO_KCORE: turned off on purpose.
+      {.name = "TurnedOffByEnvironment",
+       .machine = with([](Machine& m) {
+         m.env = {{"PTSNAP_NO_KCORE", "1"}};
+       }),
+       .check_id = "kcore.env",
+       .check_status = probe::Status::kInfo,
+       .check_value = "kernel snapshots turned off by PTSNAP_NO_KCORE=1",
+       .check_fix = "unset the variable to snapshot kernel text with kernel-scope traces",
+       .image_status = "disabled"},
+  };
 }
 
 INSTANTIATE_TEST_SUITE_P(Matrix, KcorePrivilege, ::testing::ValuesIn(KcoreRows()), KcoreRowName);
