@@ -161,11 +161,12 @@ LiveResult OpenUprobe(const base::RootPath& root, std::vector<std::string>* warn
       "opened a uprobe (type " + std::to_string(*type) + ") on " + hit->path + "+" + Hex(offset));
 }
 
-// What kernel-scope traces get without a kcore snapshot. The decoder has no
-// other source of kernel code (no vmlinux support).
+// The fix for a missing /proc/kcore, and what kernel-scope traces get
+// without it: the decoder has no other source of kernel code (no vmlinux
+// support).
 constexpr std::string_view kNoKernelImage =
-    "kernel-scope traces record without a kernel image: kernel code is not decoded (the decode "
-    "shows decode-error markers where the trace ran in the kernel)";
+    "use a kernel built with CONFIG_PROC_KCORE=y: without /proc/kcore, kernel-scope traces get "
+    "no kernel image and their kernel code is not decoded (no vmlinux fallback)";
 
 // Why /proc/kallsyms shows zeros to this process (kernel/kallsyms.c
 // kallsyms_show_value(): kptr_restrict 0 shows them when perf_event_paranoid
@@ -244,15 +245,17 @@ const Check* ProbeReport::Find(std::string_view id) const {
   return nullptr;
 }
 
+std::optional<std::string> GetenvFromProcess(std::string_view name) {
+  const char* v = std::getenv(std::string(name).c_str());
+  if (v == nullptr) return std::nullopt;
+  return std::string(v);
+}
+
 ProbeEnv LiveEnv() {
   static const sys::HostCpuid host;
   ProbeEnv env;
   env.cpuid = &host;
-  env.getenv = [](std::string_view name) -> std::optional<std::string> {
-    const char* v = std::getenv(std::string(name).c_str());
-    if (v == nullptr) return std::nullopt;
-    return std::string(v);
-  };
+  env.getenv = GetenvFromProcess;
   env.live_syscalls = true;
   return env;
 }
@@ -679,11 +682,15 @@ ProbeReport RunProbe(const ProbeEnv& env) {
             "absent (kernel built without CONFIG_PROC_KCORE, or /proc not mounted)",
             std::string(kNoKernelImage));
     } else if (!refused.empty()) {
-      bool only_lockdown = refused.size() == 1 && refused[0].starts_with("lockdown");
+      bool lockdown = refused.back().starts_with("lockdown");
+      bool privilege = refused.size() > (lockdown ? 1u : 0u);
+      std::string fix = privilege ? "run as root (CAP_SYS_RAWIO)" : "";
+      if (lockdown) {
+        fix += std::string(privilege ? " and boot" : "boot") +
+               " without lockdown=confidentiality for kernel snapshots";
+      }
       c.Add("kcore.file", "/proc/kcore", Status::kWarn,
-            "present, but this process may not open it: " + Join(refused, "; "),
-            only_lockdown ? "boot without lockdown=confidentiality for kernel snapshots"
-                          : "run as root (CAP_SYS_RAWIO)");
+            "present, but this process may not open it: " + Join(refused, "; "), fix);
     } else {
       auto k = sys::KcoreFile::Open(root);
       if (!k) {

@@ -20,12 +20,6 @@ constexpr uint64_t kPage = 4096;
 uint64_t RoundDown(uint64_t v) { return v & ~(kPage - 1); }
 uint64_t RoundUp(uint64_t v) { return (v + kPage - 1) & ~(kPage - 1); }
 
-std::optional<std::string> ProcessGetenv(std::string_view name) {
-  const char* v = std::getenv(std::string(name).c_str());
-  if (v == nullptr) return std::nullopt;
-  return std::string(v);
-}
-
 struct Range {
   uint64_t start, end;
   const char* what;
@@ -41,12 +35,12 @@ std::string KcoreDisabledBy(const Getenv& getenv) {
   return "";
 }
 
-std::string KcoreDisabledBy() { return KcoreDisabledBy(ProcessGetenv); }
+std::string KcoreDisabledBy() { return KcoreDisabledBy(probe::GetenvFromProcess); }
 
 std::string KernelImageSkipped(const std::string& reason) {
   return "kernel code not copied (" + reason +
-         "): kernel code in this trace will not be decoded (ptsnap has no other source of "
-         "kernel code; the decode shows decode-error markers where the trace ran in the kernel)";
+         "): kernel code in this trace will not be decoded (the decode shows decode-error markers "
+         "where the trace ran in the kernel; ptsnap has no vmlinux fallback)";
 }
 
 KernelImage SnapshotKernelImage(const base::RootPath& root, const std::filesystem::path& trace_dir,

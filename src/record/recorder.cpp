@@ -408,12 +408,7 @@ void RecordBinaries(trace::TraceWriter& writer, const std::set<std::string>& fil
 // The kernel image copy, gated like `ptsnap probe` (record/kcore_copy.h).
 void CopyKernel(const Prepared& p, const base::RootPath& root, trace::TraceWriter& writer) {
   if (p.scope == trace::Scope::kUser) return;
-  KernelImage img = SnapshotKernelImage(root, writer.dir(),
-                                        [](std::string_view name) -> std::optional<std::string> {
-                                          const char* v = std::getenv(std::string(name).c_str());
-                                          if (v == nullptr) return std::nullopt;
-                                          return std::string(v);
-                                        });
+  KernelImage img = SnapshotKernelImage(root, writer.dir(), probe::GetenvFromProcess);
   trace::Kcore& k = writer.manifest().kcore;
   k.status = img.status;
   k.reason = img.reason;

@@ -363,15 +363,15 @@ TEST_P(KcorePrivilege, ProbeAndRecorderSayTheSame) {
   ASSERT_EQ(img.warnings.size(), 1u);
   EXPECT_EQ(img.warnings[0],
             "kernel code not copied (" + reason +
-                "): kernel code in this trace will not be decoded (ptsnap has no other source "
-                "of kernel code; the decode shows decode-error markers where the trace ran in "
-                "the kernel)");
+                "): kernel code in this trace will not be decoded (the decode shows "
+                "decode-error markers where the trace ran in the kernel; ptsnap has no vmlinux "
+                "fallback)");
 }
 
 const char kRawioFix[] = "run as root (CAP_SYS_RAWIO)";
 const char kNoImage[] =
-    "kernel-scope traces record without a kernel image: kernel code is not decoded (the decode "
-    "shows decode-error markers where the trace ran in the kernel)";
+    "use a kernel built with CONFIG_PROC_KCORE=y: without /proc/kcore, kernel-scope traces get no "
+    "kernel image and their kernel code is not decoded (no vmlinux fallback)";
 
 // A row whose first failing check warns and whose trace gets no image.
 KcoreRow Unavailable(std::string name, Machine m, std::string id, std::string value,
@@ -425,6 +425,17 @@ std::vector<KcoreRow> KcoreRows() {
                   with([](Machine& m) { m.lockdown = "none integrity [confidentiality]"; }),
                   "kcore.file", may_not + "lockdown=confidentiality refuses it",
                   "boot without lockdown=confidentiality for kernel snapshots"),
+      // Every refusal at once: each is named, and both fixes.
+      Unavailable("KcoreAsUserUnderLockdown", with([](Machine& m) {
+                    m.euid = 1000;
+                    m.cap_eff = Cap(sys::kCapPerfmon);
+                    m.lockdown = "none integrity [confidentiality]";
+                  }),
+                  "kcore.file",
+                  may_not + "mode 0400 lets only root read it (euid 1000); no CAP_SYS_RAWIO; "
+                            "lockdown=confidentiality refuses it",
+                  "run as root (CAP_SYS_RAWIO) and boot without lockdown=confidentiality for "
+                  "kernel snapshots"),
       // kallsyms masked: root without CAP_SYSLOG at kptr_restrict 1.
       Unavailable("KallsymsMaskedWithoutCapSyslog", with([](Machine& m) {
                     m.cap_eff = kAllCaps & ~Cap(sys::kCapSyslog);
