@@ -251,9 +251,7 @@ INSTANTIATE_TEST_SUITE_P(Matrix, ScopePrivilege, ::testing::ValuesIn(ScopeRows()
 // Root without capabilities (a container that dropped them) is not root to
 // perf: the kernel checks CapEff, not the uid.
 TEST(ScopePrivilegeExtra, RootWithoutCapabilitiesIsRefusedTheKernel) {
-  Machine m;
-  m.euid = 0;
-  m.cap_eff = 0;
+  const Machine m{.euid = 0, .cap_eff = 0};
   TempDir d;
   m.WriteTo(d);
   record::FailureKind kind;
@@ -269,10 +267,7 @@ TEST(ScopePrivilegeExtra, RootWithoutCapabilitiesIsRefusedTheKernel) {
 // Debian's paranoid 3: no perf events for users at all, refused before
 // opening anything, with the line docs/errors.md gives.
 TEST(ScopePrivilegeExtra, Paranoid3RefusesUserScopeWithoutCapabilities) {
-  Machine m;
-  m.euid = 1000;
-  m.cap_eff = 0;
-  m.paranoid = 3;
+  Machine m{.euid = 1000, .cap_eff = 0, .paranoid = 3};
   TempDir d;
   m.WriteTo(d);
   record::FailureKind kind;
