@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <linux/hw_breakpoint.h>
 
+#include "tests/support/fake_intel_pt.h"
 #include "tests/support/result_matchers.h"
 #include "tests/support/temp_dir.h"
 #include "trace/perf_record.h"
@@ -17,37 +18,11 @@ using ::ptsnap::testing::TempDir;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
-constexpr const char* kDev = "sys/bus/event_source/devices/intel_pt/";
+constexpr const char* kDev = ::ptsnap::testing::kIntelPtDir;
 
-// A Skylake-like intel_pt tree: the kernel's real bit layout, all caps.
+// A Skylake intel_pt tree: the kernel's real bit layout, all caps.
 void WriteFullPmu(const TempDir& d) {
-  d.Write(std::string(kDev) + "type", "8\n");
-  const std::pair<const char*, const char*> format[] = {
-      {"pt", "config:0"},
-      {"cyc", "config:1"},
-      {"pwr_evt", "config:4"},
-      {"fup_on_ptw", "config:5"},
-      {"mtc", "config:9"},
-      {"tsc", "config:10"},
-      {"noretcomp", "config:11"},
-      {"ptw", "config:12"},
-      {"branch", "config:13"},
-      {"mtc_period", "config:14-17"},
-      {"cyc_thresh", "config:19-22"},
-      {"psb_period", "config:24-27"},
-  };
-  for (auto [term, text] : format) d.Write(std::string(kDev) + "format/" + term, text);
-  const std::pair<const char*, const char*> caps[] = {
-      {"psb_cyc", "1"},
-      {"mtc", "1"},
-      {"mtc_periods", "f9"},  // 0,3,4,5,6,7
-      {"cycle_thresholds", "3fff"},
-      {"psb_periods", "3f"},  // 0..5
-      {"ip_filtering", "1"},
-  };
-  for (auto [cap, text] : caps)
-    d.Write(std::string(kDev) + "caps/" + cap, std::string(text) + "\n");
-  d.Write(std::string(kDev) + "max_nonturbo_ratio", "22\n");
+  ::ptsnap::testing::WriteIntelPt(d, ::ptsnap::testing::SkylakeIntelPt());
 }
 
 sys::PmuInfo Read(const TempDir& d) { return sys::ReadPmu(base::RootPath(d.path())); }
@@ -158,7 +133,7 @@ TEST(BuildPtAttr, CustomPeriodsValidatedAgainstCaps) {
   o.timing = *ParseTiming("custom:mtc_period=1");
   EXPECT_THAT(BuildPtAttr(Read(d), o),
               HasErrorContaining("mtc_period=1 is not supported by this CPU (caps/mtc_periods "
-                                 "allows: 0,3,4,5,6,7)"));
+                                 "allows: 0,3,6,9)"));
   o.timing = *ParseTiming("custom:psb_period=9");
   EXPECT_THAT(BuildPtAttr(Read(d), o), HasErrorContaining("psb_period=9 is not supported"));
   o.timing = *ParseTiming("custom:cyc=1,cyc_thresh=4,mtc_period=6,psb_period=5,noretcomp=1");

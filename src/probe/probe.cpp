@@ -2,6 +2,7 @@
 
 #include <linux/hw_breakpoint.h>
 #include <linux/perf_event.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -160,6 +161,58 @@ LiveResult OpenUprobe(const base::RootPath& root, std::vector<std::string>* warn
       "opened a uprobe (type " + std::to_string(*type) + ") on " + hit->path + "+" + Hex(offset));
 }
 
+// The fix for a missing /proc/kcore, and what kernel-scope traces get
+// without it: the decoder has no other source of kernel code (no vmlinux
+// support).
+constexpr std::string_view kNoKernelImage =
+    "use a kernel built with CONFIG_PROC_KCORE=y: without /proc/kcore, kernel-scope traces get "
+    "no kernel image and their kernel code is not decoded (no vmlinux fallback)";
+
+// Why /proc/kallsyms shows zeros to this process (kernel/kallsyms.c
+// kallsyms_show_value(): kptr_restrict 0 shows them when perf_event_paranoid
+// <= 1 or with CAP_SYSLOG, 1 only with CAP_SYSLOG, 2 never).
+std::string KallsymsMaskedWhy(const sys::Privileges& priv) {
+  if (!priv.kptr_restrict) return "kptr_restrict ?";
+  int64_t kr = *priv.kptr_restrict;
+  std::string why = "kptr_restrict " + std::to_string(kr);
+  if (kr >= 2) return why + " hides them from everyone";
+  if (!priv.cap_eff || priv.Has(sys::kCapSyslog)) return why;
+  if (kr == 1) return why + " and no CAP_SYSLOG";
+  std::string paranoid =
+      priv.perf_event_paranoid ? std::to_string(*priv.perf_event_paranoid) : std::string("?");
+  return why + ", perf_event_paranoid " + paranoid + " > 1 and no CAP_SYSLOG";
+}
+
+// Why the kernel would refuse this process an open of /proc/kcore, from the
+// file's mode bits and the process's capabilities (the VFS permission check:
+// the file belongs to root; then fs/proc/kcore.c open_kcore():
+// CAP_SYS_RAWIO and no lockdown). Empty when nothing refuses it, or when
+// the capabilities are unknown (then the open itself tells).
+std::vector<std::string> KcoreRefusals(const base::RootPath& root, const sys::Privileges& priv) {
+  std::vector<std::string> why;
+  if (priv.cap_eff && priv.euid) {
+    struct stat st {};
+    if (::stat(root.Resolve("/proc/kcore").c_str(), &st) == 0) {
+      unsigned mode = st.st_mode & 07777;
+      bool owner = *priv.euid == 0;  // /proc/kcore is owned by root
+      bool dac = priv.Has(sys::kCapDacOverride) || priv.Has(sys::kCapDacReadSearch) ||
+                 (owner ? (mode & S_IRUSR) != 0 : (mode & S_IROTH) != 0);
+      if (!dac) {
+        char m[8];
+        std::snprintf(m, sizeof m, "%04o", mode);
+        why.push_back(owner ? std::string("mode ") + m + " denies reading even to its owner root"
+                            : std::string("mode ") + m + " lets only root read it (euid " +
+                                  std::to_string(*priv.euid) + ")");
+      }
+    }
+    if (!priv.Has(sys::kCapSysRawio)) why.push_back("no CAP_SYS_RAWIO");
+  }
+  if (priv.lockdown && *priv.lockdown == "confidentiality") {
+    why.push_back("lockdown=confidentiality refuses it");
+  }
+  return why;
+}
+
 // The first directory in $PATH holding an executable `name`.
 std::optional<std::string> FindInPath(const ProbeEnv& env, std::string_view name) {
   if (!env.getenv) return std::nullopt;
@@ -192,15 +245,17 @@ const Check* ProbeReport::Find(std::string_view id) const {
   return nullptr;
 }
 
+std::optional<std::string> GetenvFromProcess(std::string_view name) {
+  const char* v = std::getenv(std::string(name).c_str());
+  if (v == nullptr) return std::nullopt;
+  return std::string(v);
+}
+
 ProbeEnv LiveEnv() {
   static const sys::HostCpuid host;
   ProbeEnv env;
   env.cpuid = &host;
-  env.getenv = [](std::string_view name) -> std::optional<std::string> {
-    const char* v = std::getenv(std::string(name).c_str());
-    if (v == nullptr) return std::nullopt;
-    return std::string(v);
-  };
+  env.getenv = GetenvFromProcess;
   env.live_syscalls = true;
   return env;
 }
@@ -596,8 +651,11 @@ ProbeReport RunProbe(const ProbeEnv& env) {
             "kernel-scope traces will show raw addresses");
     } else if (k->masked) {
       c.Add("kcore.kallsyms", "Kernel symbols (/proc/kallsyms)", Status::kWarn,
-            "addresses masked (all zero; kptr_restrict " + kr + ")",
-            "run as root (CAP_SYSLOG), or sysctl -w kernel.kptr_restrict=0");
+            "addresses masked (all zero; " + KallsymsMaskedWhy(priv) + ")",
+            priv.kptr_restrict && *priv.kptr_restrict >= 2
+                ? "sysctl -w kernel.kptr_restrict=1 and run as root (CAP_SYSLOG); at 2 even root "
+                  "sees zeros"
+                : "run as root (CAP_SYSLOG), or sysctl -w kernel.kptr_restrict=0");
     } else {
       ks = std::move(*k);
       ks_ok = ks.stext && ks.etext && *ks.etext > *ks.stext;
@@ -617,10 +675,22 @@ ProbeReport RunProbe(const ProbeEnv& env) {
   {
     const std::string path = "/proc/kcore";
     bool exists = std::filesystem::exists(root.Resolve(path), ec);
+    std::vector<std::string> refused =
+        exists ? KcoreRefusals(root, priv) : std::vector<std::string>{};
     if (!exists) {
       c.Add("kcore.file", "/proc/kcore", Status::kWarn,
             "absent (kernel built without CONFIG_PROC_KCORE, or /proc not mounted)",
-            "kernel-scope traces cannot snapshot kernel text; decodes use vmlinux if given");
+            std::string(kNoKernelImage));
+    } else if (!refused.empty()) {
+      bool lockdown = refused.back().starts_with("lockdown");
+      bool privilege = refused.size() > (lockdown ? 1u : 0u);
+      std::string fix = privilege ? "run as root (CAP_SYS_RAWIO)" : "";
+      if (lockdown) {
+        fix += std::string(privilege ? " and boot" : "boot") +
+               " without lockdown=confidentiality for kernel snapshots";
+      }
+      c.Add("kcore.file", "/proc/kcore", Status::kWarn,
+            "present, but this process may not open it: " + Join(refused, "; "), fix);
     } else {
       auto k = sys::KcoreFile::Open(root);
       if (!k) {

@@ -73,6 +73,9 @@ struct ProbeEnv {
   bool live_syscalls = false;
 };
 
+// ::getenv as a ProbeEnv::getenv: the variable's value, nullopt when unset.
+std::optional<std::string> GetenvFromProcess(std::string_view name);
+
 // The environment for describing this machine: RootPath "/", host CPUID,
 // ::getenv, live syscalls on.
 ProbeEnv LiveEnv();

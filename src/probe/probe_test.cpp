@@ -5,13 +5,17 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <algorithm>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 
 #include "probe/render.h"
+#include "sys/kcore_image.h"
+#include "tests/support/fake_intel_pt.h"
 #include "tests/support/result_matchers.h"
 #include "tests/support/temp_dir.h"
 
@@ -27,7 +31,7 @@ using ::testing::Not;
 
 constexpr uint64_t kStext = 0xffffffff81000000;
 constexpr uint64_t kEtext = 0xffffffff81e00000;
-const std::string kPt = "sys/bus/event_source/devices/intel_pt/";
+const std::string kPt = ::ptsnap::testing::kIntelPtDir;
 
 // Every check id, in report order (docs/probe.md lists the same).
 const std::vector<std::string> kAllIds = {"kernel.version",    "kernel.features",
@@ -63,33 +67,10 @@ std::string Kallsyms(bool masked) {
          " t do_work\n" + a(kEtext) + " T _etext\n";
 }
 
-// A minimal ELF64 core whose one PT_LOAD maps [vaddr, vaddr + size).
+// A core (a PT_NOTE, then one PT_LOAD of nops) mapping [vaddr, vaddr + size).
 std::string Core(uint64_t vaddr, uint64_t size) {
-  Elf64_Ehdr eh{};
-  std::memcpy(eh.e_ident, ELFMAG, SELFMAG);
-  eh.e_ident[EI_CLASS] = ELFCLASS64;
-  eh.e_ident[EI_DATA] = ELFDATA2LSB;
-  eh.e_ident[EI_VERSION] = EV_CURRENT;
-  eh.e_type = ET_CORE;
-  eh.e_machine = EM_X86_64;
-  eh.e_version = EV_CURRENT;
-  eh.e_phoff = sizeof eh;
-  eh.e_ehsize = sizeof eh;
-  eh.e_phentsize = sizeof(Elf64_Phdr);
-  eh.e_phnum = 2;
-  Elf64_Phdr note{};
-  note.p_type = PT_NOTE;
-  Elf64_Phdr load{};
-  load.p_type = PT_LOAD;
-  load.p_flags = PF_R | PF_X;
-  load.p_offset = sizeof eh + 2 * sizeof(Elf64_Phdr);
-  load.p_vaddr = vaddr;
-  load.p_filesz = load.p_memsz = size;
-  std::string out(reinterpret_cast<const char*>(&eh), sizeof eh);
-  out.append(reinterpret_cast<const char*>(&note), sizeof note);
-  out.append(reinterpret_cast<const char*>(&load), sizeof load);
-  out.append(size, '\x90');
-  return out;
+  return sys::BuildCoreImage(
+      {{.type = PT_NOTE}, {.vaddr = vaddr, .bytes = std::string(size, '\x90')}});
 }
 
 sys::CpuidRegs Vendor(const char* v, uint32_t max_leaf) {
@@ -111,10 +92,12 @@ sys::FakeCpuid SkylakeCpu() {
   return c;
 }
 
-sys::FakeCpuid KvmGuestCpu() {
+// An Intel KVM guest without PT: CPUID.1 EAX `signature` with the
+// hypervisor bit, no PT bit, the KVM signature leaf.
+sys::FakeCpuid KvmGuestCpu(uint32_t signature = 0x00050654, uint32_t max_leaf = 0x16) {
   sys::FakeCpuid c;
-  c.Set(0, 0, Vendor("GenuineIntel", 0x16));
-  c.Set(1, 0, {0x00050654, 0, 1u << 31, 0});
+  c.Set(0, 0, Vendor("GenuineIntel", max_leaf));
+  c.Set(1, 0, {signature, 0, 1u << 31, 0});
   c.Set(7, 0, {0, 0, 0, 0});
   sys::CpuidRegs kvm{0x40000001, 0, 0, 0};
   std::memcpy(&kvm.ebx, "KVMK", 4);
@@ -148,62 +131,10 @@ class FakeMachine {
   void Remove(const std::string& rel) { std::filesystem::remove_all(dir_.path() / rel); }
 
   void AddSkylakePmu() {
-    Write(kPt + "type", "8\n");
-    for (auto [term, bits] : std::map<std::string, std::string>{{"pt", "config:0"},
-                                                                {"cyc", "config:1"},
-                                                                {"pwr_evt", "config:4"},
-                                                                {"fup_on_ptw", "config:5"},
-                                                                {"mtc", "config:9"},
-                                                                {"tsc", "config:10"},
-                                                                {"noretcomp", "config:11"},
-                                                                {"ptw", "config:12"},
-                                                                {"branch", "config:13"},
-                                                                {"mtc_period", "config:14-17"},
-                                                                {"cyc_thresh", "config:19-22"},
-                                                                {"psb_period", "config:24-27"}}) {
-      Write(kPt + "format/" + term, bits + "\n");
-    }
-    for (auto [cap, v] : std::map<std::string, std::string>{{"cr3_filtering", "1"},
-                                                            {"psb_cyc", "1"},
-                                                            {"ip_filtering", "1"},
-                                                            {"mtc", "1"},
-                                                            {"ptwrite", "0"},
-                                                            {"power_event_trace", "0"},
-                                                            {"topa_output", "1"},
-                                                            {"topa_multiple_entries", "1"},
-                                                            {"single_range_output", "1"},
-                                                            {"payloads_lip", "0"},
-                                                            {"num_address_ranges", "2"},
-                                                            {"mtc_periods", "249"},
-                                                            {"cycle_thresholds", "3fff"},
-                                                            {"psb_periods", "3f"},
-                                                            {"max_subleaf", "1"}}) {
-      Write(kPt + "caps/" + cap, v + "\n");
-    }
-    Write(kPt + "nr_addr_filters", "2\n");
-    Write(kPt + "max_nonturbo_ratio", "34\n");
-    Write(kPt + "tsc_art_ratio", "200:2\n");
+    ::ptsnap::testing::WriteIntelPt(dir_, ::ptsnap::testing::SkylakeIntelPt());
   }
-
-  // Broadwell: no psb_cyc, no mtc periods beyond the default, no CYC term.
   void AddBroadwellPmu() {
-    Write(kPt + "type", "7\n");
-    for (auto [term, bits] : std::map<std::string, std::string>{{"pt", "config:0"},
-                                                                {"tsc", "config:10"},
-                                                                {"noretcomp", "config:11"},
-                                                                {"branch", "config:13"}}) {
-      Write(kPt + "format/" + term, bits + "\n");
-    }
-    for (auto [cap, v] : std::map<std::string, std::string>{{"psb_cyc", "0"},
-                                                            {"ip_filtering", "0"},
-                                                            {"mtc", "0"},
-                                                            {"topa_output", "1"},
-                                                            {"topa_multiple_entries", "1"},
-                                                            {"num_address_ranges", "0"}}) {
-      Write(kPt + "caps/" + cap, v + "\n");
-    }
-    Write(kPt + "nr_addr_filters", "0\n");
-    Write(kPt + "max_nonturbo_ratio", "23\n");
+    ::ptsnap::testing::WriteIntelPt(dir_, ::ptsnap::testing::BroadwellIntelPt());
   }
 
   void MakeRoot() { Write("proc/self/status", Status(0, 0x1fffeffffffull)); }
@@ -364,8 +295,9 @@ TEST(Probe, MaskedKallsyms) {
   m.Write("proc/kcore", Core(kStext, kEtext - kStext + 0x1000));
   ProbeReport r = m.Run();
   const Check& k = Get(r, "kcore.kallsyms");
-  EXPECT_THAT(k, IsCheck(Status::kWarn, "addresses masked (all zero; kptr_restrict 2)"));
-  EXPECT_THAT(k.fix, HasSubstr("kptr_restrict=0"));
+  EXPECT_THAT(k, IsCheck(Status::kWarn,
+                         "addresses masked (all zero; kptr_restrict 2 hides them from everyone)"));
+  EXPECT_THAT(k.fix, HasSubstr("kptr_restrict=1"));
   EXPECT_THAT(Get(r, "kcore.file"), IsCheck(Status::kWarn, "kernel text range unknown"));
   EXPECT_FALSE(r.kcore_usable);
 }
@@ -377,6 +309,7 @@ TEST(Probe, ConfidentialityLockdownBlocksKcore) {
   m.Write("proc/kcore", Core(kStext, kEtext - kStext + 0x1000));
   ProbeReport r = m.Run();
   EXPECT_THAT(Get(r, "kcore.lockdown"), IsCheck(Status::kWarn, "confidentiality"));
+  EXPECT_THAT(Get(r, "kcore.file"), IsCheck(Status::kWarn, "lockdown=confidentiality refuses it"));
   EXPECT_FALSE(r.kcore_usable);
 }
 
@@ -535,6 +468,97 @@ INSTANTIATE_TEST_SUITE_P(
                       "proc/kallsyms", "proc/kcore", kPt + "type", kPt + "format/mtc_period",
                       kPt + "caps/psb_cyc", kPt + "caps/mtc_periods", kPt + "nr_addr_filters",
                       kPt + "max_nonturbo_ratio", kPt + "tsc_art_ratio"));
+
+// A real machine, rebuilt as a fake tree: the Firecracker KVM guest of
+// tests/data/probe/firecracker-kvm-6.18 (Intel family 6 model 0xcf, no PT
+// pass-through, kernel 6.18.44, no /proc/kcore, root), with its PMU list
+// and files, its kallsyms' size and text range, and its CPUID as far as the
+// probe reads it. The probe must give the verdict and the messages that the
+// real run printed (probe.json), check by check. Two differences are by
+// design: the live checks are skipped for fake trees, and kcore.file's fix
+// no longer says "decodes use vmlinux if given", which was never true (the
+// decoder has no vmlinux support).
+TEST(Probe, FirecrackerGuestWithoutPtPassThrough) {
+  const std::filesystem::path data =
+      std::filesystem::path(PTSNAP_SOURCE_ROOT) / "tests/data/probe/firecracker-kvm-6.18";
+  std::ifstream in(data / "probe.json");
+  ASSERT_TRUE(in) << data;
+  const nlohmann::json real = nlohmann::json::parse(in);
+
+  FakeMachine m;
+  m.Write("proc/sys/kernel/osrelease", "6.18.44-fc-v657-gpu\n");
+  m.MakeRoot();
+  m.Write("proc/self/limits", "Max locked memory         unlimited    unlimited    bytes\n");
+  m.Write("sys/devices/system/cpu/online", "0-15\n");
+  m.Remove("proc/sys/kernel/yama");
+  m.Remove("sys/kernel/security");
+  m.Remove("bin/qemu-x86_64");
+  // 153938 symbols, kernel text 0xffffffff81000000-0xffffffff823fea68.
+  {
+    std::string ks = "ffffffff81000000 T _text\nffffffff81000000 T _stext\n";
+    char line[64];
+    for (int i = 0; i < 153935; ++i) {
+      std::snprintf(line, sizeof line, "%016llx t fn_%d\n", 0xffffffff81001000ull + 16ull * i, i);
+      ks += line;
+    }
+    ks += "ffffffff823fea68 T _etext\n";
+    m.Write("proc/kallsyms", ks);
+  }
+  const std::filesystem::path devices = data / "devices";
+  std::vector<std::string> pmus;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(devices)) {
+    if (!e.is_regular_file()) continue;
+    std::string rel = std::filesystem::relative(e.path(), devices).string();
+    std::ifstream f(e.path(), std::ios::binary);
+    std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    m.Write("sys/bus/event_source/devices/" + rel, text);
+    if (rel.ends_with("/type") && rel.find('/') == rel.rfind('/')) {
+      pmus.push_back(rel.substr(0, rel.find('/')));
+    }
+  }
+  std::sort(pmus.begin(), pmus.end());
+  EXPECT_EQ(pmus, (std::vector<std::string>{"breakpoint", "msr", "power", "software", "tracepoint",
+                                            "uprobe"}));
+
+  sys::FakeCpuid cpu = KvmGuestCpu(0x000c06f2, 0x1f);  // family 6, model 0xcf, stepping 2
+  ProbeReport r = m.Run(&cpu);
+  nlohmann::json j = nlohmann::json::parse(RenderJson(r));
+  for (const char* field : {"schema", "pt_available", "pt_reason", "modes", "scopes",
+                            "kcore_usable", "default_snapshot_bytes", "warnings"}) {
+    EXPECT_EQ(j[field], real[field]) << field;
+  }
+  EXPECT_EQ(r.pt_reason, "no intel_pt PMU: this is a VM without PT pass-through");
+  ASSERT_EQ(j["checks"].size(), real["checks"].size());
+  for (size_t i = 0; i < real["checks"].size(); ++i) {
+    const nlohmann::json& want = real["checks"][i];
+    const nlohmann::json& got = j["checks"][i];
+    const std::string id = want["id"];
+    ASSERT_EQ(got["id"], id);
+    if (id.starts_with("live.")) {
+      EXPECT_EQ(got["status"], "info") << id;
+      EXPECT_EQ(got["value"], "skipped (--root: no live syscalls)") << id;
+      continue;
+    }
+    EXPECT_EQ(got["title"], want["title"]) << id;
+    EXPECT_EQ(got["status"], want["status"]) << id;
+    EXPECT_EQ(got["value"], want["value"]) << id;
+    if (id == "kcore.file") {
+      EXPECT_EQ(want["fix"],
+                "kernel-scope traces cannot snapshot kernel text; decodes use vmlinux if given");
+      EXPECT_EQ(got["fix"],
+                "use a kernel built with CONFIG_PROC_KCORE=y: without /proc/kcore, kernel-scope "
+                "traces get no kernel image and their kernel code is not decoded (no vmlinux "
+                "fallback)");
+    } else {
+      EXPECT_EQ(got["fix"], want["fix"]) << id;
+    }
+  }
+  // The real run's live uprobe used the uprobe PMU's type from this tree.
+  EXPECT_EQ(real["checks"][25]["value"].get<std::string>().find("opened a uprobe (type 8)"), 0u);
+  EXPECT_THAT(RenderTable(r),
+              HasSubstr("Intel PT recording: unavailable (no intel_pt PMU: this is a VM without "
+                        "PT pass-through). Collection modes: none."));
+}
 
 TEST(Render, JsonNamesEveryCheckWithStableFields) {
   FakeMachine m;

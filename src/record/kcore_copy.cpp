@@ -8,7 +8,9 @@
 #include <cstring>
 
 #include "base/file_util.h"
+#include "probe/probe.h"
 #include "sys/kallsyms.h"
+#include "sys/kcore_image.h"
 
 namespace ptsnap::record {
 namespace {
@@ -25,58 +27,61 @@ struct Range {
 
 }  // namespace
 
-std::string KcoreDisabledBy() {
+std::string KcoreDisabledBy(const Getenv& getenv) {
   for (const char* var : {"PTSNAP_NO_KCORE", "MAGIC_TRACE_PERF_NO_KCORE"}) {
-    const char* v = std::getenv(var);
-    if (v != nullptr && *v != '\0') return var;
+    auto v = getenv(var);
+    if (v && !v->empty()) return var;
   }
   return "";
 }
 
-std::string BuildCoreImage(uint16_t machine, const std::vector<sys::ElfLoad>& regions,
-                           const std::vector<std::string>& contents,
-                           std::vector<sys::ElfLoad>* written) {
-  Elf64_Ehdr eh{};
-  std::memcpy(eh.e_ident, ELFMAG, SELFMAG);
-  eh.e_ident[EI_CLASS] = ELFCLASS64;
-  eh.e_ident[EI_DATA] = ELFDATA2LSB;
-  eh.e_ident[EI_VERSION] = EV_CURRENT;
-  eh.e_type = ET_CORE;
-  eh.e_machine = machine;
-  eh.e_version = EV_CURRENT;
-  eh.e_phoff = sizeof(Elf64_Ehdr);
-  eh.e_ehsize = sizeof(Elf64_Ehdr);
-  eh.e_phentsize = sizeof(Elf64_Phdr);
-  eh.e_phnum = static_cast<uint16_t>(regions.size());
-  std::string out(reinterpret_cast<const char*>(&eh), sizeof(eh));
-  uint64_t offset = RoundUp(sizeof(Elf64_Ehdr) + regions.size() * sizeof(Elf64_Phdr));
-  std::vector<uint64_t> offsets;
-  for (size_t i = 0; i < regions.size(); ++i) {
-    Elf64_Phdr ph{};
-    ph.p_type = PT_LOAD;
-    ph.p_flags = regions[i].flags != 0 ? regions[i].flags : (PF_R | PF_X);
-    ph.p_offset = offset;
-    ph.p_vaddr = regions[i].vaddr;
-    ph.p_paddr = regions[i].paddr;
-    ph.p_filesz = contents[i].size();
-    ph.p_memsz = contents[i].size();
-    ph.p_align = kPage;
-    out.append(reinterpret_cast<const char*>(&ph), sizeof(ph));
-    if (written != nullptr) {
-      sys::ElfLoad w = regions[i];
-      w.offset = offset;
-      w.filesz = w.memsz = contents[i].size();
-      w.flags = ph.p_flags;
-      written->push_back(w);
+std::string KcoreDisabledBy() { return KcoreDisabledBy(probe::GetenvFromProcess); }
+
+std::string KernelImageSkipped(const std::string& reason) {
+  return "kernel code not copied (" + reason +
+         "): kernel code in this trace will not be decoded (the decode shows decode-error markers "
+         "where the trace ran in the kernel; ptsnap has no vmlinux fallback)";
+}
+
+KernelImage SnapshotKernelImage(const base::RootPath& root, const std::filesystem::path& trace_dir,
+                                const Getenv& getenv) {
+  KernelImage img;
+  if (auto syms = sys::ReadKallsyms(root, false); syms && !syms->masked) {
+    img.kernel_start = syms->text ? syms->text : syms->stext;
+  }
+  probe::ProbeEnv env;
+  env.root = root;
+  env.getenv = getenv;
+  const probe::ProbeReport gate = probe::RunProbe(env);
+  std::string gate_reason;
+  for (const probe::Check& c : gate.checks) {
+    if (c.id.rfind("kcore.", 0) != 0 || c.status == probe::Status::kOk) continue;
+    if (c.status == probe::Status::kFail || c.status == probe::Status::kWarn) {
+      gate_reason = c.value + (c.fix.empty() ? "" : "; " + c.fix);
+      break;
     }
-    offsets.push_back(offset);
-    offset = RoundUp(offset + contents[i].size());
   }
-  for (size_t i = 0; i < regions.size(); ++i) {
-    out.resize(offsets[i], '\0');
-    out += contents[i];
+  if (std::string env_off = KcoreDisabledBy(getenv); !env_off.empty()) {
+    img.status = "disabled";
+    img.reason = env_off + " is set";
+  } else if (!gate.kcore_usable) {
+    img.status = "unavailable";
+    img.reason = gate_reason.empty() ? "the kcore gate of `ptsnap probe` failed" : gate_reason;
+  } else if (auto copy = CopyKcore(root, trace_dir / "kcore"); !copy) {
+    img.status = "unavailable";
+    img.reason = copy.error().ToString();
+  } else {
+    img.status = "copied";
+    img.dir = "kcore";
+    if (copy->kernel_start) img.kernel_start = copy->kernel_start;
+    if (copy->kallsyms_changed) {
+      img.warnings.push_back(
+          "kallsyms changed while /proc/kcore was copied (a module was loaded or unloaded); "
+          "kernel symbols may not match the copy");
+    }
   }
-  return out;
+  if (img.status != "copied") img.warnings.push_back(KernelImageSkipped(img.reason));
+  return img;
 }
 
 Result<KcoreCopy> CopyKcore(const base::RootPath& root, const std::filesystem::path& out_dir) {
@@ -103,8 +108,7 @@ Result<KcoreCopy> CopyKcore(const base::RootPath& root, const std::filesystem::p
 
   KcoreCopy result;
   result.kernel_start = syms.text ? syms.text : syms.stext;
-  std::vector<sys::ElfLoad> regions;
-  std::vector<std::string> contents;
+  std::vector<sys::CoreSegment> segments;
   for (const Range& r : ranges) {
     bool covered = false;
     // Copy the part of every PT_LOAD that overlaps the range.
@@ -116,13 +120,11 @@ Result<KcoreCopy> CopyKcore(const base::RootPath& root, const std::filesystem::p
       PTSNAP_TRY_CTX(
           kcore->ReadAt(lo, std::as_writable_bytes(std::span(bytes.data(), bytes.size()))),
           std::string("copying ") + r.what + " from /proc/kcore");
-      sys::ElfLoad reg;
-      reg.vaddr = lo;
-      reg.paddr = load.paddr == 0 ? 0 : load.paddr + (lo - load.vaddr);
-      reg.flags = load.flags;
-      regions.push_back(reg);
       result.bytes += bytes.size();
-      contents.push_back(std::move(bytes));
+      segments.push_back({.vaddr = lo,
+                          .paddr = load.paddr == 0 ? 0 : load.paddr + (lo - load.vaddr),
+                          .flags = load.flags,
+                          .bytes = std::move(bytes)});
       covered = true;
     }
     if (!covered && std::string_view(r.what) == "kernel text")
@@ -137,8 +139,8 @@ Result<KcoreCopy> CopyKcore(const base::RootPath& root, const std::filesystem::p
   PTSNAP_TRY(base::WriteFileAtomic(out_dir / "kallsyms", kallsyms_text, 0600));
   PTSNAP_TRY(base::WriteFileAtomic(out_dir / "modules", modules_text, 0600));
   const uint16_t machine = kcore->header().machine != 0 ? kcore->header().machine : EM_X86_64;
-  PTSNAP_TRY(base::WriteFileAtomic(
-      out_dir / "kcore", BuildCoreImage(machine, regions, contents, &result.regions), 0600));
+  PTSNAP_TRY(base::WriteFileAtomic(out_dir / "kcore",
+                                   sys::BuildCoreImage(segments, machine, &result.regions), 0600));
   // perf's kcore_copy re-reads and compares, to catch a module load/unload
   // that happened while we copied.
   auto again = base::ReadFile(kallsyms_path);

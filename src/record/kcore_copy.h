@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -29,20 +30,41 @@ struct KcoreCopy {
   uint64_t bytes = 0;                    // kernel bytes copied
 };
 
+// Environment lookup, injectable for tests (std::getenv by default).
+using Getenv = std::function<std::optional<std::string>(std::string_view)>;
+
 // The environment switches that disable the copy (PTSNAP_NO_KCORE,
-// MAGIC_TRACE_PERF_NO_KCORE): the first one set, or "" when neither is.
-std::string KcoreDisabledBy();
+// MAGIC_TRACE_PERF_NO_KCORE): the first one set (non-empty), or "" when
+// neither is.
+std::string KcoreDisabledBy(const Getenv& getenv);
+std::string KcoreDisabledBy();  // from the process environment
+
+// What a kernel-scope recording got for a kernel image: the manifest's
+// `kcore` fields and the user's warnings.
+struct KernelImage {
+  std::string status;                    // "copied", "disabled" (environment) or "unavailable"
+  std::string reason;                    // why not copied: the first failing kcore.* probe check
+  std::string dir;                       // "kcore" when copied
+  std::optional<uint64_t> kernel_start;  // _text (else _stext) when kallsyms is unmasked
+  std::vector<std::string> warnings;     // one line each, printed as "warning: ..."
+};
+
+// The kcore gate of `ptsnap probe` (kcore.* checks: the environment
+// switches, kernel >= 5.5, kallsyms unmasked, /proc/kcore openable by this
+// process's capabilities and mode bits, no confidentiality lockdown), all
+// read under `root`; then CopyKcore into trace_dir/kcore. Never fails: a
+// skipped or failed copy is a status and a warning (KernelImageSkipped).
+KernelImage SnapshotKernelImage(const base::RootPath& root, const std::filesystem::path& trace_dir,
+                                const Getenv& getenv);
+
+// The warning for a recording without a kernel image. The decoder has no
+// other source of kernel code (no vmlinux), so kernel code is not decoded.
+std::string KernelImageSkipped(const std::string& reason);
 
 // Copies into `out_dir` (created, mode 0700). Errors name the file and the
 // cause: kallsyms masked (kptr_restrict / no CAP_SYSLOG), /proc/kcore not
 // readable (no CAP_SYS_RAWIO, lockdown, no CONFIG_PROC_KCORE), no kernel
 // text symbols, text not covered by any PT_LOAD.
 Result<KcoreCopy> CopyKcore(const base::RootPath& root, const std::filesystem::path& out_dir);
-
-// Pure: an ELF64 little-endian ET_CORE image with one PT_LOAD per region
-// (`regions[i].offset` is ignored and recomputed), followed by the bytes.
-std::string BuildCoreImage(uint16_t machine, const std::vector<sys::ElfLoad>& regions,
-                           const std::vector<std::string>& contents,
-                           std::vector<sys::ElfLoad>* written = nullptr);
 
 }  // namespace ptsnap::record

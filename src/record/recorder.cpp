@@ -25,6 +25,7 @@
 #include "record/kcore_copy.h"
 #include "sys/cpus.h"
 #include "sys/kallsyms.h"
+#include "sys/kernel_version.h"
 #include "sys/proc_maps.h"
 #include "trace/perf_record.h"
 #include "trace/trace_dir.h"
@@ -97,6 +98,42 @@ Error ExplainThreadError(const Error& e, const Prepared& p, FailureKind* kind) {
   return Error(ExplainOpenFailure(e.errnum(), p.scope != trace::Scope::kUser, p.privileges, mmap,
                                   (p.hw.aux_pages + p.hw.data_pages + 1) * 4096, !p.cpus.empty()) +
                " (" + e.ToString() + ")");
+}
+
+// Pre-flight: may this process open PT events in `scope`? The kernel's own
+// rules, on the privileges read under `root` (kernel/events/core.c:
+// perf_event_open() refuses exclude_kernel = 0 when perf_event_paranoid > 1
+// without perfmon_capable(), i.e. CAP_PERFMON (5.8+) or CAP_SYS_ADMIN;
+// Debian's level 3 refuses every event without them). The same rules as
+// `ptsnap probe`'s priv.scopes (probe::AllowedScopes). Fails with the line
+// docs/errors.md gives, before any event is opened.
+Result<void> CheckScopePrivileges(TraceScope scope, const base::RootPath& root,
+                                  const sys::Privileges& priv) {
+  auto kv = sys::ReadKernelVersion(root);
+  const bool has_cap_perfmon = !kv || kv->AtLeast(5, 8);
+  // Without a readable CapEff, euid 0 stands for the full set (as root has).
+  sys::Privileges effective = priv;
+  if (!effective.cap_eff && priv.IsRoot()) effective.cap_eff = ~uint64_t{0};
+  const probe::Scopes allowed = probe::AllowedScopes(effective, has_cap_perfmon);
+  const std::string paranoid = ParanoidText(priv);
+  if (scope != TraceScope::kUser && !allowed.kernel) {
+    std::string flag =
+        scope == TraceScope::kKernelOnly ? "--trace-kernel-only" : "--trace-include-kernel";
+    std::string msg = flag +
+                      " needs CAP_PERFMON or CAP_SYS_ADMIN (root), or kernel.perf_event_paranoid "
+                      "<= 1 (it is " +
+                      paranoid + "); run as root or `sysctl -w kernel.perf_event_paranoid=1`";
+    if (kv && !has_cap_perfmon && priv.Has(sys::kCapPerfmon) && !priv.Has(sys::kCapSysAdmin)) {
+      msg += " (CAP_PERFMON counts only from Linux 5.8; this kernel is " + kv->Short() + ")";
+    }
+    return Error(msg);
+  }
+  if (scope == TraceScope::kUser && priv.perf_event_paranoid && !allowed.user) {
+    return Error("not allowed to use perf events: kernel.perf_event_paranoid is " + paranoid +
+                 " (perf disabled for users); run as root or `sysctl -w "
+                 "kernel.perf_event_paranoid=2`");
+  }
+  return {};
 }
 
 }  // namespace
@@ -239,13 +276,9 @@ Result<Prepared> Prepare(const RecordOptions& opts, const base::RootPath& root,
       return std::move(ok).error();
     }
   }
-  if (kernel && !privileged && !(priv.perf_event_paranoid && *priv.perf_event_paranoid <= 1)) {
+  if (auto allowed = CheckScopePrivileges(opts.scope, root, priv); !allowed) {
     *kind = FailureKind::kPrivilege;
-    return Error(std::string(opts.scope == TraceScope::kKernelOnly ? "--trace-kernel-only"
-                                                                   : "--trace-include-kernel") +
-                 " needs CAP_PERFMON or CAP_SYS_ADMIN (root), or kernel.perf_event_paranoid <= 1 "
-                 "(it is " +
-                 ParanoidText(priv) + "); run as root or `sysctl -w kernel.perf_event_paranoid=1`");
+    return std::move(allowed).error();
   }
   auto online = sys::ReadOnlineCpus(root);
   if (system_wide) {
@@ -463,51 +496,16 @@ void RecordBinaries(trace::TraceWriter& writer, const std::set<std::string>& fil
   }
 }
 
-// The kernel image copy, gated like `ptsnap probe` (kcore.* checks: the
-// environment switches, kernel version, /proc/kcore readable, lockdown).
+// The kernel image copy, gated like `ptsnap probe` (record/kcore_copy.h).
 void CopyKernel(const Prepared& p, const base::RootPath& root, trace::TraceWriter& writer) {
-  trace::Kcore& k = writer.manifest().kcore;
   if (p.scope == trace::Scope::kUser) return;
-  if (auto syms = sys::ReadKallsyms(root, false); syms && !syms->masked) {
-    writer.manifest().kernel_start = syms->text ? syms->text : syms->stext;
-  }
-  probe::ProbeEnv env;
-  env.root = root;
-  env.getenv = [](std::string_view name) -> std::optional<std::string> {
-    const char* v = std::getenv(std::string(name).c_str());
-    if (v == nullptr) return std::nullopt;
-    return std::string(v);
-  };
-  const probe::ProbeReport gate = probe::RunProbe(env);
-  std::string gate_reason;
-  for (const probe::Check& c : gate.checks) {
-    if (c.id.rfind("kcore.", 0) != 0 || c.status == probe::Status::kOk) continue;
-    if (c.status == probe::Status::kFail || c.status == probe::Status::kWarn ||
-        c.id == "kcore.env") {
-      gate_reason = c.value + (c.fix.empty() ? "" : "; " + c.fix);
-      break;
-    }
-  }
-  if (std::string env_off = KcoreDisabledBy(); !env_off.empty()) {
-    k.status = "disabled";
-    k.reason = env_off + " is set";
-  } else if (!gate.kcore_usable) {
-    k.status = "unavailable";
-    k.reason = gate_reason.empty() ? "the kcore gate of `ptsnap probe` failed" : gate_reason;
-  } else if (auto copy = CopyKcore(root, writer.dir() / "kcore"); !copy) {
-    k.status = "unavailable";
-    k.reason = copy.error().ToString();
-  } else {
-    k.status = "copied";
-    k.dir = "kcore";
-    if (copy->kernel_start) writer.manifest().kernel_start = copy->kernel_start;
-    if (copy->kallsyms_changed)
-      PTSNAP_LOG(kWarning) << "kallsyms changed while /proc/kcore was copied (a module was "
-                              "loaded or unloaded); kernel symbols may not match the copy";
-  }
-  if (k.status != "copied")
-    PTSNAP_LOG(kWarning) << "kernel code not copied (" << k.reason
-                         << "): kernel decoding will use the on-disk image and be less reliable";
+  KernelImage img = SnapshotKernelImage(root, writer.dir(), probe::GetenvFromProcess);
+  trace::Kcore& k = writer.manifest().kcore;
+  k.status = img.status;
+  k.reason = img.reason;
+  k.dir = img.dir;
+  if (img.kernel_start) writer.manifest().kernel_start = img.kernel_start;
+  for (const std::string& w : img.warnings) PTSNAP_LOG(kWarning) << w;
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <string>
 
+#include "sys/kcore_image.h"
 #include "tests/support/result_matchers.h"
 #include "tests/support/temp_dir.h"
 
@@ -22,35 +23,17 @@ struct Seg {
   uint64_t size;
 };
 
-// A minimal ELF64 core: header, program headers, then each PT_LOAD's bytes
-// filled with (index + 1).
+// A core through the shared writer, each segment's bytes filled with
+// (index + 1).
 std::string MakeCore(const std::vector<Seg>& segs) {
-  Elf64_Ehdr eh{};
-  std::memcpy(eh.e_ident, ELFMAG, SELFMAG);
-  eh.e_ident[EI_CLASS] = ELFCLASS64;
-  eh.e_ident[EI_DATA] = ELFDATA2LSB;
-  eh.e_ident[EI_VERSION] = EV_CURRENT;
-  eh.e_type = ET_CORE;
-  eh.e_machine = EM_X86_64;
-  eh.e_version = EV_CURRENT;
-  eh.e_phoff = sizeof(Elf64_Ehdr);
-  eh.e_ehsize = sizeof(Elf64_Ehdr);
-  eh.e_phentsize = sizeof(Elf64_Phdr);
-  eh.e_phnum = static_cast<uint16_t>(segs.size());
-  std::string out(reinterpret_cast<const char*>(&eh), sizeof eh);
-  uint64_t data_off = sizeof(Elf64_Ehdr) + segs.size() * sizeof(Elf64_Phdr);
-  std::string data;
+  std::vector<CoreSegment> out;
   for (size_t i = 0; i < segs.size(); ++i) {
-    Elf64_Phdr ph{};
-    ph.p_type = segs[i].type;
-    ph.p_flags = PF_R | PF_W | PF_X;
-    ph.p_vaddr = segs[i].vaddr;
-    ph.p_offset = data_off + data.size();
-    ph.p_filesz = ph.p_memsz = segs[i].size;
-    out.append(reinterpret_cast<const char*>(&ph), sizeof ph);
-    data.append(segs[i].size, static_cast<char>(i + 1));
+    out.push_back({.type = segs[i].type,
+                   .vaddr = segs[i].vaddr,
+                   .flags = PF_R | PF_W | PF_X,
+                   .bytes = std::string(segs[i].size, static_cast<char>(i + 1))});
   }
-  return out + data;
+  return BuildCoreImage(out);
 }
 
 std::span<const std::byte> Bytes(const std::string& s) {
@@ -101,6 +84,52 @@ TEST(ParseKcoreHeader, RejectsBadHeaders) {
   ph.p_offset = ~uint64_t{0};
   std::memcpy(bad.data() + sizeof(Elf64_Ehdr), &ph, sizeof ph);
   EXPECT_THAT(ParseKcoreHeader(Bytes(bad)), HasErrorContaining("overflows"));
+}
+
+// The writer lays the file out like /proc/kcore: headers, then each
+// segment's bytes at a page-aligned offset, and the parser reads back
+// exactly what was written.
+TEST(BuildCoreImage, LaysOutSegmentsAtPageAlignedOffsetsAndParsesBack) {
+  std::vector<ElfLoad> loads;
+  std::string core = BuildCoreImage(
+      {{.type = PT_NOTE, .bytes = std::string(20, 'n')},
+       {.vaddr = 0xffffffff81000000, .paddr = 0x1000000, .bytes = std::string(0x1800, 't')},
+       {.vaddr = 0xffffffffc0000000, .flags = PF_R | PF_W | PF_X, .bytes = std::string(0x10, 'm')}},
+      EM_X86_64, &loads);
+  Elf64_Ehdr eh;
+  std::memcpy(&eh, core.data(), sizeof eh);
+  EXPECT_EQ(std::memcmp(eh.e_ident, ELFMAG, SELFMAG), 0);
+  EXPECT_EQ(eh.e_type, ET_CORE);
+  EXPECT_EQ(eh.e_phnum, 3);
+  EXPECT_EQ(eh.e_shnum, 0);
+  Elf64_Phdr ph[3];
+  std::memcpy(ph, core.data() + sizeof eh, sizeof ph);
+  EXPECT_EQ(ph[0].p_type, uint32_t{PT_NOTE});
+  EXPECT_EQ(ph[0].p_flags, 0u);
+  EXPECT_EQ(ph[0].p_offset, 0x1000u);
+  EXPECT_EQ(ph[1].p_offset, 0x2000u);
+  EXPECT_EQ(ph[1].p_flags, uint32_t{PF_R | PF_X});  // the default for a load
+  EXPECT_EQ(ph[1].p_paddr, 0x1000000u);
+  EXPECT_EQ(ph[2].p_offset, 0x4000u);  // after 0x1800 bytes, rounded up
+  EXPECT_EQ(ph[2].p_flags, uint32_t{PF_R | PF_W | PF_X});
+  EXPECT_EQ(core.size(), 0x4010u);
+  EXPECT_EQ(core[0x2000], 't');
+  EXPECT_EQ(core[0x4000 - 1], '\0');
+  EXPECT_EQ(core[0x4000], 'm');
+  ASSERT_EQ(loads.size(), 2u);
+  EXPECT_EQ(loads[0].offset, 0x2000u);
+  EXPECT_EQ(loads[1].filesz, 0x10u);
+
+  auto h = ParseKcoreHeader(Bytes(core));
+  ASSERT_THAT(h, HasValue());
+  EXPECT_EQ(h->note_count, 1u);
+  ASSERT_EQ(h->loads.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(h->loads[i].vaddr, loads[i].vaddr);
+    EXPECT_EQ(h->loads[i].offset, loads[i].offset);
+    EXPECT_EQ(h->loads[i].filesz, loads[i].filesz);
+    EXPECT_EQ(h->loads[i].flags, loads[i].flags);
+  }
 }
 
 TEST(KcoreFile, OpensAndReadsThroughLoads) {

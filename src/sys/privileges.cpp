@@ -26,6 +26,8 @@ std::string Snippet(std::string_view s) { return std::string(base::Trim(s).subst
 
 std::string CapabilityName(int cap) {
   switch (cap) {
+    case kCapDacOverride: return "CAP_DAC_OVERRIDE";
+    case kCapDacReadSearch: return "CAP_DAC_READ_SEARCH";
     case kCapIpcLock: return "CAP_IPC_LOCK";
     case kCapSysRawio: return "CAP_SYS_RAWIO";
     case kCapSysAdmin: return "CAP_SYS_ADMIN";

@@ -20,13 +20,15 @@
 namespace ptsnap::sys {
 
 // Capability numbers (uapi linux/capability.h).
+inline constexpr int kCapDacOverride = 1;
+inline constexpr int kCapDacReadSearch = 2;
 inline constexpr int kCapIpcLock = 14;
 inline constexpr int kCapSysRawio = 17;
 inline constexpr int kCapSysAdmin = 21;
 inline constexpr int kCapSyslog = 34;
 inline constexpr int kCapPerfmon = 38;
 
-// "CAP_PERFMON" for the five above, "CAP_<n>" otherwise.
+// "CAP_PERFMON" for the seven above, "CAP_<n>" otherwise.
 std::string CapabilityName(int cap);
 
 // Pure parsers of /proc/self/status. Each finds its line ("CapEff:\t...",

@@ -17,6 +17,7 @@
 #include "base/file_util.h"
 #include "base/root_path.h"
 #include "record/kcore_copy.h"
+#include "sys/kcore_image.h"
 #include "trace/perf_record.h"
 #include "trace/trace_dir.h"
 
@@ -151,11 +152,7 @@ std::string TestKernel::Kcore() const {
   // Regions as a running kernel's /proc/kcore shows them (fs/proc/kcore.c):
   // KCORE_TEXT, KCORE_RAM (direct map), KCORE_VMALLOC (modules); data after
   // text is part of the kernel image mapping.
-  struct Region {
-    uint64_t vaddr;
-    std::string bytes;
-  };
-  std::vector<Region> regions;
+  std::vector<std::pair<uint64_t, std::string>> regions;
   auto from_elf = [&](uint64_t vaddr, size_t size) {
     std::string b(size, '\0');
     for (const auto& l : elf.loads) {
@@ -185,41 +182,14 @@ std::string TestKernel::Kcore() const {
     note.append("CORE\0\0\0\0", 8);
     note.append(336, '\0');
   }
-  Elf64_Ehdr eh{};
-  std::memcpy(eh.e_ident, ELFMAG, SELFMAG);
-  eh.e_ident[EI_CLASS] = ELFCLASS64;
-  eh.e_ident[EI_DATA] = ELFDATA2LSB;
-  eh.e_ident[EI_VERSION] = EV_CURRENT;
-  eh.e_type = ET_CORE;
-  eh.e_machine = EM_X86_64;
-  eh.e_version = EV_CURRENT;
-  eh.e_phoff = sizeof eh;
-  eh.e_ehsize = sizeof eh;
-  eh.e_phentsize = sizeof(Elf64_Phdr);
-  eh.e_phnum = static_cast<uint16_t>(regions.size() + 1);
-  uint64_t off = sizeof eh + eh.e_phnum * sizeof(Elf64_Phdr);
-  std::string headers(reinterpret_cast<const char*>(&eh), sizeof eh);
-  std::string body;
-  Elf64_Phdr nph{};
-  nph.p_type = PT_NOTE;
-  nph.p_offset = off;
-  nph.p_filesz = note.size();
-  headers.append(reinterpret_cast<const char*>(&nph), sizeof nph);
-  body += note;
-  for (const auto& r : regions) {
-    while ((off + body.size()) % 0x1000 != 0) body.push_back('\0');
-    Elf64_Phdr ph{};
-    ph.p_type = PT_LOAD;
-    ph.p_flags = PF_R | PF_W | PF_X;  // kcore marks every load RWX
-    ph.p_offset = off + body.size();
-    ph.p_vaddr = r.vaddr;
-    ph.p_paddr = r.vaddr >= kModuleBase ? 0 : r.vaddr - 0xffffffff80000000;
-    ph.p_filesz = ph.p_memsz = r.bytes.size();
-    ph.p_align = 0x1000;
-    headers.append(reinterpret_cast<const char*>(&ph), sizeof ph);
-    body += r.bytes;
+  std::vector<sys::CoreSegment> segments = {{.type = PT_NOTE, .bytes = note}};
+  for (const auto& [vaddr, bytes] : regions) {
+    segments.push_back({.vaddr = vaddr,
+                        .paddr = vaddr >= kModuleBase ? 0 : vaddr - 0xffffffff80000000,
+                        .flags = PF_R | PF_W | PF_X,  // kcore marks every load RWX
+                        .bytes = bytes});
   }
-  return headers + body;
+  return sys::BuildCoreImage(segments);
 }
 
 Result<TestKernel> LoadTestKernel() {

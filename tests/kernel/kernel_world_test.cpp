@@ -27,6 +27,7 @@
 #include "record/kcore_copy.h"
 #include "record/options.h"
 #include "record/recorder.h"
+#include "support/fake_intel_pt.h"
 #include "support/result_matchers.h"
 #include "support/temp_dir.h"
 #include "sys/cpuid.h"
@@ -228,11 +229,40 @@ TEST(KcoreGate, FailsWhenKallsymsIsMasked) {
               HasValue());
   probe::ProbeReport r = ProbeRoot(dir.path());
   EXPECT_FALSE(r.kcore_usable);
-  EXPECT_THAT(Get(r, "kcore.kallsyms").value, HasSubstr("addresses masked"));
-  EXPECT_THAT(Get(r, "kcore.kallsyms").fix, HasSubstr("kptr_restrict=0"));
+  EXPECT_EQ(Get(r, "kcore.kallsyms").value,
+            "addresses masked (all zero; kptr_restrict 2 hides them from everyone)");
+  EXPECT_THAT(Get(r, "kcore.kallsyms").fix, HasSubstr("kptr_restrict=1"));
   // And the copier refuses it, saying why.
   EXPECT_THAT(record::CopyKcore(base::RootPath(dir.path()), dir.path() / "out"),
               HasErrorContaining("zero addresses"));
+}
+
+// Root whose CAP_SYS_RAWIO was dropped: the kernel refuses open_kcore(), so
+// the probe says so without opening, and the recorder takes no image.
+TEST(KcoreGate, FailsWithoutCapSysRawio) {
+  TempDir dir;
+  auto k = LoadTestKernel();
+  ASSERT_THAT(k, HasValue());
+  ASSERT_THAT(WriteFakeRoot(*k, dir.path()), HasValue());
+  ASSERT_THAT(
+      base::WriteFileAtomic(dir.path() / "proc/self/status",
+                            "Name:\tptsnap\nUid:\t0\t0\t0\t0\nCapEff:\t000001fffffdffff\n", 0444),
+      HasValue());
+  probe::ProbeReport r = ProbeRoot(dir.path());
+  EXPECT_FALSE(r.kcore_usable);
+  EXPECT_EQ(Get(r, "kcore.file").status, probe::Status::kWarn);
+  EXPECT_EQ(Get(r, "kcore.file").value,
+            "present, but this process may not open it: no CAP_SYS_RAWIO");
+  EXPECT_EQ(Get(r, "kcore.file").fix, "run as root (CAP_SYS_RAWIO)");
+  TempDir trace;
+  record::KernelImage img = record::SnapshotKernelImage(
+      base::RootPath(dir.path()), trace.path(),
+      [](std::string_view) -> std::optional<std::string> { return std::nullopt; });
+  EXPECT_EQ(img.status, "unavailable");
+  EXPECT_EQ(img.reason,
+            "present, but this process may not open it: no CAP_SYS_RAWIO; run as root "
+            "(CAP_SYS_RAWIO)");
+  EXPECT_FALSE(std::filesystem::exists(trace.path() / "kcore"));
 }
 
 TEST(KcoreGate, FailsOnKernelsOlderThan5_5) {
@@ -266,12 +296,7 @@ TEST(KernelPrivileges, KernelScopesNeedPerfmonOrParanoidOne) {
   auto k = LoadTestKernel();
   ASSERT_THAT(k, HasValue());
   ASSERT_THAT(WriteFakeRoot(*k, dir.path()), HasValue());
-  const std::string pmu = "sys/bus/event_source/devices/intel_pt/";
-  dir.Write(pmu + "type", "8\n");
-  dir.Write(pmu + "format/pt", "config:0");
-  dir.Write(pmu + "format/tsc", "config:10");
-  dir.Write(pmu + "format/branch", "config:13");
-  dir.Write(pmu + "max_nonturbo_ratio", "22\n");
+  ::ptsnap::testing::WriteIntelPt(dir, ::ptsnap::testing::SkylakeIntelPt());
   sys::FakeCpuid cpuid;
   record::RecordOptions o;
   o.command = {"/bin/true"};
