@@ -548,6 +548,32 @@ TEST(KernelDecode, SyscallSpanStartsAtTheSyscall) {
   EXPECT_LE(begin, syscall_time + 50) << d.text;
 }
 
+// A page fault or interrupt (FUP + TIP: an asynchronous branch) happens at
+// its own time, which the trace gives exactly (the TSC before the FUP): the
+// handler's frame begins then, not spread over the calls that shared the
+// previous timestamp (#7).
+TEST(KernelDecode, AsyncEntryBeginsAtTheEventTime) {
+  TempDir dir;
+  auto sc = BuildScenario(/*poke=*/false);
+  ASSERT_THAT(sc, HasValue());
+  std::map<std::string, uint64_t> truth;  // ground truth: when each async entry happened
+  for (const Step& s : sc->steps) {
+    if (s.kind == Step::kAsync) truth.emplace(s.what, s.time);
+  }
+  ASSERT_EQ(truth.size(), 2u);
+  Decoded d = Decode(*sc, {}, dir.path());
+  std::map<std::string, uint64_t> begin;
+  for (auto line : base::Split(d.text, '\n')) {
+    auto f = base::SplitWhitespace(line);
+    if (f.size() < 5 || f[3] != "B") continue;
+    if (f[4] == "asm_exc_page_fault" || f[4] == "asm_sysvec_apic_timer_interrupt") {
+      begin.emplace(std::string(f[4]), *base::ParseUint(f[0]));
+    }
+  }
+  EXPECT_EQ(begin["asm_exc_page_fault"], truth["page fault"]) << d.text;
+  EXPECT_EQ(begin["asm_sysvec_apic_timer_interrupt"], truth["interrupt"]) << d.text;
+}
+
 // Case 6 with the TEXT_POKE record: the poke is applied at its time, so
 // the first write runs trace_vfs_write (static key on) and the second, after
 // the poke, jumps past it; the whole trace decodes without errors.
