@@ -232,6 +232,8 @@ int32_t PtDecoder::NewSpace(int32_t pid, uint64_t time, bool copy) {
     (void)pt_image_copy(image, Image(old));
     code_maps_[id] = code_maps_[old];
     symbolizer_.ForkProcess(old, id);
+  } else {
+    exec_spaces_.insert(id);
   }
   v.push_back({std::max(time, v.back().start), id});
   return id;

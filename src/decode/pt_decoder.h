@@ -17,6 +17,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "base/unique_fd.h"
@@ -149,6 +150,8 @@ class PtDecoder {
   [[nodiscard]] int32_t SpaceAt(int32_t pid, uint64_t time) const;
   [[nodiscard]] uint64_t NextSpaceChange(int32_t pid, uint64_t time) const;
   [[nodiscard]] int32_t LastSpace(int32_t pid) const;
+  // Whether `space` began with an exec (a new program, not a copy).
+  [[nodiscard]] bool SpaceIsExec(int32_t space) const { return exec_spaces_.count(space) != 0; }
 
   [[nodiscard]] Symbolizer& symbolizer() { return symbolizer_; }
   [[nodiscard]] const DecodeStats& stats() const { return stats_; }
@@ -209,6 +212,7 @@ class PtDecoder {
   };
   std::unordered_map<int32_t, std::vector<CodeMap>> code_maps_;
   int32_t next_space_ = kFirstSpaceId;
+  std::unordered_set<int32_t> exec_spaces_;
   // Per CPU: from `time` on, `thread` runs; sorted by time.
   struct Run {
     uint64_t time = 0;

@@ -108,6 +108,11 @@ void CallStackModel::SwitchThread(int32_t pid, int32_t tid) {
   pid_ = pid;
 }
 
+void CallStackModel::SetSpace(int32_t space, bool exec) {
+  if (exec && started_) ClearAllStacks();
+  space_ = space;
+}
+
 void CallStackModel::SetTime(uint64_t t) {
   if (!started_) {
     started_ = true;

@@ -54,8 +54,9 @@ class CallStackModel {
   // current keeps its state for later.
   void SwitchThread(int32_t pid, int32_t tid);
   // The Symbolizer key addresses of the current thread resolve in (its
-  // process's address space at this time: BranchEvent::space).
-  void SetSpace(int32_t space) { space_ = space; }
+  // process's address space at this time: BranchEvent::space). `exec`: the
+  // space is a new program, so every open frame of the thread ends now.
+  void SetSpace(int32_t space, bool exec = false);
   [[nodiscard]] int32_t pid() const { return pid_; }
   [[nodiscard]] int32_t tid() const { return tid_; }
   [[nodiscard]] int32_t space() const { return space_; }

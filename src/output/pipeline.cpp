@@ -146,7 +146,7 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
   uint64_t last_progress = 0;
   auto on_event = [&](const decode::BranchEvent& e) {
     if (e.tid != model.tid() || e.pid != model.pid()) model.SwitchThread(e.pid, e.tid);
-    if (e.space != model.space()) model.SetSpace(e.space);
+    if (e.space != model.space()) model.SetSpace(e.space, decoder->SpaceIsExec(e.space));
     model.OnEvent(e);
     if (options.progress && decoder->stats().events - last_progress >= (1u << 20)) {
       last_progress = decoder->stats().events;
