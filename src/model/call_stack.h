@@ -55,7 +55,8 @@ class CallStackModel {
   void SwitchThread(int32_t pid, int32_t tid);
   // The Symbolizer key addresses of the current thread resolve in (its
   // process's address space at this time: BranchEvent::space). `exec`: the
-  // space is a new program, so every open frame of the thread ends now.
+  // space is a new program, so every open frame of the thread ends (at the
+  // thread's next timestamp: when the new program starts).
   void SetSpace(int32_t space, bool exec = false);
   [[nodiscard]] int32_t pid() const { return pid_; }
   [[nodiscard]] int32_t tid() const { return tid_; }
