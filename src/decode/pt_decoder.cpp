@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cstring>
 #include <deque>
+#include <functional>
+#include <queue>
 
 #include "base/file_util.h"
 #include "base/log.h"
@@ -868,16 +870,20 @@ Result<void> PtDecoder::DecodeCpuStreams(const std::vector<CpuStream>& streams, 
         std::make_unique<StreamDecoder>(this, dec, ThreadId{0, -1 - s.cpu}, s.cpu, nullptr));
   }
   // Merge by time: always deliver the earliest queued event (ties: the
-  // first stream), so each thread's events arrive in time order.
-  for (;;) {
-    StreamDecoder* best = nullptr;
-    for (auto& d : decoders) {
-      if (!d->Fill()) continue;
-      if (best == nullptr || d->queue().front().time < best->queue().front().time) best = d.get();
-    }
-    if (best == nullptr) break;
-    sink(best->queue().front());
-    best->queue().pop_front();
+  // first stream), so each thread's events arrive in time order. A heap of
+  // (time of the stream's next event, stream).
+  using Head = std::pair<uint64_t, size_t>;
+  std::priority_queue<Head, std::vector<Head>, std::greater<Head>> heads;
+  for (size_t i = 0; i < decoders.size(); ++i) {
+    if (decoders[i]->Fill()) heads.emplace(decoders[i]->queue().front().time, i);
+  }
+  while (!heads.empty()) {
+    size_t i = heads.top().second;
+    heads.pop();
+    StreamDecoder& d = *decoders[i];
+    sink(d.queue().front());
+    d.queue().pop_front();
+    if (d.Fill()) heads.emplace(d.queue().front().time, i);
   }
   return Ok();
 }

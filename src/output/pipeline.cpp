@@ -265,7 +265,11 @@ std::string FormatReport(const DecodeReport& r) {
        " (unmapped code: " + std::to_string(r.decode.nomap_errors) +
        "), overflows: " + std::to_string(r.decode.overflows) + ", lost sideband records: " +
        std::to_string(r.lost_records) + ", truncated AUX: " + std::to_string(r.aux_truncated) +
-       ", lost PT bytes: " + std::to_string(r.lost_bytes) + ".");
+       ", lost PT bytes: " + std::to_string(r.lost_bytes) +
+       (r.decode.tsx_aborts != 0
+            ? ", aborted TSX transactions (dropped): " + std::to_string(r.decode.tsx_aborts)
+            : std::string()) +
+       ".");
   size_t shown = 0;
   for (const auto& w : r.warnings) {
     if (++shown > 10) {

@@ -326,6 +326,8 @@ TEST(PipelineThreadsTest, TsxAbortDropsTheSpeculativeCalls) {
   Decoded d = DecodeEvents(dir, tmp.path() / "out.events");
   EXPECT_EQ(d.report.decode.errors, 0u) << d.text;
   EXPECT_EQ(d.report.decode.tsx_aborts, 1u);
+  EXPECT_THAT(FormatReport(d.report),
+              ::testing::HasSubstr("aborted TSX transactions (dropped): 1"));
   EXPECT_THAT(d.tree[kA], ElementsAre("B _start", "B main", "B tail_caller", "E tail_caller",
                                       "B leaf", "E leaf", "B leaf", "E leaf", "B [syscall]",
                                       "E [syscall]", "E main", "E _start"))
