@@ -574,6 +574,33 @@ TEST(KernelDecode, AsyncEntryBeginsAtTheEventTime) {
   EXPECT_EQ(begin["asm_sysvec_apic_timer_interrupt"], truth["interrupt"]) << d.text;
 }
 
+// The same run recorded system-wide: one per-CPU stream, the thread named
+// by ITRACE_START on that CPU. Every slice lands on kuser's thread with the
+// same times as the per-thread recording, in every scope.
+TEST(KernelDecode, PerCpuStreamDecodesLikeThePerThreadOne) {
+  auto sc = BuildScenario(/*poke=*/false);
+  ASSERT_THAT(sc, HasValue());
+  auto events = [](const std::string& text) {
+    std::vector<std::string> out;
+    for (auto line : base::Split(text, '\n')) {
+      if (!line.empty() && line[0] >= '0' && line[0] <= '9') out.emplace_back(line);
+    }
+    return out;
+  };
+  for (auto scope : {trace::Scope::kUserKernel, trace::Scope::kKernel, trace::Scope::kUser}) {
+    TempDir dir;
+    TraceOptions o;
+    o.scope = scope;
+    Decoded per_thread = Decode(*sc, o, dir.path() / "t");
+    o.per_cpu = 2;
+    Decoded per_cpu = Decode(*sc, o, dir.path() / "c");
+    EXPECT_EQ(per_cpu.report.decode.errors, 0u) << per_cpu.text;
+    EXPECT_FALSE(events(per_thread.text).empty());
+    EXPECT_EQ(events(per_cpu.text), events(per_thread.text)) << per_cpu.text;
+    EXPECT_THAT(per_cpu.text, HasSubstr("T 4242 4242 kuser\n"));
+  }
+}
+
 // Case 6 with the TEXT_POKE record: the poke is applied at its time, so
 // the first write runs trace_vfs_write (static key on) and the second, after
 // the poke, jumps past it; the whole trace decodes without errors.
