@@ -280,7 +280,7 @@ void PtDecoder::AddMmap(int32_t pid, uint64_t time, uint64_t addr, uint64_t len,
     uint64_t delta = file_off - addr;  // modular: file offset of address 0
     bool replaces = false;
     for (const CodeMap& c : code_maps_[space]) {
-      if (c.start < addr + len && addr < c.end && (c.file != path || c.file_at_start != delta)) {
+      if (c.start < addr + len && addr < c.end && (c.file != path || c.delta != delta)) {
         replaces = true;
         break;
       }

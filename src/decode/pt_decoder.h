@@ -2,8 +2,11 @@
 // directory's manifest, with per-process images built from the sideband.
 //
 // The decoder turns each stream into a sequence of control-flow events
-// (BranchEvent) for one thread, in order, with perf-clock timestamps that
-// never go backwards within a stream. It never stops early on bad data:
+// (BranchEvent), in order, with perf-clock timestamps that never go
+// backwards within a stream: one thread's for a per-thread stream; for
+// per-CPU streams, merged by time, each event tagged with the thread the
+// switch sideband says ran then. Images and symbols follow each process's
+// address spaces in time order (exec, mmap over code). It never stops early on bad data:
 // libipt errors become kError events and decoding resynchronises at the next
 // PSB. What the call-stack model does with the events is src/model's job.
 #pragma once
@@ -204,11 +207,12 @@ class PtDecoder {
   };
   std::unordered_map<int32_t, std::vector<Epoch>> epochs_;
   // The file mappings with code of each space, to tell a replacement (new
-  // space) from an addition: [start, end) -> file bytes at start.
+  // space) from an addition: [start, end) maps `file` at offset
+  // address + delta (modular).
   struct CodeMap {
     uint64_t start = 0, end = 0;
     std::string file;  // path on this machine
-    uint64_t file_at_start = 0;
+    uint64_t delta = 0;
   };
   std::unordered_map<int32_t, std::vector<CodeMap>> code_maps_;
   int32_t next_space_ = kFirstSpaceId;
