@@ -627,10 +627,13 @@ class StreamDecoder {
       }
       have_thread_ = true;
     }
-    int32_t space = owner_->SpaceAt(thread_.pid, now);
+    // A stream without timing packets (time 0) has no place in time: it
+    // decodes against the address space at the end of the recording.
+    uint64_t at = now != 0 ? now : UINT64_MAX;
+    int32_t space = owner_->SpaceAt(thread_.pid, at);
     size_t k = applied_pokes_;
     while (k < owner_->PokeCount() && owner_->PokeTime(k) <= now) ++k;
-    next_change_ = owner_->NextSpaceChange(thread_.pid, now);
+    next_change_ = owner_->NextSpaceChange(thread_.pid, at);
     if (k < owner_->PokeCount()) next_change_ = std::min(next_change_, owner_->PokeTime(k));
     if (space == space_ && k == applied_pokes_ && have_image_) return;
     space_ = space;

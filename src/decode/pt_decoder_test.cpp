@@ -220,5 +220,32 @@ TEST(PtDecoderTest, AddressSpacesChangeAtExecAndReplacingMmap) {
   EXPECT_EQ(d.SpaceAt(555, 10), 555);  // unknown processes: their pid
 }
 
+// A stream without timing has no place in time: it decodes against the
+// address space at the end of the recording (here: after the exec of
+// replaced.S), as all streams did before spaces changed at their times.
+TEST(PtDecoderTest, StreamWithoutTimingUsesTheLastSpace) {
+  auto p = testing::LoadCallsProgram();
+  auto r = testing::LoadReplacedProgram();
+  std::vector<trace::Record> records = testing::CallsSideband(p, 100);
+  for (auto& x : testing::ProgramSideband(r, 100, "replaced", 2000)) records.push_back(x);
+  auto dec = PtDecoder::Create("/nonexistent", testing::CallsManifest(100), records);
+  ASSERT_THAT(dec, HasValue());
+  testing::StreamBuilder b;
+  b.Psb(0);  // TSC 0: no time
+  b.TipPge(r.Sym("_start"));
+  b.Tnt(true);
+  b.Tnt(true);
+  b.Tnt(true);
+  b.TipPgd();
+  std::vector<BranchEvent> events;
+  ASSERT_THAT(
+      (*dec)->DecodeStream(100, b.Finish(), [&](const BranchEvent& e) { events.push_back(e); }),
+      HasValue());
+  EXPECT_EQ((*dec)->stats().errors, 0u);
+  ASSERT_FALSE(events.empty());
+  for (const auto& e : events) EXPECT_EQ(e.space, (*dec)->LastSpace(100));
+  EXPECT_NE((*dec)->LastSpace(100), 100);
+}
+
 }  // namespace
 }  // namespace ptsnap::decode
