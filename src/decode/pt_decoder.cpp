@@ -5,7 +5,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
+#include <deque>
+#include <functional>
+#include <queue>
 
 #include "base/file_util.h"
 #include "base/log.h"
@@ -199,21 +203,94 @@ MappedFile PtDecoder::Resolve(int32_t pid, const std::string& filename,
   return {path, ""};
 }
 
-struct pt_image* PtDecoder::Image(int32_t pid) {
-  auto it = images_.find(pid);
+struct pt_image* PtDecoder::Image(int32_t space) {
+  auto it = images_.find(space);
   if (it != images_.end()) return it->second;
-  struct pt_image* image = pt_image_alloc(std::to_string(pid).c_str());
+  struct pt_image* image = pt_image_alloc(std::to_string(space).c_str());
   (void)pt_image_copy(image, kernel_image_);
-  images_.emplace(pid, image);
+  images_.emplace(space, image);
   return image;
 }
 
-void PtDecoder::AddMmap(int32_t pid, uint64_t addr, uint64_t len, uint64_t pgoff,
+int32_t PtDecoder::CurrentSpace(int32_t pid) {
+  std::vector<Epoch>& v = epochs_[pid];
+  if (v.empty()) v.push_back({0, pid});
+  return v.back().space;
+}
+
+namespace {
+// Address spaces per process at most; later replacements go into the last
+// one (decoded as before this change: as of the end of the recording).
+constexpr size_t kMaxSpaces = 256;
+}  // namespace
+
+int32_t PtDecoder::NewSpace(int32_t pid, uint64_t time, bool copy) {
+  int32_t old = CurrentSpace(pid);
+  std::vector<Epoch>& v = epochs_[pid];
+  if (v.size() >= kMaxSpaces) return old;
+  int32_t id = next_space_++;
+  struct pt_image* image = Image(id);
+  if (copy) {
+    (void)pt_image_copy(image, Image(old));
+    code_maps_[id] = code_maps_[old];
+    symbolizer_.ForkProcess(old, id);
+  } else {
+    exec_spaces_.insert(id);
+  }
+  v.push_back({std::max(time, v.back().start), id});
+  return id;
+}
+
+int32_t PtDecoder::SpaceAt(int32_t pid, uint64_t time) const {
+  auto it = epochs_.find(pid);
+  if (it == epochs_.end() || it->second.empty()) return pid;
+  const std::vector<Epoch>& v = it->second;
+  auto e = std::upper_bound(v.begin(), v.end(), time,
+                            [](uint64_t t, const Epoch& x) { return t < x.start; });
+  return e == v.begin() ? v.front().space : std::prev(e)->space;
+}
+
+uint64_t PtDecoder::NextSpaceChange(int32_t pid, uint64_t time) const {
+  auto it = epochs_.find(pid);
+  if (it == epochs_.end()) return UINT64_MAX;
+  const std::vector<Epoch>& v = it->second;
+  auto e = std::upper_bound(v.begin(), v.end(), time,
+                            [](uint64_t t, const Epoch& x) { return t < x.start; });
+  return e == v.end() ? UINT64_MAX : e->start;
+}
+
+int32_t PtDecoder::LastSpace(int32_t pid) const {
+  auto it = epochs_.find(pid);
+  return it == epochs_.end() || it->second.empty() ? pid : it->second.back().space;
+}
+
+// A mapping of code over code that came from other bytes (dlclose + dlopen
+// at the same address, munmap + mmap) starts a new address space at the
+// record's time: code that ran before decodes against the old bytes and
+// symbols, code after against the new. A mapping that overlaps nothing, or
+// maps the same file bytes again, is added to the current space.
+void PtDecoder::AddMmap(int32_t pid, uint64_t time, uint64_t addr, uint64_t len, uint64_t pgoff,
                         const std::string& filename, const std::string& build_id) {
   if (IsKernelAddress(addr)) return;  // kernel text comes from the kcore copy
   MappedFile file = Resolve(pid, filename, build_id);
   uint64_t file_off = filename == "[vdso]" ? 0 : pgoff;
-  symbolizer_.AddMapping(pid, addr, len, file_off, file.path, filename);
+  int32_t space = CurrentSpace(pid);
+  if (!file.path.empty() && len > 0) {
+    std::string path = file.path.string();
+    uint64_t delta = file_off - addr;  // modular: file offset of address 0
+    bool replaces = false;
+    for (const CodeMap& c : code_maps_[space]) {
+      if (c.start < addr + len && addr < c.end && (c.file != path || c.delta != delta)) {
+        replaces = true;
+        break;
+      }
+    }
+    if (replaces) space = NewSpace(pid, time, /*copy=*/true);
+    std::vector<CodeMap>& maps = code_maps_[space];
+    std::erase_if(maps, [&](const CodeMap& c) { return c.start < addr + len && addr < c.end; });
+    maps.push_back({addr, addr + len, std::move(path), delta});
+  }
+  symbolizer_.AddMapping(space, addr, len, file_off, file.path, filename);
   if (file.path.empty()) return;
   uint64_t size = FileSize(file.path);
   if (file_off >= size) return;
@@ -232,7 +309,60 @@ void PtDecoder::AddMmap(int32_t pid, uint64_t addr, uint64_t len, uint64_t pgoff
     }
     isids_.emplace(key, isid);
   }
-  (void)pt_image_add_cached(Image(pid), iscache_, isid, nullptr);
+  (void)pt_image_add_cached(Image(space), iscache_, isid, nullptr);
+}
+
+// PERF_RECORD_SWITCH_CPU_WIDE (linux/perf_event.h): written on the CPU at
+// each context switch, twice: on switch-out (misc SWITCH_OUT) with the
+// outgoing task in sample_id and the incoming one in next_prev_pid/tid,
+// and on switch-in with the incoming task in sample_id and the previous one
+// in next_prev. Either says who runs from its time on. ITRACE_START names
+// the task running when tracing started on the CPU. Task 0 is the idle task.
+void PtDecoder::AddSwitch(const trace::Record& rec) {
+  int32_t cpu = static_cast<int32_t>(rec.sample_id.cpu);
+  auto thread = [cpu](uint32_t pid, uint32_t tid) {
+    if (tid == 0 || tid == UINT32_MAX) return ThreadId{0, -1 - cpu};
+    return ThreadId{static_cast<int32_t>(pid), static_cast<int32_t>(tid)};
+  };
+  ThreadId next, prev;
+  bool have_prev = false;
+  if (const auto* sw = std::get_if<trace::Switch>(&rec.body)) {
+    if (!sw->cpu_wide) return;  // per-thread PERF_RECORD_SWITCH: nothing about the CPU
+    ThreadId self = thread(rec.sample_id.pid, rec.sample_id.tid);
+    ThreadId other = thread(sw->next_prev_pid, sw->next_prev_tid);
+    next = sw->out ? other : self;
+    prev = sw->out ? self : other;
+    have_prev = true;
+  } else if (const auto* it = std::get_if<trace::ItraceStart>(&rec.body)) {
+    next = thread(it->pid, it->tid);
+  } else {
+    return;
+  }
+  std::vector<Run>& runs = schedule_[cpu];
+  if (runs.empty() && have_prev) runs.push_back({0, prev});
+  uint64_t time = rec.sample_id.time;
+  if (!runs.empty() && runs.back().thread == next) return;
+  if (!runs.empty() && time < runs.back().time) time = runs.back().time;
+  runs.push_back({time, next});
+}
+
+PtDecoder::ThreadId PtDecoder::ThreadAt(int32_t cpu, uint64_t time) const {
+  auto it = schedule_.find(cpu);
+  if (it == schedule_.end() || it->second.empty()) return {0, -1 - cpu};
+  const std::vector<Run>& v = it->second;
+  auto r = std::upper_bound(v.begin(), v.end(), time,
+                            [](uint64_t t, const Run& x) { return t < x.time; });
+  return r == v.begin() ? ThreadId{0, -1 - cpu} : std::prev(r)->thread;
+}
+
+std::vector<PtDecoder::ThreadId> PtDecoder::CpuThreads(int32_t cpu) const {
+  std::vector<ThreadId> out{{0, -1 - cpu}};
+  if (auto it = schedule_.find(cpu); it != schedule_.end()) {
+    for (const Run& r : it->second) {
+      if (std::find(out.begin(), out.end(), r.thread) == out.end()) out.push_back(r.thread);
+    }
+  }
+  return out;
 }
 
 void PtDecoder::AddKcore() {
@@ -320,11 +450,11 @@ void PtDecoder::AddTextPoke(uint64_t time, const trace::TextPoke& poke) {
   pokes_.push_back({time, isid});
 }
 
-struct pt_image* PtDecoder::PokedImage(int32_t pid, size_t k) {
-  if (k == 0) return Image(pid);
-  std::vector<struct pt_image*>& v = poked_images_[pid];
+struct pt_image* PtDecoder::PokedImage(int32_t space, size_t k) {
+  if (k == 0) return Image(space);
+  std::vector<struct pt_image*>& v = poked_images_[space];
   while (v.size() < k) {
-    struct pt_image* prev = v.empty() ? Image(pid) : v.back();
+    struct pt_image* prev = v.empty() ? Image(space) : v.back();
     struct pt_image* image = pt_image_alloc(nullptr);
     if (image == nullptr) return prev;
     (void)pt_image_copy(image, prev);
@@ -342,78 +472,176 @@ Result<std::unique_ptr<PtDecoder>> PtDecoder::Create(const std::filesystem::path
     return Error("libipt: out of memory allocating the image section cache");
   }
   d->AddKcore();
-  // Sideband in time order: fork copies the parent's image, exec starts a
-  // new one, mmaps add sections. The result is each process's address space
-  // as of the end of the recording (what snapshot-mode streams cover).
+  // Sideband in time order: fork copies the parent's address space, exec
+  // starts a new one, mmaps add sections (or start a new space when they
+  // replace mapped code). Streams switch spaces at their times.
   for (const auto& rec : records) {
+    uint64_t time = rec.sample_id.time;
     if (const auto* m = std::get_if<trace::Mmap2>(&rec.body)) {
       std::string bid = (rec.misc & trace::kMiscMmapBuildId) ? HexOf(m->build_id) : "";
       if ((m->prot & 4 /*PROT_EXEC*/) == 0 && m->prot != 0) continue;
-      d->AddMmap(static_cast<int32_t>(m->pid), m->addr, m->len, m->pgoff, m->filename, bid);
+      d->AddMmap(static_cast<int32_t>(m->pid), time, m->addr, m->len, m->pgoff, m->filename, bid);
     } else if (const auto* m1 = std::get_if<trace::Mmap>(&rec.body)) {
-      d->AddMmap(static_cast<int32_t>(m1->pid), m1->addr, m1->len, m1->pgoff, m1->filename, "");
+      d->AddMmap(static_cast<int32_t>(m1->pid), time, m1->addr, m1->len, m1->pgoff, m1->filename,
+                 "");
     } else if (const auto* tp = std::get_if<trace::TextPoke>(&rec.body)) {
-      d->AddTextPoke(rec.sample_id.time, *tp);
+      d->AddTextPoke(time, *tp);
     } else if (const auto* c = std::get_if<trace::Comm>(&rec.body)) {
       if (c->exec && c->pid == c->tid) {
+        // exec: the old mappings are gone. A space with no code yet (the
+        // process was first seen here) is reused.
         int32_t pid = static_cast<int32_t>(c->pid);
-        if (auto it = d->images_.find(pid); it != d->images_.end()) {
-          pt_image_free(it->second);
-          d->images_.erase(it);
+        int32_t space = d->CurrentSpace(pid);
+        if (d->code_maps_[space].empty()) {
+          d->symbolizer_.ResetProcess(space);
+        } else {
+          d->NewSpace(pid, time, /*copy=*/false);
         }
-        d->symbolizer_.ResetProcess(pid);
       }
     } else if (const auto* t = std::get_if<trace::Task>(&rec.body)) {
       if (!t->exit && t->pid != t->ppid) {
         int32_t child = static_cast<int32_t>(t->pid), parent = static_cast<int32_t>(t->ppid);
-        struct pt_image* img = d->Image(child);
-        if (auto it = d->images_.find(parent); it != d->images_.end()) {
-          (void)pt_image_copy(img, it->second);
+        int32_t from = d->CurrentSpace(parent);
+        int32_t space =
+            d->epochs_.count(child) != 0 ? d->NewSpace(child, time, false) : d->CurrentSpace(child);
+        if (space != from) {
+          (void)pt_image_copy(d->Image(space), d->Image(from));
+          d->code_maps_[space] = d->code_maps_[from];
+          d->symbolizer_.ForkProcess(from, space);
         }
-        d->symbolizer_.ForkProcess(parent, child);
       }
+    } else if (rec.type == PERF_RECORD_SWITCH_CPU_WIDE || rec.type == PERF_RECORD_ITRACE_START) {
+      d->AddSwitch(rec);
     }
   }
   // JIT maps written by runtimes (perf's /tmp/perf-PID.map convention).
   for (int32_t pid : manifest.pids) {
     auto p = std::filesystem::path("/tmp") / ("perf-" + std::to_string(pid) + ".map");
-    if (auto text = base::ReadFile(p); text) d->symbolizer_.AddPerfMap(pid, ParsePerfMap(*text));
+    if (auto text = base::ReadFile(p); text) {
+      d->symbolizer_.AddPerfMap(d->LastSpace(pid), ParsePerfMap(*text));
+    }
   }
   return d;
 }
 
 namespace {
 
-// One stream's decode state.
+// One stream's decode state, as a resumable state machine: Step() does one
+// unit of work (a sync, one event or one block). Events go to the sink
+// directly or, for per-CPU streams merged by time, to a small queue.
 class StreamDecoder {
  public:
-  StreamDecoder(PtDecoder* owner, struct pt_block_decoder* dec, int32_t pid,
-                const PtDecoder::Sink& sink)
-      : owner_(owner), dec_(dec), pid_(pid), sink_(sink), stats_(owner->mutable_stats()) {}
+  // `cpu` >= 0: a per-CPU stream, its thread from the switch sideband;
+  // else `thread` for the whole stream.
+  StreamDecoder(PtDecoder* owner, struct pt_block_decoder* dec, PtDecoder::ThreadId thread,
+                int32_t cpu, const PtDecoder::Sink* sink)
+      : owner_(owner),
+        dec_(dec),
+        cpu_(cpu),
+        thread_(thread),
+        sink_(sink),
+        stats_(owner->mutable_stats()) {}
+  ~StreamDecoder() { pt_blk_free_decoder(dec_); }
+  StreamDecoder(const StreamDecoder&) = delete;
+  StreamDecoder& operator=(const StreamDecoder&) = delete;
 
   void Run() {
-    uint64_t last_sync = ~uint64_t{0};
-    for (;;) {
-      int status = pt_blk_sync_forward(dec_);
-      if (status < 0) {
-        if (status == -pte_eos) break;
-        uint64_t off = 0;
-        (void)pt_blk_get_offset(dec_, &off);
-        if (off == last_sync) break;  // no progress: give up on this stream
-        last_sync = off;
-        continue;
-      }
-      have_prev_ = false;
-      status = DecodeSegment(status);
-      if (status == -pte_eos) break;
-      Error(status);
-      uint64_t off = 0;
-      (void)pt_blk_get_sync_offset(dec_, &off);
-      last_sync = off;
+    while (Step()) {
     }
   }
+  // Queue mode: decodes until an event is queued; false at the end.
+  bool Fill() {
+    while (queue_.empty() && Step()) {
+    }
+    return !queue_.empty();
+  }
+  std::deque<BranchEvent>& queue() { return queue_; }
 
  private:
+  enum class State : uint8_t { kSync, kSegment, kDone };
+
+  bool Step() {
+    if (state_ == State::kSegment) {
+      if (status_ & pts_event_pending) {
+        struct pt_event ev;
+        status_ = pt_blk_event(dec_, &ev, sizeof ev);
+        if (status_ < 0) return EndSegment(status_);
+        HandleEvent(ev);
+        return true;
+      }
+      if (status_ & pts_eos) return Done();
+      if (next_change_ != UINT64_MAX) {
+        uint64_t now = Now();
+        if (now >= next_change_) Retarget(now, /*thread=*/false);
+      }
+      struct pt_block block;
+      status_ = pt_blk_next(dec_, &block, sizeof block);
+      // Errors apply after the last instruction of the returned block.
+      if (block.ninsn > 0) HandleBlock(block);
+      if (status_ < 0) return EndSegment(status_);
+      return true;
+    }
+    if (state_ == State::kDone) return false;
+    int status = pt_blk_sync_forward(dec_);
+    if (status < 0) {
+      if (status == -pte_eos) return Done();
+      uint64_t off = 0;
+      (void)pt_blk_get_offset(dec_, &off);
+      if (off == last_sync_) return Done();  // no progress: give up on this stream
+      last_sync_ = off;
+      return true;
+    }
+    have_prev_ = false;
+    status_ = status;
+    state_ = State::kSegment;
+    Retarget(Now(), /*thread=*/true);
+    return true;
+  }
+  bool EndSegment(int status) {
+    if (status == -pte_eos) return Done();
+    Error(status);
+    uint64_t off = 0;
+    (void)pt_blk_get_sync_offset(dec_, &off);
+    last_sync_ = off;
+    state_ = State::kSync;
+    return true;
+  }
+  bool Done() {
+    DropTransaction();  // its outcome is not in the trace
+    state_ = State::kDone;
+    return false;
+  }
+
+  // Chooses the thread (per-CPU streams, when `thread`), its process's
+  // address space and the text-poke version for time `now`, and switches
+  // libipt's image when they changed. Spaces and pokes change at their
+  // times (checked between blocks, at libipt's latest timing packet, which
+  // may be a little ahead of the block); threads change only where tracing
+  // (re)starts, so a stretch between two such points stays on one thread.
+  void Retarget(uint64_t now, bool thread) {
+    if (thread && cpu_ >= 0) {
+      PtDecoder::ThreadId t = owner_->ThreadAt(cpu_, now);
+      if (!(t == thread_)) {
+        if (have_thread_) stats_.thread_switches++;
+        thread_ = t;
+      }
+      have_thread_ = true;
+    }
+    // A stream without timing packets (time 0) has no place in time: it
+    // decodes against the address space at the end of the recording.
+    uint64_t at = now != 0 ? now : UINT64_MAX;
+    int32_t space = owner_->SpaceAt(thread_.pid, at);
+    size_t k = applied_pokes_;
+    while (k < owner_->PokeCount() && owner_->PokeTime(k) <= now) ++k;
+    next_change_ = owner_->NextSpaceChange(thread_.pid, at);
+    if (k < owner_->PokeCount()) next_change_ = std::min(next_change_, owner_->PokeTime(k));
+    if (space == space_ && k == applied_pokes_ && have_image_) return;
+    space_ = space;
+    applied_pokes_ = k;
+    have_image_ = true;
+    (void)pt_blk_set_image(dec_, owner_->PokedImage(space, k));
+  }
+
   uint64_t Now() {
     uint64_t tsc = 0;
     uint32_t lost_mtc = 0, lost_cyc = 0;
@@ -427,8 +655,33 @@ class StreamDecoder {
   void Emit(BranchEvent& e) {
     e.insns = insns_;
     insns_ = 0;
+    e.pid = thread_.pid;
+    e.tid = thread_.tid;
+    e.space = space_;
+    if (in_tx_) {
+      // TSX: held until the transaction commits, dropped if it aborts
+      // (magic-trace's rule).
+      tx_.push_back(e);
+      return;
+    }
+    Deliver(e);
+  }
+  void Deliver(const BranchEvent& e) {
     stats_.events++;
-    sink_(e);
+    if (sink_ != nullptr) {
+      (*sink_)(e);
+    } else {
+      queue_.push_back(e);
+    }
+  }
+  void CommitTransaction() {
+    in_tx_ = false;
+    for (const BranchEvent& e : tx_) Deliver(e);
+    tx_.clear();
+  }
+  void DropTransaction() {
+    in_tx_ = false;
+    tx_.clear();
   }
   // An event's own time when libipt has one: by the time an event is
   // returned, pt_blk_time() may already have read ahead to a later timing
@@ -451,14 +704,13 @@ class StreamDecoder {
     Emit(e);
   }
   void Error(int status) {
+    DropTransaction();  // magic-trace: an error inside a transaction drops it
     stats_.errors++;
     if (pt_errcode(status) == pte_nomap) stats_.nomap_errors++;
     BranchEvent e;
     e.kind = BranchKind::kError;
     e.time = Now();
     e.from = have_prev_ ? prev_end_ : 0;
-    uint64_t off = 0;
-    (void)pt_blk_get_offset(dec_, &off);
     e.message = pt_errstr(pt_errcode(status));
     if (pt_errcode(status) == pte_nomap && have_prev_) {
       char buf[40];
@@ -469,41 +721,10 @@ class StreamDecoder {
     Emit(e);
   }
 
-  int DecodeSegment(int status) {
-    for (;;) {
-      while (status & pts_event_pending) {
-        struct pt_event ev;
-        status = pt_blk_event(dec_, &ev, sizeof ev);
-        if (status < 0) return status;
-        HandleEvent(ev);
-      }
-      if (status & pts_eos) return -pte_eos;
-      ApplyPokes();
-      struct pt_block block;
-      status = pt_blk_next(dec_, &block, sizeof block);
-      // Errors apply after the last instruction of the returned block.
-      if (block.ninsn > 0) HandleBlock(block);
-      if (status < 0) return status;
-    }
-  }
-
-  // Switches to the image with every text poke up to the current time
-  // applied. The time is libipt's last timing packet, which may be a little
-  // ahead of the block about to be decoded; a poke's exact position
-  // relative to the other CPU's trace is not known any better.
-  void ApplyPokes() {
-    if (applied_pokes_ >= owner_->PokeCount()) return;
-    uint64_t now = Now();
-    size_t k = applied_pokes_;
-    while (k < owner_->PokeCount() && owner_->PokeTime(k) <= now) ++k;
-    if (k == applied_pokes_) return;
-    applied_pokes_ = k;
-    (void)pt_blk_set_image(dec_, owner_->PokedImage(pid_, k));
-  }
-
   void HandleBlock(const struct pt_block& b) {
     stats_.blocks++;
     stats_.instructions += b.ninsn;
+    if (b.speculative && !in_tx_) in_tx_ = true;
     if (have_prev_) {
       BranchKind kind;
       switch (prev_iclass_) {
@@ -525,11 +746,13 @@ class StreamDecoder {
   void HandleEvent(const struct pt_event& ev) {
     if (ev.has_tsc) Advance(owner_->TscToNs(ev.tsc));
     switch (ev.type) {
-      case ptev_enabled:
+      case ptev_enabled: {
         have_prev_ = false;
-        Emit(BranchKind::kEnable, 0, ev.ip_suppressed ? 0 : ev.variant.enabled.ip, false,
-             EventTime(ev));
+        uint64_t t = EventTime(ev);
+        Retarget(t, /*thread=*/true);  // a context switch shows as a gap in the trace
+        Emit(BranchKind::kEnable, 0, ev.ip_suppressed ? 0 : ev.variant.enabled.ip, false, t);
         break;
+      }
       case ptev_disabled:
         Emit(BranchKind::kDisable, have_prev_ ? prev_end_ : 0, 0,
              have_prev_ && prev_iclass_ == ptic_far_call, EventTime(ev));
@@ -544,28 +767,39 @@ class StreamDecoder {
              false, EventTime(ev));
         have_prev_ = false;
         break;
-      case ptev_overflow:
+      case ptev_overflow: {
+        DropTransaction();
         stats_.overflows++;
-        Emit(BranchKind::kOverflow, 0, ev.ip_suppressed ? 0 : ev.variant.overflow.ip, false,
-             EventTime(ev));
+        uint64_t t = EventTime(ev);
+        Retarget(t, /*thread=*/true);
+        Emit(BranchKind::kOverflow, 0, ev.ip_suppressed ? 0 : ev.variant.overflow.ip, false, t);
         have_prev_ = false;
         break;
+      }
       case ptev_tsx:
         if (ev.variant.tsx.aborted) {
-          // The next block starts at the abort handler: treat it as a jump
-          // from the aborting instruction.
+          // The speculative work never happened. The next block starts at
+          // the abort handler: a jump from the aborting instruction.
+          stats_.tsx_aborts++;
+          DropTransaction();
           prev_end_ = ev.ip_suppressed ? prev_end_ : ev.variant.tsx.ip;
           prev_iclass_ = ptic_jump;
           have_prev_ = true;
+        } else if (ev.variant.tsx.speculative) {
+          in_tx_ = true;
+        } else {
+          CommitTransaction();
         }
         break;
       case ptev_stop:
         Emit(BranchKind::kStop, have_prev_ ? prev_end_ : 0, 0, false, EventTime(ev));
         have_prev_ = false;
         break;
-      case ptev_exec_mode:  // 16/32/64-bit: libipt applies it; nothing to show
-      case ptev_paging:     // CR3 changes: per-thread streams already know the process
+      case ptev_paging:  // CR3 write: on a per-CPU stream, maybe another process
       case ptev_async_paging:
+        if (cpu_ >= 0) Retarget(Now(), /*thread=*/true);
+        break;
+      case ptev_exec_mode:  // 16/32/64-bit: libipt applies it; nothing to show
       case ptev_vmcs:
       case ptev_async_vmcs:
       case ptev_exstop:
@@ -581,35 +815,79 @@ class StreamDecoder {
 
   PtDecoder* owner_;
   struct pt_block_decoder* dec_;
-  int32_t pid_;
+  int32_t cpu_;
+  PtDecoder::ThreadId thread_;
+  bool have_thread_ = false;
+  int32_t space_ = 0;
+  bool have_image_ = false;
   size_t applied_pokes_ = 0;
-  const PtDecoder::Sink& sink_;
+  uint64_t next_change_ = 0;  // next poke or space change; UINT64_MAX: none
+  const PtDecoder::Sink* sink_;
   DecodeStats& stats_;
+  State state_ = State::kSync;
+  int status_ = 0;
+  uint64_t last_sync_ = ~uint64_t{0};
   bool have_prev_ = false;
   uint64_t prev_end_ = 0;
   enum pt_insn_class prev_iclass_ = ptic_error;
   uint64_t last_time_ = 0;
   uint64_t insns_ = 0;
+  bool in_tx_ = false;
+  std::vector<BranchEvent> tx_;
+  std::deque<BranchEvent> queue_;
 };
 
 }  // namespace
 
-Result<void> PtDecoder::DecodeStream(int32_t pid, std::string_view bytes, const Sink& sink) {
-  stats_.pt_bytes += bytes.size();
-  if (bytes.empty()) return Ok();
+Result<struct pt_block_decoder*> PtDecoder::AllocDecoder(std::string_view bytes) {
   struct pt_config cfg = MakePtConfig(manifest_);
   // libipt takes a non-const pointer but only reads the buffer.
   cfg.begin = reinterpret_cast<uint8_t*>(const_cast<char*>(bytes.data()));
   cfg.end = cfg.begin + bytes.size();
   struct pt_block_decoder* dec = pt_blk_alloc_decoder(&cfg);
   if (dec == nullptr) return Error("libipt refused the decoder configuration from the manifest");
-  int r = pt_blk_set_image(dec, Image(pid));
+  int r = pt_blk_set_image(dec, kernel_image_);
   if (r < 0) {
     pt_blk_free_decoder(dec);
     return Error(std::string("libipt: setting the image: ") + pt_errstr(pt_errcode(r)));
   }
-  StreamDecoder(this, dec, pid, sink).Run();
-  pt_blk_free_decoder(dec);
+  return dec;
+}
+
+Result<void> PtDecoder::DecodeStream(int32_t pid, int32_t tid, std::string_view bytes,
+                                     const Sink& sink) {
+  stats_.pt_bytes += bytes.size();
+  if (bytes.empty()) return Ok();
+  PTSNAP_ASSIGN_OR_RETURN(struct pt_block_decoder * dec, AllocDecoder(bytes));
+  StreamDecoder(this, dec, ThreadId{pid, tid}, -1, &sink).Run();
+  return Ok();
+}
+
+Result<void> PtDecoder::DecodeCpuStreams(const std::vector<CpuStream>& streams, const Sink& sink) {
+  std::vector<std::unique_ptr<StreamDecoder>> decoders;
+  for (const CpuStream& s : streams) {
+    stats_.pt_bytes += s.bytes.size();
+    if (s.bytes.empty()) continue;
+    PTSNAP_ASSIGN_OR_RETURN(struct pt_block_decoder * dec, AllocDecoder(s.bytes));
+    decoders.push_back(
+        std::make_unique<StreamDecoder>(this, dec, ThreadId{0, -1 - s.cpu}, s.cpu, nullptr));
+  }
+  // Merge by time: always deliver the earliest queued event (ties: the
+  // first stream), so each thread's events arrive in time order. A heap of
+  // (time of the stream's next event, stream).
+  using Head = std::pair<uint64_t, size_t>;
+  std::priority_queue<Head, std::vector<Head>, std::greater<Head>> heads;
+  for (size_t i = 0; i < decoders.size(); ++i) {
+    if (decoders[i]->Fill()) heads.emplace(decoders[i]->queue().front().time, i);
+  }
+  while (!heads.empty()) {
+    size_t i = heads.top().second;
+    heads.pop();
+    StreamDecoder& d = *decoders[i];
+    sink(d.queue().front());
+    d.queue().pop_front();
+    if (d.Fill()) heads.emplace(d.queue().front().time, i);
+  }
   return Ok();
 }
 

@@ -166,5 +166,86 @@ TEST(PtDecoderTest, ConfigFromManifest) {
   EXPECT_TRUE(c.errata.skd022 || c.errata.skl014 || c.errata.skd010);
 }
 
+// Who runs on a CPU, from SWITCH_CPU_WIDE (either half) and ITRACE_START;
+// idle and unknown stretches belong to the CPU's own track {0, -1 - cpu}.
+TEST(PtDecoderTest, ThreadAtFollowsTheSwitchSideband) {
+  auto p = testing::LoadCallsProgram();
+  std::vector<trace::Record> records = testing::CallsSideband(p, 100);
+  records.push_back(testing::SwitchRecord(2, 1000, true, {0, 0}, {100, 101}));  // idle -> 101
+  records.push_back(testing::SwitchRecord(2, 1001, false, {100, 101}, {0, 0}));
+  records.push_back(testing::SwitchRecord(2, 2000, true, {100, 101}, {7, 7}));
+  records.push_back(testing::ItraceStartRecord(3, 500, 100, 100));
+  records.push_back(testing::SwitchRecord(2, 3000, false, {0, 0}, {7, 7}));  // back to idle
+  auto dec = PtDecoder::Create("/nonexistent", testing::CallsManifest(100), records);
+  ASSERT_THAT(dec, HasValue());
+  using T = PtDecoder::ThreadId;
+  EXPECT_EQ((*dec)->ThreadAt(2, 999), (T{0, -3}));
+  EXPECT_EQ((*dec)->ThreadAt(2, 1000), (T{100, 101}));
+  EXPECT_EQ((*dec)->ThreadAt(2, 1999), (T{100, 101}));
+  EXPECT_EQ((*dec)->ThreadAt(2, 2500), (T{7, 7}));
+  EXPECT_EQ((*dec)->ThreadAt(2, 3000), (T{0, -3}));
+  EXPECT_EQ((*dec)->ThreadAt(3, 499), (T{0, -4}));
+  EXPECT_EQ((*dec)->ThreadAt(3, 500), (T{100, 100}));
+  EXPECT_EQ((*dec)->ThreadAt(9, 500), (T{0, -10}));
+  EXPECT_THAT((*dec)->CpuThreads(2), ::testing::ElementsAre(T{0, -3}, T{100, 101}, T{7, 7}));
+}
+
+// Address spaces in time order: an exec starts an empty one, an mmap over
+// code from other bytes a copy; the same bytes mapped again change nothing.
+TEST(PtDecoderTest, AddressSpacesChangeAtExecAndReplacingMmap) {
+  auto p = testing::LoadCallsProgram();
+  auto r = testing::LoadReplacedProgram();
+  std::vector<trace::Record> records = testing::CallsSideband(p, 100);  // exec at 1
+  for (auto& x : testing::ProgramSideband(p, 100, "", 10, false)) records.push_back(x);
+  for (auto& x : testing::ProgramSideband(r, 100, "", 20, false)) records.push_back(x);
+  for (auto& x : testing::ProgramSideband(p, 100, "again", 30)) records.push_back(x);
+  auto dec = PtDecoder::Create("/nonexistent", testing::CallsManifest(100), records);
+  ASSERT_THAT(dec, HasValue());
+  PtDecoder& d = **dec;
+  EXPECT_EQ(d.SpaceAt(100, 0), 100);      // the first space is the pid
+  EXPECT_EQ(d.SpaceAt(100, 20), 100);     // the identical mapping at 11 is no change
+  int32_t replaced = d.SpaceAt(100, 21);  // the replacing mmap (at 21)
+  EXPECT_GE(replaced, kFirstSpaceId);
+  EXPECT_FALSE(d.SpaceIsExec(replaced));
+  EXPECT_EQ(d.NextSpaceChange(100, 5), 21u);
+  int32_t exec = d.SpaceAt(100, 30);
+  EXPECT_NE(exec, replaced);
+  EXPECT_TRUE(d.SpaceIsExec(exec));
+  EXPECT_EQ(d.LastSpace(100), exec);
+  EXPECT_EQ(d.NextSpaceChange(100, 30), UINT64_MAX);
+  // Symbols follow: main before the replacement, alpha's bytes after it.
+  EXPECT_EQ(*d.symbolizer().Resolve(100, p.Sym("main")).name, "main");
+  EXPECT_EQ(*d.symbolizer().Resolve(replaced, r.Sym("alpha")).name, "alpha");
+  EXPECT_EQ(*d.symbolizer().Resolve(exec, p.Sym("main")).name, "main");
+  EXPECT_EQ(d.SpaceAt(555, 10), 555);  // unknown processes: their pid
+}
+
+// A stream without timing has no place in time: it decodes against the
+// address space at the end of the recording (here: after the exec of
+// replaced.S), as all streams did before spaces changed at their times.
+TEST(PtDecoderTest, StreamWithoutTimingUsesTheLastSpace) {
+  auto p = testing::LoadCallsProgram();
+  auto r = testing::LoadReplacedProgram();
+  std::vector<trace::Record> records = testing::CallsSideband(p, 100);
+  for (auto& x : testing::ProgramSideband(r, 100, "replaced", 2000)) records.push_back(x);
+  auto dec = PtDecoder::Create("/nonexistent", testing::CallsManifest(100), records);
+  ASSERT_THAT(dec, HasValue());
+  testing::StreamBuilder b;
+  b.Psb(0);  // TSC 0: no time
+  b.TipPge(r.Sym("_start"));
+  b.Tnt(true);
+  b.Tnt(true);
+  b.Tnt(true);
+  b.TipPgd();
+  std::vector<BranchEvent> events;
+  ASSERT_THAT(
+      (*dec)->DecodeStream(100, b.Finish(), [&](const BranchEvent& e) { events.push_back(e); }),
+      HasValue());
+  EXPECT_EQ((*dec)->stats().errors, 0u);
+  ASSERT_FALSE(events.empty());
+  for (const auto& e : events) EXPECT_EQ(e.space, (*dec)->LastSpace(100));
+  EXPECT_NE((*dec)->LastSpace(100), 100);
+}
+
 }  // namespace
 }  // namespace ptsnap::decode

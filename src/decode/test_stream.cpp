@@ -10,6 +10,9 @@
 #ifndef PTSNAP_DECODE_CALLS
 #define PTSNAP_DECODE_CALLS ""
 #endif
+#ifndef PTSNAP_DECODE_REPLACED
+#define PTSNAP_DECODE_REPLACED ""
+#endif
 
 namespace ptsnap::decode::testing {
 
@@ -102,6 +105,15 @@ void StreamBuilder::Ovf() {
   p.type = ppt_ovf;
   Put(&p);
 }
+void StreamBuilder::ModeTsx(bool intx, bool abrt) {
+  FlushTnt();
+  struct pt_packet p {};
+  p.type = ppt_mode;
+  p.payload.mode.leaf = pt_mol_tsx;
+  p.payload.mode.bits.tsx.intx = intx ? 1 : 0;
+  p.payload.mode.bits.tsx.abrt = abrt ? 1 : 0;
+  Put(&p);
+}
 void StreamBuilder::Raw(const std::string& bytes) {
   FlushTnt();
   out_ += bytes;
@@ -118,9 +130,12 @@ uint64_t CallsProgram::Sym(const std::string& name) const {
   std::abort();
 }
 
-CallsProgram LoadCallsProgram() {
+CallsProgram LoadCallsProgram() { return LoadProgram(PTSNAP_DECODE_CALLS); }
+CallsProgram LoadReplacedProgram() { return LoadProgram(PTSNAP_DECODE_REPLACED); }
+
+CallsProgram LoadProgram(const std::string& path) {
   CallsProgram p;
-  p.path = PTSNAP_DECODE_CALLS;
+  p.path = path;
   auto elf = ElfFile::Open(p.path);
   if (!elf) {
     std::fprintf(stderr, "%s\n", elf.error().ToString().c_str());
@@ -143,16 +158,14 @@ CallsProgram LoadCallsProgram() {
   return p;
 }
 
-namespace {
-void Fib(StreamBuilder& b, int n) {
+void FibTnt(StreamBuilder& b, int n) {
   b.Tnt(n < 2);  // jl 1f
   if (n >= 2) {
-    Fib(b, n - 1);
-    Fib(b, n - 2);
+    FibTnt(b, n - 1);
+    FibTnt(b, n - 2);
   }
   b.Tnt(true);  // compressed ret
 }
-}  // namespace
 
 std::string CallsProgramStream(const CallsProgram& p, uint64_t tsc0, uint64_t step) {
   StreamBuilder b;
@@ -172,7 +185,7 @@ std::string CallsProgramStream(const CallsProgram& p, uint64_t tsc0, uint64_t st
   b.Tsc(t += step);
   b.TipPge(p.Sym("main_after_syscall"));
   b.Tsc(t += step);
-  Fib(b, 6);
+  FibTnt(b, 6);
   b.Tsc(t += step);
   b.Tip(p.Sym("main_landing"));  // lj2: jmp *%rcx
   b.Tsc(t += step);
@@ -202,22 +215,29 @@ trace::Manifest CallsManifest(int32_t pid) {
 }
 
 std::vector<trace::Record> CallsSideband(const CallsProgram& p, int32_t pid) {
+  return ProgramSideband(p, pid, "decode_calls", 1);
+}
+
+std::vector<trace::Record> ProgramSideband(const CallsProgram& p, int32_t pid,
+                                           const std::string& comm_name, uint64_t time, bool exec) {
   std::vector<trace::Record> out;
-  trace::Record comm;
-  comm.type = PERF_RECORD_COMM;
-  comm.misc = trace::kMiscCommExec;
-  comm.sample_id = {static_cast<uint32_t>(pid), static_cast<uint32_t>(pid), 1, 0, 0, 0};
-  comm.body =
-      trace::Comm{static_cast<uint32_t>(pid), static_cast<uint32_t>(pid), "decode_calls", true};
-  out.push_back(comm);
+  auto upid = static_cast<uint32_t>(pid);
+  if (exec) {
+    trace::Record comm;
+    comm.type = PERF_RECORD_COMM;
+    comm.misc = trace::kMiscCommExec;
+    comm.sample_id = {upid, upid, time, 0, 0, 0};
+    comm.body = trace::Comm{upid, upid, comm_name, true};
+    out.push_back(comm);
+  }
   auto elf = ElfFile::Open(p.path);
   for (const auto& seg : elf->segments()) {
     if (!seg.exec) continue;
     trace::Record r;
     r.type = PERF_RECORD_MMAP2;
-    r.sample_id = {static_cast<uint32_t>(pid), static_cast<uint32_t>(pid), 2, 0, 0, 0};
+    r.sample_id = {upid, upid, time + 1, 0, 0, 0};
     trace::Mmap2 m;
-    m.pid = m.tid = static_cast<uint32_t>(pid);
+    m.pid = m.tid = upid;
     m.addr = seg.vaddr & ~uint64_t{0xfff};
     m.pgoff = seg.offset & ~uint64_t{0xfff};
     m.len = ((seg.vaddr + seg.memsz + 0xfff) & ~uint64_t{0xfff}) - m.addr;
@@ -228,6 +248,30 @@ std::vector<trace::Record> CallsSideband(const CallsProgram& p, int32_t pid) {
     out.push_back(r);
   }
   return out;
+}
+
+trace::Record SwitchRecord(uint32_t cpu, uint64_t time, bool out,
+                           std::pair<uint32_t, uint32_t> self,
+                           std::pair<uint32_t, uint32_t> other) {
+  trace::Record r;
+  r.type = PERF_RECORD_SWITCH_CPU_WIDE;
+  r.misc = out ? trace::kMiscSwitchOut : 0;
+  r.sample_id = {self.first, self.second, time, cpu, 0, 0};
+  trace::Switch s;
+  s.out = out;
+  s.cpu_wide = true;
+  s.next_prev_pid = other.first;
+  s.next_prev_tid = other.second;
+  r.body = s;
+  return r;
+}
+
+trace::Record ItraceStartRecord(uint32_t cpu, uint64_t time, uint32_t pid, uint32_t tid) {
+  trace::Record r;
+  r.type = PERF_RECORD_ITRACE_START;
+  r.sample_id = {pid, tid, time, cpu, 0, 0};
+  r.body = trace::ItraceStart{pid, tid};
+  return r;
 }
 
 uint64_t MapSrcline(Symbolizer* s, int32_t pid, const std::string& path) {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "decode/symbols.h"
@@ -27,6 +28,9 @@ class StreamBuilder {
   void TipPgd();  // IP suppressed: tracing stops (e.g. at a syscall into the untraced kernel)
   void Fup(uint64_t ip);
   void Ovf();
+  // MODE.TSX (bound to the FUP that must follow): `intx` a transaction is
+  // running (speculative), `abrt` it aborted.
+  void ModeTsx(bool intx, bool abrt);
   void Raw(const std::string& bytes);
   // All bytes so far (flushes pending TNT bits).
   std::string Finish();
@@ -46,7 +50,13 @@ struct CallsProgram {
   SymbolTable symbols;
   std::map<std::string, uint64_t> labels;  // functions and labels (nm)
 };
+CallsProgram LoadProgram(const std::string& path);  // aborts the test if unreadable
 CallsProgram LoadCallsProgram();
+// tests/programs/decode/replaced.S: other code at calls.S's addresses.
+CallsProgram LoadReplacedProgram();
+
+// The TNT bits of fib(n) in calls.S (its branches and compressed returns).
+void FibTnt(StreamBuilder& b, int n);
 
 // The full PT stream of one run of calls.S, user-only, with a TSC packet
 // every few branches (time advances by `tsc_step` per TSC).
@@ -56,6 +66,18 @@ std::string CallsProgramStream(const CallsProgram& p, uint64_t tsc0 = 1000, uint
 // program's executable PT_LOAD segments for `pid`.
 trace::Manifest CallsManifest(int32_t pid);
 std::vector<trace::Record> CallsSideband(const CallsProgram& p, int32_t pid);
+// The sideband of `pid` exec'ing `p` at `time`: COMM (exec flag, unless
+// !exec) at `time`, MMAP2 of its executable segments at `time` + 1.
+std::vector<trace::Record> ProgramSideband(const CallsProgram& p, int32_t pid,
+                                           const std::string& comm, uint64_t time,
+                                           bool exec = true);
+// PERF_RECORD_SWITCH_CPU_WIDE on `cpu` at `time`: switch-out of `self`
+// (next: `other`) when `out`, else switch-in of `self` (previous: `other`).
+// Threads are {pid, tid}; {0, 0} is the idle task.
+trace::Record SwitchRecord(uint32_t cpu, uint64_t time, bool out,
+                           std::pair<uint32_t, uint32_t> self, std::pair<uint32_t, uint32_t> other);
+// PERF_RECORD_ITRACE_START: tracing started on `cpu` with `pid`/`tid` running.
+trace::Record ItraceStartRecord(uint32_t cpu, uint64_t time, uint32_t pid, uint32_t tid);
 
 // Maps the srcline test program (`path`, built with -g) for `pid` at
 // kSrclineBase and returns the process address of srcline_target, whose

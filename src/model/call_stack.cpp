@@ -19,8 +19,9 @@ CallStackModel::CallStackModel(decode::Symbolizer* symbols, SliceSink* sink)
 }
 
 CallStackModel::Frame CallStackModel::Resolve(uint64_t addr) {
-  decode::Resolved r = symbols_->Resolve(pid_, addr);
+  decode::Resolved r = symbols_->Resolve(space_, addr);
   Frame f;
+  f.space = space_;
   f.name = r.name;
   f.dso = r.dso;
   f.fn_start = r.start;
@@ -41,6 +42,8 @@ CallStackModel::Frame CallStackModel::Pseudo(const std::string* name) {
 void CallStackModel::BeginSegment(int32_t pid, int32_t tid) {
   pid_ = pid;
   tid_ = tid;
+  space_ = pid;
+  saved_.clear();
   started_ = false;
   now_ = create_time_ = pending_time_ = 0;
   stack_.clear();
@@ -48,6 +51,66 @@ void CallStackModel::BeginSegment(int32_t pid, int32_t tid) {
   deferred_.clear();
   pending_.clear();
   open_begins_.clear();
+}
+
+void CallStackModel::SaveThread() {
+  if (!started_) return;  // nothing happened on it yet
+  // Ops queued at its last timestamp take that time: the thread does not
+  // run again until another stretch, and the time between is not theirs.
+  if (!pending_.empty()) Flush(now_);
+  ThreadState& t = saved_[tid_];
+  t.pid = pid_;
+  t.space = space_;
+  t.started = started_;
+  t.now = now_;
+  t.create_time = create_time_;
+  t.pending_time = pending_time_;
+  t.stack = std::move(stack_);
+  t.inactive = std::move(inactive_);
+  t.deferred = std::move(deferred_);
+  t.pending = std::move(pending_);
+  t.open_begins = std::move(open_begins_);
+}
+
+void CallStackModel::LoadThread(int32_t tid) {
+  tid_ = tid;
+  stack_.clear();
+  inactive_.clear();
+  deferred_.clear();
+  pending_.clear();
+  open_begins_.clear();
+  auto it = saved_.find(tid);
+  if (it == saved_.end()) {
+    started_ = false;
+    now_ = create_time_ = pending_time_ = 0;
+    return;
+  }
+  ThreadState& t = it->second;
+  pid_ = t.pid;
+  space_ = t.space;
+  started_ = t.started;
+  now_ = t.now;
+  create_time_ = t.create_time;
+  pending_time_ = t.pending_time;
+  stack_ = std::move(t.stack);
+  inactive_ = std::move(t.inactive);
+  deferred_ = std::move(t.deferred);
+  pending_ = std::move(t.pending);
+  open_begins_ = std::move(t.open_begins);
+  saved_.erase(it);
+}
+
+void CallStackModel::SwitchThread(int32_t pid, int32_t tid) {
+  if (tid == tid_ && pid == pid_) return;
+  SaveThread();
+  LoadThread(tid);
+  if (!started_) space_ = pid;
+  pid_ = pid;
+}
+
+void CallStackModel::SetSpace(int32_t space, bool exec) {
+  if (exec && started_) ClearAllStacks();
+  space_ = space;
 }
 
 void CallStackModel::SetTime(uint64_t t) {
@@ -92,6 +155,7 @@ void CallStackModel::Emit(const Op& op, uint64_t ts) {
   Slice s;
   s.pid = pid_;
   s.tid = tid_;
+  s.space = op.frame.space;
   s.ts = ts;
   s.name = op.frame.name;
   s.dso = op.frame.dso;
@@ -197,6 +261,7 @@ void CallStackModel::ResetAll() {
     Slice s;
     s.pid = pid_;
     s.tid = tid_;
+    s.space = d.frame.space;
     s.ts = create_time_;
     s.name = d.frame.name;
     s.dso = d.frame.dso;
@@ -254,8 +319,15 @@ void CallStackModel::OnEvent(const decode::BranchEvent& e) {
       CheckCurrent(e.to);
       break;
     }
-    case BranchKind::kFarCall:
     case BranchKind::kInterrupt:
+      // An asynchronous entry (fault, interrupt) happens at its own time,
+      // which libipt knows exactly: calls queued before it at the same
+      // timestamp are written there without taking any of the time after,
+      // and the handler's frame begins at the event's time, first of a new
+      // batch (as a disable's pseudo frame).
+      if (!pending_.empty()) Flush(pending_time_);
+      [[fallthrough]];
+    case BranchKind::kFarCall:
       // A syscall or interrupt runs on a new stack above the user stack.
       inactive_.push_back(std::move(stack_));
       stack_.clear();
@@ -304,11 +376,34 @@ void CallStackModel::Marker(uint64_t ts, const std::string& name) {
   Queue(OpKind::kInstant, Pseudo(Name(name)));
 }
 
-void CallStackModel::EndSegment(uint64_t end_time) {
+void CallStackModel::MarkerOnEveryThread(uint64_t ts, const std::string& name) {
+  int32_t pid = pid_, tid = tid_;
+  std::vector<std::pair<int32_t, int32_t>> threads;
+  if (started_) threads.emplace_back(pid_, tid_);
+  for (const auto& [t, st] : saved_) threads.emplace_back(st.pid, t);
+  for (const auto& [p, t] : threads) {
+    SwitchThread(p, t);
+    Marker(ts, name);
+  }
+  SwitchThread(pid, tid);
+}
+
+void CallStackModel::EndThread(uint64_t end_time) {
   if (!started_) return;
   if (end_time > now_) SetTime(end_time);
   ResetAll();
   started_ = false;
+}
+
+void CallStackModel::EndSegment(uint64_t end_time) {
+  EndThread(end_time);
+  while (!saved_.empty()) {
+    auto it = saved_.begin();
+    int32_t pid = it->second.pid;
+    LoadThread(it->first);
+    pid_ = pid;
+    EndThread(end_time);
+  }
 }
 
 }  // namespace ptsnap::model

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -43,13 +44,32 @@ class CallStackModel {
   // (syscall, fault) is nested inside the user frame that stays open.
   void SetKernelOnly(bool kernel_only) { kernel_only_ = kernel_only; }
 
+  // Starts a segment on thread `tid` of process `pid`, forgetting every
+  // thread of the previous segment. Addresses resolve in `pid`'s symbol
+  // space until SetSpace.
   void BeginSegment(int32_t pid, int32_t tid);
+  // Per-CPU segments hold several threads: events that follow belong to
+  // `tid`, whose stack, pending timestamps and reset time continue where
+  // its last event left them (possibly on another CPU); the thread that was
+  // current keeps its state for later.
+  void SwitchThread(int32_t pid, int32_t tid);
+  // The Symbolizer key addresses of the current thread resolve in (its
+  // process's address space at this time: BranchEvent::space). `exec`: the
+  // space is a new program, so every open frame of the thread ends (at the
+  // thread's next timestamp: when the new program starts).
+  void SetSpace(int32_t space, bool exec = false);
+  [[nodiscard]] int32_t pid() const { return pid_; }
+  [[nodiscard]] int32_t tid() const { return tid_; }
+  [[nodiscard]] int32_t space() const { return space_; }
   void OnEvent(const decode::BranchEvent& e);
-  // Closes every open frame at the last event time (or `end_time` when
-  // later) and writes the deferred inferred begins.
+  // Closes every open frame of every thread of the segment at its last
+  // event time (or `end_time` when later) and writes the deferred inferred
+  // begins.
   void EndSegment(uint64_t end_time = 0);
   // A zero-length marker on the current thread (snapshot boundaries).
   void Marker(uint64_t ts, const std::string& name);
+  // The same marker on every thread of the segment that has events.
+  void MarkerOnEveryThread(uint64_t ts, const std::string& name);
 
   [[nodiscard]] const ModelStats& stats() const { return stats_; }
   // Interns pseudo-frame and marker names.
@@ -62,6 +82,7 @@ class CallStackModel {
     uint64_t fn_start = 0, fn_end = 0;  // [start, end) of the function
     uint64_t address = 0;               // entry address shown (0 for pseudo frames)
     uint32_t function_id = 0;
+    int32_t space = 0;      // Symbolizer key it was resolved in
     bool pseudo = false;    // [syscall], [untraced]
     bool known = true;      // false: "[unknown @ ...]" (no symbol covers it)
     bool inferred = false;  // begin time is create_time_, written at EndSegment
@@ -103,10 +124,26 @@ class CallStackModel {
   void Flush(uint64_t next_time);
   void Emit(const Op& op, uint64_t ts);
 
+  // One thread's state, while another thread is current.
+  struct ThreadState {
+    int32_t pid = 0, space = 0;
+    bool started = false;
+    uint64_t now = 0, create_time = 0, pending_time = 0;
+    std::vector<Frame> stack;
+    std::vector<std::vector<Frame>> inactive;
+    std::deque<Deferred> deferred;
+    std::vector<Op> pending;
+    std::vector<uint64_t> open_begins;
+  };
+  void SaveThread();                  // the current thread's state into saved_
+  void LoadThread(int32_t tid);       // from saved_ (or a fresh state)
+  void EndThread(uint64_t end_time);  // closes the current thread
+
   decode::Symbolizer* symbols_;
   SliceSink* sink_;
   ModelStats stats_;
-  int32_t pid_ = 0, tid_ = 0;
+  int32_t pid_ = 0, tid_ = 0, space_ = 0;
+  std::map<int32_t, ThreadState> saved_;  // by tid: the segment's other threads
   bool kernel_only_ = false;
   bool started_ = false;  // any event seen in this segment
   uint64_t now_ = 0;      // current raw time

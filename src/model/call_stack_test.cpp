@@ -30,9 +30,11 @@ class TextSink : public SliceSink {
       case Slice::kInstant: o << "I " << *s.name; break;
     }
     lines.push_back(o.str());
+    threads.push_back(std::to_string(s.tid) + ": " + o.str());
   }
   Result<void> Finish() override { return Ok(); }
   std::vector<std::string> lines;
+  std::vector<std::string> threads;  // "tid: line"
 };
 
 // fnN lives at 0x1000 * (N + 1), 0x100 bytes, via a JIT map.
@@ -203,6 +205,46 @@ TEST(CallStackTest, KernelNestsAboveTheUserStack) {
   h.model.EndSegment(50);
   EXPECT_THAT(h.sink.lines, ElementsAre("1 B fn0", "10 B fn3", "20 B fn4", "30 E fn4 from 20",
                                         "40 E fn3 from 10", "50 E fn0 from 1"));
+}
+
+// Per-CPU segments: two threads take turns; each keeps its stack, its
+// open [untraced] frame and its pending timestamps across the switch, and
+// the segment's end closes both.
+TEST(CallStackTest, ThreadsKeepTheirStacksAcrossSwitches) {
+  Harness h;
+  h.Ev(BranchKind::kEnable, 0, 0, Fn(0));
+  h.Ev(BranchKind::kCall, 10, Fn(0, 1), Fn(1));
+  h.Ev(BranchKind::kDisable, 20, Fn(1, 2), 0);  // thread 1 blocks
+  h.model.SwitchThread(1, 2);
+  h.Ev(BranchKind::kEnable, 30, 0, Fn(2));
+  h.Ev(BranchKind::kCall, 40, Fn(2, 1), Fn(3));
+  h.model.SwitchThread(1, 1);
+  h.Ev(BranchKind::kEnable, 50, 0, Fn(1, 3));  // thread 1 resumes where it was
+  h.Ev(BranchKind::kReturn, 60, Fn(1, 4), Fn(0, 2));
+  h.model.SwitchThread(1, 2);
+  h.Ev(BranchKind::kReturn, 70, Fn(3, 1), Fn(2, 2));
+  h.model.MarkerOnEveryThread(80, "[snap]");
+  h.model.EndSegment(90);
+  EXPECT_THAT(
+      h.sink.threads,
+      ElementsAre("1: 1 B fn0", "1: 10 B fn1", "1: 20 B [untraced]", "2: 31 B fn2", "2: 40 B fn3",
+                  "1: 50 E [untraced] from 20", "1: 60 E fn1 from 10", "2: 70 E fn3 from 40",
+                  "2: 80 I [snap]", "1: 80 I [snap]", "2: 90 E fn2 from 31", "1: 90 E fn0 from 1"));
+}
+
+// An exec ends every frame of the old program when the new program starts
+// (the execve's [untraced] span lasts until then).
+TEST(CallStackTest, ExecSpaceEndsTheOldProgramsFrames) {
+  Harness h;
+  h.Ev(BranchKind::kEnable, 0, 0, Fn(0));
+  h.Ev(BranchKind::kCall, 10, Fn(0, 1), Fn(1));
+  h.Ev(BranchKind::kDisable, 20, Fn(1, 2), 0);
+  h.model.SetSpace(1, /*exec=*/true);
+  h.Ev(BranchKind::kEnable, 30, 0, Fn(2));
+  h.model.EndSegment(40);
+  EXPECT_THAT(h.sink.lines,
+              ElementsAre("1 B fn0", "10 B fn1", "20 B [untraced]", "30 E [untraced] from 20",
+                          "30 E fn1 from 10", "30 E fn0 from 1", "30 B fn2", "40 E fn2 from 30"));
 }
 
 }  // namespace

@@ -3,9 +3,12 @@
 // small image: the decoder test program (tests/programs/decode/calls.S).
 // Besides "no crash", it checks the model's output invariants: per thread,
 // frames nest (no end without a begin) and end no earlier than they begin.
+// Inputs whose first byte is odd are split in two per-CPU streams, decoded
+// merged by time with switch records moving two threads between the CPUs.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <string_view>
 
@@ -22,21 +25,24 @@ class CheckingSink : public ptsnap::model::SliceSink {
   void OnSlice(const ptsnap::model::Slice& s) override {
     using ptsnap::model::Slice;
     if (s.name == nullptr) std::abort();
-    if (s.kind == Slice::kBegin && !s.inferred) depth_++;
+    uint64_t& depth = depth_[s.tid];
+    if (s.kind == Slice::kBegin && !s.inferred) depth++;
     if (s.kind == Slice::kEnd && !s.inferred) {
-      if (depth_ == 0) std::abort();  // an end without its begin
-      depth_--;
+      if (depth == 0) std::abort();  // an end without its begin
+      depth--;
     }
     if (s.kind == Slice::kEnd && s.ts < s.begin_ts) std::abort();
     if (s.kind == Slice::kComplete && s.end_ts < s.ts) std::abort();
   }
   ptsnap::Result<void> Finish() override { return ptsnap::Ok(); }
   void SegmentDone() {
-    if (depth_ != 0) std::abort();  // EndSegment closes everything
+    for (const auto& [tid, depth] : depth_) {
+      if (depth != 0) std::abort();  // EndSegment closes everything
+    }
   }
 
  private:
-  uint64_t depth_ = 0;
+  std::map<int32_t, uint64_t> depth_;
 };
 
 }  // namespace
@@ -45,16 +51,36 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static auto* prog =
       new ptsnap::decode::testing::CallsProgram(ptsnap::decode::testing::LoadCallsProgram());
   static auto* manifest = new ptsnap::trace::Manifest(ptsnap::decode::testing::CallsManifest(1));
-  static auto* records =
-      new std::vector<ptsnap::trace::Record>(ptsnap::decode::testing::CallsSideband(*prog, 1));
+  namespace t = ptsnap::decode::testing;
+  static auto* records = [] {
+    auto* v = new std::vector<ptsnap::trace::Record>(t::CallsSideband(*prog, 1));
+    for (auto& r : t::ProgramSideband(*prog, 2, "two", 3)) v->push_back(r);
+    v->push_back(t::ItraceStartRecord(0, 4, 1, 1));
+    v->push_back(t::ItraceStartRecord(1, 4, 2, 2));
+    v->push_back(t::SwitchRecord(0, 1030, true, {1, 1}, {2, 2}));
+    v->push_back(t::SwitchRecord(1, 1030, true, {2, 2}, {1, 1}));
+    return v;
+  }();
   auto dec = ptsnap::decode::PtDecoder::Create("/nonexistent", *manifest, *records);
   if (!dec) std::abort();
   CheckingSink sink;
   ptsnap::model::CallStackModel model(&(*dec)->symbolizer(), &sink);
-  model.BeginSegment(1, 1);
-  auto r = (*dec)->DecodeStream(1, std::string_view(reinterpret_cast<const char*>(data), size),
-                                [&](const ptsnap::decode::BranchEvent& e) { model.OnEvent(e); });
-  (void)r;
+  auto on_event = [&](const ptsnap::decode::BranchEvent& e) {
+    if (e.tid != model.tid() || e.pid != model.pid()) model.SwitchThread(e.pid, e.tid);
+    if (e.space != model.space()) model.SetSpace(e.space, (*dec)->SpaceIsExec(e.space));
+    model.OnEvent(e);
+  };
+  std::string_view bytes(reinterpret_cast<const char*>(data), size);
+  if (size > 0 && (data[0] & 1) != 0) {
+    model.BeginSegment(0, -1);
+    auto r = (*dec)->DecodeCpuStreams({{0, bytes.substr(0, size / 2)}, {1, bytes.substr(size / 2)}},
+                                      on_event);
+    (void)r;
+  } else {
+    model.BeginSegment(1, 1);
+    auto r = (*dec)->DecodeStream(1, bytes, on_event);
+    (void)r;
+  }
   model.EndSegment();
   sink.SegmentDone();
   return 0;

@@ -23,6 +23,9 @@ struct Slice {
   // that need begin and end together use kEnd's begin_ts.
   bool inferred = false;
   int32_t pid = 0, tid = 0;
+  // The Symbolizer key `address` resolves in (the process's address space
+  // at that time; see decode::BranchEvent::space): for source lookups.
+  int32_t space = 0;
   uint64_t ts = 0;
   uint64_t begin_ts = 0;              // kEnd
   uint64_t end_ts = 0;                // kComplete

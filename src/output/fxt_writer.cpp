@@ -148,7 +148,9 @@ void FxtWriter::OnSlice(const model::Slice& s) {
   // Source locations only for frames that reach the output, looked up (and
   // cached) by the Symbolizer: never on the decoder's per-branch path.
   const decode::SourceLocation* loc =
-      want_args && s.address != 0 && source_lookup_ ? source_lookup_(s.pid, s.address) : nullptr;
+      want_args && s.address != 0 && source_lookup_
+          ? source_lookup_(s.space != 0 ? s.space : s.pid, s.address)
+          : nullptr;
   if (loc != nullptr && (loc->file.empty() || loc->line == 0)) loc = nullptr;
   // Slot reuse may evict a string interned a moment ago for this record;
   // intern again until every ref of the record is current (at most twice,

@@ -109,31 +109,97 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
   });
   std::set<int32_t> pids_named;
   std::set<int32_t> tids_named;
+  auto name_process = [&](int32_t pid) {
+    if (!pids_named.insert(pid).second) return;
+    std::string cmd = !m.command.empty() && !m.pids.empty() && m.pids[0] == pid
+                          ? Join(m.command)
+                          : (comms.count(pid) ? comms[pid]
+                             : pid == 0       ? "cpus"
+                                              : "process");
+    tee.OnProcess(pid, cmd + " [pid=" + std::to_string(pid) + "]");
+  };
+  auto name_thread = [&](int32_t pid, int32_t tid, const std::string& name) {
+    if (tids_named.insert(tid).second) tee.OnThread(pid, tid, name);
+  };
   for (const auto& s : streams) {
+    if (s.tid < 0 && s.cpu >= 0) {
+      // Per-CPU: the threads the switch sideband names, and the CPU's own
+      // track for stretches with no thread known (or idle).
+      for (const auto& t : decoder->CpuThreads(s.cpu)) {
+        name_process(t.pid);
+        name_thread(t.pid, t.tid,
+                    t.tid < 0 ? "cpu " + std::to_string(s.cpu)
+                              : (comms.count(t.tid) ? comms[t.tid] : "thread"));
+      }
+      continue;
+    }
     int32_t pid = s.pid >= 0 ? s.pid : 0;
-    int32_t tid = s.tid >= 0 ? s.tid : -1 - s.cpu;  // per-CPU streams: one track per CPU
-    if (pids_named.insert(pid).second) {
-      std::string cmd = !m.command.empty() && !m.pids.empty() && m.pids[0] == pid
-                            ? Join(m.command)
-                            : (comms.count(pid) ? comms[pid] : "process");
-      tee.OnProcess(pid, cmd + " [pid=" + std::to_string(pid) + "]");
-    }
-    if (tids_named.insert(tid).second) {
-      std::string name =
-          s.tid >= 0 ? (comms.count(tid) ? comms[tid] : "thread") : "cpu " + std::to_string(s.cpu);
-      tee.OnThread(pid, tid, name);
-    }
+    int32_t tid = s.tid >= 0 ? s.tid : pid;
+    name_process(pid);
+    name_thread(pid, tid, comms.count(tid) ? comms[tid] : "thread");
   }
 
   uint64_t total_bytes = 0, done_bytes = 0;
   for (const auto& s : streams) total_bytes += s.size;
   std::map<uint32_t, const trace::Snapshot*> snaps;
   for (const auto& sn : m.snapshots) snaps[sn.seq] = &sn;
-  for (const auto& s : streams) {
+  uint64_t last_progress = 0;
+  auto on_event = [&](const decode::BranchEvent& e) {
+    if (e.tid != model.tid() || e.pid != model.pid()) model.SwitchThread(e.pid, e.tid);
+    if (e.space != model.space()) model.SetSpace(e.space, decoder->SpaceIsExec(e.space));
+    model.OnEvent(e);
+    if (options.progress && decoder->stats().events - last_progress >= (1u << 20)) {
+      last_progress = decoder->stats().events;
+      options.progress(done_bytes, total_bytes);
+    }
+  };
+  // Each snapshot ends with a marker naming it; the next starts clean.
+  auto end_marker = [&](uint32_t snapshot) -> std::string {
+    auto it = snaps.find(snapshot);
+    if (it == snaps.end() || m.mode != trace::Mode::kSnapshot) return "";
+    const trace::Snapshot& sn = *it->second;
+    return "[snapshot " + std::to_string(sn.seq) + ": " + sn.reason +
+           (sn.detail.empty() ? "" : " " + sn.detail) + "]";
+  };
+  for (size_t i = 0; i < streams.size();) {
+    const trace::Stream& s = streams[i];
+    if (s.tid < 0 && s.cpu >= 0) {
+      // One recording's per-CPU streams decode together, merged by time,
+      // each thread's stack continuing across CPUs (docs/decoding.md).
+      std::vector<std::string> held;
+      std::vector<decode::PtDecoder::CpuStream> group;
+      size_t j = i;
+      for (; j < streams.size() && streams[j].tid < 0 && streams[j].cpu >= 0 &&
+             streams[j].snapshot == s.snapshot;
+           ++j) {
+        report.streams++;
+        report.lost_bytes += streams[j].lost_bytes;
+        auto bytes = reader.ReadStream(streams[j]);
+        if (!bytes) {
+          report.missing_streams++;
+          report.warnings.push_back(bytes.error().ToString());
+          continue;
+        }
+        held.push_back(std::move(*bytes));
+        group.push_back({streams[j].cpu, {}});
+      }
+      for (size_t k = 0; k < group.size(); ++k) group[k].bytes = held[k];
+      model.BeginSegment(0, -1 - s.cpu);
+      PTSNAP_TRY(decoder->DecodeCpuStreams(group, on_event));
+      for (size_t k = i; k < j; ++k) done_bytes += streams[k].size;
+      if (auto name = end_marker(s.snapshot); !name.empty()) {
+        model.MarkerOnEveryThread(snaps[s.snapshot]->time, name);
+      }
+      model.EndSegment();
+      if (options.progress) options.progress(done_bytes, total_bytes);
+      i = j;
+      continue;
+    }
+    ++i;
     report.streams++;
     report.lost_bytes += s.lost_bytes;
     int32_t pid = s.pid >= 0 ? s.pid : 0;
-    int32_t tid = s.tid >= 0 ? s.tid : -1 - s.cpu;
+    int32_t tid = s.tid >= 0 ? s.tid : pid;
     auto bytes = reader.ReadStream(s);
     model.BeginSegment(pid, tid);
     if (!bytes) {
@@ -141,23 +207,12 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
       report.warnings.push_back(bytes.error().ToString());
       continue;
     }
-    uint64_t last_progress = 0;
-    PTSNAP_TRY(decoder->DecodeStream(pid, *bytes, [&](const decode::BranchEvent& e) {
-      model.OnEvent(e);
-      if (options.progress && decoder->stats().events - last_progress >= (1u << 20)) {
-        last_progress = decoder->stats().events;
-        options.progress(done_bytes, total_bytes);
-      }
-    }));
+    PTSNAP_TRY(decoder->DecodeStream(pid, tid, *bytes, on_event));
     done_bytes += s.size;
-    // Each snapshot ends with a marker naming it; the next starts clean.
-    uint64_t end_time = 0;
-    if (auto it = snaps.find(s.snapshot); it != snaps.end() && m.mode == trace::Mode::kSnapshot) {
-      const trace::Snapshot& sn = *it->second;
-      model.Marker(sn.time, "[snapshot " + std::to_string(sn.seq) + ": " + sn.reason +
-                                (sn.detail.empty() ? "" : " " + sn.detail) + "]");
+    if (auto name = end_marker(s.snapshot); !name.empty()) {
+      model.Marker(snaps[s.snapshot]->time, name);
     }
-    model.EndSegment(end_time);
+    model.EndSegment();
     if (options.progress) options.progress(done_bytes, total_bytes);
   }
   bool have_triggers = false;
@@ -210,7 +265,11 @@ std::string FormatReport(const DecodeReport& r) {
        " (unmapped code: " + std::to_string(r.decode.nomap_errors) +
        "), overflows: " + std::to_string(r.decode.overflows) + ", lost sideband records: " +
        std::to_string(r.lost_records) + ", truncated AUX: " + std::to_string(r.aux_truncated) +
-       ", lost PT bytes: " + std::to_string(r.lost_bytes) + ".");
+       ", lost PT bytes: " + std::to_string(r.lost_bytes) +
+       (r.decode.tsx_aborts != 0
+            ? ", aborted TSX transactions (dropped): " + std::to_string(r.decode.tsx_aborts)
+            : std::string()) +
+       ".");
   size_t shown = 0;
   for (const auto& w : r.warnings) {
     if (++shown > 10) {

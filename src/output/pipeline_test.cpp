@@ -307,6 +307,9 @@ TEST(PipelineTest, FuzzSeeds) {
     std::filesystem::create_directories(dir);
     std::ofstream(dir + "calls.pt", std::ios::binary) << calls;
     std::ofstream(dir + "overflow.pt", std::ios::binary) << ovf;
+    // An odd first byte: two per-CPU streams (the fuzzer splits the rest).
+    std::ofstream(dir + "percpu.pt", std::ios::binary)
+        << std::string(1, '\x01') + calls + decode::testing::CallsProgramStream(prog, 1020);
     // And a small FXT file for the reader's fuzzer.
     ::ptsnap::testing::TempDir tmp;
     auto trace_dir = MakeCallsTrace(tmp.path() / "trace", calls);

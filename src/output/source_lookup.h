@@ -1,5 +1,6 @@
 // How the output writers ask for a function's source file and line: a
-// callback given a slice's pid and function entry address (Slice::address),
+// callback given a slice's symbol space (Slice::space, or its pid when 0)
+// and function entry address (Slice::address),
 // answered lazily and cached by the Symbolizer (decode/source_lines.h).
 #pragma once
 
@@ -11,6 +12,6 @@
 namespace ptsnap::output {
 
 // Returns nullptr when unknown; the location must outlive the writer.
-using SourceLookup = std::function<const decode::SourceLocation*(int32_t pid, uint64_t address)>;
+using SourceLookup = std::function<const decode::SourceLocation*(int32_t space, uint64_t address)>;
 
 }  // namespace ptsnap::output

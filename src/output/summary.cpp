@@ -5,7 +5,9 @@
 
 namespace ptsnap::output {
 
-void SummarySink::OnThread(int32_t, int32_t tid, const std::string&) { threads_[tid]; }
+// Threads are counted when they have slices: per-CPU traces name every
+// thread the switch sideband mentions, and the CPUs' own tracks.
+void SummarySink::OnThread(int32_t, int32_t, const std::string&) {}
 
 FunctionTime& SummarySink::Fn(const std::string* name) {
   FunctionTime& f = functions_[name];

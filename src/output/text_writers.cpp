@@ -67,7 +67,8 @@ void JsonWriter::OnSlice(const model::Slice& s) {
   if (s.dso != nullptr)
     args += std::string(args.empty() ? "" : ",") + "\"dso\":" + JsonString(*s.dso);
   if (s.address != 0 && source_lookup_) {
-    if (const decode::SourceLocation* loc = source_lookup_(s.pid, s.address);
+    if (const decode::SourceLocation* loc =
+            source_lookup_(s.space != 0 ? s.space : s.pid, s.address);
         loc != nullptr && !loc->file.empty() && loc->line != 0) {
       args += std::string(args.empty() ? "" : ",") + "\"file\":" + JsonString(loc->file) +
               ",\"line\":" + std::to_string(loc->line);

@@ -806,6 +806,7 @@ Result<void> WriteTrace(const Scenario& sc, const std::filesystem::path& dir,
     sb.push_back(Rec(PERF_RECORD_MMAP2, t0 - 200, mm));
   }
   sb.push_back(Rec(PERF_RECORD_ITRACE_START, t0 - 100, trace::ItraceStart{kPid, kPid}));
+  if (opts.per_cpu >= 0) sb.back().sample_id.cpu = static_cast<uint32_t>(opts.per_cpu);
   if (sc.poke != nullptr && opts.text_poke_record) {
     // Kernel text pokes come from a system-wide dummy event: pid/tid of
     // whoever patched (here a kworker), PERF_RECORD_MISC_KERNEL.
@@ -818,7 +819,11 @@ Result<void> WriteTrace(const Scenario& sc, const std::filesystem::path& dir,
 
   std::string pt = EncodePt(sc.steps, opts.scope);
   trace::Stream s;
-  s.pid = s.tid = kPid;
+  if (opts.per_cpu >= 0) {
+    s.cpu = opts.per_cpu;
+  } else {
+    s.pid = s.tid = kPid;
+  }
   PTSNAP_TRY(w.AddStream(s, std::as_bytes(std::span(pt.data(), pt.size()))));
   PTSNAP_TRY(w.Finish());
   return Ok();

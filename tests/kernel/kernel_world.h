@@ -212,6 +212,9 @@ struct TraceOptions {
   bool kcore = true;              // run ptsnap's copier on a fake root (else "disabled")
   bool text_poke_record = true;   // write the poke (if any) as PERF_RECORD_TEXT_POKE
   std::string kcore_disabled_by;  // manifest reason when !kcore
+  // >= 0: write the PT as that CPU's per-CPU stream (system-wide mode),
+  // the thread named by the ITRACE_START on that CPU.
+  int32_t per_cpu = -1;
 };
 inline constexpr int32_t kPid = 4242;
 // Writes a trace directory with TraceWriter: manifest, sideband (COMM exec,

@@ -573,6 +573,59 @@ TEST(KernelDecode, SyscallSpanStartsAtTheSyscall) {
   EXPECT_LE(begin, syscall_time + 50) << d.text;
 }
 
+// A page fault or interrupt (FUP + TIP: an asynchronous branch) happens at
+// its own time, which the trace gives exactly (the TSC before the FUP): the
+// handler's frame begins then, not spread over the calls that shared the
+// previous timestamp (#7).
+TEST(KernelDecode, AsyncEntryBeginsAtTheEventTime) {
+  TempDir dir;
+  auto sc = BuildScenario(/*poke=*/false);
+  ASSERT_THAT(sc, HasValue());
+  std::map<std::string, uint64_t> truth;  // ground truth: when each async entry happened
+  for (const Step& s : sc->steps) {
+    if (s.kind == Step::kAsync) truth.emplace(s.what, s.time);
+  }
+  ASSERT_EQ(truth.size(), 2u);
+  Decoded d = Decode(*sc, {}, dir.path());
+  std::map<std::string, uint64_t> begin;
+  for (auto line : base::Split(d.text, '\n')) {
+    auto f = base::SplitWhitespace(line);
+    if (f.size() < 5 || f[3] != "B") continue;
+    if (f[4] == "asm_exc_page_fault" || f[4] == "asm_sysvec_apic_timer_interrupt") {
+      begin.emplace(std::string(f[4]), *base::ParseUint(f[0]));
+    }
+  }
+  EXPECT_EQ(begin["asm_exc_page_fault"], truth["page fault"]) << d.text;
+  EXPECT_EQ(begin["asm_sysvec_apic_timer_interrupt"], truth["interrupt"]) << d.text;
+}
+
+// The same run recorded system-wide: one per-CPU stream, the thread named
+// by ITRACE_START on that CPU. Every slice lands on kuser's thread with the
+// same times as the per-thread recording, in every scope.
+TEST(KernelDecode, PerCpuStreamDecodesLikeThePerThreadOne) {
+  auto sc = BuildScenario(/*poke=*/false);
+  ASSERT_THAT(sc, HasValue());
+  auto events = [](const std::string& text) {
+    std::vector<std::string> out;
+    for (auto line : base::Split(text, '\n')) {
+      if (!line.empty() && line[0] >= '0' && line[0] <= '9') out.emplace_back(line);
+    }
+    return out;
+  };
+  for (auto scope : {trace::Scope::kUserKernel, trace::Scope::kKernel, trace::Scope::kUser}) {
+    TempDir dir;
+    TraceOptions o;
+    o.scope = scope;
+    Decoded per_thread = Decode(*sc, o, dir.path() / "t");
+    o.per_cpu = 2;
+    Decoded per_cpu = Decode(*sc, o, dir.path() / "c");
+    EXPECT_EQ(per_cpu.report.decode.errors, 0u) << per_cpu.text;
+    EXPECT_FALSE(events(per_thread.text).empty());
+    EXPECT_EQ(events(per_cpu.text), events(per_thread.text)) << per_cpu.text;
+    EXPECT_THAT(per_cpu.text, HasSubstr("T 4242 4242 kuser\n"));
+  }
+}
+
 // Case 6 with the TEXT_POKE record: the poke is applied at its time, so
 // the first write runs trace_vfs_write (static key on) and the second, after
 // the poke, jumps past it; the whole trace decodes without errors.
