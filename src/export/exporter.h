@@ -13,10 +13,12 @@
 //    stream exceeds the split limit), queue index per thread (per-thread
 //    recordings) or per CPU;
 //  - features: AUXTRACE index, event description, build-ids, OS release,
-//    command line; the directory-format marker for kernel scopes.
+//    command line.
 //
 // Kernel-scope recordings with a copied kernel image are written in perf's
-// directory format: OUT/data plus OUT/kcore_dir/{kallsyms,modules,kcore}.
+// directory format: OUT/data plus OUT/kcore_dir/{kallsyms,modules,kcore},
+// with the kernel map (up to _etext) and one map per module, as perf record
+// --kcore writes them.
 //
 // Crash traps perf 6.1 has on timed streams are avoided: every AUXTRACE
 // `reference` is non-zero, ITRACE_START/COMM records are never later than
