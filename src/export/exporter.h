@@ -30,6 +30,8 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "ptsnap/result.h"
 #include "trace/trace_dir.h"
@@ -59,6 +61,15 @@ struct ExportReport {
   // crashes on a TSC of 0 (emulated recordings start their virtual TSC there).
   uint64_t tsc_shift = 0;
 };
+
+// One module of a /proc/modules copy: "name size refcount deps state address".
+struct ModuleLine {
+  std::string name;
+  uint64_t size = 0, addr = 0;
+};
+// Pure; never fails: lines that do not parse, and masked (zero) addresses,
+// are skipped.
+std::vector<ModuleLine> ParseModules(std::string_view text);
 
 // The attr.config perf needs: the recorded config, with the bits the
 // manifest's booleans name set (emulated recordings record config 0).

@@ -367,6 +367,20 @@ TEST(ExporterTest, KernelScopeWithKcoreIsPerfsDirectoryFormat) {
   EXPECT_EQ(LoadLe<uint64_t>(mmaps[1]->bytes, 24), 16384u);
 }
 
+TEST(ExporterTest, ParseModulesTakesNameSizeAndAddress) {
+  auto mods = ParseModules(
+      "ptsnap_kmod 16384 0 - Live 0xffffffffc0000000\n"
+      "ext4 1019904 1 - Live 0xffffffffc0a00000 (E)\n"
+      "hidden 4096 0 - Live 0x0000000000000000\n"  // kptr_restrict
+      "garbage\n");
+  ASSERT_EQ(mods.size(), 2u);
+  EXPECT_EQ(mods[0].name, "ptsnap_kmod");
+  EXPECT_EQ(mods[0].size, 16384u);
+  EXPECT_EQ(mods[0].addr, 0xffffffffc0000000ULL);
+  EXPECT_EQ(mods[1].name, "ext4");
+  EXPECT_EQ(mods[1].addr, 0xffffffffc0a00000ULL);
+}
+
 TEST(ExporterTest, ErrorsAreClear) {
   Fixture f;
   f.Write(BaseManifest());
