@@ -114,14 +114,65 @@ void ReadSymbols(Elf* elf, Elf_Scn* scn, const GElf_Shdr& shdr, SymbolTable* tab
   }
 }
 
+// The dynamic symbol name of relocation `r` (in a section linked to .dynsym).
+const char* RelocSymbolName(Elf* elf, Elf_Data* symdata, const GElf_Shdr& dynsym_hdr,
+                            const GElf_Rela& r) {
+  GElf_Sym sym;
+  if (gelf_getsym(symdata, static_cast<int>(GELF_R_SYM(r.r_info)), &sym) == nullptr) return nullptr;
+  const char* name = elf_strptr(elf, dynsym_hdr.sh_link, sym.st_name);
+  return (name != nullptr && *name != '\0') ? name : nullptr;
+}
+
+// .plt.got entries (`jmp *slot(%rip)`, after an endbr64 with IBT) call
+// functions bound at load time: the slot's GLOB_DAT relocation in .rela.dyn
+// names them (objdump and perf >= 6.3 show "__cxa_finalize@plt").
+void ReadPltGot(Elf* elf, Elf_Scn* plt_got, const GElf_Shdr& plt_got_hdr, Elf_Scn* rela_dyn,
+                const GElf_Shdr& rela_dyn_hdr, SymbolTable* table) {
+  Elf_Data* code = elf_getdata(plt_got, nullptr);
+  Elf_Data* data = elf_getdata(rela_dyn, nullptr);
+  Elf_Scn* dynsym = elf_getscn(elf, rela_dyn_hdr.sh_link);
+  GElf_Shdr dynsym_hdr;
+  if (code == nullptr || code->d_buf == nullptr || data == nullptr || dynsym == nullptr ||
+      gelf_getshdr(dynsym, &dynsym_hdr) == nullptr || rela_dyn_hdr.sh_entsize == 0) {
+    return;
+  }
+  Elf_Data* symdata = elf_getdata(dynsym, nullptr);
+  if (symdata == nullptr) return;
+  const auto* bytes = static_cast<const unsigned char*>(code->d_buf);
+  const uint64_t entsize = plt_got_hdr.sh_entsize >= 8 ? plt_got_hdr.sh_entsize : 8;
+  const size_t nrela = rela_dyn_hdr.sh_size / rela_dyn_hdr.sh_entsize;
+  for (uint64_t off = 0; off + entsize <= code->d_size; off += entsize) {
+    uint64_t i = off;
+    if (entsize >= 16 && std::memcmp(bytes + i, "\xf3\x0f\x1e\xfa", 4) == 0) i += 4;  // endbr64
+    if (bytes[i] != 0xff || bytes[i + 1] != 0x25) continue;  // jmp *disp32(%rip)
+    int32_t disp;
+    std::memcpy(&disp, bytes + i + 2, 4);
+    uint64_t slot = plt_got_hdr.sh_addr + i + 6 + static_cast<int64_t>(disp);
+    for (size_t k = 0; k < nrela; ++k) {
+      GElf_Rela r;
+      if (gelf_getrela(data, static_cast<int>(k), &r) == nullptr) break;
+      if (r.r_offset != slot) continue;
+      if (const char* name = RelocSymbolName(elf, symdata, dynsym_hdr, r)) {
+        table->Add(Symbol{plt_got_hdr.sh_addr + off, entsize, Demangle(name) + "@plt"});
+      }
+      break;
+    }
+  }
+}
+
 // PLT stubs: entry i of .plt.sec (or .plt after its 16-byte header) jumps
 // through the GOT slot of .rela.plt entry i. Names become "sym@plt", as
-// perf and objdump show them.
+// perf and objdump show them. The 16-byte header (PLT0, the lazy-binding
+// trampoline) is named ".plt", as perf >= 6.3 does: it bounds the symbol
+// before it, so a zero-size `_init` in .init is not stretched over .plt
+// (perf 6.1 names PLT0 and every stub "_init+0x..." for that reason).
 void ReadPlt(Elf* elf, size_t shstrndx, SymbolTable* table) {
   Elf_Scn* plt = nullptr;
   Elf_Scn* plt_sec = nullptr;
+  Elf_Scn* plt_got = nullptr;
   Elf_Scn* rela = nullptr;
-  GElf_Shdr plt_hdr{}, plt_sec_hdr{}, rela_hdr{};
+  Elf_Scn* rela_dyn = nullptr;
+  GElf_Shdr plt_hdr{}, plt_sec_hdr{}, plt_got_hdr{}, rela_hdr{}, rela_dyn_hdr{};
   for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn != nullptr; scn = elf_nextscn(elf, scn)) {
     GElf_Shdr shdr;
     if (gelf_getshdr(scn, &shdr) == nullptr) continue;
@@ -129,7 +180,22 @@ void ReadPlt(Elf* elf, size_t shstrndx, SymbolTable* table) {
     if (name == nullptr) continue;
     if (std::strcmp(name, ".plt") == 0) plt = scn, plt_hdr = shdr;
     if (std::strcmp(name, ".plt.sec") == 0) plt_sec = scn, plt_sec_hdr = shdr;
+    if (std::strcmp(name, ".plt.got") == 0) plt_got = scn, plt_got_hdr = shdr;
     if (std::strcmp(name, ".rela.plt") == 0) rela = scn, rela_hdr = shdr;
+    if (std::strcmp(name, ".rela.dyn") == 0) rela_dyn = scn, rela_dyn_hdr = shdr;
+  }
+  if (plt_got != nullptr && rela_dyn != nullptr && plt_got_hdr.sh_type == SHT_PROGBITS &&
+      rela_dyn_hdr.sh_type == SHT_RELA) {
+    ReadPltGot(elf, plt_got, plt_got_hdr, rela_dyn, rela_dyn_hdr, table);
+  }
+  if (plt != nullptr && plt_hdr.sh_type == SHT_PROGBITS && plt_hdr.sh_size >= 16) {
+    // PLT0 starts with `push GOT+8(%rip)` (ff 35); static binaries' .plt
+    // (IFUNC stubs only) has no header.
+    Elf_Data* code = elf_getdata(plt, nullptr);
+    const auto* c = code != nullptr ? static_cast<const unsigned char*>(code->d_buf) : nullptr;
+    if (c != nullptr && code->d_size >= 16 && c[0] == 0xff && c[1] == 0x35) {
+      table->Add(Symbol{plt_hdr.sh_addr, 16, ".plt"});
+    }
   }
   if (rela == nullptr || (plt == nullptr && plt_sec == nullptr)) return;
   Elf_Data* data = elf_getdata(rela, nullptr);
@@ -145,10 +211,8 @@ void ReadPlt(Elf* elf, size_t shstrndx, SymbolTable* table) {
   for (size_t i = 0; i < count; ++i) {
     GElf_Rela r;
     if (gelf_getrela(data, static_cast<int>(i), &r) == nullptr) break;
-    GElf_Sym sym;
-    if (gelf_getsym(symdata, static_cast<int>(GELF_R_SYM(r.r_info)), &sym) == nullptr) continue;
-    const char* name = elf_strptr(elf, dynsym_hdr.sh_link, sym.st_name);
-    if (name == nullptr || *name == '\0') continue;
+    const char* name = RelocSymbolName(elf, symdata, dynsym_hdr, r);
+    if (name == nullptr) continue;
     table->Add(Symbol{base + i * entsize, entsize, Demangle(name) + "@plt"});
   }
 }

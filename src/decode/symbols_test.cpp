@@ -1,5 +1,7 @@
 #include "decode/symbols.h"
 
+#include <algorithm>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -54,6 +56,27 @@ TEST(SymbolsTest, ElfFileReadsSymbolsSegmentsAndBuildId) {
   bool has_exec = false;
   for (const auto& s : elf->segments()) has_exec |= s.exec;
   EXPECT_TRUE(has_exec);
+}
+
+// This test binary is a lazily bound PIE: .init holds a zero-size _init,
+// then .plt (PLT0 + stubs), then .plt.got (__cxa_finalize, bound at load).
+TEST(SymbolsTest, PltHeaderStubsAndPltGotHaveTheirOwnNames) {
+  auto elf = ElfFile::Open("/proc/self/exe");
+  ASSERT_TRUE(elf.has_value());
+  const auto& syms = elf->symbols().symbols();
+  auto plt =
+      std::find_if(syms.begin(), syms.end(), [](const Symbol& s) { return s.name == ".plt"; });
+  ASSERT_NE(plt, syms.end()) << "no .plt section in the test binary";
+  EXPECT_EQ(plt->size, 16u);
+  ASSERT_NE(plt, syms.begin());
+  // _init (or whatever precedes .plt) ends where .plt starts: PLT0 is not _init+0x20.
+  EXPECT_LE(std::prev(plt)->start + std::prev(plt)->size, plt->start) << std::prev(plt)->name;
+  EXPECT_EQ(elf->symbols().Find(plt->start + 6)->name, ".plt");
+  const Symbol* stub = elf->symbols().Find(plt->start + 16);
+  ASSERT_NE(stub, nullptr);
+  EXPECT_THAT(stub->name, ::testing::EndsWith("@plt"));
+  EXPECT_TRUE(std::any_of(syms.begin(), syms.end(),
+                          [](const Symbol& s) { return s.name == "__cxa_finalize@plt"; }));
 }
 
 TEST(SymbolsTest, ElfFileRejectsNonElf) {

@@ -13,8 +13,10 @@
 #include <set>
 
 #include "base/file_util.h"
+#include "base/string_util.h"
 #include "base/unique_fd.h"
 #include "export/perf_data.h"
+#include "sys/kallsyms.h"
 
 namespace ptsnap::exporter {
 
@@ -182,6 +184,21 @@ std::string HexToRaw(std::string_view hex) {
 bool IsSpecialName(std::string_view name) { return name.empty() || name.front() == '['; }
 
 }  // namespace
+
+std::vector<ModuleLine> ParseModules(std::string_view text) {
+  std::vector<ModuleLine> out;
+  for (auto line : base::Split(text, '\n')) {
+    auto f = base::SplitWhitespace(line);
+    if (f.size() < 6) continue;
+    std::string_view a = f[5];
+    if (a.starts_with("0x")) a.remove_prefix(2);
+    auto size = base::ParseUint(f[1]);
+    auto addr = base::ParseUint(a, 16);
+    if (!size || !addr || *size == 0 || *addr == 0) continue;  // masked (kptr_restrict)
+    out.push_back({std::string(f[0]), *size, *addr});
+  }
+  return out;
+}
 
 uint64_t EffectiveConfig(const trace::PtConfig& pt) {
   uint64_t c = pt.config | kCfgPt | kCfgBranch;
@@ -384,6 +401,15 @@ Result<std::string> BuildPerfData(const trace::TraceReader& trace, const ExportO
     km.tid = 0;
     km.addr = *m.kernel_start;
     km.len = ~0ULL - *m.kernel_start;
+    // As perf record: the kernel map ends at _etext. Ending at ~0 would make
+    // perf 6.1 lose the module area of kcore_dir/kcore: dso__load_kcore
+    // merges kcore's module segment into the still-unshrunk kernel map
+    // (only gaps are filled), then shrinks that map to kernel text.
+    if (m.kcore.status == "copied") {
+      auto text = base::ReadFile(trace.dir() / m.kcore.dir / "kallsyms");
+      auto ks = text ? sys::ParseKallsyms(*text, false) : sys::Kallsyms{};
+      if (ks.etext && *ks.etext > km.addr) km.len = *ks.etext - km.addr;
+    }
     km.pgoff = *m.kernel_start;
     km.filename = "[kernel.kallsyms]_text";
     r.body = km;
@@ -393,6 +419,30 @@ Result<std::string> BuildPerfData(const trace::TraceReader& trace, const ExportO
     bytes[4] = static_cast<char>(PERF_RECORD_MISC_KERNEL);
     w.AddRecord(std::move(bytes));
     ++report->sideband_records;
+    // And one map per module of the copied /proc/modules ("[name]", as perf
+    // record's perf_event__synthesize_modules writes when the .ko is not
+    // found): perf validates kcore_dir/modules against these module maps
+    // before it maps module code from kcore_dir/kcore.
+    if (m.kcore.status == "copied") {
+      auto modules = base::ReadFile(trace.dir() / m.kcore.dir / "modules");
+      for (const auto& mod : modules ? ParseModules(*modules) : std::vector<ModuleLine>{}) {
+        trace::Mmap mm;
+        mm.pid = kNone;
+        mm.tid = 0;
+        mm.addr = mod.addr;
+        mm.len = mod.size;
+        mm.pgoff = 0;
+        mm.filename = "[" + mod.name + "]";
+        trace::Record mr;
+        mr.type = PERF_RECORD_MMAP;
+        mr.body = mm;
+        mr.sample_id = {kNone, 0, 0, 0, 0, kDummyId};
+        std::string mb = trace::SerializeRecord(mr);
+        mb[4] = static_cast<char>(PERF_RECORD_MISC_KERNEL);
+        w.AddRecord(std::move(mb));
+        ++report->sideband_records;
+      }
+    }
   }
   for (const trace::Record& r : records) {
     w.AddRecord(trace::SerializeRecord(r));
@@ -432,11 +482,9 @@ Result<std::string> BuildPerfData(const trace::TraceReader& trace, const ExportO
     w.SetFeature(kFeatBuildId, body);
     report->build_ids = build_ids.size();
   }
-  if (kernel_scope && m.kcore.status == "copied") {
-    // perf's directory format (perf record --kcore): version 1 (PERF_DIR_VERSION).
-    uint64_t version = 1;
-    w.SetFeature(kFeatDirFormat, std::string(reinterpret_cast<const char*>(&version), 8));
-  }
+  // No DIR_FORMAT feature for the kcore_dir layout: perf record --kcore
+  // writes it only with --threads (data.N files); perf 6.1 given it with a
+  // lone "data" file fails with EINVAL before reading any event.
   if (!m.kernel_release.empty()) w.SetFeature(kFeatOsRelease, HeaderString(m.kernel_release));
   {
     std::string body;

@@ -13,10 +13,12 @@
 //    stream exceeds the split limit), queue index per thread (per-thread
 //    recordings) or per CPU;
 //  - features: AUXTRACE index, event description, build-ids, OS release,
-//    command line; the directory-format marker for kernel scopes.
+//    command line.
 //
 // Kernel-scope recordings with a copied kernel image are written in perf's
-// directory format: OUT/data plus OUT/kcore_dir/{kallsyms,modules,kcore}.
+// directory format: OUT/data plus OUT/kcore_dir/{kallsyms,modules,kcore},
+// with the kernel map (up to _etext) and one map per module, as perf record
+// --kcore writes them.
 //
 // Crash traps perf 6.1 has on timed streams are avoided: every AUXTRACE
 // `reference` is non-zero, ITRACE_START/COMM records are never later than
@@ -28,6 +30,8 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "ptsnap/result.h"
 #include "trace/trace_dir.h"
@@ -57,6 +61,15 @@ struct ExportReport {
   // crashes on a TSC of 0 (emulated recordings start their virtual TSC there).
   uint64_t tsc_shift = 0;
 };
+
+// One module of a /proc/modules copy: "name size refcount deps state address".
+struct ModuleLine {
+  std::string name;
+  uint64_t size = 0, addr = 0;
+};
+// Pure; never fails: lines that do not parse, and masked (zero) addresses,
+// are skipped.
+std::vector<ModuleLine> ParseModules(std::string_view text);
 
 // The attr.config perf needs: the recorded config, with the bits the
 // manifest's booleans name set (emulated recordings record config 0).

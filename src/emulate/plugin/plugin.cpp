@@ -9,8 +9,11 @@
 // Only per-TB exec callbacks are registered. A block's exit (fall-through,
 // conditional, direct, indirect, return, far) is classified at translation
 // time; the outcome is inferred when the thread's next block starts.
-// Virtual clock: each thread's TSC advances by one tick per retired guest
-// instruction; the perf clock is the same count in nanoseconds.
+// Virtual clock: one per process, shared by all guest threads (g_clock),
+// advanced by one tick per retired guest instruction of any thread (one
+// relaxed atomic add per executed block); the perf clock is the same count
+// in nanoseconds. TSC packets, sideband record times and ITRACE_START times
+// all read it, so they order consistently across threads.
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/mman.h>
@@ -84,7 +87,7 @@ struct ThreadState {
   const TbInfo* prev = nullptr;
   bool enabled = false;
   bool started = false;
-  uint64_t insns = 0, base_tsc = 0, hash = kFnvOffset;
+  uint64_t insns = 0, hash = kFnvOffset;  // retired by this thread
   // Drained PSB-aligned chunks (snapshot ring) or the full-mode file.
   std::mutex mu;
   std::deque<std::vector<uint8_t>> ring;
@@ -92,7 +95,6 @@ struct ThreadState {
   bool wrapped = false;
   int fd = -1;
   std::string file;
-  uint64_t tsc() const { return base_tsc + insns; }
 };
 
 Options g_opts;
@@ -102,7 +104,13 @@ std::mutex g_mu;  // thread table, snapshots, events
 ThreadState* g_threads[kMaxVcpus];
 std::vector<ThreadState*> g_finished;  // exited, not yet in a snapshot (snapshot mode)
 std::atomic<uint32_t> g_seq{1};
-std::atomic<uint64_t> g_clock{0};  // latest virtual time seen, for new threads
+// The virtual clock: guest instructions retired so far by all threads. A
+// block takes its start time with fetch_add(ninsn), so each thread's times
+// rise, and an event read with Now() after a block is later than that
+// block's start in every thread. Single-threaded, it equals the thread's
+// retired-instruction count (deterministic recordings).
+std::atomic<uint64_t> g_clock{0};
+uint64_t Now() { return g_clock.load(std::memory_order_relaxed); }
 int g_events_fd = -1;
 pid_t g_pid = 0;
 bool g_images_done = false;
@@ -216,7 +224,7 @@ void TakeSnapshot(const char* reason, const std::string& detail, ThreadState* se
     if (t != nullptr) WriteRing(t, seq);
   for (auto* t : g_finished) WriteRing(t, seq);
   g_finished.clear();
-  uint64_t now = self ? self->tsc() : g_clock.load();
+  uint64_t now = Now();
   Event("snapshot %u %llu %d %s %s", seq, static_cast<unsigned long long>(now),
         self ? self->tid : 0, reason, detail.c_str());
 }
@@ -301,14 +309,13 @@ ThreadState* StartThread(unsigned vcpu) {
   auto* t = new ThreadState(o);
   t->pid = g_pid;
   t->tid = static_cast<pid_t>(::gettid());
-  t->base_tsc = g_clock.load(std::memory_order_relaxed);
   if (g_opts.full) {
     t->file = StreamFile(t->tid, 0);
     std::string path = g_opts.out + "/" + t->file;
     t->fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (t->fd < 0) Die("cannot write %s: %s", path.c_str(), std::strerror(errno));
   }
-  Event("itrace %llu %d %d", static_cast<unsigned long long>(t->base_tsc), t->pid, t->tid);
+  Event("itrace %llu %d %d", static_cast<unsigned long long>(Now()), t->pid, t->tid);
   std::lock_guard lock(g_mu);
   g_threads[vcpu] = t;
   return t;
@@ -323,8 +330,7 @@ void EndThread(unsigned vcpu) {
   g_threads[vcpu] = nullptr;
   t->pt.FlushTnt();
   Drain(t);
-  g_clock.store(std::max(g_clock.load(), t->tsc()));
-  Event("exit %llu %d %d %d %d", static_cast<unsigned long long>(t->tsc()), t->pid, t->pid, t->tid,
+  Event("exit %llu %d %d %d %d", static_cast<unsigned long long>(Now()), t->pid, t->pid, t->tid,
         t->tid);
   if (g_opts.full) {
     FinishFullStream(t);
@@ -427,7 +433,7 @@ void OnTbExec(unsigned vcpu, void* udata) {
     }
   }
 
-  const uint64_t tsc = t->tsc();
+  const uint64_t tsc = g_clock.fetch_add(tb->ninsn, std::memory_order_relaxed);
   if (!t->enabled) {
     if (!t->started || t->pt.pending() >= g_opts.psb_period) {
       t->pt.FlushTnt();
@@ -549,7 +555,7 @@ void OnSyscall(qemu_plugin_id_t, unsigned vcpu, int64_t num, uint64_t a1, uint64
           for (auto* t : g_threads)
             if (t != nullptr) FullStreamLine(t);
         }
-        Event("done %llu", static_cast<unsigned long long>(self ? self->tsc() : g_clock.load()));
+        Event("done %llu", static_cast<unsigned long long>(Now()));
       }
       break;
     default: break;
@@ -568,10 +574,9 @@ void OnSyscallRet(qemu_plugin_id_t, unsigned vcpu, int64_t num, int64_t ret) {
     ssize_t n = ::readlink(link, path, sizeof(path) - 1);
     if (n <= 0) return;
     path[n] = '\0';
-    ThreadState* t = g_threads[vcpu];
     uint64_t len = (g_pending_mmap[vcpu][2] + 0xfff) & ~uint64_t{0xfff};
-    EmitMmap2(t ? t->tsc() : g_clock.load(), static_cast<uint64_t>(ret), len,
-              g_pending_mmap[vcpu][3], path, static_cast<int>(prot & 0xffffffff), MAP_PRIVATE);
+    EmitMmap2(Now(), static_cast<uint64_t>(ret), len, g_pending_mmap[vcpu][3], path,
+              static_cast<int>(prot & 0xffffffff), MAP_PRIVATE);
   } else if ((num == 56 || num == 57 || num == 58) && ret >= 0) {
     ThreadState* t = g_threads[vcpu];
     if (ret == 0) {
@@ -583,11 +588,11 @@ void OnSyscallRet(qemu_plugin_id_t, unsigned vcpu, int64_t num, int64_t ret) {
       std::lock_guard lock(g_mu);
       for (auto*& s : g_threads) s = nullptr;  // the parent's threads: not ours
       g_finished.clear();
-      Event("fork %llu %d %d %d %d", static_cast<unsigned long long>(g_clock.load()), g_pid, parent,
+      Event("fork %llu %d %d %d %d", static_cast<unsigned long long>(Now()), g_pid, parent,
             static_cast<int>(::gettid()), ptid);
     } else {
-      Event("fork %llu %d %d %d %d", static_cast<unsigned long long>(t ? t->tsc() : 0), g_pid,
-            g_pid, static_cast<int>(ret), t ? t->tid : g_pid);
+      Event("fork %llu %d %d %d %d", static_cast<unsigned long long>(Now()), g_pid, g_pid,
+            static_cast<int>(ret), t ? t->tid : g_pid);
     }
   }
 }
@@ -606,7 +611,6 @@ void OnExit(qemu_plugin_id_t, void*) {
     if (t == nullptr) continue;
     t->pt.FlushTnt();
     Drain(t);
-    g_clock.store(std::max(g_clock.load(), t->tsc()));
   }
   if (!(f & kStopped)) {
     // A request the guest threads never got to (blocked in a syscall).
@@ -618,11 +622,11 @@ void OnExit(qemu_plugin_id_t, void*) {
   std::lock_guard lock(g_mu);
   for (auto* t : g_threads)
     if (t != nullptr) {
-      Event("exit %llu %d %d %d %d", static_cast<unsigned long long>(t->tsc()), t->pid, t->pid,
-            t->tid, t->tid);
+      Event("exit %llu %d %d %d %d", static_cast<unsigned long long>(Now()), t->pid, t->pid, t->tid,
+            t->tid);
       FinishFullStream(t);
     }
-  Event("done %llu", static_cast<unsigned long long>(g_clock.load()));
+  Event("done %llu", static_cast<unsigned long long>(Now()));
 }
 
 void ControlThread() {

@@ -1,0 +1,104 @@
+// The kernel world (kernel_world.h) through perf: each scope's trace
+// directory is exported with `ptsnap export` (kernel scopes as perf's
+// directory format with kcore_dir/) and tools/perf-agree compares perf's
+// own Intel PT decoding of it with `ptsnap decode`, call by call and
+// return by return (docs/perf-interop.md, "Kernel recordings").
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "kernel/kernel_world.h"
+#include "support/result_matchers.h"
+#include "support/temp_dir.h"
+
+namespace ptsnap::kworld {
+namespace {
+
+namespace fs = std::filesystem;
+using ::ptsnap::testing::HasValue;
+using ::testing::HasSubstr;
+
+struct RunResult {
+  int status = -1;
+  std::string out;
+};
+
+RunResult Shell(const std::string& cmd) {
+  RunResult r;
+  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
+  if (p == nullptr) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  int st = ::pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+bool HavePerf() { return Shell("command -v perf || command -v perf_6.1").status == 0; }
+
+// Writes the scenario's trace for `opts` under `dir` and runs perf-agree.
+RunResult Agree(const TraceOptions& opts, const fs::path& dir) {
+  auto sc = BuildScenario(false);
+  EXPECT_THAT(sc, HasValue());
+  if (!sc) return {};
+  EXPECT_THAT(WriteTrace(*sc, dir / "trace", opts), HasValue());
+  RunResult r = Shell("python3 " + Env("PERF_AGREE") + " " + (dir / "trace").string() +
+                      " --ptsnap " + Env("PTSNAP_BIN") + " --work " + (dir / "w").string());
+  std::printf("%s", r.out.c_str());
+  return r;
+}
+
+void ExpectAgree(const RunResult& r) {
+  EXPECT_THAT(r.out, HasSubstr(" 0 decode errors"));
+  EXPECT_THAT(r.out, HasSubstr("; AGREE"));
+  EXPECT_EQ(r.status, 0) << r.out;
+}
+
+// user+kernel: kuser's write syscall through entry_SYSCALL_64, the module
+// and back, a page fault and a timer interrupt, decoded by perf from the
+// exported kcore_dir (the same kernel image ptsnap decoded with).
+TEST(KernelPerfInterop, UserAndKernelScopeAgrees) {
+  if (!HavePerf()) GTEST_SKIP() << "perf is not installed (apt-get install linux-perf)";
+  testing::TempDir tmp;
+  TraceOptions o;
+  o.scope = trace::Scope::kUserKernel;
+  RunResult r = Agree(o, tmp.path());
+  ExpectAgree(r);
+  EXPECT_TRUE(fs::is_directory(tmp.path() / "w" / "perf.data" / "kcore_dir"));
+  // perf named kernel and module code from kcore_dir, not "[unknown]".
+  std::string cr = (tmp.path() / "w" / "perf-cr.txt").string();
+  EXPECT_EQ(Shell("grep -q 'do_syscall_64' " + cr).status, 0);
+  EXPECT_EQ(Shell("grep -q 'kmod_write' " + cr).status, 0);
+}
+
+TEST(KernelPerfInterop, KernelOnlyScopeAgrees) {
+  if (!HavePerf()) GTEST_SKIP() << "perf is not installed (apt-get install linux-perf)";
+  testing::TempDir tmp;
+  TraceOptions o;
+  o.scope = trace::Scope::kKernel;
+  ExpectAgree(Agree(o, tmp.path()));
+}
+
+TEST(KernelPerfInterop, UserOnlyScopeAgrees) {
+  if (!HavePerf()) GTEST_SKIP() << "perf is not installed (apt-get install linux-perf)";
+  testing::TempDir tmp;
+  TraceOptions o;
+  o.scope = trace::Scope::kUser;
+  ExpectAgree(Agree(o, tmp.path()));
+}
+
+}  // namespace
+}  // namespace ptsnap::kworld
