@@ -325,7 +325,8 @@ void CallStackModel::OnEvent(const decode::BranchEvent& e) {
       bool from_signal = !stack_.empty() && stack_.back().signal;
       Ret();
       if (!stack_.empty() && Contains(stack_.back(), e.to)) break;
-      if (from_signal && !stack_.empty() && !UnwindTo(e.to)) {
+      if (from_signal && !stack_.empty()) {
+        if (UnwindTo(e.to)) break;
         // A handler returns into the sigreturn trampoline (__restore_rt),
         // not into the interrupted function: the trampoline is the
         // handler's too, nested above the interrupted frame.

@@ -325,5 +325,21 @@ TEST(CallStackTest, ResumeInsideAnotherFunctionIsNoHandler) {
                           "35 E fn1 from 10", "35 B fn2", "40 E fn2 from 35", "40 E fn0 from 1"));
 }
 
+// A handler whose return lands inside a frame below the interrupted one
+// (an unwinder leaving it) unwinds to that frame, as any return does.
+TEST(CallStackTest, HandlerReturningIntoACallerUnwinds) {
+  Harness h;
+  h.Ev(BranchKind::kEnable, 0, 0, Fn(0));
+  h.Ev(BranchKind::kCall, 10, Fn(0, 1), Fn(1));
+  h.Ev(BranchKind::kDisable, 20, Fn(1, 2), 0);
+  h.Ev(BranchKind::kEnable, 30, 0, Fn(2));
+  h.Ev(BranchKind::kReturn, 40, Fn(2, 3), Fn(0, 0x20));
+  h.model.EndSegment(50);
+  EXPECT_THAT(h.sink.lines,
+              ElementsAre("1 B fn0", "10 B fn1", "20 B [untraced]", "30 E [untraced] from 20",
+                          "30 B fn2", "40 E fn2 from 30", "40 E fn1 from 10", "50 E fn0 from 1"));
+  EXPECT_EQ(h.model.stats().unwinds, 1u);
+}
+
 }  // namespace
 }  // namespace ptsnap::model
