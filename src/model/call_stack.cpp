@@ -222,9 +222,35 @@ void CallStackModel::CheckCurrent(uint64_t dst) {
              stack_.back().dso == f.dso) {
     return;  // still in the same file's unknown code: one frame
   } else if (stack_.back().function_id != f.function_id || stack_.back().pseudo) {
+    f.signal = stack_.back().signal;  // a handler's tail call stays its frame
     Ret();  // tail call, PLT jump, return past the known stack: adjacent spans
     Call(f);
   }
+}
+
+bool CallStackModel::SameFunction(const Frame& top, uint64_t addr) {
+  if (top.pseudo) return false;
+  if (Contains(top, addr)) return true;
+  Frame f = Resolve(addr);
+  if (!top.known && !f.known) return f.dso != nullptr && top.dso == f.dso;
+  return top.function_id == f.function_id;
+}
+
+// Tracing resumed (TIP.PGE) at `dst` after an [untraced]/[syscall] span,
+// with the interrupted stack below. In user-only traces that is where a
+// signal shows: tracing stops in the interrupted function (or at its
+// syscall), resumes at the handler's entry, the handler returns into the
+// sigreturn trampoline, whose rt_sigreturn resumes at the interrupted IP.
+void CallStackModel::Resume(uint64_t dst) {
+  // Back from a handler (sigreturn): its frames end, the interrupted
+  // function continues with its own frame.
+  while (stack_.size() > 1 && stack_.back().signal && !SameFunction(stack_.back(), dst)) Ret();
+  if (SameFunction(stack_.back(), dst)) return;
+  Frame f = Resolve(dst);
+  if (dst != f.fn_start) return;  // mid-function: the next block boundary switches frames
+  // A handler's entry: its own frame, nested above the interrupted one.
+  f.signal = true;
+  Call(f);
 }
 
 bool CallStackModel::UnwindTo(uint64_t dst) {
@@ -295,12 +321,24 @@ void CallStackModel::OnEvent(const decode::BranchEvent& e) {
       if (stack_.empty() && e.from != 0) PushInferred(Resolve(e.from));
       Call(Resolve(e.to));
       break;
-    case BranchKind::kReturn:
+    case BranchKind::kReturn: {
+      bool from_signal = !stack_.empty() && stack_.back().signal;
       Ret();
       if (!stack_.empty() && Contains(stack_.back(), e.to)) break;
+      if (from_signal && !stack_.empty()) {
+        if (UnwindTo(e.to)) break;
+        // A handler returns into the sigreturn trampoline (__restore_rt),
+        // not into the interrupted function: the trampoline is the
+        // handler's too, nested above the interrupted frame.
+        Frame f = Resolve(e.to);
+        f.signal = true;
+        Call(f);
+        break;
+      }
       if (stack_.size() > 1 && UnwindTo(e.to)) break;  // exception unwinding returns
       CheckCurrent(e.to);
       break;
+    }
     case BranchKind::kJump: {
       if (!stack_.empty() && Contains(stack_.back(), e.to)) break;
       Frame f = Resolve(e.to);
@@ -351,7 +389,11 @@ void CallStackModel::OnEvent(const decode::BranchEvent& e) {
     case BranchKind::kEnable:
       if (!stack_.empty() && stack_.back().pseudo) {
         Ret();
-        if (stack_.empty() && e.to != 0) Call(Resolve(e.to));
+        if (stack_.empty() && e.to != 0) {
+          Call(Resolve(e.to));
+        } else if (e.to != 0) {
+          Resume(e.to);
+        }
       } else if (stack_.empty()) {
         if (e.to != 0) Call(Resolve(e.to));
       } else if (e.to != 0) {

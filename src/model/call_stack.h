@@ -86,6 +86,10 @@ class CallStackModel {
     bool pseudo = false;    // [syscall], [untraced]
     bool known = true;      // false: "[unknown @ ...]" (no symbol covers it)
     bool inferred = false;  // begin time is create_time_, written at EndSegment
+    // A signal handler entered where tracing resumed (user-only traces), or
+    // what it tail-calls or returns into (the sigreturn trampoline): nested
+    // above the interrupted frame, ended when tracing resumes elsewhere.
+    bool signal = false;
   };
   // One output operation waiting for its final timestamp.
   enum class OpKind : uint8_t { kBegin, kEnd, kUnknown, kInstant, kInferred };
@@ -117,6 +121,8 @@ class CallStackModel {
   void UntracedFrame(const std::string* name);  // [syscall]/[untraced] at the disable
   void ResetAll();                              // end_of_thread: close everything, new create time
   bool UnwindTo(uint64_t dst);
+  bool SameFunction(const Frame& top, uint64_t addr);
+  void Resume(uint64_t dst);  // tracing resumed at dst with the stack non-empty
 
   // Timestamps: queue ops at `now_`, spread them when time advances.
   void SetTime(uint64_t t);

@@ -247,5 +247,99 @@ TEST(CallStackTest, ExecSpaceEndsTheOldProgramsFrames) {
                           "30 E fn1 from 10", "30 E fn0 from 1", "30 B fn2", "40 E fn2 from 30"));
 }
 
+// A signal in a user-only trace: tracing stops in the interrupted function
+// (fn1), resumes at the handler's entry (fn2), whose return lands in the
+// sigreturn trampoline (fn4, __restore_rt); its rt_sigreturn syscall
+// resumes tracing at the interrupted IP. The handler and the trampoline
+// nest above fn1, which keeps its frame.
+TEST(CallStackTest, AsyncSignalHandlerNestsAboveTheInterruptedFrame) {
+  Harness h;
+  h.Ev(BranchKind::kEnable, 0, 0, Fn(0));
+  h.Ev(BranchKind::kCall, 10, Fn(0, 1), Fn(1));
+  h.Ev(BranchKind::kDisable, 20, Fn(1, 2), 0);   // timer: tracing stops in fn1
+  h.Ev(BranchKind::kEnable, 30, 0, Fn(2));       // the handler's entry
+  h.Ev(BranchKind::kCall, 32, Fn(2, 1), Fn(3));  // the handler calls fn3
+  h.Ev(BranchKind::kReturn, 34, Fn(3, 1), Fn(2, 2));
+  h.Ev(BranchKind::kReturn, 36, Fn(2, 3), Fn(4));  // into __restore_rt
+  BranchEvent sigreturn;
+  sigreturn.kind = BranchKind::kDisable;
+  sigreturn.time = 38;
+  sigreturn.from = Fn(4, 2);
+  sigreturn.syscall = true;
+  h.model.OnEvent(sigreturn);
+  h.Ev(BranchKind::kEnable, 40, 0, Fn(1, 2));  // back at the interrupted IP
+  h.Ev(BranchKind::kJump, 45, Fn(1, 3), Fn(1, 8));
+  h.Ev(BranchKind::kReturn, 50, Fn(1, 9), Fn(0, 4));
+  h.model.EndSegment(60);
+  EXPECT_THAT(h.sink.lines,
+              ElementsAre("1 B fn0", "10 B fn1", "20 B [untraced]", "30 E [untraced] from 20",
+                          "30 B fn2", "32 B fn3", "34 E fn3 from 32", "36 E fn2 from 30",
+                          "36 B fn4", "38 B [syscall]", "40 E [syscall] from 38",
+                          "40 E fn4 from 36", "50 E fn1 from 10", "60 E fn0 from 1"));
+  EXPECT_EQ(h.model.stats().inferred, 0u);
+}
+
+// raise()/kill() of the thread itself: the signal is delivered on the way
+// out of the syscall, so the handler runs between the [syscall] span and
+// the syscall's return, nested above the function that made it.
+TEST(CallStackTest, SignalDuringASyscallNestsAboveTheCaller) {
+  Harness h;
+  auto syscall_at = [&](uint64_t t, uint64_t from) {
+    BranchEvent d;
+    d.kind = BranchKind::kDisable;
+    d.time = t;
+    d.from = from;
+    d.syscall = true;
+    h.model.OnEvent(d);
+  };
+  h.Ev(BranchKind::kEnable, 0, 0, Fn(0));
+  h.Ev(BranchKind::kCall, 10, Fn(0, 1), Fn(1));       // raise
+  syscall_at(20, Fn(1, 2));                           // tgkill
+  h.Ev(BranchKind::kEnable, 30, 0, Fn(2));            // the handler
+  h.Ev(BranchKind::kJump, 32, Fn(2, 1), Fn(3));       // tail call: still the handler's
+  h.Ev(BranchKind::kReturn, 36, Fn(3, 3), Fn(4));     // into __restore_rt
+  syscall_at(38, Fn(4, 2));                           // rt_sigreturn
+  h.Ev(BranchKind::kEnable, 40, 0, Fn(1, 4));         // after tgkill's syscall
+  h.Ev(BranchKind::kReturn, 50, Fn(1, 5), Fn(0, 2));  // raise returns to fn0
+  h.model.EndSegment(60);
+  EXPECT_THAT(h.sink.lines,
+              ElementsAre("1 B fn0", "10 B fn1", "20 B [syscall]", "30 E [syscall] from 20",
+                          "30 B fn2", "32 E fn2 from 30", "32 B fn3", "36 E fn3 from 32",
+                          "36 B fn4", "38 B [syscall]", "40 E [syscall] from 38",
+                          "40 E fn4 from 36", "50 E fn1 from 10", "60 E fn0 from 1"));
+  EXPECT_EQ(h.model.stats().inferred, 0u);
+}
+
+// Tracing resuming in the middle of another function is no handler entry:
+// as before, the frame switches at the next block boundary.
+TEST(CallStackTest, ResumeInsideAnotherFunctionIsNoHandler) {
+  Harness h;
+  h.Ev(BranchKind::kEnable, 0, 0, Fn(0));
+  h.Ev(BranchKind::kCall, 10, Fn(0, 1), Fn(1));
+  h.Ev(BranchKind::kDisable, 20, Fn(1, 2), 0);
+  h.Ev(BranchKind::kEnable, 30, 0, Fn(2, 4));
+  h.Ev(BranchKind::kJump, 35, Fn(2, 5), Fn(2, 8));
+  h.model.EndSegment(40);
+  EXPECT_THAT(h.sink.lines,
+              ElementsAre("1 B fn0", "10 B fn1", "20 B [untraced]", "30 E [untraced] from 20",
+                          "35 E fn1 from 10", "35 B fn2", "40 E fn2 from 35", "40 E fn0 from 1"));
+}
+
+// A handler whose return lands inside a frame below the interrupted one
+// (an unwinder leaving it) unwinds to that frame, as any return does.
+TEST(CallStackTest, HandlerReturningIntoACallerUnwinds) {
+  Harness h;
+  h.Ev(BranchKind::kEnable, 0, 0, Fn(0));
+  h.Ev(BranchKind::kCall, 10, Fn(0, 1), Fn(1));
+  h.Ev(BranchKind::kDisable, 20, Fn(1, 2), 0);
+  h.Ev(BranchKind::kEnable, 30, 0, Fn(2));
+  h.Ev(BranchKind::kReturn, 40, Fn(2, 3), Fn(0, 0x20));
+  h.model.EndSegment(50);
+  EXPECT_THAT(h.sink.lines,
+              ElementsAre("1 B fn0", "10 B fn1", "20 B [untraced]", "30 E [untraced] from 20",
+                          "30 B fn2", "40 E fn2 from 30", "40 E fn1 from 10", "50 E fn0 from 1"));
+  EXPECT_EQ(h.model.stats().unwinds, 1u);
+}
+
 }  // namespace
 }  // namespace ptsnap::model

@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -60,6 +61,7 @@ class DecodeEmulated : public ::testing::Test {
     auto r = emulate::RecordEmulated(o, dir);
     EXPECT_THAT(r, HasValue());
     if (!r) return "";
+    exit_code_ = *r;
     DecodeOptions d;
     d.output = dir.string() + suffix;
     auto rep = DecodeTraceDir(dir, d);
@@ -71,6 +73,7 @@ class DecodeEmulated : public ::testing::Test {
   }
   ::ptsnap::testing::TempDir tmp_;
   int n_ = 0;
+  int exit_code_ = -1;  // the last program's, under the emulator
 };
 
 TEST_F(DecodeEmulated, FibSixGivesExactlyTwentyFiveNestedFibSlices) {
@@ -186,6 +189,52 @@ TEST_F(DecodeEmulated, TwoThreadsOnSeparateTracks) {
   std::sort(counts.begin(), counts.end());
   EXPECT_EQ(counts, (std::vector<int>{5, 7}));
   EXPECT_GE(rep.threads, 2u);
+}
+
+// Signals (tests/programs/emulate/signal.c): five raise(SIGUSR1), each
+// delivered on the way out of its syscall, then SIGALRM from a timer
+// interrupting main's busy loop. Each handler is a frame nested above the
+// interrupted one, which stays open: main is begun once, seen (not
+// inferred), and ends after every handler.
+TEST_F(DecodeEmulated, SignalHandlersNestAboveTheInterruptedFrame) {
+  DecodeReport rep;
+  std::string text = Run({PTSNAP_EMU_SIGNAL}, &rep);
+  ASSERT_EQ(exit_code_, 0) << "the signal program failed under the emulator";
+  EXPECT_EQ(text.find(" main inferred"), std::string::npos) << text.substr(0, 3000);
+  auto lines = Parse(text);
+  std::vector<std::string> stack;
+  int main_begins = 0, handlers = 0, in_main = 0, above_raise = 0;
+  bool main_open = false;
+  for (const auto& l : lines) {
+    if (l.ph == 'B') {
+      if (l.name == "main") {
+        ++main_begins;
+        main_open = true;
+      }
+      if (l.name == "handler") {
+        ++handlers;
+        EXPECT_TRUE(main_open) << "handler #" << handlers << " outside main";
+        ASSERT_FALSE(stack.empty());
+        in_main += stack.back() == "main";  // the timer interrupted main's loop
+        // raise() is libc's gsignal (one address, two names).
+        above_raise += std::find_if(stack.begin(), stack.end(), [](const std::string& f) {
+                         return f == "raise" || f == "gsignal";
+                       }) != stack.end();
+      }
+      stack.push_back(l.name);
+    } else if (l.ph == 'E') {
+      ASSERT_FALSE(stack.empty()) << "E " << l.name << " with no open frame";
+      EXPECT_EQ(stack.back(), l.name) << "frames must nest";
+      stack.pop_back();
+      if (l.name == "main") main_open = false;
+    }
+  }
+  EXPECT_EQ(main_begins, 1);
+  EXPECT_GE(handlers, 15);
+  EXPECT_EQ(above_raise, 5);  // raise(SIGUSR1) stays open below its handler
+  EXPECT_GE(in_main, 10);     // the busy loop's frame stays open below SIGALRM's
+  EXPECT_EQ(rep.decode.errors, 0u);
+  EXPECT_EQ(rep.model.inferred, 0u);
 }
 
 }  // namespace
