@@ -736,6 +736,22 @@ int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t* info, int argc, 
   qemu_plugin_register_vcpu_syscall_cb(id, OnSyscall);
   qemu_plugin_register_vcpu_syscall_ret_cb(id, OnSyscallRet);
   qemu_plugin_register_atexit_cb(id, OnExit, nullptr);
-  if (g_opts.ctl_fd >= 0 || g_opts.duration_ms > 0) std::thread(ControlThread).detach();
+  if (g_opts.ctl_fd >= 0 || g_opts.duration_ms > 0) {
+    // The control thread must never take a signal. A process-directed
+    // signal (the guest's SIGALRM from setitimer, a SIGCHLD, a kill from
+    // outside) goes to any thread that does not block it; the kernel picks
+    // a thread other than the main one when that one is off-CPU with a
+    // signal already pending, which a loaded machine makes likely. QEMU's
+    // host_signal_handler assumes a vCPU thread (thread_cpu->env_ptr) and
+    // dies with SIGSEGV on this one, which has no vCPU. QEMU blocks all
+    // signals in its own helper threads (RCU) for the same reason. The new
+    // thread inherits the creator's mask, so block everything around the
+    // creation: no window in which it could be chosen.
+    sigset_t all, old;
+    ::sigfillset(&all);
+    ::pthread_sigmask(SIG_SETMASK, &all, &old);
+    std::thread(ControlThread).detach();
+    ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  }
   return 0;
 }
