@@ -19,6 +19,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "tests/support/shell.h"
 #include "tests/support/temp_dir.h"
 
 namespace {
@@ -26,29 +27,10 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-struct RunResult {
-  int status = -1;
-  std::string out;
-};
-
-RunResult Shell(const std::string& cmd) {
-  RunResult r;
-  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-  if (p == nullptr) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  int st = ::pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
-
-std::string Env(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? v : "";
-}
-
-bool HavePerf() { return Shell("command -v perf || command -v perf_6.1").status == 0; }
+using ::ptsnap::testing::EnvOr;
+using ::ptsnap::testing::HavePerf;
+using ::ptsnap::testing::RunShell;
+using ::ptsnap::testing::ShellRun;
 
 struct Case {
   std::string name;
@@ -58,20 +40,20 @@ struct Case {
 class PerfInterop : public ::testing::TestWithParam<Case> {};
 
 // Records, exports and compares; returns perf-agree's output.
-RunResult Agree(const Case& c, const fs::path& work) {
-  std::string bin = Env("PTSNAP_BIN");
-  RunResult rec = Shell(bin + " run --emulate --no-decode --trace-dir " + (work / "t").string() +
-                        " -- " + c.command);
+ShellRun Agree(const Case& c, const fs::path& work) {
+  std::string bin = EnvOr("PTSNAP_BIN");
+  ShellRun rec = RunShell(bin + " run --emulate --no-decode --trace-dir " + (work / "t").string() +
+                          " -- " + c.command);
   EXPECT_EQ(rec.status, 0) << rec.out;
-  return Shell("python3 " + Env("PERF_AGREE") + " " + (work / "t").string() + " --ptsnap " + bin +
-               " --work " + (work / "w").string());
+  return RunShell("python3 " + EnvOr("PERF_AGREE") + " " + (work / "t").string() + " --ptsnap " +
+                  bin + " --work " + (work / "w").string());
 }
 
 TEST_P(PerfInterop, PerfAndPtsnapDecodeTheSameCallsAndReturns) {
   if (!HavePerf()) GTEST_SKIP() << "perf is not installed (apt-get install linux-perf)";
   const Case& c = GetParam();
   ptsnap::testing::TempDir tmp;
-  RunResult r = Agree(c, tmp.path());
+  ShellRun r = Agree(c, tmp.path());
   std::printf("%s", r.out.c_str());
   ASSERT_THAT(r.out, HasSubstr("perf-agree: ")) << r.out;
   EXPECT_THAT(r.out, HasSubstr(" 0 decode errors")) << "perf reported decode errors";
@@ -80,7 +62,7 @@ TEST_P(PerfInterop, PerfAndPtsnapDecodeTheSameCallsAndReturns) {
 }
 
 std::string Prog(const std::string& name) {
-  return (fs::path(Env("EMU_PROGRAMS_DIR")) / ("emu_" + name)).string();
+  return (fs::path(EnvOr("EMU_PROGRAMS_DIR")) / ("emu_" + name)).string();
 }
 
 std::vector<Case> Cases() {
@@ -102,7 +84,7 @@ TEST(PerfInteropLs, LsOfASmallTree) {
   tmp.Write("tree/a/b/file", "x");
   tmp.Write("tree/c", "y");
   Case c{"ls", "/bin/ls -lR " + (tmp.path() / "tree").string()};
-  RunResult r = Agree(c, tmp.path() / "work");
+  ShellRun r = Agree(c, tmp.path() / "work");
   std::printf("%s", r.out.c_str());
   EXPECT_THAT(r.out, HasSubstr(" 0 decode errors"));
   EXPECT_EQ(r.status, 0) << r.out;
@@ -117,7 +99,7 @@ TEST(PerfInteropThreads, EveryThreadIsDecodedByPerf) {
   if (!HavePerf()) GTEST_SKIP() << "perf is not installed (apt-get install linux-perf)";
   ptsnap::testing::TempDir tmp;
   Case c{"threads", Prog("threads")};
-  RunResult r = Agree(c, tmp.path());
+  ShellRun r = Agree(c, tmp.path());
   std::printf("%s", r.out.c_str());
   EXPECT_THAT(r.out, HasSubstr(": 4 threads,"));
   EXPECT_THAT(r.out, HasSubstr(" 0 decode errors"));
@@ -130,7 +112,7 @@ TEST(PerfInteropThreads, EveryThreadIsDecodedByPerf) {
 // AUXTRACE payloads), so the documented route is `perf inject --itrace` to
 // a sampled file first; this checks that route end to end.
 std::string FindPerfparser() {
-  std::string env = Env("HOTSPOT_PERFPARSER");
+  std::string env = EnvOr("HOTSPOT_PERFPARSER");
   if (!env.empty()) return env;
   for (const char* p : {"/usr/lib/x86_64-linux-gnu/libexec/hotspot-perfparser",
                         "/usr/libexec/hotspot-perfparser"}) {
@@ -148,25 +130,25 @@ TEST(PerfInteropHotspot, PerfparserReadsTheInjectedSamples) {
   }
   ptsnap::testing::TempDir tmp;
   fs::path t = tmp.path() / "t", data = tmp.path() / "perf.data", inj = tmp.path() / "inj.data";
-  RunResult rec = Shell(Env("PTSNAP_BIN") + " run --emulate --no-decode --trace-dir " + t.string() +
-                        " -- " + Prog("fib") + " 10");
+  ShellRun rec = RunShell(EnvOr("PTSNAP_BIN") + " run --emulate --no-decode --trace-dir " +
+                          t.string() + " -- " + Prog("fib") + " 10");
   ASSERT_EQ(rec.status, 0) << rec.out;
-  RunResult ex = Shell(Env("PTSNAP_BIN") + " export " + t.string() + " -o " + data.string());
+  ShellRun ex = RunShell(EnvOr("PTSNAP_BIN") + " export " + t.string() + " -o " + data.string());
   ASSERT_EQ(ex.status, 0) << ex.out;
-  RunResult in = Shell("perf inject -i " + data.string() + " --itrace=i1000i -o " + inj.string());
+  ShellRun in = RunShell("perf inject -i " + data.string() + " --itrace=i1000i -o " + inj.string());
   ASSERT_EQ(in.status, 0) << in.out;
-  RunResult count = Shell("perf script -i " + inj.string() + " -F ip | wc -l");
+  ShellRun count = RunShell("perf script -i " + inj.string() + " -F ip | wc -l");
   ASSERT_EQ(count.status, 0) << count.out;
   int samples = std::atoi(count.out.c_str());
   EXPECT_GT(samples, 50);  // fib(10): about 110,000 instructions
-  RunResult stats = Shell(parser + " --input " + inj.string() + " --print-stats");
+  ShellRun stats = RunShell(parser + " --input " + inj.string() + " --print-stats");
   EXPECT_EQ(stats.status, 0) << stats.out;
   EXPECT_THAT(stats.out, HasSubstr("samples: " + std::to_string(samples) + "\n")) << stats.out;
   fs::path out = tmp.path() / "out.perfparser";
-  RunResult conv = Shell(parser + " --input " + inj.string() + " --output " + out.string());
+  ShellRun conv = RunShell(parser + " --input " + inj.string() + " --output " + out.string());
   EXPECT_EQ(conv.status, 0) << conv.out;
   // The converted stream names the program's functions (resolved from its ELF).
-  RunResult grep = Shell("grep -c -a fib " + out.string());
+  ShellRun grep = RunShell("grep -c -a fib " + out.string());
   EXPECT_EQ(grep.status, 0) << "no 'fib' symbol in perfparser's output";
 }
 

@@ -16,6 +16,7 @@
 
 #include "kernel/kernel_world.h"
 #include "support/result_matchers.h"
+#include "support/shell.h"
 #include "support/temp_dir.h"
 
 namespace ptsnap::kworld {
@@ -25,43 +26,24 @@ namespace fs = std::filesystem;
 using ::ptsnap::testing::HasValue;
 using ::testing::HasSubstr;
 
-struct RunResult {
-  int status = -1;
-  std::string out;
-};
-
-RunResult Shell(const std::string& cmd) {
-  RunResult r;
-  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-  if (p == nullptr) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  int st = ::pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
-
-std::string Env(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? v : "";
-}
-
-bool HavePerf() { return Shell("command -v perf || command -v perf_6.1").status == 0; }
+using ::ptsnap::testing::EnvOr;
+using ::ptsnap::testing::HavePerf;
+using ::ptsnap::testing::RunShell;
+using ::ptsnap::testing::ShellRun;
 
 // Writes the scenario's trace for `opts` under `dir` and runs perf-agree.
-RunResult Agree(const TraceOptions& opts, const fs::path& dir) {
+ShellRun Agree(const TraceOptions& opts, const fs::path& dir) {
   auto sc = BuildScenario(false);
   EXPECT_THAT(sc, HasValue());
   if (!sc) return {};
   EXPECT_THAT(WriteTrace(*sc, dir / "trace", opts), HasValue());
-  RunResult r = Shell("python3 " + Env("PERF_AGREE") + " " + (dir / "trace").string() +
-                      " --ptsnap " + Env("PTSNAP_BIN") + " --work " + (dir / "w").string());
+  ShellRun r = RunShell("python3 " + EnvOr("PERF_AGREE") + " " + (dir / "trace").string() +
+                        " --ptsnap " + EnvOr("PTSNAP_BIN") + " --work " + (dir / "w").string());
   std::printf("%s", r.out.c_str());
   return r;
 }
 
-void ExpectAgree(const RunResult& r) {
+void ExpectAgree(const ShellRun& r) {
   EXPECT_THAT(r.out, HasSubstr(" 0 decode errors"));
   EXPECT_THAT(r.out, HasSubstr("; AGREE"));
   EXPECT_EQ(r.status, 0) << r.out;
@@ -75,13 +57,13 @@ TEST(KernelPerfInterop, UserAndKernelScopeAgrees) {
   testing::TempDir tmp;
   TraceOptions o;
   o.scope = trace::Scope::kUserKernel;
-  RunResult r = Agree(o, tmp.path());
+  ShellRun r = Agree(o, tmp.path());
   ExpectAgree(r);
   EXPECT_TRUE(fs::is_directory(tmp.path() / "w" / "perf.data" / "kcore_dir"));
   // perf named kernel and module code from kcore_dir, not "[unknown]".
   std::string cr = (tmp.path() / "w" / "perf-cr.txt").string();
-  EXPECT_EQ(Shell("grep -q 'do_syscall_64' " + cr).status, 0);
-  EXPECT_EQ(Shell("grep -q 'kmod_write' " + cr).status, 0);
+  EXPECT_EQ(RunShell("grep -q 'do_syscall_64' " + cr).status, 0);
+  EXPECT_EQ(RunShell("grep -q 'kmod_write' " + cr).status, 0);
 }
 
 TEST(KernelPerfInterop, KernelOnlyScopeAgrees) {

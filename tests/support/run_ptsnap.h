@@ -3,11 +3,11 @@
 #pragma once
 
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <cstdio>
 #include <cstdlib>
 #include <string>
+
+#include "tests/support/shell.h"
 
 namespace ptsnap::testing {
 
@@ -30,13 +30,9 @@ inline PtsnapRun RunPtsnap(const std::string& args, const PtsnapRunOptions& opts
   std::string cmd;
   if (!opts.cwd.empty()) cmd = "cd '" + opts.cwd + "' && ";
   cmd += std::string("'") + bin + "' " + args + (opts.stdout_only ? " 2>/dev/null" : " 2>&1");
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  int status = ::pclose(p);
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  const ShellRun run = RunShellRaw(cmd);
+  r.rc = run.status;
+  r.out = run.out;
   return r;
 }
 
