@@ -39,31 +39,6 @@ constexpr uint64_t kTscShift = 1000000;
 constexpr uint64_t kPtIdBase = 100;
 constexpr uint32_t kNone = 0xffffffffu;  // -1 as u32 (tid/cpu unknown)
 
-// First TSC packet of a stream, as perf clock ns; nullopt when there is none.
-std::optional<uint64_t> FirstTscTime(std::string_view bytes, const trace::TimeConv& tc) {
-  if (bytes.empty()) return std::nullopt;
-  pt_config config;
-  pt_config_init(&config);
-  config.begin = reinterpret_cast<uint8_t*>(const_cast<char*>(bytes.data()));
-  config.end = config.begin + bytes.size();
-  pt_packet_decoder* dec = pt_pkt_alloc_decoder(&config);
-  if (dec == nullptr) return std::nullopt;
-  std::optional<uint64_t> out;
-  if (pt_pkt_sync_forward(dec) >= 0) {
-    pt_packet pkt;
-    for (int n = 0; n < (1 << 20); ++n) {
-      int r = pt_pkt_next(dec, &pkt, sizeof pkt);
-      if (r < 0) break;
-      if (pkt.type == ppt_tsc) {
-        out = trace::TscToPerfTime(tc, pkt.payload.tsc.tsc);
-        break;
-      }
-    }
-  }
-  pt_pkt_free_decoder(dec);
-  return out;
-}
-
 // Raw TSC value of the first TSC packet; nullopt when there is none.
 std::optional<uint64_t> FirstTsc(std::string_view bytes) {
   if (bytes.empty()) return std::nullopt;
@@ -85,6 +60,13 @@ std::optional<uint64_t> FirstTsc(std::string_view bytes) {
   }
   pt_pkt_free_decoder(dec);
   return out;
+}
+
+// First TSC packet of a stream, as perf clock ns; nullopt when there is none.
+std::optional<uint64_t> FirstTscTime(std::string_view bytes, const trace::TimeConv& tc) {
+  auto tsc = FirstTsc(bytes);
+  if (!tsc) return std::nullopt;
+  return trace::TscToPerfTime(tc, *tsc);
 }
 
 // Adds `k` to every TSC packet of `bytes` (opcode 0x19, then 7 bytes of TSC,
