@@ -55,8 +55,12 @@ class DecodeEmulated : public ::testing::Test {
   std::string Run(std::vector<std::string> cmd, DecodeReport* report_out = nullptr,
                   const std::string& suffix = ".events") {
     record::RecordOptions o;
-    o.command = std::move(cmd);
     o.full_execution = true;
+    return Run(std::move(cmd), o, report_out, suffix);
+  }
+  std::string Run(std::vector<std::string> cmd, record::RecordOptions o,
+                  DecodeReport* report_out = nullptr, const std::string& suffix = ".events") {
+    o.command = std::move(cmd);
     auto dir = tmp_.path() / ("t" + std::to_string(n_++));
     auto r = emulate::RecordEmulated(o, dir);
     EXPECT_THAT(r, HasValue());
@@ -235,6 +239,36 @@ TEST_F(DecodeEmulated, SignalHandlersNestAboveTheInterruptedFrame) {
   EXPECT_GE(in_main, 10);     // the busy loop's frame stays open below SIGALRM's
   EXPECT_EQ(rep.decode.errors, 0u);
   EXPECT_EQ(rep.model.inferred, 0u);
+}
+
+size_t CountLines(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
+// The AUX ring is not cleared between the snapshots of a --multi-snapshot
+// recording, so each snapshot here still holds everything before it. The
+// decode shows each stretch once: as many fib slices as one snapshot at
+// exit, not the sum over the four snapshots (perf removes the overlap too).
+TEST_F(DecodeEmulated, OverlappingSnapshotsAreShownOnce) {
+  record::RecordOptions once;  // one snapshot, at exit
+  DecodeReport one;
+  std::string single = Run({PTSNAP_EMU_STOP_INDICATOR, "3"}, once, &one);
+  ASSERT_EQ(exit_code_, 0);
+  record::RecordOptions multi;
+  multi.trigger = ".";
+  multi.multi_snapshot = true;
+  DecodeReport rep;
+  std::string text = Run({PTSNAP_EMU_STOP_INDICATOR, "3"}, multi, &rep);
+  ASSERT_EQ(exit_code_, 0);
+  EXPECT_EQ(rep.streams, 4u);
+  const size_t fib_once = CountLines(single, " B fib");
+  EXPECT_EQ(fib_once, 1973u + 3 * 177u) << "fib(15) then fib(10) three times";
+  EXPECT_EQ(CountLines(text, " B fib"), fib_once);
+  EXPECT_GT(rep.overlap_events_skipped, 0u);
+  EXPECT_EQ(rep.decode.errors, 0u);
+  EXPECT_EQ(CountLines(text, "[snapshot "), 4u);
 }
 
 }  // namespace

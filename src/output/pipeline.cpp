@@ -144,7 +144,27 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
   std::map<uint32_t, const trace::Snapshot*> snaps;
   for (const auto& sn : m.snapshots) snaps[sn.seq] = &sn;
   uint64_t last_progress = 0;
+  // Snapshot mode keeps the AUX ring between snapshots, so a thread's later
+  // snapshot can repeat the end of its earlier one: per thread, the last
+  // time decoded in earlier snapshots (`covered`) and in this one (`seen`).
+  // Events at or before `covered` are that repeat and are skipped; the
+  // stack after the cut is inferred as after a decode error.
+  std::map<std::pair<int32_t, int32_t>, uint64_t> covered, seen;
+  const bool skip_overlap = m.mode == trace::Mode::kSnapshot;
+  auto end_snapshot_segment = [&] {
+    for (const auto& [thread, t] : seen) covered[thread] = std::max(covered[thread], t);
+    seen.clear();
+  };
   auto on_event = [&](const decode::BranchEvent& e) {
+    if (skip_overlap && e.time != 0) {
+      const auto thread = std::make_pair(e.pid, e.tid);
+      if (auto c = covered.find(thread); c != covered.end() && e.time <= c->second) {
+        report.overlap_events_skipped++;
+        return;
+      }
+      uint64_t& last = seen[thread];
+      last = std::max(last, e.time);
+    }
     if (e.tid != model.tid() || e.pid != model.pid()) model.SwitchThread(e.pid, e.tid);
     if (e.space != model.space()) model.SetSpace(e.space, decoder->SpaceIsExec(e.space));
     model.OnEvent(e);
@@ -191,6 +211,7 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
         model.MarkerOnEveryThread(snaps[s.snapshot]->time, name);
       }
       model.EndSegment();
+      end_snapshot_segment();
       if (options.progress) options.progress(done_bytes, total_bytes);
       i = j;
       continue;
@@ -213,6 +234,7 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
       model.Marker(snaps[s.snapshot]->time, name);
     }
     model.EndSegment();
+    end_snapshot_segment();
     if (options.progress) options.progress(done_bytes, total_bytes);
   }
   bool have_triggers = false;
@@ -270,6 +292,10 @@ std::string FormatReport(const DecodeReport& r) {
             ? ", aborted TSX transactions (dropped): " + std::to_string(r.decode.tsx_aborts)
             : std::string()) +
        ".");
+  if (r.overlap_events_skipped != 0) {
+    line("Snapshot overlap: " + std::to_string(r.overlap_events_skipped) +
+         " events already shown by an earlier snapshot of the same thread were skipped.");
+  }
   size_t shown = 0;
   for (const auto& w : r.warnings) {
     if (++shown > 10) {

@@ -38,6 +38,10 @@ struct DecodeReport {
   uint64_t lost_bytes = 0;     // PT bytes dropped (full mode)
   uint64_t sideband_torn = 0;  // bytes of a torn sideband tail
   uint64_t streams = 0, missing_streams = 0;
+  // Snapshot mode: events of a thread at or before the time an earlier
+  // snapshot of it already covered (the AUX ring is not cleared between
+  // snapshots), skipped so that stretch is not shown twice.
+  uint64_t overlap_events_skipped = 0;
   std::vector<std::string> warnings;
 };
 
