@@ -11,6 +11,7 @@
 #include "base/string_util.h"
 #include "decode/test_stream.h"
 #include "output/fxt_reader.h"
+#include "tests/support/golden.h"
 #include "tests/support/result_matchers.h"
 #include "tests/support/temp_dir.h"
 #include "trace/trace_dir.h"
@@ -51,12 +52,7 @@ std::string Golden(const std::string& name) {
 // Compares with tests/data/decoder/NAME; PTSNAP_UPDATE_GOLDEN=1 rewrites it
 // (docs/decoding.md, "Golden files").
 void ExpectGolden(const std::string& actual, const std::string& name) {
-  if (std::getenv("PTSNAP_UPDATE_GOLDEN") != nullptr) {
-    std::ofstream(Golden(name), std::ios::binary) << actual;
-  }
-  auto expected = base::ReadFile(Golden(name));
-  ASSERT_THAT(expected, HasValue());
-  EXPECT_EQ(actual, *expected) << "regenerate with PTSNAP_UPDATE_GOLDEN=1 if intended";
+  ::ptsnap::testing::ExpectGoldenFile(actual, Golden(name));
 }
 
 std::vector<std::string> Lines(const std::string& text, const std::string& needle) {

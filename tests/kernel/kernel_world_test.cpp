@@ -31,6 +31,7 @@
 #include "support/result_matchers.h"
 #include "support/temp_dir.h"
 #include "sys/cpuid.h"
+#include "tests/support/golden.h"
 #include "trace/perf_record.h"
 #include "trace/trace_dir.h"
 
@@ -55,12 +56,7 @@ std::string Golden(const std::string& name) {
 
 // Compares with tests/data/kernel/NAME; PTSNAP_UPDATE_GOLDEN=1 rewrites it.
 void ExpectGolden(const std::string& actual, const std::string& name) {
-  if (std::getenv("PTSNAP_UPDATE_GOLDEN") != nullptr) {
-    std::ofstream(Golden(name), std::ios::binary) << actual;
-  }
-  auto expected = base::ReadFile(Golden(name));
-  ASSERT_THAT(expected, HasValue()) << Golden(name);
-  EXPECT_EQ(actual, *expected) << "regenerate with PTSNAP_UPDATE_GOLDEN=1 if intended";
+  ::ptsnap::testing::ExpectGoldenFile(actual, Golden(name));
 }
 
 struct Decoded {
