@@ -1,6 +1,7 @@
 #include "output/pipeline.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <set>
@@ -151,19 +152,31 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
   // stack after the cut is inferred as after a decode error.
   std::map<std::pair<int32_t, int32_t>, uint64_t> covered, seen;
   const bool skip_overlap = m.mode == trace::Mode::kSnapshot;
+  // The thread of the previous event and its entries: events come in runs
+  // of one thread, so the maps are looked up once per run, not per event.
+  struct {
+    std::pair<int32_t, int32_t> thread{INT32_MIN, INT32_MIN};
+    const uint64_t* covered = nullptr;  // null: no earlier snapshot of it
+    uint64_t* seen = nullptr;
+  } run;
   auto end_snapshot_segment = [&] {
     for (const auto& [thread, t] : seen) covered[thread] = std::max(covered[thread], t);
     seen.clear();
+    run = {};
   };
   auto on_event = [&](const decode::BranchEvent& e) {
     if (skip_overlap && e.time != 0) {
-      const auto thread = std::make_pair(e.pid, e.tid);
-      if (auto c = covered.find(thread); c != covered.end() && e.time <= c->second) {
+      if (const auto thread = std::make_pair(e.pid, e.tid); thread != run.thread) {
+        auto c = covered.find(thread);
+        run.thread = thread;
+        run.covered = c == covered.end() ? nullptr : &c->second;
+        run.seen = &seen[thread];
+      }
+      if (run.covered != nullptr && e.time <= *run.covered) {
         report.overlap_events_skipped++;
         return;
       }
-      uint64_t& last = seen[thread];
-      last = std::max(last, e.time);
+      *run.seen = std::max(*run.seen, e.time);
     }
     if (e.tid != model.tid() || e.pid != model.pid()) model.SwitchThread(e.pid, e.tid);
     if (e.space != model.space()) model.SetSpace(e.space, decoder->SpaceIsExec(e.space));
