@@ -52,6 +52,11 @@ struct pt_config MakePtConfig(const trace::Manifest& m) {
   cfg.nom_freq = static_cast<uint8_t>(m.pt.nom_freq);
   cfg.flags.variant.block.end_on_call = 1;
   cfg.flags.variant.block.end_on_jump = 1;
+  // A tick event wherever a timing packet changed the time at a TNT or TIP:
+  // it names the branch the time belongs to, so events between two such
+  // points can be placed by the instructions retired (docs/decoding.md,
+  // "Timestamps").
+  cfg.flags.variant.block.enable_tick_events = 1;
   if (m.pt.addr0_a != 0 || m.pt.addr0_b != 0) {
     // IA32_RTIT_CTL.ADDR0_CFG: 1 = filter (trace only inside ADDR0); libipt 2.0
     // keeps the enum private (pt_addr_cfg_filter).
@@ -127,6 +132,14 @@ PtDecoder::~PtDecoder() {
   for (auto& [pid, image] : images_) pt_image_free(image);
   pt_image_free(kernel_image_);
   pt_iscache_free(iscache_);
+}
+
+uint64_t PtDecoder::MtcPeriodNs() const {
+  const trace::CpuId& c = manifest_.cpu;
+  if (!manifest_.pt.mtc || c.cpuid_15_eax == 0 || c.cpuid_15_ebx == 0) return 0;
+  const uint64_t tsc = (uint64_t{c.cpuid_15_ebx} << std::min<uint32_t>(manifest_.pt.mtc_freq, 15)) /
+                       c.cpuid_15_eax;
+  return TscToNs(tsc) - TscToNs(0);
 }
 
 uint64_t PtDecoder::TscToNs(uint64_t tsc) const {
@@ -526,6 +539,8 @@ Result<std::unique_ptr<PtDecoder>> PtDecoder::Create(const std::filesystem::path
 
 namespace {
 
+__extension__ typedef unsigned __int128 Uint128;
+
 // One stream's decode state, as a resumable state machine: Step() does one
 // unit of work (a sync, one event or one block). Events go to the sink
 // directly or, for per-CPU streams merged by time, to a small queue.
@@ -540,7 +555,8 @@ class StreamDecoder {
         cpu_(cpu),
         thread_(thread),
         sink_(sink),
-        stats_(owner->mutable_stats()) {}
+        stats_(owner->mutable_stats()),
+        cycle_accurate_(owner->cycle_accurate()) {}
   ~StreamDecoder() { pt_blk_free_decoder(dec_); }
   StreamDecoder(const StreamDecoder&) = delete;
   StreamDecoder& operator=(const StreamDecoder&) = delete;
@@ -559,6 +575,14 @@ class StreamDecoder {
 
  private:
   enum class State : uint8_t { kSync, kSegment, kDone };
+  // An event waiting for its time (ResolvePending).
+  struct Pending {
+    BranchEvent e;
+    uint64_t pos = 0;    // instructions retired before the event
+    uint64_t lower = 0;  // gap events: libipt's time there
+    bool gap = false;
+    bool tx = false;  // speculative (TSX): dropped if the transaction aborts
+  };
 
   bool Step() {
     if (state_ == State::kSegment) {
@@ -608,6 +632,7 @@ class StreamDecoder {
   }
   bool Done() {
     DropTransaction();  // its outcome is not in the trace
+    ResolvePending(0, /*have_next=*/false);
     state_ = State::kDone;
     return false;
   }
@@ -652,19 +677,104 @@ class StreamDecoder {
   void Advance(uint64_t ns) {
     if (ns > last_time_) last_time_ = ns;  // monotone per stream
   }
-  void Emit(BranchEvent& e) {
+  // Events wait in pending_ until the next time anchor places them
+  // (docs/decoding.md, "Timestamps"). `gap`: tracing stops at the event (a
+  // disable, an error, an overflow) and the next anchor may lie after time
+  // the trace does not cover; `lower` is then the time libipt knew there.
+  void Emit(BranchEvent& e, bool gap = false, uint64_t lower = 0) {
     e.insns = insns_;
     insns_ = 0;
     e.pid = thread_.pid;
     e.tid = thread_.tid;
     e.space = space_;
-    if (in_tx_) {
+    pending_.push_back(Pending{e, pos_, lower, gap, in_tx_});
+    if (pending_.size() >= kMaxPending) ResolvePending(0, /*have_next=*/false);
+  }
+  // A time anchor: `time` is the time after the first `pos` instructions of
+  // the stream. Places the pending events between the previous anchor and
+  // this one by the instructions retired before each.
+  void Anchor(uint64_t pos, uint64_t time) {
+    if (have_anchor_ && time < anchor_time_) time = anchor_time_;
+    if (have_anchor_ && !gap_since_anchor_ && pos > anchor_pos_)
+      owner_->AddRate(time - anchor_time_, pos - anchor_pos_);
+    ResolvePending(time, /*have_next=*/true, pos);
+    have_anchor_ = true;
+    anchor_pos_ = pos;
+    anchor_time_ = time;
+    gap_since_anchor_ = false;
+  }
+  // Assigns times to every pending event and delivers them. With
+  // `have_next`, the next anchor (next_pos, next_time) bounds them; without
+  // (end of stream), times are extrapolated at the decoder's rate.
+  void ResolvePending(uint64_t next_time, bool have_next, uint64_t next_pos = 0) {
+    if (pending_.empty()) return;
+    uint64_t p0 = anchor_pos_, t0 = anchor_time_;
+    if (!have_anchor_) {
+      // Nothing before the first anchor says when these ran.
+      p0 = pending_.front().pos;
+      const uint64_t lower = pending_.front().lower;
+      t0 = !have_next ? lower : lower != 0 ? std::min(lower, next_time) : next_time;
+    }
+    size_t i = 0;
+    while (i < pending_.size()) {
+      // Up to and including the next event where tracing stopped.
+      size_t g = i;
+      while (g < pending_.size() && !pending_[g].gap) ++g;
+      uint64_t p1 = next_pos, t1 = next_time;
+      bool bounded = have_next;
+      if (g < pending_.size()) {
+        // Tracing stopped at pending_[g]: the time up to the next anchor
+        // may be time away from the trace, so its time is the lower bound
+        // libipt had, or where the instructions since the last anchor lead
+        // at the measured rate, whichever is later, but never after the
+        // next anchor.
+        p1 = pending_[g].pos;
+        t1 = std::max(Extrapolate(p0, t0, p1), pending_[g].lower);
+        if (have_next) t1 = std::min(t1, next_time);
+        t1 = std::max(t1, t0);
+        bounded = true;
+        gap_since_anchor_ = true;
+      }
+      const size_t end = g < pending_.size() ? g + 1 : pending_.size();
+      for (; i < end; ++i) {
+        Pending& pe = pending_[i];
+        uint64_t t;
+        if (!bounded) {
+          t = Extrapolate(p0, t0, pe.pos);
+        } else if (p1 <= p0 || pe.pos <= p0) {
+          t = t0;
+        } else {
+          t = t0 + static_cast<uint64_t>(static_cast<Uint128>(t1 - t0) * (pe.pos - p0) / (p1 - p0));
+        }
+        pe.e.time = t;
+        Place(pe);
+      }
+      if (g < pending_.size()) {
+        p0 = p1;
+        t0 = t1;
+      }
+    }
+    pending_.clear();
+    // Where the placed events leave off: the next events continue from here.
+    if (have_anchor_ || have_next) {
+      anchor_pos_ = p0;
+      anchor_time_ = t0;
+      have_anchor_ = true;
+    }
+  }
+  uint64_t Extrapolate(uint64_t p0, uint64_t t0, uint64_t p) const {
+    const double rate = owner_->Rate();
+    if (rate <= 0 || p <= p0) return t0;
+    return t0 + static_cast<uint64_t>(static_cast<double>(p - p0) * rate);
+  }
+  void Place(const Pending& pe) {
+    if (pe.tx) {
       // TSX: held until the transaction commits, dropped if it aborts
       // (magic-trace's rule).
-      tx_.push_back(e);
+      tx_.push_back(pe.e);
       return;
     }
-    Deliver(e);
+    Deliver(pe.e);
   }
   void Deliver(const BranchEvent& e) {
     stats_.events++;
@@ -678,10 +788,12 @@ class StreamDecoder {
     in_tx_ = false;
     for (const BranchEvent& e : tx_) Deliver(e);
     tx_.clear();
+    for (Pending& pe : pending_) pe.tx = false;
   }
   void DropTransaction() {
     in_tx_ = false;
     tx_.clear();
+    std::erase_if(pending_, [](const Pending& pe) { return pe.tx; });
   }
   // An event's own time when libipt has one: by the time an event is
   // returned, pt_blk_time() may already have read ahead to a later timing
@@ -692,16 +804,41 @@ class StreamDecoder {
     return last_time_;
   }
   void Emit(BranchKind kind, uint64_t from, uint64_t to, bool syscall = false) {
-    Emit(kind, from, to, syscall, Now());
-  }
-  void Emit(BranchKind kind, uint64_t from, uint64_t to, bool syscall, uint64_t time) {
     BranchEvent e;
     e.kind = kind;
-    e.time = time;
     e.from = from;
     e.to = to;
     e.syscall = syscall;
     Emit(e);
+  }
+  // An event where tracing stops, at libipt's time `time` for it. When no
+  // timing packet came since the last anchor, that time is stale, and the
+  // event is placed when the next anchor is known (ResolvePending).
+  void EmitStop(BranchKind kind, uint64_t from, bool syscall, uint64_t time, bool known) {
+    // A time later than the last anchor came from a timing packet since: a
+    // CYC just before the event's packet, or a TSC (exact), or an MTC (the
+    // event lies within one MTC period after it, as for a tick).
+    if (known && (!have_anchor_ || time > anchor_time_)) Anchor(pos_, TickTime(time));
+    BranchEvent e;
+    e.kind = kind;
+    e.from = from;
+    e.syscall = syscall;
+    Emit(e, /*gap=*/true, time);
+  }
+  // The time of the branch a tick names. With CYC it is the branch's own.
+  // Without, the tick's time is an MTC's that came before the branch's
+  // packet, and the next MTC came after it: the branch retired in
+  // [time, time + MTC period). Where the instructions since the last
+  // anchor lead at the measured rate, within that window.
+  uint64_t TickTime(uint64_t time) const {
+    const uint64_t period = owner_->MtcPeriodNs();
+    if (cycle_accurate_ || period == 0 || !have_anchor_) return time;
+    return std::clamp(Extrapolate(anchor_pos_, anchor_time_, pos_), time, time + period - 1);
+  }
+  // An event with its own fresh time (a TSC just before a TIP.PGE, a PSB+):
+  // an anchor.
+  void AnchorAt(uint64_t time) {
+    if (!have_anchor_ || time > anchor_time_) Anchor(pos_, time);
   }
   void Error(int status) {
     DropTransaction();  // magic-trace: an error inside a transaction drops it
@@ -709,7 +846,6 @@ class StreamDecoder {
     if (pt_errcode(status) == pte_nomap) stats_.nomap_errors++;
     BranchEvent e;
     e.kind = BranchKind::kError;
-    e.time = Now();
     e.from = have_prev_ ? prev_end_ : 0;
     e.message = pt_errstr(pt_errcode(status));
     if (pt_errcode(status) == pte_nomap && have_prev_) {
@@ -718,7 +854,7 @@ class StreamDecoder {
       e.message += buf;
     }
     have_prev_ = false;
-    Emit(e);
+    Emit(e, /*gap=*/true, Now());
   }
 
   void HandleBlock(const struct pt_block& b) {
@@ -737,6 +873,7 @@ class StreamDecoder {
       Emit(kind, prev_end_, b.ip);
     }
     insns_ += b.ninsn;
+    pos_ += b.ninsn;
     have_prev_ = true;
     prev_end_ = b.end_ip;
     prev_iclass_ = b.iclass;
@@ -749,33 +886,48 @@ class StreamDecoder {
       case ptev_enabled: {
         have_prev_ = false;
         uint64_t t = EventTime(ev);
+        if (ev.has_tsc) AnchorAt(t);   // the TSC before the TIP.PGE
         Retarget(t, /*thread=*/true);  // a context switch shows as a gap in the trace
-        Emit(BranchKind::kEnable, 0, ev.ip_suppressed ? 0 : ev.variant.enabled.ip, false, t);
+        Emit(BranchKind::kEnable, 0, ev.ip_suppressed ? 0 : ev.variant.enabled.ip, false);
         break;
       }
       case ptev_disabled:
-        Emit(BranchKind::kDisable, have_prev_ ? prev_end_ : 0, 0,
-             have_prev_ && prev_iclass_ == ptic_far_call, EventTime(ev));
+        EmitStop(BranchKind::kDisable, have_prev_ ? prev_end_ : 0,
+                 have_prev_ && prev_iclass_ == ptic_far_call, EventTime(ev), ev.has_tsc);
         have_prev_ = false;
         break;
       case ptev_async_disabled:
-        Emit(BranchKind::kDisable, ev.variant.async_disabled.at, 0, false, EventTime(ev));
+        EmitStop(BranchKind::kDisable, ev.variant.async_disabled.at, false, EventTime(ev),
+                 ev.has_tsc);
         have_prev_ = false;
         break;
-      case ptev_async_branch:
+      case ptev_async_branch: {
+        uint64_t t = EventTime(ev);
+        if (cycle_accurate_ && ev.has_tsc) AnchorAt(t);
         Emit(BranchKind::kInterrupt, ev.variant.async_branch.from, ev.variant.async_branch.to,
-             false, EventTime(ev));
+             false);
         have_prev_ = false;
         break;
+      }
       case ptev_overflow: {
         DropTransaction();
         stats_.overflows++;
         uint64_t t = EventTime(ev);
+        // Trace was lost before the overflow, for a time nothing measures:
+        // the events before it (and the marker) end where the instructions
+        // since the last anchor lead; tracing resumes at the overflow's time.
+        BranchEvent e;
+        e.kind = BranchKind::kOverflow;
+        e.to = ev.ip_suppressed ? 0 : ev.variant.overflow.ip;
+        Emit(e, /*gap=*/true, 0);
+        if (ev.has_tsc) AnchorAt(t);
         Retarget(t, /*thread=*/true);
-        Emit(BranchKind::kOverflow, 0, ev.ip_suppressed ? 0 : ev.variant.overflow.ip, false, t);
         have_prev_ = false;
         break;
       }
+      case ptev_tick:
+        if (ev.has_tsc) AnchorAt(TickTime(owner_->TscToNs(ev.tsc)));
+        break;
       case ptev_tsx:
         if (ev.variant.tsx.aborted) {
           // The speculative work never happened. The next block starts at
@@ -792,7 +944,7 @@ class StreamDecoder {
         }
         break;
       case ptev_stop:
-        Emit(BranchKind::kStop, have_prev_ ? prev_end_ : 0, 0, false, EventTime(ev));
+        EmitStop(BranchKind::kStop, have_prev_ ? prev_end_ : 0, false, EventTime(ev), ev.has_tsc);
         have_prev_ = false;
         break;
       case ptev_paging:  // CR3 write: on a per-CPU stream, maybe another process
@@ -807,9 +959,11 @@ class StreamDecoder {
       case ptev_pwre:
       case ptev_pwrx:
       case ptev_ptwrite:
-      case ptev_tick:
       case ptev_cbr:
-      case ptev_mnt: break;
+      case ptev_mnt:
+        // Status events of a PSB+ carry its TSC: the time at this position.
+        if (ev.has_tsc) AnchorAt(owner_->TscToNs(ev.tsc));
+        break;
     }
   }
 
@@ -832,6 +986,15 @@ class StreamDecoder {
   enum pt_insn_class prev_iclass_ = ptic_error;
   uint64_t last_time_ = 0;
   uint64_t insns_ = 0;
+  // Time placement (ResolvePending): instructions decoded so far, the last
+  // anchor, and the events waiting for the next one.
+  static constexpr size_t kMaxPending = 1 << 16;  // bounded memory without timing packets
+  const bool cycle_accurate_;
+  uint64_t pos_ = 0;
+  bool have_anchor_ = false;
+  bool gap_since_anchor_ = false;
+  uint64_t anchor_pos_ = 0, anchor_time_ = 0;
+  std::vector<Pending> pending_;
   bool in_tx_ = false;
   std::vector<BranchEvent> tx_;
   std::deque<BranchEvent> queue_;

@@ -160,6 +160,21 @@ class PtDecoder {
   [[nodiscard]] const DecodeStats& stats() const { return stats_; }
   [[nodiscard]] DecodeStats& mutable_stats() { return stats_; }
   [[nodiscard]] uint64_t TscToNs(uint64_t tsc) const;
+  // Whether the trace has CYC packets (manifest pt.cyc): then libipt's time
+  // at an event packet is that packet's own (docs/decoding.md, "Timestamps").
+  [[nodiscard]] bool cycle_accurate() const { return manifest_.pt.cyc; }
+  // Perf-clock ns between two MTC packets (0 without MTC or CPUID.15H).
+  [[nodiscard]] uint64_t MtcPeriodNs() const;
+  // The perf-clock ns per instruction measured so far between time anchors
+  // with no gap in the trace (0 while unknown), over every stream of this
+  // decoder: it places events where tracing stops without a timing packet.
+  void AddRate(uint64_t ns, uint64_t insns) {
+    rate_ns_ += ns;
+    rate_insns_ += insns;
+  }
+  [[nodiscard]] double Rate() const {
+    return rate_insns_ == 0 ? 0.0 : static_cast<double>(rate_ns_) / static_cast<double>(rate_insns_);
+  }
   // The class of `block`'s last instruction, read from the image section
   // that holds it. libipt leaves `block.iclass` at ptic_error for blocks it
   // serves from its block cache that end in an indirect jump or a far
@@ -241,6 +256,7 @@ class PtDecoder {
   std::unordered_map<int32_t, std::vector<struct pt_image*>> poked_images_;  // [k - 1]
   Symbolizer symbolizer_;
   DecodeStats stats_;
+  uint64_t rate_ns_ = 0, rate_insns_ = 0;
 };
 
 }  // namespace ptsnap::decode

@@ -24,7 +24,9 @@
 #include "base/file_util.h"
 #include "base/log.h"
 #include "base/unique_fd.h"
+#include "sys/pmu.h"
 #include "emulate/events.h"
+#include "emulate/virtual_cpu.h"
 #include "trace/trace_dir.h"
 
 #ifndef PTSNAP_QEMU_PLUGIN_BUILD_PATH
@@ -39,9 +41,6 @@ namespace {
 
 constexpr const char* kPluginName = "libptsnap_qemu.so";
 
-// The virtual CPU the emulated source claims to be (libipt knows its errata:
-// none applies to what the emulator writes).
-constexpr uint32_t kCpuFamily = 6, kCpuModel = 0x9e, kCpuStepping = 9;
 
 std::optional<fs::path> SearchPath(const std::string& name) {
   const char* path = std::getenv("PATH");
@@ -236,7 +235,40 @@ Result<void> CheckElf(const fs::path& p) {
   return Ok();
 }
 
+sys::PmuInfo VirtualPmu() {
+  sys::PmuInfo pmu;
+  pmu.name = "intel_pt";
+  pmu.present = true;
+  pmu.type = kVirtualPmuType;
+  // The format terms and caps of a Kaby Lake's intel_pt PMU (Linux 6.x).
+  for (auto [term, bits] : {std::pair{"pt", "config:0"}, {"cyc", "config:1"}, {"mtc", "config:9"},
+                            {"tsc", "config:10"}, {"noretcomp", "config:11"},
+                            {"branch", "config:13"}, {"mtc_period", "config:14-17"},
+                            {"cyc_thresh", "config:19-22"}, {"psb_period", "config:24-27"}}) {
+    auto t = sys::ParseFormatTerm(bits);
+    if (t) pmu.format[term] = *t;
+  }
+  pmu.caps = {{"psb_cyc", 1},          {"mtc", 1},           {"ip_filtering", 1},
+              {"mtc_periods", 0x249},  {"cycle_thresholds", 0x3fff},
+              {"psb_periods", 0x3f},   {"num_address_ranges", 2}};
+  pmu.max_nonturbo_ratio = kNominalRatio;
+  pmu.tsc_art_ratio = sys::TscArtRatio{kCpuid15Ebx, kCpuid15Eax};
+  return pmu;
+}
+
 }  // namespace
+
+Result<perf::PtAttr> EmulatedPtAttr(const record::TimerResolution& timer) {
+  perf::PtAttrOptions o;
+  o.timing.preset = timer.preset;
+  o.timing.cyc = timer.cyc;
+  o.timing.mtc = timer.mtc;
+  o.timing.noretcomp = timer.noretcomp;
+  o.timing.cyc_thresh = timer.cyc_thresh;
+  o.timing.mtc_period = timer.mtc_period;
+  o.timing.psb_period = timer.psb_period;
+  return perf::BuildPtAttr(VirtualPmu(), o);
+}
 
 Result<int> RecordEmulated(const record::RecordOptions& opts, const fs::path& trace_dir) {
   if (opts.scope != record::TraceScope::kUser)
@@ -267,16 +299,24 @@ Result<int> RecordEmulated(const record::RecordOptions& opts, const fs::path& tr
                  ": --emulate needs QEMU 7.x (plugin API version 1), e.g. Debian 12's qemu-user");
   PTSNAP_ASSIGN_OR_RETURN(fs::path plugin, FindPlugin());
 
-  // Plugin arguments.
+  // Plugin arguments. Timing packets as the hardware event would be
+  // configured for --timer-resolution on the virtual CPU.
+  PTSNAP_ASSIGN_OR_RETURN(perf::PtAttr attr, EmulatedPtAttr(opts.timer));
+  for (const auto& w : attr.warnings) PTSNAP_LOG(kWarning) << w;
+  const perf::PtTimingResolved& timing = attr.timing;
   const uint64_t snapshot_size = opts.snapshot_size ? opts.snapshot_size : uint64_t{4} << 20;
-  const uint32_t psb_raw = opts.timer.psb_period.value_or(1);
+  const uint32_t psb_raw = timing.psb_period;
   const uint64_t psb_bytes = uint64_t{1} << std::min<uint32_t>(11 + psb_raw, 20);
-  const bool noretcomp = opts.timer.noretcomp.value_or(false);
+  const bool noretcomp = timing.noretcomp;
   std::vector<std::string> pargs;
   pargs.push_back("mode=" + std::string(opts.full_execution ? "full" : "snapshot"));
   pargs.push_back("size=" + std::to_string(snapshot_size));
   pargs.push_back("psb=" + std::to_string(psb_bytes));
   pargs.push_back(std::string("retcomp=") + (noretcomp ? "0" : "1"));
+  pargs.push_back(std::string("mtc=") + (timing.mtc ? "1" : "0"));
+  pargs.push_back("mtc_freq=" + std::to_string(timing.mtc_period));
+  pargs.push_back(std::string("cyc=") + (timing.cyc ? "1" : "0"));
+  pargs.push_back("cyc_thresh=" + std::to_string(timing.cyc_thresh));
   pargs.push_back(std::string("multi=") + (opts.multi_snapshot ? "1" : "0"));
   if (std::getenv("PTSNAP_EMULATE_HASH") != nullptr) pargs.push_back("hash=1");
   if (opts.duration) pargs.push_back("duration_ms=" + std::to_string(opts.duration->count()));
@@ -320,8 +360,14 @@ Result<int> RecordEmulated(const record::RecordOptions& opts, const fs::path& tr
   utsname u{};
   ::uname(&u);
   m.kernel_release = u.release;
-  m.cpu = {"GenuineIntel", kCpuFamily, kCpuModel, kCpuStepping, 0, 0};
-  m.pt.tsc = true;
+  m.cpu = {"GenuineIntel", kCpuFamily, kCpuModel, kCpuStepping, kCpuid15Eax, kCpuid15Ebx};
+  m.pt.pmu_type = attr.attr.type;
+  m.pt.config = attr.attr.config;
+  m.pt.tsc = timing.tsc;
+  m.pt.mtc = timing.mtc;
+  m.pt.mtc_freq = timing.mtc_period;
+  m.pt.cyc = timing.cyc;
+  m.pt.nom_freq = kNominalRatio;
   m.pt.noretcomp = noretcomp;
   m.pt.psb_period = psb_raw;
   m.scope = trace::Scope::kUser;
@@ -331,7 +377,8 @@ Result<int> RecordEmulated(const record::RecordOptions& opts, const fs::path& tr
   m.time_conv = {0, 1, 0, true};
   m.emulator = "qemu-x86_64 " + version +
                " + ptsnap TCG plugin; virtual Intel family 6 model 0x9e (Kaby Lake); virtual TSC "
-               "= 1 tick per retired instruction, perf clock 1 ns per tick";
+               "= 1 tick per retired instruction of the thread, perf clock 1 ns per tick, "
+               "core at the TSC rate (CBR 10), 25 MHz crystal (TSC:CTC 40:1)";
   PTSNAP_ASSIGN_OR_RETURN(trace::TraceWriter writer, trace::TraceWriter::Create(trace_dir, m));
   fs::path work = trace_dir / "emulator-work";
   std::error_code ec;

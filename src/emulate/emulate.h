@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <string>
 
+#include "perf/attr.h"
 #include "ptsnap/result.h"
 #include "record/options.h"
 
@@ -18,6 +19,12 @@ namespace ptsnap::emulate {
 // requested (refused), the command not found, the trace directory unwritable.
 Result<int> RecordEmulated(const record::RecordOptions& opts,
                            const std::filesystem::path& trace_dir);
+
+// The intel_pt event --timer-resolution would open on the virtual CPU the
+// emulator presents (a Kaby Lake: psb_cyc, mtc, mtc_periods 0,3,6,9, every
+// cyc_thresh, psb_periods 0-5): the same presets, defaults and errors as on
+// hardware (perf::BuildPtAttr). Its timing bits are what the plugin writes.
+Result<perf::PtAttr> EmulatedPtAttr(const record::TimerResolution& timer);
 
 // Where the pieces are (exposed for tests and the benchmark).
 // qemu-x86_64: $PTSNAP_QEMU, else PATH. Error: one line naming the fix.

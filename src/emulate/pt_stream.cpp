@@ -2,6 +2,7 @@
 
 #include <intel-pt.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -23,6 +24,9 @@ int ChooseIpCompression(uint64_t ip, uint64_t last, bool have_last) {
 }
 
 PtStream::PtStream(PtStreamOptions opts) : opts_(opts), buf_(opts.buffer_size) {
+  if (opts_.tsc_per_ctc == 0) opts_.tsc_per_ctc = 1;
+  if (opts_.cyc_thresh > 0) cyc_min_ = uint64_t{1} << std::min<uint32_t>(opts_.cyc_thresh - 1, 62);
+  mtc_step_ = uint64_t{opts_.tsc_per_ctc} << std::min<uint32_t>(opts_.mtc_freq, 15);
   pt_config cfg;
   pt_config_init(&cfg);
   cfg.begin = buf_.data();
@@ -62,8 +66,61 @@ void PtStream::IpPacket(int type, uint64_t ip) {
   have_last_ip_ = true;
 }
 
+void PtStream::Cyc(uint64_t t) {
+  // At most one CYC per cycle (SDM 33.4.2.14); below the threshold the
+  // counter keeps counting into the next CYC.
+  if (!opts_.cyc || t <= last_cyc_ || t - last_cyc_ < cyc_min_) return;
+  pt_packet p;
+  std::memset(&p, 0, sizeof(p));
+  p.type = ppt_cyc;
+  p.payload.cyc.value = t - last_cyc_;
+  Emit(p);
+  last_cyc_ = t;
+}
+
+void PtStream::EmitMtcsUpTo(uint64_t now) {
+  // A thread's clock only jumps while its tracing is off (Pge restarts the
+  // schedule), so few MTCs are ever due at once; a larger jump is written
+  // as a TSC, as hardware does after time it could not count.
+  if ((now - next_mtc_) / mtc_step_ > 4096) {
+    FlushTnt();
+    Cyc(now);
+    TscTma(now);
+    return;
+  }
+  while (next_mtc_ <= now) {
+    FlushTnt();
+    Cyc(next_mtc_);
+    pt_packet p;
+    std::memset(&p, 0, sizeof(p));
+    p.type = ppt_mtc;
+    p.payload.mtc.ctc = static_cast<uint8_t>((next_mtc_ / opts_.tsc_per_ctc) >> opts_.mtc_freq);
+    Emit(p);
+    next_mtc_ += mtc_step_;
+  }
+}
+
+void PtStream::TscTma(uint64_t tsc) {
+  pt_packet p;
+  std::memset(&p, 0, sizeof(p));
+  p.type = ppt_tsc;
+  p.payload.tsc.tsc = tsc;
+  Emit(p);
+  if (!opts_.mtc) return;
+  // TMA relates the TSC to the crystal clock: CTC[15:0] and the TSC ticks
+  // since the last CTC tick (libipt: base = TSC - FC).
+  const uint64_t ctc = tsc / opts_.tsc_per_ctc;
+  std::memset(&p, 0, sizeof(p));
+  p.type = ppt_tma;
+  p.payload.tma.ctc = static_cast<uint16_t>(ctc & 0xffff);
+  p.payload.tma.fc = static_cast<uint16_t>(tsc - ctc * opts_.tsc_per_ctc);
+  Emit(p);
+  next_mtc_ = (tsc / mtc_step_ + 1) * mtc_step_;
+}
+
 void PtStream::FlushTnt() {
   if (tnt_bits_ == 0) return;
+  Cyc(tnt_time_);  // a TNT's CYC is the retirement time of its first branch
   pt_packet p;
   std::memset(&p, 0, sizeof(p));
   p.type = tnt_bits_ <= 6 ? ppt_tnt_8 : ppt_tnt_64;
@@ -76,14 +133,21 @@ void PtStream::FlushTnt() {
 
 void PtStream::Psb(uint64_t tsc, bool enabled, uint64_t ip) {
   FlushTnt();
+  if (tsc > now_) now_ = tsc;
+  // The CYC before a PSB (the one erratum SKL168 may drop) brings the cycle
+  // counter to the TSC of the PSB+, from which libipt counts the next CYC.
+  Cyc(tsc);
   pt_packet p;
   std::memset(&p, 0, sizeof(p));
   p.type = ppt_psb;
   Emit(p);
-  std::memset(&p, 0, sizeof(p));
-  p.type = ppt_tsc;
-  p.payload.tsc.tsc = tsc;
-  Emit(p);
+  TscTma(tsc);
+  if (opts_.cbr != 0) {
+    std::memset(&p, 0, sizeof(p));
+    p.type = ppt_cbr;
+    p.payload.cbr.ratio = opts_.cbr;
+    Emit(p);
+  }
   std::memset(&p, 0, sizeof(p));
   p.type = ppt_mode;
   p.payload.mode.leaf = pt_mol_exec;
@@ -100,26 +164,38 @@ void PtStream::Psb(uint64_t tsc, bool enabled, uint64_t ip) {
 
 void PtStream::Tip(uint64_t ip) {
   FlushTnt();
+  Cyc(now_);
   IpPacket(ppt_tip, ip);
 }
 
 void PtStream::Fup(uint64_t ip) {
   FlushTnt();
+  Cyc(now_);
   IpPacket(ppt_fup, ip);
 }
 
 void PtStream::Pge(uint64_t ip, uint64_t tsc) {
   FlushTnt();
-  pt_packet p;
-  std::memset(&p, 0, sizeof(p));
-  p.type = ppt_tsc;
-  p.payload.tsc.tsc = tsc;
-  Emit(p);
+  if (tsc > now_) now_ = tsc;
+  TscTma(tsc);
+  // As when TraceEn goes 0 -> 1 (SDM table "Packet Generation under
+  // Different Enable Conditions"): TSC, TMA, CBR, TIP.PGE. The CBR matters:
+  // libipt restarts its cycle calibration at a CBR outside PSB+, which it
+  // must after MTCs that stopped while tracing was off.
+  if (opts_.cbr != 0) {
+    pt_packet p;
+    std::memset(&p, 0, sizeof(p));
+    p.type = ppt_cbr;
+    p.payload.cbr.ratio = opts_.cbr;
+    Emit(p);
+  }
+  last_cyc_ = tsc;  // TraceEn was off: the cycle counter restarts here
   IpPacket(ppt_tip_pge, ip);
 }
 
 void PtStream::PgdSuppressed() {
   FlushTnt();
+  Cyc(now_);
   pt_packet p;
   std::memset(&p, 0, sizeof(p));
   p.type = ppt_tip_pgd;

@@ -12,6 +12,18 @@
 //    calls except direct calls with zero displacement, popped only by a
 //    compressed return, and cleared at every PSB and TIP.PGD.
 //
+// Timing packets follow the SDM's rules for the configured timer options
+// (docs/emulation.md, "Time"), against the owner's clock (SetTime, in TSC
+// ticks):
+//  - TSC in every PSB+ and before every TIP.PGE; TMA after each TSC when MTC
+//    is on; CBR in PSB+ when `cbr` is set (libipt calibrates CYC from it);
+//  - MTC whenever the crystal clock (CTC = TSC / tsc_per_ctc) crosses a
+//    multiple of 2^mtc_freq, payload CTC[mtc_freq+7:mtc_freq]; pending TNT
+//    bits are flushed first, so every packet before an MTC is earlier;
+//  - CYC (cycles = TSC ticks) before each CYC-eligible packet (TNT, TIP,
+//    TIP.PGE/PGD, FUP, MTC, and before a PSB), at least 2^(cyc_thresh-1)
+//    cycles after the previous one; a TNT's CYC times its first branch.
+//
 // Bytes accumulate in an internal buffer; the owner takes them with Take().
 // Not thread-safe: one PtStream per traced thread.
 #pragma once
@@ -30,6 +42,13 @@ namespace ptsnap::emulate {
 struct PtStreamOptions {
   bool ret_compression = true;   // false: every return is a TIP (noretcomp)
   size_t buffer_size = 1 << 16;  // packets between two Take() calls must fit
+  // Timing packets besides TSC, as IA32_RTIT_CTL would enable them.
+  bool mtc = false;
+  uint32_t mtc_freq = 0;  // MTCFreq: an MTC every 2^mtc_freq CTC ticks
+  bool cyc = false;
+  uint32_t cyc_thresh = 0;    // CycThresh: CYCs at least 2^(value-1) cycles apart (0: any)
+  uint32_t tsc_per_ctc = 1;   // CPUID.15H EBX/EAX (an integer ratio here)
+  uint8_t cbr = 0;            // core:bus ratio written in PSB+ (0: none)
 };
 
 // libipt's return stack (pt_retstack): 64 entries, the oldest overwritten.
@@ -74,19 +93,30 @@ class PtStream {
   PtStream(const PtStream&) = delete;
   PtStream& operator=(const PtStream&) = delete;
 
-  // PSB+ : PSB, TSC, MODE.Exec (64-bit), FUP(ip) when tracing is enabled,
-  // PSBEND. Flushes TNT first, resets last-IP and the return stack.
+  // The time of the packets that follow (TSC ticks; never goes back). Writes
+  // the MTCs due up to `now`. Call while tracing is enabled; Psb and Pge set
+  // the time themselves.
+  void SetTime(uint64_t now) {
+    if (now > now_) now_ = now;
+    if (opts_.mtc && now_ >= next_mtc_) EmitMtcsUpTo(now_);
+  }
+  // PSB+ : PSB, TSC, [TMA], [CBR], MODE.Exec (64-bit), FUP(ip) when tracing
+  // is enabled, PSBEND, at time `tsc`. Flushes TNT first, resets last-IP and
+  // the return stack.
   void Psb(uint64_t tsc, bool enabled, uint64_t ip);
-  // One conditional branch outcome (or a compressed return). Inline: this
-  // runs for most translation blocks.
+  // One conditional branch outcome (or a compressed return), retired at the
+  // current time. Inline: this runs for most translation blocks.
   void Tnt(bool taken) {
+    if (tnt_bits_ == 0) tnt_time_ = now_;
     tnt_payload_ = (tnt_payload_ << 1) | (taken ? 1 : 0);
     if (++tnt_bits_ == 47) FlushTnt();  // a long TNT carries at most 47 bits
   }
   void FlushTnt();
   void Tip(uint64_t ip);
   void Fup(uint64_t ip);
-  // Tracing enabled at `ip` (user code resumed); TSC first.
+  // Tracing enabled at `ip` (user code resumed) at time `tsc`: TSC [TMA]
+  // first. Tracing was off (TraceEn cleared while the thread was away), so
+  // the cycle counter and the MTC schedule restart from `tsc`.
   void Pge(uint64_t ip, uint64_t tsc);
   // Tracing disabled at a far transfer (syscall) with the IP suppressed, as a
   // user-only trace shows it. Clears the return stack.
@@ -117,10 +147,18 @@ class PtStream {
 
   [[nodiscard]] const ReturnStack& return_stack() const { return ret_; }
   [[nodiscard]] int tnt_pending() const { return tnt_bits_; }
+  [[nodiscard]] uint64_t now() const { return now_; }
 
  private:
   void Emit(const ::pt_packet& p);
   void IpPacket(int type, uint64_t ip);
+  // A CYC for time `t` when cycle-accurate mode is on and the threshold
+  // allows one; the cycle counter then restarts at `t`.
+  void Cyc(uint64_t t);
+  void EmitMtcsUpTo(uint64_t now);
+  // TSC at `tsc` (and TMA when MTC is on); the next MTC is the first CTC
+  // boundary after it.
+  void TscTma(uint64_t tsc);
 
   PtStreamOptions opts_;
   std::vector<uint8_t> buf_;
@@ -131,6 +169,13 @@ class PtStream {
   int tnt_bits_ = 0;
   size_t pending_ = 0;  // bytes written since Take()
   ReturnStack ret_;
+  // Timing state, in TSC ticks.
+  uint64_t now_ = 0;
+  uint64_t tnt_time_ = 0;   // when the first pending TNT bit's branch retired
+  uint64_t last_cyc_ = 0;   // the cycle counter's reference point
+  uint64_t cyc_min_ = 1;    // 2^(cyc_thresh-1)
+  uint64_t mtc_step_ = 0;   // TSC ticks between two MTCs
+  uint64_t next_mtc_ = ~uint64_t{0};
 };
 
 }  // namespace ptsnap::emulate

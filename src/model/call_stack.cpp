@@ -46,6 +46,7 @@ void CallStackModel::BeginSegment(int32_t pid, int32_t tid) {
   saved_.clear();
   started_ = false;
   now_ = create_time_ = pending_time_ = 0;
+  have_last_ts_ = false;
   stack_.clear();
   inactive_.clear();
   deferred_.clear();
@@ -65,6 +66,9 @@ void CallStackModel::SaveThread() {
   t.now = now_;
   t.create_time = create_time_;
   t.pending_time = pending_time_;
+  t.last_ts = last_ts_;
+  t.have_last_ts = have_last_ts_;
+  t.last_was_begin = last_was_begin_;
   t.stack = std::move(stack_);
   t.inactive = std::move(inactive_);
   t.deferred = std::move(deferred_);
@@ -83,6 +87,7 @@ void CallStackModel::LoadThread(int32_t tid) {
   if (it == saved_.end()) {
     started_ = false;
     now_ = create_time_ = pending_time_ = 0;
+    have_last_ts_ = false;
     return;
   }
   ThreadState& t = it->second;
@@ -92,6 +97,9 @@ void CallStackModel::LoadThread(int32_t tid) {
   now_ = t.now;
   create_time_ = t.create_time;
   pending_time_ = t.pending_time;
+  last_ts_ = t.last_ts;
+  have_last_ts_ = t.have_last_ts;
+  last_was_begin_ = t.last_was_begin;
   stack_ = std::move(t.stack);
   inactive_ = std::move(t.inactive);
   deferred_ = std::move(t.deferred);
@@ -152,6 +160,17 @@ void CallStackModel::Flush(uint64_t next_time) {
 }
 
 void CallStackModel::Emit(const Op& op, uint64_t ts) {
+  // Outputs a viewer cannot misread (docs/decoding.md, "Timestamps"): on a
+  // thread, whatever follows a begin lies at least 1 ns after it, and
+  // nothing lies before the op before it. So no slice has zero length, a
+  // child begins after its parent, and slices that share a timestamp in the
+  // trace still nest by time interval exactly as they nest here.
+  if (op.kind != OpKind::kInferred) {
+    if (have_last_ts_) ts = std::max(ts, last_was_begin_ ? last_ts_ + 1 : last_ts_);
+    last_ts_ = ts;
+    have_last_ts_ = true;
+    last_was_begin_ = op.kind == OpKind::kBegin;
+  }
   Slice s;
   s.pid = pid_;
   s.tid = tid_;

@@ -134,7 +134,8 @@ class CallStackModel {
   struct ThreadState {
     int32_t pid = 0, space = 0;
     bool started = false;
-    uint64_t now = 0, create_time = 0, pending_time = 0;
+    uint64_t now = 0, create_time = 0, pending_time = 0, last_ts = 0;
+    bool have_last_ts = false, last_was_begin = false;
     std::vector<Frame> stack;
     std::vector<std::vector<Frame>> inactive;
     std::deque<Deferred> deferred;
@@ -161,6 +162,10 @@ class CallStackModel {
   std::vector<Op> pending_;
   uint64_t pending_time_ = 0;
   std::vector<uint64_t> open_begins_;
+  // The last timestamp written on this thread (Emit keeps them rising).
+  uint64_t last_ts_ = 0;
+  bool have_last_ts_ = false;
+  bool last_was_begin_ = false;
   const std::string* syscall_name_;
   const std::string* untraced_name_;
   const std::string* unknown_name_;

@@ -71,11 +71,15 @@ TEST(CallStackTest, TimeBatchSpreading) {
   for (int i = 0; i < 4; ++i) h.Ev(BranchKind::kCall, 100, Fn(i, 5), Fn(i + 1));
   h.Ev(BranchKind::kReturn, 103, Fn(4, 1), Fn(3, 6));
   h.model.EndSegment();
+  // Four calls into 3 ns (100, 100, 101, 102 by the interval rule): a
+  // begin never shares its time with what follows it, so they become 100,
+  // 101, 102, 103 and the returns 104; an end may share (adjacent spans,
+  // frames ending together).
   EXPECT_THAT(h.sink.lines,
               ElementsAre("1 B fn0", "34 B fn1", "67 E fn1 from 34", "67 B fn2",
-                          "100 E fn2 from 67", "100 B fn1", "100 B fn2", "101 B fn3", "102 B fn4",
-                          "103 E fn4 from 102", "103 E fn3 from 101", "103 E fn2 from 100",
-                          "103 E fn1 from 100", "103 E fn0 from 1"));
+                          "100 E fn2 from 67", "100 B fn1", "101 B fn2", "102 B fn3", "103 B fn4",
+                          "104 E fn4 from 103", "104 E fn3 from 102", "104 E fn2 from 101",
+                          "104 E fn1 from 100", "104 E fn0 from 1"));
 }
 
 TEST(CallStackTest, ReturnsPastTheStackInferFramesFromTheStart) {
@@ -90,7 +94,7 @@ TEST(CallStackTest, ReturnsPastTheStackInferFramesFromTheStart) {
   h.Ev(BranchKind::kReturn, 13, Fn(1, 9), Fn(4, 2));  // past the stack: fn4 inferred
   h.model.EndSegment();
   EXPECT_THAT(h.sink.lines,
-              ElementsAre("11 B fn2", "11 B fn3", "12 E fn3 from 11", "12 E fn2 from 11",
+              ElementsAre("11 B fn2", "12 B fn3", "13 E fn3 from 12", "13 E fn2 from 11",
                           "13 E fn1 from 10", "13 E fn4 from 10",
                           // Deferred, outermost first: fn4 encloses fn1, which
                           // encloses the "[unknown]" frame that returned into it.

@@ -9,11 +9,16 @@
 // Only per-TB exec callbacks are registered. A block's exit (fall-through,
 // conditional, direct, indirect, return, far) is classified at translation
 // time; the outcome is inferred when the thread's next block starts.
-// Virtual clock: one per process, shared by all guest threads (g_clock),
-// advanced by one tick per retired guest instruction of any thread (one
-// relaxed atomic add per executed block); the perf clock is the same count
-// in nanoseconds. TSC packets, sideband record times and ITRACE_START times
-// all read it, so they order consistently across threads.
+// Virtual clock (docs/emulation.md, "Time"): each guest thread runs on its
+// own virtual core at one instruction per tick (ThreadState::clock, one add
+// per block), and the threads synchronise at every syscall like Lamport
+// clocks: a syscall publishes the thread's time into g_clock (the latest
+// time any thread made visible), and its return moves the thread's clock up
+// to g_clock. So a call that makes no syscall lasts exactly the instructions
+// it retires, and whatever one thread did that another can see through the
+// kernel (an mmap, a futex wake, a clone) comes earlier in time. The perf
+// clock is the same count in nanoseconds; sideband records take the time of
+// the thread that caused them.
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/mman.h>
@@ -41,6 +46,7 @@
 #include "emulate/exit_class.h"
 #include "emulate/plugin/qemu_plugin_api.h"
 #include "emulate/pt_stream.h"
+#include "emulate/virtual_cpu.h"
 
 extern "C" {
 __attribute__((visibility("default"))) int qemu_plugin_version = PTSNAP_QEMU_PLUGIN_API_VERSION;
@@ -72,6 +78,10 @@ struct Options {
   uint64_t size = 4 << 20;
   size_t psb_period = 4096;
   bool retcomp = true;
+  // Timing packets (the driver resolves --timer-resolution as the hardware
+  // event would be configured; virtual CPU constants in virtual_cpu.h).
+  bool mtc = false, cyc = false;
+  uint64_t mtc_freq = 0, cyc_thresh = 0;
   bool multi = false;
   bool hash = false;
   uint64_t duration_ms = 0;
@@ -87,6 +97,7 @@ struct ThreadState {
   const TbInfo* prev = nullptr;
   bool enabled = false;
   bool started = false;
+  uint64_t clock = 0;                     // this thread's virtual time (TSC ticks)
   uint64_t insns = 0, hash = kFnvOffset;  // retired by this thread
   // Drained PSB-aligned chunks (snapshot ring) or the full-mode file.
   std::mutex mu;
@@ -104,13 +115,20 @@ std::mutex g_mu;  // thread table, snapshots, events
 ThreadState* g_threads[kMaxVcpus];
 std::vector<ThreadState*> g_finished;  // exited, not yet in a snapshot (snapshot mode)
 std::atomic<uint32_t> g_seq{1};
-// The virtual clock: guest instructions retired so far by all threads. A
-// block takes its start time with fetch_add(ninsn), so each thread's times
-// rise, and an event read with Now() after a block is later than that
-// block's start in every thread. Single-threaded, it equals the thread's
-// retired-instruction count (deterministic recordings).
+// The latest time any thread has published (at a syscall, a thread start or
+// exit). Single-threaded, every time equals the thread's retired-instruction
+// count (deterministic recordings).
 std::atomic<uint64_t> g_clock{0};
 uint64_t Now() { return g_clock.load(std::memory_order_relaxed); }
+// Makes `t`'s time visible to every thread (g_clock = max(g_clock, clock)).
+void Publish(const ThreadState* t) {
+  uint64_t g = g_clock.load(std::memory_order_relaxed);
+  while (g < t->clock &&
+         !g_clock.compare_exchange_weak(g, t->clock, std::memory_order_relaxed)) {
+  }
+}
+// Moves `t`'s clock up to what other threads have published (syscall return).
+void Catch(ThreadState* t) { t->clock = std::max(t->clock, Now()); }
 int g_events_fd = -1;
 pid_t g_pid = 0;
 bool g_images_done = false;
@@ -218,6 +236,7 @@ void TakeSnapshot(const char* reason, const std::string& detail, ThreadState* se
     self->pt.FlushTnt();
     Drain(self);
   }
+  if (self != nullptr) Publish(self);
   std::lock_guard lock(g_mu);
   uint32_t seq = g_seq.fetch_add(1);
   for (auto* t : g_threads)
@@ -306,16 +325,24 @@ ThreadState* StartThread(unsigned vcpu) {
   PtStreamOptions o;
   o.ret_compression = g_opts.retcomp;
   o.buffer_size = g_opts.psb_period + (64 << 10);
+  o.mtc = g_opts.mtc;
+  o.mtc_freq = static_cast<uint32_t>(g_opts.mtc_freq);
+  o.cyc = g_opts.cyc;
+  o.cyc_thresh = static_cast<uint32_t>(g_opts.cyc_thresh);
+  o.tsc_per_ctc = kTscPerCtc;
+  o.cbr = kCoreBusRatio;
   auto* t = new ThreadState(o);
   t->pid = g_pid;
   t->tid = static_cast<pid_t>(::gettid());
+  // A new thread starts after whatever created it (its clone was published).
+  t->clock = Now();
   if (g_opts.full) {
     t->file = StreamFile(t->tid, 0);
     std::string path = g_opts.out + "/" + t->file;
     t->fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (t->fd < 0) Die("cannot write %s: %s", path.c_str(), std::strerror(errno));
   }
-  Event("itrace %llu %d %d", static_cast<unsigned long long>(Now()), t->pid, t->tid);
+  Event("itrace %llu %d %d", static_cast<unsigned long long>(t->clock), t->pid, t->tid);
   std::lock_guard lock(g_mu);
   g_threads[vcpu] = t;
   return t;
@@ -330,7 +357,8 @@ void EndThread(unsigned vcpu) {
   g_threads[vcpu] = nullptr;
   t->pt.FlushTnt();
   Drain(t);
-  Event("exit %llu %d %d %d %d", static_cast<unsigned long long>(Now()), t->pid, t->pid, t->tid,
+  Publish(t);
+  Event("exit %llu %d %d %d %d", static_cast<unsigned long long>(t->clock), t->pid, t->pid, t->tid,
         t->tid);
   if (g_opts.full) {
     FinishFullStream(t);
@@ -362,7 +390,11 @@ void OnTbExec(unsigned vcpu, void* udata) {
   ThreadState* t = g_threads[vcpu];
   if (t == nullptr) t = StartThread(vcpu);
 
+  // The block starts when the previous one retired its last instruction:
+  // that instruction's branch packets carry this time.
+  const uint64_t now = t->clock;
   if (t->enabled) {
+    t->pt.SetTime(now);
     const TbInfo* p = t->prev;
     switch (p->kind) {
       case ExitKind::kRep:
@@ -433,7 +465,8 @@ void OnTbExec(unsigned vcpu, void* udata) {
     }
   }
 
-  const uint64_t tsc = g_clock.fetch_add(tb->ninsn, std::memory_order_relaxed);
+  const uint64_t tsc = now;
+  t->clock += tb->ninsn;
   if (!t->enabled) {
     if (!t->started || t->pt.pending() >= g_opts.psb_period) {
       t->pt.FlushTnt();
@@ -455,6 +488,7 @@ void OnTbExec(unsigned vcpu, void* udata) {
   }
   t->prev = tb;
   if (tb->kind == ExitKind::kFar) {
+    t->pt.SetTime(t->clock);  // the syscall retires at the end of the block
     t->pt.PgdSuppressed();
     t->enabled = false;
   }
@@ -525,6 +559,7 @@ bool ExecWillLoad(uint64_t guest_path) {
 void OnSyscall(qemu_plugin_id_t, unsigned vcpu, int64_t num, uint64_t a1, uint64_t a2, uint64_t a3,
                uint64_t, uint64_t a5, uint64_t a6, uint64_t, uint64_t) {
   if (vcpu >= kMaxVcpus) return;
+  if (ThreadState* t = g_threads[vcpu]; t != nullptr) Publish(t);
   switch (num) {
     case 9:  // mmap(addr, len, prot, flags, fd, off)
       if ((a3 & PROT_EXEC) && static_cast<int64_t>(a5) >= 0) {
@@ -564,6 +599,9 @@ void OnSyscall(qemu_plugin_id_t, unsigned vcpu, int64_t num, uint64_t a1, uint64
 
 void OnSyscallRet(qemu_plugin_id_t, unsigned vcpu, int64_t num, int64_t ret) {
   if (vcpu >= kMaxVcpus) return;
+  ThreadState* self = g_threads[vcpu];
+  if (self != nullptr) Catch(self);
+  const uint64_t now = self != nullptr ? self->clock : Now();
   if (num == 9) {
     uint64_t prot = g_pending_mmap[vcpu][0];
     g_pending_mmap[vcpu][0] = 0;
@@ -575,7 +613,7 @@ void OnSyscallRet(qemu_plugin_id_t, unsigned vcpu, int64_t num, int64_t ret) {
     if (n <= 0) return;
     path[n] = '\0';
     uint64_t len = (g_pending_mmap[vcpu][2] + 0xfff) & ~uint64_t{0xfff};
-    EmitMmap2(Now(), static_cast<uint64_t>(ret), len, g_pending_mmap[vcpu][3], path,
+    EmitMmap2(now, static_cast<uint64_t>(ret), len, g_pending_mmap[vcpu][3], path,
               static_cast<int>(prot & 0xffffffff), MAP_PRIVATE);
   } else if ((num == 56 || num == 57 || num == 58) && ret >= 0) {
     ThreadState* t = g_threads[vcpu];
@@ -588,10 +626,10 @@ void OnSyscallRet(qemu_plugin_id_t, unsigned vcpu, int64_t num, int64_t ret) {
       std::lock_guard lock(g_mu);
       for (auto*& s : g_threads) s = nullptr;  // the parent's threads: not ours
       g_finished.clear();
-      Event("fork %llu %d %d %d %d", static_cast<unsigned long long>(Now()), g_pid, parent,
+      Event("fork %llu %d %d %d %d", static_cast<unsigned long long>(now), g_pid, parent,
             static_cast<int>(::gettid()), ptid);
     } else {
-      Event("fork %llu %d %d %d %d", static_cast<unsigned long long>(Now()), g_pid, g_pid,
+      Event("fork %llu %d %d %d %d", static_cast<unsigned long long>(now), g_pid, g_pid,
             static_cast<int>(ret), t ? t->tid : g_pid);
     }
   }
@@ -611,6 +649,7 @@ void OnExit(qemu_plugin_id_t, void*) {
     if (t == nullptr) continue;
     t->pt.FlushTnt();
     Drain(t);
+    Publish(t);
   }
   if (!(f & kStopped)) {
     // A request the guest threads never got to (blocked in a syscall).
@@ -622,8 +661,8 @@ void OnExit(qemu_plugin_id_t, void*) {
   std::lock_guard lock(g_mu);
   for (auto* t : g_threads)
     if (t != nullptr) {
-      Event("exit %llu %d %d %d %d", static_cast<unsigned long long>(Now()), t->pid, t->pid, t->tid,
-            t->tid);
+      Event("exit %llu %d %d %d %d", static_cast<unsigned long long>(t->clock), t->pid, t->pid,
+            t->tid, t->tid);
       FinishFullStream(t);
     }
   Event("done %llu", static_cast<unsigned long long>(Now()));
@@ -699,6 +738,14 @@ int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t* info, int argc, 
       g_opts.psb_period = n;
     } else if (k == "retcomp") {
       g_opts.retcomp = v != "0";
+    } else if (k == "mtc") {
+      g_opts.mtc = v == "1";
+    } else if (k == "mtc_freq") {
+      ok = ParseU64(v, &g_opts.mtc_freq) && g_opts.mtc_freq <= 15;
+    } else if (k == "cyc") {
+      g_opts.cyc = v == "1";
+    } else if (k == "cyc_thresh") {
+      ok = ParseU64(v, &g_opts.cyc_thresh) && g_opts.cyc_thresh <= 15;
     } else if (k == "multi") {
       g_opts.multi = v == "1";
     } else if (k == "null") {
