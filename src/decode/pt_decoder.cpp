@@ -688,6 +688,7 @@ class StreamDecoder {
     e.tid = thread_.tid;
     e.space = space_;
     pending_.push_back(Pending{e, pos_, lower, gap, in_tx_});
+    if (gap) gap_since_anchor_ = true;  // the time to the next anchor is no rate
     if (pending_.size() >= kMaxPending) ResolvePending(0, /*have_next=*/false);
   }
   // A time anchor: `time` is the time after the first `pos` instructions of
@@ -733,7 +734,6 @@ class StreamDecoder {
         if (have_next) t1 = std::min(t1, next_time);
         t1 = std::max(t1, t0);
         bounded = true;
-        gap_since_anchor_ = true;
       }
       const size_t end = g < pending_.size() ? g + 1 : pending_.size();
       for (; i < end; ++i) {

@@ -99,9 +99,14 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
 
   // Names: the last COMM of each thread; processes "cmdline [pid=P]".
   std::map<int32_t, std::string> comms;
+  // When each thread exited (PERF_RECORD_EXIT): its frames end there, not
+  // at a later snapshot of the other threads.
+  std::map<int32_t, uint64_t> exits;
   for (const auto& r : records) {
     if (const auto* c = std::get_if<trace::Comm>(&r.body)) {
       comms[static_cast<int32_t>(c->tid)] = c->comm;
+    } else if (const auto* t = std::get_if<trace::Task>(&r.body); t != nullptr && t->exit) {
+      exits[static_cast<int32_t>(t->tid)] = r.sample_id.time;
     }
   }
   std::vector<trace::Stream> streams = m.streams;
@@ -244,7 +249,11 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
     PTSNAP_TRY(decoder->DecodeStream(pid, tid, *bytes, on_event));
     done_bytes += s.size;
     if (auto name = end_marker(s.snapshot); !name.empty()) {
-      model.Marker(snaps[s.snapshot]->time, name);
+      const uint64_t at = snaps[s.snapshot]->time;
+      // A thread that exited before the snapshot: its frames (the exit's
+      // [syscall]) end when it exited; the marker still shows the snapshot.
+      if (auto e = exits.find(tid); e != exits.end() && e->second < at) model.EndSegment(e->second);
+      model.Marker(at, name);
     }
     model.EndSegment();
     end_snapshot_segment();

@@ -11,15 +11,19 @@
 // time; the outcome is inferred when the thread's next block starts.
 // Virtual clock (docs/emulation.md, "Time"): each guest thread runs on its
 // own virtual core at one instruction per tick (ThreadState::clock, one add
-// per block), and the threads synchronise at every syscall like Lamport
-// clocks: a syscall publishes the thread's time into g_clock (the latest
-// time any thread made visible), and its return moves the thread's clock up
-// to g_clock. So a call that makes no syscall lasts exactly the instructions
-// it retires, and whatever one thread did that another can see through the
-// kernel (an mmap, a futex wake, a clone) comes earlier in time. The perf
+// per block), and threads synchronise where one waits for another, like
+// Lamport clocks: a new thread starts at its creator's clone time, and a
+// futex wait that returns moves the waiter's clock up to the latest time a
+// thread woke that futex (a thread's exit wakes its clear_child_tid, which
+// pthread_join waits on). So every call lasts exactly the instructions it
+// retires, a syscall takes no time unless it waited for another thread, and
+// what one thread caused another to see comes earlier in time. The perf
 // clock is the same count in nanoseconds; sideband records take the time of
 // the thread that caused them.
 #include <fcntl.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <sys/syscall.h>
 #include <poll.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -40,6 +44,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "emulate/elf_segments.h"
@@ -127,12 +132,31 @@ void Publish(const ThreadState* t) {
          !g_clock.compare_exchange_weak(g, t->clock, std::memory_order_relaxed)) {
   }
 }
-// Moves `t`'s clock up to what other threads have published (syscall return).
-void Catch(ThreadState* t) { t->clock = std::max(t->clock, Now()); }
+// Futex causality: per futex word, the latest time a thread woke it; per
+// thread, the word the kernel wakes when it exits (clear_child_tid).
+std::mutex g_futex_mu;
+std::unordered_map<uint64_t, uint64_t> g_futex_clock;
+std::unordered_map<pid_t, uint64_t> g_clear_tid;
+std::atomic<uint64_t> g_clone_clock{0};  // the creator's time at the last clone/fork
+uint64_t g_waiting_on[kMaxVcpus][2];     // futex words a thread waits on (0: none)
+void FutexWoken(uint64_t addr, uint64_t clock) {
+  if (addr == 0) return;
+  std::lock_guard lock(g_futex_mu);
+  uint64_t& c = g_futex_clock[addr];
+  c = std::max(c, clock);
+}
+// A wait on `addr` returned: the waiter continues after whoever woke it.
+void FutexCatch(ThreadState* t, uint64_t addr) {
+  if (addr == 0) return;
+  std::lock_guard lock(g_futex_mu);
+  auto it = g_futex_clock.find(addr);
+  if (it != g_futex_clock.end()) t->clock = std::max(t->clock, it->second);
+}
 int g_events_fd = -1;
 pid_t g_pid = 0;
 bool g_images_done = false;
 std::vector<uint64_t> g_trigger_rt, g_stop_rt;
+uint64_t g_pending_ctid[kMaxVcpus];  // clone's child_tid with CLONE_CHILD_CLEARTID
 uint64_t g_pending_mmap[kMaxVcpus][4];  // prot, fd, len, offset of an mmap in flight; prot 0 = none
 
 void Die(const char* fmt, ...) {
@@ -334,8 +358,8 @@ ThreadState* StartThread(unsigned vcpu) {
   auto* t = new ThreadState(o);
   t->pid = g_pid;
   t->tid = static_cast<pid_t>(::gettid());
-  // A new thread starts after whatever created it (its clone was published).
-  t->clock = Now();
+  // A new thread (or a forked child) starts when its creator's clone did.
+  t->clock = g_clone_clock.load(std::memory_order_relaxed);
   if (g_opts.full) {
     t->file = StreamFile(t->tid, 0);
     std::string path = g_opts.out + "/" + t->file;
@@ -358,6 +382,16 @@ void EndThread(unsigned vcpu) {
   t->pt.FlushTnt();
   Drain(t);
   Publish(t);
+  {
+    // The kernel clears and wakes the thread's clear_child_tid word.
+    uint64_t word = 0;
+    {
+      std::lock_guard flock(g_futex_mu);
+      auto it = g_clear_tid.find(t->tid);
+      if (it != g_clear_tid.end()) word = it->second;
+    }
+    FutexWoken(word, t->clock);
+  }
   Event("exit %llu %d %d %d %d", static_cast<unsigned long long>(t->clock), t->pid, t->pid, t->tid,
         t->tid);
   if (g_opts.full) {
@@ -557,11 +591,51 @@ bool ExecWillLoad(uint64_t guest_path) {
 }
 
 void OnSyscall(qemu_plugin_id_t, unsigned vcpu, int64_t num, uint64_t a1, uint64_t a2, uint64_t a3,
-               uint64_t, uint64_t a5, uint64_t a6, uint64_t, uint64_t) {
+               uint64_t a4, uint64_t a5, uint64_t a6, uint64_t, uint64_t) {
   if (vcpu >= kMaxVcpus) return;
-  if (ThreadState* t = g_threads[vcpu]; t != nullptr) Publish(t);
+  ThreadState* self = g_threads[vcpu];
+  if (self != nullptr) Publish(self);
+  const uint64_t clock = self != nullptr ? self->clock : Now();
+  g_waiting_on[vcpu][0] = g_waiting_on[vcpu][1] = 0;
   switch (num) {
-    case 9:  // mmap(addr, len, prot, flags, fd, off)
+    case __NR_futex: {
+      // futex(uaddr, op, val, timeout, uaddr2, val3); op without
+      // FUTEX_PRIVATE_FLAG and FUTEX_CLOCK_REALTIME.
+      switch (a2 & 0x7f) {
+        case FUTEX_WAKE:
+        case FUTEX_WAKE_BITSET:
+        case FUTEX_UNLOCK_PI: FutexWoken(a1, clock); break;
+        case FUTEX_REQUEUE:
+        case FUTEX_CMP_REQUEUE:
+        case FUTEX_WAKE_OP:
+        case FUTEX_CMP_REQUEUE_PI:
+          FutexWoken(a1, clock);
+          FutexWoken(a5, clock);
+          break;
+        case FUTEX_WAIT:
+        case FUTEX_WAIT_BITSET:
+        case FUTEX_LOCK_PI:
+        case FUTEX_TRYLOCK_PI: g_waiting_on[vcpu][0] = a1; break;
+        case FUTEX_WAIT_REQUEUE_PI:
+          g_waiting_on[vcpu][0] = a1;
+          g_waiting_on[vcpu][1] = a5;
+          break;
+        default: break;
+      }
+      break;
+    }
+    case __NR_clone:  // clone(flags, newsp, parent_tid, child_tid, tls)
+      g_clone_clock.store(clock, std::memory_order_relaxed);
+      g_pending_ctid[vcpu] = (a1 & CLONE_CHILD_CLEARTID) ? a4 : 0;
+      break;
+    case __NR_fork:
+    case __NR_vfork: g_clone_clock.store(clock, std::memory_order_relaxed); break;
+    case __NR_set_tid_address: {
+      std::lock_guard lock(g_futex_mu);
+      g_clear_tid[static_cast<pid_t>(::gettid())] = a1;
+      break;
+    }
+    case __NR_mmap:  // mmap(addr, len, prot, flags, fd, off)
       if ((a3 & PROT_EXEC) && static_cast<int64_t>(a5) >= 0) {
         g_pending_mmap[vcpu][0] = a3 | (uint64_t{1} << 32);
         g_pending_mmap[vcpu][1] = a5;
@@ -569,12 +643,12 @@ void OnSyscall(qemu_plugin_id_t, unsigned vcpu, int64_t num, uint64_t a1, uint64
         g_pending_mmap[vcpu][3] = a6;
       }
       break;
-    case 60:  // exit: this thread only
+    case __NR_exit:  // this thread only
       if (!(g_flags.load() & kStopped) || g_opts.full) EndThread(vcpu);
       break;
-    case 59:   // execve: QEMU 7.2 runs the new program natively, untraced
-    case 322:  // execveat
-      if (!(g_flags.load() & kStopped) && (num != 59 || ExecWillLoad(a1))) {
+    case __NR_execve:  // QEMU 7.2 runs the new program natively, untraced
+    case __NR_execveat:
+      if (!(g_flags.load() & kStopped) && (num != __NR_execve || ExecWillLoad(a1))) {
         // A successful execve never returns and atexit never runs: everything
         // must be on disk now. If it fails after all, tracing goes on and
         // the later lines supersede these.
@@ -600,9 +674,17 @@ void OnSyscall(qemu_plugin_id_t, unsigned vcpu, int64_t num, uint64_t a1, uint64
 void OnSyscallRet(qemu_plugin_id_t, unsigned vcpu, int64_t num, int64_t ret) {
   if (vcpu >= kMaxVcpus) return;
   ThreadState* self = g_threads[vcpu];
-  if (self != nullptr) Catch(self);
+  if (self != nullptr) {
+    FutexCatch(self, g_waiting_on[vcpu][0]);
+    FutexCatch(self, g_waiting_on[vcpu][1]);
+  }
+  g_waiting_on[vcpu][0] = g_waiting_on[vcpu][1] = 0;
+  if (num == __NR_clone && ret > 0 && g_pending_ctid[vcpu] != 0) {
+    std::lock_guard lock(g_futex_mu);
+    g_clear_tid[static_cast<pid_t>(ret)] = g_pending_ctid[vcpu];
+  }
   const uint64_t now = self != nullptr ? self->clock : Now();
-  if (num == 9) {
+  if (num == __NR_mmap) {
     uint64_t prot = g_pending_mmap[vcpu][0];
     g_pending_mmap[vcpu][0] = 0;
     if (prot == 0 || ret < 0) return;
@@ -615,7 +697,7 @@ void OnSyscallRet(qemu_plugin_id_t, unsigned vcpu, int64_t num, int64_t ret) {
     uint64_t len = (g_pending_mmap[vcpu][2] + 0xfff) & ~uint64_t{0xfff};
     EmitMmap2(now, static_cast<uint64_t>(ret), len, g_pending_mmap[vcpu][3], path,
               static_cast<int>(prot & 0xffffffff), MAP_PRIVATE);
-  } else if ((num == 56 || num == 57 || num == 58) && ret >= 0) {
+  } else if ((num == __NR_clone || num == __NR_fork || num == __NR_vfork) && ret >= 0) {
     ThreadState* t = g_threads[vcpu];
     if (ret == 0) {
       // fork/vfork/clone without CLONE_THREAD returned in the child process
