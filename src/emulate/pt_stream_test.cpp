@@ -1,8 +1,11 @@
 #include "emulate/pt_stream.h"
 
+#include "emulate/virtual_cpu.h"
+
 #include <gtest/gtest.h>
 #include <intel-pt.h>
 
+#include <string>
 #include <vector>
 
 namespace ptsnap::emulate {
@@ -149,6 +152,163 @@ TEST(PtStream, PgeCarriesTscThenIp) {
   EXPECT_EQ(p[0].type, ppt_tsc);
   EXPECT_EQ(p[1].type, ppt_tip_pge);
   EXPECT_EQ(p[1].payload.ip.ip, 0x401000u);
+}
+
+// The virtual CPU's timing (virtual_cpu.h): 40 TSC ticks per CTC tick.
+PtStreamOptions Timed(bool cyc, uint32_t mtc_freq, uint32_t cyc_thresh = 1) {
+  PtStreamOptions o;
+  o.mtc = true;
+  o.mtc_freq = mtc_freq;
+  o.cyc = cyc;
+  o.cyc_thresh = cyc_thresh;
+  o.tsc_per_ctc = kTscPerCtc;
+  o.cbr = kCoreBusRatio;
+  return o;
+}
+
+TEST(PtStreamTiming, PsbCarriesTmaAndCbrAndMtcFollowsTheCrystal) {
+  PtStream s(Timed(/*cyc=*/false, /*mtc_freq=*/0));
+  s.Psb(1000, true, 0x401000);  // CTC 25, FC 0
+  s.Take();
+  s.Tnt(true);
+  s.SetTime(1079);  // crosses CTC 26 (TSC 1040) only
+  s.Tnt(false);
+  s.SetTime(1080);  // CTC 27
+  s.FlushTnt();
+  auto p = Packets(s);
+  ASSERT_EQ(p.size(), 4u);
+  EXPECT_EQ(p[0].type, ppt_tnt_8);  // flushed before the MTC: it came first
+  EXPECT_EQ(p[1].type, ppt_mtc);
+  EXPECT_EQ(p[1].payload.mtc.ctc, 26u);
+  EXPECT_EQ(p[2].type, ppt_tnt_8);
+  EXPECT_EQ(p[3].type, ppt_mtc);
+  EXPECT_EQ(p[3].payload.mtc.ctc, 27u);
+
+  PtStream h(Timed(false, 3));
+  h.Psb(1234, false, 0);  // CTC 30, FC 34
+  auto q = Packets(h);
+  ASSERT_GE(q.size(), 5u);
+  EXPECT_EQ(q[1].type, ppt_tsc);
+  EXPECT_EQ(q[2].type, ppt_tma);
+  EXPECT_EQ(q[2].payload.tma.ctc, 30u);
+  EXPECT_EQ(q[2].payload.tma.fc, 34u);
+  EXPECT_EQ(q[3].type, ppt_cbr);
+  EXPECT_EQ(q[3].payload.cbr.ratio, kCoreBusRatio);
+}
+
+TEST(PtStreamTiming, CycTimesTheFirstBranchOfATntAndRespectsTheThreshold) {
+  PtStream s(Timed(/*cyc=*/true, /*mtc_freq=*/9));  // MTCs far apart
+  s.Pge(0x401000, 100);
+  s.Take();
+  s.SetTime(105);
+  s.Tnt(true);  // first bit at 105
+  s.SetTime(109);
+  s.Tnt(true);
+  s.SetTime(112);
+  s.Tip(0x401234);  // TNT (CYC 5), then CYC 7 for the TIP at 112
+  auto p = Packets(s);
+  ASSERT_EQ(p.size(), 4u);
+  EXPECT_EQ(p[0].type, ppt_cyc);
+  EXPECT_EQ(p[0].payload.cyc.value, 5u);
+  EXPECT_EQ(p[1].type, ppt_tnt_8);
+  EXPECT_EQ(p[2].type, ppt_cyc);
+  EXPECT_EQ(p[2].payload.cyc.value, 7u);
+  EXPECT_EQ(p[3].type, ppt_tip);
+
+  // cyc_thresh 5: CYCs at least 16 cycles apart; the counter runs on.
+  PtStream t(Timed(true, 9, 5));
+  t.Pge(0x401000, 100);
+  t.Take();
+  t.SetTime(110);
+  t.Tip(0x401100);  // 10 cycles: no CYC
+  t.SetTime(120);
+  t.Tip(0x401200);  // 20 cycles since 100: CYC 20
+  auto q = Packets(t);
+  ASSERT_EQ(q.size(), 3u);
+  EXPECT_EQ(q[0].type, ppt_tip);
+  EXPECT_EQ(q[1].type, ppt_cyc);
+  EXPECT_EQ(q[1].payload.cyc.value, 20u);
+}
+
+// What the encoder writes, libipt's query decoder turns back into the exact
+// virtual time of each branch (cycle-accurate), or the last MTC before it
+// (MTC only): across PSBs, MTC payload wrap-around and a TIP.PGD/TIP.PGE gap
+// in which the clock jumped.
+void CheckLibiptTime(bool cyc, uint32_t mtc_freq) {
+  SCOPED_TRACE(std::string(cyc ? "cyc" : "no cyc") + ", mtc_freq " + std::to_string(mtc_freq));
+  PtStreamOptions o = Timed(cyc, mtc_freq);
+  o.buffer_size = 1 << 22;
+  PtStream s(o);
+  struct Tip {
+    uint64_t ip, time;
+    bool after_psb;
+  };
+  std::vector<Tip> tips;
+  uint64_t t = 5000;
+  s.Psb(t, true, 0x401000);
+  for (int i = 0; i < 3000; ++i) {
+    t += 1 + static_cast<uint64_t>(i * 7919) % 37;  // instructions retired before the branch
+    if (i == 1500) {  // a syscall, then the thread waits 123456 ticks
+      s.SetTime(t);
+      s.PgdSuppressed();
+      t += 123456;
+      s.Pge(0x401000, t);
+      continue;
+    }
+    const bool psb = i % 700 == 699;
+    if (psb) s.Psb(t, true, 0x401000);
+    s.SetTime(t);
+    const uint64_t ip = 0x401000 + static_cast<uint64_t>(i % 50) * 16;
+    s.Tip(ip);
+    tips.push_back({ip, t, psb});
+  }
+  auto bytes = s.bytes();
+  std::vector<uint8_t> copy(bytes.begin(), bytes.end());
+  pt_config cfg;
+  pt_config_init(&cfg);
+  cfg.begin = copy.data();
+  cfg.end = copy.data() + copy.size();
+  cfg.cpuid_0x15_eax = kCpuid15Eax;
+  cfg.cpuid_0x15_ebx = kCpuid15Ebx;
+  cfg.mtc_freq = static_cast<uint8_t>(mtc_freq);
+  cfg.nom_freq = kNominalRatio;
+  pt_query_decoder* q = pt_qry_alloc_decoder(&cfg);
+  ASSERT_NE(q, nullptr);
+  uint64_t ip = 0;
+  int status = pt_qry_sync_forward(q, &ip);
+  ASSERT_GE(status, 0);
+  const uint64_t step = uint64_t{kTscPerCtc} << mtc_freq;
+  uint64_t last_exact = 5000;  // TSCs: the PSBs' and the PGE's
+  size_t next = 0, wrong = 0;
+  while (next < tips.size()) {
+    while (status & pts_event_pending) {
+      pt_event ev;
+      status = pt_qry_event(q, &ev, sizeof ev);
+      ASSERT_GE(status, 0) << pt_errstr(pt_errcode(status));
+      if (ev.type == ptev_enabled) last_exact = ev.tsc;
+    }
+    uint64_t target = 0;
+    status = pt_qry_indirect_branch(q, &target);
+    ASSERT_GE(status, 0) << pt_errstr(pt_errcode(status)) << " at TIP " << next;
+    uint64_t tsc = 0;
+    ASSERT_GE(pt_qry_time(q, &tsc, nullptr, nullptr), 0);
+    ASSERT_EQ(target, tips[next].ip);
+    const uint64_t truth = tips[next].time;
+    if (tips[next].after_psb) last_exact = truth;
+    // Without CYC: the later of the last TSC and the last MTC boundary.
+    const uint64_t want = cyc ? truth : std::max(last_exact, truth / step * step);
+    if (tsc != want && wrong++ < 5)
+      ADD_FAILURE() << "TIP " << next << ": libipt " << tsc << ", want " << want;
+    ++next;
+  }
+  EXPECT_EQ(wrong, 0u);
+  pt_qry_free_decoder(q);
+}
+
+TEST(PtStreamTiming, LibiptRecoversTheVirtualClock) {
+  CheckLibiptTime(/*cyc=*/true, /*mtc_freq=*/0);  // --timer-resolution normal
+  CheckLibiptTime(/*cyc=*/true, /*mtc_freq=*/3);
+  CheckLibiptTime(/*cyc=*/false, /*mtc_freq=*/3);  // low
 }
 
 }  // namespace
