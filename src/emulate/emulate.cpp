@@ -378,7 +378,7 @@ Result<int> RecordEmulated(const record::RecordOptions& opts, const fs::path& tr
   m.emulator = "qemu-x86_64 " + version +
                " + ptsnap TCG plugin; virtual Intel family 6 model 0x9e (Kaby Lake); virtual TSC "
                "= 1 tick per retired instruction of the thread, perf clock 1 ns per tick, "
-               "core at the TSC rate (CBR 10), 25 MHz crystal (TSC:CTC 40:1)";
+               "core at the TSC rate (CBR 10), 10 MHz crystal (TSC:CTC 100:1)";
   PTSNAP_ASSIGN_OR_RETURN(trace::TraceWriter writer, trace::TraceWriter::Create(trace_dir, m));
   fs::path work = trace_dir / "emulator-work";
   std::error_code ec;

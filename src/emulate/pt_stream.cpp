@@ -38,6 +38,12 @@ PtStream::PtStream(PtStreamOptions opts) : opts_(opts), buf_(opts.buffer_size) {
 PtStream::~PtStream() { pt_free_encoder(enc_); }
 
 void PtStream::Emit(const pt_packet& p) {
+  if (raw_since_sync_) {
+    // Raw bytes were written since the encoder last wrote: it continues
+    // after them.
+    pt_enc_sync_set(enc_, pending_);
+    raw_since_sync_ = false;
+  }
   int r = pt_enc_next(enc_, &p);
   if (r < 0) {
     // The owner drains after every translation block; overflowing the buffer
@@ -66,16 +72,38 @@ void PtStream::IpPacket(int type, uint64_t ip) {
   have_last_ip_ = true;
 }
 
+// The three packets written most often (every few instructions with
+// cycle-accurate timing) are laid out here rather than through
+// pt_enc_next, which costs a call and a dispatch each (SDM 33.4.2: short
+// TNT, MTC, CYC). The packet tests decode them with libipt.
+void PtStream::RawBytes(const uint8_t* b, size_t n) {
+  if (pending_ + n > buf_.size()) {
+    std::fprintf(stderr, "ptsnap plugin: PT encoder failed: buffer full\n");
+    std::abort();  // the owner drains after every block: a broken invariant
+  }
+  std::memcpy(buf_.data() + pending_, b, n);
+  pending_ += n;
+  raw_since_sync_ = true;
+}
+
 void PtStream::Cyc(uint64_t t) {
   // At most one CYC per cycle (SDM 33.4.2.14); below the threshold the
   // counter keeps counting into the next CYC.
   if (!opts_.cyc || t <= last_cyc_ || t - last_cyc_ < cyc_min_) return;
-  pt_packet p;
-  std::memset(&p, 0, sizeof(p));
-  p.type = ppt_cyc;
-  p.payload.cyc.value = t - last_cyc_;
-  Emit(p);
+  uint64_t v = t - last_cyc_;
   last_cyc_ = t;
+  // Byte 0: CYC[4:0], Exp, 0b11; then 7 bits a byte with Exp in bit 0.
+  uint8_t b[10];
+  size_t n = 0;
+  b[n] = static_cast<uint8_t>(((v & 0x1f) << 3) | 0x3);
+  v >>= 5;
+  while (v != 0) {
+    b[n] |= n == 0 ? 0x4 : 0x1;  // more bytes follow
+    ++n;
+    b[n] = static_cast<uint8_t>((v & 0x7f) << 1);
+    v >>= 7;
+  }
+  RawBytes(b, n + 1);
 }
 
 void PtStream::EmitMtcsUpTo(uint64_t now) {
@@ -91,11 +119,9 @@ void PtStream::EmitMtcsUpTo(uint64_t now) {
   while (next_mtc_ <= now) {
     FlushTnt();
     Cyc(next_mtc_);
-    pt_packet p;
-    std::memset(&p, 0, sizeof(p));
-    p.type = ppt_mtc;
-    p.payload.mtc.ctc = static_cast<uint8_t>((next_mtc_ / opts_.tsc_per_ctc) >> opts_.mtc_freq);
-    Emit(p);
+    const uint8_t mtc[2] = {0x59,
+                            static_cast<uint8_t>((next_mtc_ / opts_.tsc_per_ctc) >> opts_.mtc_freq)};
+    RawBytes(mtc, 2);
     next_mtc_ += mtc_step_;
   }
 }
@@ -121,6 +147,14 @@ void PtStream::TscTma(uint64_t tsc) {
 void PtStream::FlushTnt() {
   if (tnt_bits_ == 0) return;
   Cyc(tnt_time_);  // a TNT's CYC is the retirement time of its first branch
+  if (tnt_bits_ <= 6) {
+    // Short TNT: the bits and a stop bit above them, shifted left once.
+    const uint8_t b = static_cast<uint8_t>(((uint64_t{1} << tnt_bits_) | tnt_payload_) << 1);
+    RawBytes(&b, 1);
+    tnt_bits_ = 0;
+    tnt_payload_ = 0;
+    return;
+  }
   pt_packet p;
   std::memset(&p, 0, sizeof(p));
   p.type = tnt_bits_ <= 6 ? ppt_tnt_8 : ppt_tnt_64;
@@ -213,6 +247,7 @@ std::span<const uint8_t> PtStream::bytes() const { return {buf_.data(), pending(
 
 void PtStream::Take() {
   pt_enc_sync_set(enc_, 0);
+  raw_since_sync_ = false;
   pending_ = 0;
 }
 

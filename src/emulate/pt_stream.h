@@ -155,6 +155,7 @@ class PtStream {
   // A CYC for time `t` when cycle-accurate mode is on and the threshold
   // allows one; the cycle counter then restarts at `t`.
   void Cyc(uint64_t t);
+  void RawBytes(const uint8_t* b, size_t n);
   void EmitMtcsUpTo(uint64_t now);
   // TSC at `tsc` (and TMA when MTC is on); the next MTC is the first CTC
   // boundary after it.
@@ -168,6 +169,7 @@ class PtStream {
   uint64_t tnt_payload_ = 0;
   int tnt_bits_ = 0;
   size_t pending_ = 0;  // bytes written since Take()
+  bool raw_since_sync_ = false;  // RawBytes wrote since pt_enc_next last did
   ReturnStack ret_;
   // Timing state, in TSC ticks.
   uint64_t now_ = 0;

@@ -154,7 +154,7 @@ TEST(PtStream, PgeCarriesTscThenIp) {
   EXPECT_EQ(p[1].payload.ip.ip, 0x401000u);
 }
 
-// The virtual CPU's timing (virtual_cpu.h): 40 TSC ticks per CTC tick.
+// The virtual CPU's timing (virtual_cpu.h): 100 TSC ticks per CTC tick.
 PtStreamOptions Timed(bool cyc, uint32_t mtc_freq, uint32_t cyc_thresh = 1) {
   PtStreamOptions o;
   o.mtc = true;
@@ -168,29 +168,29 @@ PtStreamOptions Timed(bool cyc, uint32_t mtc_freq, uint32_t cyc_thresh = 1) {
 
 TEST(PtStreamTiming, PsbCarriesTmaAndCbrAndMtcFollowsTheCrystal) {
   PtStream s(Timed(/*cyc=*/false, /*mtc_freq=*/0));
-  s.Psb(1000, true, 0x401000);  // CTC 25, FC 0
+  s.Psb(1000, true, 0x401000);  // CTC 10, FC 0
   s.Take();
   s.Tnt(true);
-  s.SetTime(1079);  // crosses CTC 26 (TSC 1040) only
+  s.SetTime(1199);  // crosses CTC 11 (TSC 1100) only
   s.Tnt(false);
-  s.SetTime(1080);  // CTC 27
+  s.SetTime(1200);  // CTC 12
   s.FlushTnt();
   auto p = Packets(s);
   ASSERT_EQ(p.size(), 4u);
   EXPECT_EQ(p[0].type, ppt_tnt_8);  // flushed before the MTC: it came first
   EXPECT_EQ(p[1].type, ppt_mtc);
-  EXPECT_EQ(p[1].payload.mtc.ctc, 26u);
+  EXPECT_EQ(p[1].payload.mtc.ctc, 11u);
   EXPECT_EQ(p[2].type, ppt_tnt_8);
   EXPECT_EQ(p[3].type, ppt_mtc);
-  EXPECT_EQ(p[3].payload.mtc.ctc, 27u);
+  EXPECT_EQ(p[3].payload.mtc.ctc, 12u);
 
   PtStream h(Timed(false, 3));
-  h.Psb(1234, false, 0);  // CTC 30, FC 34
+  h.Psb(1234, false, 0);  // CTC 12, FC 34
   auto q = Packets(h);
   ASSERT_GE(q.size(), 5u);
   EXPECT_EQ(q[1].type, ppt_tsc);
   EXPECT_EQ(q[2].type, ppt_tma);
-  EXPECT_EQ(q[2].payload.tma.ctc, 30u);
+  EXPECT_EQ(q[2].payload.tma.ctc, 12u);
   EXPECT_EQ(q[2].payload.tma.fc, 34u);
   EXPECT_EQ(q[3].type, ppt_cbr);
   EXPECT_EQ(q[3].payload.cbr.ratio, kCoreBusRatio);
@@ -228,6 +228,23 @@ TEST(PtStreamTiming, CycTimesTheFirstBranchOfATntAndRespectsTheThreshold) {
   EXPECT_EQ(q[0].type, ppt_tip);
   EXPECT_EQ(q[1].type, ppt_cyc);
   EXPECT_EQ(q[1].payload.cyc.value, 20u);
+}
+
+TEST(PtStreamTiming, CycOfAnySizeDecodes) {
+  for (uint64_t v : {1ull, 31ull, 32ull, 4095ull, 4096ull, 123456789ull, 1ull << 40}) {
+    PtStreamOptions o = Timed(/*cyc=*/true, 0);
+    o.mtc = false;
+    PtStream s(o);
+    s.Pge(0x401000, 1000);
+    s.Take();
+    s.SetTime(1000 + v);
+    s.Tip(0x401004);
+    auto p = Packets(s);
+    ASSERT_EQ(p.size(), 2u) << v;
+    EXPECT_EQ(p[0].type, ppt_cyc);
+    EXPECT_EQ(p[0].payload.cyc.value, v);
+    EXPECT_EQ(p[1].type, ppt_tip);
+  }
 }
 
 // What the encoder writes, libipt's query decoder turns back into the exact
