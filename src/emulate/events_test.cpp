@@ -1,5 +1,7 @@
 #include "emulate/events.h"
 
+#include "emulate/emulate.h"
+
 #include <gtest/gtest.h>
 
 #include "emulate/elf_segments.h"
@@ -65,6 +67,51 @@ TEST(Events, TornLastLineIsIgnored) {
 TEST(ElfSegments, RejectsGarbageAndReadsOwnBinary) {
   EXPECT_FALSE(ParseElfSegments("not an elf"));
   EXPECT_FALSE(ParseElfSegments(std::string(64, '\0')));
+}
+
+}  // namespace
+}  // namespace ptsnap::emulate
+
+namespace ptsnap::emulate {
+namespace {
+
+// --timer-resolution under --emulate resolves as on a Kaby Lake with every
+// timing feature (docs/emulation.md, "Time").
+TEST(EmulatedPtAttr, PresetsResolveAsOnHardware) {
+  record::TimerResolution t;
+  t.preset = "normal";
+  auto normal = EmulatedPtAttr(t);
+  ASSERT_TRUE(normal.has_value());
+  EXPECT_TRUE(normal.value().timing.tsc);
+  EXPECT_TRUE(normal.value().timing.mtc);
+  EXPECT_TRUE(normal.value().timing.cyc);
+  EXPECT_EQ(normal.value().timing.mtc_period, 0u);
+  EXPECT_EQ(normal.value().timing.cyc_thresh, 1u);
+  EXPECT_EQ(normal.value().timing.psb_period, 3u);
+  EXPECT_FALSE(normal.value().timing.noretcomp);
+  t.preset = "low";
+  auto low = EmulatedPtAttr(t);
+  ASSERT_TRUE(low.has_value());
+  EXPECT_TRUE(low.value().timing.mtc);
+  EXPECT_FALSE(low.value().timing.cyc);
+  EXPECT_EQ(low.value().timing.mtc_period, 3u);
+  t.preset = "high";
+  auto high = EmulatedPtAttr(t);
+  ASSERT_TRUE(high.has_value());
+  EXPECT_TRUE(high.value().timing.cyc);
+  EXPECT_TRUE(high.value().timing.noretcomp);
+}
+
+TEST(EmulatedPtAttr, UnsupportedValuesAreTheHardwareErrors) {
+  record::TimerResolution t;
+  t.preset = "custom";
+  t.mtc_period = 5;
+  auto r = EmulatedPtAttr(t);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_NE(r.error().ToString().find("mtc_period=5 is not supported by this CPU"),
+            std::string::npos)
+      << r.error().ToString();
+  EXPECT_NE(r.error().ToString().find("0,3,6,9"), std::string::npos);
 }
 
 }  // namespace
