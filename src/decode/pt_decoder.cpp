@@ -716,6 +716,7 @@ class StreamDecoder {
       const uint64_t lower = pending_.front().lower;
       t0 = !have_next ? lower : lower != 0 ? std::min(lower, next_time) : next_time;
     }
+    uint64_t last_pos = 0, last_time = 0;
     size_t i = 0;
     while (i < pending_.size()) {
       // Up to and including the next event where tracing stopped.
@@ -748,11 +749,20 @@ class StreamDecoder {
         }
         pe.e.time = t;
         Place(pe);
+        if (!bounded) {
+          // Extrapolated: what follows continues from here.
+          last_pos = pe.pos;
+          last_time = t;
+        }
       }
       if (g < pending_.size()) {
         p0 = p1;
         t0 = t1;
       }
+    }
+    if (last_pos > p0) {
+      p0 = last_pos;
+      t0 = std::max(t0, last_time);
     }
     pending_.clear();
     // Where the placed events leave off: the next events continue from here.

@@ -11,14 +11,21 @@
 namespace ptsnap::emulate {
 namespace {
 
+// A copy of the stream's bytes and a libipt config over it.
+struct Bytes {
+  explicit Bytes(const PtStream& s) : copy(s.bytes().begin(), s.bytes().end()) {
+    pt_config_init(&cfg);
+    cfg.begin = copy.data();
+    cfg.end = copy.data() + copy.size();
+  }
+  std::vector<uint8_t> copy;
+  pt_config cfg;
+};
+
 // Decodes the stream's bytes back into packets with libipt's packet decoder.
 std::vector<pt_packet> Packets(const PtStream& s) {
-  auto bytes = s.bytes();
-  std::vector<uint8_t> copy(bytes.begin(), bytes.end());
-  pt_config cfg;
-  pt_config_init(&cfg);
-  cfg.begin = copy.data();
-  cfg.end = copy.data() + copy.size();
+  Bytes b(s);
+  pt_config& cfg = b.cfg;
   pt_packet_decoder* dec = pt_pkt_alloc_decoder(&cfg);
   std::vector<pt_packet> out;
   EXPECT_EQ(pt_pkt_sync_set(dec, 0), 0);
@@ -279,12 +286,8 @@ void CheckLibiptTime(bool cyc, uint32_t mtc_freq) {
     s.Tip(ip);
     tips.push_back({ip, t, psb});
   }
-  auto bytes = s.bytes();
-  std::vector<uint8_t> copy(bytes.begin(), bytes.end());
-  pt_config cfg;
-  pt_config_init(&cfg);
-  cfg.begin = copy.data();
-  cfg.end = copy.data() + copy.size();
+  Bytes b(s);
+  pt_config& cfg = b.cfg;
   cfg.cpuid_0x15_eax = kCpuid15Eax;
   cfg.cpuid_0x15_ebx = kCpuid15Ebx;
   cfg.mtc_freq = static_cast<uint8_t>(mtc_freq);

@@ -84,23 +84,25 @@ constexpr int kExitUsage = 125;
 constexpr int kExitExec = 127;
 constexpr uint64_t kMaxInstructionLength = 15;
 
+void Say(const char* prefix, const char* format, va_list args) {
+  std::fprintf(stderr, "ptsnap-stepcount: %s", prefix);
+  std::vfprintf(stderr, format, args);
+  std::fprintf(stderr, "\n");
+}
+
 [[noreturn]] __attribute__((format(printf, 1, 2))) void Die(const char* format, ...) {
-  std::fprintf(stderr, "ptsnap-stepcount: ");
   va_list args;
   va_start(args, format);
-  std::vfprintf(stderr, format, args);
+  Say("", format, args);
   va_end(args);
-  std::fprintf(stderr, "\n");
   std::exit(kExitUsage);
 }
 
 __attribute__((format(printf, 1, 2))) void Warn(const char* format, ...) {
-  std::fprintf(stderr, "ptsnap-stepcount: warning: ");
   va_list args;
   va_start(args, format);
-  std::vfprintf(stderr, format, args);
+  Say("warning: ", format, args);
   va_end(args);
-  std::fprintf(stderr, "\n");
 }
 
 struct Options {
