@@ -39,14 +39,23 @@ struct Case {
 
 class PerfInterop : public ::testing::TestWithParam<Case> {};
 
-// Records, exports and compares; returns perf-agree's output.
-ShellRun Agree(const Case& c, const fs::path& work) {
+// Records (with `timer`), exports and compares; returns perf-agree's
+// output. Times must agree too: perf stamps each branch with the last
+// timing packet before it, ptsnap places it by instructions retired, so
+// ptsnap's call and return times lie 0 to `max_skew` ns after perf's (one
+// MTC period, 100 ns with CYC or 800 ns with "low", plus the instructions
+// to the next packet).
+ShellRun Agree(const Case& c, const fs::path& work, const std::string& timer = "normal",
+               int max_skew = 200) {
   std::string bin = EnvOr("PTSNAP_BIN");
-  ShellRun rec = RunShell(bin + " run --emulate --no-decode --trace-dir " + (work / "t").string() +
-                          " -- " + c.command);
+  ShellRun rec = RunShell(bin + " run --emulate --no-decode --timer-resolution " + timer +
+                          " --trace-dir " + (work / "t").string() + " -- " + c.command);
   EXPECT_EQ(rec.status, 0) << rec.out;
-  return RunShell("python3 " + EnvOr("PERF_AGREE") + " " + (work / "t").string() + " --ptsnap " +
-                  bin + " --work " + (work / "w").string());
+  ShellRun r = RunShell("python3 " + EnvOr("PERF_AGREE") + " " + (work / "t").string() +
+                        " --ptsnap " + bin + " --work " + (work / "w").string() +
+                        " --max-skew " + std::to_string(max_skew));
+  EXPECT_THAT(r.out, HasSubstr("perf-agree: times: ptsnap - perf 0..")) << r.out;
+  return r;
 }
 
 TEST_P(PerfInterop, PerfAndPtsnapDecodeTheSameCallsAndReturns) {
@@ -91,7 +100,7 @@ TEST(PerfInteropLs, LsOfASmallTree) {
   EXPECT_THAT(r.out, HasSubstr("; AGREE"));
 }
 
-// Threads: the emulated source's virtual clock is one for the process
+// Threads: a thread's virtual clock starts at its creator's clone time
 // (docs/emulation.md, "Time"), so every thread's TSCs order correctly
 // against the sideband (libc's MMAP2 before a worker's first use of it) and
 // perf decodes all four threads; the late thread reuses a vCPU index.
@@ -105,6 +114,21 @@ TEST(PerfInteropThreads, EveryThreadIsDecodedByPerf) {
   EXPECT_THAT(r.out, HasSubstr(" 0 decode errors"));
   EXPECT_THAT(r.out, HasSubstr("; AGREE"));
   EXPECT_EQ(r.status, 0) << r.out;
+}
+
+// The other presets: MTC only ("low": perf's times lag by up to an MTC
+// period) and cycle-accurate with a TIP per return ("high").
+TEST(PerfInteropTiming, LowAndHighPresets) {
+  if (!HavePerf()) GTEST_SKIP() << "perf is not installed (apt-get install linux-perf)";
+  for (auto [timer, skew] : {std::pair{"low", 1000}, std::pair{"high", 200}}) {
+    ptsnap::testing::TempDir tmp;
+    Case c{timer, Prog("fib_static") + " 12"};
+    ShellRun r = Agree(c, tmp.path(), timer, skew);
+    std::printf("%s", r.out.c_str());
+    EXPECT_THAT(r.out, HasSubstr(" 0 decode errors")) << timer;
+    EXPECT_EQ(r.status, 0) << timer << ": " << r.out;
+    EXPECT_THAT(r.out, HasSubstr("; AGREE")) << timer;
+  }
 }
 
 // hotspot reads perf.data through its hotspot-perfparser helper (a headless
