@@ -49,7 +49,7 @@ std::string Golden(const std::string& name) {
   return std::string(PTSNAP_SOURCE_ROOT) + "/tests/data/decoder/" + name;
 }
 
-// Compares with tests/data/decoder/NAME; PTSNAP_UPDATE_GOLDEN=1 rewrites it
+// Compares with tests/data/decoder/NAME; tools/dev update-goldens rewrites it
 // (docs/decoding.md, "Golden files").
 void ExpectGolden(const std::string& actual, const std::string& name) {
   ::ptsnap::testing::ExpectGoldenFile(actual, Golden(name));
@@ -287,7 +287,7 @@ namespace ptsnap::output {
 namespace {
 
 // Seeds for the decode fuzzer (tests/fuzz/corpus/decode/), rewritten with
-// the goldens: PTSNAP_UPDATE_GOLDEN=1.
+// the goldens (tools/dev update-goldens).
 TEST(PipelineTest, FuzzSeeds) {
   auto prog = decode::testing::LoadCallsProgram();
   std::string calls = decode::testing::CallsProgramStream(prog);
@@ -298,7 +298,7 @@ TEST(PipelineTest, FuzzSeeds) {
   b.Fup(prog.Sym("leaf"));
   b.Tnt(true);
   std::string ovf = b.Finish();
-  if (std::getenv("PTSNAP_UPDATE_GOLDEN") != nullptr) {
+  if (::ptsnap::testing::RewriteGolden("tests/fuzz/corpus/decode/ and fxt_reader/calls.fxt")) {
     std::string dir = std::string(PTSNAP_SOURCE_ROOT) + "/tests/fuzz/corpus/decode/";
     std::filesystem::create_directories(dir);
     std::ofstream(dir + "calls.pt", std::ios::binary) << calls;
@@ -317,7 +317,9 @@ TEST(PipelineTest, FuzzSeeds) {
   auto seed =
       base::ReadFile(std::string(PTSNAP_SOURCE_ROOT) + "/tests/fuzz/corpus/decode/calls.pt");
   ASSERT_THAT(seed, HasValue());
-  EXPECT_EQ(*seed, calls) << "regenerate with PTSNAP_UPDATE_GOLDEN=1 if intended";
+  if (std::getenv("PTSNAP_UPDATE_GOLDEN") == nullptr) {
+    EXPECT_EQ(*seed, calls) << "if intended, run tools/dev update-goldens";
+  }
 }
 
 }  // namespace

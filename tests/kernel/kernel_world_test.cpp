@@ -5,7 +5,7 @@
 // ptsnap's decoder against the copied kernel text.
 //
 // Golden files: tests/data/kernel/*.events; regenerate with
-//   PTSNAP_UPDATE_GOLDEN=1 meson test -C build kernel_world
+//   tools/dev update-goldens
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -54,7 +54,7 @@ std::string Golden(const std::string& name) {
   return std::string(PTSNAP_SOURCE_ROOT) + "/tests/data/kernel/" + name;
 }
 
-// Compares with tests/data/kernel/NAME; PTSNAP_UPDATE_GOLDEN=1 rewrites it.
+// Compares with tests/data/kernel/NAME; tools/dev update-goldens rewrites it.
 void ExpectGolden(const std::string& actual, const std::string& name) {
   ::ptsnap::testing::ExpectGoldenFile(actual, Golden(name));
 }

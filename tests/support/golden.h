@@ -1,6 +1,10 @@
-// Golden-file comparison for tests: `actual` must equal the file's bytes;
-// PTSNAP_UPDATE_GOLDEN=1 rewrites the file instead (docs/decoding.md,
-// "Golden files").
+// Golden-file comparison for tests: `actual` must equal the file's bytes.
+//
+// Goldens are rewritten only by `tools/dev update-goldens` (docs/testing.md,
+// "Golden files"), which runs the golden tests with PTSNAP_UPDATE_GOLDEN=1.
+// A run with that variable set rewrites the file and then fails, so a stray
+// export can never turn the checks into a passing run that compared a file
+// with itself; under CI (CI set) it fails without writing anything.
 #pragma once
 
 #include <gmock/gmock.h>
@@ -15,13 +19,32 @@
 
 namespace ptsnap::testing {
 
+// Whether this run was asked to rewrite goldens. Writes nothing; adds the
+// failure that such a run always ends with, naming `path`. Returns true
+// when the caller should write `path` (never under CI).
+inline bool RewriteGolden(const std::string& path) {
+  if (std::getenv("PTSNAP_UPDATE_GOLDEN") == nullptr) return false;
+  if (std::getenv("CI") != nullptr) {
+    ADD_FAILURE() << "PTSNAP_UPDATE_GOLDEN is set under CI: goldens are rewritten only by "
+                     "tools/dev update-goldens, never by a test run (not writing "
+                  << path << ")";
+    return false;
+  }
+  ADD_FAILURE() << "rewrote " << path
+                << " (PTSNAP_UPDATE_GOLDEN is set): review the diff, then run the tests "
+                   "without it";
+  return true;
+}
+
 inline void ExpectGoldenFile(const std::string& actual, const std::string& path) {
   if (std::getenv("PTSNAP_UPDATE_GOLDEN") != nullptr) {
-    std::ofstream(path, std::ios::binary) << actual;
+    if (RewriteGolden(path)) std::ofstream(path, std::ios::binary) << actual;
+    return;
   }
   auto expected = base::ReadFile(path);
   ASSERT_THAT(expected, HasValue()) << path;
-  EXPECT_EQ(actual, *expected) << "regenerate with PTSNAP_UPDATE_GOLDEN=1 if intended";
+  EXPECT_EQ(actual, *expected) << path << " differs; if the change is intended, run "
+                                          "tools/dev update-goldens and review the diff";
 }
 
 }  // namespace ptsnap::testing
