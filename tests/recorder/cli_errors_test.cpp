@@ -63,8 +63,10 @@ bool HasIntelPt() { return std::filesystem::exists("/sys/bus/event_source/device
 class CliErrors : public ::testing::Test {
  protected:
   void SetUp() override {
+    // meson sets it (tests/recorder/meson.build): losing that line must fail
+    // every test here, not turn them into skips.
     if (std::getenv("PTSNAP_BIN") == nullptr)
-      GTEST_SKIP() << "PTSNAP_BIN is not set: run through `meson test`";
+      FAIL() << "PTSNAP_BIN is not set: run through `meson test`";
   }
   // Nothing but what the test itself created.
   void ExpectEmpty() const {
