@@ -66,6 +66,10 @@ TEST(CmdExportTest, RefusesToOverwriteWithoutForce) {
                                " already exists: choose another output or pass --force"));
   EXPECT_EQ(*base::ReadFile(out), "keep me");
   EXPECT_EQ(Ptsnap("export --force " + dir.string() + " -o " + out.string()).rc, 0);
+  // --force replaced the file with a perf.data (perf's magic first).
+  auto written = base::ReadFile(out);
+  ASSERT_TRUE(written.has_value());
+  EXPECT_EQ(written->substr(0, 8), "PERFILE2");
 }
 
 TEST(CmdExportTest, ClearErrors) {

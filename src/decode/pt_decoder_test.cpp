@@ -113,12 +113,26 @@ TEST(PtDecoderTest, OverflowIsReported) {
   EXPECT_EQ(Count(d, BranchKind::kOverflow), 1);
 }
 
-TEST(PtDecoderTest, ArbitraryBytesNeverCrash) {
+// Junk (no PSB in it) decodes to nothing; junk in front of a real stream
+// costs nothing of it: decoding syncs at the stream's PSB and finds every
+// instruction and event the clean stream has.
+TEST(PtDecoderTest, ArbitraryBytesDecodeToNothingAndDoNotHideWhatFollows) {
   std::string junk;
   for (int i = 0; i < 4096; ++i) junk.push_back(static_cast<char>((i * 7919) ^ (i >> 3)));
   Decoded d = DecodeCalls(junk);
-  (void)d;
-  SUCCEED() << "decoded " << d.events.size() << " events from junk";
+  EXPECT_EQ(d.stats.instructions, 0u);
+  EXPECT_TRUE(d.events.empty());
+  const std::string stream = testing::CallsProgramStream(testing::LoadCallsProgram());
+  Decoded clean = DecodeCalls(stream);
+  Decoded mixed = DecodeCalls(junk + stream);
+  ASSERT_GT(clean.stats.instructions, 0u);
+  EXPECT_EQ(mixed.stats.instructions, clean.stats.instructions);
+  ASSERT_EQ(mixed.events.size(), clean.events.size());
+  for (size_t i = 0; i < clean.events.size(); ++i) {
+    EXPECT_EQ(mixed.events[i].kind, clean.events[i].kind) << i;
+    EXPECT_EQ(mixed.events[i].to, clean.events[i].to) << i;
+    EXPECT_EQ(mixed.events[i].time, clean.events[i].time) << i;
+  }
 }
 
 // Blocks from libipt's block cache that end in a far transfer carry no

@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <fstream>
+
 #include "emulate/elf_segments.h"
 #include "ptsnap/result.h"
 #include "tests/support/result_matchers.h"
@@ -67,6 +70,17 @@ TEST(Events, TornLastLineIsIgnored) {
 TEST(ElfSegments, RejectsGarbageAndReadsOwnBinary) {
   EXPECT_FALSE(ParseElfSegments("not an elf"));
   EXPECT_FALSE(ParseElfSegments(std::string(64, '\0')));
+  // This test binary: a PIE with an interpreter and an executable segment
+  // that holds this very function.
+  std::string head(65536, '\0');
+  std::ifstream("/proc/self/exe", std::ios::binary).read(head.data(), 65536);
+  auto img = ParseElfSegments(head);
+  ASSERT_TRUE(img.has_value());
+  EXPECT_TRUE(img->pie);
+  EXPECT_NE(img->interp.find("ld-linux"), std::string::npos) << img->interp;
+  EXPECT_TRUE(std::any_of(img->loads.begin(), img->loads.end(),
+                          [](const ElfSegment& s) { return s.exec; }));
+  EXPECT_TRUE(LowestExecVaddr(*img).has_value());
 }
 
 }  // namespace
