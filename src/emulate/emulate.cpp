@@ -399,16 +399,8 @@ Result<int> RecordEmulated(const record::RecordOptions& opts, const fs::path& tr
   argv.push_back(nullptr);
   PTSNAP_LOG(kInfo) << "emulating " << program.string() << " under " << qemu.string();
 
-  pid_t child = ::fork();
-  if (child < 0) return Error::FromErrno("fork");
-  if (child == 0) {
-    ::fcntl(ctl_read.get(), F_SETFD, 0);  // the plugin reads Ctrl-C requests from it
-    ::execv(argv[0], argv.data());
-    std::fprintf(stderr, "ptsnap: cannot run %s: %s\n", argv[0], std::strerror(errno));
-    ::_exit(127);
-  }
-  ctl_read.reset();
-  g_child.store(child);
+  // Ctrl-C is ours before the child exists: one that comes before QEMU has
+  // started waits in the pipe until the plugin reads it (a snapshot at once).
   g_got_sigint.store(false);
   g_ctl_write.store(ctl_write.get());
   struct sigaction sa {
@@ -418,6 +410,24 @@ Result<int> RecordEmulated(const record::RecordOptions& opts, const fs::path& tr
   sa.sa_handler = OnForward;
   ::sigaction(SIGTERM, &sa, &old_term);
   ::sigaction(SIGHUP, &sa, &old_hup);
+  pid_t child = ::fork();
+  if (child == 0) {
+    ::fcntl(ctl_read.get(), F_SETFD, 0);  // the plugin reads Ctrl-C requests from it
+    ::execv(argv[0], argv.data());        // (execv puts caught signals back to default)
+    std::fprintf(stderr, "ptsnap: cannot run %s: %s\n", argv[0], std::strerror(errno));
+    ::_exit(127);
+  }
+  if (child < 0) {
+    const int err = errno;
+    ::sigaction(SIGINT, &old_int, nullptr);
+    ::sigaction(SIGTERM, &old_term, nullptr);
+    ::sigaction(SIGHUP, &old_hup, nullptr);
+    g_ctl_write.store(-1);
+    errno = err;
+    return Error::FromErrno("fork");
+  }
+  ctl_read.reset();
+  g_child.store(child);
   int status = 0;
   while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
   }

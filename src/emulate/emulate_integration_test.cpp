@@ -466,14 +466,33 @@ TEST_F(Emulate, DurationTakesASnapshotAndStops) {
   EXPECT_GT(CleanDecodeInsns(r, r.manifest.streams[0].id), 10000u);
 }
 
+// Ctrl-C once the guest demonstrably runs: the plugin has logged the
+// program's libc mapping, made by ld.so after tens of thousands of
+// instructions (an explicit readiness signal, not a sleep).
 TEST_F(Emulate, CtrlCTakesASnapshotAndInterruptsTheProgram) {
   record::RecordOptions o;
-  std::thread ctrl_c([] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(400));
-    ::kill(::getpid(), SIGINT);
+  const fs::path work = tmp_.path() / ("t" + std::to_string(n_)) / "emulator-work";
+  std::atomic<bool> sent{false}, done{false};
+  std::thread ctrl_c([&] {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (!done && std::chrono::steady_clock::now() < deadline) {
+      std::error_code ec;
+      for (const auto& e : fs::directory_iterator(work, ec)) {
+        auto text = base::ReadFile(e.path());
+        if (e.path().filename().string().rfind("events.", 0) == 0 && text &&
+            text->find("libc.so") != std::string::npos) {
+          ::kill(::getpid(), SIGINT);
+          sent = true;
+          return;
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
   });
   auto r = Record({Program("fib").string(), "40"}, o);
+  done = true;
   ctrl_c.join();
+  ASSERT_TRUE(sent) << "the guest never mapped libc";
   EXPECT_EQ(r.exit_code, 128 + SIGINT);
   EXPECT_EQ(r.manifest.state, trace::State::kInterrupted);
   ASSERT_GE(r.manifest.snapshots.size(), 1u);

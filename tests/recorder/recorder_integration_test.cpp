@@ -395,12 +395,19 @@ TEST(Record, Sigusr2SnapshotsAndSigintEnds) {
     Prepared p;
     p.hw.tracking_attr = perf::BuildTrackingAttr(false, false);
     p.hw.data_pages = 16;
-    std::thread sender([sig] {
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
-      kill(getpid(), sig);
+    // Sent once Record() demonstrably handles it: its handlers are installed
+    // before it creates the trace directory's manifest (recorder.cpp), so
+    // that file is the readiness signal, not a sleep.
+    std::atomic<bool> done{false};
+    const std::filesystem::path manifest = dir.path() / "s" / "manifest.json";
+    std::thread sender([sig, &done, manifest] {
+      while (!done && !std::filesystem::exists(manifest))
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      if (!done) kill(getpid(), sig);
     });
     FailureKind kind;
     auto out = Record(opts, p, dir.path() / "s", base::RootPath(), &kind);
+    done = true;
     sender.join();
     ASSERT_THAT(out, HasValue());
     auto reader = trace::TraceReader::Open(dir.path() / "s");
@@ -486,7 +493,12 @@ class FakeCpuSource final : public PtSource {
     return SidebandEvents{};
   }
   Result<void> DrainAux(trace::TraceWriter& writer) override {
-    // Drains only every 8th time asked, so the 16 KiB rings fill up.
+    // Drains only every 8th time asked, so the 16 KiB rings fill up. After
+    // three drains it has seen what the test needs (fills, data on disk
+    // while recording) and ends the recording as a shell's kill would: the
+    // number of loop turns, not the wall clock, decides.
+    if (stop_after_drains_ > 0 && drain_calls_ == 8 * stop_after_drains_ && !finishing_)
+      ::kill(::getpid(), SIGTERM);
     if (++drain_calls_ % 8 != 0 && !finishing_) return Ok();
     for (auto& c : cpus) {
       PTSNAP_TRY(c->full->Drain(writer));
@@ -539,6 +551,9 @@ class FakeCpuSource final : public PtSource {
   bool full_;
   bool finishing_ = false;
   int drain_calls_ = 0;
+
+ public:
+  int stop_after_drains_ = 0;  // > 0: SIGTERM once this many drains happened
 };
 
 // Record() destroys its source at the end; this one forwards to a fake the
@@ -632,7 +647,7 @@ TEST(SystemWide, FullExecutionStreamsToDiskWhileRecordingAndCountsLoss) {
   RecordOptions opts;
   opts.all_cpus = true;
   opts.full_execution = true;
-  opts.duration = std::chrono::milliseconds(200);
+  opts.duration = std::chrono::seconds(60);  // a safety net: the fake ends it
   Prepared p;
   p.cpus = {0, 1};
   p.mode = trace::Mode::kFull;
@@ -640,6 +655,7 @@ TEST(SystemWide, FullExecutionStreamsToDiskWhileRecordingAndCountsLoss) {
   FailureKind kind;
   FakeCpuSource fake_source(true);
   FakeCpuSource* fake = &fake_source;
+  fake->stop_after_drains_ = 3;
   auto out = Record(opts, p, dir.path() / "full", base::RootPath(), &kind, FakeFactory(fake));
   ASSERT_THAT(out, HasValue());
   EXPECT_GT(fake->on_disk_while_recording, 0u);  // streamed, not held until the end

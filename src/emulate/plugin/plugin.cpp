@@ -155,6 +155,7 @@ void FutexCatch(ThreadState* t, uint64_t addr) {
 int g_events_fd = -1;
 pid_t g_pid = 0;
 bool g_images_done = false;
+std::atomic<bool> g_guest_started{false};  // for the control thread's --duration
 std::vector<uint64_t> g_trigger_rt, g_stop_rt;
 uint64_t g_pending_ctid[kMaxVcpus];  // clone's child_tid with CLONE_CHILD_CLEARTID
 uint64_t g_pending_mmap[kMaxVcpus][4];  // prot, fd, len, offset of an mmap in flight; prot 0 = none
@@ -322,6 +323,7 @@ void EmitElfMappings(const std::string& path, const ElfImage& img, uint64_t bias
 // the trigger and stop-indicator symbols.
 void DescribeImages() {
   g_images_done = true;
+  g_guest_started.store(true);
   std::string bin = qemu_plugin_path_to_binary();
   char real[4096];
   if (::realpath(bin.c_str(), real) != nullptr) bin = real;
@@ -751,20 +753,32 @@ void OnExit(qemu_plugin_id_t, void*) {
 }
 
 void ControlThread() {
-  const auto start = std::chrono::steady_clock::now();
+  // --duration counts from when the guest starts running (its first
+  // translated block), not from QEMU's own start-up.
+  std::chrono::steady_clock::time_point start;
+  bool started = false;
   for (;;) {
     int timeout = -1;
     if (g_opts.duration_ms > 0) {
-      auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(
-                         std::chrono::steady_clock::now() - start)
-                         .count();
-      timeout = elapsed >= static_cast<int64_t>(g_opts.duration_ms)
-                    ? 0
-                    : static_cast<int>(g_opts.duration_ms - elapsed);
+      if (!started && g_guest_started.load()) {
+        start = std::chrono::steady_clock::now();
+        started = true;
+      }
+      if (!started) {
+        timeout = 2;  // look again soon
+      } else {
+        auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(
+                           std::chrono::steady_clock::now() - start)
+                           .count();
+        timeout = elapsed >= static_cast<int64_t>(g_opts.duration_ms)
+                      ? 0
+                      : static_cast<int>(g_opts.duration_ms - elapsed);
+      }
     }
     pollfd p{g_opts.ctl_fd, POLLIN, 0};
     int r = ::poll(&p, g_opts.ctl_fd >= 0 ? 1 : 0, timeout);
     if (r == 0) {
+      if (!started) continue;
       g_flags.fetch_or(kReqDuration);
       g_opts.duration_ms = 0;
       if (g_opts.ctl_fd < 0) return;
