@@ -40,9 +40,10 @@ void AddExportCommand(CLI::App& app, CommandFn* selected) {
           static_cast<unsigned long long>(report->bytes));
       if (report->tsc_shift != 0) {
         // perf reads a TSC of 0 as "no time": the whole timeline moved.
-        std::printf("note: every time is %llu ns later than in the recording (a stream's TSC "
-                    "started at 0, which perf cannot decode)\n",
-                    static_cast<unsigned long long>(report->tsc_shift));
+        std::printf(
+            "note: every time is %llu ns later than in the recording (a stream's TSC "
+            "started at 0, which perf cannot decode)\n",
+            static_cast<unsigned long long>(report->tsc_shift));
       }
       std::printf("view it with: perf script -i %s --itrace=cr\n", args->output.c_str());
       return kExitOk;

@@ -137,8 +137,8 @@ PtDecoder::~PtDecoder() {
 uint64_t PtDecoder::MtcPeriodNs() const {
   const trace::CpuId& c = manifest_.cpu;
   if (!manifest_.pt.mtc || c.cpuid_15_eax == 0 || c.cpuid_15_ebx == 0) return 0;
-  const uint64_t tsc = (uint64_t{c.cpuid_15_ebx} << std::min<uint32_t>(manifest_.pt.mtc_freq, 15)) /
-                       c.cpuid_15_eax;
+  const uint64_t tsc =
+      (uint64_t{c.cpuid_15_ebx} << std::min<uint32_t>(manifest_.pt.mtc_freq, 15)) / c.cpuid_15_eax;
   return TscToNs(tsc) - TscToNs(0);
 }
 

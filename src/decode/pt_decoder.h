@@ -173,7 +173,8 @@ class PtDecoder {
     rate_insns_ += insns;
   }
   [[nodiscard]] double Rate() const {
-    return rate_insns_ == 0 ? 0.0 : static_cast<double>(rate_ns_) / static_cast<double>(rate_insns_);
+    return rate_insns_ == 0 ? 0.0
+                            : static_cast<double>(rate_ns_) / static_cast<double>(rate_insns_);
   }
   // The class of `block`'s last instruction, read from the image section
   // that holds it. libipt leaves `block.iclass` at ptic_error for blocks it

@@ -24,9 +24,9 @@
 #include "base/file_util.h"
 #include "base/log.h"
 #include "base/unique_fd.h"
-#include "sys/pmu.h"
 #include "emulate/events.h"
 #include "emulate/virtual_cpu.h"
+#include "sys/pmu.h"
 #include "trace/trace_dir.h"
 
 #ifndef PTSNAP_QEMU_PLUGIN_BUILD_PATH
@@ -40,7 +40,6 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kPluginName = "libptsnap_qemu.so";
-
 
 std::optional<fs::path> SearchPath(const std::string& name) {
   const char* path = std::getenv("PATH");
@@ -241,16 +240,25 @@ sys::PmuInfo VirtualPmu() {
   pmu.present = true;
   pmu.type = kVirtualPmuType;
   // The format terms and caps of a Kaby Lake's intel_pt PMU (Linux 6.x).
-  for (auto [term, bits] : {std::pair{"pt", "config:0"}, {"cyc", "config:1"}, {"mtc", "config:9"},
-                            {"tsc", "config:10"}, {"noretcomp", "config:11"},
-                            {"branch", "config:13"}, {"mtc_period", "config:14-17"},
-                            {"cyc_thresh", "config:19-22"}, {"psb_period", "config:24-27"}}) {
+  for (auto [term, bits] : {std::pair{"pt", "config:0"},
+                            {"cyc", "config:1"},
+                            {"mtc", "config:9"},
+                            {"tsc", "config:10"},
+                            {"noretcomp", "config:11"},
+                            {"branch", "config:13"},
+                            {"mtc_period", "config:14-17"},
+                            {"cyc_thresh", "config:19-22"},
+                            {"psb_period", "config:24-27"}}) {
     auto t = sys::ParseFormatTerm(bits);
     if (t) pmu.format[term] = *t;
   }
-  pmu.caps = {{"psb_cyc", 1},          {"mtc", 1},           {"ip_filtering", 1},
-              {"mtc_periods", 0x249},  {"cycle_thresholds", 0x3fff},
-              {"psb_periods", 0x3f},   {"num_address_ranges", 2}};
+  pmu.caps = {{"psb_cyc", 1},
+              {"mtc", 1},
+              {"ip_filtering", 1},
+              {"mtc_periods", 0x249},
+              {"cycle_thresholds", 0x3fff},
+              {"psb_periods", 0x3f},
+              {"num_address_ranges", 2}};
   pmu.max_nonturbo_ratio = kNominalRatio;
   pmu.tsc_art_ratio = sys::TscArtRatio{kCpuid15Ebx, kCpuid15Eax};
   return pmu;

@@ -119,8 +119,8 @@ void PtStream::EmitMtcsUpTo(uint64_t now) {
   while (next_mtc_ <= now) {
     FlushTnt();
     Cyc(next_mtc_);
-    const uint8_t mtc[2] = {0x59,
-                            static_cast<uint8_t>((next_mtc_ / opts_.tsc_per_ctc) >> opts_.mtc_freq)};
+    const uint8_t mtc[2] = {
+        0x59, static_cast<uint8_t>((next_mtc_ / opts_.tsc_per_ctc) >> opts_.mtc_freq)};
     RawBytes(mtc, 2);
     next_mtc_ += mtc_step_;
   }

@@ -16,7 +16,8 @@
 // (docs/emulation.md, "Time"), against the owner's clock (SetTime, in TSC
 // ticks):
 //  - TSC in every PSB+ and before every TIP.PGE; TMA after each TSC when MTC
-//    is on; CBR in PSB+ when `cbr` is set (libipt calibrates CYC from it);
+//    is on; CBR in PSB+ and before each TIP.PGE when `cbr` is set (libipt
+//    calibrates CYC from it);
 //  - MTC whenever the crystal clock (CTC = TSC / tsc_per_ctc) crosses a
 //    multiple of 2^mtc_freq, payload CTC[mtc_freq+7:mtc_freq]; pending TNT
 //    bits are flushed first, so every packet before an MTC is earlier;
@@ -46,9 +47,9 @@ struct PtStreamOptions {
   bool mtc = false;
   uint32_t mtc_freq = 0;  // MTCFreq: an MTC every 2^mtc_freq CTC ticks
   bool cyc = false;
-  uint32_t cyc_thresh = 0;    // CycThresh: CYCs at least 2^(value-1) cycles apart (0: any)
-  uint32_t tsc_per_ctc = 1;   // CPUID.15H EBX/EAX (an integer ratio here)
-  uint8_t cbr = 0;            // core:bus ratio written in PSB+ (0: none)
+  uint32_t cyc_thresh = 0;   // CycThresh: CYCs at least 2^(value-1) cycles apart (0: any)
+  uint32_t tsc_per_ctc = 1;  // CPUID.15H EBX/EAX (an integer ratio here)
+  uint8_t cbr = 0;           // core:bus ratio for PSB+ and TIP.PGE (0: none)
 };
 
 // libipt's return stack (pt_retstack): 64 entries, the oldest overwritten.
@@ -168,15 +169,15 @@ class PtStream {
   bool have_last_ip_ = false;
   uint64_t tnt_payload_ = 0;
   int tnt_bits_ = 0;
-  size_t pending_ = 0;  // bytes written since Take()
+  size_t pending_ = 0;           // bytes written since Take()
   bool raw_since_sync_ = false;  // RawBytes wrote since pt_enc_next last did
   ReturnStack ret_;
   // Timing state, in TSC ticks.
   uint64_t now_ = 0;
-  uint64_t tnt_time_ = 0;   // when the first pending TNT bit's branch retired
-  uint64_t last_cyc_ = 0;   // the cycle counter's reference point
-  uint64_t cyc_min_ = 1;    // 2^(cyc_thresh-1)
-  uint64_t mtc_step_ = 0;   // TSC ticks between two MTCs
+  uint64_t tnt_time_ = 0;  // when the first pending TNT bit's branch retired
+  uint64_t last_cyc_ = 0;  // the cycle counter's reference point
+  uint64_t cyc_min_ = 1;   // 2^(cyc_thresh-1)
+  uint64_t mtc_step_ = 0;  // TSC ticks between two MTCs
   uint64_t next_mtc_ = ~uint64_t{0};
 };
 

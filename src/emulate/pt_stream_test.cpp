@@ -272,7 +272,7 @@ void CheckLibiptTime(bool cyc, uint32_t mtc_freq) {
   s.Psb(t, true, 0x401000);
   for (int i = 0; i < 3000; ++i) {
     t += 1 + static_cast<uint64_t>(i * 7919) % 37;  // instructions retired before the branch
-    if (i == 1500) {  // a syscall, then the thread waits 123456 ticks
+    if (i == 1500) {                                // a syscall, then the thread waits 123456 ticks
       s.SetTime(t);
       s.PgdSuppressed();
       t += 123456;

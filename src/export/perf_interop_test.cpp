@@ -51,9 +51,9 @@ ShellRun Agree(const Case& c, const fs::path& work, const std::string& timer = "
   ShellRun rec = RunShell(bin + " run --emulate --no-decode --timer-resolution " + timer +
                           " --trace-dir " + (work / "t").string() + " -- " + c.command);
   EXPECT_EQ(rec.status, 0) << rec.out;
-  ShellRun r = RunShell("python3 " + EnvOr("PERF_AGREE") + " " + (work / "t").string() +
-                        " --ptsnap " + bin + " --work " + (work / "w").string() +
-                        " --max-skew " + std::to_string(max_skew));
+  ShellRun r =
+      RunShell("python3 " + EnvOr("PERF_AGREE") + " " + (work / "t").string() + " --ptsnap " + bin +
+               " --work " + (work / "w").string() + " --max-skew " + std::to_string(max_skew));
   EXPECT_THAT(r.out, HasSubstr("perf-agree: times: ptsnap - perf 0..")) << r.out;
   return r;
 }

@@ -102,7 +102,8 @@ Decoded DecodeEvents(const std::filesystem::path& trace, const std::filesystem::
 // of that decode (tests/data/decoder/calls.events, reviewed when it
 // changes), not a decode made by this run.
 std::vector<std::string> CallsAloneTree(const std::filesystem::path&) {
-  auto golden = base::ReadFile(std::string(PTSNAP_SOURCE_ROOT) + "/tests/data/decoder/calls.events");
+  auto golden =
+      base::ReadFile(std::string(PTSNAP_SOURCE_ROOT) + "/tests/data/decoder/calls.events");
   EXPECT_THAT(golden, HasValue());
   std::vector<std::string> tree;
   if (!golden) return tree;

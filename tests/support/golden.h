@@ -43,8 +43,9 @@ inline void ExpectGoldenFile(const std::string& actual, const std::string& path)
   }
   auto expected = base::ReadFile(path);
   ASSERT_THAT(expected, HasValue()) << path;
-  EXPECT_EQ(actual, *expected) << path << " differs; if the change is intended, run "
-                                          "tools/dev update-goldens and review the diff";
+  EXPECT_EQ(actual, *expected) << path
+                               << " differs; if the change is intended, run "
+                                  "tools/dev update-goldens and review the diff";
 }
 
 }  // namespace ptsnap::testing

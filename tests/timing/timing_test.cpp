@@ -33,7 +33,9 @@ std::string Env(const char* name) {
   return v ? v : "";
 }
 
-std::string Program(const std::string& name) { return Env("TIMING_PROGRAMS_DIR") + "/timing_" + name; }
+std::string Program(const std::string& name) {
+  return Env("TIMING_PROGRAMS_DIR") + "/timing_" + name;
+}
 
 struct Call {
   std::string name;
@@ -74,8 +76,8 @@ struct Slice {
   uint64_t begin = 0, end = 0;
 };
 struct Thread {
-  std::vector<Slice> slices;              // every frame, in order of begin (model order)
-  std::vector<std::string> tree;          // "depth name" in pre-order, from B/E nesting
+  std::vector<Slice> slices;      // every frame, in order of begin (model order)
+  std::vector<std::string> tree;  // "depth name" in pre-order, from B/E nesting
 };
 
 // Parses .events: B/E nest by order.
@@ -197,15 +199,15 @@ void CheckProgram(const Case& c, const std::string& preset, bool emulate) {
 
   testing::TempDir tmp;
   const auto dir = tmp.path() / "t.ptsnap";
-  auto run = testing::RunPtsnap(std::string("run ") + (emulate ? "--emulate " : "") +
-                                "--timer-resolution " + preset + " --trace-dir '" + dir.string() +
-                                "' -o '" + (tmp.path() / "t.events").string() + "' -- '" +
-                                program + "'");
+  auto run =
+      testing::RunPtsnap(std::string("run ") + (emulate ? "--emulate " : "") +
+                         "--timer-resolution " + preset + " --trace-dir '" + dir.string() +
+                         "' -o '" + (tmp.path() / "t.events").string() + "' -- '" + program + "'");
   ASSERT_EQ(run.rc, 0) << run.out;
   ASSERT_THAT(run.out, ::testing::HasSubstr("Decode errors: 0 ")) << run.out;
   for (const char* fmt : {"t.json", "t.fxt"}) {
-    auto d = testing::RunPtsnap("decode '" + dir.string() + "' -o '" +
-                                (tmp.path() / fmt).string() + "'");
+    auto d = testing::RunPtsnap("decode '" + dir.string() + "' -o '" + (tmp.path() / fmt).string() +
+                                "'");
     ASSERT_EQ(d.rc, 0) << d.out;
   }
   const auto events = ReadEvents(tmp.path() / "t.events");
@@ -285,12 +287,12 @@ const Case kCases[] = {
     {"threads", {"worker", "fib"}},
 };
 
-INSTANTIATE_TEST_SUITE_P(
-    Programs, Timing,
-    ::testing::Combine(::testing::ValuesIn(kCases), ::testing::Values("normal", "low", "high")),
-    [](const auto& info) {
-      return std::get<0>(info.param).program + "_" + std::get<1>(info.param);
-    });
+INSTANTIATE_TEST_SUITE_P(Programs, Timing,
+                         ::testing::Combine(::testing::ValuesIn(kCases),
+                                            ::testing::Values("normal", "low", "high")),
+                         [](const auto& info) {
+                           return std::get<0>(info.param).program + "_" + std::get<1>(info.param);
+                         });
 
 }  // namespace
 }  // namespace ptsnap

@@ -22,11 +22,11 @@
 // the thread that caused them.
 #include <fcntl.h>
 #include <linux/futex.h>
-#include <sched.h>
-#include <sys/syscall.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -128,8 +128,7 @@ uint64_t Now() { return g_clock.load(std::memory_order_relaxed); }
 // Makes `t`'s time visible to every thread (g_clock = max(g_clock, clock)).
 void Publish(const ThreadState* t) {
   uint64_t g = g_clock.load(std::memory_order_relaxed);
-  while (g < t->clock &&
-         !g_clock.compare_exchange_weak(g, t->clock, std::memory_order_relaxed)) {
+  while (g < t->clock && !g_clock.compare_exchange_weak(g, t->clock, std::memory_order_relaxed)) {
   }
 }
 // Futex causality: per futex word, the latest time a thread woke it; per
@@ -157,7 +156,7 @@ pid_t g_pid = 0;
 bool g_images_done = false;
 std::atomic<bool> g_guest_started{false};  // for the control thread's --duration
 std::vector<uint64_t> g_trigger_rt, g_stop_rt;
-uint64_t g_pending_ctid[kMaxVcpus];  // clone's child_tid with CLONE_CHILD_CLEARTID
+uint64_t g_pending_ctid[kMaxVcpus];     // clone's child_tid with CLONE_CHILD_CLEARTID
 uint64_t g_pending_mmap[kMaxVcpus][4];  // prot, fd, len, offset of an mmap in flight; prot 0 = none
 
 void Die(const char* fmt, ...) {
