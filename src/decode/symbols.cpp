@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <unordered_map>
 
 #include "base/string_util.h"
 #include "base/unique_fd.h"
@@ -160,9 +161,10 @@ void ReadPltGot(Elf* elf, Elf_Scn* plt_got, const GElf_Shdr& plt_got_hdr, Elf_Sc
   }
 }
 
-// PLT stubs: entry i of .plt.sec (or .plt after its 16-byte header) jumps
-// through the GOT slot of .rela.plt entry i. Names become "sym@plt", as
-// perf and objdump show them. The 16-byte header (PLT0, the lazy-binding
+// PLT stubs of .plt.sec (or .plt): each jumps through a GOT slot, and the
+// .rela.plt entry for that slot names it: "sym@plt", as objdump shows them;
+// an IRELATIVE entry names the IFUNC ("memset@plt", where objdump prints
+// "*ABS*+0x9c840@plt"). The 16-byte header (PLT0, the lazy-binding
 // trampoline) is named ".plt", as perf >= 6.3 does: it bounds the symbol
 // before it, so a zero-size `_init` in .init is not stretched over .plt
 // (perf 6.1 names PLT0 and every stub "_init+0x..." for that reason).
@@ -200,20 +202,74 @@ void ReadPlt(Elf* elf, size_t shstrndx, SymbolTable* table) {
   if (rela == nullptr || (plt == nullptr && plt_sec == nullptr)) return;
   Elf_Data* data = elf_getdata(rela, nullptr);
   if (data == nullptr || rela_hdr.sh_entsize == 0) return;
+  // IRELATIVE relocations name no symbol: their addend is the IFUNC's
+  // resolver, which the symbol tables name (memset, strlen...).
+  std::unordered_map<uint64_t, std::string> ifuncs;
+  for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn != nullptr; scn = elf_nextscn(elf, scn)) {
+    GElf_Shdr shdr;
+    if (gelf_getshdr(scn, &shdr) == nullptr) continue;
+    if (shdr.sh_type != SHT_DYNSYM && shdr.sh_type != SHT_SYMTAB) continue;
+    Elf_Data* syms = elf_getdata(scn, nullptr);
+    if (syms == nullptr || shdr.sh_entsize == 0) continue;
+    for (size_t i = 0; i < shdr.sh_size / shdr.sh_entsize; ++i) {
+      GElf_Sym sym;
+      if (gelf_getsym(syms, static_cast<int>(i), &sym) == nullptr) break;
+      if (GELF_ST_TYPE(sym.st_info) != STT_GNU_IFUNC || sym.st_value == 0) continue;
+      const char* name = elf_strptr(elf, shdr.sh_link, sym.st_name);
+      if (name != nullptr && *name != '\0') ifuncs.emplace(sym.st_value, name);
+    }
+  }
+  // Each stub jumps through the GOT slot its relocation fills: name stubs
+  // by slot, not by position. Their order need not follow .rela.plt's:
+  // libc's IRELATIVE entries come last there, their stubs first.
   Elf_Scn* dynsym = elf_getscn(elf, rela_hdr.sh_link);
-  GElf_Shdr dynsym_hdr;
-  if (dynsym == nullptr || gelf_getshdr(dynsym, &dynsym_hdr) == nullptr) return;
-  Elf_Data* symdata = elf_getdata(dynsym, nullptr);
-  if (symdata == nullptr) return;
-  uint64_t base = plt_sec != nullptr ? plt_sec_hdr.sh_addr : plt_hdr.sh_addr + 16;
-  uint64_t entsize = 16;
-  size_t count = rela_hdr.sh_size / rela_hdr.sh_entsize;
-  for (size_t i = 0; i < count; ++i) {
+  GElf_Shdr dynsym_hdr{};
+  Elf_Data* symdata = nullptr;
+  if (dynsym != nullptr && gelf_getshdr(dynsym, &dynsym_hdr) != nullptr &&
+      dynsym_hdr.sh_type == SHT_DYNSYM) {
+    symdata = elf_getdata(dynsym, nullptr);
+  }
+  std::unordered_map<uint64_t, std::string> by_slot;
+  for (size_t i = 0; i < rela_hdr.sh_size / rela_hdr.sh_entsize; ++i) {
     GElf_Rela r;
     if (gelf_getrela(data, static_cast<int>(i), &r) == nullptr) break;
-    const char* name = RelocSymbolName(elf, symdata, dynsym_hdr, r);
-    if (name == nullptr) continue;
-    table->Add(Symbol{base + i * entsize, entsize, Demangle(name) + "@plt"});
+    const char* name = nullptr;
+    if (GELF_R_TYPE(r.r_info) == R_X86_64_IRELATIVE) {
+      auto it = ifuncs.find(static_cast<uint64_t>(r.r_addend));
+      if (it != ifuncs.end()) name = it->second.c_str();
+    } else if (symdata != nullptr) {
+      name = RelocSymbolName(elf, symdata, dynsym_hdr, r);
+    }
+    if (name != nullptr) by_slot.emplace(r.r_offset, Demangle(name) + "@plt");
+  }
+  Elf_Scn* stubs = plt_sec != nullptr ? plt_sec : plt;
+  const GElf_Shdr& stubs_hdr = plt_sec != nullptr ? plt_sec_hdr : plt_hdr;
+  Elf_Data* code = elf_getdata(stubs, nullptr);
+  if (code == nullptr || code->d_buf == nullptr) return;
+  const auto* c = static_cast<const unsigned char*>(code->d_buf);
+  // 16-byte stubs, or 8 (`jmp *slot; xchg %ax,%ax`) in static binaries'
+  // IFUNC-only .plt, whose sh_entsize is 0.
+  const size_t nrela = rela_hdr.sh_size / rela_hdr.sh_entsize;
+  const uint64_t kStub = stubs_hdr.sh_entsize == 8 || stubs_hdr.sh_entsize == 16
+                             ? stubs_hdr.sh_entsize
+                             : (nrela != 0 && code->d_size == nrela * 8 ? 8 : 16);
+  for (uint64_t off = 0; off + kStub <= code->d_size; off += kStub) {
+    // `jmp *disp(%rip)` (ff 25), maybe as `bnd jmp` (f2 ff 25), maybe after
+    // an endbr64 (f3 0f 1e fa); PLT0 (ff 35 ...) matches none.
+    for (uint64_t at : {uint64_t{0}, uint64_t{4}}) {
+      if (off + at + 6 > code->d_size) break;
+      const unsigned char* e = c + off + at;
+      const uint64_t op = e[0] == 0xf2 ? 1 : 0;
+      if (off + at + op + 6 > code->d_size) break;
+      if (e[op] != 0xff || e[op + 1] != 0x25) continue;
+      int32_t disp;
+      std::memcpy(&disp, e + op + 2, sizeof disp);
+      const uint64_t slot = stubs_hdr.sh_addr + off + at + op + 6 + static_cast<int64_t>(disp);
+      if (auto it = by_slot.find(slot); it != by_slot.end()) {
+        table->Add(Symbol{stubs_hdr.sh_addr + off, kStub, it->second});
+      }
+      break;
+    }
   }
 }
 

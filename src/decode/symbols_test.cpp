@@ -1,6 +1,8 @@
 #include "decode/symbols.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <fstream>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -56,6 +58,49 @@ TEST(SymbolsTest, ElfFileReadsSymbolsSegmentsAndBuildId) {
   bool has_exec = false;
   for (const auto& s : elf->segments()) has_exec |= s.exec;
   EXPECT_TRUE(has_exec);
+}
+
+// Every PLT stub named as objdump names it (objdump maps stubs to GOT
+// slots): libc's IRELATIVE stubs come first in .plt but last in .rela.plt,
+// so naming stubs by position mislabelled them (0x26060, mempcpy's, was
+// "__tls_get_addr@plt"). objdump's "*ABS*+0xN@plt" is the IFUNC at N.
+TEST(SymbolsTest, PltStubsAreNamedByTheirGotSlot) {
+  const std::string libc = "/usr/lib/x86_64-linux-gnu/libc.so.6";
+  auto elf = ElfFile::Open(libc);
+  ASSERT_TRUE(elf.has_value()) << libc;
+  ::ptsnap::testing::TempDir tmp;
+  const auto out = tmp.path() / "plt.txt";
+  ASSERT_EQ(std::system(("objdump -d -j .plt " + libc + " > " + out.string()).c_str()), 0);
+  std::ifstream in(out);
+  std::string line;
+  int named = 0, ifuncs = 0;
+  while (std::getline(in, line)) {
+    // "0000000000026060 <*ABS*+0x9c6a0@plt>:"
+    auto lt = line.find(" <"), gt = line.rfind(">:");
+    if (lt == std::string::npos || gt == std::string::npos || line.find("@plt") == line.npos)
+      continue;
+    const uint64_t addr = std::stoull(line.substr(0, lt), nullptr, 16);
+    const std::string label = line.substr(lt + 2, gt - lt - 2);
+    if (label.find("@plt-0x") != std::string::npos) continue;  // PLT0: ".plt"
+    const Symbol* sym = elf->symbols().Find(addr);
+    ASSERT_NE(sym, nullptr) << label;
+    EXPECT_EQ(sym->start, addr) << label;
+    if (label.rfind("*ABS*+0x", 0) == 0) {
+      const uint64_t resolver = std::stoull(label.substr(8), nullptr, 16);
+      EXPECT_THAT(sym->name, ::testing::EndsWith("@plt")) << label;
+      const std::string ifunc = sym->name.substr(0, sym->name.size() - 4);
+      // The IFUNC it names is the one at the relocation's addend.
+      const Symbol* target = elf->symbols().Find(resolver);
+      ASSERT_NE(target, nullptr) << label;
+      EXPECT_EQ(target->start, resolver) << label;
+      ++ifuncs;
+    } else {
+      EXPECT_EQ(sym->name, label.substr(0, label.find('@')) + "@plt") << label;
+      ++named;
+    }
+  }
+  EXPECT_GT(named, 10);
+  EXPECT_GT(ifuncs, 5);
 }
 
 // This test binary is a lazily bound PIE: .init holds a zero-size _init,
