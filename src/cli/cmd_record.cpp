@@ -102,13 +102,7 @@ int RunRecord(Args& a, bool attach) {
   }
   auto timing = perf::ParseTiming(a.timer);
   if (!timing) return Fail(timing.error().ToString()), kExitUsage;
-  o.timer.preset = timing->preset;
-  o.timer.cyc = timing->cyc;
-  o.timer.mtc = timing->mtc;
-  o.timer.noretcomp = timing->noretcomp;
-  o.timer.cyc_thresh = timing->cyc_thresh;
-  o.timer.mtc_period = timing->mtc_period;
-  o.timer.psb_period = timing->psb_period;
+  o.timer = *timing;
   if (!a.duration.empty()) {
     auto d = ParseDuration(a.duration);
     if (!d) return Fail(d.error().ToString()), kExitUsage;

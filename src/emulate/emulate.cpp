@@ -268,13 +268,7 @@ sys::PmuInfo VirtualPmu() {
 
 Result<perf::PtAttr> EmulatedPtAttr(const record::TimerResolution& timer) {
   perf::PtAttrOptions o;
-  o.timing.preset = timer.preset;
-  o.timing.cyc = timer.cyc;
-  o.timing.mtc = timer.mtc;
-  o.timing.noretcomp = timer.noretcomp;
-  o.timing.cyc_thresh = timer.cyc_thresh;
-  o.timing.mtc_period = timer.mtc_period;
-  o.timing.psb_period = timer.psb_period;
+  o.timing = timer;
   return perf::BuildPtAttr(VirtualPmu(), o);
 }
 

@@ -13,19 +13,16 @@
 #include <string_view>
 #include <vector>
 
+#include "perf/attr.h"
 #include "ptsnap/result.h"
 
 namespace ptsnap::record {
 
 enum class TraceScope { kUser, kUserKernel, kKernelOnly };
 
-struct TimerResolution {
-  // "low", "normal", "high" or "custom"; custom uses the fields below.
-  std::string preset = "normal";
-  std::optional<bool> cyc, noretcomp;
-  std::optional<uint32_t> cyc_thresh, mtc_period, psb_period;
-  std::optional<bool> mtc;
-};
+// --timer-resolution as parsed (perf::ParseTiming): the preset and the
+// custom keys; perf::BuildPtAttr resolves it against a PMU.
+using TimerResolution = perf::PtTiming;
 
 struct RecordOptions {
   std::vector<std::string> command;  // run: argv

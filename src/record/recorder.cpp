@@ -315,13 +315,7 @@ Result<Prepared> Prepare(const RecordOptions& opts, const base::RootPath& root,
   // Per-CPU events are not tied to the program's exec: `run` enables them
   // before letting it exec.
   ao.enable_on_exec = !opts.command.empty() && !system_wide;
-  ao.timing.preset = opts.timer.preset;
-  ao.timing.cyc = opts.timer.cyc;
-  ao.timing.mtc = opts.timer.mtc;
-  ao.timing.noretcomp = opts.timer.noretcomp;
-  ao.timing.cyc_thresh = opts.timer.cyc_thresh;
-  ao.timing.mtc_period = opts.timer.mtc_period;
-  ao.timing.psb_period = opts.timer.psb_period;
+  ao.timing = opts.timer;
   PTSNAP_ASSIGN_OR_RETURN(perf::PtAttr attr, perf::BuildPtAttr(pmu, ao));
   p.warnings.insert(p.warnings.end(), attr.warnings.begin(), attr.warnings.end());
 
