@@ -38,12 +38,8 @@ PtStream::PtStream(PtStreamOptions opts) : opts_(opts), buf_(opts.buffer_size) {
 PtStream::~PtStream() { pt_free_encoder(enc_); }
 
 void PtStream::Emit(const pt_packet& p) {
-  if (raw_since_sync_) {
-    // Raw bytes were written since the encoder last wrote: it continues
-    // after them.
-    pt_enc_sync_set(enc_, pending_);
-    raw_since_sync_ = false;
-  }
+  // The encoder continues after the bytes so far, RawBytes' included.
+  pt_enc_sync_set(enc_, pending_);
   int r = pt_enc_next(enc_, &p);
   if (r < 0) {
     // The owner drains after every translation block; overflowing the buffer
@@ -83,7 +79,15 @@ void PtStream::RawBytes(const uint8_t* b, size_t n) {
   }
   std::memcpy(buf_.data() + pending_, b, n);
   pending_ += n;
-  raw_since_sync_ = true;
+}
+
+void PtStream::Cbr() {
+  if (opts_.cbr == 0) return;
+  pt_packet p;
+  std::memset(&p, 0, sizeof(p));
+  p.type = ppt_cbr;
+  p.payload.cbr.ratio = opts_.cbr;
+  Emit(p);
 }
 
 void PtStream::Cyc(uint64_t t) {
@@ -176,12 +180,7 @@ void PtStream::Psb(uint64_t tsc, bool enabled, uint64_t ip) {
   p.type = ppt_psb;
   Emit(p);
   TscTma(tsc);
-  if (opts_.cbr != 0) {
-    std::memset(&p, 0, sizeof(p));
-    p.type = ppt_cbr;
-    p.payload.cbr.ratio = opts_.cbr;
-    Emit(p);
-  }
+  Cbr();
   std::memset(&p, 0, sizeof(p));
   p.type = ppt_mode;
   p.payload.mode.leaf = pt_mol_exec;
@@ -216,13 +215,7 @@ void PtStream::Pge(uint64_t ip, uint64_t tsc) {
   // Different Enable Conditions"): TSC, TMA, CBR, TIP.PGE. The CBR matters:
   // libipt restarts its cycle calibration at a CBR outside PSB+, which it
   // must after MTCs that stopped while tracing was off.
-  if (opts_.cbr != 0) {
-    pt_packet p;
-    std::memset(&p, 0, sizeof(p));
-    p.type = ppt_cbr;
-    p.payload.cbr.ratio = opts_.cbr;
-    Emit(p);
-  }
+  Cbr();
   last_cyc_ = tsc;  // TraceEn was off: the cycle counter restarts here
   IpPacket(ppt_tip_pge, ip);
 }
@@ -245,10 +238,6 @@ void PtStream::AsyncDisable(uint64_t ip) {
 
 std::span<const uint8_t> PtStream::bytes() const { return {buf_.data(), pending()}; }
 
-void PtStream::Take() {
-  pt_enc_sync_set(enc_, 0);
-  raw_since_sync_ = false;
-  pending_ = 0;
-}
+void PtStream::Take() { pending_ = 0; }
 
 }  // namespace ptsnap::emulate

@@ -148,7 +148,6 @@ class PtStream {
 
   [[nodiscard]] const ReturnStack& return_stack() const { return ret_; }
   [[nodiscard]] int tnt_pending() const { return tnt_bits_; }
-  [[nodiscard]] uint64_t now() const { return now_; }
 
  private:
   void Emit(const ::pt_packet& p);
@@ -157,6 +156,7 @@ class PtStream {
   // allows one; the cycle counter then restarts at `t`.
   void Cyc(uint64_t t);
   void RawBytes(const uint8_t* b, size_t n);
+  void Cbr();  // CBR with the configured ratio, when there is one
   void EmitMtcsUpTo(uint64_t now);
   // TSC at `tsc` (and TMA when MTC is on); the next MTC is the first CTC
   // boundary after it.
@@ -169,8 +169,7 @@ class PtStream {
   bool have_last_ip_ = false;
   uint64_t tnt_payload_ = 0;
   int tnt_bits_ = 0;
-  size_t pending_ = 0;           // bytes written since Take()
-  bool raw_since_sync_ = false;  // RawBytes wrote since pt_enc_next last did
+  size_t pending_ = 0;  // bytes written since Take()
   ReturnStack ret_;
   // Timing state, in TSC ticks.
   uint64_t now_ = 0;
