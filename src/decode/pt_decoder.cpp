@@ -556,7 +556,8 @@ class StreamDecoder {
         thread_(thread),
         sink_(sink),
         stats_(owner->mutable_stats()),
-        cycle_accurate_(owner->cycle_accurate()) {}
+        cycle_accurate_(owner->cycle_accurate()),
+        mtc_period_ns_(owner->MtcPeriodNs()) {}
   ~StreamDecoder() { pt_blk_free_decoder(dec_); }
   StreamDecoder(const StreamDecoder&) = delete;
   StreamDecoder& operator=(const StreamDecoder&) = delete;
@@ -681,13 +682,13 @@ class StreamDecoder {
   // (docs/decoding.md, "Timestamps"). `gap`: tracing stops at the event (a
   // disable, an error, an overflow) and the next anchor may lie after time
   // the trace does not cover; `lower` is then the time libipt knew there.
-  void Emit(BranchEvent& e, bool gap = false, uint64_t lower = 0) {
+  void Emit(BranchEvent e, bool gap = false, uint64_t lower = 0) {
     e.insns = insns_;
     insns_ = 0;
     e.pid = thread_.pid;
     e.tid = thread_.tid;
     e.space = space_;
-    pending_.push_back(Pending{e, pos_, lower, gap, in_tx_});
+    pending_.push_back(Pending{std::move(e), pos_, lower, gap, in_tx_});
     if (gap) gap_since_anchor_ = true;  // the time to the next anchor is no rate
     if (pending_.size() >= kMaxPending) ResolvePending(0, /*have_next=*/false);
   }
@@ -819,7 +820,7 @@ class StreamDecoder {
     e.from = from;
     e.to = to;
     e.syscall = syscall;
-    Emit(e);
+    Emit(std::move(e));
   }
   // An event where tracing stops, at libipt's time `time` for it. When no
   // timing packet came since the last anchor, that time is stale, and the
@@ -833,7 +834,7 @@ class StreamDecoder {
     e.kind = kind;
     e.from = from;
     e.syscall = syscall;
-    Emit(e, /*gap=*/true, time);
+    Emit(std::move(e), /*gap=*/true, time);
   }
   // The time of the branch a tick names. With CYC it is the branch's own.
   // Without, the tick's time is an MTC's that came before the branch's
@@ -841,9 +842,9 @@ class StreamDecoder {
   // [time, time + MTC period). Where the instructions since the last
   // anchor lead at the measured rate, within that window.
   uint64_t TickTime(uint64_t time) const {
-    const uint64_t period = owner_->MtcPeriodNs();
-    if (cycle_accurate_ || period == 0 || !have_anchor_) return time;
-    return std::clamp(Extrapolate(anchor_pos_, anchor_time_, pos_), time, time + period - 1);
+    if (cycle_accurate_ || mtc_period_ns_ == 0 || !have_anchor_) return time;
+    return std::clamp(Extrapolate(anchor_pos_, anchor_time_, pos_), time,
+                      time + mtc_period_ns_ - 1);
   }
   // An event with its own fresh time (a TSC just before a TIP.PGE, a PSB+):
   // an anchor.
@@ -864,7 +865,7 @@ class StreamDecoder {
       e.message += buf;
     }
     have_prev_ = false;
-    Emit(e, /*gap=*/true, Now());
+    Emit(std::move(e), /*gap=*/true, Now());
   }
 
   void HandleBlock(const struct pt_block& b) {
@@ -929,7 +930,7 @@ class StreamDecoder {
         BranchEvent e;
         e.kind = BranchKind::kOverflow;
         e.to = ev.ip_suppressed ? 0 : ev.variant.overflow.ip;
-        Emit(e, /*gap=*/true, 0);
+        Emit(std::move(e), /*gap=*/true, 0);
         if (ev.has_tsc) AnchorAt(t);
         Retarget(t, /*thread=*/true);
         have_prev_ = false;
@@ -1000,6 +1001,7 @@ class StreamDecoder {
   // anchor, and the events waiting for the next one.
   static constexpr size_t kMaxPending = 1 << 16;  // bounded memory without timing packets
   const bool cycle_accurate_;
+  const uint64_t mtc_period_ns_;  // 0: no MTC
   uint64_t pos_ = 0;
   bool have_anchor_ = false;
   bool gap_since_anchor_ = false;
