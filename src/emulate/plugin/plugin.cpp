@@ -144,6 +144,12 @@ void FutexWoken(uint64_t addr, uint64_t clock) {
   uint64_t& c = g_futex_clock[addr];
   c = std::max(c, clock);
 }
+// The word the kernel clears and wakes when thread `tid` exits (0: none).
+uint64_t ClearChildTid(pid_t tid) {
+  std::lock_guard lock(g_futex_mu);
+  auto it = g_clear_tid.find(tid);
+  return it != g_clear_tid.end() ? it->second : 0;
+}
 // A wait on `addr` returned: the waiter continues after whoever woke it.
 void FutexCatch(ThreadState* t, uint64_t addr) {
   if (addr == 0) return;
@@ -153,8 +159,9 @@ void FutexCatch(ThreadState* t, uint64_t addr) {
 }
 int g_events_fd = -1;
 pid_t g_pid = 0;
-bool g_images_done = false;
-std::atomic<bool> g_guest_started{false};  // for the control thread's --duration
+// Set at the first translation, once QEMU has loaded the guest: the guest
+// runs from then on (the control thread's --duration counts from it).
+std::atomic<bool> g_images_done{false};
 std::vector<uint64_t> g_trigger_rt, g_stop_rt;
 uint64_t g_pending_ctid[kMaxVcpus];     // clone's child_tid with CLONE_CHILD_CLEARTID
 uint64_t g_pending_mmap[kMaxVcpus][4];  // prot, fd, len, offset of an mmap in flight; prot 0 = none
@@ -321,8 +328,7 @@ void EmitElfMappings(const std::string& path, const ElfImage& img, uint64_t bias
 // binary and interpreter mappings, the process's comm, runtime addresses of
 // the trigger and stop-indicator symbols.
 void DescribeImages() {
-  g_images_done = true;
-  g_guest_started.store(true);
+  g_images_done.store(true);
   std::string bin = qemu_plugin_path_to_binary();
   char real[4096];
   if (::realpath(bin.c_str(), real) != nullptr) bin = real;
@@ -383,16 +389,7 @@ void EndThread(unsigned vcpu) {
   t->pt.FlushTnt();
   Drain(t);
   Publish(t);
-  {
-    // The kernel clears and wakes the thread's clear_child_tid word.
-    uint64_t word = 0;
-    {
-      std::lock_guard flock(g_futex_mu);
-      auto it = g_clear_tid.find(t->tid);
-      if (it != g_clear_tid.end()) word = it->second;
-    }
-    FutexWoken(word, t->clock);
-  }
+  FutexWoken(ClearChildTid(t->tid), t->clock);  // the kernel wakes it at exit
   Event("exit %llu %d %d %d %d", static_cast<unsigned long long>(t->clock), t->pid, t->pid, t->tid,
         t->tid);
   if (g_opts.full) {
@@ -530,7 +527,7 @@ void OnTbExec(unsigned vcpu, void* udata) {
 }
 
 void OnTbTrans(qemu_plugin_id_t, qemu_plugin_tb* tb) {
-  if (!g_images_done) DescribeImages();
+  if (!g_images_done.load(std::memory_order_relaxed)) DescribeImages();
   size_t n = qemu_plugin_tb_n_insns(tb);
   if (n == 0) return;
   auto* info = new TbInfo;  // lives as long as QEMU may run the block
@@ -699,7 +696,7 @@ void OnSyscallRet(qemu_plugin_id_t, unsigned vcpu, int64_t num, int64_t ret) {
     EmitMmap2(now, static_cast<uint64_t>(ret), len, g_pending_mmap[vcpu][3], path,
               static_cast<int>(prot & 0xffffffff), MAP_PRIVATE);
   } else if ((num == __NR_clone || num == __NR_fork || num == __NR_vfork) && ret >= 0) {
-    ThreadState* t = g_threads[vcpu];
+    ThreadState* t = self;
     if (ret == 0) {
       // fork/vfork/clone without CLONE_THREAD returned in the child process
       // (a new thread never returns through here in QEMU 7.2).
@@ -759,7 +756,7 @@ void ControlThread() {
   for (;;) {
     int timeout = -1;
     if (g_opts.duration_ms > 0) {
-      if (!started && g_guest_started.load()) {
+      if (!started && g_images_done.load()) {
         start = std::chrono::steady_clock::now();
         started = true;
       }
