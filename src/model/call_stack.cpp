@@ -46,7 +46,8 @@ void CallStackModel::BeginSegment(int32_t pid, int32_t tid) {
   saved_.clear();
   started_ = false;
   now_ = create_time_ = pending_time_ = 0;
-  have_last_ts_ = false;
+  last_ts_ = 0;
+  last_was_begin_ = false;
   stack_.clear();
   inactive_.clear();
   deferred_.clear();
@@ -67,7 +68,6 @@ void CallStackModel::SaveThread() {
   t.create_time = create_time_;
   t.pending_time = pending_time_;
   t.last_ts = last_ts_;
-  t.have_last_ts = have_last_ts_;
   t.last_was_begin = last_was_begin_;
   t.stack = std::move(stack_);
   t.inactive = std::move(inactive_);
@@ -87,7 +87,8 @@ void CallStackModel::LoadThread(int32_t tid) {
   if (it == saved_.end()) {
     started_ = false;
     now_ = create_time_ = pending_time_ = 0;
-    have_last_ts_ = false;
+    last_ts_ = 0;
+    last_was_begin_ = false;
     return;
   }
   ThreadState& t = it->second;
@@ -98,7 +99,6 @@ void CallStackModel::LoadThread(int32_t tid) {
   create_time_ = t.create_time;
   pending_time_ = t.pending_time;
   last_ts_ = t.last_ts;
-  have_last_ts_ = t.have_last_ts;
   last_was_begin_ = t.last_was_begin;
   stack_ = std::move(t.stack);
   inactive_ = std::move(t.inactive);
@@ -166,9 +166,8 @@ void CallStackModel::Emit(const Op& op, uint64_t ts) {
   // child begins after its parent, and slices that share a timestamp in the
   // trace still nest by time interval exactly as they nest here.
   if (op.kind != OpKind::kInferred) {
-    if (have_last_ts_) ts = std::max(ts, last_was_begin_ ? last_ts_ + 1 : last_ts_);
+    ts = std::max(ts, last_was_begin_ ? last_ts_ + 1 : last_ts_);
     last_ts_ = ts;
-    have_last_ts_ = true;
     last_was_begin_ = op.kind == OpKind::kBegin;
   }
   Slice s;
@@ -433,6 +432,13 @@ void CallStackModel::OnEvent(const decode::BranchEvent& e) {
 }
 
 void CallStackModel::Marker(uint64_t ts, const std::string& name) {
+  // A thread that exited before the marker (a snapshot taken later, for
+  // the other threads): its frames, the exit's [syscall] among them, end
+  // at its exit.
+  if (auto e = exits_.find(tid_); started_ && e != exits_.end() && e->second < ts) {
+    if (e->second > now_) SetTime(e->second);
+    ResetAll();
+  }
   SetTime(ts);
   Queue(OpKind::kInstant, Pseudo(Name(name)));
 }

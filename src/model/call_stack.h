@@ -66,6 +66,9 @@ class CallStackModel {
   // event time (or `end_time` when later) and writes the deferred inferred
   // begins.
   void EndSegment(uint64_t end_time = 0);
+  // When threads exited (PERF_RECORD_EXIT), by tid: a marker later than a
+  // thread's exit first ends the thread's open frames at the exit.
+  void SetExitTimes(std::map<int32_t, uint64_t> exits) { exits_ = std::move(exits); }
   // A zero-length marker on the current thread (snapshot boundaries).
   void Marker(uint64_t ts, const std::string& name);
   // The same marker on every thread of the segment that has events.
@@ -135,7 +138,7 @@ class CallStackModel {
     int32_t pid = 0, space = 0;
     bool started = false;
     uint64_t now = 0, create_time = 0, pending_time = 0, last_ts = 0;
-    bool have_last_ts = false, last_was_begin = false;
+    bool last_was_begin = false;
     std::vector<Frame> stack;
     std::vector<std::vector<Frame>> inactive;
     std::deque<Deferred> deferred;
@@ -152,6 +155,7 @@ class CallStackModel {
   int32_t pid_ = 0, tid_ = 0, space_ = 0;
   std::map<int32_t, ThreadState> saved_;  // by tid: the segment's other threads
   bool kernel_only_ = false;
+  std::map<int32_t, uint64_t> exits_;  // SetExitTimes
   bool started_ = false;  // any event seen in this segment
   uint64_t now_ = 0;      // current raw time
   uint64_t create_time_ = 0;
@@ -162,9 +166,9 @@ class CallStackModel {
   std::vector<Op> pending_;
   uint64_t pending_time_ = 0;
   std::vector<uint64_t> open_begins_;
-  // The last timestamp written on this thread (Emit keeps them rising).
+  // The last timestamp written on this thread (Emit keeps them rising; 0
+  // before the first) and whether it was a begin's.
   uint64_t last_ts_ = 0;
-  bool have_last_ts_ = false;
   bool last_was_begin_ = false;
   const std::string* syscall_name_;
   const std::string* untraced_name_;

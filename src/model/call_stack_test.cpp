@@ -82,6 +82,21 @@ TEST(CallStackTest, TimeBatchSpreading) {
                           "104 E fn1 from 100", "104 E fn0 from 1"));
 }
 
+// A thread that exited before a later snapshot's marker: its frames end at
+// its exit, the marker stays at the snapshot.
+TEST(CallStackTest, FramesOfAnExitedThreadEndAtItsExitNotAtALaterMarker) {
+  Harness h;
+  h.model.SetExitTimes({{1, 50}});
+  h.Ev(BranchKind::kEnable, 0, 0, Fn(0));
+  h.Ev(BranchKind::kCall, 10, Fn(0, 1), Fn(1));
+  h.Ev(BranchKind::kDisable, 20, Fn(1, 1), 0);  // tracing stops: its exit
+  h.model.Marker(100, "[snapshot 1: exit]");
+  h.model.EndSegment();
+  EXPECT_THAT(h.sink.lines,
+              ElementsAre("1 B fn0", "10 B fn1", "20 B [untraced]", "50 E [untraced] from 20",
+                          "50 E fn1 from 10", "50 E fn0 from 1", "100 I [snapshot 1: exit]"));
+}
+
 TEST(CallStackTest, ReturnsPastTheStackInferFramesFromTheStart) {
   // Modelled on magic-trace "enqueuing events at start"; events at the
   // start time move +1 ns so inferred frames enclose them.

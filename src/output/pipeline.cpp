@@ -100,7 +100,7 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
   // Names: the last COMM of each thread; processes "cmdline [pid=P]".
   std::map<int32_t, std::string> comms;
   // When each thread exited (PERF_RECORD_EXIT): its frames end there, not
-  // at a later snapshot of the other threads.
+  // at a later snapshot of the other threads (CallStackModel::Marker).
   std::map<int32_t, uint64_t> exits;
   for (const auto& r : records) {
     if (const auto* c = std::get_if<trace::Comm>(&r.body)) {
@@ -109,6 +109,7 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
       exits[static_cast<int32_t>(t->tid)] = r.sample_id.time;
     }
   }
+  model.SetExitTimes(std::move(exits));
   std::vector<trace::Stream> streams = m.streams;
   std::stable_sort(streams.begin(), streams.end(), [](const auto& a, const auto& b) {
     return std::tie(a.snapshot, a.pid, a.tid, a.cpu) < std::tie(b.snapshot, b.pid, b.tid, b.cpu);
@@ -249,11 +250,7 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
     PTSNAP_TRY(decoder->DecodeStream(pid, tid, *bytes, on_event));
     done_bytes += s.size;
     if (auto name = end_marker(s.snapshot); !name.empty()) {
-      const uint64_t at = snaps[s.snapshot]->time;
-      // A thread that exited before the snapshot: its frames (the exit's
-      // [syscall]) end when it exited; the marker still shows the snapshot.
-      if (auto e = exits.find(tid); e != exits.end() && e->second < at) model.EndSegment(e->second);
-      model.Marker(at, name);
+      model.Marker(snaps[s.snapshot]->time, name);
     }
     model.EndSegment();
     end_snapshot_segment();
