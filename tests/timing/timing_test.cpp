@@ -194,7 +194,11 @@ constexpr const char* kSameLibcRoutines =
 void CheckProgram(const Case& c, const std::string& preset, bool emulate) {
   ::setenv("GLIBC_TUNABLES", kSameLibcRoutines, 1);  // stepcount and ptsnap inherit it
   const std::string program = Program(c.program);
-  const Calls truth = GroundTruth(program, c.funcs);
+  // Stepping is slow (~100 k steps/s) and its answer is the same for every
+  // preset: once per program.
+  static std::map<std::string, Calls> stepped;
+  if (!stepped.count(program)) stepped[program] = GroundTruth(program, c.funcs);
+  const Calls& truth = stepped[program];
   ASSERT_FALSE(truth.empty()) << "stepcount found no calls of the tracked functions";
 
   testing::TempDir tmp;
