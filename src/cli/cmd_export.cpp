@@ -43,7 +43,7 @@ void AddExportCommand(CLI::App& app, CommandFn* selected) {
         std::printf(
             "note: every time is %llu ns later than in the recording (a stream's TSC "
             "started at 0, which perf cannot decode)\n",
-            static_cast<unsigned long long>(report->tsc_shift));
+            static_cast<unsigned long long>(report->time_shift_ns));
       }
       std::printf("view it with: perf script -i %s --itrace=cr\n", args->output.c_str());
       return kExitOk;

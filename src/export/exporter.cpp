@@ -280,7 +280,12 @@ Result<std::string> BuildPerfData(const trace::TraceReader& trace, const ExportO
     if (tsc_shift == 0) return t;
     return trace::TscToPerfTime(m.time_conv, trace::PerfTimeToTsc(m.time_conv, t) + tsc_shift);
   };
-  if (report != nullptr) report->tsc_shift = tsc_shift;
+  if (report != nullptr) {
+    report->tsc_shift = tsc_shift;
+    report->time_shift_ns = tsc_shift == 0 ? 0
+                                           : trace::TscToPerfTime(m.time_conv, tsc_shift) -
+                                                 trace::TscToPerfTime(m.time_conv, 0);
+  }
   for (StreamData& sd : streams) {
     if (tsc_shift != 0) ShiftTsc(&sd.bytes, tsc_shift);
     if (m.pt.tsc) sd.first_time = FirstTscTime(sd.bytes, m.time_conv);

@@ -60,6 +60,7 @@ struct ExportReport {
   // TSC ticks added to every TSC packet and sideband time, because perf
   // crashes on a TSC of 0 (emulated recordings start their virtual TSC there).
   uint64_t tsc_shift = 0;
+  uint64_t time_shift_ns = 0;  // the same shift on the perf clock
 };
 
 // One module of a /proc/modules copy: "name size refcount deps state address".

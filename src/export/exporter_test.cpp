@@ -269,6 +269,7 @@ TEST(ExporterTest, TscZeroMovesTheWholeTimeline) {
   auto r = ExportTrace(f.dir, f.tmp.path() / "perf.data", {});
   ASSERT_TRUE(r.has_value());
   EXPECT_GT(r->tsc_shift, 0u);
+  EXPECT_EQ(r->time_shift_ns, r->tsc_shift);  // time_conv here: 1 ns per tick
   PerfData pd = Export(f.dir, f.tmp.path() / "p2.data");
   auto aux = OfType(pd, kRecordAuxtrace);
   ASSERT_FALSE(aux.empty());
