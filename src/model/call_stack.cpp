@@ -4,6 +4,24 @@ namespace ptsnap::model {
 
 using decode::BranchKind;
 
+const char* ViaName(Via v) {
+  switch (v) {
+    case Via::kNone: return "";
+    case Via::kCall: return "call";
+    case Via::kKernel: return "kernel";
+    case Via::kJump: return "jump";
+    case Via::kStart: return "start";
+    case Via::kSignal: return "signal";
+    case Via::kUntraced: return "untraced";
+    case Via::kInferred: return "inferred";
+    case Via::kReturn: return "return";
+    case Via::kUnwind: return "unwind";
+    case Via::kResume: return "resume";
+    case Via::kClose: return "close";
+  }
+  return "";
+}
+
 namespace {
 // Ops sharing one timestamp are held until time advances; past this many
 // they are written at that timestamp, so memory stays bounded on traces
@@ -134,9 +152,9 @@ void CallStackModel::SetTime(uint64_t t) {
   now_ = t;
 }
 
-void CallStackModel::Queue(OpKind kind, const Frame& f) {
+void CallStackModel::Queue(OpKind kind, const Frame& f, Via end_via) {
   if (pending_.empty()) pending_time_ = now_;
-  pending_.push_back(Op{kind, f});
+  pending_.push_back(Op{kind, f, end_via});
   if (pending_.size() >= kMaxPending) Flush(pending_time_);
 }
 
@@ -181,11 +199,13 @@ void CallStackModel::Emit(const Op& op, uint64_t ts) {
   switch (op.kind) {
     case OpKind::kBegin:
       s.kind = Slice::kBegin;
+      s.via = op.frame.via;
       open_begins_.push_back(ts);
       sink_->OnSlice(s);
       break;
     case OpKind::kEnd:
       s.kind = Slice::kEnd;
+      s.via = op.end_via;
       if (op.frame.inferred) {
         s.inferred = true;
         s.begin_ts = create_time_;
@@ -204,26 +224,28 @@ void CallStackModel::Emit(const Op& op, uint64_t ts) {
   }
 }
 
-void CallStackModel::Call(const Frame& f) {
+void CallStackModel::Call(const Frame& f, Via via) {
   stack_.push_back(f);
+  stack_.back().via = via;
   stats_.slices++;
-  Queue(OpKind::kBegin, f);
+  Queue(OpKind::kBegin, stack_.back());
 }
 
 void CallStackModel::PushInferred(const Frame& f) {
   Frame g = f;
   g.inferred = true;
+  g.via = Via::kInferred;
   stack_.push_back(g);
   stats_.slices++;
   stats_.inferred++;
   Queue(OpKind::kInferred, g);
 }
 
-void CallStackModel::Ret() {
+void CallStackModel::Ret(Via via) {
   if (!stack_.empty()) {
     Frame f = stack_.back();
     stack_.pop_back();
-    Queue(OpKind::kEnd, f);
+    Queue(OpKind::kEnd, f, via);
   } else {
     // A return with no known frame: "[unknown]" from the reset time to now.
     Queue(OpKind::kUnknown, Pseudo(unknown_name_));
@@ -241,8 +263,8 @@ void CallStackModel::CheckCurrent(uint64_t dst) {
     return;  // still in the same file's unknown code: one frame
   } else if (stack_.back().function_id != f.function_id || stack_.back().pseudo) {
     f.signal = stack_.back().signal;  // a handler's tail call stays its frame
-    Ret();  // tail call, PLT jump, return past the known stack: adjacent spans
-    Call(f);
+    Ret(Via::kJump);  // tail call, PLT jump, return past the known stack: adjacent spans
+    Call(f, Via::kJump);
   }
 }
 
@@ -262,13 +284,15 @@ bool CallStackModel::SameFunction(const Frame& top, uint64_t addr) {
 void CallStackModel::Resume(uint64_t dst) {
   // Back from a handler (sigreturn): its frames end, the interrupted
   // function continues with its own frame.
-  while (stack_.size() > 1 && stack_.back().signal && !SameFunction(stack_.back(), dst)) Ret();
+  while (stack_.size() > 1 && stack_.back().signal && !SameFunction(stack_.back(), dst)) {
+    Ret(Via::kUnwind);
+  }
   if (SameFunction(stack_.back(), dst)) return;
   Frame f = Resolve(dst);
   if (dst != f.fn_start) return;  // mid-function: the next block boundary switches frames
   // A handler's entry: its own frame, nested above the interrupted one.
   f.signal = true;
-  Call(f);
+  Call(f, Via::kSignal);
 }
 
 bool CallStackModel::UnwindTo(uint64_t dst) {
@@ -277,7 +301,7 @@ bool CallStackModel::UnwindTo(uint64_t dst) {
   for (size_t i = stack_.size(); i-- > 1;) {
     const Frame& f = stack_[i - 1];
     if (!f.pseudo && Contains(f, dst)) {
-      while (stack_.size() > i) Ret();
+      while (stack_.size() > i) Ret(Via::kUnwind);
       stats_.unwinds++;
       return true;
     }
@@ -286,7 +310,7 @@ bool CallStackModel::UnwindTo(uint64_t dst) {
 }
 
 void CallStackModel::ClearStack() {
-  while (!stack_.empty()) Ret();
+  while (!stack_.empty()) Ret(Via::kClose);
 }
 
 void CallStackModel::ClearAllStacks() {
@@ -316,6 +340,7 @@ void CallStackModel::ResetAll() {
       s.end_ts = d.end_ts;
     } else {
       s.kind = Slice::kBegin;
+      s.via = Via::kInferred;
     }
     sink_->OnSlice(s);
   }
@@ -329,7 +354,7 @@ void CallStackModel::ResetAll() {
 // a new batch, begins at the disable's own time.
 void CallStackModel::UntracedFrame(const std::string* name) {
   if (!pending_.empty()) Flush(pending_time_);
-  Call(Pseudo(name));
+  Call(Pseudo(name), Via::kUntraced);
 }
 
 void CallStackModel::OnEvent(const decode::BranchEvent& e) {
@@ -337,11 +362,11 @@ void CallStackModel::OnEvent(const decode::BranchEvent& e) {
   switch (e.kind) {
     case BranchKind::kCall:
       if (stack_.empty() && e.from != 0) PushInferred(Resolve(e.from));
-      Call(Resolve(e.to));
+      Call(Resolve(e.to), Via::kCall);
       break;
     case BranchKind::kReturn: {
       bool from_signal = !stack_.empty() && stack_.back().signal;
-      Ret();
+      Ret(Via::kReturn);
       if (!stack_.empty() && Contains(stack_.back(), e.to)) break;
       if (from_signal && !stack_.empty()) {
         if (UnwindTo(e.to)) break;
@@ -350,7 +375,7 @@ void CallStackModel::OnEvent(const decode::BranchEvent& e) {
         // handler's too, nested above the interrupted frame.
         Frame f = Resolve(e.to);
         f.signal = true;
-        Call(f);
+        Call(f, Via::kSignal);
         break;
       }
       if (stack_.size() > 1 && UnwindTo(e.to)) break;  // exception unwinding returns
@@ -387,9 +412,12 @@ void CallStackModel::OnEvent(const decode::BranchEvent& e) {
       // A syscall or interrupt runs on a new stack above the user stack.
       inactive_.push_back(std::move(stack_));
       stack_.clear();
-      Call(Resolve(e.to));
+      Call(Resolve(e.to), Via::kKernel);
       break;
     case BranchKind::kFarReturn:
+      // sysret/iret returns from the top frame; the rest of the kernel
+      // stack ends with it.
+      if (!stack_.empty()) Ret(Via::kReturn);
       ClearStack();
       if (!inactive_.empty()) {
         stack_ = std::move(inactive_.back());
@@ -406,14 +434,14 @@ void CallStackModel::OnEvent(const decode::BranchEvent& e) {
     case BranchKind::kStop: UntracedFrame(untraced_name_); break;
     case BranchKind::kEnable:
       if (!stack_.empty() && stack_.back().pseudo) {
-        Ret();
+        Ret(Via::kResume);
         if (stack_.empty() && e.to != 0) {
-          Call(Resolve(e.to));
+          Call(Resolve(e.to), Via::kStart);
         } else if (e.to != 0) {
           Resume(e.to);
         }
       } else if (stack_.empty()) {
-        if (e.to != 0) Call(Resolve(e.to));
+        if (e.to != 0) Call(Resolve(e.to), Via::kStart);
       } else if (e.to != 0) {
         CheckCurrent(e.to);
       }

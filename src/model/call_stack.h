@@ -93,12 +93,14 @@ class CallStackModel {
     // what it tail-calls or returns into (the sigreturn trampoline): nested
     // above the interrupted frame, ended when tracing resumes elsewhere.
     bool signal = false;
+    Via via = Via::kNone;  // how it began
   };
   // One output operation waiting for its final timestamp.
   enum class OpKind : uint8_t { kBegin, kEnd, kUnknown, kInstant, kInferred };
   struct Op {
     OpKind kind;
     Frame frame;
+    Via end_via = Via::kNone;  // kEnd: how it ended
   };
   // Written at the end of the segment, at create_time_: inferred frames and
   // "[unknown]" spans (complete, ending at end_ts).
@@ -115,21 +117,21 @@ class CallStackModel {
   }
 
   // magic-trace's primitives.
-  void Call(const Frame& f);
-  void Ret();
+  void Call(const Frame& f, Via via);
+  void Ret(Via via);
   void CheckCurrent(uint64_t dst);
   void PushInferred(const Frame& f);
-  void ClearStack();
+  void ClearStack();                            // ends every frame of the current stack (kClose)
   void ClearAllStacks();                        // the current stack and every saved one
   void UntracedFrame(const std::string* name);  // [syscall]/[untraced] at the disable
   void ResetAll();                              // end_of_thread: close everything, new create time
-  bool UnwindTo(uint64_t dst);
+  bool UnwindTo(uint64_t dst);                  // kUnwind
   bool SameFunction(const Frame& top, uint64_t addr);
   void Resume(uint64_t dst);  // tracing resumed at dst with the stack non-empty
 
   // Timestamps: queue ops at `now_`, spread them when time advances.
   void SetTime(uint64_t t);
-  void Queue(OpKind kind, const Frame& f);
+  void Queue(OpKind kind, const Frame& f, Via end_via = Via::kNone);
   void Flush(uint64_t next_time);
   void Emit(const Op& op, uint64_t ts);
 
@@ -156,8 +158,8 @@ class CallStackModel {
   std::map<int32_t, ThreadState> saved_;  // by tid: the segment's other threads
   bool kernel_only_ = false;
   std::map<int32_t, uint64_t> exits_;  // SetExitTimes
-  bool started_ = false;  // any event seen in this segment
-  uint64_t now_ = 0;      // current raw time
+  bool started_ = false;               // any event seen in this segment
+  uint64_t now_ = 0;                   // current raw time
   uint64_t create_time_ = 0;
   std::vector<Frame> stack_;
   std::vector<std::vector<Frame>> inactive_;  // stacks saved by syscalls/interrupts

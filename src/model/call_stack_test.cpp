@@ -37,6 +37,21 @@ class TextSink : public SliceSink {
   std::vector<std::string> threads;  // "tid: line"
 };
 
+// Records how frames begin and end: "B name via" / "E name via".
+class ViaSink : public SliceSink {
+ public:
+  void OnProcess(int32_t, const std::string&) override {}
+  void OnThread(int32_t, int32_t, const std::string&) override {}
+  void OnSlice(const Slice& s) override {
+    if (s.kind == Slice::kBegin || s.kind == Slice::kEnd) {
+      lines.push_back(std::string(s.kind == Slice::kBegin ? "B " : "E ") + *s.name + " " +
+                      ViaName(s.via));
+    }
+  }
+  Result<void> Finish() override { return Ok(); }
+  std::vector<std::string> lines;
+};
+
 // fnN lives at 0x1000 * (N + 1), 0x100 bytes, via a JIT map.
 uint64_t Fn(int n, uint64_t off = 0) { return 0x1000 * static_cast<uint64_t>(n + 1) + off; }
 
@@ -358,6 +373,44 @@ TEST(CallStackTest, HandlerReturningIntoACallerUnwinds) {
               ElementsAre("1 B fn0", "10 B fn1", "20 B [untraced]", "30 E [untraced] from 20",
                           "30 B fn2", "40 E fn2 from 30", "40 E fn1 from 10", "50 E fn0 from 1"));
   EXPECT_EQ(h.model.stats().unwinds, 1u);
+}
+
+// Each begin and end says how it came about (Slice::via), which is what
+// tools/perf-agree matches against perf's call/return stack.
+TEST(CallStackTest, FramesSayHowTheyBeganAndEnded) {
+  decode::Symbolizer symbols;
+  symbols.AddPerfMap(1, decode::ParsePerfMap("1000 100 fn0\n2000 100 fn1\n3000 100 fn2\n"
+                                             "4000 100 fn3\n"));
+  ViaSink sink;
+  CallStackModel model(&symbols, &sink);
+  model.BeginSegment(1, 1);
+  auto ev = [&](BranchKind k, uint64_t t, uint64_t from, uint64_t to, bool syscall = false) {
+    BranchEvent e;
+    e.kind = k;
+    e.time = t;
+    e.from = from;
+    e.to = to;
+    e.syscall = syscall;
+    model.OnEvent(e);
+  };
+  ev(BranchKind::kEnable, 1, 0, Fn(0));
+  ev(BranchKind::kCall, 2, Fn(0, 1), Fn(1));            // fn0 calls fn1
+  ev(BranchKind::kJump, 3, Fn(1, 1), Fn(2));            // which tail-calls fn2
+  ev(BranchKind::kReturn, 4, Fn(2, 1), Fn(0, 6));       // fn2 returns to fn0
+  ev(BranchKind::kCall, 5, Fn(0, 7), Fn(1));            // fn0 calls fn1
+  ev(BranchKind::kCall, 6, Fn(1, 2), Fn(2));            // fn1 calls fn2
+  ev(BranchKind::kJump, 7, Fn(2, 2), Fn(0, 9));         // longjmp back into fn0
+  ev(BranchKind::kDisable, 8, Fn(0, 10), 0, true);      // a syscall, untraced
+  ev(BranchKind::kEnable, 9, 0, Fn(0, 12));             // back
+  ev(BranchKind::kFarCall, 10, Fn(0, 13), Fn(3));       // an interrupt into fn3
+  ev(BranchKind::kCall, 11, Fn(3, 1), Fn(1));           // fn3 calls fn1
+  ev(BranchKind::kFarReturn, 12, Fn(1, 3), Fn(0, 13));  // iret from fn1
+  model.EndSegment(20);
+  EXPECT_THAT(sink.lines,
+              ElementsAre("B fn0 start", "B fn1 call", "E fn1 jump", "B fn2 jump", "E fn2 return",
+                          "B fn1 call", "B fn2 call", "E fn2 unwind", "E fn1 unwind",
+                          "B [syscall] untraced", "E [syscall] resume", "B fn3 kernel",
+                          "B fn1 call", "E fn1 return", "E fn3 close", "E fn0 close"));
 }
 
 }  // namespace

@@ -9,6 +9,32 @@
 
 namespace ptsnap::model {
 
+// How a frame began (kBegin) or ended (kEnd). Writers of timelines ignore
+// it; the .events dump prints it so that another decoder's call structure
+// can be compared with ours (tools/perf-agree: perf's stack has calls and
+// returns only, ours also has tail calls, unwinds and pseudo frames).
+enum class Via : uint8_t {
+  kNone,  // markers, "[unknown]" spans
+  // kBegin
+  kCall,      // a call instruction
+  kKernel,    // a syscall, fault or interrupt entry: the first frame of a kernel stack
+  kJump,      // takes the place of the frame that ended just before it, which ends
+              // with kJump too (tail call, PLT jump, a return or resume into another
+              // function than the one below)
+  kStart,     // tracing started, or resumed with no frame open
+  kSignal,    // a signal handler, or its sigreturn trampoline
+  kUntraced,  // "[syscall]" / "[untraced]"
+  kInferred,  // its start was not seen (the begin is written at the segment's end)
+  // kEnd
+  kReturn,  // a return instruction (near, or sysret/iret: the kernel stack's top frame)
+  kUnwind,  // longjmp, exception unwinding, a signal handler's sigreturn
+  kResume,  // "[syscall]"/"[untraced]": tracing resumed
+  kClose,   // the stack was cleared: segment end, decode error, exec, exit, a kernel
+            // stack's lower frames at sysret/iret, a kernel-only trace's disable
+};
+// "call", "kernel", ..., "close" ("" for kNone).
+const char* ViaName(Via v);
+
 struct Slice {
   enum Kind : uint8_t {
     kBegin,     // a frame starts at `ts`
@@ -32,6 +58,7 @@ struct Slice {
   const std::string* name = nullptr;  // never null; owned by the Symbolizer
   const std::string* dso = nullptr;   // may be null (pseudo frames, markers)
   uint64_t address = 0;               // function entry, 0 for pseudo frames and markers
+  Via via = Via::kNone;               // kBegin, kEnd
 };
 
 // Receives the model's output. Calls arrive in the order writers must

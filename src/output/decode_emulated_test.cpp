@@ -13,6 +13,7 @@
 #include "base/string_util.h"
 #include "emulate/emulate.h"
 #include "output/pipeline.h"
+#include "tests/support/events.h"
 #include "tests/support/result_matchers.h"
 #include "tests/support/temp_dir.h"
 
@@ -30,23 +31,8 @@ struct Line {
 
 std::vector<Line> Parse(const std::string& text) {
   std::vector<Line> out;
-  for (auto l : base::Split(text, '\n')) {
-    auto f = base::Split(l, ' ');
-    if (f.size() < 5 || f[3].size() != 1) continue;
-    auto ts = base::ParseUint(f[0]);
-    auto tid = base::ParseInt(f[2]);
-    if (!ts || !tid) continue;
-    Line x;
-    x.ts = *ts;
-    x.tid = static_cast<int32_t>(*tid);
-    x.ph = f[3][0];
-    std::string name(l.substr(f[0].size() + f[1].size() + f[2].size() + 5));
-    if (auto p = name.find(" begin="); p != std::string::npos) name.resize(p);
-    if (auto p = name.find(" end="); p != std::string::npos) name.resize(p);
-    if (auto p = name.find(" inferred"); p != std::string::npos) name.resize(p);
-    x.name = name;
-    out.push_back(x);
-  }
+  for (const auto& e : ::ptsnap::testing::ParseEvents(text))
+    out.push_back({e.ts, e.tid, e.kind, e.name});
   return out;
 }
 

@@ -14,6 +14,7 @@
 #include "base/string_util.h"
 #include "decode/test_stream.h"
 #include "output/pipeline.h"
+#include "tests/support/events.h"
 #include "tests/support/result_matchers.h"
 #include "tests/support/temp_dir.h"
 #include "trace/trace_dir.h"
@@ -83,17 +84,10 @@ Decoded DecodeEvents(const std::filesystem::path& trace, const std::filesystem::
   if (!r) return d;
   d.report = *r;
   d.text = *base::ReadFile(out);
-  for (auto line : base::Split(d.text, '\n')) {
-    auto f = base::SplitWhitespace(line);
-    if (f.size() < 5 || f[3].size() != 1 || std::string_view("BEIX").find(f[3]) == line.npos) {
-      continue;
-    }
-    int32_t tid = static_cast<int32_t>(std::stoi(std::string(f[2])));
-    size_t at = line.find(f[4]);
-    size_t end = line.find(" begin=", at);
-    std::string name(line.substr(at, end == line.npos ? line.npos : end - at));
-    d.tree[tid].push_back(std::string(f[3]) + " " + name);
-    d.timed[tid].push_back(std::string(f[0]) + " " + std::string(f[3]) + " " + name);
+  for (const auto& e : ::ptsnap::testing::ParseEvents(d.text)) {
+    std::string what = std::string(1, e.kind) + " " + e.name;
+    d.tree[e.tid].push_back(what);
+    d.timed[e.tid].push_back(std::to_string(e.ts) + " " + what);
   }
   return d;
 }
@@ -107,15 +101,8 @@ std::vector<std::string> CallsAloneTree(const std::filesystem::path&) {
   EXPECT_THAT(golden, HasValue());
   std::vector<std::string> tree;
   if (!golden) return tree;
-  for (auto line : base::Split(*golden, '\n')) {
-    auto f = base::SplitWhitespace(line);
-    if (f.size() < 5 || f[3].size() != 1 || std::string_view("BEIX").find(f[3]) == line.npos) {
-      continue;
-    }
-    size_t at = line.find(f[4]);
-    size_t end = line.find(" begin=", at);
-    tree.push_back(std::string(f[3]) + " " +
-                   std::string(line.substr(at, end == line.npos ? line.npos : end - at)));
+  for (const auto& e : ::ptsnap::testing::ParseEvents(*golden)) {
+    tree.push_back(std::string(1, e.kind) + " " + e.name);
   }
   EXPECT_GT(tree.size(), 50u);
   return tree;

@@ -92,7 +92,7 @@ Result<void> JsonWriter::Finish() {
 
 // ---------------------------------------------------------------------------
 
-EventsWriter::EventsWriter(OutputFile* out) : out_(out) { out_->Write("# ptsnap events v1\n"); }
+EventsWriter::EventsWriter(OutputFile* out) : out_(out) { out_->Write("# ptsnap events v2\n"); }
 
 namespace {
 // Names may hold any byte; keep one line per event.
@@ -126,6 +126,10 @@ void EventsWriter::OnSlice(const model::Slice& s) {
   if (s.kind == model::Slice::kEnd) line += " begin=" + std::to_string(s.begin_ts);
   if (s.kind == model::Slice::kComplete) line += " end=" + std::to_string(s.end_ts);
   if (s.inferred) line += " inferred";
+  if (s.via != model::Via::kNone) line += std::string(" via=") + model::ViaName(s.via);
+  if (s.dso != nullptr && (s.kind == model::Slice::kBegin || s.kind == model::Slice::kEnd)) {
+    line += " dso=" + OneLine(*s.dso);
+  }
   line += "\n";
   out_->Write(line);
 }

@@ -111,7 +111,7 @@ TEST(TextWritersTest, JsonIsObjectFormWithXAndMEvents) {
 TEST(TextWritersTest, EventsLines) {
   ::ptsnap::testing::TempDir dir;
   auto path = dir.path() / "t.events";
-  std::string a = "a", u = "[unknown]";
+  std::string a = "a", u = "[unknown]", dso = "/bin/prog";
   {
     auto out = OutputFile::Open(path);
     EventsWriter w(out->get());
@@ -121,6 +121,15 @@ TEST(TextWritersTest, EventsLines) {
     auto e = S(model::Slice::kEnd, 20, &a);
     e.begin_ts = 10;
     w.OnSlice(e);
+    auto c = S(model::Slice::kBegin, 21, &a);
+    c.via = model::Via::kCall;
+    c.dso = &dso;
+    w.OnSlice(c);
+    auto r = S(model::Slice::kEnd, 22, &a);
+    r.begin_ts = 21;
+    r.via = model::Via::kJump;
+    r.dso = &dso;
+    w.OnSlice(r);
     auto x = S(model::Slice::kComplete, 5, &u);
     x.end_ts = 9;
     x.inferred = true;
@@ -128,7 +137,8 @@ TEST(TextWritersTest, EventsLines) {
     ASSERT_THAT(w.Finish(), HasValue());
   }
   EXPECT_EQ(*base::ReadFile(path),
-            "# ptsnap events v1\nP 7 prog [pid=7]\nT 7 8 prog\n10 7 8 B a\n20 7 8 E a begin=10\n"
+            "# ptsnap events v2\nP 7 prog [pid=7]\nT 7 8 prog\n10 7 8 B a\n20 7 8 E a begin=10\n"
+            "21 7 8 B a via=call dso=/bin/prog\n22 7 8 E a begin=21 via=jump dso=/bin/prog\n"
             "5 7 8 X [unknown] end=9 inferred\n");
 }
 

@@ -31,6 +31,7 @@
 #include "support/result_matchers.h"
 #include "support/temp_dir.h"
 #include "sys/cpuid.h"
+#include "tests/support/events.h"
 #include "tests/support/golden.h"
 #include "trace/perf_record.h"
 #include "trace/trace_dir.h"
@@ -82,17 +83,9 @@ Decoded Decode(const Scenario& sc, const TraceOptions& opts, const std::filesyst
   EXPECT_THAT(text, HasValue());
   if (text) d.text = *text;
   if (format == "events") {
-    // "<ts> <pid> <tid> <B|E|I> <name>[ begin=..]": keep kind and name.
-    for (auto line : base::Split(d.text, '\n')) {
-      auto f = base::SplitWhitespace(line);
-      if (f.size() >= 5 && (f[3] == "B" || f[3] == "E" || f[3] == "I")) {
-        std::string name(f[4]);
-        // Names with spaces ("[decode error: ...]") run to " begin=" or the end.
-        size_t at = line.find(f[4]);
-        size_t end = line.find(" begin=", at);
-        name = std::string(line.substr(at, end == std::string_view::npos ? line.npos : end - at));
-        d.lines.push_back(std::string(f[3]) + " " + name);
-      }
+    // Kind and name of each B, E and I.
+    for (const auto& e : ::ptsnap::testing::ParseEvents(d.text)) {
+      if (e.kind != 'X') d.lines.push_back(std::string(1, e.kind) + " " + e.name);
     }
   }
   return d;
@@ -584,11 +577,10 @@ TEST(KernelDecode, AsyncEntryBeginsAtTheEventTime) {
   ASSERT_EQ(truth.size(), 2u);
   Decoded d = Decode(*sc, {}, dir.path());
   std::map<std::string, uint64_t> begin;
-  for (auto line : base::Split(d.text, '\n')) {
-    auto f = base::SplitWhitespace(line);
-    if (f.size() < 5 || f[3] != "B") continue;
-    if (f[4] == "asm_exc_page_fault" || f[4] == "asm_sysvec_apic_timer_interrupt") {
-      begin.emplace(std::string(f[4]), *base::ParseUint(f[0]));
+  for (const auto& e : ::ptsnap::testing::ParseEvents(d.text)) {
+    if (e.kind == 'B' &&
+        (e.name == "asm_exc_page_fault" || e.name == "asm_sysvec_apic_timer_interrupt")) {
+      begin.emplace(e.name, e.ts);
     }
   }
   EXPECT_EQ(begin["asm_exc_page_fault"], truth["page fault"]) << d.text;
@@ -682,7 +674,7 @@ TEST(KernelDecode, PtsnapDecodeCommandOnAKernelTrace) {
   ASSERT_THAT(text, HasValue());
   auto golden = base::ReadFile(Golden("user_kernel.events"));
   ASSERT_THAT(golden, HasValue());
-  EXPECT_EQ(*text, *golden);
+  EXPECT_EQ(::ptsnap::testing::WithoutBuildPaths(*text), *golden);
 }
 
 // PTSNAP_NO_KCORE / MAGIC_TRACE_PERF_NO_KCORE: no kernel image. Kernel

@@ -60,5 +60,18 @@ TEST_F(GoldenTest, UnderCiNothingIsWrittenAndTheRunFails) {
   EXPECT_EQ(Contents(), "expected\n");
 }
 
+// Goldens must not depend on where the checkout is: an absolute DSO path
+// keeps its file name only; other text is untouched.
+TEST(GoldenPaths, DsoPathsKeepTheirFileName) {
+  EXPECT_EQ(WithoutBuildPaths("1 2 3 B main via=call dso=/home/x/build/prog\n"
+                              "1 2 3 B f via=call dso=[kernel.kallsyms]\n"
+                              "1 2 3 E g begin=1 via=return dso=/usr/lib/libc.so.6"),
+            "1 2 3 B main via=call dso=prog\n"
+            "1 2 3 B f via=call dso=[kernel.kallsyms]\n"
+            "1 2 3 E g begin=1 via=return dso=libc.so.6");
+  EXPECT_EQ(WithoutBuildPaths("10 2 3 I [decode error: x /a/b]\n"),
+            "10 2 3 I [decode error: x /a/b]\n");
+}
+
 }  // namespace
 }  // namespace ptsnap::testing

@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <string>
 
+#include <gtest/gtest.h>
+
 namespace ptsnap::testing {
 
 struct ShellRun {
@@ -34,6 +36,14 @@ inline ShellRun RunShell(const std::string& cmd) { return RunShellRaw(cmd + " 2>
 // The variable's value, "" when unset.
 inline std::string EnvOr(const char* name) {
   const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+// The value of a variable meson sets for the test; a failure when unset
+// (a lost `env:` line must not turn checks into skips).
+inline std::string RequiredEnv(const char* name) {
+  const char* v = std::getenv(name);
+  EXPECT_NE(v, nullptr) << name << " must be set (by meson test)";
   return v ? v : "";
 }
 

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "output/fxt_reader.h"
+#include "tests/support/events.h"
 #include "tests/support/run_ptsnap.h"
 #include "tests/support/shell.h"
 #include "tests/support/temp_dir.h"
@@ -27,11 +28,7 @@
 namespace ptsnap {
 namespace {
 
-std::string Env(const char* name) {
-  const char* v = std::getenv(name);
-  EXPECT_NE(v, nullptr) << name << " must be set (by meson test)";
-  return v ? v : "";
-}
+std::string Env(const char* name) { return testing::RequiredEnv(name); }
 
 std::string Program(const std::string& name) {
   return Env("TIMING_PROGRAMS_DIR") + "/timing_" + name;
@@ -85,26 +82,18 @@ std::map<int64_t, Thread> ReadEvents(const std::filesystem::path& path) {
   std::map<int64_t, Thread> threads;
   std::map<int64_t, std::vector<size_t>> open;
   std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream l(line);
-    uint64_t ts;
-    int64_t pid, tid;
-    std::string kind;
-    if (!(l >> ts >> pid >> tid >> kind)) continue;
-    if (line.find(" inferred") != std::string::npos) continue;  // see ReadFxt
-    std::string rest;
-    std::getline(l, rest);
-    rest = rest.substr(rest.find_first_not_of(' '));
-    Thread& t = threads[tid];
-    if (kind == "B") {
-      const std::string name = rest;
-      t.tree.push_back(std::to_string(open[tid].size()) + " " + name);
-      t.slices.push_back({name, ts, 0});
-      open[tid].push_back(t.slices.size() - 1);
-    } else if (kind == "E" && !open[tid].empty()) {
-      t.slices[open[tid].back()].end = ts;
-      open[tid].pop_back();
+  std::stringstream text;
+  text << in.rdbuf();
+  for (const auto& e : testing::ParseEvents(text.str())) {
+    if (e.inferred) continue;  // see ReadFxt
+    Thread& t = threads[e.tid];
+    if (e.kind == 'B') {
+      t.tree.push_back(std::to_string(open[e.tid].size()) + " " + e.name);
+      t.slices.push_back({e.name, e.ts, 0});
+      open[e.tid].push_back(t.slices.size() - 1);
+    } else if (e.kind == 'E' && !open[e.tid].empty()) {
+      t.slices[open[e.tid].back()].end = e.ts;
+      open[e.tid].pop_back();
     }
   }
   return threads;
