@@ -140,7 +140,8 @@ std::string TimingProg(const std::string& name) {
   return (fs::path(RequiredEnv("TIMING_PROGRAMS_DIR")) / ("timing_" + name)).string();
 }
 
-// fib(n) calls fib 2*F(n+1)-1 times: 465 for 12, 177 for 10.
+// fib(n) calls fib 2*F(n+1)-1 times: 1973 for 15, 753 for 13, 465 for 12,
+// 287 for 11, 177 for 10.
 std::vector<Case> Cases() {
   return {
       {"static_recursion", Prog("fib_static") + " 12", {{"fib", 465, true}}},
@@ -149,6 +150,14 @@ std::vector<Case> Cases() {
       {"jump_table", Prog("switch"), {{"step", 10000}}},
       // The handler is entered by the kernel, not by a call.
       {"signals", Prog("signal"), {{"handler", 0}}},
+      // fib(12) and fib(11); the exec of /bin/true runs natively (untraced).
+      {"exec", Prog("exec"), {{"fib", 465 + 287}}},
+      // The parent's fib(13) and the child's fib(12), each on its own thread.
+      {"fork", Prog("fork"), {{"fib", 753 + 465}}},
+      {"stop_indicator",
+       Prog("stop_indicator"),
+       {{"fib", 1973 + 177}, {"ptsnap_take_snapshot", 1}, {"marker", 1}}},
+      {"host_threads", Prog("host_threads")},
       // The exact-time programs (tests/programs/timing/), static.
       {"timing_recursion", TimingProg("recursion"), {{"fib", 465, true}, {"work", 1}}},
       {"timing_nesting", TimingProg("nesting"), {{"outer", 4}, {"middle", 8}, {"inner", 24, true}}},
