@@ -1,5 +1,8 @@
 // Real Intel PT recordings. Needs an intel_pt PMU and permission to use it
-// on own children; skips, saying why, everywhere else.
+// on own children; skips, saying why, everywhere else. Each per-thread
+// recording is decoded and must show the trigger target's known calls, so
+// the first PT machine gives a verdict on the whole path (the timing
+// programs' call structure is checked by timing_hardware).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <linux/perf_event.h>
@@ -9,10 +12,17 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
 
+#include "base/file_util.h"
+#include "output/pipeline.h"
 #include "record/recorder.h"
 #include "sys/cpuid.h"
+#include "tests/support/events.h"
 #include "tests/support/result_matchers.h"
+#include "tests/support/shell.h"
 #include "tests/support/temp_dir.h"
 #include "trace/trace_dir.h"
 
@@ -38,9 +48,8 @@ class Hardware : public ::testing::Test {
     if (!std::filesystem::exists("/sys/bus/event_source/devices/intel_pt"))
       GTEST_SKIP() << "no intel_pt PMU (/sys/bus/event_source/devices/intel_pt is missing): "
                       "this machine cannot record Intel PT (a VM without PT pass-through?)";
-    const char* t = std::getenv("PTSNAP_TRIGGER_TARGET");
-    if (t == nullptr) GTEST_SKIP() << "PTSNAP_TRIGGER_TARGET is not set: run through meson test";
-    target_ = t;
+    target_ = ::ptsnap::testing::RequiredEnv("PTSNAP_TRIGGER_TARGET");
+    ASSERT_FALSE(target_.empty());
   }
   Result<Outcome> Run(RecordOptions o, const std::filesystem::path& dir) {
     FailureKind kind;
@@ -48,6 +57,30 @@ class Hardware : public ::testing::Test {
     auto p = Prepare(o, base::RootPath(), cpuid, &kind);
     if (!p) return std::move(p).error();
     return Record(o, std::move(*p), dir, base::RootPath(), &kind);
+  }
+  // Decodes `dir` to .events: no decode error, and the frames by thread.
+  std::vector<::ptsnap::testing::EventLine> Decode(const std::filesystem::path& dir) {
+    output::DecodeOptions d;
+    d.output = dir / "decoded.events";
+    auto r = output::DecodeTraceDir(dir, d);
+    EXPECT_THAT(r, HasValue());
+    if (!r) return {};
+    EXPECT_EQ(r->decode.errors, 0u) << output::FormatReport(*r);
+    auto text = base::ReadFile(d.output);
+    EXPECT_THAT(text, HasValue());
+    return text ? ::ptsnap::testing::ParseEvents(*text)
+                : std::vector<::ptsnap::testing::EventLine>{};
+  }
+  // Calls (frames begun via=call) of `name` per thread, in thread order.
+  static std::vector<int> Calls(const std::vector<::ptsnap::testing::EventLine>& ev,
+                                const std::string& name) {
+    std::map<int32_t, int> by_tid;
+    for (const auto& e : ev) {
+      if (e.kind == 'B' && e.name == name && e.via == "call") by_tid[e.tid]++;
+    }
+    std::vector<int> out;
+    for (const auto& [tid, n] : by_tid) out.push_back(n);
+    return out;
   }
   std::string target_;
 };
@@ -77,12 +110,20 @@ TEST_F(Hardware, SnapshotAtTriggerOnWorkerThreadHoldsDecodablePt) {
     psb |= HasPsb(*bytes);
   }
   EXPECT_TRUE(psb) << "no PSB packet in any stream";
+  // The snapshot is taken at the first call of ptsnap_test_target, on the
+  // worker thread; 1 MiB holds everything before it: main, and the worker
+  // started by start_thread (the call itself may still sit in the CPU's
+  // packet buffers when the snapshot is read).
+  auto ev = Decode(dir.path() / "t");
+  EXPECT_THAT(Calls(ev, "main"), ::testing::ElementsAre(1));
+  EXPECT_THAT(Calls(ev, "(anonymous namespace)::Worker(void*)"), ::testing::ElementsAre(1));
 }
 
 TEST_F(Hardware, FullExecutionKeepsEverything) {
   TempDir dir;
   RecordOptions o;
-  o.command = {"/bin/true"};
+  o.command = {target_, "3", "delay"};
+  o.multi_thread = true;
   o.full_execution = true;
   o.timer.preset = "low";
   auto out = Run(o, dir.path() / "f");
@@ -91,11 +132,20 @@ TEST_F(Hardware, FullExecutionKeepsEverything) {
   ASSERT_THAT(reader, HasValue());
   const trace::Manifest& m = reader->manifest();
   EXPECT_EQ(m.mode, trace::Mode::kFull);
-  ASSERT_EQ(m.streams.size(), 1u);
-  EXPECT_EQ(m.streams[0].snapshot, 0u);
-  EXPECT_GT(m.streams[0].size, 0u);
+  ASSERT_EQ(m.streams.size(), 2u);  // the main thread and the worker
+  for (const auto& st : m.streams) {
+    EXPECT_EQ(st.snapshot, 0u);
+    EXPECT_GT(st.size, 0u);
+  }
   ASSERT_FALSE(m.snapshots.empty());
   EXPECT_EQ(m.snapshots.back().reason, "full");
+  // The whole run: main once, the worker's 3 calls of the target, the main
+  // thread's ptsnap_take_snapshot once.
+  auto ev = Decode(dir.path() / "f");
+  EXPECT_THAT(Calls(ev, "main"), ::testing::ElementsAre(1));
+  EXPECT_THAT(Calls(ev, "(anonymous namespace)::Worker(void*)"), ::testing::ElementsAre(1));
+  EXPECT_THAT(Calls(ev, "ptsnap_test_target"), ::testing::ElementsAre(3));
+  EXPECT_THAT(Calls(ev, "ptsnap_take_snapshot"), ::testing::ElementsAre(1));
 }
 
 // System-wide: one stream per CPU (tid -1), CPU-wide switch records, PSBs.
