@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include "base/check.h"
 #include "base/file_util.h"
 #include "base/mapped_region.h"
 #include "base/root_path.h"
@@ -130,4 +131,32 @@ TEST(StringsTest, ParsesStrictly) {
 }
 
 }  // namespace
+TEST(StringUtil, JoinAndSizes) {
+  EXPECT_EQ(Join({}), "");
+  EXPECT_EQ(Join({"a", "b", "c"}), "a b c");
+  EXPECT_EQ(Join({"a", "b"}, ", "), "a, b");
+  EXPECT_EQ(ExactSize(4u << 20), "4 MiB");
+  EXPECT_EQ(ExactSize(3ull << 30), "3 GiB");
+  EXPECT_EQ(ExactSize(12 << 10), "12 KiB");
+  EXPECT_EQ(ExactSize(12345), "12345 bytes");
+  EXPECT_EQ(ApproxSize(12), "12 bytes");
+  EXPECT_EQ(ApproxSize(1536), "1536 bytes (1.5 KiB)");
+  EXPECT_EQ(ApproxSize(5ull << 30), "5368709120 bytes (5.0 GiB)");
+}
+
+// A broken invariant aborts naming where and what; a kept one costs nothing.
+TEST(CheckDeathTest, AFailedCheckAbortsWithWhereAndWhat) {
+  int calls = 0;
+  auto ok = [&] {
+    ++calls;
+    return 0;
+  };
+  PTSNAP_CHECK(calls == 0) << "not reached";
+  PTSNAP_CHECK_OK(ok());
+  EXPECT_EQ(calls, 1);  // the call runs once
+  EXPECT_DEATH(PTSNAP_CHECK(calls == 2) << "calls " << calls,
+               "base_test.cpp:[0-9]+: check failed: calls == 2: calls 1 \\(a bug in ptsnap");
+  EXPECT_DEATH(PTSNAP_CHECK_OK(-7), "check failed: -7 >= 0: status -7");
+}
+
 }  // namespace ptsnap::base

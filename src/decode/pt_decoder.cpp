@@ -11,6 +11,7 @@
 #include <functional>
 #include <queue>
 
+#include "base/check.h"
 #include "base/file_util.h"
 #include "base/log.h"
 #include "base/string_util.h"
@@ -43,8 +44,9 @@ struct pt_config MakePtConfig(const trace::Manifest& m) {
   cfg.cpu.stepping = static_cast<uint8_t>(m.cpu.stepping);
   if (cfg.cpu.vendor == pcv_intel) {
     // -pte_bad_cpu for models libipt does not know: decode without errata
-    // workarounds rather than refuse.
-    (void)pt_cpu_errata(&cfg.errata, &cfg.cpu);
+    // workarounds rather than refuse. Any other error is a bad argument.
+    const int r = pt_cpu_errata(&cfg.errata, &cfg.cpu);
+    PTSNAP_CHECK(r >= 0 || r == -pte_bad_cpu) << pt_errstr(pt_errcode(r));
   }
   cfg.cpuid_0x15_eax = m.cpu.cpuid_15_eax;
   cfg.cpuid_0x15_ebx = m.cpu.cpuid_15_ebx;
@@ -123,6 +125,7 @@ PtDecoder::PtDecoder(const std::filesystem::path& dir, const trace::Manifest& m)
     : dir_(dir), manifest_(m) {
   iscache_ = pt_iscache_alloc("ptsnap");
   kernel_image_ = pt_image_alloc("kernel");
+  PTSNAP_CHECK(iscache_ != nullptr && kernel_image_ != nullptr) << "libipt: out of memory";
 }
 
 PtDecoder::~PtDecoder() {
@@ -220,7 +223,10 @@ struct pt_image* PtDecoder::Image(int32_t space) {
   auto it = images_.find(space);
   if (it != images_.end()) return it->second;
   struct pt_image* image = pt_image_alloc(std::to_string(space).c_str());
-  (void)pt_image_copy(image, kernel_image_);
+  PTSNAP_CHECK(image != nullptr) << "libipt: out of memory";
+  // Copying or adding a cached section fails only on bad arguments (a null
+  // image, an isid not in the cache): a bug, never a property of the trace.
+  PTSNAP_CHECK_OK(pt_image_copy(image, kernel_image_));
   images_.emplace(space, image);
   return image;
 }
@@ -244,7 +250,7 @@ int32_t PtDecoder::NewSpace(int32_t pid, uint64_t time, bool copy) {
   int32_t id = next_space_++;
   struct pt_image* image = Image(id);
   if (copy) {
-    (void)pt_image_copy(image, Image(old));
+    PTSNAP_CHECK_OK(pt_image_copy(image, Image(old)));
     code_maps_[id] = code_maps_[old];
     symbolizer_.ForkProcess(old, id);
   } else {
@@ -322,7 +328,7 @@ void PtDecoder::AddMmap(int32_t pid, uint64_t time, uint64_t addr, uint64_t len,
     }
     isids_.emplace(key, isid);
   }
-  (void)pt_image_add_cached(Image(space), iscache_, isid, nullptr);
+  PTSNAP_CHECK_OK(pt_image_add_cached(Image(space), iscache_, isid, nullptr));
 }
 
 // PERF_RECORD_SWITCH_CPU_WIDE (linux/perf_event.h): written on the CPU at
@@ -396,7 +402,7 @@ void PtDecoder::AddKcore() {
     if (seg.filesz == 0 || !IsKernelAddress(seg.vaddr)) continue;
     int isid = pt_iscache_add_file(iscache_, kcore.c_str(), seg.offset, seg.filesz, seg.vaddr);
     if (isid < 0) continue;
-    (void)pt_image_add_cached(kernel_image_, iscache_, isid, nullptr);
+    PTSNAP_CHECK_OK(pt_image_add_cached(kernel_image_, iscache_, isid, nullptr));
     kcore_segments_.push_back({seg.vaddr, seg.filesz, isid});
   }
 }
@@ -469,9 +475,9 @@ struct pt_image* PtDecoder::PokedImage(int32_t space, size_t k) {
   while (v.size() < k) {
     struct pt_image* prev = v.empty() ? Image(space) : v.back();
     struct pt_image* image = pt_image_alloc(nullptr);
-    if (image == nullptr) return prev;
-    (void)pt_image_copy(image, prev);
-    (void)pt_image_add_cached(image, iscache_, pokes_[v.size()].isid, nullptr);
+    PTSNAP_CHECK(image != nullptr) << "libipt: out of memory";
+    PTSNAP_CHECK_OK(pt_image_copy(image, prev));
+    PTSNAP_CHECK_OK(pt_image_add_cached(image, iscache_, pokes_[v.size()].isid, nullptr));
     v.push_back(image);
   }
   return v[k - 1];
@@ -518,7 +524,7 @@ Result<std::unique_ptr<PtDecoder>> PtDecoder::Create(const std::filesystem::path
         int32_t space =
             d->epochs_.count(child) != 0 ? d->NewSpace(child, time, false) : d->CurrentSpace(child);
         if (space != from) {
-          (void)pt_image_copy(d->Image(space), d->Image(from));
+          PTSNAP_CHECK_OK(pt_image_copy(d->Image(space), d->Image(from)));
           d->code_maps_[space] = d->code_maps_[from];
           d->symbolizer_.ForkProcess(from, space);
         }
@@ -611,8 +617,8 @@ class StreamDecoder {
     if (status < 0) {
       if (status == -pte_eos) return Done();
       uint64_t off = 0;
-      (void)pt_blk_get_offset(dec_, &off);
-      if (off == last_sync_) return Done();  // no progress: give up on this stream
+      if (pt_blk_get_offset(dec_, &off) < 0) off = 0;  // not synchronized: no position
+      if (off == last_sync_) return Done();            // no progress: give up on this stream
       last_sync_ = off;
       return true;
     }
@@ -626,7 +632,7 @@ class StreamDecoder {
     if (status == -pte_eos) return Done();
     Error(status);
     uint64_t off = 0;
-    (void)pt_blk_get_sync_offset(dec_, &off);
+    if (pt_blk_get_sync_offset(dec_, &off) < 0) off = 0;  // never synchronized
     last_sync_ = off;
     state_ = State::kSync;
     return true;
@@ -665,7 +671,7 @@ class StreamDecoder {
     space_ = space;
     applied_pokes_ = k;
     have_image_ = true;
-    (void)pt_blk_set_image(dec_, owner_->PokedImage(space, k));
+    PTSNAP_CHECK_OK(pt_blk_set_image(dec_, owner_->PokedImage(space, k)));
   }
 
   uint64_t Now() {
@@ -775,8 +781,12 @@ class StreamDecoder {
   }
   uint64_t Extrapolate(uint64_t p0, uint64_t t0, uint64_t p) const {
     const double rate = owner_->Rate();
-    if (rate <= 0 || p <= p0) return t0;
-    return t0 + static_cast<uint64_t>(static_cast<double>(p - p0) * rate);
+    if (!(rate > 0) || p <= p0) return t0;  // NaN too
+    // A corrupt trace can measure any rate: saturate, never overflow.
+    const double dt = static_cast<double>(p - p0) * rate;
+    if (!(dt < 1.8e19)) return UINT64_MAX;
+    const auto d = static_cast<uint64_t>(dt);
+    return d > UINT64_MAX - t0 ? UINT64_MAX : t0 + d;
   }
   void Place(const Pending& pe) {
     if (pe.tx) {
