@@ -71,4 +71,37 @@ std::string Hex(uint64_t v) {
   return buf;
 }
 
+std::string Join(const std::vector<std::string>& parts, std::string_view sep) {
+  std::string out;
+  for (const auto& p : parts) {
+    if (!out.empty()) out += sep;
+    out += p;
+  }
+  return out;
+}
+
+std::string ExactSize(uint64_t bytes) {
+  static constexpr const char* kUnits[] = {"GiB", "MiB", "KiB"};
+  for (int i = 0; i < 3; ++i) {
+    const uint64_t unit = uint64_t{1} << (10 * (3 - i));
+    if (bytes >= unit && bytes % unit == 0) return std::to_string(bytes / unit) + " " + kUnits[i];
+  }
+  return std::to_string(bytes) + " bytes";
+}
+
+std::string ApproxSize(uint64_t bytes) {
+  static constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB"};
+  std::string exact = std::to_string(bytes) + " bytes";
+  if (bytes < 1024) return exact;
+  double v = static_cast<double>(bytes);
+  int unit = -1;
+  while (v >= 1024 && unit < 3) {
+    v /= 1024;
+    ++unit;
+  }
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.1f %s", v, kUnits[unit]);
+  return exact + " (" + buf + ")";
+}
+
 }  // namespace ptsnap::base

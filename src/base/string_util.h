@@ -24,4 +24,13 @@ namespace ptsnap::base {
 // "0x1f" style.
 [[nodiscard]] std::string Hex(uint64_t v);
 
+// The parts with `sep` between them.
+[[nodiscard]] std::string Join(const std::vector<std::string>& parts, std::string_view sep = " ");
+
+// A size in the largest binary unit that divides it: "4 MiB", "12 KiB",
+// "1000 bytes" (sizes the user typed or the kernel rounds to pages).
+[[nodiscard]] std::string ExactSize(uint64_t bytes);
+// Any size, exact and approximate: "1536 bytes (1.5 KiB)", "12 bytes".
+[[nodiscard]] std::string ApproxSize(uint64_t bytes);
+
 }  // namespace ptsnap::base

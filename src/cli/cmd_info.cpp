@@ -27,29 +27,9 @@ void Row(const char* label, const std::string& value) {
   std::printf("%-12s %s\n", label, value.c_str());
 }
 
-std::string Join(const std::vector<std::string>& parts) {
-  std::string out;
-  for (const auto& p : parts) {
-    if (!out.empty()) out += ' ';
-    out += p;
-  }
-  return out;
-}
+using base::Join;
 
-std::string Bytes(uint64_t n) {
-  static const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB"};
-  std::string exact = std::to_string(n) + " bytes";
-  if (n < 1024) return exact;
-  double v = static_cast<double>(n);
-  int unit = -1;
-  while (v >= 1024 && unit < 3) {
-    v /= 1024;
-    ++unit;
-  }
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.1f %s", v, kUnits[unit]);
-  return exact + " (" + buf + ")";
-}
+std::string Bytes(uint64_t n) { return base::ApproxSize(n); }
 
 std::string UtcTime(uint64_t unix_ns) {
   if (unix_ns == 0) return "unknown";

@@ -3,8 +3,10 @@
 #include <cstdio>
 #include <exception>
 #include <new>
+#include <string>
 
 #include "base/log.h"
+#include "base/version.h"
 #include "cli/command.h"
 
 namespace ptsnap::cli {
@@ -19,7 +21,7 @@ int main(int argc, char** argv) {
       "ptsnap: records Intel Processor Trace with perf_event_open, snapshots the moments\n"
       "that matter, and decodes them into a timeline of every function call."};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "ptsnap 0.1.0");
+  app.set_version_flag("--version", std::string("ptsnap ") + ptsnap::base::kVersion);
   int verbosity = 0;
   app.add_flag("-v,--verbose", verbosity, "More output; repeat for more (-vv)");
 

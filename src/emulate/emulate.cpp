@@ -24,6 +24,7 @@
 #include "base/file_util.h"
 #include "base/log.h"
 #include "base/unique_fd.h"
+#include "base/version.h"
 #include "emulate/events.h"
 #include "emulate/virtual_cpu.h"
 #include "sys/pmu.h"
@@ -354,7 +355,7 @@ Result<int> RecordEmulated(const record::RecordOptions& opts, const fs::path& tr
   // The trace directory and the plugin's work directory inside it.
   trace::Manifest m;
   m.source = trace::Source::kEmulated;
-  m.ptsnap_version = "0.1.0";
+  m.ptsnap_version = base::kVersion;
   m.created_unix_ns = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                                 std::chrono::system_clock::now().time_since_epoch())
                                                 .count());

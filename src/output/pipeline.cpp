@@ -6,6 +6,7 @@
 #include <memory>
 #include <set>
 
+#include "base/string_util.h"
 #include "output/fxt_writer.h"
 #include "output/output_file.h"
 #include "output/text_writers.h"
@@ -55,11 +56,7 @@ class Writer {
 constexpr int32_t kTriggerPid = 0x40000000;
 constexpr int32_t kTriggerTid = 0x40000001;
 
-std::string Join(const std::vector<std::string>& v) {
-  std::string s;
-  for (const auto& x : v) s += (s.empty() ? "" : " ") + x;
-  return s;
-}
+using base::Join;
 
 }  // namespace
 

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "base/string_util.h"
+
 namespace ptsnap::output {
 
 std::string JsonString(std::string_view s) {
@@ -17,13 +19,7 @@ std::string Micros(uint64_t ns) {
   return buf;
 }
 
-namespace {
-std::string Hex(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "0x%" PRIx64, v);
-  return buf;
-}
-}  // namespace
+using base::Hex;
 
 JsonWriter::JsonWriter(OutputFile* out) : out_(out) {
   out_->Write("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n");

@@ -39,11 +39,7 @@ constexpr uint64_t kMiB = 1024 * 1024;
 constexpr uint64_t kPage = 4096;
 constexpr int kCapSysPtrace = 19;
 
-std::string Bytes(uint64_t b) {
-  if (b >= kMiB && b % kMiB == 0) return std::to_string(b / kMiB) + " MiB";
-  if (b >= kKiB && b % kKiB == 0) return std::to_string(b / kKiB) + " KiB";
-  return std::to_string(b) + " bytes";
-}
+std::string Bytes(uint64_t b) { return base::ExactSize(b); }
 
 // "0,3,6,9" or "0-13" from a bitmap of valid values.
 std::string BitList(uint64_t bits) {
@@ -67,14 +63,7 @@ std::string BitList(uint64_t bits) {
   return out.empty() ? "none" : out;
 }
 
-std::string Join(const std::vector<std::string>& v, std::string_view sep) {
-  std::string out;
-  for (const auto& s : v) {
-    if (!out.empty()) out += sep;
-    out += s;
-  }
-  return out;
-}
+using base::Join;
 
 std::string Hex(uint64_t v) { return base::Hex(v); }
 

@@ -15,6 +15,7 @@
 
 #include "probe/render.h"
 #include "sys/kcore_image.h"
+#include "tests/support/fake_cpuid.h"
 #include "tests/support/fake_intel_pt.h"
 #include "tests/support/result_matchers.h"
 #include "tests/support/temp_dir.h"
@@ -81,8 +82,8 @@ sys::CpuidRegs Vendor(const char* v, uint32_t max_leaf) {
   return r;
 }
 
-sys::FakeCpuid SkylakeCpu() {
-  sys::FakeCpuid c;
+::ptsnap::testing::FakeCpuid SkylakeCpu() {
+  ::ptsnap::testing::FakeCpuid c;
   c.Set(0, 0, Vendor("GenuineIntel", 0x16));
   c.Set(1, 0, {0x000506e3, 0, 0, 0});
   c.Set(7, 0, {0, 1u << 25, 0, 0});
@@ -94,8 +95,9 @@ sys::FakeCpuid SkylakeCpu() {
 
 // An Intel KVM guest without PT: CPUID.1 EAX `signature` with the
 // hypervisor bit, no PT bit, the KVM signature leaf.
-sys::FakeCpuid KvmGuestCpu(uint32_t signature = 0x00050654, uint32_t max_leaf = 0x16) {
-  sys::FakeCpuid c;
+::ptsnap::testing::FakeCpuid KvmGuestCpu(uint32_t signature = 0x00050654,
+                                         uint32_t max_leaf = 0x16) {
+  ::ptsnap::testing::FakeCpuid c;
   c.Set(0, 0, Vendor("GenuineIntel", max_leaf));
   c.Set(1, 0, {signature, 0, 1u << 31, 0});
   c.Set(7, 0, {0, 0, 0, 0});
@@ -188,7 +190,7 @@ MATCHER_P2(IsCheck, status, value_part, "") {
 TEST(Probe, SkylakeWithFullCaps) {
   FakeMachine m;
   m.AddSkylakePmu();
-  sys::FakeCpuid cpu = SkylakeCpu();
+  ::ptsnap::testing::FakeCpuid cpu = SkylakeCpu();
   ProbeReport r = m.Run(&cpu);
   EXPECT_THAT(Get(r, "pmu.intel_pt"), IsCheck(Status::kOk, "type 8"));
   EXPECT_THAT(Get(r, "pmu.format"), IsCheck(Status::kOk, "mtc_period=config:14-17"));
@@ -226,7 +228,7 @@ TEST(Probe, BroadwellWithoutPsbCyc) {
 
 TEST(Probe, NoPmuInAVm) {
   FakeMachine m;
-  sys::FakeCpuid cpu = KvmGuestCpu();
+  ::ptsnap::testing::FakeCpuid cpu = KvmGuestCpu();
   ProbeReport r = m.Run(&cpu);
   const Check& pmu = Get(r, "pmu.intel_pt");
   EXPECT_THAT(pmu, IsCheck(Status::kFail, "absent"));
@@ -520,7 +522,8 @@ TEST(Probe, FirecrackerGuestWithoutPtPassThrough) {
   EXPECT_EQ(pmus, (std::vector<std::string>{"breakpoint", "msr", "power", "software", "tracepoint",
                                             "uprobe"}));
 
-  sys::FakeCpuid cpu = KvmGuestCpu(0x000c06f2, 0x1f);  // family 6, model 0xcf, stepping 2
+  ::ptsnap::testing::FakeCpuid cpu =
+      KvmGuestCpu(0x000c06f2, 0x1f);  // family 6, model 0xcf, stepping 2
   ProbeReport r = m.Run(&cpu);
   nlohmann::json j = nlohmann::json::parse(RenderJson(r));
   for (const char* field : {"schema", "pt_available", "pt_reason", "modes", "scopes",
@@ -563,7 +566,7 @@ TEST(Probe, FirecrackerGuestWithoutPtPassThrough) {
 TEST(Render, JsonNamesEveryCheckWithStableFields) {
   FakeMachine m;
   m.AddSkylakePmu();
-  sys::FakeCpuid cpu = SkylakeCpu();
+  ::ptsnap::testing::FakeCpuid cpu = SkylakeCpu();
   ProbeReport r = m.Run(&cpu);
   nlohmann::json j = nlohmann::json::parse(RenderJson(r));
   EXPECT_EQ(j["schema"], "ptsnap-probe/1");

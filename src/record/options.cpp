@@ -35,13 +35,6 @@ uint64_t RoundToPowerOfTwoPages(uint64_t bytes, bool* rounded) {
   return p2 * kPage;
 }
 
-std::string FormatSize(uint64_t bytes) {
-  if (bytes >= (1u << 30) && bytes % (1u << 30) == 0) return std::to_string(bytes >> 30) + " GiB";
-  if (bytes >= (1u << 20) && bytes % (1u << 20) == 0) return std::to_string(bytes >> 20) + " MiB";
-  if (bytes >= (1u << 10) && bytes % (1u << 10) == 0) return std::to_string(bytes >> 10) + " KiB";
-  return std::to_string(bytes) + " bytes";
-}
-
 std::filesystem::path DefaultTraceDir(const std::filesystem::path& output) {
   std::filesystem::path out = output.empty() ? std::filesystem::path("trace.fxt.gz") : output;
   std::string name = out.filename().string();

@@ -55,9 +55,6 @@ Result<uint64_t> ParseSize(std::string_view text);
 // value changed, so the caller can warn.
 uint64_t RoundToPowerOfTwoPages(uint64_t bytes, bool* rounded);
 
-// "4 MiB", "256 KiB", "12345 bytes".
-std::string FormatSize(uint64_t bytes);
-
 // The trace directory used when --trace-dir is not given: beside the output,
 // named after it ("trace.fxt.gz" -> "trace.ptsnap", "out/x.json" ->
 // "out/x.ptsnap"); "trace.fxt.gz" when `output` is empty.

@@ -19,6 +19,7 @@
 #include "base/file_util.h"
 #include "base/log.h"
 #include "base/string_util.h"
+#include "base/version.h"
 #include "probe/probe.h"
 #include "record/child.h"
 #include "record/elf_symbols.h"
@@ -162,7 +163,7 @@ std::string ExplainOpenFailure(int errnum, bool kernel_scope, const sys::Privile
     std::string budget = priv.perf_event_mlock_kb
                              ? std::to_string(*priv.perf_event_mlock_kb) + " KiB per CPU"
                              : "per-CPU budget";
-    return "cannot lock " + FormatSize(bytes) +
+    return "cannot lock " + base::ExactSize(bytes) +
            " of perf buffer memory: over kernel.perf_event_mlock_kb (" + budget +
            ") plus ulimit -l; raise it (sysctl -w kernel.perf_event_mlock_kb=" +
            std::to_string(std::max<uint64_t>(bytes / 1024 * 2, 2048)) +
@@ -304,7 +305,7 @@ Result<Prepared> Prepare(const RecordOptions& opts, const base::RootPath& root,
   p.aux_bytes = RoundToPowerOfTwoPages(want, &rounded);
   if (rounded)
     p.warnings.push_back("--snapshot-size " + std::to_string(opts.snapshot_size) +
-                         " bytes rounded up to " + FormatSize(p.aux_bytes) +
+                         " bytes rounded up to " + base::ExactSize(p.aux_bytes) +
                          " (the kernel needs a power-of-two number of pages)");
 
   perf::PtAttrOptions ao;
@@ -611,7 +612,7 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
 
   trace::Manifest m;
   m.source = trace::Source::kHardware;
-  m.ptsnap_version = "0.1.0";
+  m.ptsnap_version = base::kVersion;
   m.created_unix_ns = UnixNowNs();
   m.command = opts.command;
   for (pid_t pid : pids) m.pids.push_back(pid);

@@ -10,6 +10,7 @@
 #include "record/hardware_source.h"
 #include "record/options.h"
 #include "record/recorder.h"
+#include "tests/support/fake_cpuid.h"
 #include "tests/support/result_matchers.h"
 #include "tests/support/temp_dir.h"
 
@@ -47,8 +48,6 @@ TEST(Options, DefaultTraceDirSitsBesideTheOutput) {
   EXPECT_EQ(DefaultTraceDir("trace.fxt.gz"), "trace.ptsnap");
   EXPECT_EQ(DefaultTraceDir("out/run1.json"), "out/run1.ptsnap");
   EXPECT_EQ(DefaultTraceDir(""), "trace.ptsnap");
-  EXPECT_EQ(FormatSize(4u << 20), "4 MiB");
-  EXPECT_EQ(FormatSize(12345), "12345 bytes");
 }
 
 sys::Privileges Priv(int64_t paranoid, int64_t mlock_kb = 516) {
@@ -122,7 +121,7 @@ void WriteUser(const TempDir& d, int paranoid) {
 TEST(Prepare, NoPmuFailsWithKind) {
   TempDir d;
   WriteUser(d, 2);
-  sys::FakeCpuid cpuid;
+  ::ptsnap::testing::FakeCpuid cpuid;
   RecordOptions o;
   o.command = {"/bin/true"};
   FailureKind kind;
@@ -135,7 +134,7 @@ TEST(Prepare, KernelScopeWithoutPrivilegeFailsBeforeOpening) {
   TempDir d;
   WritePmu(d);
   WriteUser(d, 2);
-  sys::FakeCpuid cpuid;
+  ::ptsnap::testing::FakeCpuid cpuid;
   RecordOptions o;
   o.command = {"/bin/true"};
   o.scope = TraceScope::kUserKernel;
@@ -152,7 +151,7 @@ TEST(Prepare, BuildsAttrsAndDefaults) {
   TempDir d;
   WritePmu(d);
   WriteUser(d, 2);
-  sys::FakeCpuid cpuid;
+  ::ptsnap::testing::FakeCpuid cpuid;
   RecordOptions o;
   o.command = {"/bin/true"};
   o.snapshot_size = 100000;  // not a power of two pages
@@ -191,7 +190,7 @@ TEST(Prepare, DefaultSnapshotSizeIsTheProbesRule) {
   WritePmu(d);
   WriteRoot(d, 2);
   d.Write("sys/devices/system/cpu/online", "0-7\n");
-  sys::FakeCpuid cpuid;
+  ::ptsnap::testing::FakeCpuid cpuid;
   RecordOptions o;
   o.command = {"/bin/true"};
   FailureKind kind;
@@ -244,7 +243,7 @@ TEST(Prepare, SystemWideWithoutPrivilegeFailsBeforeOpening) {
   WritePmu(d);
   WriteUser(d, 1);  // enough for the kernel, not for all CPUs
   d.Write("sys/devices/system/cpu/online", "0-3\n");
-  sys::FakeCpuid cpuid;
+  ::ptsnap::testing::FakeCpuid cpuid;
   RecordOptions o;
   o.all_cpus = true;
   FailureKind kind;
@@ -263,7 +262,7 @@ TEST(Prepare, SystemWideAttrsArePerCpu) {
   WritePmu(d);
   WriteRoot(d, 2);
   d.Write("sys/devices/system/cpu/online", "0-3,6\n");
-  sys::FakeCpuid cpuid;
+  ::ptsnap::testing::FakeCpuid cpuid;
   RecordOptions o;
   o.command = {"/bin/true"};  // run -a: the whole system while CMD runs
   o.all_cpus = true;

@@ -3,10 +3,8 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <optional>
 #include <string>
-#include <utility>
 
 namespace ptsnap::sys {
 
@@ -29,23 +27,6 @@ class CpuidSource {
 class HostCpuid final : public CpuidSource {
  public:
   [[nodiscard]] std::optional<CpuidRegs> Query(uint32_t leaf, uint32_t subleaf) const override;
-};
-
-// Values set by hand; unset leaves are unavailable.
-class FakeCpuid final : public CpuidSource {
- public:
-  FakeCpuid& Set(uint32_t leaf, uint32_t subleaf, CpuidRegs regs) {
-    regs_[{leaf, subleaf}] = regs;
-    return *this;
-  }
-  [[nodiscard]] std::optional<CpuidRegs> Query(uint32_t leaf, uint32_t subleaf) const override {
-    auto it = regs_.find({leaf, subleaf});
-    if (it == regs_.end()) return std::nullopt;
-    return it->second;
-  }
-
- private:
-  std::map<std::pair<uint32_t, uint32_t>, CpuidRegs> regs_;
 };
 
 // Decoded identity and the PT-related leaves.

@@ -4,6 +4,8 @@
 
 #include <cstring>
 
+#include "tests/support/fake_cpuid.h"
+
 namespace ptsnap::sys {
 namespace {
 
@@ -17,7 +19,7 @@ CpuidRegs Vendor(const char (&v)[13], uint32_t max_leaf) {
 }
 
 TEST(DecodeCpu, SkylakeWithPt) {
-  FakeCpuid c;
+  ::ptsnap::testing::FakeCpuid c;
   c.Set(0, 0, Vendor("GenuineIntel", 0x16));
   c.Set(1, 0, {0x000506e3, 0, 0, 0});  // family 6 model 0x5e stepping 3
   c.Set(7, 0, {0, 1u << 25, 0, 0});
@@ -39,7 +41,7 @@ TEST(DecodeCpu, SkylakeWithPt) {
 }
 
 TEST(DecodeCpu, GuestWithoutPt) {
-  FakeCpuid c;
+  ::ptsnap::testing::FakeCpuid c;
   c.Set(0, 0, Vendor("AuthenticAMD", 0x10));
   c.Set(1, 0, {0x00a00f11, 0, 1u << 31, 0});  // family 0x19 model 0x1 stepping 1
   c.Set(7, 0, {0, 0, 0, 0});
@@ -59,7 +61,7 @@ TEST(DecodeCpu, GuestWithoutPt) {
 }
 
 TEST(DecodeCpu, NoCpuid) {
-  FakeCpuid c;
+  ::ptsnap::testing::FakeCpuid c;
   EXPECT_FALSE(DecodeCpu(c).available);
 }
 

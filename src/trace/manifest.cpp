@@ -26,7 +26,7 @@ Error FieldError(const std::string& path, std::string_view what) {
   return Error("field '" + path + "': " + std::string(what));
 }
 
-std::string Join(const std::string& parent, std::string_view key) {
+std::string FieldPath(const std::string& parent, std::string_view key) {
   return parent.empty() ? std::string(key) : parent + "." + std::string(key);
 }
 
@@ -60,7 +60,7 @@ class Obj {
 
   Result<const Json*> Require(std::string_view key) const {
     const Json* v = Find(key);
-    if (v == nullptr) return FieldError(Join(path_, key), "missing");
+    if (v == nullptr) return FieldError(FieldPath(path_, key), "missing");
     return v;
   }
 
@@ -68,11 +68,11 @@ class Obj {
     const Json* v = Find(key);
     static const Json kEmpty = Json::object();
     if (v == nullptr) {
-      if (required) return FieldError(Join(path_, key), "missing");
-      return Obj(kEmpty, Join(path_, key));
+      if (required) return FieldError(FieldPath(path_, key), "missing");
+      return Obj(kEmpty, FieldPath(path_, key));
     }
-    if (!v->is_object()) return FieldError(Join(path_, key), "expected an object");
-    return Obj(*v, Join(path_, key));
+    if (!v->is_object()) return FieldError(FieldPath(path_, key), "expected an object");
+    return Obj(*v, FieldPath(path_, key));
   }
 
   // Unsigned integers: a JSON number or a hex string ("0x..."); the format
@@ -81,7 +81,7 @@ class Obj {
   Result<void> Uint(std::string_view key, T& out, bool required = false) const {
     static_assert(std::is_unsigned_v<T> || std::is_same_v<T, bool>);
     const Json* v = Find(key);
-    std::string path = Join(path_, key);
+    std::string path = FieldPath(path_, key);
     if (v == nullptr) {
       if (required) return FieldError(path, "missing");
       return Ok();
@@ -114,7 +114,7 @@ class Obj {
 
   Result<void> Int(std::string_view key, int32_t& out, bool required = false) const {
     const Json* v = Find(key);
-    std::string path = Join(path_, key);
+    std::string path = FieldPath(path_, key);
     if (v == nullptr) {
       if (required) return FieldError(path, "missing");
       return Ok();
@@ -126,14 +126,14 @@ class Obj {
   Result<void> Bool(std::string_view key, bool& out) const {
     const Json* v = Find(key);
     if (v == nullptr) return Ok();
-    if (!v->is_boolean()) return FieldError(Join(path_, key), "expected true or false");
+    if (!v->is_boolean()) return FieldError(FieldPath(path_, key), "expected true or false");
     out = v->get<bool>();
     return Ok();
   }
 
   Result<void> String(std::string_view key, std::string& out, bool required = false) const {
     const Json* v = Find(key);
-    std::string path = Join(path_, key);
+    std::string path = FieldPath(path_, key);
     if (v == nullptr) {
       if (required) return FieldError(path, "missing");
       return Ok();
@@ -149,11 +149,11 @@ class Obj {
     PTSNAP_TRY(String(key, out, required));
     if (out.empty()) return Ok();
     if (out.front() == '/') {
-      return FieldError(Join(path_, key), "must be a path inside the trace directory");
+      return FieldError(FieldPath(path_, key), "must be a path inside the trace directory");
     }
     for (std::string_view part : base::Split(out, '/')) {
       if (part == "..") {
-        return FieldError(Join(path_, key), "must be a path inside the trace directory");
+        return FieldError(FieldPath(path_, key), "must be a path inside the trace directory");
       }
     }
     return Ok();
@@ -163,7 +163,7 @@ class Obj {
   template <class Fn>
   Result<void> Array(std::string_view key, Fn fn, bool required = false) const {
     const Json* v = Find(key);
-    std::string path = Join(path_, key);
+    std::string path = FieldPath(path_, key);
     if (v == nullptr) {
       if (required) return FieldError(path, "missing");
       return Ok();
@@ -191,7 +191,8 @@ class Obj {
       if (!expected.empty()) expected += ", ";
       expected += "\"" + std::string(ToString(e)) + "\"";
     }
-    return FieldError(Join(path_, key), "unknown value \"" + s + "\" (expected " + expected + ")");
+    return FieldError(FieldPath(path_, key),
+                      "unknown value \"" + s + "\" (expected " + expected + ")");
   }
 
   [[nodiscard]] const std::string& path() const { return path_; }

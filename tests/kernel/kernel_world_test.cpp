@@ -32,6 +32,7 @@
 #include "support/temp_dir.h"
 #include "sys/cpuid.h"
 #include "tests/support/events.h"
+#include "tests/support/fake_cpuid.h"
 #include "tests/support/golden.h"
 #include "trace/perf_record.h"
 #include "trace/trace_dir.h"
@@ -286,7 +287,7 @@ TEST(KernelPrivileges, KernelScopesNeedPerfmonOrParanoidOne) {
   ASSERT_THAT(k, HasValue());
   ASSERT_THAT(WriteFakeRoot(*k, dir.path()), HasValue());
   ::ptsnap::testing::WriteIntelPt(dir, ::ptsnap::testing::SkylakeIntelPt());
-  sys::FakeCpuid cpuid;
+  ::ptsnap::testing::FakeCpuid cpuid;
   record::RecordOptions o;
   o.command = {"/bin/true"};
   record::FailureKind kind;

@@ -24,6 +24,7 @@
 #include "sys/cpuid.h"
 #include "sys/kcore_image.h"
 #include "sys/privileges.h"
+#include "tests/support/fake_cpuid.h"
 #include "tests/support/fake_intel_pt.h"
 #include "tests/support/result_matchers.h"
 #include "tests/support/temp_dir.h"
@@ -108,7 +109,7 @@ Result<record::Prepared> PrepareOn(const TempDir& d, record::TraceScope scope,
   record::RecordOptions o;
   o.command = {"/bin/true"};
   o.scope = scope;
-  sys::FakeCpuid cpuid;
+  ::ptsnap::testing::FakeCpuid cpuid;
   return record::Prepare(o, base::RootPath(d.path()), cpuid, kind);
 }
 
