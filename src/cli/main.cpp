@@ -15,7 +15,9 @@ void AddRecordCommands(CLI::App& app, CommandFn* selected);  // run, attach
 void RewriteMagicTraceSpellings(int argc, char** argv);      // -trigger -> --trigger, ...
 }  // namespace ptsnap::cli
 
-int main(int argc, char** argv) {
+namespace {
+
+int Main(int argc, char** argv) {
   using namespace ptsnap::cli;
   CLI::App app{
       "ptsnap: records Intel Processor Trace with perf_event_open, snapshots the moments\n"
@@ -41,13 +43,21 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? kExitOk : kExitUsage;
   }
   ptsnap::base::SetVerbosity(verbosity);
+  return selected ? selected() : kExitUsage;
+}
+
+}  // namespace
+
+// The one place exceptions are caught (docs/architecture.md, "Errors").
+int main(int argc, char** argv) {
   try {
-    return selected ? selected() : kExitUsage;
+    return Main(argc, argv);
   } catch (const std::bad_alloc&) {
     std::fputs("ptsnap: error: out of memory\n", stderr);
-    return kExitFailure;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ptsnap: error: %s\n", e.what());
-    return kExitFailure;
+  } catch (...) {
+    std::fputs("ptsnap: error: unknown exception\n", stderr);
   }
+  return ptsnap::cli::kExitFailure;
 }

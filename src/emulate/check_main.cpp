@@ -13,7 +13,9 @@
 
 using namespace ptsnap::emulate;
 
-int main(int argc, char** argv) {
+namespace {
+
+int Main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr, "usage: %s PLUGIN_OUT_DIR [family model stepping]\n", argv[0]);
     return 2;
@@ -74,4 +76,15 @@ int main(int argc, char** argv) {
     }
   }
   return bad;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return Main(argc, argv);
+  } catch (const std::exception& e) {  // std::stoul on bad arguments, filesystem errors
+    std::fprintf(stderr, "%s: %s\n", argv[0], e.what());
+    return 2;
+  }
 }

@@ -398,6 +398,7 @@ Result<int> RecordEmulated(const record::RecordOptions& opts, const fs::path& tr
   std::vector<std::string> argv_s = {qemu.string(), "-plugin", plugin_arg, program.string()};
   for (size_t i = 1; i < opts.command.size(); ++i) argv_s.push_back(opts.command[i]);
   std::vector<char*> argv;
+  argv.reserve(argv_s.size() + 1);
   for (auto& s : argv_s) argv.push_back(s.data());
   argv.push_back(nullptr);
   PTSNAP_LOG(kInfo) << "emulating " << program.string() << " under " << qemu.string();

@@ -94,9 +94,9 @@ std::optional<InsnExit> ClassifyInstruction(std::span<const uint8_t> bytes, uint
         e.kind = ExitKind::kIndirect;  // far return, IRET
       }
       return e;
-    case ZYDIS_CATEGORY_SYSCALL: e.kind = ExitKind::kFar; return e;
-    case ZYDIS_CATEGORY_INTERRUPT:
-      e.kind = ExitKind::kFar;  // INT n, INT3, INTO, INT1
+    case ZYDIS_CATEGORY_SYSCALL:
+    case ZYDIS_CATEGORY_INTERRUPT:  // INT n, INT3, INTO, INT1
+      e.kind = ExitKind::kFar;
       return e;
     default: break;
   }

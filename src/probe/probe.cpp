@@ -35,7 +35,7 @@ namespace ptsnap::probe {
 namespace {
 
 constexpr uint64_t kKiB = 1024;
-constexpr uint64_t kMiB = 1024 * 1024;
+constexpr uint64_t kMiB = kKiB * 1024;
 constexpr uint64_t kPage = 4096;
 constexpr int kCapSysPtrace = 19;
 

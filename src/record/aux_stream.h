@@ -15,6 +15,7 @@
 #pragma once
 
 #include <linux/perf_event.h>
+#include <utility>
 
 #include <cstdint>
 #include <optional>
@@ -34,7 +35,7 @@ class AuxStreamer {
   // assigned when the first bytes arrive (a thread that never ran leaves no
   // empty stream). `header` and `aux` must outlive the streamer.
   AuxStreamer(perf_event_mmap_page* header, std::span<const std::byte> aux, trace::Stream info)
-      : reader_(header, aux), info_(info) {}
+      : reader_(header, aux), info_(std::move(info)) {}
 
   // Moves the pending AUX bytes into the stream and advances aux_tail.
   // Returns the number of bytes moved. Errors are the writer's (disk full).

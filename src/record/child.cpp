@@ -31,6 +31,7 @@ Result<Child> Child::Spawn(const std::vector<std::string>& argv) {
     return Error::FromErrno("pipe");
   }
   std::vector<char*> args;
+  args.reserve(argv.size() + 1);
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   const pid_t parent = ::getpid();

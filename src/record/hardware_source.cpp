@@ -42,7 +42,7 @@ uint64_t TscToPerfNs(const trace::TimeConv& tc, uint64_t tsc) {
 }
 
 Result<std::unique_ptr<HardwarePtSource>> HardwarePtSource::Create(HardwareConfig config) {
-  return std::unique_ptr<HardwarePtSource>(new HardwarePtSource(std::move(config)));
+  return std::unique_ptr<HardwarePtSource>(new HardwarePtSource(config));
 }
 
 size_t HardwarePtSource::traced_threads() const {

@@ -62,7 +62,7 @@ class HardwarePtSource final : public PtSource {
   [[nodiscard]] size_t traced_cpus() const;
 
  private:
-  explicit HardwarePtSource(HardwareConfig config) : config_(std::move(config)) {}
+  explicit HardwarePtSource(HardwareConfig config) : config_(config) {}
 
   struct Breakpoint {
     std::unique_ptr<perf::PerfEvent> event;

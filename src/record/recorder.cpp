@@ -471,7 +471,9 @@ void RecordBinaries(trace::TraceWriter& writer, const std::set<std::string>& fil
   if (!maps) return;
   for (const sys::MapEntry& m : *maps) {
     if (m.path != "[vdso]" || m.start != vdso) continue;
-    std::string image(reinterpret_cast<const char*>(vdso), m.end - m.start);
+    // The vDSO is mapped in this process at the address the auxv gives.
+    std::string image(reinterpret_cast<const char*>(vdso),  // NOLINT(performance-no-int-to-ptr)
+                      m.end - m.start);
     std::error_code ec;
     std::filesystem::create_directories(writer.dir() / "vdso", ec);
     // One file, hard-linked under every pid (system-wide mode lists many).

@@ -573,14 +573,17 @@ void OnTbTrans(qemu_plugin_id_t, qemu_plugin_tb* tb) {
 bool ExecWillLoad(uint64_t guest_path) {
   char path[4096] = {};
   iovec local{path, sizeof(path) - 1};
-  iovec remote{reinterpret_cast<void*>(guest_path), sizeof(path) - 1};
+  // Guest addresses are integers; process_vm_readv wants them as pointers.
+  iovec remote{reinterpret_cast<void*>(guest_path),  // NOLINT(performance-no-int-to-ptr)
+               sizeof(path) - 1};
   ssize_t n = ::process_vm_readv(::getpid(), &local, 1, &remote, 1, 0);
   if (n <= 0) {
     // The read may cross into an unmapped page: retry one byte at a time
     // up to the NUL.
     size_t i = 0;
     for (; i < sizeof(path) - 1; ++i) {
-      iovec l{path + i, 1}, r{reinterpret_cast<void*>(guest_path + i), 1};
+      iovec l{path + i, 1};
+      iovec r{reinterpret_cast<void*>(guest_path + i), 1};  // NOLINT(performance-no-int-to-ptr)
       if (::process_vm_readv(::getpid(), &l, 1, &r, 1, 0) != 1) return true;
       if (path[i] == '\0') break;
     }

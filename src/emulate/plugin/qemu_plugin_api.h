@@ -10,6 +10,8 @@
 #include <cstddef>
 #include <cstdint>
 
+// QEMU's names, as its header spells them.
+// NOLINTBEGIN(readability-identifier-naming)
 extern "C" {
 
 #define PTSNAP_QEMU_PLUGIN_API_VERSION 1
@@ -80,5 +82,5 @@ const char* qemu_plugin_path_to_binary(void);
 uint64_t qemu_plugin_start_code(void);
 uint64_t qemu_plugin_end_code(void);
 uint64_t qemu_plugin_entry_code(void);
-
 }  // extern "C"
+// NOLINTEND(readability-identifier-naming)
