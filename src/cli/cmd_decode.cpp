@@ -7,7 +7,7 @@
 #include "base/log.h"
 #include "cli/command.h"
 #include "output/output_file.h"
-#include "output/pipeline.h"
+#include "pipeline/pipeline.h"
 
 namespace ptsnap::cli {
 
@@ -25,7 +25,7 @@ void PrintProgress(uint64_t done, uint64_t total) {
 
 int DecodeAndReport(const std::filesystem::path& trace_dir, const std::filesystem::path& output,
                     const std::string& format) {
-  output::DecodeOptions options;
+  pipeline::DecodeOptions options;
   options.output = output.empty() ? std::filesystem::path("trace.fxt.gz") : output;
   options.format = format;
   if (!format.empty() && format != "fxt" && format != "json" && format != "events") {
@@ -43,14 +43,14 @@ int DecodeAndReport(const std::filesystem::path& trace_dir, const std::filesyste
   // Progress only where someone watches: a terminal, or -v.
   bool progress = ::isatty(STDERR_FILENO) != 0 || base::Verbosity() > 0;
   if (progress) options.progress = PrintProgress;
-  auto report = output::DecodeTraceDir(trace_dir, options);
+  auto report = pipeline::DecodeTraceDir(trace_dir, options);
   if (progress) std::fputs("\r\033[K", stderr);
   if (!report) {
     std::fprintf(stderr, "ptsnap: error: decoding %s: %s\n", trace_dir.c_str(),
                  report.error().ToString().c_str());
     return kExitFailure;
   }
-  std::fputs(output::FormatReport(*report).c_str(), stdout);
+  std::fputs(pipeline::FormatReport(*report).c_str(), stdout);
   return kExitOk;
 }
 

@@ -22,7 +22,7 @@
 #include "base/string_util.h"
 #include "kernel/kernel_world.h"
 #include "output/fxt_reader.h"
-#include "output/pipeline.h"
+#include "pipeline/pipeline.h"
 #include "probe/probe.h"
 #include "record/kcore_copy.h"
 #include "record/options.h"
@@ -62,7 +62,7 @@ void ExpectGolden(const std::string& actual, const std::string& name) {
 }
 
 struct Decoded {
-  output::DecodeReport report;
+  pipeline::DecodeReport report;
   std::string text;                // the output file
   std::vector<std::string> lines;  // events only: "B name" / "E name" / "I name"
 };
@@ -73,10 +73,10 @@ Decoded Decode(const Scenario& sc, const TraceOptions& opts, const std::filesyst
   Decoded d;
   auto w = WriteTrace(sc, dir / "trace", opts);
   EXPECT_THAT(w, HasValue());
-  output::DecodeOptions o;
+  pipeline::DecodeOptions o;
   o.output = dir / ("out." + format);
   o.format = format;
-  auto r = output::DecodeTraceDir(dir / "trace", o);
+  auto r = pipeline::DecodeTraceDir(dir / "trace", o);
   EXPECT_THAT(r, HasValue());
   if (!r) return d;
   d.report = *r;

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "base/file_util.h"
-#include "output/pipeline.h"
+#include "pipeline/pipeline.h"
 #include "record/recorder.h"
 #include "sys/cpuid.h"
 #include "tests/support/events.h"
@@ -60,12 +60,12 @@ class Hardware : public ::testing::Test {
   }
   // Decodes `dir` to .events: no decode error, and the frames by thread.
   std::vector<::ptsnap::testing::EventLine> Decode(const std::filesystem::path& dir) {
-    output::DecodeOptions d;
+    pipeline::DecodeOptions d;
     d.output = dir / "decoded.events";
-    auto r = output::DecodeTraceDir(dir, d);
+    auto r = pipeline::DecodeTraceDir(dir, d);
     EXPECT_THAT(r, HasValue());
     if (!r) return {};
-    EXPECT_EQ(r->decode.errors, 0u) << output::FormatReport(*r);
+    EXPECT_EQ(r->decode.errors, 0u) << pipeline::FormatReport(*r);
     auto text = base::ReadFile(d.output);
     EXPECT_THAT(text, HasValue());
     return text ? ::ptsnap::testing::ParseEvents(*text)

@@ -1,4 +1,4 @@
-#include "output/pipeline.h"
+#include "pipeline/pipeline.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -20,7 +20,10 @@
 #define PTSNAP_SOURCE_ROOT "."
 #endif
 
-namespace ptsnap::output {
+namespace ptsnap::pipeline {
+
+// The writers and readers this module drives.
+using namespace ::ptsnap::output;
 namespace {
 
 using ::ptsnap::testing::HasErrorContaining;
@@ -281,9 +284,9 @@ TEST(PipelineTest, MissingStreamFileIsAWarningNotACrash) {
 }
 
 }  // namespace
-}  // namespace ptsnap::output
+}  // namespace ptsnap::pipeline
 
-namespace ptsnap::output {
+namespace ptsnap::pipeline {
 namespace {
 
 // Seeds for the decode fuzzer (tests/fuzz/corpus/decode/), rewritten with
@@ -323,4 +326,4 @@ TEST(PipelineTest, FuzzSeeds) {
 }
 
 }  // namespace
-}  // namespace ptsnap::output
+}  // namespace ptsnap::pipeline

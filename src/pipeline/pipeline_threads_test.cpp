@@ -13,13 +13,16 @@
 #include "base/file_util.h"
 #include "base/string_util.h"
 #include "decode/test_stream.h"
-#include "output/pipeline.h"
+#include "pipeline/pipeline.h"
 #include "tests/support/events.h"
 #include "tests/support/result_matchers.h"
 #include "tests/support/temp_dir.h"
 #include "trace/trace_dir.h"
 
-namespace ptsnap::output {
+namespace ptsnap::pipeline {
+
+// The writers and readers this module drives.
+using namespace ::ptsnap::output;
 namespace {
 
 using decode::testing::CallsProgram;
@@ -350,4 +353,4 @@ TEST(PipelineThreadsTest, TsxCommitKeepsTheSpeculativeCalls) {
 }
 
 }  // namespace
-}  // namespace ptsnap::output
+}  // namespace ptsnap::pipeline

@@ -15,7 +15,7 @@
 #include "output/summary.h"
 #include "ptsnap/result.h"
 
-namespace ptsnap::output {
+namespace ptsnap::pipeline {
 
 struct DecodeOptions {
   std::filesystem::path output;  // the file to write
@@ -30,7 +30,7 @@ struct DecodeReport {
   uint64_t first_ns = 0, last_ns = 0;  // time span of the slices
   size_t threads = 0;
   uint64_t slices = 0;
-  std::vector<FunctionTime> top_total, top_self;
+  std::vector<output::FunctionTime> top_total, top_self;
   decode::DecodeStats decode;
   model::ModelStats model;
   uint64_t lost_records = 0;   // sideband PERF_RECORD_LOST
@@ -54,4 +54,4 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
 // Human-readable summary (several lines, ends with how to open the file).
 std::string FormatReport(const DecodeReport& r);
 
-}  // namespace ptsnap::output
+}  // namespace ptsnap::pipeline

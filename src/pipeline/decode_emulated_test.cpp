@@ -12,12 +12,15 @@
 #include "base/file_util.h"
 #include "base/string_util.h"
 #include "emulate/emulate.h"
-#include "output/pipeline.h"
+#include "pipeline/pipeline.h"
 #include "tests/support/events.h"
 #include "tests/support/result_matchers.h"
 #include "tests/support/temp_dir.h"
 
-namespace ptsnap::output {
+namespace ptsnap::pipeline {
+
+// The writers and readers this module drives.
+using namespace ::ptsnap::output;
 namespace {
 
 using ::ptsnap::testing::HasValue;
@@ -258,4 +261,4 @@ TEST_F(DecodeEmulated, OverlappingSnapshotsAreShownOnce) {
 }
 
 }  // namespace
-}  // namespace ptsnap::output
+}  // namespace ptsnap::pipeline

@@ -1,4 +1,4 @@
-#include "output/pipeline.h"
+#include "pipeline/pipeline.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -12,7 +12,10 @@
 #include "output/text_writers.h"
 #include "trace/trace_dir.h"
 
-namespace ptsnap::output {
+namespace ptsnap::pipeline {
+
+// The writers and readers this module drives.
+using namespace ::ptsnap::output;
 
 namespace {
 
@@ -331,4 +334,4 @@ std::string FormatReport(const DecodeReport& r) {
   return s;
 }
 
-}  // namespace ptsnap::output
+}  // namespace ptsnap::pipeline
