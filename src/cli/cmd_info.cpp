@@ -146,7 +146,7 @@ int RunInfo(const InfoOptions& opt) {
   }
   Row("lost", std::to_string(m.lost_records) + " sideband records, " +
                   std::to_string(m.aux_truncated) + " truncated AUX records");
-  std::string kcore = m.kcore.status;
+  std::string kcore(trace::ToString(m.kcore.status));
   if (!m.kcore.dir.empty()) kcore += " (" + m.kcore.dir + ")";
   if (!m.kcore.reason.empty()) kcore += ": " + m.kcore.reason;
   Row("kcore", kcore);

@@ -93,8 +93,8 @@ Result<void> CheckOutputWritable(const std::filesystem::path& output) {
 int RunRecord(Args& a, bool attach) {
   record::RecordOptions& o = a.opts;
   // Options first: nothing is started or written while they can still fail.
-  if (a.include_kernel) o.scope = record::TraceScope::kUserKernel;
-  if (a.kernel_only) o.scope = record::TraceScope::kKernelOnly;
+  if (a.include_kernel) o.scope = trace::Scope::kUserKernel;
+  if (a.kernel_only) o.scope = trace::Scope::kKernel;
   if (!a.snapshot_size.empty()) {
     auto size = record::ParseSize(a.snapshot_size);
     if (!size) return Fail("--snapshot-size: " + size.error().ToString()), kExitUsage;

@@ -385,7 +385,7 @@ std::vector<PtDecoder::ThreadId> PtDecoder::CpuThreads(int32_t cpu) const {
 }
 
 void PtDecoder::AddKcore() {
-  if (manifest_.kcore.status != "copied") return;
+  if (manifest_.kcore.status != trace::KcoreStatus::kCopied) return;
   auto kdir = dir_ / (manifest_.kcore.dir.empty() ? "kcore" : manifest_.kcore.dir);
   if (auto text = base::ReadFile(kdir / "kallsyms", size_t{256} << 20); text) {
     symbolizer_.SetKernelSymbols(ParseKallsyms(*text), manifest_.kernel_start.value_or(0));

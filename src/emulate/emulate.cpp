@@ -274,7 +274,7 @@ Result<perf::PtAttr> EmulatedPtAttr(const record::TimerResolution& timer) {
 }
 
 Result<int> RecordEmulated(const record::RecordOptions& opts, const fs::path& trace_dir) {
-  if (opts.scope != record::TraceScope::kUser)
+  if (opts.scope != trace::Scope::kUser)
     return Error(
         "--emulate traces user space only: kernel scopes are not available under emulation "
         "(drop --scope, or record on a machine with Intel PT)");

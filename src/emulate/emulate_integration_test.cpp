@@ -546,7 +546,7 @@ TEST_F(Emulate, CliRunEmulateDecodesWithoutErrors) {
 TEST_F(Emulate, KernelScopeIsRefused) {
   record::RecordOptions o;
   o.command = {"true"};
-  o.scope = record::TraceScope::kUserKernel;
+  o.scope = trace::Scope::kUserKernel;
   auto r = RecordEmulated(o, tmp_.path() / "k");
   ASSERT_FALSE(r);
   EXPECT_NE(r.error().message().find("user space only"), std::string::npos);

@@ -392,7 +392,7 @@ Result<std::string> BuildPerfData(const trace::TraceReader& trace, const ExportO
     // perf 6.1 lose the module area of kcore_dir/kcore: dso__load_kcore
     // merges kcore's module segment into the still-unshrunk kernel map
     // (only gaps are filled), then shrinks that map to kernel text.
-    if (m.kcore.status == "copied") {
+    if (m.kcore.status == trace::KcoreStatus::kCopied) {
       auto text = base::ReadFile(trace.dir() / m.kcore.dir / "kallsyms");
       auto ks = text ? sys::ParseKallsyms(*text, false) : sys::Kallsyms{};
       if (ks.etext && *ks.etext > km.addr) km.len = *ks.etext - km.addr;
@@ -410,7 +410,7 @@ Result<std::string> BuildPerfData(const trace::TraceReader& trace, const ExportO
     // record's perf_event__synthesize_modules writes when the .ko is not
     // found): perf validates kcore_dir/modules against these module maps
     // before it maps module code from kcore_dir/kcore.
-    if (m.kcore.status == "copied") {
+    if (m.kcore.status == trace::KcoreStatus::kCopied) {
       auto modules = base::ReadFile(trace.dir() / m.kcore.dir / "modules");
       for (const auto& mod : modules ? ParseModules(*modules) : std::vector<ModuleLine>{}) {
         trace::Mmap mm;
@@ -489,7 +489,8 @@ Result<ExportReport> ExportTrace(const fs::path& trace_dir, const fs::path& out,
   PTSNAP_ASSIGN_OR_RETURN(trace::TraceReader trace, trace::TraceReader::Open(trace_dir));
   const trace::Manifest& m = trace.manifest();
   ExportReport report;
-  report.directory = m.scope != trace::Scope::kUser && m.kcore.status == "copied";
+  report.directory =
+      m.scope != trace::Scope::kUser && m.kcore.status == trace::KcoreStatus::kCopied;
   std::error_code ec;
   if (fs::exists(out, ec) && !options.force)
     return Error(out.string() + " already exists: choose another output or pass --force");

@@ -338,7 +338,7 @@ TEST(ExporterTest, KernelScopeWithKcoreIsPerfsDirectoryFormat) {
   trace::Manifest m = BaseManifest();
   m.scope = trace::Scope::kUserKernel;
   m.kernel_start = 0xffffffff81000000ULL;
-  m.kcore = {"copied", "", "kcore"};
+  m.kcore = {trace::KcoreStatus::kCopied, "", "kcore"};
   f.Write(m);
   f.tmp.Write("t/kcore/kallsyms",
               "ffffffff81000000 T _stext\nffffffff81200000 T _etext\n"

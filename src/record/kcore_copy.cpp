@@ -62,16 +62,16 @@ KernelImage SnapshotKernelImage(const base::RootPath& root, const std::filesyste
     }
   }
   if (std::string env_off = KcoreDisabledBy(getenv); !env_off.empty()) {
-    img.status = "disabled";
+    img.status = trace::KcoreStatus::kDisabled;
     img.reason = env_off + " is set";
   } else if (!gate.kcore_usable) {
-    img.status = "unavailable";
+    img.status = trace::KcoreStatus::kUnavailable;
     img.reason = gate_reason.empty() ? "the kcore gate of `ptsnap probe` failed" : gate_reason;
   } else if (auto copy = CopyKcore(root, trace_dir / "kcore"); !copy) {
-    img.status = "unavailable";
+    img.status = trace::KcoreStatus::kUnavailable;
     img.reason = copy.error().ToString();
   } else {
-    img.status = "copied";
+    img.status = trace::KcoreStatus::kCopied;
     img.dir = "kcore";
     if (copy->kernel_start) img.kernel_start = copy->kernel_start;
     if (copy->kallsyms_changed) {
@@ -80,7 +80,8 @@ KernelImage SnapshotKernelImage(const base::RootPath& root, const std::filesyste
           "kernel symbols may not match the copy");
     }
   }
-  if (img.status != "copied") img.warnings.push_back(KernelImageSkipped(img.reason));
+  if (img.status != trace::KcoreStatus::kCopied)
+    img.warnings.push_back(KernelImageSkipped(img.reason));
   return img;
 }
 

@@ -20,6 +20,7 @@
 #include "base/root_path.h"
 #include "ptsnap/result.h"
 #include "sys/kcore.h"
+#include "trace/manifest.h"
 
 namespace ptsnap::record {
 
@@ -42,7 +43,7 @@ std::string KcoreDisabledBy();  // from the process environment
 // What a kernel-scope recording got for a kernel image: the manifest's
 // `kcore` fields and the user's warnings.
 struct KernelImage {
-  std::string status;                    // "copied", "disabled" (environment) or "unavailable"
+  trace::KcoreStatus status = trace::KcoreStatus::kUnavailable;
   std::string reason;                    // why not copied: the first failing kcore.* probe check
   std::string dir;                       // "kcore" when copied
   std::optional<uint64_t> kernel_start;  // _text (else _stext) when kallsyms is unmasked

@@ -15,10 +15,9 @@
 
 #include "perf/attr.h"
 #include "ptsnap/result.h"
+#include "trace/manifest.h"
 
 namespace ptsnap::record {
-
-enum class TraceScope { kUser, kUserKernel, kKernelOnly };
 
 // --timer-resolution as parsed (perf::ParseTiming): the preset and the
 // custom keys; perf::BuildPtAttr resolves it against a PMU.
@@ -37,8 +36,8 @@ struct RecordOptions {
   bool multi_snapshot = false;
   bool multi_thread = false;
   bool full_execution = false;
-  uint64_t snapshot_size = 0;  // bytes; 0 = the probe's default
-  TraceScope scope = TraceScope::kUser;
+  uint64_t snapshot_size = 0;                // bytes; 0 = the probe's default
+  trace::Scope scope = trace::Scope::kUser;  // --trace-include-kernel, --trace-kernel-only
   TimerResolution timer;
   std::optional<std::chrono::milliseconds> duration;
   bool copy_binaries = false;

@@ -108,7 +108,7 @@ Error ExplainThreadError(const Error& e, const Prepared& p, FailureKind* kind) {
 // Debian's level 3 refuses every event without them). The same rules as
 // `ptsnap probe`'s priv.scopes (probe::AllowedScopes). Fails with the line
 // docs/errors.md gives, before any event is opened.
-Result<void> CheckScopePrivileges(TraceScope scope, const base::RootPath& root,
+Result<void> CheckScopePrivileges(trace::Scope scope, const base::RootPath& root,
                                   const sys::Privileges& priv) {
   auto kv = sys::ReadKernelVersion(root);
   const bool has_cap_perfmon = !kv || kv->AtLeast(5, 8);
@@ -117,9 +117,9 @@ Result<void> CheckScopePrivileges(TraceScope scope, const base::RootPath& root,
   if (!effective.cap_eff && priv.IsRoot()) effective.cap_eff = ~uint64_t{0};
   const probe::Scopes allowed = probe::AllowedScopes(effective, has_cap_perfmon);
   const std::string paranoid = ParanoidText(priv);
-  if (scope != TraceScope::kUser && !allowed.kernel) {
+  if (scope != trace::Scope::kUser && !allowed.kernel) {
     std::string flag =
-        scope == TraceScope::kKernelOnly ? "--trace-kernel-only" : "--trace-include-kernel";
+        scope == trace::Scope::kKernel ? "--trace-kernel-only" : "--trace-include-kernel";
     std::string msg = flag +
                       " needs CAP_PERFMON or CAP_SYS_ADMIN (root), or kernel.perf_event_paranoid "
                       "<= 1 (it is " +
@@ -129,7 +129,7 @@ Result<void> CheckScopePrivileges(TraceScope scope, const base::RootPath& root,
     }
     return Error(msg);
   }
-  if (scope == TraceScope::kUser && priv.perf_event_paranoid && !allowed.user) {
+  if (scope == trace::Scope::kUser && priv.perf_event_paranoid && !allowed.user) {
     return Error("not allowed to use perf events: kernel.perf_event_paranoid is " + paranoid +
                  " (perf disabled for users); run as root or `sysctl -w "
                  "kernel.perf_event_paranoid=2`");
@@ -264,11 +264,9 @@ Result<Prepared> Prepare(const RecordOptions& opts, const base::RootPath& root,
   }
   p.privileges = sys::ReadPrivileges(root);
   const sys::Privileges& priv = p.privileges;
-  const bool kernel = opts.scope != TraceScope::kUser;
-  const bool user = opts.scope != TraceScope::kKernelOnly;
-  p.scope = opts.scope == TraceScope::kUser         ? trace::Scope::kUser
-            : opts.scope == TraceScope::kKernelOnly ? trace::Scope::kKernel
-                                                    : trace::Scope::kUserKernel;
+  const bool kernel = opts.scope != trace::Scope::kUser;
+  const bool user = opts.scope != trace::Scope::kKernel;
+  p.scope = opts.scope;
   const bool privileged = priv.IsRoot() || priv.PerfmonCapable();
   const bool system_wide = opts.all_cpus || !opts.cpus.empty();
   if (system_wide) {

@@ -137,7 +137,7 @@ TEST(Prepare, KernelScopeWithoutPrivilegeFailsBeforeOpening) {
   ::ptsnap::testing::FakeCpuid cpuid;
   RecordOptions o;
   o.command = {"/bin/true"};
-  o.scope = TraceScope::kUserKernel;
+  o.scope = trace::Scope::kUserKernel;
   FailureKind kind;
   EXPECT_THAT(Prepare(o, base::RootPath(d.path()), cpuid, &kind),
               HasErrorContaining("--trace-include-kernel needs CAP_PERFMON"));
@@ -267,7 +267,7 @@ TEST(Prepare, SystemWideAttrsArePerCpu) {
   o.command = {"/bin/true"};  // run -a: the whole system while CMD runs
   o.all_cpus = true;
   o.cpus = {6, 1};
-  o.scope = TraceScope::kUserKernel;
+  o.scope = trace::Scope::kUserKernel;
   FailureKind kind;
   auto p = Prepare(o, base::RootPath(d.path()), cpuid, &kind);
   ASSERT_THAT(p, HasValue());

@@ -211,6 +211,8 @@ constexpr Source kSources[] = {Source::kHardware, Source::kEmulated};
 constexpr State kStates[] = {State::kRecording, State::kComplete, State::kInterrupted};
 constexpr Scope kScopes[] = {Scope::kUser, Scope::kKernel, Scope::kUserKernel};
 constexpr Mode kModes[] = {Mode::kSnapshot, Mode::kFull};
+constexpr KcoreStatus kKcoreStatuses[] = {KcoreStatus::kNotNeeded, KcoreStatus::kCopied,
+                                          KcoreStatus::kDisabled, KcoreStatus::kUnavailable};
 
 Result<Manifest> ParseTree(const Json& root) {
   Manifest m;
@@ -332,7 +334,7 @@ Result<Manifest> ParseTree(const Json& root) {
   PTSNAP_TRY(r.Uint("aux_truncated", m.aux_truncated));
 
   PTSNAP_ASSIGN_OR_RETURN(Obj kcore, r.Object("kcore", false));
-  PTSNAP_TRY(kcore.String("status", m.kcore.status));
+  PTSNAP_TRY(kcore.Enum("status", m.kcore.status, kKcoreStatuses, false));
   PTSNAP_TRY(kcore.String("reason", m.kcore.reason));
   PTSNAP_TRY(kcore.RelativePath("dir", m.kcore.dir));
 
@@ -372,6 +374,16 @@ std::string_view ToString(Mode v) {
   switch (v) {
     case Mode::kSnapshot: return "snapshot";
     case Mode::kFull: return "full";
+  }
+  return "?";
+}
+
+std::string_view ToString(KcoreStatus v) {
+  switch (v) {
+    case KcoreStatus::kNotNeeded: return "not-needed";
+    case KcoreStatus::kCopied: return "copied";
+    case KcoreStatus::kDisabled: return "disabled";
+    case KcoreStatus::kUnavailable: return "unavailable";
   }
   return "?";
 }
@@ -471,7 +483,8 @@ std::string SerializeManifest(const Manifest& m) {
   j["streams"] = std::move(streams);
   j["lost_records"] = m.lost_records;
   j["aux_truncated"] = m.aux_truncated;
-  j["kcore"] = {{"status", m.kcore.status}, {"reason", m.kcore.reason}, {"dir", m.kcore.dir}};
+  j["kcore"] = {
+      {"status", ToString(m.kcore.status)}, {"reason", m.kcore.reason}, {"dir", m.kcore.dir}};
   Json binaries = Json::array();
   for (const Binary& b : m.binaries) {
     binaries.push_back({{"path", b.path}, {"build_id", b.build_id}, {"copy", b.copy}});

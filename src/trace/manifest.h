@@ -24,11 +24,16 @@ enum class Mode { kSnapshot, kFull };
 // kRecording: written at start and after each snapshot; a directory left in
 // this state was cut short (crash, kill) but what it lists is complete.
 enum class State { kRecording, kComplete, kInterrupted };
+// Whether the kernel's text was copied for decoding: "copied", "disabled"
+// (by the environment), "unavailable" (the kcore gate failed), "not-needed"
+// (user scope).
+enum class KcoreStatus { kNotNeeded, kCopied, kDisabled, kUnavailable };
 
 std::string_view ToString(Source v);
 std::string_view ToString(Scope v);
 std::string_view ToString(Mode v);
 std::string_view ToString(State v);
+std::string_view ToString(KcoreStatus v);
 
 struct CpuId {
   std::string vendor;  // "GenuineIntel"
@@ -97,8 +102,7 @@ struct Binary {
 };
 
 struct Kcore {
-  // "copied", "disabled" (environment), "unavailable", "not-needed" (user scope)
-  std::string status = "not-needed";
+  KcoreStatus status = KcoreStatus::kNotNeeded;
   std::string reason;  // why not copied
   std::string dir;     // "kcore" when copied: kallsyms, modules, kcore inside
   friend bool operator==(const Kcore&, const Kcore&) = default;

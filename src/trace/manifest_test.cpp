@@ -66,7 +66,7 @@ Manifest FullManifest() {
                {.id = 1, .file = "pt/1.pt", .cpu = 3, .size = 0, .lost_bytes = 77, .truncated = 2}};
   m.lost_records = 5;
   m.aux_truncated = 2;
-  m.kcore = {.status = "copied", .reason = "", .dir = "kcore"};
+  m.kcore = {.status = KcoreStatus::kCopied, .reason = "", .dir = "kcore"};
   m.binaries = {{.path = "/bin/ls", .build_id = "abcdef", .copy = "binaries/abcdef/ls"}};
   m.emulator = "qemu-x86_64 7.2 + ptsnap plugin";
   return m;
@@ -160,6 +160,9 @@ TEST(ManifestTest, RejectsWrongTypesNamingTheField) {
       {[](auto& j) { j["source"] = "laser"; },
        "field 'source': unknown value \"laser\" (expected \"hardware\", \"emulated\")"},
       {[](auto& j) { j["state"] = 1; }, "field 'state': expected a string"},
+      {[](auto& j) { j["kcore"]["status"] = "stolen"; },
+       "field 'kcore.status': unknown value \"stolen\" (expected \"not-needed\", \"copied\", "
+       "\"disabled\", \"unavailable\")"},
       {[](auto& j) { j["command"][1] = 5; }, "field 'command[1]': expected a string"},
       {[](auto& j) { j["pids"][0] = "x"; }, "field 'pids[0]': expected an integer"},
       {[](auto& j) { j["snapshots"][0] = "x"; }, "field 'snapshots[0]': expected an object"},

@@ -784,10 +784,10 @@ Result<void> WriteTrace(const Scenario& sc, const std::filesystem::path& dir,
     PTSNAP_TRY(WriteFakeRoot(sc.kernel, root));
     PTSNAP_ASSIGN_OR_RETURN(record::KcoreCopy copy,
                             record::CopyKcore(base::RootPath(root), dir / "kcore"));
-    w.manifest().kcore = {"copied", "", "kcore"};
+    w.manifest().kcore = {trace::KcoreStatus::kCopied, "", "kcore"};
     if (copy.kernel_start) w.manifest().kernel_start = copy.kernel_start;
   } else if (kernel) {
-    w.manifest().kcore = {"disabled", opts.kcore_disabled_by, ""};
+    w.manifest().kcore = {trace::KcoreStatus::kDisabled, opts.kcore_disabled_by, ""};
   }
 
   std::vector<trace::Record> sb;

@@ -248,7 +248,7 @@ TEST(KcoreGate, FailsWithoutCapSysRawio) {
   record::KernelImage img = record::SnapshotKernelImage(
       base::RootPath(dir.path()), trace.path(),
       [](std::string_view) -> std::optional<std::string> { return std::nullopt; });
-  EXPECT_EQ(img.status, "unavailable");
+  EXPECT_EQ(img.status, trace::KcoreStatus::kUnavailable);
   EXPECT_EQ(img.reason,
             "present, but this process may not open it: no CAP_SYS_RAWIO; run as root "
             "(CAP_SYS_RAWIO)");
@@ -292,10 +292,10 @@ TEST(KernelPrivileges, KernelScopesNeedPerfmonOrParanoidOne) {
   o.command = {"/bin/true"};
   record::FailureKind kind;
   const base::RootPath root(dir.path());
-  for (auto scope : {record::TraceScope::kUserKernel, record::TraceScope::kKernelOnly}) {
+  for (auto scope : {trace::Scope::kUserKernel, trace::Scope::kKernel}) {
     o.scope = scope;
     const char* flag =
-        scope == record::TraceScope::kKernelOnly ? "--trace-kernel-only" : "--trace-include-kernel";
+        scope == trace::Scope::kKernel ? "--trace-kernel-only" : "--trace-include-kernel";
     WriteCaller(dir.path(), 0, 2);
     EXPECT_THAT(record::Prepare(o, root, cpuid, &kind),
                 HasErrorContaining(std::string(flag) + " needs CAP_PERFMON"));
@@ -306,7 +306,7 @@ TEST(KernelPrivileges, KernelScopesNeedPerfmonOrParanoidOne) {
     EXPECT_THAT(record::Prepare(o, root, cpuid, &kind), HasValue()) << flag;
   }
   // The user scope needs none of it.
-  o.scope = record::TraceScope::kUser;
+  o.scope = trace::Scope::kUser;
   WriteCaller(dir.path(), 0, 2);
   EXPECT_THAT(record::Prepare(o, root, cpuid, &kind), HasValue());
 }

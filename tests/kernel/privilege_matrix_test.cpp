@@ -104,7 +104,7 @@ struct Machine {
 };
 
 // The recorder's checks for `ptsnap run --SCOPE /bin/true` on the fake root.
-Result<record::Prepared> PrepareOn(const TempDir& d, record::TraceScope scope,
+Result<record::Prepared> PrepareOn(const TempDir& d, trace::Scope scope,
                                    record::FailureKind* kind) {
   record::RecordOptions o;
   o.command = {"/bin/true"};
@@ -127,17 +127,17 @@ const probe::Check& Get(const probe::ProbeReport& r, std::string_view id) {
 enum class Caps { kNone, kPerfmon, kSysAdmin };
 
 struct ScopeRow {
-  record::TraceScope scope;
+  trace::Scope scope;
   int paranoid;
   Caps caps;
   std::string release = "6.1.0-27-amd64";
 };
 
-std::string ScopeName(record::TraceScope s) {
+std::string ScopeName(trace::Scope s) {
   switch (s) {
-    case record::TraceScope::kUser: return "User";
-    case record::TraceScope::kUserKernel: return "UserKernel";
-    case record::TraceScope::kKernelOnly: return "KernelOnly";
+    case trace::Scope::kUser: return "User";
+    case trace::Scope::kUserKernel: return "UserKernel";
+    case trace::Scope::kKernel: return "KernelOnly";
   }
   return "?";
 }
@@ -179,14 +179,14 @@ TEST_P(ScopePrivilege, PreflightAndProbeAgree) {
       row.caps == Caps::kSysAdmin || (row.caps == Caps::kPerfmon && cap_perfmon_counts);
   const bool kernel_ok = capable || row.paranoid <= 1;
   const bool system_wide_ok = capable || row.paranoid <= 0;
-  const bool wants_kernel = row.scope != record::TraceScope::kUser;
+  const bool wants_kernel = row.scope != trace::Scope::kUser;
 
   record::FailureKind kind = record::FailureKind::kOther;
   auto prepared = PrepareOn(d, row.scope, &kind);
   if (wants_kernel && !kernel_ok) {
     ASSERT_FALSE(prepared.has_value());
-    std::string flag = row.scope == record::TraceScope::kKernelOnly ? "--trace-kernel-only"
-                                                                    : "--trace-include-kernel";
+    std::string flag =
+        row.scope == trace::Scope::kKernel ? "--trace-kernel-only" : "--trace-include-kernel";
     std::string want = flag +
                        " needs CAP_PERFMON or CAP_SYS_ADMIN (root), or "
                        "kernel.perf_event_paranoid <= 1 (it is " +
@@ -201,8 +201,7 @@ TEST_P(ScopePrivilege, PreflightAndProbeAgree) {
     ASSERT_THAT(prepared, HasValue());
     ASSERT_TRUE(prepared->hw.pt_attr.has_value());
     EXPECT_EQ(prepared->hw.pt_attr->exclude_kernel, wants_kernel ? 0u : 1u);
-    EXPECT_EQ(prepared->hw.pt_attr->exclude_user,
-              row.scope == record::TraceScope::kKernelOnly ? 1u : 0u);
+    EXPECT_EQ(prepared->hw.pt_attr->exclude_user, row.scope == trace::Scope::kKernel ? 1u : 0u);
   }
 
   probe::ProbeReport r = probe::RunProbe(m.Env(d));
@@ -234,8 +233,7 @@ TEST_P(ScopePrivilege, PreflightAndProbeAgree) {
 
 std::vector<ScopeRow> ScopeRows() {
   std::vector<ScopeRow> rows;
-  for (auto scope : {record::TraceScope::kUser, record::TraceScope::kUserKernel,
-                     record::TraceScope::kKernelOnly}) {
+  for (auto scope : {trace::Scope::kUser, trace::Scope::kUserKernel, trace::Scope::kKernel}) {
     for (int paranoid : {-1, 1, 2}) {
       for (Caps caps : {Caps::kNone, Caps::kPerfmon, Caps::kSysAdmin}) {
         rows.push_back({scope, paranoid, caps});
@@ -256,7 +254,7 @@ TEST(ScopePrivilegeExtra, RootWithoutCapabilitiesIsRefusedTheKernel) {
   TempDir d;
   m.WriteTo(d);
   record::FailureKind kind;
-  auto p = PrepareOn(d, record::TraceScope::kUserKernel, &kind);
+  auto p = PrepareOn(d, trace::Scope::kUserKernel, &kind);
   ASSERT_FALSE(p.has_value());
   EXPECT_EQ(p.error().ToString(),
             "--trace-include-kernel needs CAP_PERFMON or CAP_SYS_ADMIN (root), or "
@@ -272,7 +270,7 @@ TEST(ScopePrivilegeExtra, Paranoid3RefusesUserScopeWithoutCapabilities) {
   TempDir d;
   m.WriteTo(d);
   record::FailureKind kind;
-  auto p = PrepareOn(d, record::TraceScope::kUser, &kind);
+  auto p = PrepareOn(d, trace::Scope::kUser, &kind);
   ASSERT_FALSE(p.has_value());
   EXPECT_EQ(p.error().ToString(),
             "not allowed to use perf events: kernel.perf_event_paranoid is 3 (perf disabled for "
@@ -280,7 +278,7 @@ TEST(ScopePrivilegeExtra, Paranoid3RefusesUserScopeWithoutCapabilities) {
   EXPECT_EQ(kind, record::FailureKind::kPrivilege);
   m.cap_eff = Cap(sys::kCapPerfmon);
   m.WriteTo(d);
-  EXPECT_THAT(PrepareOn(d, record::TraceScope::kUser, &kind), HasValue());
+  EXPECT_THAT(PrepareOn(d, trace::Scope::kUser, &kind), HasValue());
 }
 
 // ---------------------------------------------------------------------------
@@ -298,7 +296,7 @@ struct KcoreRow {
   probe::Status check_status = probe::Status::kOk;
   std::string check_value;
   std::string check_fix;
-  std::string image_status;  // "copied", "unavailable", "disabled"
+  std::string image_status;  // trace::KcoreStatus as the manifest writes it
 };
 
 std::string KcoreRowName(const ::testing::TestParamInfo<KcoreRow>& info) { return info.param.name; }
@@ -311,7 +309,7 @@ TEST_P(KcorePrivilege, ProbeAndRecorderSayTheSame) {
   const KcoreRow& row = GetParam();
   TempDir d;
   row.machine.WriteTo(d);
-  for (auto scope : {record::TraceScope::kUserKernel, record::TraceScope::kKernelOnly}) {
+  for (auto scope : {trace::Scope::kUserKernel, trace::Scope::kKernel}) {
     record::FailureKind kind;
     EXPECT_THAT(PrepareOn(d, scope, &kind), HasValue())
         << "a missing kernel image never refuses a kernel-scope recording";
@@ -343,7 +341,7 @@ TEST_P(KcorePrivilege, ProbeAndRecorderSayTheSame) {
   TempDir trace;
   record::KernelImage img =
       record::SnapshotKernelImage(base::RootPath(d.path()), trace.path(), row.machine.Getenv());
-  EXPECT_EQ(img.status, row.image_status);
+  EXPECT_EQ(trace::ToString(img.status), row.image_status);
   if (row.image_status == "copied") {
     EXPECT_EQ(img.dir, "kcore");
     EXPECT_TRUE(img.warnings.empty()) << img.warnings.front();

@@ -351,7 +351,7 @@ TEST(Record, KernelScopeRecordsWhyTheKernelImageWasNotCopied) {
     TempDir dir;
     RecordOptions opts;
     opts.command = {"/bin/true"};
-    opts.scope = TraceScope::kUserKernel;
+    opts.scope = trace::Scope::kUserKernel;
     Prepared p;
     p.scope = trace::Scope::kUserKernel;
     p.hw.tracking_attr = perf::BuildTrackingAttr(true, true);
@@ -363,12 +363,12 @@ TEST(Record, KernelScopeRecordsWhyTheKernelImageWasNotCopied) {
     ASSERT_THAT(reader, HasValue());
     const trace::Kcore& k = reader->manifest().kcore;
     if (disabled) {
-      EXPECT_EQ(k.status, "disabled");
+      EXPECT_EQ(k.status, trace::KcoreStatus::kDisabled);
       EXPECT_THAT(k.reason, HasSubstr("PTSNAP_NO_KCORE"));
-    } else if (std::filesystem::exists("/proc/kcore") && k.status == "copied") {
+    } else if (std::filesystem::exists("/proc/kcore") && k.status == trace::KcoreStatus::kCopied) {
       EXPECT_TRUE(std::filesystem::exists(dir.path() / "k" / "kcore" / "kcore"));
     } else {
-      EXPECT_EQ(k.status, "unavailable");
+      EXPECT_EQ(k.status, trace::KcoreStatus::kUnavailable);
       EXPECT_FALSE(k.reason.empty());
     }
   }
