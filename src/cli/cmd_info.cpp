@@ -119,7 +119,7 @@ int RunInfo(const InfoOptions& opt) {
 
   Row("snapshots", std::to_string(m.snapshots.size()));
   for (const auto& s : m.snapshots) {
-    std::string line = "#" + std::to_string(s.seq) + " " + s.reason;
+    std::string line = "#" + std::to_string(s.seq) + " " + std::string(trace::ToString(s.reason));
     if (!s.detail.empty()) line += " (" + s.detail + ")";
     line += " at " + std::to_string(s.time) + " ns";
     if (s.tid != 0) line += ", tid " + std::to_string(s.tid);

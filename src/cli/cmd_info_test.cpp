@@ -70,9 +70,12 @@ fs::path MakeTrace(const TempDir& tmp) {
                            Span(std::string(3000, 'x')))
                   .has_value());
   EXPECT_TRUE(w->AddStream({.pid = 42, .tid = 43, .snapshot = 1}, Span("yy")).has_value());
-  EXPECT_TRUE(
-      w->AddSnapshot({.seq = 1, .reason = "trigger", .detail = "main", .time = 25, .tid = 42})
-          .has_value());
+  EXPECT_TRUE(w->AddSnapshot({.seq = 1,
+                              .reason = trace::SnapshotReason::kTrigger,
+                              .detail = "main",
+                              .time = 25,
+                              .tid = 42})
+                  .has_value());
   EXPECT_TRUE(w->Finish().has_value());
   return dir;
 }

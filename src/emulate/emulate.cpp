@@ -503,7 +503,10 @@ Result<int> RecordEmulated(const record::RecordOptions& opts, const fs::path& tr
   for (const auto& s : ev.snapshots) {
     trace::Snapshot snap;
     snap.seq = s.seq;
-    snap.reason = s.reason;
+    auto reason = trace::SnapshotReasonFrom(s.reason);
+    if (!reason)
+      return Error("the emulator's plugin reported an unknown snapshot reason '" + s.reason + "'");
+    snap.reason = *reason;
     snap.detail = s.detail;
     snap.time = s.time;
     snap.tid = s.tid;

@@ -322,7 +322,7 @@ TEST_F(Emulate, ThreadsGetOneExactStreamEach) {
 TEST_F(Emulate, ExitSnapshotHoldsEveryThreadIncludingExitedOnes) {
   auto r = Record({Program("threads")});
   ASSERT_EQ(r.manifest.snapshots.size(), 1u);
-  EXPECT_EQ(r.manifest.snapshots[0].reason, "exit");
+  EXPECT_EQ(r.manifest.snapshots[0].reason, trace::SnapshotReason::kExit);
   ExpectExact(r, 4);
   if (HasFatalFailure()) return;
   for (const auto& s : r.manifest.streams) EXPECT_EQ(s.snapshot, r.manifest.snapshots[0].seq);
@@ -370,7 +370,7 @@ TEST_F(Emulate, ExecEndsTracingWithEverythingOnDisk) {
 
   auto snap = Record({prog.string()});
   ASSERT_EQ(snap.manifest.snapshots.size(), 1u);  // the failed execve took none
-  EXPECT_EQ(snap.manifest.snapshots[0].reason, "exit");
+  EXPECT_EQ(snap.manifest.snapshots[0].reason, trace::SnapshotReason::kExit);
   EXPECT_EQ(snap.manifest.snapshots[0].detail, "execve");
   ExpectExact(snap);
   if (HasFatalFailure()) return;
@@ -396,7 +396,7 @@ TEST_F(Emulate, SnapshotRingKeepsTheNewestDataFromAPsb) {
   EXPECT_TRUE(s.wrapped);
   EXPECT_LE(s.size, 16u << 10);
   ASSERT_EQ(r.manifest.snapshots.size(), 1u);
-  EXPECT_EQ(r.manifest.snapshots[0].reason, "exit");
+  EXPECT_EQ(r.manifest.snapshots[0].reason, trace::SnapshotReason::kExit);
   const uint64_t insns = CleanDecodeInsns(r, s.id);
   EXPECT_GT(insns, 10000u);
   EXPECT_LT(insns, r.stats.at(s.id).first);  // a suffix of the execution
@@ -409,7 +409,7 @@ TEST_F(Emulate, StopIndicatorTakesTheSnapshotThere) {
   auto r = Record({prog.string()}, o);
   EXPECT_EQ(r.exit_code, 0);
   ASSERT_EQ(r.manifest.snapshots.size(), 1u);
-  EXPECT_EQ(r.manifest.snapshots[0].reason, "stop-indicator");
+  EXPECT_EQ(r.manifest.snapshots[0].reason, trace::SnapshotReason::kStopIndicator);
   ExpectExact(r);
   if (HasFatalFailure()) return;
   uint32_t id = r.manifest.streams[0].id;
@@ -423,7 +423,7 @@ TEST_F(Emulate, TriggerSymbolTakesTheSnapshotAtItsEntry) {
   auto prog = Program("stop_indicator");
   auto r = Record({prog.string()}, o);
   ASSERT_EQ(r.manifest.snapshots.size(), 1u);
-  EXPECT_EQ(r.manifest.snapshots[0].reason, "trigger");
+  EXPECT_EQ(r.manifest.snapshots[0].reason, trace::SnapshotReason::kTrigger);
   EXPECT_EQ(r.manifest.snapshots[0].detail, "marker");
   ExpectExact(r);
   if (HasFatalFailure()) return;
@@ -440,8 +440,9 @@ TEST_F(Emulate, MultiSnapshotTakesOneSnapshotPerStopIndicatorCall) {
   EXPECT_EQ(r.exit_code, 0);
   // Three stop-indicator snapshots, then the one at exit.
   ASSERT_EQ(r.manifest.snapshots.size(), 4u);
-  for (int i = 0; i < 3; ++i) EXPECT_EQ(r.manifest.snapshots[i].reason, "stop-indicator");
-  EXPECT_EQ(r.manifest.snapshots[3].reason, "exit");
+  for (int i = 0; i < 3; ++i)
+    EXPECT_EQ(r.manifest.snapshots[i].reason, trace::SnapshotReason::kStopIndicator);
+  EXPECT_EQ(r.manifest.snapshots[3].reason, trace::SnapshotReason::kExit);
   ExpectExact(r, 4);
   if (HasFatalFailure()) return;
   // Each snapshot holds the ring as it was: fib entered 1973 + k * 177 times.
@@ -461,7 +462,7 @@ TEST_F(Emulate, DurationTakesASnapshotAndStops) {
   auto r = Record({Program("fib").string(), "36"}, o);
   EXPECT_EQ(r.exit_code, 0);
   ASSERT_EQ(r.manifest.snapshots.size(), 1u);
-  EXPECT_EQ(r.manifest.snapshots[0].reason, "duration");
+  EXPECT_EQ(r.manifest.snapshots[0].reason, trace::SnapshotReason::kDuration);
   ASSERT_EQ(r.manifest.streams.size(), 1u);
   EXPECT_GT(CleanDecodeInsns(r, r.manifest.streams[0].id), 10000u);
 }
@@ -496,7 +497,7 @@ TEST_F(Emulate, CtrlCTakesASnapshotAndInterruptsTheProgram) {
   EXPECT_EQ(r.exit_code, 128 + SIGINT);
   EXPECT_EQ(r.manifest.state, trace::State::kInterrupted);
   ASSERT_GE(r.manifest.snapshots.size(), 1u);
-  EXPECT_EQ(r.manifest.snapshots[0].reason, "ctrl-c");
+  EXPECT_EQ(r.manifest.snapshots[0].reason, trace::SnapshotReason::kCtrlC);
   ASSERT_EQ(r.manifest.streams.size(), 1u);
   EXPECT_GT(CleanDecodeInsns(r, r.manifest.streams[0].id), 10000u);
 }

@@ -197,7 +197,7 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
     auto it = snaps.find(snapshot);
     if (it == snaps.end() || m.mode != trace::Mode::kSnapshot) return "";
     const trace::Snapshot& sn = *it->second;
-    return "[snapshot " + std::to_string(sn.seq) + ": " + sn.reason +
+    return "[snapshot " + std::to_string(sn.seq) + ": " + std::string(trace::ToString(sn.reason)) +
            (sn.detail.empty() ? "" : " " + sn.detail) + "]";
   };
   for (size_t i = 0; i < streams.size();) {
@@ -258,7 +258,7 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
   }
   bool have_triggers = false;
   for (const auto& sn : m.snapshots) {
-    if (sn.reason != "trigger") continue;
+    if (sn.reason != trace::SnapshotReason::kTrigger) continue;
     if (!have_triggers) {
       writer->sink()->OnProcess(kTriggerPid, "Snapshot triggers");
       writer->sink()->OnThread(kTriggerPid, kTriggerTid, "hits");

@@ -207,7 +207,7 @@ TEST(PipelineTest, SnapshotMarkerAndTriggerTrack) {
   ASSERT_THAT(w->AppendSideband(std::as_bytes(std::span(sb.data(), sb.size()))), HasValue());
   trace::Snapshot snap;
   snap.seq = 1;
-  snap.reason = "trigger";
+  snap.reason = trace::SnapshotReason::kTrigger;
   snap.detail = "leaf";
   snap.time = 1095;
   snap.tid = kPid;

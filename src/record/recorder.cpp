@@ -419,18 +419,19 @@ struct Session {
   std::vector<pid_t> pids;
   uint32_t seq = 0;
 
-  Result<void> TakeSnapshot(std::string reason, std::string detail, uint64_t time, uint32_t tid,
-                            bool resume) {
+  Result<void> TakeSnapshot(trace::SnapshotReason reason, std::string detail, uint64_t time,
+                            uint32_t tid, bool resume) {
     ++seq;
     if (prepared.mode == trace::Mode::kSnapshot) PTSNAP_TRY(source.Snapshot(writer, seq, resume));
     trace::Snapshot s;
     s.seq = seq;
-    s.reason = std::move(reason);
+    s.reason = reason;
     s.detail = std::move(detail);
     s.time = time != 0 ? time : source.Now();
     s.tid = tid;
-    std::fprintf(stderr, "[ Snapshot %u taken (%s%s%s). ]\n", seq, s.reason.c_str(),
-                 s.detail.empty() ? "" : ": ", s.detail.c_str());
+    std::fprintf(stderr, "[ Snapshot %u taken (%s%s%s). ]\n", seq,
+                 std::string(trace::ToString(s.reason)).c_str(), s.detail.empty() ? "" : ": ",
+                 s.detail.c_str());
     return writer.AddSnapshot(std::move(s));
   }
 };
@@ -677,7 +678,8 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
 
     const auto start = std::chrono::steady_clock::now();
     auto last_flush = start;
-    std::string end_reason, end_detail;
+    std::optional<trace::SnapshotReason> end_reason;
+    std::string end_detail;
     bool recording = true;
     std::vector<pid_t> gone;
     while (recording) {
@@ -706,28 +708,31 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
       PTSNAP_ASSIGN_OR_RETURN(auto hits, source->PollTriggers());
       if (!hits.empty()) {
         const TriggerHit& h = hits.front();
-        PTSNAP_TRY(session.TakeSnapshot(IsStopIndicator(h.symbol) ? "stop-indicator" : "trigger",
+        PTSNAP_TRY(session.TakeSnapshot(IsStopIndicator(h.symbol)
+                                            ? trace::SnapshotReason::kStopIndicator
+                                            : trace::SnapshotReason::kTrigger,
                                         h.symbol.empty() ? "addr:" + base::Hex(h.ip) : h.symbol,
                                         h.time, h.tid, opts.multi_snapshot));
         if (!opts.multi_snapshot) break;
       }
       if (g_snapshot_requests.exchange(0) > 0) {
-        PTSNAP_TRY(session.TakeSnapshot("signal", "SIGUSR2", 0, 0, opts.multi_snapshot));
+        PTSNAP_TRY(session.TakeSnapshot(trace::SnapshotReason::kSignal, "SIGUSR2", 0, 0,
+                                        opts.multi_snapshot));
         if (!opts.multi_snapshot) break;
       }
       if (g_interrupts.load() > 0) {
-        end_reason = "ctrl-c";
+        end_reason = trace::SnapshotReason::kCtrlC;
         outcome.interrupted = true;
         recording = false;
       } else if (opts.duration && std::chrono::steady_clock::now() - start >= *opts.duration) {
-        end_reason = "duration";
+        end_reason = trace::SnapshotReason::kDuration;
         end_detail = std::to_string(opts.duration->count()) + "ms";
         recording = false;
       } else if (run) {
         int status = 0;
         if (child->Poll(&status)) {
           outcome.program_status = status;
-          end_reason = "exit";
+          end_reason = trace::SnapshotReason::kExit;
           end_detail = "status " + std::to_string(status);
           recording = false;
         }
@@ -738,20 +743,22 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
           if (!exited && ProcessExists(pid)) all_gone = false;
         }
         if (all_gone) {
-          end_reason = "exit";
+          end_reason = trace::SnapshotReason::kExit;
           recording = false;
         }
       }
     }
     PTSNAP_ASSIGN_OR_RETURN(SidebandEvents last, source->DrainSideband(writer));
     mapped_files.insert(last.mapped_files.begin(), last.mapped_files.end());
-    if (!end_reason.empty() && prepared.mode == trace::Mode::kSnapshot &&
+    if (end_reason && prepared.mode == trace::Mode::kSnapshot &&
         (opts.trigger.empty() || session.seq == 0)) {
-      PTSNAP_TRY(session.TakeSnapshot(end_reason, end_detail, 0, 0, false));
+      PTSNAP_TRY(session.TakeSnapshot(*end_reason, end_detail, 0, 0, false));
     }
     if (prepared.mode == trace::Mode::kFull) {
       PTSNAP_TRY(source->Finish(writer));
-      PTSNAP_TRY(session.TakeSnapshot("full", end_reason, 0, 0, false));
+      PTSNAP_TRY(session.TakeSnapshot(trace::SnapshotReason::kFull,
+                                      end_reason ? std::string(trace::ToString(*end_reason)) : "",
+                                      0, 0, false));
       uint64_t truncated = 0, lost = 0;
       for (const trace::Stream& s : writer.manifest().streams) {
         truncated += s.truncated;

@@ -211,6 +211,10 @@ constexpr Source kSources[] = {Source::kHardware, Source::kEmulated};
 constexpr State kStates[] = {State::kRecording, State::kComplete, State::kInterrupted};
 constexpr Scope kScopes[] = {Scope::kUser, Scope::kKernel, Scope::kUserKernel};
 constexpr Mode kModes[] = {Mode::kSnapshot, Mode::kFull};
+constexpr SnapshotReason kSnapshotReasons[] = {
+    SnapshotReason::kExit,   SnapshotReason::kTrigger, SnapshotReason::kStopIndicator,
+    SnapshotReason::kSignal, SnapshotReason::kCtrlC,   SnapshotReason::kDuration,
+    SnapshotReason::kFull};
 constexpr KcoreStatus kKcoreStatuses[] = {KcoreStatus::kNotNeeded, KcoreStatus::kCopied,
                                           KcoreStatus::kDisabled, KcoreStatus::kUnavailable};
 
@@ -302,7 +306,7 @@ Result<Manifest> ParseTree(const Json& root) {
         PTSNAP_ASSIGN_OR_RETURN(Obj o, AsObject(e, path));
         Snapshot s;
         PTSNAP_TRY(o.Uint("seq", s.seq, true));
-        PTSNAP_TRY(o.String("reason", s.reason));
+        PTSNAP_TRY(o.Enum("reason", s.reason, kSnapshotReasons, false));
         PTSNAP_TRY(o.String("detail", s.detail));
         PTSNAP_TRY(o.Uint("time", s.time));
         PTSNAP_TRY(o.Uint("tid", s.tid));
@@ -376,6 +380,26 @@ std::string_view ToString(Mode v) {
     case Mode::kFull: return "full";
   }
   return "?";
+}
+
+std::string_view ToString(SnapshotReason v) {
+  switch (v) {
+    case SnapshotReason::kExit: return "exit";
+    case SnapshotReason::kTrigger: return "trigger";
+    case SnapshotReason::kStopIndicator: return "stop-indicator";
+    case SnapshotReason::kSignal: return "signal";
+    case SnapshotReason::kCtrlC: return "ctrl-c";
+    case SnapshotReason::kDuration: return "duration";
+    case SnapshotReason::kFull: return "full";
+  }
+  return "?";
+}
+
+std::optional<SnapshotReason> SnapshotReasonFrom(std::string_view s) {
+  for (SnapshotReason r : kSnapshotReasons) {
+    if (ToString(r) == s) return r;
+  }
+  return std::nullopt;
 }
 
 std::string_view ToString(KcoreStatus v) {
@@ -461,7 +485,7 @@ std::string SerializeManifest(const Manifest& m) {
   Json snapshots = Json::array();
   for (const Snapshot& s : m.snapshots) {
     snapshots.push_back({{"seq", s.seq},
-                         {"reason", s.reason},
+                         {"reason", ToString(s.reason)},
                          {"detail", s.detail},
                          {"time", s.time},
                          {"tid", s.tid}});

@@ -28,12 +28,18 @@ enum class State { kRecording, kComplete, kInterrupted };
 // (by the environment), "unavailable" (the kcore gate failed), "not-needed"
 // (user scope).
 enum class KcoreStatus { kNotNeeded, kCopied, kDisabled, kUnavailable };
+// Why a snapshot was taken: "exit", "trigger", "stop-indicator", "signal",
+// "ctrl-c", "duration", "full" (the end of a full-execution recording).
+enum class SnapshotReason { kExit, kTrigger, kStopIndicator, kSignal, kCtrlC, kDuration, kFull };
 
 std::string_view ToString(Source v);
 std::string_view ToString(Scope v);
 std::string_view ToString(Mode v);
 std::string_view ToString(State v);
 std::string_view ToString(KcoreStatus v);
+std::string_view ToString(SnapshotReason v);
+// The reason a manifest or the emulator's plugin spells `s`, if any.
+std::optional<SnapshotReason> SnapshotReasonFrom(std::string_view s);
 
 struct CpuId {
   std::string vendor;  // "GenuineIntel"
@@ -69,8 +75,7 @@ uint64_t PerfTimeToTsc(const TimeConv& tc, uint64_t ns);
 
 struct Snapshot {
   uint32_t seq = 0;
-  // "exit", "trigger", "stop-indicator", "signal", "ctrl-c", "duration", "full"
-  std::string reason;
+  SnapshotReason reason = SnapshotReason::kExit;
   std::string detail;  // e.g. the trigger symbol, the signal name
   uint64_t time = 0;   // perf clock ns when taken
   uint32_t tid = 0;    // thread that caused it, 0 when none

@@ -52,8 +52,9 @@ Manifest FullManifest() {
                  .time_shift = 31,
                  .cap_user_time_zero = true};
   m.sideband = "sideband.data";
-  m.snapshots = {{.seq = 1, .reason = "trigger", .detail = "main", .time = 123, .tid = 1234},
-                 {.seq = 2, .reason = "exit", .detail = "", .time = 456, .tid = 0}};
+  m.snapshots = {
+      {.seq = 1, .reason = SnapshotReason::kTrigger, .detail = "main", .time = 123, .tid = 1234},
+      {.seq = 2, .reason = SnapshotReason::kExit, .detail = "", .time = 456, .tid = 0}};
   m.streams = {{.id = 0,
                 .file = "pt/0.pt",
                 .pid = 1234,
@@ -160,6 +161,8 @@ TEST(ManifestTest, RejectsWrongTypesNamingTheField) {
       {[](auto& j) { j["source"] = "laser"; },
        "field 'source': unknown value \"laser\" (expected \"hardware\", \"emulated\")"},
       {[](auto& j) { j["state"] = 1; }, "field 'state': expected a string"},
+      {[](auto& j) { j["snapshots"][0]["reason"] = "boredom"; },
+       "field 'snapshots[0].reason': unknown value \"boredom\" (expected \"exit\", \"trigger\""},
       {[](auto& j) { j["kcore"]["status"] = "stolen"; },
        "field 'kcore.status': unknown value \"stolen\" (expected \"not-needed\", \"copied\", "
        "\"disabled\", \"unavailable\")"},

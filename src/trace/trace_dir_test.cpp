@@ -72,8 +72,9 @@ TEST(TraceDirTest, WritesAndReadsBackACompleteTrace) {
   ASSERT_THAT(id1, HasValue());
   EXPECT_EQ(*id0, 0u);
   EXPECT_EQ(*id1, 1u);
-  ASSERT_THAT(w->AddSnapshot(Snapshot{.seq = 1, .reason = "exit", .time = 9, .tid = 42}),
-              HasValue());
+  ASSERT_THAT(
+      w->AddSnapshot(Snapshot{.seq = 1, .reason = SnapshotReason::kExit, .time = 9, .tid = 42}),
+      HasValue());
   w->manifest().lost_records = 3;
   ASSERT_THAT(w->Finish(), HasValue());
 
@@ -84,7 +85,7 @@ TEST(TraceDirTest, WritesAndReadsBackACompleteTrace) {
   EXPECT_EQ(m.source, Source::kEmulated);
   EXPECT_EQ(m.lost_records, 3u);
   ASSERT_EQ(m.snapshots.size(), 1u);
-  EXPECT_EQ(m.snapshots[0].reason, "exit");
+  EXPECT_EQ(m.snapshots[0].reason, SnapshotReason::kExit);
   ASSERT_EQ(m.streams.size(), 2u);
   EXPECT_EQ(m.streams[0].file, "pt/0.pt");
   EXPECT_EQ(m.streams[0].size, 1000u);

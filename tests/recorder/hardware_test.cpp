@@ -98,7 +98,7 @@ TEST_F(Hardware, SnapshotAtTriggerOnWorkerThreadHoldsDecodablePt) {
   ASSERT_THAT(reader, HasValue());
   const trace::Manifest& m = reader->manifest();
   ASSERT_EQ(m.snapshots.size(), 1u);
-  EXPECT_EQ(m.snapshots[0].reason, "trigger");
+  EXPECT_EQ(m.snapshots[0].reason, trace::SnapshotReason::kTrigger);
   EXPECT_TRUE(m.time_conv.cap_user_time_zero);
   EXPECT_NE(m.pt.config, 0u);
   ASSERT_FALSE(m.streams.empty());
@@ -138,7 +138,7 @@ TEST_F(Hardware, FullExecutionKeepsEverything) {
     EXPECT_GT(st.size, 0u);
   }
   ASSERT_FALSE(m.snapshots.empty());
-  EXPECT_EQ(m.snapshots.back().reason, "full");
+  EXPECT_EQ(m.snapshots.back().reason, trace::SnapshotReason::kFull);
   // The whole run: main once, the worker's 3 calls of the target, the main
   // thread's ptsnap_take_snapshot once.
   auto ev = Decode(dir.path() / "f");

@@ -209,7 +209,7 @@ TEST(Record, RunWithTriggerOnNewThreadSidebandOnly) {
   const trace::Manifest& m = reader->manifest();
   EXPECT_EQ(m.state, trace::State::kComplete);
   ASSERT_EQ(m.snapshots.size(), 1u);
-  EXPECT_EQ(m.snapshots[0].reason, "trigger");
+  EXPECT_EQ(m.snapshots[0].reason, trace::SnapshotReason::kTrigger);
   EXPECT_EQ(m.snapshots[0].detail, "ptsnap_test_target");
   ASSERT_EQ(m.pids.size(), 1u);
   EXPECT_NE(m.snapshots[0].tid, static_cast<uint32_t>(m.pids[0]));  // the worker, not main
@@ -263,7 +263,7 @@ TEST(Record, RunWithoutTriggerSnapshotsAtExit) {
   auto reader = trace::TraceReader::Open(dir.path() / "t");
   ASSERT_THAT(reader, HasValue());
   ASSERT_EQ(reader->manifest().snapshots.size(), 1u);
-  EXPECT_EQ(reader->manifest().snapshots[0].reason, "exit");
+  EXPECT_EQ(reader->manifest().snapshots[0].reason, trace::SnapshotReason::kExit);
 }
 
 TEST(Record, AttachSynthesizesMappingsAndStopsAfterDuration) {
@@ -283,7 +283,7 @@ TEST(Record, AttachSynthesizesMappingsAndStopsAfterDuration) {
   auto reader = trace::TraceReader::Open(dir.path() / "a");
   ASSERT_THAT(reader, HasValue());
   ASSERT_EQ(reader->manifest().snapshots.size(), 1u);
-  EXPECT_EQ(reader->manifest().snapshots[0].reason, "duration");
+  EXPECT_EQ(reader->manifest().snapshots[0].reason, trace::SnapshotReason::kDuration);
   auto sb = reader->ReadSideband();
   ASSERT_THAT(sb, HasValue());
   bool target_mapped = false, comm = false;
@@ -415,12 +415,12 @@ TEST(Record, Sigusr2SnapshotsAndSigintEnds) {
     const auto& m = reader->manifest();
     ASSERT_EQ(m.snapshots.size(), 1u);
     if (sig == SIGUSR2) {
-      EXPECT_EQ(m.snapshots[0].reason, "signal");
+      EXPECT_EQ(m.snapshots[0].reason, trace::SnapshotReason::kSignal);
       EXPECT_EQ(m.snapshots[0].detail, "SIGUSR2");
       EXPECT_EQ(m.state, trace::State::kComplete);
       EXPECT_FALSE(out->interrupted);
     } else {
-      EXPECT_EQ(m.snapshots[0].reason, "ctrl-c");
+      EXPECT_EQ(m.snapshots[0].reason, trace::SnapshotReason::kCtrlC);
       EXPECT_EQ(m.state, trace::State::kInterrupted);
       EXPECT_TRUE(out->interrupted);
     }
@@ -613,7 +613,7 @@ TEST(SystemWide, AttachSnapshotsEveryCpuIntoItsOwnStream) {
   EXPECT_EQ(m.state, trace::State::kComplete);
   EXPECT_TRUE(m.pids.empty());
   ASSERT_EQ(m.snapshots.size(), 1u);
-  EXPECT_EQ(m.snapshots[0].reason, "duration");
+  EXPECT_EQ(m.snapshots[0].reason, trace::SnapshotReason::kDuration);
   ASSERT_EQ(m.streams.size(), 3u);
   for (size_t i = 0; i < 3; ++i) {
     const trace::Stream& s = m.streams[i];
@@ -680,7 +680,7 @@ TEST(SystemWide, FullExecutionStreamsToDiskWhileRecordingAndCountsLoss) {
   EXPECT_GT(fake->truncations, 0);
   EXPECT_EQ(truncated, static_cast<uint32_t>(fake->truncations));
   ASSERT_EQ(m.snapshots.size(), 1u);
-  EXPECT_EQ(m.snapshots[0].reason, "full");
+  EXPECT_EQ(m.snapshots[0].reason, trace::SnapshotReason::kFull);
   ASSERT_FALSE(out->warnings.empty());
   EXPECT_THAT(out->warnings[0], HasSubstr("PT data was lost: the AUX buffer filled " +
                                           std::to_string(fake->truncations) + " time(s)"));
@@ -764,7 +764,7 @@ TEST(SystemWide, RunTracesTheWholeSystemWhileTheProgramRuns) {
   auto reader = trace::TraceReader::Open(dir.path() / "run");
   ASSERT_THAT(reader, HasValue());
   ASSERT_EQ(reader->manifest().snapshots.size(), 1u);
-  EXPECT_EQ(reader->manifest().snapshots[0].reason, "exit");
+  EXPECT_EQ(reader->manifest().snapshots[0].reason, trace::SnapshotReason::kExit);
   auto sb = reader->ReadSideband();
   ASSERT_THAT(sb, HasValue());
   // The program's exec, seen by a CPU-wide event (enabled before it execs).
