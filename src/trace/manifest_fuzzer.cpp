@@ -30,7 +30,11 @@ const nlohmann::json& Template() {
     m.command = {"/bin/true"};
     m.pids = {1};
     m.kernel_start = 0xffffffff81000000ull;
-    m.snapshots = {{.seq = 1, .reason = SnapshotReason::kExit, .detail = "", .time = 5, .tid = 1}};
+    m.snapshots = {{.seq = 1,
+                    .reason = ptsnap::trace::SnapshotReason::kExit,
+                    .detail = "",
+                    .time = 5,
+                    .tid = 1}};
     m.streams = {{.id = 0, .file = "pt/0.pt", .pid = 1, .tid = 1, .size = 8}};
     m.binaries = {{.path = "/bin/true", .build_id = "ab", .copy = "binaries/ab/true"}};
     return nlohmann::json::parse(ptsnap::trace::SerializeManifest(m));
