@@ -177,6 +177,18 @@ void CallStackModel::Flush(uint64_t next_time) {
   pending_.clear();
 }
 
+Slice CallStackModel::SliceOf(const Frame& f, uint64_t ts) const {
+  Slice s;
+  s.pid = pid_;
+  s.tid = tid_;
+  s.space = f.space;
+  s.ts = ts;
+  s.name = f.name;
+  s.dso = f.dso;
+  s.address = f.address;
+  return s;
+}
+
 void CallStackModel::Emit(const Op& op, uint64_t ts) {
   // Outputs a viewer cannot misread (docs/decoding.md, "Timestamps"): on a
   // thread, whatever follows a begin lies at least 1 ns after it, and
@@ -188,14 +200,7 @@ void CallStackModel::Emit(const Op& op, uint64_t ts) {
     last_ts_ = ts;
     last_was_begin_ = op.kind == OpKind::kBegin;
   }
-  Slice s;
-  s.pid = pid_;
-  s.tid = tid_;
-  s.space = op.frame.space;
-  s.ts = ts;
-  s.name = op.frame.name;
-  s.dso = op.frame.dso;
-  s.address = op.frame.address;
+  Slice s = SliceOf(op.frame, ts);
   switch (op.kind) {
     case OpKind::kBegin:
       s.kind = Slice::kBegin;
@@ -326,14 +331,7 @@ void CallStackModel::ResetAll() {
   ClearAllStacks();
   Flush(now_);
   for (const Deferred& d : deferred_) {
-    Slice s;
-    s.pid = pid_;
-    s.tid = tid_;
-    s.space = d.frame.space;
-    s.ts = create_time_;
-    s.name = d.frame.name;
-    s.dso = d.frame.dso;
-    s.address = d.frame.address;
+    Slice s = SliceOf(d.frame, create_time_);
     s.inferred = true;
     if (d.complete) {
       s.kind = Slice::kComplete;

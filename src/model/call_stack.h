@@ -134,6 +134,7 @@ class CallStackModel {
   void Queue(OpKind kind, const Frame& f, Via end_via = Via::kNone);
   void Flush(uint64_t next_time);
   void Emit(const Op& op, uint64_t ts);
+  Slice SliceOf(const Frame& f, uint64_t ts) const;  // on the current thread, kind unset
 
   // One thread's state, while another thread is current.
   struct ThreadState {
