@@ -6,8 +6,6 @@
 
 #include <elf.h>
 #include <fcntl.h>
-#include <gelf.h>
-#include <libelf.h>
 #include <linux/perf_event.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
@@ -25,6 +23,7 @@
 #include "base/log.h"
 #include "base/unique_fd.h"
 #include "base/version.h"
+#include "elf/elf_file.h"
 #include "emulate/events.h"
 #include "emulate/virtual_cpu.h"
 #include "sys/pmu.h"
@@ -125,69 +124,13 @@ Result<uint64_t> ResolveSymbol(const fs::path& elf_path, const std::string& name
 }
 
 Result<FunctionSymbol> ResolveFunction(const fs::path& elf_path, const std::string& name) {
-  elf_version(EV_CURRENT);
-  base::UniqueFd fd(::open(elf_path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) return Error::FromErrno("opening " + elf_path.string());
-  Elf* elf = elf_begin(fd.get(), ELF_C_READ, nullptr);
-  if (elf == nullptr) return Error(elf_path.string() + " is not an ELF file");
-  std::optional<FunctionSymbol> found;
-  for (Elf_Scn* scn = nullptr; (scn = elf_nextscn(elf, scn)) != nullptr && !found;) {
-    GElf_Shdr sh;
-    if (gelf_getshdr(scn, &sh) == nullptr) continue;
-    if (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM) continue;
-    Elf_Data* data = elf_getdata(scn, nullptr);
-    if (data == nullptr || sh.sh_entsize == 0) continue;
-    size_t count = sh.sh_size / sh.sh_entsize;
-    for (size_t i = 0; i < count; ++i) {
-      GElf_Sym sym;
-      if (gelf_getsym(data, static_cast<int>(i), &sym) == nullptr) continue;
-      if (sym.st_value == 0 || GELF_ST_TYPE(sym.st_info) != STT_FUNC) continue;
-      const char* n = elf_strptr(elf, sh.sh_link, sym.st_name);
-      if (n != nullptr && name == n) {
-        found = FunctionSymbol{sym.st_value, sym.st_size};
-        break;
-      }
-    }
-  }
-  elf_end(elf);
-  if (!found) return Error("symbol '" + name + "' not found in " + elf_path.string());
-  return *found;
+  PTSNAP_ASSIGN_OR_RETURN(elf::Image image, elf::ReadFunctions(elf_path));
+  const elf::Function* f = elf::FindFunction(image, name);
+  if (f == nullptr) return Error("symbol '" + name + "' not found in " + elf_path.string());
+  return FunctionSymbol{f->value, f->size};
 }
 
 namespace {
-
-// The GNU build-id (NT_GNU_BUILD_ID) of an ELF file as lowercase hex, "" when
-// it has none or cannot be read.
-std::string BuildId(const fs::path& path) {
-  elf_version(EV_CURRENT);
-  base::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) return {};
-  Elf* elf = elf_begin(fd.get(), ELF_C_READ, nullptr);
-  if (elf == nullptr) return {};
-  std::string hex;
-  for (Elf_Scn* scn = nullptr; (scn = elf_nextscn(elf, scn)) != nullptr && hex.empty();) {
-    GElf_Shdr sh;
-    if (gelf_getshdr(scn, &sh) == nullptr || sh.sh_type != SHT_NOTE) continue;
-    Elf_Data* data = elf_getdata(scn, nullptr);
-    if (data == nullptr) continue;
-    GElf_Nhdr nh;
-    size_t off = 0, name_off = 0, desc_off = 0;
-    while ((off = gelf_getnote(data, off, &nh, &name_off, &desc_off)) > 0) {
-      if (nh.n_type != NT_GNU_BUILD_ID || nh.n_namesz != 4 ||
-          std::memcmp(static_cast<const char*>(data->d_buf) + name_off, "GNU", 4) != 0)
-        continue;
-      const auto* d = static_cast<const unsigned char*>(data->d_buf) + desc_off;
-      char b[3];
-      for (size_t i = 0; i < nh.n_descsz; ++i) {
-        std::snprintf(b, sizeof(b), "%02x", d[i]);
-        hex += b;
-      }
-      break;
-    }
-  }
-  elf_end(elf);
-  return hex;
-}
 
 std::atomic<int> g_ctl_write{-1};
 std::atomic<pid_t> g_child{0};
@@ -528,7 +471,7 @@ Result<int> RecordEmulated(const record::RecordOptions& opts, const fs::path& tr
       continue;
     trace::Binary b;
     b.path = path;
-    b.build_id = BuildId(path);
+    b.build_id = elf::ReadBuildIdOf(path);
     if (opts.copy_binaries && !b.build_id.empty()) {
       fs::path rel = fs::path("binaries") / b.build_id / fs::path(path).filename();
       fs::create_directories(trace_dir / rel.parent_path(), ec);

@@ -1,9 +1,7 @@
 #include "export/exporter.h"
 
 #include <fcntl.h>
-#include <gelf.h>
 #include <intel-pt.h>
-#include <libelf.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -15,6 +13,7 @@
 #include "base/file_util.h"
 #include "base/string_util.h"
 #include "base/unique_fd.h"
+#include "elf/elf_file.h"
 #include "export/perf_data.h"
 #include "sys/kallsyms.h"
 
@@ -116,35 +115,6 @@ std::vector<size_t> PsbCuts(std::string_view bytes, uint64_t limit) {
     start = at;
   }
   return cuts;
-}
-
-// The GNU build-id note of an ELF file, raw bytes; "" when none or unreadable.
-std::string ReadBuildId(const fs::path& path) {
-  base::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) return {};
-  elf_version(EV_CURRENT);
-  Elf* elf = elf_begin(fd.get(), ELF_C_READ, nullptr);
-  if (elf == nullptr) return {};
-  std::string out;
-  Elf_Scn* scn = nullptr;
-  while (out.empty() && (scn = elf_nextscn(elf, scn)) != nullptr) {
-    GElf_Shdr shdr;
-    if (gelf_getshdr(scn, &shdr) == nullptr || shdr.sh_type != SHT_NOTE) continue;
-    Elf_Data* data = elf_getdata(scn, nullptr);
-    if (data == nullptr) continue;
-    size_t off = 0, name_off = 0, desc_off = 0;
-    GElf_Nhdr nh;
-    while ((off = gelf_getnote(data, off, &nh, &name_off, &desc_off)) > 0) {
-      const char* base = static_cast<const char*>(data->d_buf);
-      if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 &&
-          std::memcmp(base + name_off, "GNU", 4) == 0) {
-        out.assign(base + desc_off, nh.n_descsz);
-        break;
-      }
-    }
-  }
-  elf_end(elf);
-  return out;
 }
 
 std::string HexToRaw(std::string_view hex) {
@@ -321,7 +291,7 @@ Result<std::string> BuildPerfData(const trace::TraceReader& trace, const ExportO
     }
     if (IsSpecialName(*filename)) return {};
     if (auto it = manifest_ids.find(original); it != manifest_ids.end()) return it->second;
-    return ReadBuildId(*filename);
+    return HexToRaw(elf::ReadBuildIdOf(*filename));
   };
   bool have_kernel_mmap = false;
   for (trace::Record r : sideband.records) {

@@ -1,9 +1,9 @@
 // Resolving a trigger (`--trigger SYMBOL|addr:HEX|.`) to the address where
-// the hardware breakpoint goes, through libelf.
+// the hardware breakpoint goes, with the function tables of elf/elf_file.h.
 //
-// Split as everywhere: ParseElfFunctions() is pure (ELF bytes in, symbol
-// table out; fuzzed in elf_symbols_fuzzer), RuntimeAddress() is pure
-// arithmetic, and only ResolveTrigger() reads files.
+// RuntimeAddress() and LowestMappingStart() are pure (fuzzed in
+// elf_symbols_fuzzer); only ResolveTrigger() and CheckTriggerInFile() read
+// files.
 #pragma once
 
 #include <sys/types.h>
@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "elf/elf_file.h"
 #include "ptsnap/result.h"
 
 namespace ptsnap::record {
@@ -24,29 +25,10 @@ namespace ptsnap::record {
 inline constexpr std::string_view kStopIndicatorSymbols[] = {"ptsnap_take_snapshot",
                                                              "magic_trace_stop_indicator"};
 
-struct ElfFunction {
-  std::string name;
-  uint64_t value = 0;  // st_value: link-time virtual address
-  uint64_t size = 0;
-};
-
-struct ElfImage {
-  bool pie = false;                    // ET_DYN: loaded at a base chosen at run time
-  uint64_t lowest_load_vaddr = 0;      // lowest PT_LOAD p_vaddr (page-aligned down)
-  std::vector<ElfFunction> functions;  // defined STT_FUNC/STT_GNU_IFUNC, .symtab then .dynsym
-};
-
-// Parses an ELF file image. Errors: not ELF, no symbol tables at all (a
-// stripped binary: the message says so).
-Result<ElfImage> ParseElfFunctions(std::span<const std::byte> bytes);
-
-// First function named `name` (exact match), or nullopt.
-const ElfFunction* FindFunction(const ElfImage& image, std::string_view name);
-
 // Where the function's first instruction is in the running process.
 // `lowest_mapping_start` is the lowest start address of the process's
 // mappings of this file (/proc/PID/maps); it only matters for PIE.
-uint64_t RuntimeAddress(const ElfImage& image, const ElfFunction& fn,
+uint64_t RuntimeAddress(const elf::Image& image, const elf::Function& fn,
                         uint64_t lowest_mapping_start);
 
 // Lowest start of a mapping of `path` in /proc/PID/maps text, or nullopt.
@@ -68,10 +50,6 @@ struct TriggerPoint {
 // Errors name the symbol and the executable ("no function named 'foo' in
 // /usr/bin/x (is the binary stripped?)").
 Result<std::vector<TriggerPoint>> ResolveTrigger(std::string_view selector, pid_t pid);
-
-// The GNU build-id (NT_GNU_BUILD_ID note) of an ELF image as lowercase hex,
-// or "" when it has none or the bytes are not ELF.
-std::string ReadBuildId(std::span<const std::byte> bytes);
 
 // Before anything runs: checks that `selector` names a function of the
 // executable file `exe` ("addr:" selectors always pass). Same errors as

@@ -9,12 +9,12 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto bytes = std::as_bytes(std::span(data, size));
-  auto image = ptsnap::record::ParseElfFunctions(bytes);
+  auto image = ptsnap::elf::ParseFunctions(bytes);
   if (image) {
     for (const auto& fn : image->functions) {
       (void)ptsnap::record::RuntimeAddress(*image, fn, 0x555555554000);
     }
-    (void)ptsnap::record::FindFunction(*image, "main");
+    (void)ptsnap::elf::FindFunction(*image, "main");
   }
   std::string_view text(reinterpret_cast<const char*>(data), size);
   (void)ptsnap::record::LowestMappingStart(text, "/usr/bin/prog");

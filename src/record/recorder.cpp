@@ -447,7 +447,7 @@ void RecordBinaries(trace::TraceWriter& writer, const std::set<std::string>& fil
     b.path = f;
     auto bytes = base::ReadFile(f, size_t{1} << 30);
     if (bytes) {
-      b.build_id = ReadBuildId(std::as_bytes(std::span(bytes->data(), bytes->size())));
+      b.build_id = elf::ReadBuildId(std::as_bytes(std::span(bytes->data(), bytes->size())));
       if (copy) {
         const std::string rel = "binaries/" + (b.build_id.empty() ? "no-build-id" : b.build_id) +
                                 "/" + std::filesystem::path(f).filename().string();

@@ -1,0 +1,145 @@
+#include "elf/elf_file.h"
+
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+
+#include <cstring>
+#include <memory>
+
+#include "base/file_util.h"
+#include "base/unique_fd.h"
+
+namespace ptsnap::elf {
+namespace {
+
+struct ElfCloser {
+  void operator()(Elf* e) const { elf_end(e); }
+};
+using ElfHandle = std::unique_ptr<Elf, ElfCloser>;
+
+// libelf wants a mutable buffer and does not keep it beyond elf_end, so
+// the caller holds `copy` while the handle lives.
+ElfHandle OpenMemory(std::span<const std::byte> bytes, std::vector<char>* copy) {
+  if (elf_version(EV_CURRENT) == EV_NONE) return nullptr;
+  copy->assign(reinterpret_cast<const char*>(bytes.data()),
+               reinterpret_cast<const char*>(bytes.data()) + bytes.size());
+  ElfHandle elf(elf_memory(copy->data(), copy->size()));
+  if (!elf || elf_kind(elf.get()) != ELF_K_ELF) return nullptr;
+  return elf;
+}
+
+void CollectSymbols(Elf* elf, Elf_Scn* scn, const GElf_Shdr& shdr, std::vector<Function>& out) {
+  if (shdr.sh_entsize == 0) return;
+  Elf_Data* data = elf_getdata(scn, nullptr);
+  if (data == nullptr || data->d_buf == nullptr) return;
+  const size_t count =
+      std::min<size_t>(shdr.sh_size / shdr.sh_entsize, data->d_size / shdr.sh_entsize);
+  for (size_t i = 0; i < count; ++i) {
+    GElf_Sym sym;
+    if (gelf_getsym(data, static_cast<int>(i), &sym) == nullptr) continue;
+    const int type = GELF_ST_TYPE(sym.st_info);
+    if (type != STT_FUNC && type != STT_GNU_IFUNC) continue;
+    if (sym.st_shndx == SHN_UNDEF || sym.st_value == 0) continue;
+    const char* name = elf_strptr(elf, shdr.sh_link, sym.st_name);
+    if (name == nullptr || *name == '\0') continue;
+    out.push_back({name, sym.st_value, sym.st_size});
+  }
+}
+
+Result<Image> Functions(Elf* elf) {
+  GElf_Ehdr ehdr;
+  if (gelf_getehdr(elf, &ehdr) == nullptr) return Error("corrupt ELF header");
+  Image image;
+  image.pie = ehdr.e_type == ET_DYN;
+  size_t phnum = 0;
+  if (elf_getphdrnum(elf, &phnum) == 0) {
+    bool first = true;
+    for (size_t i = 0; i < phnum; ++i) {
+      GElf_Phdr ph;
+      if (gelf_getphdr(elf, static_cast<int>(i), &ph) == nullptr || ph.p_type != PT_LOAD) continue;
+      const uint64_t v = ph.p_vaddr & ~uint64_t{0xfff};
+      if (first || v < image.lowest_load_vaddr) image.lowest_load_vaddr = v;
+      first = false;
+    }
+  }
+  bool any_table = false;
+  // .symtab first (it has local functions too), then .dynsym.
+  for (uint32_t wanted : {SHT_SYMTAB, SHT_DYNSYM}) {
+    Elf_Scn* scn = nullptr;
+    while ((scn = elf_nextscn(elf, scn)) != nullptr) {
+      GElf_Shdr shdr;
+      if (gelf_getshdr(scn, &shdr) == nullptr || shdr.sh_type != wanted) continue;
+      any_table = true;
+      CollectSymbols(elf, scn, shdr, image.functions);
+    }
+  }
+  if (!any_table) return Error("the ELF file has no symbol table (is it stripped?)");
+  return image;
+}
+
+std::string BuildId(Elf* elf) {
+  Elf_Scn* scn = nullptr;
+  while ((scn = elf_nextscn(elf, scn)) != nullptr) {
+    GElf_Shdr shdr;
+    if (gelf_getshdr(scn, &shdr) == nullptr || shdr.sh_type != SHT_NOTE) continue;
+    Elf_Data* data = elf_getdata(scn, nullptr);
+    if (data == nullptr || data->d_buf == nullptr) continue;
+    size_t offset = 0, name_off = 0, desc_off = 0;
+    GElf_Nhdr nhdr;
+    while (offset < data->d_size &&
+           (offset = gelf_getnote(data, offset, &nhdr, &name_off, &desc_off)) > 0) {
+      if (nhdr.n_type != NT_GNU_BUILD_ID || nhdr.n_namesz != 4 ||
+          std::memcmp(static_cast<const char*>(data->d_buf) + name_off, "GNU", 4) != 0)
+        continue;
+      static const char* kHex = "0123456789abcdef";
+      std::string hex;
+      const auto* d = static_cast<const unsigned char*>(data->d_buf) + desc_off;
+      for (size_t i = 0; i < nhdr.n_descsz; ++i) {
+        hex += kHex[d[i] >> 4];
+        hex += kHex[d[i] & 0xf];
+      }
+      return hex;
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+Result<Image> ParseFunctions(std::span<const std::byte> bytes) {
+  std::vector<char> copy;
+  ElfHandle elf = OpenMemory(bytes, &copy);
+  if (!elf) return Error("not an ELF file");
+  return Functions(elf.get());
+}
+
+Result<Image> ReadFunctions(const std::filesystem::path& path) {
+  PTSNAP_ASSIGN_OR_RETURN(std::string bytes, base::ReadFile(path, size_t{1} << 31));
+  auto image = ParseFunctions(std::as_bytes(std::span(bytes.data(), bytes.size())));
+  if (!image) return Error(path.string() + ": " + image.error().message());
+  return image;
+}
+
+const Function* FindFunction(const Image& image, std::string_view name) {
+  for (const auto& f : image.functions)
+    if (f.name == name) return &f;
+  return nullptr;
+}
+
+std::string ReadBuildId(std::span<const std::byte> bytes) {
+  std::vector<char> copy;
+  ElfHandle elf = OpenMemory(bytes, &copy);
+  return elf ? BuildId(elf.get()) : "";
+}
+
+std::string ReadBuildIdOf(const std::filesystem::path& path) {
+  if (elf_version(EV_CURRENT) == EV_NONE) return "";
+  base::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return "";
+  ElfHandle elf(elf_begin(fd.get(), ELF_C_READ, nullptr));
+  if (!elf || elf_kind(elf.get()) != ELF_K_ELF) return "";
+  return BuildId(elf.get());
+}
+
+}  // namespace ptsnap::elf

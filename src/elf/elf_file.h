@@ -1,0 +1,47 @@
+// ELF files through libelf: function symbols, load segments and the GNU
+// build-id, for every module that reads binaries (the recorder's triggers
+// and binary list, the emulator, the exporter). Pure on bytes
+// (ParseFunctions, ReadBuildId: fuzzed in elf_file_fuzzer) with thin
+// readers of files beside them.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ptsnap/result.h"
+
+namespace ptsnap::elf {
+
+struct Function {
+  std::string name;
+  uint64_t value = 0;  // st_value: link-time virtual address
+  uint64_t size = 0;
+};
+
+struct Image {
+  bool pie = false;                 // ET_DYN: loaded at a base chosen at run time
+  uint64_t lowest_load_vaddr = 0;   // lowest PT_LOAD p_vaddr (page-aligned down)
+  std::vector<Function> functions;  // defined STT_FUNC/STT_GNU_IFUNC, .symtab then .dynsym
+};
+
+// Parses an ELF file image. Errors: not ELF, no symbol tables at all (a
+// stripped binary: the message says so).
+Result<Image> ParseFunctions(std::span<const std::byte> bytes);
+// The same for the file at `path` (errors name it).
+Result<Image> ReadFunctions(const std::filesystem::path& path);
+
+// First function named `name` (exact match), or nullptr.
+const Function* FindFunction(const Image& image, std::string_view name);
+
+// The GNU build-id (NT_GNU_BUILD_ID note) as lowercase hex, or "" when there
+// is none or the bytes are not ELF.
+std::string ReadBuildId(std::span<const std::byte> bytes);
+// The same for the file at `path` ("" also when it cannot be read); reads
+// only the note sections.
+std::string ReadBuildIdOf(const std::filesystem::path& path);
+
+}  // namespace ptsnap::elf
