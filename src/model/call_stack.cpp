@@ -152,9 +152,9 @@ void CallStackModel::SetTime(uint64_t t) {
   now_ = t;
 }
 
-void CallStackModel::Queue(OpKind kind, const Frame& f, Via end_via) {
+void CallStackModel::Queue(OpKind kind, const Frame& f, Via via) {
   if (pending_.empty()) pending_time_ = now_;
-  pending_.push_back(Op{kind, f, end_via});
+  pending_.push_back(Op{kind, f, via});
   if (pending_.size() >= kMaxPending) Flush(pending_time_);
 }
 
@@ -204,13 +204,13 @@ void CallStackModel::Emit(const Op& op, uint64_t ts) {
   switch (op.kind) {
     case OpKind::kBegin:
       s.kind = Slice::kBegin;
-      s.via = op.frame.via;
+      s.via = op.via;
       open_begins_.push_back(ts);
       sink_->OnSlice(s);
       break;
     case OpKind::kEnd:
       s.kind = Slice::kEnd;
-      s.via = op.end_via;
+      s.via = op.via;
       if (op.frame.inferred) {
         s.inferred = true;
         s.begin_ts = create_time_;
@@ -231,15 +231,13 @@ void CallStackModel::Emit(const Op& op, uint64_t ts) {
 
 void CallStackModel::Call(const Frame& f, Via via) {
   stack_.push_back(f);
-  stack_.back().via = via;
   stats_.slices++;
-  Queue(OpKind::kBegin, stack_.back());
+  Queue(OpKind::kBegin, f, via);
 }
 
 void CallStackModel::PushInferred(const Frame& f) {
   Frame g = f;
   g.inferred = true;
-  g.via = Via::kInferred;
   stack_.push_back(g);
   stats_.slices++;
   stats_.inferred++;

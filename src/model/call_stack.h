@@ -93,14 +93,13 @@ class CallStackModel {
     // what it tail-calls or returns into (the sigreturn trampoline): nested
     // above the interrupted frame, ended when tracing resumes elsewhere.
     bool signal = false;
-    Via via = Via::kNone;  // how it began
   };
   // One output operation waiting for its final timestamp.
   enum class OpKind : uint8_t { kBegin, kEnd, kUnknown, kInstant, kInferred };
   struct Op {
     OpKind kind;
     Frame frame;
-    Via end_via = Via::kNone;  // kEnd: how it ended
+    Via via = Via::kNone;  // kBegin: how the frame began; kEnd: how it ended
   };
   // Written at the end of the segment, at create_time_: inferred frames and
   // "[unknown]" spans (complete, ending at end_ts).
@@ -131,7 +130,7 @@ class CallStackModel {
 
   // Timestamps: queue ops at `now_`, spread them when time advances.
   void SetTime(uint64_t t);
-  void Queue(OpKind kind, const Frame& f, Via end_via = Via::kNone);
+  void Queue(OpKind kind, const Frame& f, Via via = Via::kNone);
   void Flush(uint64_t next_time);
   void Emit(const Op& op, uint64_t ts);
   Slice SliceOf(const Frame& f, uint64_t ts) const;  // on the current thread, kind unset
