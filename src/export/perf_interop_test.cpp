@@ -23,7 +23,6 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -31,6 +30,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/support/shell.h"
+#include "tests/support/stepcount_run.h"
 #include "tests/support/temp_dir.h"
 
 namespace {
@@ -44,7 +44,6 @@ using ::ptsnap::testing::EnvOr;
 using ::ptsnap::testing::HavePerf;
 using ::ptsnap::testing::RequiredEnv;
 using ::ptsnap::testing::RunShell;
-using ::ptsnap::testing::RunShellRaw;
 using ::ptsnap::testing::ShellRun;
 
 // A function of the program whose calls are pinned.
@@ -88,20 +87,12 @@ ShellRun Agree(const Case& c, const fs::path& work, const std::string& timer = "
 // The instructions ptsnap-stepcount saw retire in `symbol`'s outermost
 // frames (so in it and its callees) of a static program.
 long SteppedInstructions(const std::string& command, const std::string& symbol) {
-  ShellRun r = RunShellRaw(RequiredEnv("STEPCOUNT_BIN") + " --func " + symbol + " -- " + command +
-                           " 2>/dev/null");
-  EXPECT_EQ(r.status, 0) << r.out;
   long sum = 0;
-  std::istringstream in(r.out);
-  for (std::string line; std::getline(in, line);) {
-    std::istringstream f(line);
-    std::string kind, name;
-    long depth = 0, begin = 0, duration = 0;
-    if (f >> kind >> name >> depth >> begin >> duration && kind == "call" && depth == 0) {
-      sum += duration;
-    }
+  for (const auto& c :
+       ptsnap::testing::RunStepcount(RequiredEnv("STEPCOUNT_BIN"), command, {symbol})) {
+    if (c.depth == 0) sum += static_cast<long>(c.duration);
   }
-  EXPECT_GT(sum, 0) << "stepcount saw no call of " << symbol << ":\n" << r.out;
+  EXPECT_GT(sum, 0) << "stepcount saw no call of " << symbol << " in " << command;
   return sum;
 }
 

@@ -23,6 +23,7 @@
 #include "tests/support/events.h"
 #include "tests/support/run_ptsnap.h"
 #include "tests/support/shell.h"
+#include "tests/support/stepcount_run.h"
 #include "tests/support/temp_dir.h"
 
 namespace ptsnap {
@@ -44,25 +45,9 @@ using Calls = std::map<int, std::vector<Call>>;
 
 // ptsnap-stepcount's `call NAME DEPTH BEGIN DURATION THREAD` lines.
 Calls GroundTruth(const std::string& program, const std::vector<std::string>& funcs) {
-  std::string cmd = "'" + Env("STEPCOUNT_BIN") + "'";
-  for (const auto& f : funcs) cmd += " --func " + f;
-  testing::TempDir tmp;
-  const std::string out = (tmp.path() / "steps.txt").string();
-  cmd += " -o '" + out + "' -- '" + program + "' >/dev/null 2>&1";
-  testing::ShellRun r = testing::RunShellRaw(cmd);
-  EXPECT_EQ(r.status, 0) << cmd;
   Calls calls;
-  std::ifstream in(out);
-  std::string word, name;
-  while (in >> word) {
-    if (word != "call") {
-      std::getline(in, word);
-      continue;
-    }
-    uint64_t depth, begin, duration;
-    int thread;
-    in >> name >> depth >> begin >> duration >> thread;
-    calls[thread].push_back({name, begin, duration});
+  for (const auto& c : testing::RunStepcount(Env("STEPCOUNT_BIN"), "'" + program + "'", funcs)) {
+    calls[c.thread].push_back({c.name, c.begin, c.duration});
   }
   return calls;
 }
