@@ -7,7 +7,6 @@
 #include <cstring>
 #include <memory>
 
-#include "base/file_util.h"
 #include "base/unique_fd.h"
 
 namespace ptsnap::elf {
@@ -115,8 +114,12 @@ Result<Image> ParseFunctions(std::span<const std::byte> bytes) {
 }
 
 Result<Image> ReadFunctions(const std::filesystem::path& path) {
-  PTSNAP_ASSIGN_OR_RETURN(std::string bytes, base::ReadFile(path, size_t{1} << 31));
-  auto image = ParseFunctions(std::as_bytes(std::span(bytes.data(), bytes.size())));
+  if (elf_version(EV_CURRENT) == EV_NONE) return Error("libelf initialisation failed");
+  base::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return Error::FromErrno("opening " + path.string());
+  ElfHandle elf(elf_begin(fd.get(), ELF_C_READ, nullptr));
+  if (!elf || elf_kind(elf.get()) != ELF_K_ELF) return Error(path.string() + ": not an ELF file");
+  auto image = Functions(elf.get());
   if (!image) return Error(path.string() + ": " + image.error().message());
   return image;
 }

@@ -31,7 +31,8 @@ struct Image {
 // Parses an ELF file image. Errors: not ELF, no symbol tables at all (a
 // stripped binary: the message says so).
 Result<Image> ParseFunctions(std::span<const std::byte> bytes);
-// The same for the file at `path` (errors name it).
+// The same for the file at `path`, which libelf reads as it needs (errors
+// name the file).
 Result<Image> ReadFunctions(const std::filesystem::path& path);
 
 // First function named `name` (exact match), or nullptr.

@@ -53,8 +53,7 @@ std::vector<std::string_view> SymbolNames(std::string_view selector) {
 
 Result<void> CheckTriggerInFile(std::string_view selector, const std::filesystem::path& exe) {
   if (selector.empty() || base::StartsWith(selector, "addr:")) return Ok();
-  PTSNAP_ASSIGN_OR_RETURN(std::string bytes, base::ReadFile(exe, size_t{4} << 30));
-  auto image = elf::ParseFunctions(std::as_bytes(std::span(bytes.data(), bytes.size())));
+  auto image = elf::ReadFunctions(exe);
   if (!image) return std::move(image).error().AddContext("reading symbols of " + exe.string());
   for (std::string_view name : SymbolNames(selector))
     if (elf::FindFunction(*image, name) != nullptr) return Ok();
@@ -93,8 +92,7 @@ Result<std::vector<TriggerPoint>> ResolveTrigger(std::string_view selector, pid_
   std::error_code ec;
   const auto exe = std::filesystem::read_symlink(proc + "/exe", ec);
   if (ec) return Error::FromErrno("reading " + proc + "/exe", ec.value());
-  PTSNAP_ASSIGN_OR_RETURN(std::string bytes, base::ReadFile(proc + "/exe", size_t{4} << 30));
-  auto image = elf::ParseFunctions(std::as_bytes(std::span(bytes.data(), bytes.size())));
+  auto image = elf::ReadFunctions(proc + "/exe");
   if (!image) return std::move(image).error().AddContext("reading symbols of " + exe.string());
   uint64_t base_addr = 0;
   if (image->pie) {

@@ -445,19 +445,20 @@ void RecordBinaries(trace::TraceWriter& writer, const std::set<std::string>& fil
   for (const std::string& f : files) {
     trace::Binary b;
     b.path = f;
-    auto bytes = base::ReadFile(f, size_t{1} << 30);
-    if (bytes) {
+    if (!copy) {
+      // The notes only: a mapped library can be hundreds of MB.
+      b.build_id = elf::ReadBuildIdOf(f);
+      if (b.build_id.empty()) PTSNAP_LOG(kInfo) << "no build-id for " << f;
+    } else if (auto bytes = base::ReadFile(f, size_t{1} << 30); bytes) {
       b.build_id = elf::ReadBuildId(std::as_bytes(std::span(bytes->data(), bytes->size())));
-      if (copy) {
-        const std::string rel = "binaries/" + (b.build_id.empty() ? "no-build-id" : b.build_id) +
-                                "/" + std::filesystem::path(f).filename().string();
-        std::error_code ec;
-        std::filesystem::create_directories((writer.dir() / rel).parent_path(), ec);
-        if (auto w = base::WriteFileAtomic(writer.dir() / rel, *bytes, 0644); w) {
-          b.copy = rel;
-        } else {
-          PTSNAP_LOG(kWarning) << "--copy-binaries: " << w.error().ToString();
-        }
+      const std::string rel = "binaries/" + (b.build_id.empty() ? "no-build-id" : b.build_id) +
+                              "/" + std::filesystem::path(f).filename().string();
+      std::error_code ec;
+      std::filesystem::create_directories((writer.dir() / rel).parent_path(), ec);
+      if (auto w = base::WriteFileAtomic(writer.dir() / rel, *bytes, 0644); w) {
+        b.copy = rel;
+      } else {
+        PTSNAP_LOG(kWarning) << "--copy-binaries: " << w.error().ToString();
       }
     } else {
       PTSNAP_LOG(kInfo) << "no build-id for " << f << ": " << bytes.error().ToString();
