@@ -208,7 +208,7 @@ MappedFile PtDecoder::Resolve(int32_t pid, const std::string& filename,
     }
     path = filename;
   }
-  const ElfFile* elf = symbolizer_.LoadElf(path);
+  const elf::SymbolFile* elf = symbolizer_.LoadElf(path);
   if (elf != nullptr && !BuildIdsMatch(elf->build_id(), expected)) {
     stats_.build_id_mismatches++;
     stats_.warnings.push_back(path.string() + ": build-id " + elf->build_id() +
@@ -388,17 +388,18 @@ void PtDecoder::AddKcore() {
   if (manifest_.kcore.status != trace::KcoreStatus::kCopied) return;
   auto kdir = dir_ / (manifest_.kcore.dir.empty() ? "kcore" : manifest_.kcore.dir);
   if (auto text = base::ReadFile(kdir / "kallsyms", size_t{256} << 20); text) {
-    symbolizer_.SetKernelSymbols(ParseKallsyms(*text), manifest_.kernel_start.value_or(0));
+    symbolizer_.SetKernelSymbols(KernelSymbols(sys::ParseKallsyms(*text)),
+                                 manifest_.kernel_start.value_or(0));
   } else {
     stats_.warnings.push_back("kernel symbols: " + text.error().ToString());
   }
   auto kcore = kdir / "kcore";
-  auto elf = ElfFile::Open(kcore);
-  if (!elf) {
-    stats_.warnings.push_back("kernel code is not decoded: " + elf.error().ToString());
+  auto image = elf::SymbolFile::Open(kcore);
+  if (!image) {
+    stats_.warnings.push_back("kernel code is not decoded: " + image.error().ToString());
     return;
   }
-  for (const auto& seg : elf->segments()) {
+  for (const auto& seg : image->segments()) {
     if (seg.filesz == 0 || !IsKernelAddress(seg.vaddr)) continue;
     int isid = pt_iscache_add_file(iscache_, kcore.c_str(), seg.offset, seg.filesz, seg.vaddr);
     if (isid < 0) continue;

@@ -1,11 +1,7 @@
-// Symbolisation for decoded addresses: ELF symbol tables (libelf), PLT stubs,
-// kallsyms for the kernel, JIT maps (/tmp/perf-PID.map), C++ demangling.
-//
-// Parsing is split from I/O: ParseKallsyms/ParsePerfMap take text, ElfFile
-// reads a file once and keeps only what lookup needs (sorted symbols, the
-// PT_LOAD layout, the build-id). Nothing here throws or aborts on bad input:
-// a file that is not ELF yields an error, a symbol table that is corrupt
-// yields fewer symbols.
+// Symbolisation for decoded addresses: per process, which mapping holds an
+// address and which function of it; the kernel's functions from kallsyms;
+// JIT maps (/tmp/perf-PID.map text). The ELF files themselves are read by
+// elf::SymbolFile (elf/symbol_file.h), kallsyms text by sys::ParseKallsyms.
 #pragma once
 
 #include <cstdint>
@@ -19,75 +15,17 @@
 #include <vector>
 
 #include "decode/source_lines.h"
+#include "elf/symbol_file.h"
 #include "ptsnap/result.h"
+#include "sys/kallsyms.h"
 
 namespace ptsnap::decode {
 
-// One function-like symbol: [start, start + size). size 0 means "up to the
-// next symbol".
-struct Symbol {
-  uint64_t start = 0;
-  uint64_t size = 0;
-  std::string name;  // demangled
-};
-
-// A sorted, non-owning-free table with nearest-below lookup.
-class SymbolTable {
- public:
-  void Add(Symbol s) { symbols_.push_back(std::move(s)); }
-  // Sorts, drops duplicates (prefers sized, global-looking names) and
-  // computes sizes of zero-sized entries from their successor.
-  void Finish();
-  // The symbol containing `addr`, or nullptr.
-  [[nodiscard]] const Symbol* Find(uint64_t addr) const;
-  [[nodiscard]] size_t size() const { return symbols_.size(); }
-  [[nodiscard]] const std::vector<Symbol>& symbols() const { return symbols_; }
-
- private:
-  std::vector<Symbol> symbols_;
-};
-
-struct LoadSegment {
-  uint64_t vaddr = 0, offset = 0, filesz = 0, memsz = 0;
-  bool exec = false;
-};
-
-// What ptsnap needs from one ELF file.
-class ElfFile {
- public:
-  // Reads `path` with libelf: .symtab (or .dynsym), synthesised `name@plt`
-  // entries for .plt/.plt.sec stubs from .rela.plt, PT_LOAD segments, the
-  // NT_GNU_BUILD_ID note and .gnu_debuglink. Errors: unreadable, not ELF.
-  static Result<ElfFile> Open(const std::filesystem::path& path);
-
-  [[nodiscard]] const std::filesystem::path& path() const { return path_; }
-  [[nodiscard]] const std::string& build_id() const { return build_id_; }  // hex, "" if none
-  [[nodiscard]] const std::string& debuglink() const { return debuglink_; }
-  [[nodiscard]] const std::vector<LoadSegment>& segments() const { return segments_; }
-  [[nodiscard]] const SymbolTable& symbols() const { return symbols_; }
-  [[nodiscard]] bool has_symtab() const { return has_symtab_; }
-  // Adds symbols from a separate debug file (same layout) when this file has
-  // no .symtab.
-  void MergeSymbols(const ElfFile& debug);
-
-  // The ELF virtual address for a file offset, using the PT_LOAD that holds
-  // it; nullopt when none does.
-  [[nodiscard]] std::optional<uint64_t> OffsetToVaddr(uint64_t offset) const;
-
- private:
-  std::filesystem::path path_;
-  std::string build_id_, debuglink_;
-  std::vector<LoadSegment> segments_;
-  SymbolTable symbols_;
-  bool has_symtab_ = false;
-};
-
-// "ffffffff81000000 T _stext [module]" lines; only text symbols (t/T/w/W).
-SymbolTable ParseKallsyms(std::string_view text);
+// The kernel's text symbols (t/T/w/W) with a non-zero address, named
+// "name [module]" for modules.
+elf::SymbolTable KernelSymbols(const sys::Kallsyms& kallsyms);
 // "START SIZE NAME" lines of a perf JIT map (hex, with or without 0x).
-SymbolTable ParsePerfMap(std::string_view text);
-// abi::__cxa_demangle for names starting with _Z, else the name unchanged.
-std::string Demangle(std::string_view name);
+elf::SymbolTable ParsePerfMap(std::string_view text);
 
 // A resolved address.
 struct Resolved {
@@ -113,17 +51,17 @@ class Symbolizer {
   // Search path for separate debug info: DIR/.build-id/xx/yyyy.debug and
   // DIR/<debuglink>. Default: /usr/lib/debug.
   void SetDebugDirs(std::vector<std::filesystem::path> dirs) { debug_dirs_ = std::move(dirs); }
-  void SetKernelSymbols(SymbolTable kallsyms, uint64_t kernel_start);
+  void SetKernelSymbols(elf::SymbolTable kallsyms, uint64_t kernel_start);
 
   // Loads (once) and returns the ELF at `path`, or nullptr when unreadable.
-  const ElfFile* LoadElf(const std::filesystem::path& path);
+  const elf::SymbolFile* LoadElf(const std::filesystem::path& path);
 
   // Registers a mapping of `file` (the path on this machine; `dso` the name
   // shown) at [addr, addr+len) with file offset pgoff for `pid`.
   void AddMapping(int32_t pid, uint64_t addr, uint64_t len, uint64_t pgoff,
                   const std::filesystem::path& file, const std::string& dso);
   // JIT symbols for `pid` (from /tmp/perf-PID.map).
-  void AddPerfMap(int32_t pid, SymbolTable table);
+  void AddPerfMap(int32_t pid, elf::SymbolTable table);
   // Forgets a process's mappings (exec).
   void ResetProcess(int32_t pid);
   // Copies the parent's mappings (fork).
@@ -149,15 +87,15 @@ class Symbolizer {
   uint32_t FunctionId(const std::string* dso, uint64_t start, const std::string* name);
 
   std::vector<std::filesystem::path> debug_dirs_{"/usr/lib/debug"};
-  std::map<std::string, std::unique_ptr<ElfFile>> elves_;  // by path; null = unreadable
+  std::map<std::string, std::unique_ptr<elf::SymbolFile>> elves_;  // by path; null = unreadable
   std::vector<std::filesystem::path> DebugCandidates(const std::filesystem::path& path,
-                                                     const ElfFile& elf) const;
+                                                     const elf::SymbolFile& elf) const;
   // By ELF path: the DWARF of the file or its debug file; null = none.
   std::map<std::string, std::unique_ptr<DwarfFile>> dwarves_;
   std::unordered_map<int32_t, std::unique_ptr<ProcessSymbols>> processes_;
   std::unordered_map<std::string, std::unique_ptr<std::string>> strings_;
   std::map<std::pair<const std::string*, uint64_t>, uint32_t> function_ids_;
-  SymbolTable kallsyms_;
+  elf::SymbolTable kallsyms_;
   uint64_t kernel_start_ = 0;
   int32_t last_pid_ = 0;  // one-entry cache in front of processes_
   ProcessSymbols* last_process_ = nullptr;

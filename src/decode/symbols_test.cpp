@@ -18,12 +18,12 @@ using ::ptsnap::testing::HasError;
 using ::testing::HasSubstr;
 
 TEST(SymbolsTest, KallsymsKeepsTextSymbolsOnly) {
-  SymbolTable t = ParseKallsyms(
-      "ffffffff81000000 T _stext\n"
-      "ffffffff81000100 t do_thing\n"
-      "ffffffff82000000 D some_data\n"
-      "ffffffffc0000000 t mod_fn\t[mymod]\n"
-      "garbage line\n");
+  elf::SymbolTable t =
+      KernelSymbols(sys::ParseKallsyms("ffffffff81000000 T _stext\n"
+                                       "ffffffff81000100 t do_thing\n"
+                                       "ffffffff82000000 D some_data\n"
+                                       "ffffffffc0000000 t mod_fn\t[mymod]\n"
+                                       "garbage line\n"));
   ASSERT_EQ(t.size(), 3u);
   ASSERT_NE(t.Find(0xffffffff81000150), nullptr);
   EXPECT_EQ(t.Find(0xffffffff81000150)->name, "do_thing");
@@ -33,7 +33,8 @@ TEST(SymbolsTest, KallsymsKeepsTextSymbolsOnly) {
 }
 
 TEST(SymbolsTest, PerfMapWithAndWithoutPrefix) {
-  SymbolTable t = ParsePerfMap("7f0000001000 20 jitted_a\n0x7f0000002000 0x10 Lfoo;::bar (x)\n");
+  elf::SymbolTable t =
+      ParsePerfMap("7f0000001000 20 jitted_a\n0x7f0000002000 0x10 Lfoo;::bar (x)\n");
   ASSERT_EQ(t.size(), 2u);
   EXPECT_EQ(t.Find(0x7f000000101f)->name, "jitted_a");
   EXPECT_EQ(t.Find(0x7f0000001020), nullptr);
@@ -41,18 +42,18 @@ TEST(SymbolsTest, PerfMapWithAndWithoutPrefix) {
 }
 
 TEST(SymbolsTest, DemanglesCxxNames) {
-  EXPECT_EQ(Demangle("_ZN3foo3barEi"), "foo::bar(int)");
-  EXPECT_EQ(Demangle("main"), "main");
-  EXPECT_EQ(Demangle("_Zgarbage"), "_Zgarbage");
+  EXPECT_EQ(elf::Demangle("_ZN3foo3barEi"), "foo::bar(int)");
+  EXPECT_EQ(elf::Demangle("main"), "main");
+  EXPECT_EQ(elf::Demangle("_Zgarbage"), "_Zgarbage");
 }
 
 TEST(SymbolsTest, ElfFileReadsSymbolsSegmentsAndBuildId) {
   auto p = testing::LoadCallsProgram();
-  auto elf = ElfFile::Open(p.path);
+  auto elf = elf::SymbolFile::Open(p.path);
   ASSERT_TRUE(elf.has_value());
   EXPECT_EQ(elf->build_id().size(), 40u);  // SHA-1 build-id, hex
   EXPECT_TRUE(elf->has_symtab());
-  const Symbol* fib = elf->symbols().Find(p.Sym("fib") + 3);
+  const elf::Symbol* fib = elf->symbols().Find(p.Sym("fib") + 3);
   ASSERT_NE(fib, nullptr);
   EXPECT_EQ(fib->name, "fib");
   bool has_exec = false;
@@ -66,7 +67,7 @@ TEST(SymbolsTest, ElfFileReadsSymbolsSegmentsAndBuildId) {
 // "__tls_get_addr@plt"). objdump's "*ABS*+0xN@plt" is the IFUNC at N.
 TEST(SymbolsTest, PltStubsAreNamedByTheirGotSlot) {
   const std::string libc = "/usr/lib/x86_64-linux-gnu/libc.so.6";
-  auto elf = ElfFile::Open(libc);
+  auto elf = elf::SymbolFile::Open(libc);
   ASSERT_TRUE(elf.has_value()) << libc;
   ::ptsnap::testing::TempDir tmp;
   const auto out = tmp.path() / "plt.txt";
@@ -82,7 +83,7 @@ TEST(SymbolsTest, PltStubsAreNamedByTheirGotSlot) {
     const uint64_t addr = std::stoull(line.substr(0, lt), nullptr, 16);
     const std::string label = line.substr(lt + 2, gt - lt - 2);
     if (label.find("@plt-0x") != std::string::npos) continue;  // PLT0: ".plt"
-    const Symbol* sym = elf->symbols().Find(addr);
+    const elf::Symbol* sym = elf->symbols().Find(addr);
     ASSERT_NE(sym, nullptr) << label;
     EXPECT_EQ(sym->start, addr) << label;
     if (label.rfind("*ABS*+0x", 0) == 0) {
@@ -90,7 +91,7 @@ TEST(SymbolsTest, PltStubsAreNamedByTheirGotSlot) {
       EXPECT_THAT(sym->name, ::testing::EndsWith("@plt")) << label;
       const std::string ifunc = sym->name.substr(0, sym->name.size() - 4);
       // The IFUNC it names is the one at the relocation's addend.
-      const Symbol* target = elf->symbols().Find(resolver);
+      const elf::Symbol* target = elf->symbols().Find(resolver);
       ASSERT_NE(target, nullptr) << label;
       EXPECT_EQ(target->start, resolver) << label;
       ++ifuncs;
@@ -106,33 +107,33 @@ TEST(SymbolsTest, PltStubsAreNamedByTheirGotSlot) {
 // This test binary is a lazily bound PIE: .init holds a zero-size _init,
 // then .plt (PLT0 + stubs), then .plt.got (__cxa_finalize, bound at load).
 TEST(SymbolsTest, PltHeaderStubsAndPltGotHaveTheirOwnNames) {
-  auto elf = ElfFile::Open("/proc/self/exe");
+  auto elf = elf::SymbolFile::Open("/proc/self/exe");
   ASSERT_TRUE(elf.has_value());
   const auto& syms = elf->symbols().symbols();
   auto plt =
-      std::find_if(syms.begin(), syms.end(), [](const Symbol& s) { return s.name == ".plt"; });
+      std::find_if(syms.begin(), syms.end(), [](const elf::Symbol& s) { return s.name == ".plt"; });
   ASSERT_NE(plt, syms.end()) << "no .plt section in the test binary";
   EXPECT_EQ(plt->size, 16u);
   ASSERT_NE(plt, syms.begin());
   // _init (or whatever precedes .plt) ends where .plt starts: PLT0 is not _init+0x20.
   EXPECT_LE(std::prev(plt)->start + std::prev(plt)->size, plt->start) << std::prev(plt)->name;
   EXPECT_EQ(elf->symbols().Find(plt->start + 6)->name, ".plt");
-  const Symbol* stub = elf->symbols().Find(plt->start + 16);
+  const elf::Symbol* stub = elf->symbols().Find(plt->start + 16);
   ASSERT_NE(stub, nullptr);
   EXPECT_THAT(stub->name, ::testing::EndsWith("@plt"));
   EXPECT_TRUE(std::any_of(syms.begin(), syms.end(),
-                          [](const Symbol& s) { return s.name == "__cxa_finalize@plt"; }));
+                          [](const elf::Symbol& s) { return s.name == "__cxa_finalize@plt"; }));
 }
 
 TEST(SymbolsTest, ElfFileRejectsNonElf) {
-  EXPECT_THAT(ElfFile::Open("/proc/self/status"), HasError());
-  EXPECT_THAT(ElfFile::Open("/nonexistent/file"), HasError());
+  EXPECT_THAT(elf::SymbolFile::Open("/proc/self/status"), HasError());
+  EXPECT_THAT(elf::SymbolFile::Open("/nonexistent/file"), HasError());
 }
 
 TEST(SymbolsTest, SymbolizerResolvesMappingsAndUnknown) {
   auto p = testing::LoadCallsProgram();
   Symbolizer s;
-  auto elf = ElfFile::Open(p.path);
+  auto elf = elf::SymbolFile::Open(p.path);
   for (const auto& seg : elf->segments()) {
     if (!seg.exec) continue;
     s.AddMapping(42, seg.vaddr & ~0xfffull, seg.memsz + (seg.vaddr & 0xfff), seg.offset & ~0xfffull,
@@ -158,7 +159,7 @@ TEST(SymbolsTest, SymbolizerResolvesMappingsAndUnknown) {
 
 // The ELF vaddr of `name` in `path` (from its symbol table).
 uint64_t SymbolVaddr(const std::filesystem::path& path, const std::string& name) {
-  auto elf = ElfFile::Open(path);
+  auto elf = elf::SymbolFile::Open(path);
   if (!elf) return 0;
   for (const auto& s : elf->symbols().symbols()) {
     if (s.name == name) return s.start;
@@ -238,8 +239,8 @@ TEST(SourceLinesTest, SeparateDebugFileByDebuglink) {
 
 TEST(SymbolsTest, KernelAddressesUseKallsyms) {
   Symbolizer s;
-  s.SetKernelSymbols(ParseKallsyms("ffffffff81000000 T entry_SYSCALL_64\n"
-                                   "ffffffff81000200 T do_syscall_64\n"),
+  s.SetKernelSymbols(KernelSymbols(sys::ParseKallsyms("ffffffff81000000 T entry_SYSCALL_64\n"
+                                                      "ffffffff81000200 T do_syscall_64\n")),
                      0xffffffff81000000);
   EXPECT_EQ(*s.Resolve(1, 0xffffffff81000010).name, "entry_SYSCALL_64");
   EXPECT_THAT(*s.Resolve(1, 0xfffffffff0000000).name, HasSubstr("[unknown @ 0xfffffffff0000000"));

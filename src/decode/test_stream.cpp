@@ -136,7 +136,7 @@ CallsProgram LoadReplacedProgram() { return LoadProgram(PTSNAP_DECODE_REPLACED);
 CallsProgram LoadProgram(const std::string& path) {
   CallsProgram p;
   p.path = path;
-  auto elf = ElfFile::Open(p.path);
+  auto elf = elf::SymbolFile::Open(p.path);
   if (!elf) {
     std::fprintf(stderr, "%s\n", elf.error().ToString().c_str());
     std::abort();
@@ -230,7 +230,7 @@ std::vector<trace::Record> ProgramSideband(const CallsProgram& p, int32_t pid,
     comm.body = trace::Comm{upid, upid, comm_name, true};
     out.push_back(comm);
   }
-  auto elf = ElfFile::Open(p.path);
+  auto elf = elf::SymbolFile::Open(p.path);
   for (const auto& seg : elf->segments()) {
     if (!seg.exec) continue;
     trace::Record r;
@@ -276,7 +276,7 @@ trace::Record ItraceStartRecord(uint32_t cpu, uint64_t time, uint32_t pid, uint3
 
 uint64_t MapSrcline(Symbolizer* s, int32_t pid, const std::string& path) {
   s->AddMapping(pid, kSrclineBase, 0x10000, 0, path, "srcline");
-  auto elf = ElfFile::Open(path);
+  auto elf = elf::SymbolFile::Open(path);
   if (!elf) return 0;
   for (const auto& sym : elf->symbols().symbols()) {
     if (sym.name == "srcline_target") return kSrclineBase + sym.start;

@@ -47,7 +47,7 @@ class StreamBuilder {
 struct CallsProgram {
   std::string path;
   uint64_t Sym(const std::string& name) const;  // aborts the test if absent
-  SymbolTable symbols;
+  elf::SymbolTable symbols;
   std::map<std::string, uint64_t> labels;  // functions and labels (nm)
 };
 CallsProgram LoadProgram(const std::string& path);  // aborts the test if unreadable

@@ -8,14 +8,13 @@
 #include <memory>
 
 #include "base/unique_fd.h"
+#include "elf/libelf_util.h"
 
 namespace ptsnap::elf {
 namespace {
 
-struct ElfCloser {
-  void operator()(Elf* e) const { elf_end(e); }
-};
-using ElfHandle = std::unique_ptr<Elf, ElfCloser>;
+using internal::BuildIdNote;
+using internal::ElfHandle;
 
 // libelf wants a mutable buffer and does not keep it beyond elf_end, so
 // the caller holds `copy` while the handle lives.
@@ -51,16 +50,11 @@ Result<Image> Functions(Elf* elf) {
   if (gelf_getehdr(elf, &ehdr) == nullptr) return Error("corrupt ELF header");
   Image image;
   image.pie = ehdr.e_type == ET_DYN;
-  size_t phnum = 0;
-  if (elf_getphdrnum(elf, &phnum) == 0) {
-    bool first = true;
-    for (size_t i = 0; i < phnum; ++i) {
-      GElf_Phdr ph;
-      if (gelf_getphdr(elf, static_cast<int>(i), &ph) == nullptr || ph.p_type != PT_LOAD) continue;
-      const uint64_t v = ph.p_vaddr & ~uint64_t{0xfff};
-      if (first || v < image.lowest_load_vaddr) image.lowest_load_vaddr = v;
-      first = false;
-    }
+  bool first = true;
+  for (const Segment& seg : internal::LoadSegments(elf)) {
+    const uint64_t v = seg.vaddr & ~uint64_t{0xfff};
+    if (first || v < image.lowest_load_vaddr) image.lowest_load_vaddr = v;
+    first = false;
   }
   bool any_table = false;
   // .symtab first (it has local functions too), then .dynsym.
@@ -75,33 +69,6 @@ Result<Image> Functions(Elf* elf) {
   }
   if (!any_table) return Error("the ELF file has no symbol table (is it stripped?)");
   return image;
-}
-
-std::string BuildId(Elf* elf) {
-  Elf_Scn* scn = nullptr;
-  while ((scn = elf_nextscn(elf, scn)) != nullptr) {
-    GElf_Shdr shdr;
-    if (gelf_getshdr(scn, &shdr) == nullptr || shdr.sh_type != SHT_NOTE) continue;
-    Elf_Data* data = elf_getdata(scn, nullptr);
-    if (data == nullptr || data->d_buf == nullptr) continue;
-    size_t offset = 0, name_off = 0, desc_off = 0;
-    GElf_Nhdr nhdr;
-    while (offset < data->d_size &&
-           (offset = gelf_getnote(data, offset, &nhdr, &name_off, &desc_off)) > 0) {
-      if (nhdr.n_type != NT_GNU_BUILD_ID || nhdr.n_namesz != 4 ||
-          std::memcmp(static_cast<const char*>(data->d_buf) + name_off, "GNU", 4) != 0)
-        continue;
-      static const char* kHex = "0123456789abcdef";
-      std::string hex;
-      const auto* d = static_cast<const unsigned char*>(data->d_buf) + desc_off;
-      for (size_t i = 0; i < nhdr.n_descsz; ++i) {
-        hex += kHex[d[i] >> 4];
-        hex += kHex[d[i] & 0xf];
-      }
-      return hex;
-    }
-  }
-  return "";
 }
 
 }  // namespace
@@ -133,7 +100,7 @@ const Function* FindFunction(const Image& image, std::string_view name) {
 std::string ReadBuildId(std::span<const std::byte> bytes) {
   std::vector<char> copy;
   ElfHandle elf = OpenMemory(bytes, &copy);
-  return elf ? BuildId(elf.get()) : "";
+  return elf ? BuildIdNote(elf.get()) : "";
 }
 
 std::string ReadBuildIdOf(const std::filesystem::path& path) {
@@ -142,7 +109,50 @@ std::string ReadBuildIdOf(const std::filesystem::path& path) {
   if (!fd) return "";
   ElfHandle elf(elf_begin(fd.get(), ELF_C_READ, nullptr));
   if (!elf || elf_kind(elf.get()) != ELF_K_ELF) return "";
-  return BuildId(elf.get());
+  return BuildIdNote(elf.get());
 }
 
 }  // namespace ptsnap::elf
+
+namespace ptsnap::elf::internal {
+
+std::vector<Segment> LoadSegments(Elf* elf) {
+  std::vector<Segment> out;
+  size_t phnum = 0;
+  if (elf_getphdrnum(elf, &phnum) != 0) return out;
+  for (size_t i = 0; i < phnum; ++i) {
+    GElf_Phdr ph;
+    if (gelf_getphdr(elf, static_cast<int>(i), &ph) == nullptr || ph.p_type != PT_LOAD) continue;
+    out.push_back({ph.p_vaddr, ph.p_offset, ph.p_filesz, ph.p_memsz, (ph.p_flags & PF_X) != 0});
+  }
+  return out;
+}
+
+std::string BuildIdNote(Elf* elf) {
+  Elf_Scn* scn = nullptr;
+  while ((scn = elf_nextscn(elf, scn)) != nullptr) {
+    GElf_Shdr shdr;
+    if (gelf_getshdr(scn, &shdr) == nullptr || shdr.sh_type != SHT_NOTE) continue;
+    Elf_Data* data = elf_getdata(scn, nullptr);
+    if (data == nullptr || data->d_buf == nullptr) continue;
+    size_t offset = 0, name_off = 0, desc_off = 0;
+    GElf_Nhdr nhdr;
+    while (offset < data->d_size &&
+           (offset = gelf_getnote(data, offset, &nhdr, &name_off, &desc_off)) > 0) {
+      if (nhdr.n_type != NT_GNU_BUILD_ID || nhdr.n_namesz != 4 ||
+          std::memcmp(static_cast<const char*>(data->d_buf) + name_off, "GNU", 4) != 0)
+        continue;
+      static const char* kHex = "0123456789abcdef";
+      std::string hex;
+      const auto* d = static_cast<const unsigned char*>(data->d_buf) + desc_off;
+      for (size_t i = 0; i < nhdr.n_descsz; ++i) {
+        hex += kHex[d[i] >> 4];
+        hex += kHex[d[i] & 0xf];
+      }
+      return hex;
+    }
+  }
+  return "";
+}
+
+}  // namespace ptsnap::elf::internal

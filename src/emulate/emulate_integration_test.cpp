@@ -20,8 +20,8 @@
 #include <thread>
 
 #include "base/file_util.h"
+#include "elf/segments.h"
 #include "emulate/decode_check.h"
-#include "emulate/elf_segments.h"
 #include "emulate/emulate.h"
 #include "emulate/events.h"
 #include "tests/support/temp_dir.h"
@@ -118,13 +118,13 @@ class Emulate : public ::testing::Test {
     auto link = ResolveSymbol(prog, sym);
     EXPECT_TRUE(link);
     auto head = base::ReadFile(prog, size_t{256} << 20);
-    auto img = ParseElfSegments(*head);
+    auto img = elf::ParseLoadLayout(*head);
     EXPECT_TRUE(img);
     if (!img->pie) return *link;
     std::string canon = fs::canonical(prog).string();
     for (const auto& s : r.sections)
       if (s.path == canon)
-        for (const auto& seg : img->loads)
+        for (const auto& seg : img->segments)
           if (seg.exec && (seg.offset & ~0xfffull) == s.offset)
             return *link + s.vaddr - (seg.vaddr & ~0xfffull);
     ADD_FAILURE() << "no mapping for " << canon;

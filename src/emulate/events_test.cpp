@@ -4,10 +4,6 @@
 
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <fstream>
-
-#include "emulate/elf_segments.h"
 #include "ptsnap/result.h"
 #include "tests/support/result_matchers.h"
 #include "trace/perf_record.h"
@@ -65,22 +61,6 @@ TEST(Events, TornLastLineIsIgnored) {
   PluginEvents ev;
   ASSERT_TRUE(ParseEvents("itrace 0 10 10\nmmap2 5 10", &ev));
   EXPECT_EQ(ev.records.size(), 1u);
-}
-
-TEST(ElfSegments, RejectsGarbageAndReadsOwnBinary) {
-  EXPECT_FALSE(ParseElfSegments("not an elf"));
-  EXPECT_FALSE(ParseElfSegments(std::string(64, '\0')));
-  // This test binary: a PIE with an interpreter and an executable segment
-  // that holds this very function.
-  std::string head(65536, '\0');
-  std::ifstream("/proc/self/exe", std::ios::binary).read(head.data(), 65536);
-  auto img = ParseElfSegments(head);
-  ASSERT_TRUE(img.has_value());
-  EXPECT_TRUE(img->pie);
-  EXPECT_NE(img->interp.find("ld-linux"), std::string::npos) << img->interp;
-  EXPECT_TRUE(std::any_of(img->loads.begin(), img->loads.end(),
-                          [](const ElfSegment& s) { return s.exec; }));
-  EXPECT_TRUE(LowestExecVaddr(*img).has_value());
 }
 
 }  // namespace

@@ -47,7 +47,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "emulate/elf_segments.h"
+#include "elf/segments.h"
 #include "emulate/exit_class.h"
 #include "emulate/plugin/qemu_plugin_api.h"
 #include "emulate/pt_stream.h"
@@ -314,8 +314,8 @@ std::string ReadHead(const std::string& path, size_t max) {
 
 // Emits MMAP2 records for the executable segments of an ELF QEMU loaded
 // itself, at `bias`.
-void EmitElfMappings(const std::string& path, const ElfImage& img, uint64_t bias) {
-  for (const auto& s : img.loads) {
+void EmitElfMappings(const std::string& path, const elf::LoadLayout& img, uint64_t bias) {
+  for (const auto& s : img.segments) {
     if (!s.exec) continue;
     uint64_t start = (bias + s.vaddr) & ~uint64_t{0xfff};
     uint64_t end = (bias + s.vaddr + s.memsz + 0xfff) & ~uint64_t{0xfff};
@@ -332,11 +332,11 @@ void DescribeImages() {
   std::string bin = qemu_plugin_path_to_binary();
   char real[4096];
   if (::realpath(bin.c_str(), real) != nullptr) bin = real;
-  auto img = ParseElfSegments(ReadHead(bin, 65536));
+  auto img = elf::ParseLoadLayout(ReadHead(bin, 65536));
   if (!img) Die("cannot read the ELF headers of %s", bin.c_str());
   uint64_t bias = 0;
   if (img->pie) {
-    auto lo = LowestExecVaddr(*img);
+    auto lo = elf::LowestExecVaddr(img->segments);
     if (lo) bias = qemu_plugin_start_code() - *lo;
   }
   std::string name = bin.substr(bin.rfind('/') + 1);
@@ -345,7 +345,7 @@ void DescribeImages() {
   if (!img->interp.empty()) {
     std::string interp = img->interp;
     if (::realpath(interp.c_str(), real) != nullptr) interp = real;
-    auto iimg = ParseElfSegments(ReadHead(interp, 65536));
+    auto iimg = elf::ParseLoadLayout(ReadHead(interp, 65536));
     if (iimg) EmitElfMappings(interp, *iimg, qemu_plugin_entry_code() - iimg->entry);
   }
   for (uint64_t a : g_opts.trigger) g_trigger_rt.push_back(a + bias);

@@ -1,0 +1,313 @@
+#include "elf/symbol_file.h"
+
+#include <cxxabi.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <unordered_map>
+
+#include "base/unique_fd.h"
+#include "elf/libelf_util.h"
+
+namespace ptsnap::elf {
+
+void SymbolTable::Finish() {
+  std::stable_sort(symbols_.begin(), symbols_.end(), [](const Symbol& a, const Symbol& b) {
+    if (a.start != b.start) return a.start < b.start;
+    return a.size > b.size;  // sized entries first among aliases
+  });
+  std::vector<Symbol> out;
+  out.reserve(symbols_.size());
+  for (auto& s : symbols_) {
+    if (!out.empty() && out.back().start == s.start) continue;  // alias: keep the first
+    out.push_back(std::move(s));
+  }
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (out[i].size == 0 && i + 1 < out.size()) out[i].size = out[i + 1].start - out[i].start;
+  }
+  symbols_ = std::move(out);
+}
+
+const Symbol* SymbolTable::Find(uint64_t addr) const {
+  auto it = std::upper_bound(symbols_.begin(), symbols_.end(), addr,
+                             [](uint64_t a, const Symbol& s) { return a < s.start; });
+  if (it == symbols_.begin()) return nullptr;
+  --it;
+  // A zero size (the last symbol) covers up to 64 KiB: kallsyms' last entry.
+  uint64_t size = it->size != 0 ? it->size : 0x10000;
+  if (addr - it->start < size) return &*it;
+  return nullptr;
+}
+
+std::string Demangle(std::string_view name) {
+  if (name.size() < 2 || name[0] != '_' || name[1] != 'Z') return std::string(name);
+  std::string copy(name);
+  int status = 0;
+  char* out = abi::__cxa_demangle(copy.c_str(), nullptr, nullptr, &status);
+  if (status != 0 || out == nullptr) return copy;
+  std::string result(out);
+  std::free(out);
+  return result;
+}
+
+namespace {
+
+bool SectionIsCode(Elf* elf, size_t index) {
+  GElf_Shdr shdr;
+  Elf_Scn* scn = elf_getscn(elf, index);
+  return scn != nullptr && gelf_getshdr(scn, &shdr) != nullptr && (shdr.sh_flags & SHF_EXECINSTR);
+}
+
+// Functions, plus code labels that no function covers: assembly entry
+// points such as ld.so's _start and _dl_start_user are untyped symbols in an
+// executable section, and perf names that code by them too. A label inside
+// a function (a local jump target) is not a function of its own.
+void ReadSymbols(Elf* elf, Elf_Scn* scn, const GElf_Shdr& shdr, SymbolTable* table) {
+  Elf_Data* data = elf_getdata(scn, nullptr);
+  if (data == nullptr || shdr.sh_entsize == 0) return;
+  size_t count = shdr.sh_size / shdr.sh_entsize;
+  std::vector<std::pair<uint64_t, uint64_t>> functions;  // [start, end)
+  std::vector<Symbol> labels;
+  for (size_t i = 0; i < count; ++i) {
+    GElf_Sym sym;
+    if (gelf_getsym(data, static_cast<int>(i), &sym) == nullptr) break;
+    int type = GELF_ST_TYPE(sym.st_info);
+    bool function = type == STT_FUNC || type == STT_GNU_IFUNC;
+    if (!function && type != STT_NOTYPE) continue;
+    if (sym.st_shndx == SHN_UNDEF || sym.st_shndx >= SHN_LORESERVE || sym.st_value == 0) continue;
+    if (!function && !SectionIsCode(elf, sym.st_shndx)) continue;
+    const char* name = elf_strptr(elf, shdr.sh_link, sym.st_name);
+    if (name == nullptr || *name == '\0') continue;
+    if (function) {
+      functions.emplace_back(sym.st_value, sym.st_value + sym.st_size);
+      table->Add(Symbol{sym.st_value, sym.st_size, Demangle(name)});
+    } else if (name[0] != '.') {  // .L local labels never name code
+      labels.push_back(Symbol{sym.st_value, 0, name});
+    }
+  }
+  std::sort(functions.begin(), functions.end());
+  for (auto& label : labels) {
+    auto it = std::upper_bound(functions.begin(), functions.end(),
+                               std::make_pair(label.start, UINT64_MAX));
+    bool inside = it != functions.begin() && label.start < std::prev(it)->second;
+    if (!inside) table->Add(std::move(label));
+  }
+}
+
+// The dynamic symbol name of relocation `r` (in a section linked to .dynsym).
+const char* RelocSymbolName(Elf* elf, Elf_Data* symdata, const GElf_Shdr& dynsym_hdr,
+                            const GElf_Rela& r) {
+  GElf_Sym sym;
+  if (gelf_getsym(symdata, static_cast<int>(GELF_R_SYM(r.r_info)), &sym) == nullptr) return nullptr;
+  const char* name = elf_strptr(elf, dynsym_hdr.sh_link, sym.st_name);
+  return (name != nullptr && *name != '\0') ? name : nullptr;
+}
+
+// .plt.got entries (`jmp *slot(%rip)`, after an endbr64 with IBT) call
+// functions bound at load time: the slot's GLOB_DAT relocation in .rela.dyn
+// names them (objdump and perf >= 6.3 show "__cxa_finalize@plt").
+void ReadPltGot(Elf* elf, Elf_Scn* plt_got, const GElf_Shdr& plt_got_hdr, Elf_Scn* rela_dyn,
+                const GElf_Shdr& rela_dyn_hdr, SymbolTable* table) {
+  Elf_Data* code = elf_getdata(plt_got, nullptr);
+  Elf_Data* data = elf_getdata(rela_dyn, nullptr);
+  Elf_Scn* dynsym = elf_getscn(elf, rela_dyn_hdr.sh_link);
+  GElf_Shdr dynsym_hdr;
+  if (code == nullptr || code->d_buf == nullptr || data == nullptr || dynsym == nullptr ||
+      gelf_getshdr(dynsym, &dynsym_hdr) == nullptr || rela_dyn_hdr.sh_entsize == 0) {
+    return;
+  }
+  Elf_Data* symdata = elf_getdata(dynsym, nullptr);
+  if (symdata == nullptr) return;
+  const auto* bytes = static_cast<const unsigned char*>(code->d_buf);
+  const uint64_t entsize = plt_got_hdr.sh_entsize >= 8 ? plt_got_hdr.sh_entsize : 8;
+  const size_t nrela = rela_dyn_hdr.sh_size / rela_dyn_hdr.sh_entsize;
+  for (uint64_t off = 0; off + entsize <= code->d_size; off += entsize) {
+    uint64_t i = off;
+    if (entsize >= 16 && std::memcmp(bytes + i, "\xf3\x0f\x1e\xfa", 4) == 0) i += 4;  // endbr64
+    if (bytes[i] != 0xff || bytes[i + 1] != 0x25) continue;  // jmp *disp32(%rip)
+    int32_t disp;
+    std::memcpy(&disp, bytes + i + 2, 4);
+    uint64_t slot = plt_got_hdr.sh_addr + i + 6 + static_cast<int64_t>(disp);
+    for (size_t k = 0; k < nrela; ++k) {
+      GElf_Rela r;
+      if (gelf_getrela(data, static_cast<int>(k), &r) == nullptr) break;
+      if (r.r_offset != slot) continue;
+      if (const char* name = RelocSymbolName(elf, symdata, dynsym_hdr, r)) {
+        table->Add(Symbol{plt_got_hdr.sh_addr + off, entsize, Demangle(name) + "@plt"});
+      }
+      break;
+    }
+  }
+}
+
+// PLT stubs of .plt.sec (or .plt): each jumps through a GOT slot, and the
+// .rela.plt entry for that slot names it: "sym@plt", as objdump shows them;
+// an IRELATIVE entry names the IFUNC ("memset@plt", where objdump prints
+// "*ABS*+0x9c840@plt"). The 16-byte header (PLT0, the lazy-binding
+// trampoline) is named ".plt", as perf >= 6.3 does: it bounds the symbol
+// before it, so a zero-size `_init` in .init is not stretched over .plt
+// (perf 6.1 names PLT0 and every stub "_init+0x..." for that reason).
+void ReadPlt(Elf* elf, size_t shstrndx, SymbolTable* table) {
+  Elf_Scn* plt = nullptr;
+  Elf_Scn* plt_sec = nullptr;
+  Elf_Scn* plt_got = nullptr;
+  Elf_Scn* rela = nullptr;
+  Elf_Scn* rela_dyn = nullptr;
+  GElf_Shdr plt_hdr{}, plt_sec_hdr{}, plt_got_hdr{}, rela_hdr{}, rela_dyn_hdr{};
+  for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn != nullptr; scn = elf_nextscn(elf, scn)) {
+    GElf_Shdr shdr;
+    if (gelf_getshdr(scn, &shdr) == nullptr) continue;
+    const char* name = elf_strptr(elf, shstrndx, shdr.sh_name);
+    if (name == nullptr) continue;
+    if (std::strcmp(name, ".plt") == 0) plt = scn, plt_hdr = shdr;
+    if (std::strcmp(name, ".plt.sec") == 0) plt_sec = scn, plt_sec_hdr = shdr;
+    if (std::strcmp(name, ".plt.got") == 0) plt_got = scn, plt_got_hdr = shdr;
+    if (std::strcmp(name, ".rela.plt") == 0) rela = scn, rela_hdr = shdr;
+    if (std::strcmp(name, ".rela.dyn") == 0) rela_dyn = scn, rela_dyn_hdr = shdr;
+  }
+  if (plt_got != nullptr && rela_dyn != nullptr && plt_got_hdr.sh_type == SHT_PROGBITS &&
+      rela_dyn_hdr.sh_type == SHT_RELA) {
+    ReadPltGot(elf, plt_got, plt_got_hdr, rela_dyn, rela_dyn_hdr, table);
+  }
+  if (plt != nullptr && plt_hdr.sh_type == SHT_PROGBITS && plt_hdr.sh_size >= 16) {
+    // PLT0 starts with `push GOT+8(%rip)` (ff 35); static binaries' .plt
+    // (IFUNC stubs only) has no header.
+    Elf_Data* code = elf_getdata(plt, nullptr);
+    const auto* c = code != nullptr ? static_cast<const unsigned char*>(code->d_buf) : nullptr;
+    if (c != nullptr && code->d_size >= 16 && c[0] == 0xff && c[1] == 0x35) {
+      table->Add(Symbol{plt_hdr.sh_addr, 16, ".plt"});
+    }
+  }
+  if (rela == nullptr || (plt == nullptr && plt_sec == nullptr)) return;
+  Elf_Data* data = elf_getdata(rela, nullptr);
+  if (data == nullptr || rela_hdr.sh_entsize == 0) return;
+  // IRELATIVE relocations name no symbol: their addend is the IFUNC's
+  // resolver, which the symbol tables name (memset, strlen...).
+  std::unordered_map<uint64_t, std::string> ifuncs;
+  for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn != nullptr; scn = elf_nextscn(elf, scn)) {
+    GElf_Shdr shdr;
+    if (gelf_getshdr(scn, &shdr) == nullptr) continue;
+    if (shdr.sh_type != SHT_DYNSYM && shdr.sh_type != SHT_SYMTAB) continue;
+    Elf_Data* syms = elf_getdata(scn, nullptr);
+    if (syms == nullptr || shdr.sh_entsize == 0) continue;
+    for (size_t i = 0; i < shdr.sh_size / shdr.sh_entsize; ++i) {
+      GElf_Sym sym;
+      if (gelf_getsym(syms, static_cast<int>(i), &sym) == nullptr) break;
+      if (GELF_ST_TYPE(sym.st_info) != STT_GNU_IFUNC || sym.st_value == 0) continue;
+      const char* name = elf_strptr(elf, shdr.sh_link, sym.st_name);
+      if (name != nullptr && *name != '\0') ifuncs.emplace(sym.st_value, name);
+    }
+  }
+  // Each stub jumps through the GOT slot its relocation fills: name stubs
+  // by slot, not by position. Their order need not follow .rela.plt's:
+  // libc's IRELATIVE entries come last there, their stubs first.
+  Elf_Scn* dynsym = elf_getscn(elf, rela_hdr.sh_link);
+  GElf_Shdr dynsym_hdr{};
+  Elf_Data* symdata = nullptr;
+  if (dynsym != nullptr && gelf_getshdr(dynsym, &dynsym_hdr) != nullptr &&
+      dynsym_hdr.sh_type == SHT_DYNSYM) {
+    symdata = elf_getdata(dynsym, nullptr);
+  }
+  std::unordered_map<uint64_t, std::string> by_slot;
+  for (size_t i = 0; i < rela_hdr.sh_size / rela_hdr.sh_entsize; ++i) {
+    GElf_Rela r;
+    if (gelf_getrela(data, static_cast<int>(i), &r) == nullptr) break;
+    const char* name = nullptr;
+    if (GELF_R_TYPE(r.r_info) == R_X86_64_IRELATIVE) {
+      auto it = ifuncs.find(static_cast<uint64_t>(r.r_addend));
+      if (it != ifuncs.end()) name = it->second.c_str();
+    } else if (symdata != nullptr) {
+      name = RelocSymbolName(elf, symdata, dynsym_hdr, r);
+    }
+    if (name != nullptr) by_slot.emplace(r.r_offset, Demangle(name) + "@plt");
+  }
+  Elf_Scn* stubs = plt_sec != nullptr ? plt_sec : plt;
+  const GElf_Shdr& stubs_hdr = plt_sec != nullptr ? plt_sec_hdr : plt_hdr;
+  Elf_Data* code = elf_getdata(stubs, nullptr);
+  if (code == nullptr || code->d_buf == nullptr) return;
+  const auto* c = static_cast<const unsigned char*>(code->d_buf);
+  // 16-byte stubs, or 8 (`jmp *slot; xchg %ax,%ax`) in static binaries'
+  // IFUNC-only .plt, whose sh_entsize is 0.
+  const size_t nrela = rela_hdr.sh_size / rela_hdr.sh_entsize;
+  const uint64_t kStub = stubs_hdr.sh_entsize == 8 || stubs_hdr.sh_entsize == 16
+                             ? stubs_hdr.sh_entsize
+                             : (nrela != 0 && code->d_size == nrela * 8 ? 8 : 16);
+  for (uint64_t off = 0; off + kStub <= code->d_size; off += kStub) {
+    // `jmp *disp(%rip)` (ff 25), maybe as `bnd jmp` (f2 ff 25), maybe after
+    // an endbr64 (f3 0f 1e fa); PLT0 (ff 35 ...) matches none.
+    for (uint64_t at : {uint64_t{0}, uint64_t{4}}) {
+      if (off + at + 6 > code->d_size) break;
+      const unsigned char* e = c + off + at;
+      const uint64_t op = e[0] == 0xf2 ? 1 : 0;
+      if (off + at + op + 6 > code->d_size) break;
+      if (e[op] != 0xff || e[op + 1] != 0x25) continue;
+      int32_t disp;
+      std::memcpy(&disp, e + op + 2, sizeof disp);
+      const uint64_t slot = stubs_hdr.sh_addr + off + at + op + 6 + static_cast<int64_t>(disp);
+      if (auto it = by_slot.find(slot); it != by_slot.end()) {
+        table->Add(Symbol{stubs_hdr.sh_addr + off, kStub, it->second});
+      }
+      break;
+    }
+  }
+}
+
+}  // namespace
+
+Result<SymbolFile> SymbolFile::Open(const std::filesystem::path& path) {
+  base::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return Error::FromErrno("opening " + path.string());
+  elf_version(EV_CURRENT);
+  internal::ElfHandle elf(elf_begin(fd.get(), ELF_C_READ_MMAP, nullptr));
+  if (elf == nullptr || elf_kind(elf.get()) != ELF_K_ELF) {
+    return Error(path.string() + " is not an ELF file");
+  }
+  SymbolFile out;
+  out.path_ = path;
+  out.segments_ = internal::LoadSegments(elf.get());
+  size_t shstrndx = 0;
+  if (elf_getshdrstrndx(elf.get(), &shstrndx) != 0) shstrndx = 0;
+  Elf_Scn* dynsym = nullptr;
+  GElf_Shdr dynsym_hdr{};
+  for (Elf_Scn* scn = elf_nextscn(elf.get(), nullptr); scn != nullptr;
+       scn = elf_nextscn(elf.get(), scn)) {
+    GElf_Shdr shdr;
+    if (gelf_getshdr(scn, &shdr) == nullptr) continue;
+    if (shdr.sh_type == SHT_SYMTAB) {
+      ReadSymbols(elf.get(), scn, shdr, &out.symbols_);
+      out.has_symtab_ = true;
+    } else if (shdr.sh_type == SHT_DYNSYM) {
+      dynsym = scn;
+      dynsym_hdr = shdr;
+    } else if (shstrndx != 0) {
+      const char* name = elf_strptr(elf.get(), shstrndx, shdr.sh_name);
+      if (name != nullptr && std::strcmp(name, ".gnu_debuglink") == 0) {
+        Elf_Data* data = elf_getdata(scn, nullptr);
+        if (data != nullptr && data->d_size > 0) {
+          const char* s = static_cast<const char*>(data->d_buf);
+          out.debuglink_.assign(s, strnlen(s, data->d_size));
+        }
+      }
+    }
+  }
+  // .dynsym adds exported names that a stripped .symtab lacks; duplicates
+  // by address are dropped in Finish().
+  if (dynsym != nullptr) ReadSymbols(elf.get(), dynsym, dynsym_hdr, &out.symbols_);
+  if (shstrndx != 0) ReadPlt(elf.get(), shstrndx, &out.symbols_);
+  out.build_id_ = internal::BuildIdNote(elf.get());
+  out.symbols_.Finish();
+  return out;
+}
+
+void SymbolFile::MergeSymbols(const SymbolFile& debug) {
+  for (const auto& s : debug.symbols_.symbols()) symbols_.Add(s);
+  symbols_.Finish();
+  has_symtab_ = has_symtab_ || debug.has_symtab_;
+}
+
+}  // namespace ptsnap::elf

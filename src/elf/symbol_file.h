@@ -1,0 +1,82 @@
+// Naming code: symbol tables with nearest-below lookup, and the ELF files
+// the decoder symbolises against (SymbolFile: functions and code labels,
+// synthesised PLT names, PT_LOAD layout, build-id, debug link), with C++
+// demangling. The decoder's kallsyms and JIT-map tables are SymbolTables
+// too (decode/symbols.h).
+//
+// Nothing here throws or aborts on bad input: a file that is not ELF yields
+// an error, a symbol table that is corrupt yields fewer symbols.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "elf/segments.h"
+#include "ptsnap/result.h"
+
+namespace ptsnap::elf {
+
+// One function-like symbol: [start, start + size). size 0 means "up to the
+// next symbol".
+struct Symbol {
+  uint64_t start = 0;
+  uint64_t size = 0;
+  std::string name;  // demangled
+};
+
+// A sorted, non-owning-free table with nearest-below lookup.
+class SymbolTable {
+ public:
+  void Add(Symbol s) { symbols_.push_back(std::move(s)); }
+  // Sorts, drops duplicates (prefers sized, global-looking names) and
+  // computes sizes of zero-sized entries from their successor.
+  void Finish();
+  // The symbol containing `addr`, or nullptr.
+  [[nodiscard]] const Symbol* Find(uint64_t addr) const;
+  [[nodiscard]] size_t size() const { return symbols_.size(); }
+  [[nodiscard]] const std::vector<Symbol>& symbols() const { return symbols_; }
+
+ private:
+  std::vector<Symbol> symbols_;
+};
+
+// What the decoder needs from one ELF file to name code.
+class SymbolFile {
+ public:
+  // Reads `path` with libelf: .symtab (or .dynsym), synthesised `name@plt`
+  // entries for .plt/.plt.sec stubs from .rela.plt, PT_LOAD segments, the
+  // NT_GNU_BUILD_ID note and .gnu_debuglink. Errors: unreadable, not ELF.
+  static Result<SymbolFile> Open(const std::filesystem::path& path);
+
+  [[nodiscard]] const std::filesystem::path& path() const { return path_; }
+  [[nodiscard]] const std::string& build_id() const { return build_id_; }  // hex, "" if none
+  [[nodiscard]] const std::string& debuglink() const { return debuglink_; }
+  [[nodiscard]] const std::vector<Segment>& segments() const { return segments_; }
+  [[nodiscard]] const SymbolTable& symbols() const { return symbols_; }
+  [[nodiscard]] bool has_symtab() const { return has_symtab_; }
+  // Adds symbols from a separate debug file (same layout) when this file has
+  // no .symtab.
+  void MergeSymbols(const SymbolFile& debug);
+
+  // The ELF virtual address for a file offset, using the PT_LOAD that holds
+  // it; nullopt when none does.
+  [[nodiscard]] std::optional<uint64_t> OffsetToVaddr(uint64_t offset) const {
+    return elf::OffsetToVaddr(segments_, offset);
+  }
+
+ private:
+  std::filesystem::path path_;
+  std::string build_id_, debuglink_;
+  std::vector<Segment> segments_;
+  SymbolTable symbols_;
+  bool has_symtab_ = false;
+};
+
+// abi::__cxa_demangle for names starting with _Z, else the name unchanged.
+std::string Demangle(std::string_view name);
+
+}  // namespace ptsnap::elf
