@@ -13,77 +13,29 @@
 namespace ptsnap::sys {
 namespace {
 
-// Program headers beyond this are not a plausible kcore (the kernel emits a
-// few dozen); it bounds what the reader allocates.
-constexpr size_t kMaxHeaderBytes = size_t{1} << 20;
-
-Result<Elf64_Ehdr> CheckEhdr(std::span<const std::byte> bytes) {
-  if (bytes.size() < sizeof(Elf64_Ehdr)) {
-    return Error("ELF header truncated: " + std::to_string(bytes.size()) + " of " +
-                 std::to_string(sizeof(Elf64_Ehdr)) + " bytes");
-  }
-  Elf64_Ehdr eh;
-  std::memcpy(&eh, bytes.data(), sizeof eh);
-  if (std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0) return Error("not an ELF file (bad magic)");
-  if (eh.e_ident[EI_CLASS] != ELFCLASS64) return Error("not a 64-bit ELF file");
-  if (eh.e_ident[EI_DATA] != ELFDATA2LSB) return Error("not a little-endian ELF file");
-  if (eh.e_type != ET_CORE)
-    return Error("ELF type " + std::to_string(eh.e_type) + " is not ET_CORE");
-  if (eh.e_phnum == 0) return Error("no program headers");
-  if (eh.e_phnum == PN_XNUM) return Error("extended program header count (PN_XNUM) unsupported");
-  if (eh.e_phentsize != sizeof(Elf64_Phdr)) {
-    return Error("program header size " + std::to_string(eh.e_phentsize) + " is not " +
-                 std::to_string(sizeof(Elf64_Phdr)));
-  }
+Result<elf::ElfHeader> CoreHeader(std::span<const std::byte> bytes) {
+  PTSNAP_ASSIGN_OR_RETURN(elf::ElfHeader eh, elf::ParseElfHeader(bytes));
+  if (eh.type != ET_CORE) return Error("ELF type " + std::to_string(eh.type) + " is not ET_CORE");
   return eh;
-}
-
-// e_phoff + e_phnum * e_phentsize without overflow (phnum < 2^16, entsize 56).
-Result<size_t> EndOfPhdrs(const Elf64_Ehdr& eh) {
-  uint64_t table = uint64_t{eh.e_phnum} * eh.e_phentsize;
-  if (eh.e_phoff > kMaxHeaderBytes || table > kMaxHeaderBytes - eh.e_phoff) {
-    return Error("program header table at offset " + std::to_string(eh.e_phoff) +
-                 " is beyond the plausible header size");
-  }
-  return static_cast<size_t>(eh.e_phoff + table);
 }
 
 }  // namespace
 
 Result<size_t> KcoreHeaderSize(std::span<const std::byte> ehdr_bytes) {
-  PTSNAP_ASSIGN_OR_RETURN(Elf64_Ehdr eh, CheckEhdr(ehdr_bytes));
-  PTSNAP_ASSIGN_OR_RETURN(size_t end, EndOfPhdrs(eh));
-  return std::max(end, sizeof(Elf64_Ehdr));
+  PTSNAP_ASSIGN_OR_RETURN(elf::ElfHeader eh, CoreHeader(ehdr_bytes));
+  return elf::HeadersSize(eh);
 }
 
 Result<KcoreHeader> ParseKcoreHeader(std::span<const std::byte> bytes) {
-  PTSNAP_ASSIGN_OR_RETURN(Elf64_Ehdr eh, CheckEhdr(bytes));
-  PTSNAP_ASSIGN_OR_RETURN(size_t end, EndOfPhdrs(eh));
-  if (end > bytes.size()) {
-    return Error("program headers truncated: need " + std::to_string(end) + " bytes, have " +
-                 std::to_string(bytes.size()));
-  }
+  PTSNAP_ASSIGN_OR_RETURN(elf::ElfHeader eh, CoreHeader(bytes));
+  PTSNAP_ASSIGN_OR_RETURN(std::vector<elf::ProgramHeader> phdrs,
+                          elf::ParseProgramHeaders(bytes, eh));
   KcoreHeader out;
-  out.machine = eh.e_machine;
-  out.phnum = eh.e_phnum;
-  for (size_t i = 0; i < eh.e_phnum; ++i) {
-    Elf64_Phdr ph;
-    std::memcpy(&ph, bytes.data() + eh.e_phoff + i * sizeof(Elf64_Phdr), sizeof ph);
-    if (ph.p_type == PT_NOTE) {
-      ++out.note_count;
-      continue;
-    }
-    if (ph.p_type != PT_LOAD) continue;
-    if (ph.p_offset + ph.p_filesz < ph.p_offset) {
-      return Error("PT_LOAD " + std::to_string(i) + ": file range overflows");
-    }
-    if (ph.p_vaddr + ph.p_filesz < ph.p_vaddr && ph.p_vaddr + ph.p_filesz != 0) {
-      return Error("PT_LOAD " + std::to_string(i) + ": address range overflows");
-    }
-    if (ph.p_filesz > ph.p_memsz) {
-      return Error("PT_LOAD " + std::to_string(i) + ": p_filesz exceeds p_memsz");
-    }
-    out.loads.push_back({ph.p_vaddr, ph.p_paddr, ph.p_offset, ph.p_filesz, ph.p_memsz, ph.p_flags});
+  out.machine = eh.machine;
+  out.phnum = eh.phnum;
+  for (const elf::ProgramHeader& ph : phdrs) {
+    if (ph.type == PT_NOTE) ++out.note_count;
+    if (ph.type == PT_LOAD) out.loads.push_back(ph);
   }
   return out;
 }

@@ -5,7 +5,7 @@
 // st_size, so everything here uses pread().
 //
 // ParseKcoreHeader() is pure and validates every offset and size against the
-// bytes it is given; it needs no libelf.
+// bytes it is given, with elf/segments.h's header readers (no libelf).
 #pragma once
 
 #include <cstddef>
@@ -16,18 +16,13 @@
 
 #include "base/root_path.h"
 #include "base/unique_fd.h"
+#include "elf/segments.h"
 #include "ptsnap/result.h"
 
 namespace ptsnap::sys {
 
-struct ElfLoad {
-  uint64_t vaddr = 0;
-  uint64_t paddr = 0;
-  uint64_t offset = 0;  // file offset of the segment's bytes
-  uint64_t filesz = 0;
-  uint64_t memsz = 0;
-  uint32_t flags = 0;  // PF_R/PF_W/PF_X
-};
+// A PT_LOAD of the core file.
+using ElfLoad = elf::ProgramHeader;
 
 struct KcoreHeader {
   uint16_t machine = 0;  // e_machine (EM_X86_64 = 62)
