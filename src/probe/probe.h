@@ -6,6 +6,8 @@
 // /proc, a CPUID source, an environment lookup), so tests run it on fake
 // trees; the live checks (real perf_event_open calls) run only when
 // `live_syscalls` is set. It never fails: every problem is a Check.
+// Inside, it is GatherFacts() (facts.h: all the I/O, into a plain
+// ProbeFacts) then AssembleReport() (checks.h: one pure check per section).
 #pragma once
 
 #include <cstdint>
