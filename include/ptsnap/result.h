@@ -2,8 +2,10 @@
 //
 // An Error carries a message, an optional errno and a chain of context strings
 // added as it travels up ("opening intel_pt event for tid 42: perf_event_open:
-// Permission denied"). Result<T> holds either a T or an Error; it mirrors the
-// small part of std::expected we use, so it can be swapped for it in C++23.
+// Permission denied") and a kind, for callers that act on the failure (the
+// CLI's exit code, an agent's retry) without reading its text. Result<T>
+// holds either a T or an Error; it mirrors the small part of std::expected
+// we use, so it can be swapped for it in C++23.
 #pragma once
 
 #include <cerrno>
@@ -13,6 +15,17 @@
 #include <vector>
 
 namespace ptsnap {
+
+// Set where the cause is known; context added later keeps it.
+enum class ErrorKind {
+  kOther,
+  kNoPmu,           // no intel_pt PMU (VM, old CPU, AMD)
+  kPrivilege,       // perf_event_paranoid or capabilities refused it
+  kBufferMapping,   // mmap of a perf ring or AUX area failed (locked-memory limits)
+  kTraceDirExists,  // refusing to overwrite a recording
+  kProcessGone,     // the process exited or never existed
+  kTrigger,         // the trigger could not be resolved
+};
 
 class Error {
  public:
@@ -29,6 +42,7 @@ class Error {
   [[nodiscard]] int errnum() const { return errnum_; }
   // Outermost context last.
   [[nodiscard]] const std::vector<std::string>& context() const { return context_; }
+  [[nodiscard]] ErrorKind kind() const { return kind_; }
 
   // "outer: inner: message: strerror".
   [[nodiscard]] std::string ToString() const;
@@ -41,11 +55,20 @@ class Error {
     context_.push_back(std::move(what));
     return std::move(*this);
   }
+  Error& WithKind(ErrorKind kind) & {
+    kind_ = kind;
+    return *this;
+  }
+  Error&& WithKind(ErrorKind kind) && {
+    kind_ = kind;
+    return std::move(*this);
+  }
 
  private:
   std::string message_;
   int errnum_;
   std::vector<std::string> context_;
+  ErrorKind kind_ = ErrorKind::kOther;
 };
 
 template <class T>

@@ -174,16 +174,15 @@ int RunRecord(Args& a, bool attach) {
     std::fprintf(stderr, "[ %s exited with status %d; trace in %s ]\n",
                  o.command.empty() ? "program" : o.command[0].c_str(), *status, trace_dir.c_str());
   } else {
-    record::FailureKind kind = record::FailureKind::kOther;
     sys::HostCpuid cpuid;
-    auto prepared = record::Prepare(o, base::RootPath(), cpuid, &kind);
+    auto prepared = record::Prepare(o, base::RootPath(), cpuid);
     if (!prepared) {
       Fail(prepared.error().ToString());
-      return kind == record::FailureKind::kNoPmu ? kExitNoPt : kExitFailure;
+      return prepared.error().kind() == ErrorKind::kNoPmu ? kExitNoPt : kExitFailure;
     }
     for (const auto& w : prepared->warnings)
       std::fprintf(stderr, "ptsnap: warning: %s\n", w.c_str());
-    auto outcome = record::Record(o, std::move(*prepared), trace_dir, base::RootPath(), &kind);
+    auto outcome = record::Record(o, std::move(*prepared), trace_dir, base::RootPath());
     if (!outcome) {
       Fail(outcome.error().ToString());
       return kExitFailure;

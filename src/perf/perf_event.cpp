@@ -49,7 +49,12 @@ Result<PerfEvent> PerfEvent::Open(const perf_event_attr& attr, pid_t pid, int cp
   // data_tail (and aux_offset/aux_size) can be written.
   auto ring = base::MappedRegion::Map((1 + map.data_pages) * page, PROT_READ | PROT_WRITE,
                                       MAP_SHARED, ev.fd(), 0);
-  if (!ring) return std::move(ring).error().AddContext("mapping the data ring of " + ev.what_);
+  if (!ring) {
+    return std::move(ring)
+        .error()
+        .AddContext("mapping the data ring of " + ev.what_)
+        .WithKind(ErrorKind::kBufferMapping);
+  }
   ev.ring_ = std::move(*ring);
   if (map.aux_pages == 0) return ev;
   if (!IsPowerOfTwo(map.aux_pages))
@@ -64,7 +69,12 @@ Result<PerfEvent> PerfEvent::Open(const perf_event_attr& attr, pid_t pid, int cp
   const int prot = map.aux_writable ? PROT_READ | PROT_WRITE : PROT_READ;
   auto aux = base::MappedRegion::Map(map.aux_pages * page, prot, MAP_SHARED, ev.fd(),
                                      static_cast<off_t>(h->aux_offset));
-  if (!aux) return std::move(aux).error().AddContext("mapping the AUX area of " + ev.what_);
+  if (!aux) {
+    return std::move(aux)
+        .error()
+        .AddContext("mapping the AUX area of " + ev.what_)
+        .WithKind(ErrorKind::kBufferMapping);
+  }
   ev.aux_ = std::move(*aux);
   return ev;
 }

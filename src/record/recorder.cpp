@@ -88,17 +88,19 @@ uint64_t UnixNowNs() {
 bool ProcessExists(pid_t pid) { return ::kill(pid, 0) == 0 || errno == EPERM; }
 
 // The error from opening a thread's events, with the explanation in front.
-Error ExplainThreadError(const Error& e, const Prepared& p, FailureKind* kind) {
-  bool mmap = false;
-  for (const auto& c : e.context())
-    if (c.find("mapping") != std::string::npos) mmap = true;
-  if (e.message().find("mmap") != std::string::npos) mmap = true;
-  if (e.errnum() == ESRCH) *kind = FailureKind::kProcessGone;
-  if (!mmap && (e.errnum() == EACCES || e.errnum() == EPERM)) *kind = FailureKind::kPrivilege;
-  if (e.errnum() == 0) return e;
+// Its kind: a vanished thread, a refusal by privilege (perf_event_open's
+// EACCES/EPERM; from mmap they mean the locked-memory limit), or the kind the
+// perf layer gave it (kBufferMapping).
+Error ExplainThreadError(const Error& e, const Prepared& p) {
+  const bool mmap = e.kind() == ErrorKind::kBufferMapping;
+  ErrorKind kind = e.kind();
+  if (e.errnum() == ESRCH) kind = ErrorKind::kProcessGone;
+  if (!mmap && (e.errnum() == EACCES || e.errnum() == EPERM)) kind = ErrorKind::kPrivilege;
+  if (e.errnum() == 0) return Error(e).WithKind(kind);
   return Error(ExplainOpenFailure(e.errnum(), p.scope != trace::Scope::kUser, p.privileges, mmap,
                                   (p.hw.aux_pages + p.hw.data_pages + 1) * 4096, !p.cpus.empty()) +
-               " (" + e.ToString() + ")");
+               " (" + e.ToString() + ")")
+      .WithKind(kind);
 }
 
 // Pre-flight: may this process open PT events in `scope`? The kernel's own
@@ -253,14 +255,12 @@ Result<std::vector<int>> SelectCpus(const std::vector<int>& requested,
 }
 
 Result<Prepared> Prepare(const RecordOptions& opts, const base::RootPath& root,
-                         const sys::CpuidSource& cpuid, FailureKind* kind) {
-  *kind = FailureKind::kOther;
+                         const sys::CpuidSource& cpuid) {
   Prepared p;
   p.cpu = sys::DecodeCpu(cpuid);
   sys::PmuInfo pmu = sys::ReadPmu(root, "intel_pt");
   if (!pmu.present) {
-    *kind = FailureKind::kNoPmu;
-    return Error(NoPmuMessage(p.cpu));
+    return Error(NoPmuMessage(p.cpu)).WithKind(ErrorKind::kNoPmu);
   }
   p.privileges = sys::ReadPrivileges(root);
   const sys::Privileges& priv = p.privileges;
@@ -271,13 +271,11 @@ Result<Prepared> Prepare(const RecordOptions& opts, const base::RootPath& root,
   const bool system_wide = opts.all_cpus || !opts.cpus.empty();
   if (system_wide) {
     if (auto ok = CheckSystemWidePrivilege(priv); !ok) {
-      *kind = FailureKind::kPrivilege;
-      return std::move(ok).error();
+      return std::move(ok).error().WithKind(ErrorKind::kPrivilege);
     }
   }
   if (auto allowed = CheckScopePrivileges(opts.scope, root, priv); !allowed) {
-    *kind = FailureKind::kPrivilege;
-    return std::move(allowed).error();
+    return std::move(allowed).error().WithKind(ErrorKind::kPrivilege);
   }
   auto online = sys::ReadOnlineCpus(root);
   if (system_wide) {
@@ -509,15 +507,14 @@ void CopyKernel(const Prepared& p, const base::RootPath& root, trace::TraceWrite
 
 Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
                        const std::filesystem::path& trace_dir, const base::RootPath& root,
-                       FailureKind* kind, const SourceFactory& make_source) {
-  *kind = FailureKind::kOther;
+                       const SourceFactory& make_source) {
   Outcome outcome;
   std::error_code ec;
   if (std::filesystem::exists(trace_dir, ec) && (!std::filesystem::is_directory(trace_dir, ec) ||
                                                  !std::filesystem::is_empty(trace_dir, ec))) {
-    *kind = FailureKind::kTraceDirExists;
     return Error("trace directory " + trace_dir.string() +
-                 " already exists; remove it or choose another with --trace-dir (or -o)");
+                 " already exists; remove it or choose another with --trace-dir (or -o)")
+        .WithKind(ErrorKind::kTraceDirExists);
   }
   const bool run = !opts.command.empty();
   const bool system_wide = !prepared.cpus.empty();
@@ -534,9 +531,9 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
   // Threads of the traced program then only host trigger breakpoints.
   auto open_cpus = [&]() -> Result<void> {
     for (int cpu : prepared.cpus) {
-      if (auto r = source->AddCpu(cpu); !r) return ExplainThreadError(r.error(), prepared, kind);
+      if (auto r = source->AddCpu(cpu); !r) return ExplainThreadError(r.error(), prepared);
     }
-    if (auto r = source->EnableAll(); !r) return ExplainThreadError(r.error(), prepared, kind);
+    if (auto r = source->EnableAll(); !r) return ExplainThreadError(r.error(), prepared);
     return Ok();
   };
   const bool trace_threads = !system_wide;
@@ -550,17 +547,14 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
     pids.push_back(child->pid());
     if (system_wide) PTSNAP_TRY(open_cpus());
     if (auto r = source->AddThread(child->pid(), child->pid(), trace_threads); !r)
-      return ExplainThreadError(r.error(), prepared, kind);
+      return ExplainThreadError(r.error(), prepared);
     PTSNAP_TRY(child->Exec());
     // enable_on_exec has fired; enabling again is a no-op for these events
     // but marks the source started, so threads found later start enabled.
-    if (auto r = source->EnableAll(); !r) return ExplainThreadError(r.error(), prepared, kind);
+    if (auto r = source->EnableAll(); !r) return ExplainThreadError(r.error(), prepared);
     if (!opts.trigger.empty()) {
       auto resolved = ResolveTrigger(opts.trigger, child->pid());
-      if (!resolved) {
-        *kind = FailureKind::kTrigger;
-        return std::move(resolved).error();
-      }
+      if (!resolved) return std::move(resolved).error().WithKind(ErrorKind::kTrigger);
       points = std::move(*resolved);
     }
   } else {
@@ -569,45 +563,41 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
       return Error("--trigger needs -p PID: the process whose code holds the trigger");
     for (pid_t pid : opts.pids) {
       if (pid <= 0 || !ProcessExists(pid)) {
-        *kind = FailureKind::kProcessGone;
         return Error("process " + std::to_string(pid) +
-                     " does not exist (it may have exited before ptsnap could attach)");
+                     " does not exist (it may have exited before ptsnap could attach)")
+            .WithKind(ErrorKind::kProcessGone);
       }
     }
     pids = opts.pids;
     if (!opts.trigger.empty()) {
       auto resolved = ResolveTrigger(opts.trigger, pids[0]);
-      if (!resolved) {
-        *kind = FailureKind::kTrigger;
-        return std::move(resolved).error();
-      }
+      if (!resolved) return std::move(resolved).error().WithKind(ErrorKind::kTrigger);
       points = std::move(*resolved);
     }
     for (pid_t pid : pids) {
       auto tids = ListThreads(pid);
       if (!tids) {
-        *kind = FailureKind::kProcessGone;
         return Error("process " + std::to_string(pid) + " exited before ptsnap could attach (" +
-                     tids.error().ToString() + ")");
+                     tids.error().ToString() + ")")
+            .WithKind(ErrorKind::kProcessGone);
       }
       for (pid_t tid : *tids) {
         if (auto r =
                 source->AddThread(pid, tid, trace_threads && (opts.multi_thread || tid == pid));
             !r)
-          return ExplainThreadError(r.error(), prepared, kind);
+          return ExplainThreadError(r.error(), prepared);
       }
     }
     // System-wide attach enables the CPUs' events after the mappings are
     // synthesized (below), like per-thread attach.
     if (system_wide) {
       for (int cpu : prepared.cpus) {
-        if (auto r = source->AddCpu(cpu); !r) return ExplainThreadError(r.error(), prepared, kind);
+        if (auto r = source->AddCpu(cpu); !r) return ExplainThreadError(r.error(), prepared);
       }
     }
   }
   if (!points.empty()) {
-    if (auto r = source->ArmTriggers(points); !r)
-      return ExplainThreadError(r.error(), prepared, kind);
+    if (auto r = source->ArmTriggers(points); !r) return ExplainThreadError(r.error(), prepared);
     for (const auto& p : points)
       std::fprintf(stderr, "[ Trigger armed: %s ]\n", p.description.c_str());
   }

@@ -28,17 +28,6 @@
 
 namespace ptsnap::record {
 
-// Why a recording could not start or went wrong, for the CLI's exit code
-// (docs/errors.md).
-enum class FailureKind {
-  kOther,
-  kNoPmu,           // no intel_pt PMU (VM, old CPU, AMD)
-  kPrivilege,       // paranoid / capabilities
-  kTraceDirExists,  // refusing to overwrite a recording
-  kProcessGone,     // attach: no such process
-  kTrigger,         // the trigger could not be resolved
-};
-
 // Everything decided before touching the traced program.
 struct Prepared {
   HardwareConfig hw;
@@ -83,8 +72,10 @@ std::string FormatCpuList(const std::vector<int>& cpus);
 
 // Checks and builds the event attributes. Nothing is opened or written.
 // The default --snapshot-size is the probe's rule (probe::DefaultSnapshotBytes).
+// Errors of kind kNoPmu and kPrivilege say why the machine cannot record
+// (the CLI's exit codes, docs/errors.md).
 Result<Prepared> Prepare(const RecordOptions& opts, const base::RootPath& root,
-                         const sys::CpuidSource& cpuid, FailureKind* kind);
+                         const sys::CpuidSource& cpuid);
 
 struct Outcome {
   int program_status = 0;  // run: the program's exit status (shell style)
@@ -103,10 +94,11 @@ using SourceFactory = std::function<Result<std::unique_ptr<PtSource>>(const Hard
 // program (run) or the processes of -p (attach) only hosting the trigger.
 // On failure after the directory was created, the directory is finished in
 // state "interrupted" so what was captured stays readable. `make_source`
-// defaults to HardwarePtSource::Create.
+// defaults to HardwarePtSource::Create. Errors carry their ErrorKind:
+// kTraceDirExists, kProcessGone, kTrigger, kPrivilege, kBufferMapping.
 Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
                        const std::filesystem::path& trace_dir, const base::RootPath& root,
-                       FailureKind* kind, const SourceFactory& make_source = nullptr);
+                       const SourceFactory& make_source = nullptr);
 
 // Threads of a process (/proc/PID/task), sorted; the main thread first.
 Result<std::vector<pid_t>> ListThreads(pid_t pid);

@@ -18,8 +18,10 @@ namespace ptsnap::record {
 namespace {
 
 using ::ptsnap::testing::HasErrorContaining;
+using ::ptsnap::testing::HasErrorKind;
 using ::ptsnap::testing::HasValue;
 using ::ptsnap::testing::TempDir;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -124,10 +126,9 @@ TEST(Prepare, NoPmuFailsWithKind) {
   ::ptsnap::testing::FakeCpuid cpuid;
   RecordOptions o;
   o.command = {"/bin/true"};
-  FailureKind kind;
-  EXPECT_THAT(Prepare(o, base::RootPath(d.path()), cpuid, &kind),
-              HasErrorContaining("no Intel PT on this machine"));
-  EXPECT_EQ(kind, FailureKind::kNoPmu);
+  EXPECT_THAT(
+      Prepare(o, base::RootPath(d.path()), cpuid),
+      AllOf(HasErrorContaining("no Intel PT on this machine"), HasErrorKind(ErrorKind::kNoPmu)));
 }
 
 TEST(Prepare, KernelScopeWithoutPrivilegeFailsBeforeOpening) {
@@ -138,13 +139,12 @@ TEST(Prepare, KernelScopeWithoutPrivilegeFailsBeforeOpening) {
   RecordOptions o;
   o.command = {"/bin/true"};
   o.scope = trace::Scope::kUserKernel;
-  FailureKind kind;
-  EXPECT_THAT(Prepare(o, base::RootPath(d.path()), cpuid, &kind),
-              HasErrorContaining("--trace-include-kernel needs CAP_PERFMON"));
-  EXPECT_EQ(kind, FailureKind::kPrivilege);
+  EXPECT_THAT(Prepare(o, base::RootPath(d.path()), cpuid),
+              AllOf(HasErrorContaining("--trace-include-kernel needs CAP_PERFMON"),
+                    HasErrorKind(ErrorKind::kPrivilege)));
   // paranoid 1 allows it.
   WriteUser(d, 1);
-  EXPECT_THAT(Prepare(o, base::RootPath(d.path()), cpuid, &kind), HasValue());
+  EXPECT_THAT(Prepare(o, base::RootPath(d.path()), cpuid), HasValue());
 }
 
 TEST(Prepare, BuildsAttrsAndDefaults) {
@@ -156,8 +156,7 @@ TEST(Prepare, BuildsAttrsAndDefaults) {
   o.command = {"/bin/true"};
   o.snapshot_size = 100000;  // not a power of two pages
   o.timer.preset = "low";
-  FailureKind kind;
-  auto p = Prepare(o, base::RootPath(d.path()), cpuid, &kind);
+  auto p = Prepare(o, base::RootPath(d.path()), cpuid);
   ASSERT_THAT(p, HasValue());
   EXPECT_EQ(p->aux_bytes, 128u << 10);
   ASSERT_FALSE(p->warnings.empty());
@@ -173,7 +172,7 @@ TEST(Prepare, BuildsAttrsAndDefaults) {
   EXPECT_TRUE(p->cpus.empty());  // per-thread
   // Unprivileged default: the probe's rule, 128 KiB.
   o.snapshot_size = 0;
-  p = Prepare(o, base::RootPath(d.path()), cpuid, &kind);
+  p = Prepare(o, base::RootPath(d.path()), cpuid);
   ASSERT_THAT(p, HasValue());
   EXPECT_EQ(p->aux_bytes, 128u << 10);
   EXPECT_EQ(p->aux_bytes, probe::DefaultSnapshotBytes(p->privileges, 1));
@@ -193,8 +192,7 @@ TEST(Prepare, DefaultSnapshotSizeIsTheProbesRule) {
   ::ptsnap::testing::FakeCpuid cpuid;
   RecordOptions o;
   o.command = {"/bin/true"};
-  FailureKind kind;
-  auto p = Prepare(o, base::RootPath(d.path()), cpuid, &kind);
+  auto p = Prepare(o, base::RootPath(d.path()), cpuid);
   ASSERT_THAT(p, HasValue());
   EXPECT_EQ(p->aux_bytes, 4u << 20);
   EXPECT_EQ(p->aux_bytes, probe::DefaultSnapshotBytes(p->privileges, 8));
@@ -204,7 +202,7 @@ TEST(Prepare, DefaultSnapshotSizeIsTheProbesRule) {
   d.Write("proc/self/limits",
           "Limit                     Soft Limit           Hard Limit           Units\n"
           "Max locked memory         4096                 4096                 bytes\n");
-  EXPECT_THAT(Prepare(o, base::RootPath(d.path()), cpuid, &kind),
+  EXPECT_THAT(Prepare(o, base::RootPath(d.path()), cpuid),
               HasErrorContaining("sysctl -w kernel.perf_event_mlock_kb="));
 }
 
@@ -246,13 +244,12 @@ TEST(Prepare, SystemWideWithoutPrivilegeFailsBeforeOpening) {
   ::ptsnap::testing::FakeCpuid cpuid;
   RecordOptions o;
   o.all_cpus = true;
-  FailureKind kind;
-  EXPECT_THAT(Prepare(o, base::RootPath(d.path()), cpuid, &kind),
-              HasErrorContaining("needs CAP_PERFMON or CAP_SYS_ADMIN (root), or "
-                                 "kernel.perf_event_paranoid <= 0 (it is 1)"));
-  EXPECT_EQ(kind, FailureKind::kPrivilege);
+  EXPECT_THAT(Prepare(o, base::RootPath(d.path()), cpuid),
+              AllOf(HasErrorContaining("needs CAP_PERFMON or CAP_SYS_ADMIN (root), or "
+                                       "kernel.perf_event_paranoid <= 0 (it is 1)"),
+                    HasErrorKind(ErrorKind::kPrivilege)));
   WriteUser(d, 0);
-  auto p = Prepare(o, base::RootPath(d.path()), cpuid, &kind);
+  auto p = Prepare(o, base::RootPath(d.path()), cpuid);
   ASSERT_THAT(p, HasValue());
   EXPECT_EQ(p->cpus, (std::vector<int>{0, 1, 2, 3}));
 }
@@ -268,8 +265,7 @@ TEST(Prepare, SystemWideAttrsArePerCpu) {
   o.all_cpus = true;
   o.cpus = {6, 1};
   o.scope = trace::Scope::kUserKernel;
-  FailureKind kind;
-  auto p = Prepare(o, base::RootPath(d.path()), cpuid, &kind);
+  auto p = Prepare(o, base::RootPath(d.path()), cpuid);
   ASSERT_THAT(p, HasValue());
   EXPECT_EQ(p->cpus, (std::vector<int>{1, 6}));
   ASSERT_TRUE(p->hw.pt_attr.has_value());
@@ -291,7 +287,7 @@ TEST(Prepare, SystemWideAttrsArePerCpu) {
   EXPECT_NE(tr.sample_type & PERF_SAMPLE_TIME, 0u);
   // A CPU that is not online is refused before anything opens.
   o.cpus = {5};
-  EXPECT_THAT(Prepare(o, base::RootPath(d.path()), cpuid, &kind),
+  EXPECT_THAT(Prepare(o, base::RootPath(d.path()), cpuid),
               HasErrorContaining("CPU 5 is not online (online: 0-3,6)"));
 }
 

@@ -45,8 +45,10 @@ namespace ptsnap::kworld {
 namespace {
 
 using ::ptsnap::testing::HasErrorContaining;
+using ::ptsnap::testing::HasErrorKind;
 using ::ptsnap::testing::HasValue;
 using ::ptsnap::testing::TempDir;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -290,25 +292,24 @@ TEST(KernelPrivileges, KernelScopesNeedPerfmonOrParanoidOne) {
   ::ptsnap::testing::FakeCpuid cpuid;
   record::RecordOptions o;
   o.command = {"/bin/true"};
-  record::FailureKind kind;
   const base::RootPath root(dir.path());
   for (auto scope : {trace::Scope::kUserKernel, trace::Scope::kKernel}) {
     o.scope = scope;
     const char* flag =
         scope == trace::Scope::kKernel ? "--trace-kernel-only" : "--trace-include-kernel";
     WriteCaller(dir.path(), 0, 2);
-    EXPECT_THAT(record::Prepare(o, root, cpuid, &kind),
-                HasErrorContaining(std::string(flag) + " needs CAP_PERFMON"));
-    EXPECT_EQ(kind, record::FailureKind::kPrivilege);
+    EXPECT_THAT(record::Prepare(o, root, cpuid),
+                AllOf(HasErrorContaining(std::string(flag) + " needs CAP_PERFMON"),
+                      HasErrorKind(ErrorKind::kPrivilege)));
     WriteCaller(dir.path(), uint64_t{1} << 38, 2);  // CAP_PERFMON
-    EXPECT_THAT(record::Prepare(o, root, cpuid, &kind), HasValue()) << flag;
+    EXPECT_THAT(record::Prepare(o, root, cpuid), HasValue()) << flag;
     WriteCaller(dir.path(), 0, 1);
-    EXPECT_THAT(record::Prepare(o, root, cpuid, &kind), HasValue()) << flag;
+    EXPECT_THAT(record::Prepare(o, root, cpuid), HasValue()) << flag;
   }
   // The user scope needs none of it.
   o.scope = trace::Scope::kUser;
   WriteCaller(dir.path(), 0, 2);
-  EXPECT_THAT(record::Prepare(o, root, cpuid, &kind), HasValue());
+  EXPECT_THAT(record::Prepare(o, root, cpuid), HasValue());
 }
 
 TEST(KernelPrivileges, KcoreThatCannotBeReadIsACopyErrorNamingIt) {

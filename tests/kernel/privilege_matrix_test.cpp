@@ -104,13 +104,12 @@ struct Machine {
 };
 
 // The recorder's checks for `ptsnap run --SCOPE /bin/true` on the fake root.
-Result<record::Prepared> PrepareOn(const TempDir& d, trace::Scope scope,
-                                   record::FailureKind* kind) {
+Result<record::Prepared> PrepareOn(const TempDir& d, trace::Scope scope) {
   record::RecordOptions o;
   o.command = {"/bin/true"};
   o.scope = scope;
   ::ptsnap::testing::FakeCpuid cpuid;
-  return record::Prepare(o, base::RootPath(d.path()), cpuid, kind);
+  return record::Prepare(o, base::RootPath(d.path()), cpuid);
 }
 
 const probe::Check& Get(const probe::ProbeReport& r, std::string_view id) {
@@ -181,8 +180,7 @@ TEST_P(ScopePrivilege, PreflightAndProbeAgree) {
   const bool system_wide_ok = capable || row.paranoid <= 0;
   const bool wants_kernel = row.scope != trace::Scope::kUser;
 
-  record::FailureKind kind = record::FailureKind::kOther;
-  auto prepared = PrepareOn(d, row.scope, &kind);
+  auto prepared = PrepareOn(d, row.scope);
   if (wants_kernel && !kernel_ok) {
     ASSERT_FALSE(prepared.has_value());
     std::string flag =
@@ -196,7 +194,7 @@ TEST_P(ScopePrivilege, PreflightAndProbeAgree) {
       want += " (CAP_PERFMON counts only from Linux 5.8; this kernel is 5.4.0)";
     }
     EXPECT_EQ(prepared.error().ToString(), want);
-    EXPECT_EQ(kind, record::FailureKind::kPrivilege);  // exit code 1 (docs/errors.md)
+    EXPECT_EQ(prepared.error().kind(), ErrorKind::kPrivilege);  // exit code 1 (docs/errors.md)
   } else {
     ASSERT_THAT(prepared, HasValue());
     ASSERT_TRUE(prepared->hw.pt_attr.has_value());
@@ -253,8 +251,7 @@ TEST(ScopePrivilegeExtra, RootWithoutCapabilitiesIsRefusedTheKernel) {
   const Machine m{.euid = 0, .cap_eff = 0};
   TempDir d;
   m.WriteTo(d);
-  record::FailureKind kind;
-  auto p = PrepareOn(d, trace::Scope::kUserKernel, &kind);
+  auto p = PrepareOn(d, trace::Scope::kUserKernel);
   ASSERT_FALSE(p.has_value());
   EXPECT_EQ(p.error().ToString(),
             "--trace-include-kernel needs CAP_PERFMON or CAP_SYS_ADMIN (root), or "
@@ -269,16 +266,15 @@ TEST(ScopePrivilegeExtra, Paranoid3RefusesUserScopeWithoutCapabilities) {
   Machine m{.euid = 1000, .cap_eff = 0, .paranoid = 3};
   TempDir d;
   m.WriteTo(d);
-  record::FailureKind kind;
-  auto p = PrepareOn(d, trace::Scope::kUser, &kind);
+  auto p = PrepareOn(d, trace::Scope::kUser);
   ASSERT_FALSE(p.has_value());
   EXPECT_EQ(p.error().ToString(),
             "not allowed to use perf events: kernel.perf_event_paranoid is 3 (perf disabled for "
             "users); run as root or `sysctl -w kernel.perf_event_paranoid=2`");
-  EXPECT_EQ(kind, record::FailureKind::kPrivilege);
+  EXPECT_EQ(p.error().kind(), ErrorKind::kPrivilege);
   m.cap_eff = Cap(sys::kCapPerfmon);
   m.WriteTo(d);
-  EXPECT_THAT(PrepareOn(d, trace::Scope::kUser, &kind), HasValue());
+  EXPECT_THAT(PrepareOn(d, trace::Scope::kUser), HasValue());
 }
 
 // ---------------------------------------------------------------------------
@@ -310,8 +306,7 @@ TEST_P(KcorePrivilege, ProbeAndRecorderSayTheSame) {
   TempDir d;
   row.machine.WriteTo(d);
   for (auto scope : {trace::Scope::kUserKernel, trace::Scope::kKernel}) {
-    record::FailureKind kind;
-    EXPECT_THAT(PrepareOn(d, scope, &kind), HasValue())
+    EXPECT_THAT(PrepareOn(d, scope), HasValue())
         << "a missing kernel image never refuses a kernel-scope recording";
   }
 

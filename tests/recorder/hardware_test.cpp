@@ -52,11 +52,10 @@ class Hardware : public ::testing::Test {
     ASSERT_FALSE(target_.empty());
   }
   Result<Outcome> Run(RecordOptions o, const std::filesystem::path& dir) {
-    FailureKind kind;
     sys::HostCpuid cpuid;
-    auto p = Prepare(o, base::RootPath(), cpuid, &kind);
+    auto p = Prepare(o, base::RootPath(), cpuid);
     if (!p) return std::move(p).error();
-    return Record(o, std::move(*p), dir, base::RootPath(), &kind);
+    return Record(o, std::move(*p), dir, base::RootPath());
   }
   // Decodes `dir` to .events: no decode error, and the frames by thread.
   std::vector<::ptsnap::testing::EventLine> Decode(const std::filesystem::path& dir) {

@@ -199,8 +199,7 @@ TEST(Record, RunWithTriggerOnNewThreadSidebandOnly) {
   Prepared p;
   p.hw.tracking_attr = perf::BuildTrackingAttr(false, true);
   p.hw.data_pages = 16;
-  FailureKind kind;
-  auto out = Record(opts, p, dir.path() / "t.ptsnap", base::RootPath(), &kind);
+  auto out = Record(opts, p, dir.path() / "t.ptsnap", base::RootPath());
   ASSERT_THAT(out, HasValue());
   EXPECT_EQ(out->snapshots, 1u);
   EXPECT_EQ(out->program_status, 0);
@@ -256,8 +255,7 @@ TEST(Record, RunWithoutTriggerSnapshotsAtExit) {
   Prepared p;
   p.hw.tracking_attr = perf::BuildTrackingAttr(false, true);
   p.hw.data_pages = 16;
-  FailureKind kind;
-  auto out = Record(opts, p, dir.path() / "t", base::RootPath(), &kind);
+  auto out = Record(opts, p, dir.path() / "t", base::RootPath());
   ASSERT_THAT(out, HasValue());
   EXPECT_EQ(out->program_status, 7);
   auto reader = trace::TraceReader::Open(dir.path() / "t");
@@ -277,8 +275,7 @@ TEST(Record, AttachSynthesizesMappingsAndStopsAfterDuration) {
   Prepared p;
   p.hw.tracking_attr = perf::BuildTrackingAttr(false, false);
   p.hw.data_pages = 16;
-  FailureKind kind;
-  auto out = Record(opts, p, dir.path() / "a", base::RootPath(), &kind);
+  auto out = Record(opts, p, dir.path() / "a", base::RootPath());
   ASSERT_THAT(out, HasValue());
   auto reader = trace::TraceReader::Open(dir.path() / "a");
   ASSERT_THAT(reader, HasValue());
@@ -308,10 +305,9 @@ TEST(Record, AttachToAProcessThatIsGoneFails) {
   opts.pids = {pid};
   Prepared p;
   p.hw.tracking_attr = perf::BuildTrackingAttr(false, false);
-  FailureKind kind;
-  auto out = Record(opts, p, dir.path() / "g", base::RootPath(), &kind);
+  auto out = Record(opts, p, dir.path() / "g", base::RootPath());
   ASSERT_FALSE(out.has_value());
-  EXPECT_EQ(kind, FailureKind::kProcessGone);
+  EXPECT_EQ(out.error().kind(), ErrorKind::kProcessGone);
   EXPECT_THAT(out.error().ToString(), HasSubstr("exited before ptsnap could attach"));
   EXPECT_FALSE(std::filesystem::exists(dir.path() / "g"));  // nothing half-written
 }
@@ -323,10 +319,9 @@ TEST(Record, ExistingTraceDirIsNotOverwritten) {
   opts.command = {"/bin/true"};
   Prepared p;
   p.hw.tracking_attr = perf::BuildTrackingAttr(false, true);
-  FailureKind kind;
-  auto out = Record(opts, p, dir.path() / "t", base::RootPath(), &kind);
+  auto out = Record(opts, p, dir.path() / "t", base::RootPath());
   ASSERT_FALSE(out.has_value());
-  EXPECT_EQ(kind, FailureKind::kTraceDirExists);
+  EXPECT_EQ(out.error().kind(), ErrorKind::kTraceDirExists);
   EXPECT_THAT(out.error().ToString(), HasSubstr("already exists"));
 }
 
@@ -356,8 +351,7 @@ TEST(Record, KernelScopeRecordsWhyTheKernelImageWasNotCopied) {
     p.scope = trace::Scope::kUserKernel;
     p.hw.tracking_attr = perf::BuildTrackingAttr(true, true);
     p.hw.data_pages = 16;
-    FailureKind kind;
-    auto out = Record(opts, p, dir.path() / "k", base::RootPath(), &kind);
+    auto out = Record(opts, p, dir.path() / "k", base::RootPath());
     ASSERT_THAT(out, HasValue());
     auto reader = trace::TraceReader::Open(dir.path() / "k");
     ASSERT_THAT(reader, HasValue());
@@ -405,8 +399,7 @@ TEST(Record, Sigusr2SnapshotsAndSigintEnds) {
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
       if (!done) kill(getpid(), sig);
     });
-    FailureKind kind;
-    auto out = Record(opts, p, dir.path() / "s", base::RootPath(), &kind);
+    auto out = Record(opts, p, dir.path() / "s", base::RootPath());
     done = true;
     sender.join();
     ASSERT_THAT(out, HasValue());
@@ -456,6 +449,7 @@ class FakeCpuSource final : public PtSource {
     return Ok();
   }
   Result<void> AddCpu(int cpu) override {
+    if (add_cpu_error) return *add_cpu_error;
     auto c = std::make_unique<Cpu>();
     c->cpu = cpu;
     if (full_) {
@@ -553,7 +547,8 @@ class FakeCpuSource final : public PtSource {
   int drain_calls_ = 0;
 
  public:
-  int stop_after_drains_ = 0;  // > 0: SIGTERM once this many drains happened
+  int stop_after_drains_ = 0;          // > 0: SIGTERM once this many drains happened
+  std::optional<Error> add_cpu_error;  // what AddCpu fails with, when set
 };
 
 // Record() destroys its source at the end; this one forwards to a fake the
@@ -593,6 +588,38 @@ SourceFactory FakeFactory(FakeCpuSource* fake) {
   };
 }
 
+// The recorder tells a refused mmap of the buffers (the locked-memory
+// limit) from a refused perf_event_open (privilege) by the kind the perf
+// layer gives the error, not by its text.
+TEST(SystemWide, OpenFailuresAreExplainedByTheirKind) {
+  struct Case {
+    Error error;
+    ErrorKind kind;
+    const char* says;
+  };
+  const Case cases[] = {
+      {Error::FromErrno("mmap of 4198400 bytes", EPERM)
+           .AddContext("mapping the AUX area of intel_pt on CPU 0")
+           .WithKind(ErrorKind::kBufferMapping),
+       ErrorKind::kBufferMapping, "perf_event_mlock_kb"},
+      {Error::FromErrno("perf_event_open", EACCES).AddContext("opening intel_pt on CPU 0"),
+       ErrorKind::kPrivilege, "perf_event_paranoid"},
+  };
+  for (const Case& c : cases) {
+    TempDir dir;
+    RecordOptions opts;
+    opts.all_cpus = true;
+    Prepared p;
+    p.cpus = {0};
+    FakeCpuSource fake(false);
+    fake.add_cpu_error = c.error;
+    auto out = Record(opts, p, dir.path() / "t", base::RootPath(), FakeFactory(&fake));
+    ASSERT_FALSE(out.has_value());
+    EXPECT_EQ(out.error().kind(), c.kind) << out.error().ToString();
+    EXPECT_THAT(out.error().ToString(), HasSubstr(c.says));
+  }
+}
+
 TEST(SystemWide, AttachSnapshotsEveryCpuIntoItsOwnStream) {
   TempDir dir;
   RecordOptions opts;
@@ -600,10 +627,9 @@ TEST(SystemWide, AttachSnapshotsEveryCpuIntoItsOwnStream) {
   opts.duration = std::chrono::milliseconds(60);
   Prepared p;
   p.cpus = {0, 2, 5};
-  FailureKind kind;
   FakeCpuSource fake_source(false);
   FakeCpuSource* fake = &fake_source;
-  auto out = Record(opts, p, dir.path() / "sw", base::RootPath(), &kind, FakeFactory(fake));
+  auto out = Record(opts, p, dir.path() / "sw", base::RootPath(), FakeFactory(fake));
   ASSERT_THAT(out, HasValue());
   EXPECT_EQ(fake->cpus.size(), 3u);
   EXPECT_TRUE(fake->threads.empty());  // no -p: no per-thread events
@@ -652,11 +678,10 @@ TEST(SystemWide, FullExecutionStreamsToDiskWhileRecordingAndCountsLoss) {
   p.cpus = {0, 1};
   p.mode = trace::Mode::kFull;
   p.hw.full_execution = true;
-  FailureKind kind;
   FakeCpuSource fake_source(true);
   FakeCpuSource* fake = &fake_source;
   fake->stop_after_drains_ = 3;
-  auto out = Record(opts, p, dir.path() / "full", base::RootPath(), &kind, FakeFactory(fake));
+  auto out = Record(opts, p, dir.path() / "full", base::RootPath(), FakeFactory(fake));
   ASSERT_THAT(out, HasValue());
   EXPECT_GT(fake->on_disk_while_recording, 0u);  // streamed, not held until the end
   auto reader = trace::TraceReader::Open(dir.path() / "full");
@@ -712,8 +737,7 @@ TEST(SystemWide, PerCpuDummyEventsSeeCpuWideSwitchesOnEveryCpu) {
   p.cpus = *online;
   p.hw.tracking_attr = perf::BuildTrackingAttr(false, false);
   p.hw.data_pages = 64;
-  FailureKind kind;
-  auto out = Record(opts, p, dir.path() / "live", base::RootPath(), &kind);
+  auto out = Record(opts, p, dir.path() / "live", base::RootPath());
   stop = true;
   for (auto& t : sleepers) t.join();
   ASSERT_THAT(out, HasValue());
@@ -757,8 +781,7 @@ TEST(SystemWide, RunTracesTheWholeSystemWhileTheProgramRuns) {
   p.cpus = *online;
   p.hw.tracking_attr = perf::BuildTrackingAttr(false, false);
   p.hw.data_pages = 64;
-  FailureKind kind;
-  auto out = Record(opts, p, dir.path() / "run", base::RootPath(), &kind);
+  auto out = Record(opts, p, dir.path() / "run", base::RootPath());
   ASSERT_THAT(out, HasValue());
   EXPECT_EQ(out->program_status, 3);
   auto reader = trace::TraceReader::Open(dir.path() / "run");

@@ -31,4 +31,14 @@ MATCHER_P(HasErrorContaining, text, "has an error containing \"" + std::string(t
   return s.find(text) != std::string::npos;
 }
 
+MATCHER_P(HasErrorKind, kind, "has an error of kind " + ::testing::PrintToString(kind)) {
+  if (arg.has_value()) {
+    *result_listener << "has a value";
+    return false;
+  }
+  *result_listener << "error of kind " << ::testing::PrintToString(arg.error().kind()) << ": "
+                   << arg.error().ToString();
+  return arg.error().kind() == kind;
+}
+
 }  // namespace ptsnap::testing
