@@ -41,12 +41,16 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <span>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
+#include "base/file_util.h"
+#include "base/string_util.h"
+#include "base/unique_fd.h"
 #include "emulate/elf_segments.h"
 #include "emulate/exit_class.h"
 #include "emulate/plugin/qemu_plugin_api.h"
@@ -109,7 +113,7 @@ struct ThreadState {
   std::deque<std::vector<uint8_t>> ring;
   uint64_t ring_bytes = 0;
   bool wrapped = false;
-  int fd = -1;
+  base::UniqueFd fd;  // full mode: the stream file
   std::string file;
 };
 
@@ -157,7 +161,7 @@ void FutexCatch(ThreadState* t, uint64_t addr) {
   auto it = g_futex_clock.find(addr);
   if (it != g_futex_clock.end()) t->clock = std::max(t->clock, it->second);
 }
-int g_events_fd = -1;
+base::UniqueFd g_events;  // events.<g_pid>
 pid_t g_pid = 0;
 // Set at the first translation, once QEMU has loaded the guest: the guest
 // runs from then on (the control thread's --duration counts from it).
@@ -185,27 +189,27 @@ void Event(const char* fmt, ...) {
   if (n < 0) return;
   if (n > static_cast<int>(sizeof(line)) - 2) n = sizeof(line) - 2;
   line[n++] = '\n';
-  // One write() per line on an O_APPEND file: lines from threads never mix.
-  if (::write(g_events_fd, line, n) != n) Die("writing the plugin's events file failed");
+  // One write() per line on an O_APPEND file, so lines from threads never
+  // mix (WriteAll splits a line only after a short write, which a regular
+  // file gives only when it cannot take more).
+  if (!base::WriteAll(g_events.get(), {line, static_cast<size_t>(n)}, "events")) {
+    Die("writing the plugin's events file failed");
+  }
 }
 
+// The (new) process's event log. In a forked child this closes the
+// parent's, inherited.
 void OpenEvents() {
   g_pid = ::getpid();
   std::string path = g_opts.out + "/events." + std::to_string(g_pid);
-  g_events_fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-  if (g_events_fd < 0) Die("cannot write %s: %s", path.c_str(), std::strerror(errno));
+  g_events.reset(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
+  if (!g_events) Die("cannot write %s: %s", path.c_str(), std::strerror(errno));
 }
 
-void WriteAll(int fd, const uint8_t* p, size_t n) {
-  while (n > 0) {
-    ssize_t w = ::write(fd, p, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      Die("writing a PT stream failed: %s", std::strerror(errno));
-    }
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
+void WriteStream(int fd, std::span<const uint8_t> bytes) {
+  auto r = base::WriteAll(fd, {reinterpret_cast<const char*>(bytes.data()), bytes.size()},
+                          "a PT stream");
+  if (!r) Die("writing a PT stream failed: %s", std::strerror(r.error().errnum()));
 }
 
 bool StartsWithPsb(const std::vector<uint8_t>& c) {
@@ -219,7 +223,7 @@ void Drain(ThreadState* t) {
   if (bytes.empty()) return;
   std::lock_guard lock(t->mu);
   if (g_opts.full) {
-    WriteAll(t->fd, bytes.data(), bytes.size());
+    WriteStream(t->fd.get(), bytes);
   } else {
     t->ring.emplace_back(bytes.begin(), bytes.end());
     t->ring_bytes += bytes.size();
@@ -249,10 +253,10 @@ void WriteRing(ThreadState* t, uint32_t seq) {
   if (t->ring.empty()) return;
   std::string name = StreamFile(t->tid, seq);
   std::string path = g_opts.out + "/" + name;
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) Die("cannot write %s: %s", path.c_str(), std::strerror(errno));
-  for (const auto& c : t->ring) WriteAll(fd, c.data(), c.size());
-  ::close(fd);
+  base::UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  if (!fd) Die("cannot write %s: %s", path.c_str(), std::strerror(errno));
+  for (const auto& c : t->ring) WriteStream(fd.get(), c);
+  fd.reset();
   Event("stream %u %d %d %d %llu %llu %s", seq, t->pid, t->tid, t->wrapped ? 1 : 0,
         static_cast<unsigned long long>(t->insns), static_cast<unsigned long long>(t->hash),
         name.c_str());
@@ -285,9 +289,8 @@ void FullStreamLine(ThreadState* t) {
 }
 
 void FinishFullStream(ThreadState* t) {
-  if (!g_opts.full || t->fd < 0) return;
-  ::close(t->fd);
-  t->fd = -1;
+  if (!g_opts.full || !t->fd) return;
+  t->fd.reset();
   FullStreamLine(t);
 }
 
@@ -304,10 +307,9 @@ void EmitMmap2(uint64_t time, uint64_t addr, uint64_t len, uint64_t pgoff, const
 
 std::string ReadHead(const std::string& path, size_t max) {
   std::string s(max, '\0');
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return {};
-  ssize_t n = ::pread(fd, s.data(), max, 0);
-  ::close(fd);
+  base::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return {};
+  ssize_t n = ::pread(fd.get(), s.data(), max, 0);
   s.resize(n > 0 ? static_cast<size_t>(n) : 0);
   return s;
 }
@@ -370,8 +372,8 @@ ThreadState* StartThread(unsigned vcpu) {
   if (g_opts.full) {
     t->file = StreamFile(t->tid, 0);
     std::string path = g_opts.out + "/" + t->file;
-    t->fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (t->fd < 0) Die("cannot write %s: %s", path.c_str(), std::strerror(errno));
+    t->fd.reset(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+    if (!t->fd) Die("cannot write %s: %s", path.c_str(), std::strerror(errno));
   }
   Event("itrace %llu %d %d", static_cast<unsigned long long>(t->clock), t->pid, t->tid);
   std::lock_guard lock(g_mu);
@@ -793,12 +795,11 @@ void ControlThread() {
   }
 }
 
+// A plugin argument's number (decimal, or hex with 0x).
 bool ParseU64(std::string_view s, uint64_t* v) {
-  std::string str(s);
-  char* end = nullptr;
-  errno = 0;
-  *v = std::strtoull(str.c_str(), &end, 0);
-  return errno == 0 && end != str.c_str() && *end == '\0';
+  auto n = base::ParseUint(s, 0);
+  if (n) *v = *n;
+  return n.has_value();
 }
 
 }  // namespace
