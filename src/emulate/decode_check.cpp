@@ -75,7 +75,7 @@ Result<DecodeCheckResult> DecodeCheck(std::span<const uint8_t> stream,
       ++res.insns;
       if (res.insns == 1) res.first_ip = insn.ip;
       res.last_ip = insn.ip;
-      if (opts.hash) res.hash = (res.hash ^ insn.ip) * 0x100000001b3ull;
+      if (opts.hash) res.hash = (res.hash ^ insn.ip) * kStreamHashPrime;
       if (!res.watch_counts.empty()) {
         auto it = res.watch_counts.find(insn.ip);
         if (it != res.watch_counts.end()) ++it->second;

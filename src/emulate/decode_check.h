@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "emulate/plugin_protocol.h"  // kStreamHashSeed, kStreamHashPrime
 #include "ptsnap/result.h"
 
 namespace ptsnap::emulate {
@@ -31,7 +32,7 @@ struct DecodeCheckOptions {
 
 struct DecodeCheckResult {
   uint64_t insns = 0;
-  uint64_t hash = 0xcbf29ce484222325ull;
+  uint64_t hash = kStreamHashSeed;
   uint64_t errors = 0;
   std::string first_error;  // "offset 0x..: <libipt error>"
   uint64_t syncs = 0;       // PSBs synchronised at

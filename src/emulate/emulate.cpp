@@ -419,7 +419,7 @@ Result<int> RecordEmulated(const record::RecordOptions& opts, const fs::path& tr
       // A full-execution stream is described again when an execve failed
       // after the plugin had flushed for it: the last description wins.
       auto same = std::find_if(ev.streams.begin(), ev.streams.end(),
-                               [&](const PluginStream& o) { return o.file == s.file; });
+                               [&](const StreamMessage& o) { return o.file == s.file; });
       if (same != ev.streams.end()) {
         *same = std::move(s);
       } else {

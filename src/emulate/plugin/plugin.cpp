@@ -3,7 +3,7 @@
 // events the kernel would have reported. Loaded by qemu-x86_64 via
 // `-plugin libptsnap_qemu.so,out=DIR,...`; the driver (emulate.cpp) builds
 // the trace directory from what it leaves in DIR:
-//   events.<pid>            one line per event (format in emulate.cpp)
+//   events.<pid>            one message per line (plugin_protocol.h)
 //   pt-<pid>-<tid>-<seq>.pt stream bytes (seq 0: full-execution stream)
 //
 // Only per-TB exec callbacks are registered. A block's exit (fall-through,
@@ -41,15 +41,20 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <span>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
+#include "base/file_util.h"
+#include "base/string_util.h"
+#include "base/unique_fd.h"
 #include "elf/segments.h"
 #include "emulate/exit_class.h"
 #include "emulate/plugin/qemu_plugin_api.h"
+#include "emulate/plugin_protocol.h"
 #include "emulate/pt_stream.h"
 #include "emulate/virtual_cpu.h"
 
@@ -64,8 +69,6 @@ namespace ptsnap::emulate {
 namespace {
 
 constexpr unsigned kMaxVcpus = 4096;
-constexpr uint64_t kFnvOffset = 0xcbf29ce484222325ull;
-constexpr uint64_t kFnvPrime = 0x100000001b3ull;
 constexpr uint8_t kFlagTrigger = 1, kFlagStop = 2;
 
 struct TbInfo {
@@ -102,14 +105,14 @@ struct ThreadState {
   const TbInfo* prev = nullptr;
   bool enabled = false;
   bool started = false;
-  uint64_t clock = 0;                     // this thread's virtual time (TSC ticks)
-  uint64_t insns = 0, hash = kFnvOffset;  // retired by this thread
+  uint64_t clock = 0;                          // this thread's virtual time (TSC ticks)
+  uint64_t insns = 0, hash = kStreamHashSeed;  // retired by this thread
   // Drained PSB-aligned chunks (snapshot ring) or the full-mode file.
   std::mutex mu;
   std::deque<std::vector<uint8_t>> ring;
   uint64_t ring_bytes = 0;
   bool wrapped = false;
-  int fd = -1;
+  base::UniqueFd fd;  // full mode: the stream file
   std::string file;
 };
 
@@ -157,7 +160,7 @@ void FutexCatch(ThreadState* t, uint64_t addr) {
   auto it = g_futex_clock.find(addr);
   if (it != g_futex_clock.end()) t->clock = std::max(t->clock, it->second);
 }
-int g_events_fd = -1;
+base::UniqueFd g_events;  // events.<g_pid>
 pid_t g_pid = 0;
 // Set at the first translation, once QEMU has loaded the guest: the guest
 // runs from then on (the control thread's --duration counts from it).
@@ -176,36 +179,43 @@ void Die(const char* fmt, ...) {
   std::_Exit(125);
 }
 
-void Event(const char* fmt, ...) {
-  char line[4600];
-  va_list ap;
-  va_start(ap, fmt);
-  int n = std::vsnprintf(line, sizeof(line) - 1, fmt, ap);
-  va_end(ap);
-  if (n < 0) return;
-  if (n > static_cast<int>(sizeof(line)) - 2) n = sizeof(line) - 2;
-  line[n++] = '\n';
-  // One write() per line on an O_APPEND file: lines from threads never mix.
-  if (::write(g_events_fd, line, n) != n) Die("writing the plugin's events file failed");
+// A pid or tid as the protocol (and perf) carries it.
+uint32_t U32(pid_t id) { return static_cast<uint32_t>(id); }
+
+// Thread `t` ended (PERF_RECORD_EXIT: pid, ppid, tid, ptid as the kernel
+// fills them for a thread).
+TaskMessage ExitMessage(const ThreadState* t) {
+  return TaskMessage{.exit = true,
+                     .time = t->clock,
+                     .pid = U32(t->pid),
+                     .ppid = U32(t->pid),
+                     .tid = U32(t->tid),
+                     .ptid = U32(t->tid)};
 }
 
+// Appends `m` to this process's event log. One write() per line on an
+// O_APPEND file, so lines from threads never mix (WriteAll splits a line
+// only after a short write, which a regular file gives only when it cannot
+// take more).
+void Report(const PluginMessage& m) {
+  if (!base::WriteAll(g_events.get(), FormatMessage(m), "events")) {
+    Die("writing the plugin's events file failed");
+  }
+}
+
+// The (new) process's event log. In a forked child this closes the
+// parent's, inherited.
 void OpenEvents() {
   g_pid = ::getpid();
   std::string path = g_opts.out + "/events." + std::to_string(g_pid);
-  g_events_fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-  if (g_events_fd < 0) Die("cannot write %s: %s", path.c_str(), std::strerror(errno));
+  g_events.reset(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
+  if (!g_events) Die("cannot write %s: %s", path.c_str(), std::strerror(errno));
 }
 
-void WriteAll(int fd, const uint8_t* p, size_t n) {
-  while (n > 0) {
-    ssize_t w = ::write(fd, p, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      Die("writing a PT stream failed: %s", std::strerror(errno));
-    }
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
+void WriteStream(int fd, std::span<const uint8_t> bytes) {
+  auto r = base::WriteAll(fd, {reinterpret_cast<const char*>(bytes.data()), bytes.size()},
+                          "a PT stream");
+  if (!r) Die("writing a PT stream failed: %s", std::strerror(r.error().errnum()));
 }
 
 bool StartsWithPsb(const std::vector<uint8_t>& c) {
@@ -219,7 +229,7 @@ void Drain(ThreadState* t) {
   if (bytes.empty()) return;
   std::lock_guard lock(t->mu);
   if (g_opts.full) {
-    WriteAll(t->fd, bytes.data(), bytes.size());
+    WriteStream(t->fd.get(), bytes);
   } else {
     t->ring.emplace_back(bytes.begin(), bytes.end());
     t->ring_bytes += bytes.size();
@@ -249,13 +259,17 @@ void WriteRing(ThreadState* t, uint32_t seq) {
   if (t->ring.empty()) return;
   std::string name = StreamFile(t->tid, seq);
   std::string path = g_opts.out + "/" + name;
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) Die("cannot write %s: %s", path.c_str(), std::strerror(errno));
-  for (const auto& c : t->ring) WriteAll(fd, c.data(), c.size());
-  ::close(fd);
-  Event("stream %u %d %d %d %llu %llu %s", seq, t->pid, t->tid, t->wrapped ? 1 : 0,
-        static_cast<unsigned long long>(t->insns), static_cast<unsigned long long>(t->hash),
-        name.c_str());
+  base::UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  if (!fd) Die("cannot write %s: %s", path.c_str(), std::strerror(errno));
+  for (const auto& c : t->ring) WriteStream(fd.get(), c);
+  fd.reset();
+  Report(StreamMessage{.seq = seq,
+                       .pid = t->pid,
+                       .tid = t->tid,
+                       .wrapped = t->wrapped,
+                       .insns = t->insns,
+                       .hash = t->hash,
+                       .file = name});
 }
 
 // A snapshot of every thread's ring, as `perf` takes of AUX buffers in
@@ -275,19 +289,26 @@ void TakeSnapshot(const char* reason, const std::string& detail, ThreadState* se
   for (auto* t : g_finished) WriteRing(t, seq);
   g_finished.clear();
   uint64_t now = Now();
-  Event("snapshot %u %llu %d %s %s", seq, static_cast<unsigned long long>(now),
-        self ? self->tid : 0, reason, detail.c_str());
+  Report(SnapshotMessage{.seq = seq,
+                         .time = now,
+                         .tid = self ? U32(self->tid) : 0,
+                         .reason = reason,
+                         .detail = detail});
 }
 
 void FullStreamLine(ThreadState* t) {
-  Event("stream 0 %d %d 0 %llu %llu %s", t->pid, t->tid, static_cast<unsigned long long>(t->insns),
-        static_cast<unsigned long long>(t->hash), t->file.c_str());
+  Report(StreamMessage{.seq = 0,
+                       .pid = t->pid,
+                       .tid = t->tid,
+                       .wrapped = false,
+                       .insns = t->insns,
+                       .hash = t->hash,
+                       .file = t->file});
 }
 
 void FinishFullStream(ThreadState* t) {
-  if (!g_opts.full || t->fd < 0) return;
-  ::close(t->fd);
-  t->fd = -1;
+  if (!g_opts.full || !t->fd) return;
+  t->fd.reset();
   FullStreamLine(t);
 }
 
@@ -295,19 +316,25 @@ void EmitMmap2(uint64_t time, uint64_t addr, uint64_t len, uint64_t pgoff, const
                int prot, int flags) {
   struct stat st {};
   ::stat(path, &st);
-  Event("mmap2 %llu %d %d %llu %llu %llu %u %u %llu %d %d %s",
-        static_cast<unsigned long long>(time), g_pid, static_cast<int>(::gettid()),
-        static_cast<unsigned long long>(addr), static_cast<unsigned long long>(len),
-        static_cast<unsigned long long>(pgoff), major(st.st_dev), minor(st.st_dev),
-        static_cast<unsigned long long>(st.st_ino), prot, flags, path);
+  Report(MmapMessage{.time = time,
+                     .pid = U32(g_pid),
+                     .tid = U32(::gettid()),
+                     .addr = addr,
+                     .len = len,
+                     .pgoff = pgoff,
+                     .maj = major(st.st_dev),
+                     .min = minor(st.st_dev),
+                     .ino = st.st_ino,
+                     .prot = static_cast<uint32_t>(prot),
+                     .flags = static_cast<uint32_t>(flags),
+                     .path = path});
 }
 
 std::string ReadHead(const std::string& path, size_t max) {
   std::string s(max, '\0');
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return {};
-  ssize_t n = ::pread(fd, s.data(), max, 0);
-  ::close(fd);
+  base::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return {};
+  ssize_t n = ::pread(fd.get(), s.data(), max, 0);
   s.resize(n > 0 ? static_cast<size_t>(n) : 0);
   return s;
 }
@@ -340,7 +367,8 @@ void DescribeImages() {
     if (lo) bias = qemu_plugin_start_code() - *lo;
   }
   std::string name = bin.substr(bin.rfind('/') + 1);
-  Event("comm 0 %d %d 1 %s", g_pid, g_pid, name.substr(0, 15).c_str());
+  Report(CommMessage{
+      .time = 0, .pid = U32(g_pid), .tid = U32(g_pid), .exec = true, .name = name.substr(0, 15)});
   EmitElfMappings(bin, *img, bias);
   if (!img->interp.empty()) {
     std::string interp = img->interp;
@@ -370,10 +398,10 @@ ThreadState* StartThread(unsigned vcpu) {
   if (g_opts.full) {
     t->file = StreamFile(t->tid, 0);
     std::string path = g_opts.out + "/" + t->file;
-    t->fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (t->fd < 0) Die("cannot write %s: %s", path.c_str(), std::strerror(errno));
+    t->fd.reset(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+    if (!t->fd) Die("cannot write %s: %s", path.c_str(), std::strerror(errno));
   }
-  Event("itrace %llu %d %d", static_cast<unsigned long long>(t->clock), t->pid, t->tid);
+  Report(ItraceMessage{.time = t->clock, .pid = U32(t->pid), .tid = U32(t->tid)});
   std::lock_guard lock(g_mu);
   g_threads[vcpu] = t;
   return t;
@@ -390,8 +418,7 @@ void EndThread(unsigned vcpu) {
   Drain(t);
   Publish(t);
   FutexWoken(ClearChildTid(t->tid), t->clock);  // the kernel wakes it at exit
-  Event("exit %llu %d %d %d %d", static_cast<unsigned long long>(t->clock), t->pid, t->pid, t->tid,
-        t->tid);
+  Report(ExitMessage(t));
   if (g_opts.full) {
     FinishFullStream(t);
   } else {
@@ -516,7 +543,7 @@ void OnTbExec(unsigned vcpu, void* udata) {
 
   t->insns += tb->ninsn;
   if (g_opts.hash) {
-    for (uint64_t ip : tb->ips) t->hash = (t->hash ^ ip) * kFnvPrime;
+    for (uint64_t ip : tb->ips) t->hash = (t->hash ^ ip) * kStreamHashPrime;
   }
   t->prev = tb;
   if (tb->kind == ExitKind::kFar) {
@@ -653,7 +680,7 @@ void OnSyscall(qemu_plugin_id_t, unsigned vcpu, int64_t num, uint64_t a1, uint64
         // A successful execve never returns and atexit never runs: everything
         // must be on disk now. If it fails after all, tracing goes on and
         // the later lines supersede these.
-        Event("note execve: the new program runs outside the emulator and is not traced");
+        Report(NoteMessage{"execve: the new program runs outside the emulator and is not traced"});
         ThreadState* self = g_threads[vcpu];
         if (self != nullptr) {
           self->pt.FlushTnt();
@@ -665,7 +692,7 @@ void OnSyscall(qemu_plugin_id_t, unsigned vcpu, int64_t num, uint64_t a1, uint64
           for (auto* t : g_threads)
             if (t != nullptr) FullStreamLine(t);
         }
-        Event("done %llu", static_cast<unsigned long long>(Now()));
+        Report(DoneMessage{Now()});
       }
       break;
     default: break;
@@ -709,11 +736,19 @@ void OnSyscallRet(qemu_plugin_id_t, unsigned vcpu, int64_t num, int64_t ret) {
       std::lock_guard lock(g_mu);
       for (auto*& s : g_threads) s = nullptr;  // the parent's threads: not ours
       g_finished.clear();
-      Event("fork %llu %d %d %d %d", static_cast<unsigned long long>(now), g_pid, parent,
-            static_cast<int>(::gettid()), ptid);
+      Report(TaskMessage{.exit = false,
+                         .time = now,
+                         .pid = U32(g_pid),
+                         .ppid = U32(parent),
+                         .tid = U32(::gettid()),
+                         .ptid = U32(ptid)});
     } else {
-      Event("fork %llu %d %d %d %d", static_cast<unsigned long long>(now), g_pid, g_pid,
-            static_cast<int>(ret), t ? t->tid : g_pid);
+      Report(TaskMessage{.exit = false,
+                         .time = now,
+                         .pid = U32(g_pid),
+                         .ppid = U32(g_pid),
+                         .tid = static_cast<uint32_t>(ret),
+                         .ptid = U32(t ? t->tid : g_pid)});
     }
   }
 }
@@ -744,11 +779,10 @@ void OnExit(qemu_plugin_id_t, void*) {
   std::lock_guard lock(g_mu);
   for (auto* t : g_threads)
     if (t != nullptr) {
-      Event("exit %llu %d %d %d %d", static_cast<unsigned long long>(t->clock), t->pid, t->pid,
-            t->tid, t->tid);
+      Report(ExitMessage(t));
       FinishFullStream(t);
     }
-  Event("done %llu", static_cast<unsigned long long>(Now()));
+  Report(DoneMessage{Now()});
 }
 
 void ControlThread() {
@@ -793,12 +827,11 @@ void ControlThread() {
   }
 }
 
+// A plugin argument's number (decimal, or hex with 0x).
 bool ParseU64(std::string_view s, uint64_t* v) {
-  std::string str(s);
-  char* end = nullptr;
-  errno = 0;
-  *v = std::strtoull(str.c_str(), &end, 0);
-  return errno == 0 && end != str.c_str() && *end == '\0';
+  auto n = base::ParseUint(s, 0);
+  if (n) *v = *n;
+  return n.has_value();
 }
 
 }  // namespace
