@@ -1,7 +1,5 @@
 #include "decode/test_stream.h"
 
-#include <intel-pt.h>
-
 #include <cstdio>
 #include <cstdlib>
 
@@ -16,30 +14,12 @@
 
 namespace ptsnap::decode::testing {
 
-void StreamBuilder::Put(const void* p) {
-  const auto* packet = static_cast<const struct pt_packet*>(p);
-  uint8_t buf[64];
-  struct pt_config cfg;
-  pt_config_init(&cfg);
-  cfg.begin = buf;
-  cfg.end = buf + sizeof buf;
-  struct pt_encoder* enc = pt_alloc_encoder(&cfg);
-  int n = pt_enc_next(enc, packet);
-  pt_free_encoder(enc);
-  if (n < 0) {
-    std::fprintf(stderr, "pt_enc_next: %s\n", pt_errstr(pt_errcode(n)));
-    std::abort();
-  }
-  out_.append(reinterpret_cast<const char*>(buf), static_cast<size_t>(n));
-}
+using emulate::IpCompression;
+using emulate::IpPacket;
 
 void StreamBuilder::FlushTnt() {
   if (tnt_count_ == 0) return;
-  struct pt_packet p {};
-  p.type = ppt_tnt_8;
-  p.payload.tnt.bit_size = static_cast<uint8_t>(tnt_count_);
-  p.payload.tnt.payload = tnt_bits_;
-  Put(&p);
+  out_.Tnt(tnt_bits_, tnt_count_);
   tnt_bits_ = 0;
   tnt_count_ = 0;
 }
@@ -52,75 +32,49 @@ void StreamBuilder::Tnt(bool taken) {
 
 void StreamBuilder::Psb(uint64_t tsc) {
   FlushTnt();
-  struct pt_packet p {};
-  p.type = ppt_psb;
-  Put(&p);
-  Tsc(tsc);
-  p = {};
-  p.type = ppt_mode;
-  p.payload.mode.leaf = pt_mol_exec;
-  p.payload.mode.bits.exec.csl = 1;
-  Put(&p);
-  p = {};
-  p.type = ppt_psbend;
-  Put(&p);
+  out_.Psb();
+  out_.Tsc(tsc);
+  out_.ModeExec64();
+  out_.PsbEnd();
 }
 
 void StreamBuilder::Tsc(uint64_t tsc) {
   FlushTnt();
-  struct pt_packet p {};
-  p.type = ppt_tsc;
-  p.payload.tsc.tsc = tsc;
-  Put(&p);
-}
-
-static void IpPacket(StreamBuilder* b, enum pt_packet_type type, uint64_t ip, bool suppressed,
-                     void (StreamBuilder::*put)(const void*)) {
-  struct pt_packet p {};
-  p.type = type;
-  p.payload.ip.ipc = suppressed ? pt_ipc_suppressed : pt_ipc_sext_48;
-  p.payload.ip.ip = ip;
-  (b->*put)(&p);
+  out_.Tsc(tsc);
 }
 
 void StreamBuilder::Tip(uint64_t ip) {
   FlushTnt();
-  IpPacket(this, ppt_tip, ip, false, &StreamBuilder::Put);
+  out_.Ip(IpPacket::kTip, ip, IpCompression::kSext48);
 }
 void StreamBuilder::TipPge(uint64_t ip) {
   FlushTnt();
-  IpPacket(this, ppt_tip_pge, ip, false, &StreamBuilder::Put);
+  out_.Ip(IpPacket::kTipPge, ip, IpCompression::kSext48);
 }
 void StreamBuilder::TipPgd() {
   FlushTnt();
-  IpPacket(this, ppt_tip_pgd, 0, true, &StreamBuilder::Put);
+  out_.Ip(IpPacket::kTipPgd, 0, IpCompression::kSuppressed);
 }
 void StreamBuilder::Fup(uint64_t ip) {
   FlushTnt();
-  IpPacket(this, ppt_fup, ip, false, &StreamBuilder::Put);
+  out_.Ip(IpPacket::kFup, ip, IpCompression::kSext48);
 }
 void StreamBuilder::Ovf() {
   FlushTnt();
-  struct pt_packet p {};
-  p.type = ppt_ovf;
-  Put(&p);
+  out_.Ovf();
 }
 void StreamBuilder::ModeTsx(bool intx, bool abrt) {
   FlushTnt();
-  struct pt_packet p {};
-  p.type = ppt_mode;
-  p.payload.mode.leaf = pt_mol_tsx;
-  p.payload.mode.bits.tsx.intx = intx ? 1 : 0;
-  p.payload.mode.bits.tsx.abrt = abrt ? 1 : 0;
-  Put(&p);
+  out_.ModeTsx(intx, abrt);
 }
 void StreamBuilder::Raw(const std::string& bytes) {
   FlushTnt();
-  out_ += bytes;
+  out_.Raw(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
 }
 std::string StreamBuilder::Finish() {
   FlushTnt();
-  return out_;
+  auto bytes = out_.bytes();
+  return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
 }
 
 uint64_t CallsProgram::Sym(const std::string& name) const {

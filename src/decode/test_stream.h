@@ -1,5 +1,5 @@
-// Test support: writes genuine Intel PT packet streams with libipt's encoder,
-// and a minimal manifest/sideband for the decoder test program
+// Test support: writes genuine Intel PT packet streams with the PT packet
+// writer (emulate/pt_packets.h), and a minimal manifest/sideband for the decoder test program
 // (tests/programs/decode/calls.S). Used by decode, model, output and cli tests.
 #pragma once
 
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "decode/symbols.h"
+#include "emulate/pt_packets.h"
 #include "trace/manifest.h"
 #include "trace/perf_record.h"
 
@@ -36,9 +37,8 @@ class StreamBuilder {
   std::string Finish();
 
  private:
-  void Put(const void* packet);
   void FlushTnt();
-  std::string out_;
+  emulate::PacketWriter out_;
   uint64_t tnt_bits_ = 0;
   int tnt_count_ = 0;
 };

@@ -1,7 +1,7 @@
 // PtStream: the encoder-side state of one emulated Intel PT stream, on top of
-// libipt's packet encoder (pt_enc_next). It owns the decisions a CPU makes
-// when it writes PT: TNT batching, last-IP compression, return compression,
-// PSB+ layout and the TIP.PGD/TIP.PGE pairs around far transfers.
+// the packet writer (pt_packets.h). It owns the decisions a CPU makes when
+// it writes PT: TNT batching, last-IP compression, return compression, PSB+
+// layout and the TIP.PGD/TIP.PGE pairs around far transfers.
 //
 // Each rule here mirrors what libipt's decoder expects
 // (docs/emulation.md, "Encoder rules"):
@@ -25,8 +25,8 @@
 //    TIP.PGE/PGD, FUP, MTC, and before a PSB), at least 2^(cyc_thresh-1)
 //    cycles after the previous one; a TNT's CYC times its first branch.
 //
-// Bytes accumulate in an internal buffer; the owner takes them with Take().
-// Not thread-safe: one PtStream per traced thread.
+// Bytes accumulate in a buffer that grows as needed; the owner takes them
+// with Take(). Not thread-safe: one PtStream per traced thread.
 #pragma once
 
 #include <array>
@@ -35,14 +35,13 @@
 #include <span>
 #include <vector>
 
-struct pt_encoder;
-struct pt_packet;
+#include "emulate/pt_packets.h"
 
 namespace ptsnap::emulate {
 
 struct PtStreamOptions {
   bool ret_compression = true;   // false: every return is a TIP (noretcomp)
-  size_t buffer_size = 1 << 16;  // packets between two Take() calls must fit
+  size_t buffer_size = 1 << 16;  // initial room for packets between two Take() calls
   // Timing packets besides TSC, as IA32_RTIT_CTL would enable them.
   bool mtc = false;
   uint32_t mtc_freq = 0;  // MTCFreq: an MTC every 2^mtc_freq CTC ticks
@@ -90,9 +89,6 @@ int ChooseIpCompression(uint64_t ip, uint64_t last, bool have_last);
 class PtStream {
  public:
   explicit PtStream(PtStreamOptions opts = {});
-  ~PtStream();
-  PtStream(const PtStream&) = delete;
-  PtStream& operator=(const PtStream&) = delete;
 
   // The time of the packets that follow (TSC ticks; never goes back). Writes
   // the MTCs due up to `now`. Call while tracing is enabled; Psb and Pge set
@@ -141,21 +137,19 @@ class PtStream {
   }
 
   // Bytes written since the last Take().
-  [[nodiscard]] size_t pending() const { return pending_; }
-  [[nodiscard]] std::span<const uint8_t> bytes() const;
+  [[nodiscard]] size_t pending() const { return out_.size(); }
+  [[nodiscard]] std::span<const uint8_t> bytes() const { return out_.bytes(); }
   // Forgets the pending bytes (after the owner copied bytes()).
-  void Take();
+  void Take() { out_.Clear(); }
 
   [[nodiscard]] const ReturnStack& return_stack() const { return ret_; }
   [[nodiscard]] int tnt_pending() const { return tnt_bits_; }
 
  private:
-  void Emit(const ::pt_packet& p);
-  void IpPacket(int type, uint64_t ip);
+  void WriteIp(IpPacket type, uint64_t ip);
   // A CYC for time `t` when cycle-accurate mode is on and the threshold
   // allows one; the cycle counter then restarts at `t`.
   void Cyc(uint64_t t);
-  void RawBytes(const uint8_t* b, size_t n);
   void Cbr();  // CBR with the configured ratio, when there is one
   void EmitMtcsUpTo(uint64_t now);
   // TSC at `tsc` (and TMA when MTC is on); the next MTC is the first CTC
@@ -163,13 +157,11 @@ class PtStream {
   void TscTma(uint64_t tsc);
 
   PtStreamOptions opts_;
-  std::vector<uint8_t> buf_;
-  pt_encoder* enc_ = nullptr;
+  PacketWriter out_;
   uint64_t last_ip_ = 0;
   bool have_last_ip_ = false;
   uint64_t tnt_payload_ = 0;
   int tnt_bits_ = 0;
-  size_t pending_ = 0;  // bytes written since Take()
   ReturnStack ret_;
   // Timing state, in TSC ticks.
   uint64_t now_ = 0;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <intel-pt.h>
 
+#include <span>
 #include <string>
 #include <vector>
 
@@ -13,7 +14,7 @@ namespace {
 
 // A copy of the stream's bytes and a libipt config over it.
 struct Bytes {
-  explicit Bytes(const PtStream& s) : copy(s.bytes().begin(), s.bytes().end()) {
+  explicit Bytes(std::span<const uint8_t> bytes) : copy(bytes.begin(), bytes.end()) {
     pt_config_init(&cfg);
     cfg.begin = copy.data();
     cfg.end = copy.data() + copy.size();
@@ -23,8 +24,8 @@ struct Bytes {
 };
 
 // Decodes the stream's bytes back into packets with libipt's packet decoder.
-std::vector<pt_packet> Packets(const PtStream& s) {
-  Bytes b(s);
+std::vector<pt_packet> Packets(std::span<const uint8_t> bytes) {
+  Bytes b(bytes);
   pt_config& cfg = b.cfg;
   pt_packet_decoder* dec = pt_pkt_alloc_decoder(&cfg);
   std::vector<pt_packet> out;
@@ -39,6 +40,69 @@ std::vector<pt_packet> Packets(const PtStream& s) {
   }
   pt_pkt_free_decoder(dec);
   return out;
+}
+
+std::vector<pt_packet> Packets(const PtStream& s) { return Packets(s.bytes()); }
+
+// Every packet the writer lays out decodes, with libipt's packet decoder, to
+// what was written, across the buffer's growth from its smallest size.
+TEST(PacketWriter, EveryPacketDecodesToWhatWasWritten) {
+  PacketWriter w(1);
+  for (int round = 0; round < 200; ++round) {
+    w.Psb();
+    w.Tsc(1000 + round);
+    w.Tma(0x1234, 7);
+    w.Cbr(40);
+    w.ModeExec64();
+    w.PsbEnd();
+    w.ModeTsx(true, false);
+    w.Ip(IpPacket::kFup, 0x7f0000401000, IpCompression::kSext48);
+    w.Ip(IpPacket::kTip, 0x401234, IpCompression::kUpdate16);
+    w.Ip(IpPacket::kTipPge, 0xffffffff81000000, IpCompression::kFull);
+    w.Ip(IpPacket::kTipPgd, 0, IpCompression::kSuppressed);
+    w.Tnt(0b101, 3);
+    w.Tnt(0x2aaaaaaaaaaa, 47);
+    w.Mtc(0x5a);
+    w.Cyc(3);
+    w.Cyc(uint64_t{1} << 40);
+    w.Ovf();
+  }
+  auto p = Packets(w.bytes());
+  ASSERT_EQ(p.size(), 200u * 17);
+  for (size_t i = 0; i < p.size(); i += 17) {
+    const uint64_t round = i / 17;
+    EXPECT_EQ(p[i].type, ppt_psb);
+    EXPECT_EQ(p[i + 1].payload.tsc.tsc, 1000 + round);
+    EXPECT_EQ(p[i + 2].payload.tma.ctc, 0x1234);
+    EXPECT_EQ(p[i + 2].payload.tma.fc, 7);
+    EXPECT_EQ(p[i + 3].payload.cbr.ratio, 40);
+    EXPECT_EQ(p[i + 4].payload.mode.leaf, pt_mol_exec);
+    EXPECT_EQ(p[i + 5].type, ppt_psbend);
+    EXPECT_EQ(p[i + 6].payload.mode.leaf, pt_mol_tsx);
+    EXPECT_EQ(p[i + 6].payload.mode.bits.tsx.intx, 1u);
+    EXPECT_EQ(p[i + 7].type, ppt_fup);
+    EXPECT_EQ(p[i + 7].payload.ip.ipc, pt_ipc_sext_48);
+    EXPECT_EQ(p[i + 7].payload.ip.ip, 0x7f0000401000u);
+    EXPECT_EQ(p[i + 8].type, ppt_tip);
+    EXPECT_EQ(p[i + 8].payload.ip.ipc, pt_ipc_update_16);
+    EXPECT_EQ(p[i + 8].payload.ip.ip, 0x1234u);
+    EXPECT_EQ(p[i + 9].type, ppt_tip_pge);
+    EXPECT_EQ(p[i + 9].payload.ip.ip, 0xffffffff81000000u);
+    EXPECT_EQ(p[i + 10].type, ppt_tip_pgd);
+    EXPECT_EQ(p[i + 10].payload.ip.ipc, pt_ipc_suppressed);
+    EXPECT_EQ(p[i + 11].type, ppt_tnt_8);
+    EXPECT_EQ(p[i + 11].payload.tnt.bit_size, 3);
+    EXPECT_EQ(p[i + 11].payload.tnt.payload, 0b101u);
+    EXPECT_EQ(p[i + 12].type, ppt_tnt_64);
+    EXPECT_EQ(p[i + 12].payload.tnt.bit_size, 47);
+    EXPECT_EQ(p[i + 12].payload.tnt.payload, 0x2aaaaaaaaaaau);
+    EXPECT_EQ(p[i + 13].payload.mtc.ctc, 0x5a);
+    EXPECT_EQ(p[i + 14].payload.cyc.value, 3u);
+    EXPECT_EQ(p[i + 15].payload.cyc.value, uint64_t{1} << 40);
+    EXPECT_EQ(p[i + 16].type, ppt_ovf);
+  }
+  w.Clear();
+  EXPECT_EQ(w.size(), 0u);
 }
 
 TEST(PtStream, PsbCarriesTscModeAndFupWhenEnabled) {
@@ -286,7 +350,7 @@ void CheckLibiptTime(bool cyc, uint32_t mtc_freq) {
     s.Tip(ip);
     tips.push_back({ip, t, psb});
   }
-  Bytes b(s);
+  Bytes b(s.bytes());
   pt_config& cfg = b.cfg;
   cfg.cpuid_0x15_eax = kCpuid15Eax;
   cfg.cpuid_0x15_ebx = kCpuid15Ebx;

@@ -16,6 +16,7 @@
 
 #include "base/file_util.h"
 #include "base/root_path.h"
+#include "emulate/pt_packets.h"
 #include "record/kcore_copy.h"
 #include "sys/kcore_image.h"
 #include "trace/perf_record.h"
@@ -438,24 +439,21 @@ class Encoder {
 
   void Psb(uint64_t tsc, uint64_t fup) {
     FlushTnt();
-    Put(ppt_psb);
+    out_.Psb();
+    ++packets_;
     Tsc(tsc);
-    struct pt_packet p {};
-    p.type = ppt_mode;
-    p.payload.mode.leaf = pt_mol_exec;
-    p.payload.mode.bits.exec.csl = 1;
-    Put(p);
-    if (enabled_) Ip(ppt_fup, fup);
-    Put(ppt_psbend);
+    out_.ModeExec64();
+    ++packets_;
+    if (enabled_) Ip(emulate::IpPacket::kFup, fup);
+    out_.PsbEnd();
+    ++packets_;
     ret_stack_.clear();  // PSB resets return compression
   }
   void Tsc(uint64_t tsc) {
     if (tsc == last_tsc_) return;
     FlushTnt();
-    struct pt_packet p {};
-    p.type = ppt_tsc;
-    p.payload.tsc.tsc = tsc;
-    Put(p);
+    out_.Tsc(tsc);
+    ++packets_;
     last_tsc_ = tsc;
   }
   void Tnt(bool taken) {
@@ -468,32 +466,27 @@ class Encoder {
   void Branch(uint64_t to, uint64_t tsc) {
     Tsc(tsc);
     if (to != 0 && Traced(to)) {
-      Ip(ppt_tip, to);
+      Ip(emulate::IpPacket::kTip, to);
     } else {
       Disable();
     }
   }
   void Disable() {
     FlushTnt();
-    struct pt_packet p {};
-    p.type = ppt_tip_pgd;
-    p.payload.ip.ipc = pt_ipc_suppressed;
-    Put(p);
+    out_.Ip(emulate::IpPacket::kTipPgd, 0, emulate::IpCompression::kSuppressed);
+    ++packets_;
     enabled_ = false;
     ret_stack_.clear();
   }
   void Enable(uint64_t to, uint64_t tsc) {
     Tsc(tsc);
-    Ip(ppt_tip_pge, to);
+    Ip(emulate::IpPacket::kTipPge, to);
     enabled_ = true;
   }
-  void Ip(enum pt_packet_type type, uint64_t ip) {
+  void Ip(emulate::IpPacket type, uint64_t ip) {
     FlushTnt();
-    struct pt_packet p {};
-    p.type = type;
-    p.payload.ip.ipc = pt_ipc_sext_48;
-    p.payload.ip.ip = ip;
-    Put(p);
+    out_.Ip(type, ip, emulate::IpCompression::kSext48);
+    ++packets_;
   }
   void Call(uint64_t ret) {
     // libipt's return stack: 64 entries, the oldest dropped.
@@ -510,7 +503,8 @@ class Encoder {
   }
   std::string Finish() {
     FlushTnt();
-    return out_;
+    auto bytes = out_.bytes();
+    return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
   }
   bool enabled() const { return enabled_; }
   uint64_t packets() const { return packets_; }
@@ -518,38 +512,14 @@ class Encoder {
  private:
   void FlushTnt() {
     if (tnt_n_ == 0) return;
-    struct pt_packet p {};
-    p.type = ppt_tnt_8;
-    p.payload.tnt.bit_size = static_cast<uint8_t>(tnt_n_);
-    p.payload.tnt.payload = tnt_;  // oldest branch in the most significant bit
-    Put(p);
+    out_.Tnt(tnt_, tnt_n_);  // oldest branch in the most significant bit
+    ++packets_;
     tnt_ = 0;
     tnt_n_ = 0;
   }
-  void Put(enum pt_packet_type type) {
-    struct pt_packet p {};
-    p.type = type;
-    Put(p);
-  }
-  void Put(const struct pt_packet& p) {
-    uint8_t buf[64];
-    struct pt_config cfg;
-    pt_config_init(&cfg);
-    cfg.begin = buf;
-    cfg.end = buf + sizeof buf;
-    struct pt_encoder* enc = pt_alloc_encoder(&cfg);
-    int n = pt_enc_next(enc, &p);
-    pt_free_encoder(enc);
-    if (n < 0) {
-      std::fprintf(stderr, "pt_enc_next: %s\n", pt_errstr(pt_errcode(n)));
-      std::abort();
-    }
-    out_.append(reinterpret_cast<const char*>(buf), static_cast<size_t>(n));
-    ++packets_;
-  }
 
   trace::Scope scope_;
-  std::string out_;
+  emulate::PacketWriter out_;
   uint64_t tnt_ = 0;
   int tnt_n_ = 0;
   bool enabled_ = false;
@@ -578,9 +548,9 @@ std::string EncodePt(const std::vector<Step>& steps, trace::Scope scope, EncodeS
       // only the handler is.
       e.Tsc(s.time);
       if (e.enabled() && e.Traced(s.ip)) {
-        e.Ip(ppt_fup, s.ip);
+        e.Ip(emulate::IpPacket::kFup, s.ip);
         if (e.Traced(s.next)) {
-          e.Ip(ppt_tip, s.next);
+          e.Ip(emulate::IpPacket::kTip, s.next);
         } else {
           e.Disable();
         }
