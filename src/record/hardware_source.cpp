@@ -34,13 +34,6 @@ trace::TimeConv ReadTimeConv(const perf_event_mmap_page* page) {
   return tc;
 }
 
-uint64_t TscToPerfNs(const trace::TimeConv& tc, uint64_t tsc) {
-  if (tc.time_shift >= 64) return tc.time_zero;  // not a value the kernel writes
-  const uint64_t quot = tsc >> tc.time_shift;
-  const uint64_t rem = tsc & ((uint64_t{1} << tc.time_shift) - 1);
-  return tc.time_zero + quot * tc.time_mult + ((rem * tc.time_mult) >> tc.time_shift);
-}
-
 Result<std::unique_ptr<HardwarePtSource>> HardwarePtSource::Create(HardwareConfig config) {
   return std::unique_ptr<HardwarePtSource>(new HardwarePtSource(config));
 }
@@ -281,7 +274,7 @@ std::optional<trace::TimeConv> HardwarePtSource::time_conv() const {
 }
 
 uint64_t HardwarePtSource::Now() const {
-  if (auto tc = time_conv(); tc && tc->cap_user_time_zero) return TscToPerfNs(*tc, __rdtsc());
+  if (auto tc = time_conv(); tc && tc->cap_user_time_zero) return trace::TscToPerfTime(*tc, __rdtsc());
   timespec ts{};
   ::clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);

@@ -97,8 +97,6 @@ class HardwarePtSource final : public PtSource {
 // Reads time_zero/time_mult/time_shift under the user page's seqlock
 // (tools/perf/util/tsc.c perf_read_tsc_conversion).
 trace::TimeConv ReadTimeConv(const perf_event_mmap_page* page);
-
-// TSC -> perf clock ns with the user page's parameters (uapi perf_event.h).
-uint64_t TscToPerfNs(const trace::TimeConv& tc, uint64_t tsc);
+// TSC -> perf clock ns with these: trace::TscToPerfTime.
 
 }  // namespace ptsnap::record

@@ -302,9 +302,9 @@ TEST(TimeConv, ReadsTheUserPageAndConvertsTsc) {
   EXPECT_EQ(tc.time_mult, 3u << 20);
   EXPECT_EQ(tc.time_shift, 20u);
   EXPECT_TRUE(tc.cap_user_time_zero);
-  EXPECT_EQ(TscToPerfNs(tc, 0), 1000u);
-  EXPECT_EQ(TscToPerfNs(tc, 10), 1030u);
-  EXPECT_EQ(TscToPerfNs(tc, (uint64_t{1} << 20) + 5), 1000u + 3 * ((1u << 20) + 5));
+  EXPECT_EQ(trace::TscToPerfTime(tc, 0), 1000u);
+  EXPECT_EQ(trace::TscToPerfTime(tc, 10), 1030u);
+  EXPECT_EQ(trace::TscToPerfTime(tc, (uint64_t{1} << 20) + 5), 1000u + 3 * ((1u << 20) + 5));
 }
 
 }  // namespace
