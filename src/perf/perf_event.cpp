@@ -17,6 +17,12 @@ Result<void> Ioctl(int fd, unsigned long req, unsigned long arg, const char* nam
 
 bool IsPowerOfTwo(size_t n) { return n != 0 && (n & (n - 1)) == 0; }
 
+// A refused mmap of a perf buffer: the locked-memory limits, whatever the
+// errno (the recorder explains it by this kind).
+Error MappingFailed(Error e, const std::string& what) {
+  return std::move(e).AddContext("mapping " + what).WithKind(ErrorKind::kBufferMapping);
+}
+
 }  // namespace
 
 PerfEvent& PerfEvent::operator=(PerfEvent&& o) noexcept {
@@ -49,12 +55,7 @@ Result<PerfEvent> PerfEvent::Open(const perf_event_attr& attr, pid_t pid, int cp
   // data_tail (and aux_offset/aux_size) can be written.
   auto ring = base::MappedRegion::Map((1 + map.data_pages) * page, PROT_READ | PROT_WRITE,
                                       MAP_SHARED, ev.fd(), 0);
-  if (!ring) {
-    return std::move(ring)
-        .error()
-        .AddContext("mapping the data ring of " + ev.what_)
-        .WithKind(ErrorKind::kBufferMapping);
-  }
+  if (!ring) return MappingFailed(std::move(ring).error(), "the data ring of " + ev.what_);
   ev.ring_ = std::move(*ring);
   if (map.aux_pages == 0) return ev;
   if (!IsPowerOfTwo(map.aux_pages))
@@ -69,12 +70,7 @@ Result<PerfEvent> PerfEvent::Open(const perf_event_attr& attr, pid_t pid, int cp
   const int prot = map.aux_writable ? PROT_READ | PROT_WRITE : PROT_READ;
   auto aux = base::MappedRegion::Map(map.aux_pages * page, prot, MAP_SHARED, ev.fd(),
                                      static_cast<off_t>(h->aux_offset));
-  if (!aux) {
-    return std::move(aux)
-        .error()
-        .AddContext("mapping the AUX area of " + ev.what_)
-        .WithKind(ErrorKind::kBufferMapping);
-  }
+  if (!aux) return MappingFailed(std::move(aux).error(), "the AUX area of " + ev.what_);
   ev.aux_ = std::move(*aux);
   return ev;
 }
