@@ -17,8 +17,8 @@ Result<void> Ioctl(int fd, unsigned long req, unsigned long arg, const char* nam
 
 bool IsPowerOfTwo(size_t n) { return n != 0 && (n & (n - 1)) == 0; }
 
-// A refused mmap of a perf buffer: the locked-memory limits, whatever the
-// errno (the recorder explains it by this kind).
+// A refused mmap of a perf buffer, whose EPERM/ENOMEM mean the locked-memory
+// limits, not privilege: the recorder explains it by this kind.
 Error MappingFailed(Error e, const std::string& what) {
   return std::move(e).AddContext("mapping " + what).WithKind(ErrorKind::kBufferMapping);
 }
