@@ -128,6 +128,8 @@ TEST(StringsTest, ParsesStrictly) {
   ASSERT_EQ(w.size(), 2u);
   EXPECT_EQ(w[1], "b");
   EXPECT_EQ(Hex(255), "0xff");
+  EXPECT_EQ(HexBytes(std::string("\x00\x7f\xab\xff", 4)), "007fabff");
+  EXPECT_EQ(HexBytes(""), "");
 }
 
 }  // namespace

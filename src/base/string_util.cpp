@@ -71,6 +71,18 @@ std::string Hex(uint64_t v) {
   return buf;
 }
 
+std::string HexBytes(std::string_view bytes) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (char ch : bytes) {
+    const auto u = static_cast<unsigned char>(ch);
+    out.push_back(kDigits[u >> 4]);
+    out.push_back(kDigits[u & 15]);
+  }
+  return out;
+}
+
 std::string Join(const std::vector<std::string>& parts, std::string_view sep) {
   std::string out;
   for (const auto& p : parts) {

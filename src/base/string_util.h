@@ -23,6 +23,8 @@ namespace ptsnap::base {
 
 // "0x1f" style.
 [[nodiscard]] std::string Hex(uint64_t v);
+// Bytes as lowercase hex digits, two a byte, no prefix ("build-id" style).
+[[nodiscard]] std::string HexBytes(std::string_view bytes);
 
 // The parts with `sep` between them.
 [[nodiscard]] std::string Join(const std::vector<std::string>& parts, std::string_view sep = " ");

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <memory>
 
+#include "base/string_util.h"
 #include "base/unique_fd.h"
 #include "elf/libelf_util.h"
 
@@ -142,14 +143,8 @@ std::string BuildIdNote(Elf* elf) {
       if (nhdr.n_type != NT_GNU_BUILD_ID || nhdr.n_namesz != 4 ||
           std::memcmp(static_cast<const char*>(data->d_buf) + name_off, "GNU", 4) != 0)
         continue;
-      static const char* kHex = "0123456789abcdef";
-      std::string hex;
-      const auto* d = static_cast<const unsigned char*>(data->d_buf) + desc_off;
-      for (size_t i = 0; i < nhdr.n_descsz; ++i) {
-        hex += kHex[d[i] >> 4];
-        hex += kHex[d[i] & 0xf];
-      }
-      return hex;
+      return base::HexBytes(
+          std::string_view(static_cast<const char*>(data->d_buf) + desc_off, nhdr.n_descsz));
     }
   }
   return "";

@@ -377,18 +377,6 @@ std::string Prot(uint32_t prot, uint32_t flags) {
   return s;
 }
 
-std::string HexBytes(std::string_view b) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(b.size() * 2);
-  for (char ch : b) {
-    auto u = static_cast<unsigned char>(ch);
-    out.push_back(kDigits[u >> 4]);
-    out.push_back(kDigits[u & 15]);
-  }
-  return out;
-}
-
 // pids and tids are u32 in the records but -1 means "kernel" / "none".
 std::string Id(uint32_t v) { return std::to_string(static_cast<int32_t>(v)); }
 
@@ -487,7 +475,7 @@ std::string DescribeRecord(const Record& record) {
                           Hex(b.len) + " pgoff " + Hex(b.pgoff) + " " + Prot(b.prot, b.flags) +
                           " " + b.filename;
           if (record.misc & kMiscMmapBuildId) {
-            s += " build-id " + HexBytes(b.build_id);
+            s += " build-id " + base::HexBytes(b.build_id);
           } else {
             s += " dev " + std::to_string(b.maj) + ":" + std::to_string(b.min) + " ino " +
                  std::to_string(b.ino);
@@ -526,8 +514,8 @@ std::string DescribeRecord(const Record& record) {
           return "KSYMBOL " + Hex(b.addr) + "+" + Hex(b.len) + " type " +
                  std::to_string(b.ksym_type) + " flags " + std::to_string(b.flags) + " " + b.name;
         } else if constexpr (std::is_same_v<T, TextPoke>) {
-          return "TEXT_POKE " + Hex(b.addr) + " old " + HexBytes(b.old_bytes) + " new " +
-                 HexBytes(b.new_bytes);
+          return "TEXT_POKE " + Hex(b.addr) + " old " + base::HexBytes(b.old_bytes) + " new " +
+                 base::HexBytes(b.new_bytes);
         } else {
           return TypeLabel(record.type) + " (" + std::to_string(b.body.size()) + " body bytes)";
         }
