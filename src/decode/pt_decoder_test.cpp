@@ -135,51 +135,6 @@ TEST(PtDecoderTest, ArbitraryBytesDecodeToNothingAndDoNotHideWhatFollows) {
   }
 }
 
-// Blocks from libipt's block cache that end in a far transfer carry no
-// instruction class; the decoder classifies the bytes itself.
-TEST(PtDecoderTest, ClassifiesFarTransfersFromTheirBytes) {
-  auto cls = [](std::initializer_list<uint8_t> b, enum pt_exec_mode m = ptem_64bit) {
-    std::vector<uint8_t> v(b);
-    return ClassifyInstruction(v.data(), v.size(), m);
-  };
-  EXPECT_EQ(cls({0x0f, 0x05}), ptic_far_call);              // syscall
-  EXPECT_EQ(cls({0xcd, 0x80}, ptem_32bit), ptic_far_call);  // int 0x80
-  EXPECT_EQ(cls({0x48, 0x0f, 0x07}), ptic_far_return);      // sysretq
-  EXPECT_EQ(cls({0x48, 0xcf}), ptic_far_return);            // iretq
-  EXPECT_EQ(cls({0xcb}), ptic_far_return);                  // far ret
-  EXPECT_EQ(cls({0xff, 0x1c, 0x24}), ptic_far_call);        // call far [rsp]
-  EXPECT_EQ(cls({0xe8, 0, 0, 0, 0}), ptic_call);
-  EXPECT_EQ(cls({0xff, 0xd0}), ptic_call);  // call rax
-  EXPECT_EQ(cls({0xc3}), ptic_return);
-  EXPECT_EQ(cls({0xff, 0xe0}), ptic_jump);  // jmp rax
-  EXPECT_EQ(cls({0x74, 0x02}), ptic_cond_jump);
-  EXPECT_EQ(cls({0x90}), ptic_other);
-  EXPECT_EQ(cls({0x0f}), ptic_error);  // truncated
-}
-
-TEST(PtDecoderTest, ConfigFromManifest) {
-  trace::Manifest m = testing::CallsManifest(1);
-  m.cpu.cpuid_15_eax = 2;
-  m.cpu.cpuid_15_ebx = 100;
-  m.pt.mtc_freq = 3;
-  m.pt.nom_freq = 24;
-  m.pt.addr0_a = 0x1000;
-  m.pt.addr0_b = 0x2000;
-  struct pt_config c = MakePtConfig(m);
-  EXPECT_EQ(c.cpu.vendor, pcv_intel);
-  EXPECT_EQ(c.cpu.model, 85);
-  EXPECT_EQ(c.cpuid_0x15_eax, 2u);
-  EXPECT_EQ(c.cpuid_0x15_ebx, 100u);
-  EXPECT_EQ(c.mtc_freq, 3);
-  EXPECT_EQ(c.nom_freq, 24);
-  EXPECT_EQ(c.addr_filter.config.ctl.addr0_cfg, 1u);
-  EXPECT_EQ(c.addr_filter.addr0_b, 0x2000u);
-  EXPECT_TRUE(c.flags.variant.block.end_on_call);
-  EXPECT_TRUE(c.flags.variant.block.end_on_jump);
-  // Skylake server (6/85) has known errata libipt works around.
-  EXPECT_TRUE(c.errata.skd022 || c.errata.skl014 || c.errata.skd010);
-}
-
 // Who runs on a CPU, from SWITCH_CPU_WIDE (either half) and ITRACE_START;
 // idle and unknown stretches belong to the CPU's own track {0, -1 - cpu}.
 TEST(PtDecoderTest, ThreadAtFollowsTheSwitchSideband) {

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "decode/libipt.h"
 #include "ptsnap/result.h"
 
 #ifndef PTSNAP_DECODE_CALLS
@@ -23,9 +24,12 @@ void StreamBuilder::Put(const void* p) {
   pt_config_init(&cfg);
   cfg.begin = buf;
   cfg.end = buf + sizeof buf;
-  struct pt_encoder* enc = pt_alloc_encoder(&cfg);
-  int n = pt_enc_next(enc, packet);
-  pt_free_encoder(enc);
+  UniqueEncoder enc(pt_alloc_encoder(&cfg));
+  if (enc == nullptr) {
+    std::fprintf(stderr, "pt_alloc_encoder: out of memory\n");
+    std::abort();
+  }
+  int n = pt_enc_next(enc.get(), packet);
   if (n < 0) {
     std::fprintf(stderr, "pt_enc_next: %s\n", pt_errstr(pt_errcode(n)));
     std::abort();
