@@ -11,6 +11,7 @@
 #include "base/check.h"
 #include "base/file_util.h"
 #include "decode/classify.h"
+#include "trace/trace_dir.h"
 
 namespace ptsnap::decode {
 
@@ -76,10 +77,10 @@ Result<std::unique_ptr<PtDecoder>> PtDecoder::Create(const std::filesystem::path
       d->spaces_.Apply(rec);
     }
   }
-  // JIT maps written by runtimes (perf's /tmp/perf-PID.map convention).
+  // JIT maps written by runtimes (perf's /tmp/perf-PID.map convention), as
+  // the recording host had them when recording ended: the trace's copies.
   for (int32_t pid : manifest.pids) {
-    auto p = std::filesystem::path("/tmp") / ("perf-" + std::to_string(pid) + ".map");
-    if (auto text = base::ReadFile(p); text) {
+    if (auto text = base::ReadFile(trace::PerfMapPath(dir, pid)); text) {
       d->symbolizer_.AddPerfMap(d->LastSpace(pid), ParsePerfMap(*text));
     }
   }

@@ -74,7 +74,7 @@ struct BranchEvent {
 // per-CPU streams by time. Not thread-safe.
 class PtDecoder {
  public:
-  // `dir` is the trace directory (for binaries/, vdso/, kcore/); `records`
+  // `dir` is the trace directory (for binaries/, vdso/, kcore/, jit/); `records`
   // the sideband in time order. Builds images and symbol mappings; never
   // fails (missing files are counted in stats() and reported as warnings).
   static Result<std::unique_ptr<PtDecoder>> Create(const std::filesystem::path& dir,

@@ -2,9 +2,16 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
 
 #include "decode/test_stream.h"
 #include "tests/support/result_matchers.h"
+#include "tests/support/temp_dir.h"
+#include "trace/trace_dir.h"
 
 namespace ptsnap::decode {
 namespace {
@@ -214,6 +221,48 @@ TEST(PtDecoderTest, StreamWithoutTimingUsesTheLastSpace) {
   ASSERT_FALSE(events.empty());
   for (const auto& e : events) EXPECT_EQ(e.space, (*dec)->LastSpace(100));
   EXPECT_NE((*dec)->LastSpace(100), 100);
+}
+
+// JIT code is named by the process's perf map as the recording machine had
+// it, which the recorder copies into the trace (jit/perf-PID.map); the
+// decoding machine's /tmp/perf-PID.map belongs to other processes.
+TEST(PtDecoderTest, PerfMapInTheTraceDirNamesJitCode) {
+  ptsnap::testing::TempDir tmp;
+  const int32_t pid = ::getpid();  // no other test run uses this pid
+  const std::string map = "perf-" + std::to_string(pid) + ".map";
+  tmp.Write("recording-host/" + map, "7f0000001000 40 jitted_add\n");
+  auto p = testing::LoadCallsProgram();
+  {
+    auto w = trace::TraceWriter::Create(tmp.path() / "trace", testing::CallsManifest(pid));
+    ASSERT_THAT(w, HasValue());
+    const int32_t pids[] = {pid};
+    ASSERT_THAT(w->CopyPerfMaps(pids, tmp.path() / "recording-host"), HasValue());
+    ASSERT_THAT(w->Finish(), HasValue());
+  }
+  auto reader = trace::TraceReader::Open(tmp.path() / "trace");
+  ASSERT_THAT(reader, HasValue());
+  auto dec = PtDecoder::Create(reader->dir(), reader->manifest(), testing::CallsSideband(p, pid));
+  ASSERT_THAT(dec, HasValue());
+  Resolved r = (*dec)->symbolizer().Resolve(pid, 0x7f0000001010);
+  EXPECT_TRUE(r.known);
+  EXPECT_EQ(*r.name, "jitted_add");
+  EXPECT_EQ(*r.dso, "[jit]");
+  EXPECT_EQ(r.start, 0x7f0000001000u);
+  EXPECT_EQ(*(*dec)->symbolizer().Resolve(pid, p.Sym("main")).name, "main");  // ELF code as before
+
+  // This machine's map of the same pid is not the recording's: not read.
+  const std::filesystem::path host_map = std::filesystem::path("/tmp") / map;
+  ASSERT_FALSE(std::filesystem::exists(host_map));
+  {
+    std::ofstream out(host_map);
+    out << "7f0000003000 40 decoding_host_only\n";
+  }
+  auto plain = PtDecoder::Create(tmp.path() / "no-jit", testing::CallsManifest(pid),
+                                 testing::CallsSideband(p, pid));
+  std::filesystem::remove(host_map);
+  ASSERT_THAT(plain, HasValue());
+  EXPECT_FALSE((*plain)->symbolizer().Resolve(pid, 0x7f0000003010).known);
+  EXPECT_FALSE((*plain)->symbolizer().Resolve(pid, 0x7f0000001010).known);
 }
 
 }  // namespace
