@@ -13,17 +13,20 @@
 
 #include <intel-pt.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
-#include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
-#include "base/unique_fd.h"
+#include "decode/address_spaces.h"
+#include "decode/kernel_image.h"
+#include "decode/libipt.h"
+#include "decode/schedule.h"
+#include "decode/stats.h"
 #include "decode/symbols.h"
 #include "ptsnap/result.h"
 #include "trace/manifest.h"
@@ -64,47 +67,14 @@ struct BranchEvent {
   std::string message;        // kError only
 };
 
-// Symbolizer keys of address spaces after a process's first.
-inline constexpr int32_t kFirstSpaceId = 0x20000000;
-
-// Counters shown in the summary.
-struct DecodeStats {
-  uint64_t pt_bytes = 0;
-  uint64_t blocks = 0;
-  uint64_t instructions = 0;
-  uint64_t events = 0;  // BranchEvents emitted
-  uint64_t errors = 0;
-  uint64_t overflows = 0;
-  uint64_t nomap_errors = 0;  // -pte_nomap: code not in any image section
-  uint64_t build_id_mismatches = 0;
-  uint64_t missing_files = 0;
-  uint64_t tsx_aborts = 0;            // transactions aborted: their speculative branches dropped
-  uint64_t thread_switches = 0;       // per-CPU streams: changes of the running thread applied
-  std::vector<std::string> warnings;  // one line each; shown once in the summary
-};
-
-// Builds libipt's pt_config from the manifest (cpu + errata, cpuid 0x15,
-// mtc_freq, nom_freq, ADDR0 filter). Pure; begin/end are left for the caller.
-struct pt_config MakePtConfig(const trace::Manifest& m);
-
-// The class of the x86 instruction at the start of `bytes` (decoded with
-// Zydis in `mode`), as libipt names it: ptic_far_call for syscall/sysenter/
-// int/far call, ptic_far_return for sysret/sysexit/iret/far ret, and so on;
-// ptic_error when the bytes do not decode. Pure.
-enum pt_insn_class ClassifyInstruction(const uint8_t* bytes, size_t size, enum pt_exec_mode mode);
-
-// Which file provides a mapping's bytes, after the build-id check.
-struct MappedFile {
-  std::filesystem::path path;  // on this machine; empty: none usable
-  std::string why_not;         // when empty path: "build-id mismatch", "missing", "anonymous"
-};
-
 // Decodes the streams of one trace. Holds the libipt section cache shared by
-// all process images, the per-process images and the Symbolizer. Not
-// thread-safe.
+// every image, the kernel's image (kernel_image.h), the address spaces and
+// their images (address_spaces.h), the per-CPU schedule (schedule.h) and
+// the Symbolizer; it runs each stream's state machine over them and merges
+// per-CPU streams by time. Not thread-safe.
 class PtDecoder {
  public:
-  // `dir` is the trace directory (for binaries/, vdso/, kcore/); `records`
+  // `dir` is the trace directory (for binaries/, vdso/, kcore/, jit/); `records`
   // the sideband in time order. Builds images and symbol mappings; never
   // fails (missing files are counted in stats() and reported as warnings).
   static Result<std::unique_ptr<PtDecoder>> Create(const std::filesystem::path& dir,
@@ -139,22 +109,27 @@ class PtDecoder {
   // Who ran on `cpu` at perf time `time`, from PERF_RECORD_SWITCH_CPU_WIDE
   // and ITRACE_START records: {pid, tid}, or {0, -1 - cpu} when unknown or
   // idle (the CPU's own track).
-  struct ThreadId {
-    int32_t pid = 0, tid = 0;
-    friend bool operator==(const ThreadId&, const ThreadId&) = default;
-  };
-  [[nodiscard]] ThreadId ThreadAt(int32_t cpu, uint64_t time) const;
+  using ThreadId = decode::ThreadId;
+  [[nodiscard]] ThreadId ThreadAt(int32_t cpu, uint64_t time) const {
+    return schedule_.ThreadAt(cpu, time);
+  }
   // Every thread ThreadAt can return for `cpu` (the CPU's own track first).
-  [[nodiscard]] std::vector<ThreadId> CpuThreads(int32_t cpu) const;
+  [[nodiscard]] std::vector<ThreadId> CpuThreads(int32_t cpu) const {
+    return schedule_.CpuThreads(cpu);
+  }
 
   // Address spaces in time order (docs/decoding.md, "Images"): the space
   // `pid` had at `time`, and the time its next one starts (UINT64_MAX:
   // none). LastSpace: the one at the end of the recording.
-  [[nodiscard]] int32_t SpaceAt(int32_t pid, uint64_t time) const;
-  [[nodiscard]] uint64_t NextSpaceChange(int32_t pid, uint64_t time) const;
-  [[nodiscard]] int32_t LastSpace(int32_t pid) const;
+  [[nodiscard]] int32_t SpaceAt(int32_t pid, uint64_t time) const {
+    return spaces_.SpaceAt(pid, time);
+  }
+  [[nodiscard]] uint64_t NextSpaceChange(int32_t pid, uint64_t time) const {
+    return spaces_.NextSpaceChange(pid, time);
+  }
+  [[nodiscard]] int32_t LastSpace(int32_t pid) const { return spaces_.LastSpace(pid); }
   // Whether `space` began with an exec (a new program, not a copy).
-  [[nodiscard]] bool SpaceIsExec(int32_t space) const { return exec_spaces_.count(space) != 0; }
+  [[nodiscard]] bool SpaceIsExec(int32_t space) const { return spaces_.IsExec(space); }
 
   [[nodiscard]] Symbolizer& symbolizer() { return symbolizer_; }
   [[nodiscard]] const DecodeStats& stats() const { return stats_; }
@@ -177,86 +152,36 @@ class PtDecoder {
                             : static_cast<double>(rate_ns_) / static_cast<double>(rate_insns_);
   }
   // The class of `block`'s last instruction, read from the image section
-  // that holds it. libipt leaves `block.iclass` at ptic_error for blocks it
-  // serves from its block cache that end in an indirect jump or a far
-  // transfer (its ptbq_indirect entries): the second `syscall` or `sysret`
-  // from one site. Returns ptic_error when the bytes cannot be read.
+  // that holds it, for the blocks libipt leaves at ptic_error
+  // (ClassifyBlockEnd in classify.h, over this decoder's section cache).
   [[nodiscard]] enum pt_insn_class ClassifyBlockEnd(const struct pt_block& block) const;
 
   // Kernel text changes (PERF_RECORD_TEXT_POKE) in time order. The kcore
   // copy holds the text as it was when recording started; version k of an
   // image has the first k pokes applied. Decoding switches to version k
   // once the stream's time reaches PokeTime(k - 1).
-  [[nodiscard]] size_t PokeCount() const { return pokes_.size(); }
-  [[nodiscard]] uint64_t PokeTime(size_t i) const { return pokes_[i].time; }
+  [[nodiscard]] size_t PokeCount() const { return kernel_.PokeCount(); }
+  [[nodiscard]] uint64_t PokeTime(size_t i) const { return kernel_.PokeTime(i); }
   // Address space `space`'s image with the first `k` pokes applied (k = 0:
-  // Image(space)). Owned by the decoder.
-  struct pt_image* PokedImage(int32_t space, size_t k);
+  // the space's own image). Owned by the decoder.
+  struct pt_image* PokedImage(int32_t space, size_t k) {
+    return spaces_.Image(space, k);
+  }
 
  private:
   PtDecoder(const std::filesystem::path& dir, const trace::Manifest& m);
-  void AddMmap(int32_t pid, uint64_t time, uint64_t addr, uint64_t len, uint64_t pgoff,
-               const std::string& filename, const std::string& build_id);
-  void AddSwitch(const trace::Record& rec);
-  // The space `pid` is in now (while walking the sideband), created on
-  // first use with id `pid`.
-  int32_t CurrentSpace(int32_t pid);
-  // Starts a new address space for `pid` at `time`: a copy of the current
-  // one (an mmap replaced mapped code) or an empty one (exec).
-  int32_t NewSpace(int32_t pid, uint64_t time, bool copy);
-  void AddKcore();
-  void AddTextPoke(uint64_t time, const trace::TextPoke& poke);
-  struct pt_image* Image(int32_t space);
-  // A block decoder over `bytes` (freed by its StreamDecoder).
-  Result<struct pt_block_decoder*> AllocDecoder(std::string_view bytes);
-  MappedFile Resolve(int32_t pid, const std::string& filename, const std::string& build_id);
+  // A block decoder over `bytes` with the kernel image set.
+  Result<UniqueBlockDecoder> AllocDecoder(std::string_view bytes);
 
   std::filesystem::path dir_;
   trace::Manifest manifest_;
-  struct pt_image_section_cache* iscache_ = nullptr;
-  struct pt_image* kernel_image_ = nullptr;  // kcore sections, copied into each process image
-  std::unordered_map<int32_t, struct pt_image*> images_;  // by space
-  // Each process's address spaces in time order: {start time, space}.
-  struct Epoch {
-    uint64_t start = 0;
-    int32_t space = 0;
-  };
-  std::unordered_map<int32_t, std::vector<Epoch>> epochs_;
-  // The file mappings with code of each space, to tell a replacement (new
-  // space) from an addition: [start, end) maps `file` at offset
-  // address + delta (modular).
-  struct CodeMap {
-    uint64_t start = 0, end = 0;
-    std::string file;  // path on this machine
-    uint64_t delta = 0;
-  };
-  std::unordered_map<int32_t, std::vector<CodeMap>> code_maps_;
-  int32_t next_space_ = kFirstSpaceId;
-  std::unordered_set<int32_t> exec_spaces_;
-  // Per CPU: from `time` on, `thread` runs; sorted by time.
-  struct Run {
-    uint64_t time = 0;
-    ThreadId thread;
-  };
-  std::unordered_map<int32_t, std::vector<Run>> schedule_;
-  std::unordered_map<std::string, int> isids_;  // "path@off+size@vaddr" -> isid
-  struct KcoreSegment {
-    uint64_t vaddr = 0, size = 0;
-    int isid = 0;
-  };
-  std::vector<KcoreSegment> kcore_segments_;
-  // One section per poke: the pages it touched, with every poke so far
-  // applied, in a memfd (libipt sections are files: /proc/self/fd/N).
-  struct Poke {
-    uint64_t time = 0;  // perf clock ns
-    int isid = 0;
-  };
-  std::vector<Poke> pokes_;
-  std::vector<base::UniqueFd> poke_fds_;
-  std::unordered_map<uint64_t, std::string> poked_pages_;  // page address -> current bytes
-  std::unordered_map<int32_t, std::vector<struct pt_image*>> poked_images_;  // [k - 1]
   Symbolizer symbolizer_;
   DecodeStats stats_;
+  // Declared before every image (kernel_, spaces_) so that it outlives them.
+  UniqueIscache iscache_;
+  KernelImage kernel_;
+  AddressSpaces spaces_;
+  Schedule schedule_;
   uint64_t rate_ns_ = 0, rate_insns_ = 0;
 };
 

@@ -2,9 +2,16 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
 
 #include "decode/test_stream.h"
 #include "tests/support/result_matchers.h"
+#include "tests/support/temp_dir.h"
+#include "trace/trace_dir.h"
 
 namespace ptsnap::decode {
 namespace {
@@ -135,51 +142,6 @@ TEST(PtDecoderTest, ArbitraryBytesDecodeToNothingAndDoNotHideWhatFollows) {
   }
 }
 
-// Blocks from libipt's block cache that end in a far transfer carry no
-// instruction class; the decoder classifies the bytes itself.
-TEST(PtDecoderTest, ClassifiesFarTransfersFromTheirBytes) {
-  auto cls = [](std::initializer_list<uint8_t> b, enum pt_exec_mode m = ptem_64bit) {
-    std::vector<uint8_t> v(b);
-    return ClassifyInstruction(v.data(), v.size(), m);
-  };
-  EXPECT_EQ(cls({0x0f, 0x05}), ptic_far_call);              // syscall
-  EXPECT_EQ(cls({0xcd, 0x80}, ptem_32bit), ptic_far_call);  // int 0x80
-  EXPECT_EQ(cls({0x48, 0x0f, 0x07}), ptic_far_return);      // sysretq
-  EXPECT_EQ(cls({0x48, 0xcf}), ptic_far_return);            // iretq
-  EXPECT_EQ(cls({0xcb}), ptic_far_return);                  // far ret
-  EXPECT_EQ(cls({0xff, 0x1c, 0x24}), ptic_far_call);        // call far [rsp]
-  EXPECT_EQ(cls({0xe8, 0, 0, 0, 0}), ptic_call);
-  EXPECT_EQ(cls({0xff, 0xd0}), ptic_call);  // call rax
-  EXPECT_EQ(cls({0xc3}), ptic_return);
-  EXPECT_EQ(cls({0xff, 0xe0}), ptic_jump);  // jmp rax
-  EXPECT_EQ(cls({0x74, 0x02}), ptic_cond_jump);
-  EXPECT_EQ(cls({0x90}), ptic_other);
-  EXPECT_EQ(cls({0x0f}), ptic_error);  // truncated
-}
-
-TEST(PtDecoderTest, ConfigFromManifest) {
-  trace::Manifest m = testing::CallsManifest(1);
-  m.cpu.cpuid_15_eax = 2;
-  m.cpu.cpuid_15_ebx = 100;
-  m.pt.mtc_freq = 3;
-  m.pt.nom_freq = 24;
-  m.pt.addr0_a = 0x1000;
-  m.pt.addr0_b = 0x2000;
-  struct pt_config c = MakePtConfig(m);
-  EXPECT_EQ(c.cpu.vendor, pcv_intel);
-  EXPECT_EQ(c.cpu.model, 85);
-  EXPECT_EQ(c.cpuid_0x15_eax, 2u);
-  EXPECT_EQ(c.cpuid_0x15_ebx, 100u);
-  EXPECT_EQ(c.mtc_freq, 3);
-  EXPECT_EQ(c.nom_freq, 24);
-  EXPECT_EQ(c.addr_filter.config.ctl.addr0_cfg, 1u);
-  EXPECT_EQ(c.addr_filter.addr0_b, 0x2000u);
-  EXPECT_TRUE(c.flags.variant.block.end_on_call);
-  EXPECT_TRUE(c.flags.variant.block.end_on_jump);
-  // Skylake server (6/85) has known errata libipt works around.
-  EXPECT_TRUE(c.errata.skd022 || c.errata.skl014 || c.errata.skd010);
-}
-
 // Who runs on a CPU, from SWITCH_CPU_WIDE (either half) and ITRACE_START;
 // idle and unknown stretches belong to the CPU's own track {0, -1 - cpu}.
 TEST(PtDecoderTest, ThreadAtFollowsTheSwitchSideband) {
@@ -259,6 +221,48 @@ TEST(PtDecoderTest, StreamWithoutTimingUsesTheLastSpace) {
   ASSERT_FALSE(events.empty());
   for (const auto& e : events) EXPECT_EQ(e.space, (*dec)->LastSpace(100));
   EXPECT_NE((*dec)->LastSpace(100), 100);
+}
+
+// JIT code is named by the process's perf map as the recording machine had
+// it, which the recorder copies into the trace (jit/perf-PID.map); the
+// decoding machine's /tmp/perf-PID.map belongs to other processes.
+TEST(PtDecoderTest, PerfMapInTheTraceDirNamesJitCode) {
+  ptsnap::testing::TempDir tmp;
+  const int32_t pid = ::getpid();  // no other test run uses this pid
+  const std::string map = "perf-" + std::to_string(pid) + ".map";
+  tmp.Write("recording-host/" + map, "7f0000001000 40 jitted_add\n");
+  auto p = testing::LoadCallsProgram();
+  {
+    auto w = trace::TraceWriter::Create(tmp.path() / "trace", testing::CallsManifest(pid));
+    ASSERT_THAT(w, HasValue());
+    const int32_t pids[] = {pid};
+    ASSERT_THAT(w->CopyPerfMaps(pids, tmp.path() / "recording-host"), HasValue());
+    ASSERT_THAT(w->Finish(), HasValue());
+  }
+  auto reader = trace::TraceReader::Open(tmp.path() / "trace");
+  ASSERT_THAT(reader, HasValue());
+  auto dec = PtDecoder::Create(reader->dir(), reader->manifest(), testing::CallsSideband(p, pid));
+  ASSERT_THAT(dec, HasValue());
+  Resolved r = (*dec)->symbolizer().Resolve(pid, 0x7f0000001010);
+  EXPECT_TRUE(r.known);
+  EXPECT_EQ(*r.name, "jitted_add");
+  EXPECT_EQ(*r.dso, "[jit]");
+  EXPECT_EQ(r.start, 0x7f0000001000u);
+  EXPECT_EQ(*(*dec)->symbolizer().Resolve(pid, p.Sym("main")).name, "main");  // ELF code as before
+
+  // This machine's map of the same pid is not the recording's: not read.
+  const std::filesystem::path host_map = std::filesystem::path("/tmp") / map;
+  ASSERT_FALSE(std::filesystem::exists(host_map));
+  {
+    std::ofstream out(host_map);
+    out << "7f0000003000 40 decoding_host_only\n";
+  }
+  auto plain = PtDecoder::Create(tmp.path() / "no-jit", testing::CallsManifest(pid),
+                                 testing::CallsSideband(p, pid));
+  std::filesystem::remove(host_map);
+  ASSERT_THAT(plain, HasValue());
+  EXPECT_FALSE((*plain)->symbolizer().Resolve(pid, 0x7f0000003010).known);
+  EXPECT_FALSE((*plain)->symbolizer().Resolve(pid, 0x7f0000001010).known);
 }
 
 }  // namespace

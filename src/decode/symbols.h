@@ -60,7 +60,7 @@ class Symbolizer {
   // shown) at [addr, addr+len) with file offset pgoff for `pid`.
   void AddMapping(int32_t pid, uint64_t addr, uint64_t len, uint64_t pgoff,
                   const std::filesystem::path& file, const std::string& dso);
-  // JIT symbols for `pid` (from /tmp/perf-PID.map).
+  // JIT symbols for `pid` (a perf-PID.map: the trace's jit/ copy, trace_dir.h).
   void AddPerfMap(int32_t pid, elf::SymbolTable table);
   // Forgets a process's mappings (exec).
   void ResetProcess(int32_t pid);

@@ -488,6 +488,9 @@ Result<int> RecordEmulated(const record::RecordOptions& opts, const fs::path& tr
   // tools/bench-emulate compare it with a decode.
   PTSNAP_TRY(base::WriteFileAtomic(trace_dir / "emulator-stats.txt", stats));
   fs::remove_all(work, ec);
+  // The guest's JIT maps (qemu-user passes /tmp through): docs/trace-format.md, jit/.
+  if (auto r = writer.CopyPerfMaps(pids); !r)
+    PTSNAP_LOG(kWarning) << "JIT symbol maps not copied: " << r.error().ToString();
   PTSNAP_TRY(writer.Finish(done && !interrupted_by_user ? trace::State::kComplete
                                                         : trace::State::kInterrupted));
   return exit_code;

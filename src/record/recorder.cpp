@@ -769,6 +769,9 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
   };
   auto result = body();
   outcome.snapshots = session.seq;
+  // The traced processes' JIT maps as they are now (docs/trace-format.md, jit/).
+  if (auto r = writer.CopyPerfMaps(writer.manifest().pids); !r)
+    outcome.warnings.push_back("JIT symbol maps not copied: " + r.error().ToString());
   if (!result) {
     auto fin = writer.Finish(trace::State::kInterrupted);
     (void)fin;

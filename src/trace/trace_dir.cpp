@@ -16,6 +16,7 @@ namespace {
 
 constexpr char kManifestFile[] = "manifest.json";
 constexpr char kStreamDir[] = "pt";
+constexpr char kJitDir[] = "jit";
 // The directory may hold kernel memory (kcore) and the traced program's
 // data: owner only.
 constexpr mode_t kDirMode = 0700;
@@ -54,7 +55,13 @@ bool AllZero(std::span<const std::byte> bytes) {
   return std::all_of(bytes.begin(), bytes.end(), [](std::byte b) { return b == std::byte{0}; });
 }
 
+std::string PerfMapName(int32_t pid) { return "perf-" + std::to_string(pid) + ".map"; }
+
 }  // namespace
+
+std::filesystem::path PerfMapPath(const std::filesystem::path& dir, int32_t pid) {
+  return dir / kJitDir / PerfMapName(pid);
+}
 
 // ---- TraceWriter ---------------------------------------------------------
 
@@ -163,6 +170,19 @@ Result<void> TraceWriter::Flush() {
 Result<void> TraceWriter::Finish(State state) {
   manifest_.state = state;
   return Flush();
+}
+
+Result<void> TraceWriter::CopyPerfMaps(std::span<const int32_t> pids,
+                                       const std::filesystem::path& from) {
+  for (int32_t pid : pids) {
+    const std::filesystem::path src = from / PerfMapName(pid);
+    if (::access(src.c_str(), F_OK) != 0 && errno == ENOENT) continue;  // no JIT in that process
+    // The decoder reads at most this much of a map (base::ReadFile's default).
+    PTSNAP_ASSIGN_OR_RETURN(std::string text, base::ReadFile(src));
+    PTSNAP_TRY(MakeDirs(dir_ / kJitDir));
+    PTSNAP_TRY(base::WriteFileAtomic(PerfMapPath(dir_, pid), text, kFileMode));
+  }
+  return Ok();
 }
 
 // ---- TraceReader ---------------------------------------------------------

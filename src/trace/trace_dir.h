@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <span>
 #include <string>
@@ -19,6 +20,11 @@
 #include "trace/perf_record.h"
 
 namespace ptsnap::trace {
+
+// Where a trace directory keeps process `pid`'s JIT symbol map, copied from
+// the recording machine's /tmp/perf-PID.map (TraceWriter::CopyPerfMaps):
+// DIR/jit/perf-PID.map.
+std::filesystem::path PerfMapPath(const std::filesystem::path& dir, int32_t pid);
 
 class TraceWriter {
  public:
@@ -59,6 +65,14 @@ class TraceWriter {
   Result<void> Flush();
   // Sets the final state and rewrites the manifest.
   Result<void> Finish(State state = State::kComplete);
+  // Copies each `from`/perf-PID.map (the JIT symbol maps runtimes write, in
+  // perf's convention) of `pids` to PerfMapPath(dir(), pid), mode 0600
+  // (jit/ created 0700 when there is one). A map that does not exist is
+  // skipped; one that cannot be read or written is an error naming it (the
+  // maps after it are not copied). Call it when recording ends: the maps
+  // belong to the recording machine at that moment.
+  Result<void> CopyPerfMaps(std::span<const int32_t> pids,
+                            const std::filesystem::path& from = "/tmp");
 
   [[nodiscard]] const std::filesystem::path& dir() const { return dir_; }
 

@@ -290,5 +290,52 @@ TEST(TraceDirTest, StreamsGrowAsTheyAreAppendedAndSurviveACrash) {
   EXPECT_EQ(*data, "abcdef");  // what the manifest lists, nothing more
 }
 
+// JIT maps travel with the trace: the traced processes' /tmp/perf-PID.map
+// files as they were when recording ended, under DIR/jit/, owner-only.
+TEST(TraceDirTest, CopiesTheJitMapsOfTracedProcesses) {
+  TempDir tmp;
+  fs::path from = tmp.Mkdir("host-tmp");
+  tmp.Write("host-tmp/perf-42.map", "7f0000001000 20 jitted_a\n", 0644);
+  tmp.Write("host-tmp/perf-7.map", "7f0000002000 20 not_traced\n", 0644);
+  fs::path dir = tmp.path() / "t";
+  auto w = TraceWriter::Create(dir, Initial());
+  ASSERT_THAT(w, HasValue());
+  const int32_t pids[] = {42, 43};  // 43 has no map: skipped
+  ASSERT_THAT(w->CopyPerfMaps(pids, from), HasValue());
+  ASSERT_THAT(w->Finish(), HasValue());
+
+  EXPECT_EQ(PerfMapPath(dir, 42), dir / "jit" / "perf-42.map");
+  auto copy = base::ReadFile(PerfMapPath(dir, 42));
+  ASSERT_THAT(copy, HasValue());
+  EXPECT_EQ(*copy, "7f0000001000 20 jitted_a\n");
+  EXPECT_EQ(ModeOf(dir / "jit"), 0700u);
+  EXPECT_EQ(ModeOf(PerfMapPath(dir, 42)), 0600u);
+  EXPECT_FALSE(fs::exists(PerfMapPath(dir, 43)));
+  EXPECT_FALSE(fs::exists(PerfMapPath(dir, 7)));
+  // A copy: later changes on the host do not reach the trace.
+  tmp.Write("host-tmp/perf-42.map", "changed\n");
+  EXPECT_EQ(*base::ReadFile(PerfMapPath(dir, 42)), "7f0000001000 20 jitted_a\n");
+}
+
+TEST(TraceDirTest, NoJitMapsLeaveNoJitDirectory) {
+  TempDir tmp;
+  fs::path dir = tmp.path() / "t";
+  auto w = TraceWriter::Create(dir, Initial());
+  ASSERT_THAT(w, HasValue());
+  const int32_t pids[] = {42};
+  ASSERT_THAT(w->CopyPerfMaps(pids, tmp.Mkdir("empty")), HasValue());
+  ASSERT_THAT(w->CopyPerfMaps({}, tmp.path() / "does-not-exist"), HasValue());
+  EXPECT_FALSE(fs::exists(dir / "jit"));
+}
+
+TEST(TraceDirTest, AnUnreadableJitMapIsAnErrorNamingIt) {
+  TempDir tmp;
+  tmp.Mkdir("host-tmp/perf-42.map");  // a directory: opens, but read(2) fails
+  auto w = TraceWriter::Create(tmp.path() / "t", Initial());
+  ASSERT_THAT(w, HasValue());
+  const int32_t pids[] = {42};
+  EXPECT_THAT(w->CopyPerfMaps(pids, tmp.path() / "host-tmp"), HasErrorContaining("perf-42.map"));
+}
+
 }  // namespace
 }  // namespace ptsnap::trace

@@ -1,0 +1,241 @@
+#include "decode/address_spaces.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <utility>
+#include <variant>
+
+#include "base/check.h"
+#include "base/string_util.h"
+
+namespace ptsnap::decode {
+namespace {
+
+// Address spaces per process at most; later replacements go into the last
+// one (decoded as before this change: as of the end of the recording).
+constexpr size_t kMaxSpaces = 256;
+
+bool IsRegular(const std::filesystem::path& p) {
+  struct stat st;
+  return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+uint64_t FileSize(const std::filesystem::path& p) {
+  struct stat st;
+  return ::stat(p.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+}
+
+// Build-ids in MMAP2 records are padded to 20 bytes; compare the common prefix
+// of the hex strings, as long as both are non-empty.
+bool BuildIdsMatch(const std::string& a, const std::string& b) {
+  if (a.empty() || b.empty()) return true;
+  size_t n = std::min(a.size(), b.size());
+  return a.compare(0, n, b, 0, n) == 0;
+}
+
+}  // namespace
+
+AddressSpaces::AddressSpaces(std::filesystem::path dir, std::vector<trace::Binary> binaries,
+                             struct pt_image_section_cache* iscache, const KernelImage& kernel,
+                             Symbolizer& symbolizer, DecodeStats& stats)
+    : dir_(std::move(dir)),
+      binaries_(std::move(binaries)),
+      iscache_(iscache),
+      kernel_(kernel),
+      symbolizer_(symbolizer),
+      stats_(stats) {}
+
+void AddressSpaces::Apply(const trace::Record& rec) {
+  uint64_t time = rec.sample_id.time;
+  if (const auto* m = std::get_if<trace::Mmap2>(&rec.body)) {
+    std::string bid = (rec.misc & trace::kMiscMmapBuildId) ? base::HexBytes(m->build_id) : "";
+    if ((m->prot & 4 /*PROT_EXEC*/) == 0 && m->prot != 0) return;
+    AddMmap(static_cast<int32_t>(m->pid), time, m->addr, m->len, m->pgoff, m->filename, bid);
+  } else if (const auto* m1 = std::get_if<trace::Mmap>(&rec.body)) {
+    AddMmap(static_cast<int32_t>(m1->pid), time, m1->addr, m1->len, m1->pgoff, m1->filename, "");
+  } else if (const auto* c = std::get_if<trace::Comm>(&rec.body)) {
+    if (c->exec && c->pid == c->tid) {
+      // exec: the old mappings are gone. A space with no code yet (the
+      // process was first seen here) is reused.
+      int32_t pid = static_cast<int32_t>(c->pid);
+      int32_t space = CurrentSpace(pid);
+      if (code_maps_[space].empty()) {
+        symbolizer_.ResetProcess(space);
+      } else {
+        NewSpace(pid, time, /*copy=*/false);
+      }
+    }
+  } else if (const auto* t = std::get_if<trace::Task>(&rec.body)) {
+    if (!t->exit && t->pid != t->ppid) {
+      int32_t child = static_cast<int32_t>(t->pid), parent = static_cast<int32_t>(t->ppid);
+      int32_t from = CurrentSpace(parent);
+      int32_t space =
+          epochs_.count(child) != 0 ? NewSpace(child, time, false) : CurrentSpace(child);
+      if (space != from) {
+        // Copying an image fails only on bad arguments (a null image): a
+        // bug, never a property of the trace.
+        PTSNAP_CHECK_OK(pt_image_copy(Image(space), Image(from)));
+        code_maps_[space] = code_maps_[from];
+        symbolizer_.ForkProcess(from, space);
+      }
+    }
+  }
+}
+
+MappedFile AddressSpaces::Resolve(int32_t pid, const std::string& filename,
+                                  const std::string& build_id) {
+  if (filename == "[vdso]") {
+    auto p = dir_ / "vdso" / (std::to_string(pid) + ".so");
+    if (IsRegular(p)) return {p, ""};
+    return {{}, "no vdso dump"};
+  }
+  if (filename.empty() || filename[0] == '[' || filename.starts_with("//anon") ||
+      filename.starts_with("/memfd:") || filename.ends_with(" (deleted)")) {
+    return {{}, "anonymous"};
+  }
+  std::string expected = build_id;
+  std::filesystem::path path;
+  for (const auto& b : binaries_) {
+    if (b.path != filename) continue;
+    if (expected.empty()) expected = b.build_id;
+    if (!b.copy.empty() && IsRegular(dir_ / b.copy)) path = dir_ / b.copy;
+  }
+  if (path.empty()) {
+    if (!IsRegular(filename)) {
+      stats_.missing_files++;
+      stats_.warnings.push_back(filename + ": not found on this machine; its code is not decoded");
+      return {{}, "missing"};
+    }
+    path = filename;
+  }
+  const elf::SymbolFile* elf = symbolizer_.LoadElf(path);
+  if (elf != nullptr && !BuildIdsMatch(elf->build_id(), expected)) {
+    stats_.build_id_mismatches++;
+    stats_.warnings.push_back(path.string() + ": build-id " + elf->build_id() +
+                              " differs from the recorded " + expected +
+                              " (the file changed since recording); its code is not decoded");
+    return {{}, "build-id mismatch"};
+  }
+  return {path, ""};
+}
+
+struct pt_image* AddressSpaces::Image(int32_t space) {
+  auto it = images_.find(space);
+  if (it != images_.end()) return it->second.get();
+  UniqueImage image = NewImage(std::to_string(space).c_str());
+  // Copying or adding a cached section fails only on bad arguments (a null
+  // image, an isid not in the cache): a bug, never a property of the trace.
+  PTSNAP_CHECK_OK(pt_image_copy(image.get(), kernel_.image()));
+  return images_.emplace(space, std::move(image)).first->second.get();
+}
+
+struct pt_image* AddressSpaces::Image(int32_t space, size_t pokes) {
+  if (pokes == 0) return Image(space);
+  std::vector<UniqueImage>& v = poked_images_[space];
+  while (v.size() < pokes) {
+    struct pt_image* prev = v.empty() ? Image(space) : v.back().get();
+    UniqueImage image = NewImage(nullptr);
+    PTSNAP_CHECK_OK(pt_image_copy(image.get(), prev));
+    PTSNAP_CHECK_OK(
+        pt_image_add_cached(image.get(), iscache_, kernel_.PokeIsid(v.size()), nullptr));
+    v.push_back(std::move(image));
+  }
+  return v[pokes - 1].get();
+}
+
+int32_t AddressSpaces::CurrentSpace(int32_t pid) {
+  std::vector<Epoch>& v = epochs_[pid];
+  if (v.empty()) v.push_back({0, pid});
+  return v.back().space;
+}
+
+int32_t AddressSpaces::NewSpace(int32_t pid, uint64_t time, bool copy) {
+  int32_t old = CurrentSpace(pid);
+  std::vector<Epoch>& v = epochs_[pid];
+  if (v.size() >= kMaxSpaces) return old;
+  int32_t id = next_space_++;
+  struct pt_image* image = Image(id);
+  if (copy) {
+    PTSNAP_CHECK_OK(pt_image_copy(image, Image(old)));
+    code_maps_[id] = code_maps_[old];
+    symbolizer_.ForkProcess(old, id);
+  } else {
+    exec_spaces_.insert(id);
+  }
+  v.push_back({std::max(time, v.back().start), id});
+  return id;
+}
+
+int32_t AddressSpaces::SpaceAt(int32_t pid, uint64_t time) const {
+  auto it = epochs_.find(pid);
+  if (it == epochs_.end() || it->second.empty()) return pid;
+  const std::vector<Epoch>& v = it->second;
+  auto e = std::upper_bound(v.begin(), v.end(), time,
+                            [](uint64_t t, const Epoch& x) { return t < x.start; });
+  return e == v.begin() ? v.front().space : std::prev(e)->space;
+}
+
+uint64_t AddressSpaces::NextSpaceChange(int32_t pid, uint64_t time) const {
+  auto it = epochs_.find(pid);
+  if (it == epochs_.end()) return UINT64_MAX;
+  const std::vector<Epoch>& v = it->second;
+  auto e = std::upper_bound(v.begin(), v.end(), time,
+                            [](uint64_t t, const Epoch& x) { return t < x.start; });
+  return e == v.end() ? UINT64_MAX : e->start;
+}
+
+int32_t AddressSpaces::LastSpace(int32_t pid) const {
+  auto it = epochs_.find(pid);
+  return it == epochs_.end() || it->second.empty() ? pid : it->second.back().space;
+}
+
+// A mapping of code over code that came from other bytes (dlclose + dlopen
+// at the same address, munmap + mmap) starts a new address space at the
+// record's time: code that ran before decodes against the old bytes and
+// symbols, code after against the new. A mapping that overlaps nothing, or
+// maps the same file bytes again, is added to the current space.
+void AddressSpaces::AddMmap(int32_t pid, uint64_t time, uint64_t addr, uint64_t len, uint64_t pgoff,
+                            const std::string& filename, const std::string& build_id) {
+  if (IsKernelAddress(addr)) return;  // kernel text comes from the kcore copy
+  MappedFile file = Resolve(pid, filename, build_id);
+  uint64_t file_off = filename == "[vdso]" ? 0 : pgoff;
+  int32_t space = CurrentSpace(pid);
+  if (!file.path.empty() && len > 0) {
+    std::string path = file.path.string();
+    uint64_t delta = file_off - addr;  // modular: file offset of address 0
+    bool replaces = false;
+    for (const CodeMap& c : code_maps_[space]) {
+      if (c.start < addr + len && addr < c.end && (c.file != path || c.delta != delta)) {
+        replaces = true;
+        break;
+      }
+    }
+    if (replaces) space = NewSpace(pid, time, /*copy=*/true);
+    std::vector<CodeMap>& maps = code_maps_[space];
+    std::erase_if(maps, [&](const CodeMap& c) { return c.start < addr + len && addr < c.end; });
+    maps.push_back({addr, addr + len, std::move(path), delta});
+  }
+  symbolizer_.AddMapping(space, addr, len, file_off, file.path, filename);
+  if (file.path.empty()) return;
+  uint64_t size = FileSize(file.path);
+  if (file_off >= size) return;
+  uint64_t n = std::min(len, size - file_off);
+  std::string key = file.path.string() + "@" + std::to_string(file_off) + "+" + std::to_string(n) +
+                    "@" + std::to_string(addr);
+  int isid;
+  if (auto it = isids_.find(key); it != isids_.end()) {
+    isid = it->second;
+  } else {
+    isid = pt_iscache_add_file(iscache_, file.path.c_str(), file_off, n, addr);
+    if (isid < 0) {
+      stats_.warnings.push_back(file.path.string() +
+                                ": libipt could not map it: " + LibiptError(isid));
+      return;
+    }
+    isids_.emplace(key, isid);
+  }
+  PTSNAP_CHECK_OK(pt_image_add_cached(Image(space), iscache_, isid, nullptr));
+}
+
+}  // namespace ptsnap::decode

@@ -1,0 +1,28 @@
+// The decoder's counters and warnings (DecodeStats), shown in the summary.
+// Filled by every decode unit: the address spaces (missing and changed
+// files), the kernel image (kcore, TEXT_POKE problems) and the streams.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ptsnap::decode {
+
+// Counters shown in the summary.
+struct DecodeStats {
+  uint64_t pt_bytes = 0;
+  uint64_t blocks = 0;
+  uint64_t instructions = 0;
+  uint64_t events = 0;  // BranchEvents emitted
+  uint64_t errors = 0;
+  uint64_t overflows = 0;
+  uint64_t nomap_errors = 0;  // -pte_nomap: code not in any image section
+  uint64_t build_id_mismatches = 0;
+  uint64_t missing_files = 0;
+  uint64_t tsx_aborts = 0;            // transactions aborted: their speculative branches dropped
+  uint64_t thread_switches = 0;       // per-CPU streams: changes of the running thread applied
+  std::vector<std::string> warnings;  // one line each; shown once in the summary
+};
+
+}  // namespace ptsnap::decode
