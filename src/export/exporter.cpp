@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <set>
 
 #include "base/file_util.h"
@@ -38,6 +39,11 @@ constexpr uint64_t kTscShift = 1000000;
 constexpr uint64_t kPtIdBase = 100;
 constexpr uint32_t kNone = 0xffffffffu;  // -1 as u32 (tid/cpu unknown)
 
+struct PacketDecoderFree {
+  void operator()(pt_packet_decoder* d) const { pt_pkt_free_decoder(d); }
+};
+using PacketDecoder = std::unique_ptr<pt_packet_decoder, PacketDecoderFree>;
+
 // Raw TSC value of the first TSC packet; nullopt when there is none.
 std::optional<uint64_t> FirstTsc(std::string_view bytes) {
   if (bytes.empty()) return std::nullopt;
@@ -45,20 +51,14 @@ std::optional<uint64_t> FirstTsc(std::string_view bytes) {
   pt_config_init(&config);
   config.begin = reinterpret_cast<uint8_t*>(const_cast<char*>(bytes.data()));
   config.end = config.begin + bytes.size();
-  pt_packet_decoder* dec = pt_pkt_alloc_decoder(&config);
+  PacketDecoder dec(pt_pkt_alloc_decoder(&config));
   if (dec == nullptr) return std::nullopt;
-  std::optional<uint64_t> out;
-  if (pt_pkt_sync_forward(dec) >= 0) {
-    pt_packet pkt;
-    for (int n = 0; n < (1 << 20) && pt_pkt_next(dec, &pkt, sizeof pkt) >= 0; ++n) {
-      if (pkt.type == ppt_tsc) {
-        out = pkt.payload.tsc.tsc;
-        break;
-      }
-    }
+  if (pt_pkt_sync_forward(dec.get()) < 0) return std::nullopt;
+  pt_packet pkt;
+  for (int n = 0; n < (1 << 20) && pt_pkt_next(dec.get(), &pkt, sizeof pkt) >= 0; ++n) {
+    if (pkt.type == ppt_tsc) return pkt.payload.tsc.tsc;
   }
-  pt_pkt_free_decoder(dec);
-  return out;
+  return std::nullopt;
 }
 
 // First TSC packet of a stream, as perf clock ns; nullopt when there is none.
@@ -77,25 +77,22 @@ void ShiftTsc(std::string* bytes, uint64_t k) {
   pt_config_init(&config);
   config.begin = reinterpret_cast<uint8_t*>(bytes->data());
   config.end = config.begin + bytes->size();
-  pt_packet_decoder* dec = pt_pkt_alloc_decoder(&config);
-  if (dec == nullptr) return;
-  if (pt_pkt_sync_forward(dec) >= 0) {
-    for (;;) {
-      uint64_t off = 0;
-      if (pt_pkt_get_offset(dec, &off) < 0) break;
-      pt_packet pkt;
-      int r = pt_pkt_next(dec, &pkt, sizeof pkt);
-      if (r == -pte_eos) break;
-      if (r < 0) {
-        if (pt_pkt_sync_forward(dec) < 0) break;
-        continue;
-      }
-      if (pkt.type != ppt_tsc || off + 8 > bytes->size()) continue;
-      uint64_t tsc = (pkt.payload.tsc.tsc + k) & ((1ULL << 56) - 1);
-      for (int i = 0; i < 7; ++i) (*bytes)[off + 1 + i] = static_cast<char>(tsc >> (8 * i));
+  PacketDecoder dec(pt_pkt_alloc_decoder(&config));
+  if (dec == nullptr || pt_pkt_sync_forward(dec.get()) < 0) return;
+  for (;;) {
+    uint64_t off = 0;
+    if (pt_pkt_get_offset(dec.get(), &off) < 0) break;
+    pt_packet pkt;
+    int r = pt_pkt_next(dec.get(), &pkt, sizeof pkt);
+    if (r == -pte_eos) break;
+    if (r < 0) {
+      if (pt_pkt_sync_forward(dec.get()) < 0) break;
+      continue;
     }
+    if (pkt.type != ppt_tsc || off + 8 > bytes->size()) continue;
+    uint64_t tsc = (pkt.payload.tsc.tsc + k) & ((1ULL << 56) - 1);
+    for (int i = 0; i < 7; ++i) (*bytes)[off + 1 + i] = static_cast<char>(tsc >> (8 * i));
   }
-  pt_pkt_free_decoder(dec);
 }
 
 // Offsets at which `bytes` is cut into chunks of at most about `limit`
