@@ -20,6 +20,7 @@ Result<DecodeCheckResult> DecodeCheck(std::span<const uint8_t> stream,
   DecodeCheckResult res;
   if (buf.empty()) return res;
   std::unique_ptr<pt_image, void (*)(pt_image*)> image(pt_image_alloc("check"), pt_image_free);
+  if (!image) return Error("cannot allocate a libipt image");
   for (const auto& s : sections) {
     int r = pt_image_add_file(image.get(), s.path.c_str(), s.offset, s.size, nullptr, s.vaddr);
     if (r < 0) return Error(Err(("adding " + s.path + " to the image").c_str(), r));
@@ -38,7 +39,8 @@ Result<DecodeCheckResult> DecodeCheck(std::span<const uint8_t> stream,
   std::unique_ptr<pt_insn_decoder, void (*)(pt_insn_decoder*)> dec(pt_insn_alloc_decoder(&cfg),
                                                                    pt_insn_free_decoder);
   if (!dec) return Error("cannot allocate a libipt decoder");
-  pt_insn_set_image(dec.get(), image.get());
+  if (int r = pt_insn_set_image(dec.get(), image.get()); r < 0)
+    return Error(Err("setting the decoder's image", r));
   for (uint64_t a : opts.watch) res.watch_counts[a] = 0;
   res.range_counts.assign(opts.ranges.size(), 0);
 
