@@ -230,7 +230,8 @@ Result<PtAttr> BuildPtAttr(const sys::PmuInfo& pmu, const PtAttrOptions& opts) {
   return out;
 }
 
-perf_event_attr BuildTrackingAttr(bool trace_kernel, bool enable_on_exec) {
+perf_event_attr BuildTrackingAttr(bool trace_kernel, bool enable_on_exec,
+                                  const std::optional<sys::KernelVersion>& kernel) {
   perf_event_attr a{};
   a.size = sizeof(a);
   a.type = PERF_TYPE_SOFTWARE;
@@ -249,8 +250,11 @@ perf_event_attr BuildTrackingAttr(bool trace_kernel, bool enable_on_exec) {
   a.task = 1;
   a.context_switch = 1;
   if (trace_kernel) {
-    a.ksymbol = 1;
-    a.text_poke = 1;
+    // Each bit came with its record type: PERF_RECORD_KSYMBOL in 5.1
+    // (76193a94522f), PERF_RECORD_TEXT_POKE in 5.9 (e17d43b93e54). Older
+    // kernels see them in __reserved_1 and perf_copy_attr() returns EINVAL.
+    a.ksymbol = !kernel || kernel->AtLeast(5, 1) ? 1 : 0;
+    a.text_poke = !kernel || kernel->AtLeast(5, 9) ? 1 : 0;
   }
   return a;
 }

@@ -217,6 +217,31 @@ TEST(BuildTrackingAttr, CarriesSidebandFlags) {
   EXPECT_EQ(k.exclude_kernel, 0u);
 }
 
+sys::KernelVersion Kernel(std::string_view release) { return *sys::ParseKernelRelease(release); }
+
+// A kernel refuses attr bits it does not know (EINVAL from perf_copy_attr):
+// ksymbol needs 5.1, text_poke 5.9.
+TEST(BuildTrackingAttr, KernelBitsFollowTheKernelVersion) {
+  perf_event_attr old = BuildTrackingAttr(true, false, Kernel("4.19.0-25-amd64"));
+  EXPECT_EQ(old.ksymbol, 0u);
+  EXPECT_EQ(old.text_poke, 0u);
+  for (const char* release : {"5.4.0-1103-aws", "5.8.18"}) {
+    perf_event_attr a = BuildTrackingAttr(true, false, Kernel(release));
+    EXPECT_EQ(a.ksymbol, 1u) << release;
+    EXPECT_EQ(a.text_poke, 0u) << release;
+    EXPECT_EQ(a.exclude_kernel, 0u) << release;
+  }
+  for (const char* release : {"5.9.0", "6.13.2-arch1"}) {
+    perf_event_attr a = BuildTrackingAttr(true, false, Kernel(release));
+    EXPECT_EQ(a.ksymbol, 1u) << release;
+    EXPECT_EQ(a.text_poke, 1u) << release;
+  }
+  // User scope never sets them, whatever the kernel.
+  perf_event_attr user = BuildTrackingAttr(false, false, Kernel("6.13.0"));
+  EXPECT_EQ(user.ksymbol, 0u);
+  EXPECT_EQ(user.text_poke, 0u);
+}
+
 TEST(BuildBreakpointAttr, ExecuteBreakpointOfLongLength) {
   perf_event_attr a = BuildBreakpointAttr(0x401136);
   EXPECT_EQ(a.type, PERF_TYPE_BREAKPOINT);

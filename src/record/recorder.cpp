@@ -317,7 +317,10 @@ Result<Prepared> Prepare(const RecordOptions& opts, const base::RootPath& root,
   p.warnings.insert(p.warnings.end(), attr.warnings.begin(), attr.warnings.end());
 
   p.hw.pt_attr = attr.attr;
-  p.hw.tracking_attr = perf::BuildTrackingAttr(kernel, ao.enable_on_exec);
+  // The kernel's version gates the tracking event's newer attr bits.
+  auto kv = sys::ReadKernelVersion(root);
+  p.hw.tracking_attr = perf::BuildTrackingAttr(
+      kernel, ao.enable_on_exec, kv ? std::optional<sys::KernelVersion>(*kv) : std::nullopt);
   p.hw.data_pages = privileged ? 128 : 32;
   p.hw.aux_pages = p.aux_bytes / 4096;
   p.hw.full_execution = opts.full_execution;

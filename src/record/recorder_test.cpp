@@ -206,6 +206,28 @@ TEST(Prepare, DefaultSnapshotSizeIsTheProbesRule) {
               HasErrorContaining("sysctl -w kernel.perf_event_mlock_kb="));
 }
 
+// Prepare reads the kernel's release and gates the tracking event's bits:
+// 5.4 LTS would refuse text_poke with EINVAL.
+TEST(Prepare, TrackingAttrBitsFollowTheKernelRelease) {
+  TempDir d;
+  WritePmu(d);
+  WriteRoot(d, 2);
+  ::ptsnap::testing::FakeCpuid cpuid;
+  RecordOptions o;
+  o.command = {"/bin/true"};
+  o.scope = trace::Scope::kUserKernel;
+  d.Write("proc/sys/kernel/osrelease", "5.4.0-1103-aws\n");
+  auto p = Prepare(o, base::RootPath(d.path()), cpuid);
+  ASSERT_THAT(p, HasValue());
+  EXPECT_EQ(p->hw.tracking_attr.ksymbol, 1u);
+  EXPECT_EQ(p->hw.tracking_attr.text_poke, 0u);
+  d.Write("proc/sys/kernel/osrelease", "6.13.0\n");
+  p = Prepare(o, base::RootPath(d.path()), cpuid);
+  ASSERT_THAT(p, HasValue());
+  EXPECT_EQ(p->hw.tracking_attr.ksymbol, 1u);
+  EXPECT_EQ(p->hw.tracking_attr.text_poke, 1u);
+}
+
 TEST(SystemWide, PrivilegeNeedsPerfmonOrParanoidZero) {
   EXPECT_THAT(CheckSystemWidePrivilege(Priv(2)),
               HasErrorContaining("--all-cpus (system-wide tracing) needs CAP_PERFMON or "
