@@ -133,7 +133,10 @@ Result<PtAttr> BuildPtAttr(const sys::PmuInfo& pmu, const PtAttrOptions& opts) {
 
   PtAttr out;
   const bool psb_cyc = pmu.Cap("psb_cyc") != 0;
-  const bool has_mtc = pmu.Cap("mtc") != 0;
+  // pt_event_valid() refuses mtc when caps/mtc_periods is 0 (no period is
+  // valid), and perf's intel_pt_default_config adds mtc only `if (mtc_periods)`.
+  const bool has_mtc_caps = pmu.Cap("mtc") != 0;
+  const bool has_mtc = has_mtc_caps && pmu.Cap("mtc_periods") != 0;
   const PtTiming& req = opts.timing;
   const std::string& preset = req.preset;
   if (preset != "low" && preset != "normal" && preset != "high" && preset != "custom")
@@ -161,10 +164,16 @@ Result<PtAttr> BuildPtAttr(const sys::PmuInfo& pmu, const PtAttrOptions& opts) {
     }
   } else if (preset == "custom") {
     if (req.mtc) {
-      if (*req.mtc && !has_mtc)
+      if (*req.mtc && !has_mtc_caps)
         return Error(
             "mtc=1 needs caps/mtc, which this CPU lacks (drop mtc from --timer-resolution)");
-      t.mtc = *req.mtc;
+      if (*req.mtc && !has_mtc) {
+        out.warnings.push_back(
+            "mtc=1 ignored: this CPU advertises no MTC period (caps/mtc_periods is 0) and the "
+            "kernel refuses MTC without one; timing comes from TSC packets only");
+      } else {
+        t.mtc = *req.mtc;
+      }
     }
     if (req.mtc_period) {
       if (!t.mtc) return Error("mtc_period needs mtc packets, which are off or unsupported here");

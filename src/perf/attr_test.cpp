@@ -169,6 +169,33 @@ TEST(BuildPtAttr, OddBitLayoutIsFollowedNotAssumed) {
   EXPECT_EQ(six->attr.config, (1ull << 40) | (1ull << 33) | (2ull << 50) | (1ull << 60));
 }
 
+// caps/mtc without any advertised period (caps/mtc_periods 0, seen on some
+// VMs): pt_event_valid() refuses mtc, so it stays off; an explicit mtc=1
+// says why it was dropped.
+TEST(BuildPtAttr, NoMtcWithoutMtcPeriods) {
+  TempDir d;
+  auto pmu = ::ptsnap::testing::SkylakeIntelPt();
+  pmu.caps["mtc_periods"] = "0";
+  ::ptsnap::testing::WriteIntelPt(d, pmu);
+  for (const char* preset : {"low", "normal", "high"}) {
+    auto attr = BuildPtAttr(Read(d), Opts(preset));
+    ASSERT_THAT(attr, HasValue()) << preset;
+    EXPECT_FALSE(attr->timing.mtc) << preset;
+    EXPECT_EQ(attr->timing.mtc_period, 0u) << preset;
+    EXPECT_EQ(attr->attr.config & (1ull << 9), 0u) << preset;     // mtc
+    EXPECT_EQ(attr->attr.config & (0xfull << 14), 0u) << preset;  // mtc_period
+    EXPECT_THAT(attr->warnings, IsEmpty()) << preset;
+  }
+  PtAttrOptions o;
+  o.timing = *ParseTiming("custom:mtc=1");
+  auto custom = BuildPtAttr(Read(d), o);
+  ASSERT_THAT(custom, HasValue());
+  EXPECT_FALSE(custom->timing.mtc);
+  EXPECT_EQ(custom->attr.config & (1ull << 9), 0u);
+  ASSERT_EQ(custom->warnings.size(), 1u);
+  EXPECT_THAT(custom->warnings[0], HasSubstr("caps/mtc_periods is 0"));
+}
+
 TEST(BuildPtAttr, MissingPmuOrTscTermAreErrors) {
   TempDir d;
   EXPECT_THAT(BuildPtAttr(Read(d), Opts("low")), HasErrorContaining("no intel_pt PMU"));
