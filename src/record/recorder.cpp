@@ -161,7 +161,19 @@ std::string NoPmuMessage(const sys::CpuInfo& cpu) {
 
 std::string ExplainOpenFailure(int errnum, bool kernel_scope, const sys::Privileges& priv,
                                bool during_mmap, uint64_t bytes, bool system_wide) {
-  if (during_mmap && (errnum == EPERM || errnum == ENOMEM)) {
+  // mmap of a perf ring: EPERM is perf_mmap_calc_limits() refusing to lock
+  // more (the budget); ENOMEM is rb_alloc()/rb_alloc_aux() failing to get the
+  // pages. Without caps/topa_multiple_entries (PERF_PMU_CAP_AUX_NO_SG) an
+  // overwrite-mode AUX buffer must be one high-order allocation, so above
+  // MAX_ORDER (4 MiB) it always fails; perf too gives its mlock hint only for
+  // EPERM (builtin-record.c record__mmap_evlist).
+  if (during_mmap && errnum == ENOMEM) {
+    return "the kernel could not allocate " + base::ExactSize(bytes) +
+           " of perf buffer memory (ENOMEM while mapping it: not a limit; memory is short or "
+           "fragmented, and CPUs without multi-entry ToPA need the AUX buffer in one contiguous "
+           "block of at most 4 MiB); pass a smaller --snapshot-size";
+  }
+  if (during_mmap && errnum == EPERM) {
     std::string budget = priv.perf_event_mlock_kb
                              ? std::to_string(*priv.perf_event_mlock_kb) + " KiB per CPU"
                              : "per-CPU budget";

@@ -75,8 +75,14 @@ TEST(ExplainOpenFailure, EveryErrnoNamesCauseAndFix) {
   EXPECT_THAT(mlock, HasSubstr("kernel.perf_event_mlock_kb (516 KiB per CPU)"));
   EXPECT_THAT(mlock, HasSubstr("sysctl -w kernel.perf_event_mlock_kb="));
   EXPECT_THAT(mlock, HasSubstr("--snapshot-size"));
-  EXPECT_THAT(ExplainOpenFailure(ENOMEM, false, Priv(2), true, 1u << 20),
+  EXPECT_THAT(ExplainOpenFailure(EPERM, false, Priv(2), true, 1u << 20),
               HasSubstr("cannot lock 1 MiB"));
+  // ENOMEM from mmap is an allocation failure, not the budget.
+  const std::string nomem = ExplainOpenFailure(ENOMEM, false, Priv(2, 516), true, 8u << 20);
+  EXPECT_THAT(nomem, HasSubstr("the kernel could not allocate 8 MiB of perf buffer memory"));
+  EXPECT_THAT(nomem, HasSubstr("contiguous block of at most 4 MiB"));
+  EXPECT_THAT(nomem, HasSubstr("pass a smaller --snapshot-size"));
+  EXPECT_THAT(nomem, Not(HasSubstr("perf_event_mlock_kb")));
   EXPECT_THAT(ExplainOpenFailure(ESRCH, false, Priv(2), false, 0),
               HasSubstr("exited before ptsnap could attach"));
   EXPECT_THAT(ExplainOpenFailure(EOPNOTSUPP, false, Priv(2), false, 0), HasSubstr("--emulate"));
