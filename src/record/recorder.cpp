@@ -315,6 +315,7 @@ Result<Prepared> Prepare(const RecordOptions& opts, const base::RootPath& root,
     p.warnings.push_back("--snapshot-size " + std::to_string(opts.snapshot_size) +
                          " bytes rounded up to " + base::ExactSize(p.aux_bytes) +
                          " (the kernel needs a power-of-two number of pages)");
+  PTSNAP_TRY(CheckAuxSize(p.aux_bytes, opts.full_execution));
 
   perf::PtAttrOptions ao;
   ao.trace_user = user;
@@ -327,6 +328,11 @@ Result<Prepared> Prepare(const RecordOptions& opts, const base::RootPath& root,
   ao.timing = opts.timer;
   PTSNAP_ASSIGN_OR_RETURN(perf::PtAttr attr, perf::BuildPtAttr(pmu, ao));
   p.warnings.insert(p.warnings.end(), attr.warnings.begin(), attr.warnings.end());
+  if (!opts.full_execution) {
+    const uint64_t psb =
+        PsbPeriodBytes(pmu.Cap("topa_multiple_entries") != 0, attr.timing.psb_period);
+    if (auto w = PsbPeriodWarning(p.aux_bytes, psb)) p.warnings.push_back(*w);
+  }
 
   p.hw.pt_attr = attr.attr;
   // The kernel's version gates the tracking event's newer attr bits.

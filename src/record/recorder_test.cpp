@@ -46,6 +46,30 @@ TEST(Options, RoundToPowerOfTwoPages) {
   EXPECT_EQ(RoundToPowerOfTwoPages(3 * 4096, &rounded), 4 * 4096u);
 }
 
+// perf's minimums: 8 KiB with --full-execution, one page in snapshot mode.
+TEST(Options, CheckAuxSizeHasPerfsMinimums) {
+  EXPECT_THAT(CheckAuxSize(4096, true),
+              HasErrorContaining("--snapshot-size 4 KiB is too small for --full-execution: the PT "
+                                 "buffer needs at least 8 KiB"));
+  EXPECT_THAT(CheckAuxSize(8192, true), HasValue());
+  EXPECT_THAT(CheckAuxSize(4096, false), HasValue());
+  EXPECT_THAT(CheckAuxSize(0, false), HasErrorContaining("needs at least 4 KiB"));
+}
+
+// perf's intel_pt_psb_period and its "may be too small for PSB period"
+// warning (size <= period + 256).
+TEST(Options, PsbPeriodWarning) {
+  EXPECT_EQ(PsbPeriodBytes(false, 5), 256u);  // early hardware: frequent PSBs
+  EXPECT_EQ(PsbPeriodBytes(true, 0), 2048u);
+  EXPECT_EQ(PsbPeriodBytes(true, 3), 16384u);
+  auto w = PsbPeriodWarning(16384, 16384);
+  ASSERT_TRUE(w.has_value());
+  EXPECT_THAT(*w, HasSubstr("--snapshot-size 16 KiB may be too small for the PSB period"));
+  EXPECT_TRUE(PsbPeriodWarning(16384 + 256, 16384).has_value());
+  EXPECT_FALSE(PsbPeriodWarning(16384 + 257, 16384).has_value());
+  EXPECT_FALSE(PsbPeriodWarning(4096, 256).has_value());
+}
+
 TEST(Options, DefaultTraceDirSitsBesideTheOutput) {
   EXPECT_EQ(DefaultTraceDir("trace.fxt.gz"), "trace.ptsnap");
   EXPECT_EQ(DefaultTraceDir("out/run1.json"), "out/run1.ptsnap");
@@ -232,6 +256,54 @@ TEST(Prepare, TrackingAttrBitsFollowTheKernelRelease) {
   ASSERT_THAT(p, HasValue());
   EXPECT_EQ(p->hw.tracking_attr.ksymbol, 1u);
   EXPECT_EQ(p->hw.tracking_attr.text_poke, 1u);
+}
+
+TEST(Prepare, FullExecutionNeedsAtLeast8KiB) {
+  TempDir d;
+  WritePmu(d);
+  WriteUser(d, 2);
+  ::ptsnap::testing::FakeCpuid cpuid;
+  RecordOptions o;
+  o.command = {"/bin/true"};
+  o.full_execution = true;
+  o.snapshot_size = 4096;
+  EXPECT_THAT(Prepare(o, base::RootPath(d.path()), cpuid),
+              HasErrorContaining("is too small for --full-execution"));
+  o.snapshot_size = 8192;
+  EXPECT_THAT(Prepare(o, base::RootPath(d.path()), cpuid), HasValue());
+  o.full_execution = false;
+  o.snapshot_size = 4096;
+  EXPECT_THAT(Prepare(o, base::RootPath(d.path()), cpuid), HasValue());
+}
+
+// A PMU with a configurable PSB period (psb_period 3 by default: a PSB about
+// every 16 KiB): a 16 KiB snapshot gets perf's warning, 32 KiB does not.
+TEST(Prepare, WarnsWhenTheSnapshotIsNearThePsbPeriod) {
+  TempDir d;
+  WritePmu(d);
+  WriteUser(d, 2);
+  d.Write(std::string(kDev) + "format/psb_period", "config:24-27");
+  d.Write(std::string(kDev) + "caps/psb_cyc", "1\n");
+  d.Write(std::string(kDev) + "caps/psb_periods", "3f\n");
+  d.Write(std::string(kDev) + "caps/topa_multiple_entries", "1\n");
+  ::ptsnap::testing::FakeCpuid cpuid;
+  RecordOptions o;
+  o.command = {"/bin/true"};
+  o.timer.preset = "low";
+  o.snapshot_size = 16 << 10;
+  auto p = Prepare(o, base::RootPath(d.path()), cpuid);
+  ASSERT_THAT(p, HasValue());
+  EXPECT_THAT(p->warnings, ::testing::Contains(HasSubstr("may be too small for the PSB period")));
+  o.snapshot_size = 32 << 10;
+  p = Prepare(o, base::RootPath(d.path()), cpuid);
+  ASSERT_THAT(p, HasValue());
+  EXPECT_THAT(p->warnings, Not(::testing::Contains(HasSubstr("PSB period"))));
+  // Full execution streams everything: no snapshot to be too small.
+  o.snapshot_size = 16 << 10;
+  o.full_execution = true;
+  p = Prepare(o, base::RootPath(d.path()), cpuid);
+  ASSERT_THAT(p, HasValue());
+  EXPECT_THAT(p->warnings, Not(::testing::Contains(HasSubstr("PSB period"))));
 }
 
 TEST(SystemWide, PrivilegeNeedsPerfmonOrParanoidZero) {
