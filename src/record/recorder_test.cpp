@@ -4,9 +4,17 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cerrno>
+#include <cstring>
+#include <filesystem>
 
 #include "probe/probe.h"
+#include "record/child.h"
 #include "record/hardware_source.h"
 #include "record/options.h"
 #include "record/recorder.h"
@@ -116,6 +124,71 @@ TEST(ExplainOpenFailure, EveryErrnoNamesCauseAndFix) {
   EXPECT_THAT(ExplainOpenFailure(EACCES, false, Priv(1), false, 0, /*system_wide=*/true),
               HasSubstr("not allowed to trace all CPUs: needs CAP_PERFMON or CAP_SYS_ADMIN (root), "
                         "or kernel.perf_event_paranoid <= 0 (it is 1)"));
+}
+
+size_t OpenFds() {
+  size_t n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) ++n;
+  return n;
+}
+
+pid_t FailingFork() {
+  errno = EAGAIN;
+  return -1;
+}
+
+// A failed fork() must not leak the two pipes Spawn made for the child.
+TEST(Child, FailedForkClosesItsPipes) {
+  const size_t before = OpenFds();
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_THAT(Child::Spawn({"/bin/true"}, &FailingFork), HasErrorContaining("fork"));
+  }
+  EXPECT_EQ(OpenFds(), before);
+}
+
+void OnAlarm(int) {}
+
+// The recorder's signal handlers have no SA_RESTART, so waitpid can fail
+// with EINTR (Ctrl-C while the child starts); WaitPid keeps waiting.
+TEST(Child, WaitPidRetriesAfterASignal) {
+  struct sigaction sa {
+  }, old{};
+  sa.sa_handler = OnAlarm;
+  ::sigemptyset(&sa.sa_mask);
+  ASSERT_EQ(::sigaction(SIGALRM, &sa, &old), 0);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::usleep(300 * 1000);
+    ::_exit(7);
+  }
+  itimerval every{{0, 20 * 1000}, {0, 20 * 1000}};
+  ASSERT_EQ(::setitimer(ITIMER_REAL, &every, nullptr), 0);
+  int st = 0;
+  const pid_t r = WaitPid(pid, &st, 0);
+  const int err = errno;
+  itimerval off{};
+  ::setitimer(ITIMER_REAL, &off, nullptr);
+  ::sigaction(SIGALRM, &old, nullptr);
+  ASSERT_EQ(r, pid) << std::strerror(err);
+  EXPECT_TRUE(WIFEXITED(st));
+  EXPECT_EQ(WEXITSTATUS(st), 7);
+}
+
+// `run` needs PTRACE_TRACEME; Yama's ptrace_scope 3 refuses it to everyone.
+TEST(Child, TracemeRefusalNamesPtraceScopeAndTheFix) {
+  const std::string yama3 = ExplainTracemeFailure(EPERM, 3, "./server");
+  EXPECT_THAT(yama3, HasSubstr("cannot start './server' under ptsnap: PTRACE_TRACEME was refused"));
+  EXPECT_THAT(yama3, HasSubstr("kernel.yama.ptrace_scope is 3"));
+  EXPECT_THAT(yama3, HasSubstr("until reboot"));
+  EXPECT_THAT(yama3, HasSubstr("kernel.yama.ptrace_scope=2 or lower"));
+  EXPECT_THAT(yama3, HasSubstr("ptsnap attach -p PID"));
+  EXPECT_EQ(yama3.find('\n'), std::string::npos);
+  const std::string seccomp = ExplainTracemeFailure(EPERM, 1, "./server");
+  EXPECT_THAT(seccomp, HasSubstr("kernel.yama.ptrace_scope is 1"));
+  EXPECT_THAT(seccomp, HasSubstr("seccomp"));
+  EXPECT_THAT(seccomp, HasSubstr("ptsnap attach -p PID"));
+  EXPECT_THAT(ExplainTracemeFailure(EPERM, std::nullopt, "x"), HasSubstr("no Yama"));
 }
 
 TEST(NoPmuMessage, SaysVmAndSuggestsEmulate) {
