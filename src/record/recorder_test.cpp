@@ -464,6 +464,67 @@ TEST(Prepare, SystemWideAttrsArePerCpu) {
               HasErrorContaining("CPU 5 is not online (online: 0-3,6)"));
 }
 
+// The kernel side of one full-mode PT event, as far as restarting it goes
+// (kernel/events/ring_buffer.c, core.c): IOC_DISABLE + IOC_ENABLE always
+// restarts it; IOC_ENABLE alone restarts a disabled event but does nothing
+// to one left ACTIVE with PERF_HES_STOPPED.
+struct ModelPtEvent {
+  bool enabled = true;
+  bool stopped = false;  // ACTIVE but PERF_HES_STOPPED
+  [[nodiscard]] bool tracing() const { return enabled && !stopped; }
+  void Apply(AuxRestart a) {
+    if (a == AuxRestart::kDisableEnable) {
+      enabled = true;
+      stopped = false;
+    } else if (a == AuxRestart::kEnable && !enabled) {
+      enabled = true;
+    }
+  }
+};
+
+// What the kernel does to the event between two drains, and whether the
+// reader gets to see a TRUNCATED record for it.
+struct KernelStep {
+  const char* what;
+  bool disables = false;       // the event ends up disabled
+  bool stops_only = false;     // ... or ACTIVE but stopped
+  bool record_seen = false;    // a TRUNCATED record reached the data ring
+  bool after_restart = false;  // the disable lands after the reader's restart (race)
+};
+
+// The recorder's full-mode loop against each way the kernel can stop PT: it
+// must be tracing again after every drain (or, for a disable that races the
+// restart, after the next one), never off for good.
+TEST(AuxRestart, FullModeNeverStaysDisabled) {
+  const KernelStep steps[] = {
+      {"buffer full, TRUNCATED seen", true, false, true, false},
+      {"TRUNCATED lost (data ring full: PERF_RECORD_LOST instead)", true, false, false, false},
+      {"no room at sched-in: disabled without a record", true, false, false, false},
+      {"ENABLE undone by the deferred disable", true, false, true, true},
+      {"ACTIVE but stopped after TRUNCATED", false, true, true, false},
+      {"nothing happened", false, false, false, false},
+  };
+  for (const KernelStep& k : steps) {
+    ModelPtEvent ev;
+    for (int drain = 0; drain < 3; ++drain) {
+      const bool first = drain == 0;
+      if (first && !k.after_restart) {
+        if (k.disables) ev.enabled = false;
+        if (k.stops_only) ev.stopped = true;
+      }
+      ev.Apply(AuxRestartAfterDrain(first && k.record_seen, /*finishing=*/false));
+      if (first && k.after_restart) ev.enabled = false;  // the irq_work runs now
+      if (!(first && k.after_restart)) {
+        EXPECT_TRUE(ev.tracing()) << k.what << ", drain " << drain;
+      }
+    }
+    EXPECT_TRUE(ev.tracing()) << k.what;
+  }
+  // Finish stops the events for good: no restart whatever was seen.
+  EXPECT_EQ(AuxRestartAfterDrain(true, true), AuxRestart::kNone);
+  EXPECT_EQ(AuxRestartAfterDrain(false, true), AuxRestart::kNone);
+}
+
 TEST(TimeConv, ReadsTheUserPageAndConvertsTsc) {
   auto page = std::make_unique<perf_event_mmap_page>();
   page->time_zero = 1000;
