@@ -51,7 +51,7 @@ TEST(Options, RoundToPowerOfTwoPages) {
   EXPECT_EQ(RoundToPowerOfTwoPages(3000000, &rounded), 4u << 20);
   EXPECT_TRUE(rounded);
   EXPECT_EQ(RoundToPowerOfTwoPages(1, &rounded), 4096u);
-  EXPECT_EQ(RoundToPowerOfTwoPages(3 * 4096, &rounded), 4 * 4096u);
+  EXPECT_EQ(RoundToPowerOfTwoPages(uint64_t{3} * 4096, &rounded), 4 * 4096u);
 }
 
 // perf's minimums: 8 KiB with --full-execution, one page in snapshot mode.
@@ -162,7 +162,7 @@ TEST(Child, WaitPidRetriesAfterASignal) {
     ::usleep(300 * 1000);
     ::_exit(7);
   }
-  itimerval every{{0, 20 * 1000}, {0, 20 * 1000}};
+  itimerval every{{0, 20000}, {0, 20000}};  // every 20 ms
   ASSERT_EQ(::setitimer(ITIMER_REAL, &every, nullptr), 0);
   int st = 0;
   const pid_t r = WaitPid(pid, &st, 0);
