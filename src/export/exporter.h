@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "ptsnap/result.h"
+#include "sys/kallsyms.h"
 #include "trace/trace_dir.h"
 
 namespace ptsnap::exporter {
@@ -63,14 +64,9 @@ struct ExportReport {
   uint64_t time_shift_ns = 0;  // the same shift on the perf clock
 };
 
-// One module of a /proc/modules copy: "name size refcount deps state address".
-struct ModuleLine {
-  std::string name;
-  uint64_t size = 0, addr = 0;
-};
-// Pure; never fails: lines that do not parse, and masked (zero) addresses,
-// are skipped.
-std::vector<ModuleLine> ParseModules(std::string_view text);
+// The modules of a /proc/modules copy (sys/kallsyms.h).
+using sys::ModuleLine;
+using sys::ParseModules;
 
 // The attr.config perf needs: the recorded config, with the bits the
 // manifest's booleans name set (emulated recordings record config 0).

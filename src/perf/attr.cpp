@@ -133,7 +133,10 @@ Result<PtAttr> BuildPtAttr(const sys::PmuInfo& pmu, const PtAttrOptions& opts) {
 
   PtAttr out;
   const bool psb_cyc = pmu.Cap("psb_cyc") != 0;
-  const bool has_mtc = pmu.Cap("mtc") != 0;
+  // pt_event_valid() refuses mtc when caps/mtc_periods is 0 (no period is
+  // valid), and perf's intel_pt_default_config adds mtc only `if (mtc_periods)`.
+  const bool has_mtc_caps = pmu.Cap("mtc") != 0;
+  const bool has_mtc = has_mtc_caps && pmu.Cap("mtc_periods") != 0;
   const PtTiming& req = opts.timing;
   const std::string& preset = req.preset;
   if (preset != "low" && preset != "normal" && preset != "high" && preset != "custom")
@@ -161,10 +164,16 @@ Result<PtAttr> BuildPtAttr(const sys::PmuInfo& pmu, const PtAttrOptions& opts) {
     }
   } else if (preset == "custom") {
     if (req.mtc) {
-      if (*req.mtc && !has_mtc)
+      if (*req.mtc && !has_mtc_caps)
         return Error(
             "mtc=1 needs caps/mtc, which this CPU lacks (drop mtc from --timer-resolution)");
-      t.mtc = *req.mtc;
+      if (*req.mtc && !has_mtc) {
+        out.warnings.push_back(
+            "mtc=1 ignored: this CPU advertises no MTC period (caps/mtc_periods is 0) and the "
+            "kernel refuses MTC without one; timing comes from TSC packets only");
+      } else {
+        t.mtc = *req.mtc;
+      }
     }
     if (req.mtc_period) {
       if (!t.mtc) return Error("mtc_period needs mtc packets, which are off or unsupported here");
@@ -230,7 +239,8 @@ Result<PtAttr> BuildPtAttr(const sys::PmuInfo& pmu, const PtAttrOptions& opts) {
   return out;
 }
 
-perf_event_attr BuildTrackingAttr(bool trace_kernel, bool enable_on_exec) {
+perf_event_attr BuildTrackingAttr(bool trace_kernel, bool enable_on_exec,
+                                  const std::optional<sys::KernelVersion>& kernel) {
   perf_event_attr a{};
   a.size = sizeof(a);
   a.type = PERF_TYPE_SOFTWARE;
@@ -249,8 +259,11 @@ perf_event_attr BuildTrackingAttr(bool trace_kernel, bool enable_on_exec) {
   a.task = 1;
   a.context_switch = 1;
   if (trace_kernel) {
-    a.ksymbol = 1;
-    a.text_poke = 1;
+    // Each bit came with its record type: PERF_RECORD_KSYMBOL in 5.1
+    // (76193a94522f), PERF_RECORD_TEXT_POKE in 5.9 (e17d43b93e54). Older
+    // kernels see them in __reserved_1 and perf_copy_attr() returns EINVAL.
+    a.ksymbol = !kernel || kernel->AtLeast(5, 1) ? 1 : 0;
+    a.text_poke = !kernel || kernel->AtLeast(5, 9) ? 1 : 0;
   }
   return a;
 }

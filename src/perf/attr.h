@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "ptsnap/result.h"
+#include "sys/kernel_version.h"
 #include "sys/pmu.h"
 
 namespace ptsnap::perf {
@@ -65,8 +66,12 @@ struct PtAttr {
 Result<PtAttr> BuildPtAttr(const sys::PmuInfo& pmu, const PtAttrOptions& opts);
 
 // The dummy software event whose records are routed into the PT event's
-// ring with PERF_EVENT_IOC_SET_OUTPUT. kernel adds ksymbol and text_poke.
-perf_event_attr BuildTrackingAttr(bool trace_kernel, bool enable_on_exec);
+// ring with PERF_EVENT_IOC_SET_OUTPUT. trace_kernel adds ksymbol (Linux 5.1+)
+// and text_poke (5.9+), each only when `kernel` is at least that version:
+// perf_copy_attr() refuses an attr with a bit the kernel does not know
+// (EINVAL). An unknown kernel (nullopt) gets both.
+perf_event_attr BuildTrackingAttr(bool trace_kernel, bool enable_on_exec,
+                                  const std::optional<sys::KernelVersion>& kernel = std::nullopt);
 
 // A user-space execute breakpoint at `addr` that samples every hit
 // (sample_period 1, wakeup_events 1) with BreakpointSample's fields.

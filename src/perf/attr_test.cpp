@@ -169,6 +169,33 @@ TEST(BuildPtAttr, OddBitLayoutIsFollowedNotAssumed) {
   EXPECT_EQ(six->attr.config, (1ull << 40) | (1ull << 33) | (2ull << 50) | (1ull << 60));
 }
 
+// caps/mtc without any advertised period (caps/mtc_periods 0, seen on some
+// VMs): pt_event_valid() refuses mtc, so it stays off; an explicit mtc=1
+// says why it was dropped.
+TEST(BuildPtAttr, NoMtcWithoutMtcPeriods) {
+  TempDir d;
+  auto pmu = ::ptsnap::testing::SkylakeIntelPt();
+  pmu.caps["mtc_periods"] = "0";
+  ::ptsnap::testing::WriteIntelPt(d, pmu);
+  for (const char* preset : {"low", "normal", "high"}) {
+    auto attr = BuildPtAttr(Read(d), Opts(preset));
+    ASSERT_THAT(attr, HasValue()) << preset;
+    EXPECT_FALSE(attr->timing.mtc) << preset;
+    EXPECT_EQ(attr->timing.mtc_period, 0u) << preset;
+    EXPECT_EQ(attr->attr.config & (1ull << 9), 0u) << preset;     // mtc
+    EXPECT_EQ(attr->attr.config & (0xfull << 14), 0u) << preset;  // mtc_period
+    EXPECT_THAT(attr->warnings, IsEmpty()) << preset;
+  }
+  PtAttrOptions o;
+  o.timing = *ParseTiming("custom:mtc=1");
+  auto custom = BuildPtAttr(Read(d), o);
+  ASSERT_THAT(custom, HasValue());
+  EXPECT_FALSE(custom->timing.mtc);
+  EXPECT_EQ(custom->attr.config & (1ull << 9), 0u);
+  ASSERT_EQ(custom->warnings.size(), 1u);
+  EXPECT_THAT(custom->warnings[0], HasSubstr("caps/mtc_periods is 0"));
+}
+
 TEST(BuildPtAttr, MissingPmuOrTscTermAreErrors) {
   TempDir d;
   EXPECT_THAT(BuildPtAttr(Read(d), Opts("low")), HasErrorContaining("no intel_pt PMU"));
@@ -215,6 +242,31 @@ TEST(BuildTrackingAttr, CarriesSidebandFlags) {
   EXPECT_EQ(k.ksymbol, 1u);
   EXPECT_EQ(k.text_poke, 1u);
   EXPECT_EQ(k.exclude_kernel, 0u);
+}
+
+sys::KernelVersion Kernel(std::string_view release) { return *sys::ParseKernelRelease(release); }
+
+// A kernel refuses attr bits it does not know (EINVAL from perf_copy_attr):
+// ksymbol needs 5.1, text_poke 5.9.
+TEST(BuildTrackingAttr, KernelBitsFollowTheKernelVersion) {
+  perf_event_attr old = BuildTrackingAttr(true, false, Kernel("4.19.0-25-amd64"));
+  EXPECT_EQ(old.ksymbol, 0u);
+  EXPECT_EQ(old.text_poke, 0u);
+  for (const char* release : {"5.4.0-1103-aws", "5.8.18"}) {
+    perf_event_attr a = BuildTrackingAttr(true, false, Kernel(release));
+    EXPECT_EQ(a.ksymbol, 1u) << release;
+    EXPECT_EQ(a.text_poke, 0u) << release;
+    EXPECT_EQ(a.exclude_kernel, 0u) << release;
+  }
+  for (const char* release : {"5.9.0", "6.13.2-arch1"}) {
+    perf_event_attr a = BuildTrackingAttr(true, false, Kernel(release));
+    EXPECT_EQ(a.ksymbol, 1u) << release;
+    EXPECT_EQ(a.text_poke, 1u) << release;
+  }
+  // User scope never sets them, whatever the kernel.
+  perf_event_attr user = BuildTrackingAttr(false, false, Kernel("6.13.0"));
+  EXPECT_EQ(user.ksymbol, 0u);
+  EXPECT_EQ(user.text_poke, 0u);
 }
 
 TEST(BuildBreakpointAttr, ExecuteBreakpointOfLongLength) {

@@ -10,6 +10,9 @@
 #include <cerrno>
 #include <cstring>
 
+#include "base/file_util.h"
+#include "sys/privileges.h"
+
 namespace ptsnap::record {
 namespace {
 
@@ -19,45 +22,90 @@ int ShellStatus(int status) {
   return 1;
 }
 
+// What the child reports through the error pipe before it _exits: which step
+// failed and its errno.
+enum class Step : int { kTraceme = 1, kExec = 2 };
+struct ChildFailure {
+  Step step;
+  int errnum;
+};
+
+// Yama's setting, read live; nullopt without Yama.
+std::optional<int64_t> ReadPtraceScope() {
+  auto text = base::ReadFile("/proc/sys/kernel/yama/ptrace_scope", 64);
+  if (!text) return std::nullopt;
+  auto v = sys::ParseSysctlInt(*text);
+  return v ? std::optional<int64_t>(*v) : std::nullopt;
+}
+
 }  // namespace
 
-Result<Child> Child::Spawn(const std::vector<std::string>& argv) {
-  if (argv.empty()) return Error("no command to run (usage: ptsnap run [options] -- CMD ARGS...)");
-  int go[2], err[2];
-  if (::pipe2(go, O_CLOEXEC) != 0) return Error::FromErrno("pipe");
-  if (::pipe2(err, O_CLOEXEC) != 0) {
-    ::close(go[0]);
-    ::close(go[1]);
-    return Error::FromErrno("pipe");
+pid_t WaitPid(pid_t pid, int* status, int options) {
+  pid_t r;
+  do {
+    r = ::waitpid(pid, status, options);
+  } while (r < 0 && errno == EINTR);
+  return r;
+}
+
+std::string ExplainTracemeFailure(int errnum, std::optional<int64_t> ptrace_scope,
+                                  const std::string& command) {
+  const std::string head = "cannot start '" + command +
+                           "' under ptsnap: PTRACE_TRACEME was refused (" + std::strerror(errnum) +
+                           ")";
+  const std::string attach =
+      "or start the program yourself and use `ptsnap attach -p PID` (attach needs no ptrace)";
+  if (ptrace_scope && *ptrace_scope >= 3) {
+    // Documentation/admin-guide/LSM/Yama.rst: "3 - no attach: no processes
+    // may use ptrace with PTRACE_ATTACH nor via PTRACE_TRACEME. Once set,
+    // this sysctl value cannot be changed."
+    return head +
+           ": kernel.yama.ptrace_scope is 3, which forbids ptrace for every process, root "
+           "included, and cannot be lowered until reboot; `ptsnap run` needs ptrace to stop the "
+           "program at its exec. Boot with kernel.yama.ptrace_scope=2 or lower (/etc/sysctl.d), " +
+           attach;
   }
+  return head + ": ptrace is blocked here (kernel.yama.ptrace_scope is " +
+         (ptrace_scope ? std::to_string(*ptrace_scope) : std::string("not set: no Yama")) +
+         "; a seccomp filter or container policy may forbid ptrace); allow ptrace, " + attach;
+}
+
+Result<Child> Child::Spawn(const std::vector<std::string>& argv, ForkFn fork_fn) {
+  if (argv.empty()) return Error("no command to run (usage: ptsnap run [options] -- CMD ARGS...)");
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return Error::FromErrno("pipe");
+  base::UniqueFd go_read(fds[0]), go_write(fds[1]);
+  if (::pipe2(fds, O_CLOEXEC) != 0) return Error::FromErrno("pipe");
+  base::UniqueFd err_read(fds[0]), err_write(fds[1]);
   std::vector<char*> args;
   args.reserve(argv.size() + 1);
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   const pid_t parent = ::getpid();
-  pid_t pid = ::fork();
-  if (pid < 0) return Error::FromErrno("fork");
+  pid_t pid = fork_fn();
+  if (pid < 0) return Error::FromErrno("fork");  // the UniqueFds close all four
   if (pid == 0) {
     // Child: only async-signal-safe calls from here on.
-    ::close(go[1]);
-    ::close(err[0]);
+    const int go = go_read.get(), err = err_write.get();
+    ::close(go_write.get());
+    ::close(err_read.get());
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(127);
     char c;
-    if (::read(go[0], &c, 1) != 1) ::_exit(127);
+    if (::read(go, &c, 1) != 1) ::_exit(127);
     if (::ptrace(PTRACE_TRACEME, 0, nullptr, nullptr) != 0) {
-      int e = errno;
-      [[maybe_unused]] auto n = ::write(err[1], &e, sizeof(e));
+      const ChildFailure f{Step::kTraceme, errno};
+      [[maybe_unused]] auto n = ::write(err, &f, sizeof(f));
       ::_exit(127);
     }
     ::execvp(args[0], args.data());
-    int e = errno;
-    [[maybe_unused]] auto n = ::write(err[1], &e, sizeof(e));
+    const ChildFailure f{Step::kExec, errno};
+    [[maybe_unused]] auto n = ::write(err, &f, sizeof(f));
     ::_exit(127);
   }
-  ::close(go[0]);
-  ::close(err[1]);
-  return Child(pid, base::UniqueFd(go[1]), base::UniqueFd(err[0]), argv[0]);
+  go_read.reset();
+  err_write.reset();
+  return Child(pid, std::move(go_write), std::move(err_read), argv[0]);
 }
 
 Child::Child(Child&& o) noexcept
@@ -72,7 +120,7 @@ Child::~Child() {
   if (pid_ > 0 && !reaped_) {
     ::kill(pid_, SIGKILL);
     int st;
-    ::waitpid(pid_, &st, 0);
+    WaitPid(pid_, &st, 0);
   }
 }
 
@@ -83,21 +131,23 @@ void Child::Kill() {
 Result<void> Child::Exec() {
   if (::write(go_.get(), "g", 1) != 1) return Error::FromErrno("starting " + name_);
   go_.reset();
-  int e = 0;
+  ChildFailure f{};
   ssize_t n;
   do {
-    n = ::read(err_.get(), &e, sizeof(e));
+    n = ::read(err_.get(), &f, sizeof(f));
   } while (n < 0 && errno == EINTR);
   err_.reset();
-  if (n == static_cast<ssize_t>(sizeof(e))) {
+  if (n == static_cast<ssize_t>(sizeof(f))) {
     int st;
-    ::waitpid(pid_, &st, 0);
+    WaitPid(pid_, &st, 0);
     reaped_ = true;
-    return Error::FromErrno("cannot run '" + name_ + "'", e);
+    if (f.step == Step::kTraceme)
+      return Error(ExplainTracemeFailure(f.errnum, ReadPtraceScope(), name_), f.errnum);
+    return Error::FromErrno("cannot run '" + name_ + "'", f.errnum);
   }
   // The exec succeeded: wait for the SIGTRAP stop PTRACE_TRACEME causes.
   int st = 0;
-  if (::waitpid(pid_, &st, 0) < 0) return Error::FromErrno("waiting for " + name_);
+  if (WaitPid(pid_, &st, 0) < 0) return Error::FromErrno("waiting for " + name_);
   if (!WIFSTOPPED(st)) {
     reaped_ = true;
     status_ = ShellStatus(st);
@@ -118,7 +168,7 @@ bool Child::Poll(int* status) {
     return true;
   }
   int st = 0;
-  pid_t r = ::waitpid(pid_, &st, WNOHANG);
+  pid_t r = WaitPid(pid_, &st, WNOHANG);
   if (r == pid_ && (WIFEXITED(st) || WIFSIGNALED(st))) {
     reaped_ = true;
     status_ = ShellStatus(st);
@@ -131,8 +181,8 @@ bool Child::Poll(int* status) {
 int Child::Wait() {
   while (!reaped_) {
     int st = 0;
-    pid_t r = ::waitpid(pid_, &st, 0);
-    if (r < 0 && errno != EINTR) break;
+    pid_t r = WaitPid(pid_, &st, 0);
+    if (r < 0) break;
     if (r == pid_ && (WIFEXITED(st) || WIFSIGNALED(st))) {
       reaped_ = true;
       status_ = ShellStatus(st);

@@ -19,6 +19,11 @@ std::string Tid(pid_t tid) { return "tid " + std::to_string(tid); }
 
 }  // namespace
 
+AuxRestart AuxRestartAfterDrain(bool truncated_seen, bool finishing) {
+  if (finishing) return AuxRestart::kNone;
+  return truncated_seen ? AuxRestart::kDisableEnable : AuxRestart::kEnable;
+}
+
 trace::TimeConv ReadTimeConv(const perf_event_mmap_page* page) {
   trace::TimeConv tc;
   auto* lock = const_cast<__u32*>(&page->lock);
@@ -190,10 +195,12 @@ Result<SidebandEvents> HardwarePtSource::DrainSideband(trace::TraceWriter& write
     const std::string who = t.cpu >= 0 ? "CPU " + std::to_string(t.cpu) : Tid(t.tid);
     if (!n) PTSNAP_LOG(kWarning) << "sideband of " << who << ": " << n.error().ToString();
     if (n) ev.records += *n;
-    if (reenable && t.pt && !finishing_) {
-      // Full mode: the kernel disabled the event after TRUNCATED
-      // (perf_aux_output_end); make room first, then restart it.
-      if (t.full) PTSNAP_TRY(t.full->Drain(writer));
+    if (reenable && t.full) {
+      // The kernel disabled the event after TRUNCATED (perf_aux_output_end):
+      // make room and restart it now rather than at the next DrainAux.
+      t.truncated = true;
+      PTSNAP_TRY(DrainAndRestart(t, writer));
+    } else if (reenable && t.pt && !finishing_) {
       PTSNAP_TRY(t.pt->Enable());
     }
   }
@@ -203,9 +210,22 @@ Result<SidebandEvents> HardwarePtSource::DrainSideband(trace::TraceWriter& write
   return ev;
 }
 
+Result<void> HardwarePtSource::DrainAndRestart(Thread& t, trace::TraceWriter& writer) {
+  // Make room first: enabling onto a full buffer is disabled again at once.
+  PTSNAP_TRY(t.full->Drain(writer));
+  if (!t.pt) return Ok();
+  switch (AuxRestartAfterDrain(t.truncated, finishing_)) {
+    case AuxRestart::kNone: return Ok();
+    case AuxRestart::kDisableEnable: PTSNAP_TRY(t.pt->Disable()); break;
+    case AuxRestart::kEnable: break;
+  }
+  t.truncated = false;
+  return t.pt->Enable();
+}
+
 Result<void> HardwarePtSource::DrainAux(trace::TraceWriter& writer) {
   for (auto& [key, t] : units_)
-    if (t.full) PTSNAP_TRY(t.full->Drain(writer));
+    if (t.full) PTSNAP_TRY(DrainAndRestart(t, writer));
   return Ok();
 }
 
@@ -274,7 +294,8 @@ std::optional<trace::TimeConv> HardwarePtSource::time_conv() const {
 }
 
 uint64_t HardwarePtSource::Now() const {
-  if (auto tc = time_conv(); tc && tc->cap_user_time_zero) return trace::TscToPerfTime(*tc, __rdtsc());
+  if (auto tc = time_conv(); tc && tc->cap_user_time_zero)
+    return trace::TscToPerfTime(*tc, __rdtsc());
   timespec ts{};
   ::clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);

@@ -38,6 +38,22 @@ struct HardwareConfig {
   bool full_execution = false;
 };
 
+// Full-execution mode: what to do with a PT event once its AUX area has been
+// drained (hw-path-review.md 3c). perf re-enables after every read
+// (intel_pt_read_finish; perf-intel-pt.txt: "perf tools always re-enable
+// the intel_pt event after copying out data"), because the kernel can leave
+// the event disabled without a TRUNCATED record reaching the reader: the
+// record is lost when the data ring is full, perf_aux_output_begin disables
+// without one when it finds no room at sched-in, and an ENABLE issued before
+// the deferred (irq_work) disable runs is undone by it. Waiting for TRUNCATED
+// could leave PT off for the rest of the run; IOC_ENABLE on an enabled event
+// is a no-op. After a TRUNCATED record: DISABLE then ENABLE, so that
+// pt_event_start runs again even when the kernel left the event ACTIVE but
+// stopped (PERF_HES_STOPPED, where IOC_ENABLE does nothing: the 2024-2025
+// pending_disable window). Nothing once Finish has stopped the events.
+enum class AuxRestart { kNone, kEnable, kDisableEnable };
+AuxRestart AuxRestartAfterDrain(bool truncated_seen, bool finishing);
+
 class HardwarePtSource final : public PtSource {
  public:
   static Result<std::unique_ptr<HardwarePtSource>> Create(HardwareConfig config);
@@ -79,11 +95,15 @@ class HardwarePtSource final : public PtSource {
     std::unique_ptr<perf::AuxSnapshotReader> snapshot;
     std::unique_ptr<AuxStreamer> full;
     std::vector<Breakpoint> breakpoints;
+    bool truncated = false;  // full mode: a TRUNCATED record since the last restart
   };
   using Key = std::pair<int, pid_t>;  // {cpu, tid}: {-1, tid} or {cpu, -1}
   Result<void> AddBreakpoints(Thread& t, const std::vector<TriggerPoint>& points);
   // Opens the PT and tracking events of `t` on (t.tid, t.cpu) with rings.
   Result<void> OpenEvents(Thread& t, const std::string& what);
+  // Full mode: drains t's AUX area, then restarts its PT event as
+  // AuxRestartAfterDrain says.
+  Result<void> DrainAndRestart(Thread& t, trace::TraceWriter& writer);
 
   HardwareConfig config_;
   std::map<Key, Thread> units_;
@@ -91,7 +111,7 @@ class HardwarePtSource final : public PtSource {
   perf::RingStats stats_;
   std::vector<std::byte> batch_;
   bool started_ = false;    // EnableAll ran: new threads start enabled
-  bool finishing_ = false;  // Finish ran: no re-enabling after TRUNCATED
+  bool finishing_ = false;  // Finish ran: no re-enabling after a drain
 };
 
 // Reads time_zero/time_mult/time_shift under the user page's seqlock

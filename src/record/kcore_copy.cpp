@@ -85,6 +85,10 @@ KernelImage SnapshotKernelImage(const base::RootPath& root, const std::filesyste
   return img;
 }
 
+bool ModulesChanged(std::string_view before, std::string_view after) {
+  return sys::ParseModules(before) != sys::ParseModules(after);
+}
+
 Result<KcoreCopy> CopyKcore(const base::RootPath& root, const std::filesystem::path& out_dir) {
   const auto kallsyms_path = root.Resolve("/proc/kallsyms");
   PTSNAP_ASSIGN_OR_RETURN(std::string kallsyms_text, base::ReadFile(kallsyms_path));
@@ -146,8 +150,9 @@ Result<KcoreCopy> CopyKcore(const base::RootPath& root, const std::filesystem::p
   // that happened while we copied.
   auto again = base::ReadFile(kallsyms_path);
   auto modules_again = base::ReadFile(root.Resolve("/proc/modules"));
-  result.kallsyms_changed = !again || *again != kallsyms_text ||
-                            (modules_again ? *modules_again : std::string()) != modules_text;
+  result.kallsyms_changed =
+      !again || *again != kallsyms_text ||
+      ModulesChanged(modules_text, modules_again ? *modules_again : std::string());
   return result;
 }
 

@@ -6,7 +6,8 @@
 // and writes `kcore`, a small ELF64 core holding only the PT_LOAD regions for
 // kernel text (_stext.._etext, page-rounded) and the module area (first module
 // symbol .. last + one page) read from root/proc/kcore. Then re-reads
-// kallsyms and reports a race when it changed (a module came or went).
+// kallsyms and /proc/modules (name, size, address) and reports a race when
+// either changed (a module came or went).
 // Every file is created mode 0600: they expose kernel memory and addresses.
 #pragma once
 
@@ -61,6 +62,12 @@ KernelImage SnapshotKernelImage(const base::RootPath& root, const std::filesyste
 // The warning for a recording without a kernel image. The decoder has no
 // other source of kernel code (no vmlinux), so kernel code is not decoded.
 std::string KernelImageSkipped(const std::string& reason);
+
+// The race check on /proc/modules: true when a module was loaded, unloaded
+// or moved between the two texts. Compares name, size and address only:
+// refcounts (and the state column) change all the time on a busy machine,
+// which made perf drop its whole-text compare. Pure.
+bool ModulesChanged(std::string_view before, std::string_view after);
 
 // Copies into `out_dir` (created, mode 0700). Errors name the file and the
 // cause: kallsyms masked (kptr_restrict / no CAP_SYSLOG), /proc/kcore not

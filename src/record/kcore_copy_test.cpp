@@ -165,6 +165,27 @@ TEST(KcoreCopy, MissingKcoreIsAnError) {
               HasErrorContaining("/proc/kcore"));
 }
 
+// /proc/modules' refcounts change all the time (perf dropped its modules
+// compare for that): only a module that came, went, moved or changed size
+// counts as a race.
+TEST(KcoreCopy, ModulesRaceCheckIgnoresRefcounts) {
+  const std::string before =
+      "nf_tables 348160 12 nft_ct,nft_chain_nat, Live 0xffffffffc0a1d000\n"
+      "kvm_intel 479232 0 - Live 0xffffffffc0900000 (OE)\n";
+  const std::string refcounts =
+      "nf_tables 348160 187 nft_ct,nft_chain_nat, Live 0xffffffffc0a1d000\n"
+      "kvm_intel 479232 3 - Live 0xffffffffc0900000 (OE)\n";
+  EXPECT_FALSE(ModulesChanged(before, refcounts));
+  EXPECT_FALSE(ModulesChanged(before, before));
+  const std::string loaded = before + "dummy 16384 0 - Loading 0xffffffffc0b00000\n";
+  EXPECT_TRUE(ModulesChanged(before, loaded));
+  const std::string moved =
+      "nf_tables 348160 12 nft_ct,nft_chain_nat, Live 0xffffffffc0a2d000\n"
+      "kvm_intel 479232 0 - Live 0xffffffffc0900000 (OE)\n";
+  EXPECT_TRUE(ModulesChanged(before, moved));
+  EXPECT_TRUE(ModulesChanged(before, "kvm_intel 479232 0 - Live 0xffffffffc0900000 (OE)\n"));
+}
+
 TEST(KcoreCopy, EnvironmentSwitches) {
   ::unsetenv("PTSNAP_NO_KCORE");
   ::unsetenv("MAGIC_TRACE_PERF_NO_KCORE");

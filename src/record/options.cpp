@@ -1,5 +1,6 @@
 #include "record/options.h"
 
+#include <algorithm>
 #include <cctype>
 
 #include "base/string_util.h"
@@ -33,6 +34,34 @@ uint64_t RoundToPowerOfTwoPages(uint64_t bytes, bool* rounded) {
   while (p2 < pages) p2 <<= 1;
   if (rounded != nullptr) *rounded = p2 * kPage != bytes;
   return p2 * kPage;
+}
+
+Result<void> CheckAuxSize(uint64_t aux_bytes, bool full_execution) {
+  // tools/perf/arch/x86/util/intel-pt.c: "intel_pt: the AUX area must be at
+  // least 8 KiB" (full trace) / "... 4 KiB" (snapshot).
+  const uint64_t min = full_execution ? 8192 : 4096;
+  if (aux_bytes >= min) return Ok();
+  return Error("--snapshot-size " + base::ExactSize(aux_bytes) + " is too small" +
+               (full_execution ? " for --full-execution" : "") + ": the PT buffer needs at least " +
+               base::ExactSize(min) + " (perf's minimum); pass --snapshot-size " +
+               (full_execution ? "8K" : "4K") + " or more");
+}
+
+uint64_t PsbPeriodBytes(bool topa_multiple_entries, uint32_t psb_period) {
+  // "Use caps/topa_multiple_entries to indicate early hardware that had
+  // extra frequent PSBs" (perf's intel_pt_psb_period).
+  if (!topa_multiple_entries) return 256;
+  return uint64_t{1} << (std::min<uint32_t>(psb_period, 15) + 11);
+}
+
+std::optional<std::string> PsbPeriodWarning(uint64_t snapshot_bytes, uint64_t psb_period_bytes) {
+  constexpr uint64_t kNear = 256;  // perf's INTEL_PT_PSB_PERIOD_NEAR
+  if (psb_period_bytes == 0 || snapshot_bytes > psb_period_bytes + kNear) return std::nullopt;
+  return "--snapshot-size " + base::ExactSize(snapshot_bytes) +
+         " may be too small for the PSB period (a PSB packet about every " +
+         base::ExactSize(psb_period_bytes) +
+         "): decoding starts at a PSB, so a snapshot may hold little that decodes; pass a "
+         "larger --snapshot-size or a smaller psb_period (--timer-resolution custom:psb_period=N)";
 }
 
 std::filesystem::path DefaultTraceDir(const std::filesystem::path& output) {

@@ -54,6 +54,23 @@ Result<uint64_t> ParseSize(std::string_view text);
 // value changed, so the caller can warn.
 uint64_t RoundToPowerOfTwoPages(uint64_t bytes, bool* rounded);
 
+// perf's intel_pt_recording_options minimums for the AUX area: 8 KiB with
+// --full-execution, 4 KiB (one page) in snapshot mode. The error names the
+// size and the minimum. Pure.
+Result<void> CheckAuxSize(uint64_t aux_bytes, bool full_execution);
+
+// About how many trace bytes lie between two PSB packets, as perf estimates
+// it (intel_pt_psb_period): 256 on early hardware without
+// caps/topa_multiple_entries, else 2^(psb_period + 11) for the psb_period
+// config term (0 when not set). Pure.
+uint64_t PsbPeriodBytes(bool topa_multiple_entries, uint32_t psb_period);
+
+// perf's warning for a snapshot not much larger than one PSB period
+// (snapshot_bytes <= psb_period_bytes + 256): decoding starts at a PSB, so
+// such a snapshot may hold little or nothing decodable. nullopt when the
+// size is fine. Pure.
+std::optional<std::string> PsbPeriodWarning(uint64_t snapshot_bytes, uint64_t psb_period_bytes);
+
 // The trace directory used when --trace-dir is not given: beside the output,
 // named after it ("trace.fxt.gz" -> "trace.ptsnap", "out/x.json" ->
 // "out/x.ptsnap"); "trace.fxt.gz" when `output` is empty.

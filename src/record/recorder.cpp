@@ -161,7 +161,19 @@ std::string NoPmuMessage(const sys::CpuInfo& cpu) {
 
 std::string ExplainOpenFailure(int errnum, bool kernel_scope, const sys::Privileges& priv,
                                bool during_mmap, uint64_t bytes, bool system_wide) {
-  if (during_mmap && (errnum == EPERM || errnum == ENOMEM)) {
+  // mmap of a perf ring: EPERM is perf_mmap_calc_limits() refusing to lock
+  // more (the budget); ENOMEM is rb_alloc()/rb_alloc_aux() failing to get the
+  // pages. Without caps/topa_multiple_entries (PERF_PMU_CAP_AUX_NO_SG) an
+  // overwrite-mode AUX buffer must be one high-order allocation, so above
+  // MAX_ORDER (4 MiB) it always fails; perf too gives its mlock hint only for
+  // EPERM (builtin-record.c record__mmap_evlist).
+  if (during_mmap && errnum == ENOMEM) {
+    return "the kernel could not allocate " + base::ExactSize(bytes) +
+           " of perf buffer memory (ENOMEM while mapping it: not a limit; memory is short or "
+           "fragmented, and CPUs without multi-entry ToPA need the AUX buffer in one contiguous "
+           "block of at most 4 MiB); pass a smaller --snapshot-size";
+  }
+  if (during_mmap && errnum == EPERM) {
     std::string budget = priv.perf_event_mlock_kb
                              ? std::to_string(*priv.perf_event_mlock_kb) + " KiB per CPU"
                              : "per-CPU budget";
@@ -303,6 +315,7 @@ Result<Prepared> Prepare(const RecordOptions& opts, const base::RootPath& root,
     p.warnings.push_back("--snapshot-size " + std::to_string(opts.snapshot_size) +
                          " bytes rounded up to " + base::ExactSize(p.aux_bytes) +
                          " (the kernel needs a power-of-two number of pages)");
+  PTSNAP_TRY(CheckAuxSize(p.aux_bytes, opts.full_execution));
 
   perf::PtAttrOptions ao;
   ao.trace_user = user;
@@ -315,9 +328,17 @@ Result<Prepared> Prepare(const RecordOptions& opts, const base::RootPath& root,
   ao.timing = opts.timer;
   PTSNAP_ASSIGN_OR_RETURN(perf::PtAttr attr, perf::BuildPtAttr(pmu, ao));
   p.warnings.insert(p.warnings.end(), attr.warnings.begin(), attr.warnings.end());
+  if (!opts.full_execution) {
+    const uint64_t psb =
+        PsbPeriodBytes(pmu.Cap("topa_multiple_entries") != 0, attr.timing.psb_period);
+    if (auto w = PsbPeriodWarning(p.aux_bytes, psb)) p.warnings.push_back(*w);
+  }
 
   p.hw.pt_attr = attr.attr;
-  p.hw.tracking_attr = perf::BuildTrackingAttr(kernel, ao.enable_on_exec);
+  // The kernel's version gates the tracking event's newer attr bits.
+  auto kv = sys::ReadKernelVersion(root);
+  p.hw.tracking_attr = perf::BuildTrackingAttr(
+      kernel, ao.enable_on_exec, kv ? std::optional<sys::KernelVersion>(*kv) : std::nullopt);
   p.hw.data_pages = privileged ? 128 : 32;
   p.hw.aux_pages = p.aux_bytes / 4096;
   p.hw.full_execution = opts.full_execution;

@@ -48,8 +48,9 @@ std::string NoPmuMessage(const sys::CpuInfo& cpu);
 
 // One line for an errno from perf_event_open or mmap of a PT/sideband
 // event, naming the cause and the fix: EBUSY (another PT user), EACCES/EPERM
-// (perf_event_paranoid with the sysctl, or capabilities), EPERM/ENOMEM from
-// mmap (perf_event_mlock_kb), ESRCH (process gone), ENOENT/EOPNOTSUPP.
+// (perf_event_paranoid with the sysctl, or capabilities), EPERM from mmap
+// (perf_event_mlock_kb), ENOMEM from mmap (the kernel could not allocate the
+// buffer: --snapshot-size), ESRCH (process gone), ENOENT/EOPNOTSUPP.
 // `system_wide`: the event was a per-CPU one (-a), whose EACCES/EPERM means
 // the system-wide privilege. Pure, so every mapping is unit-tested.
 std::string ExplainOpenFailure(int errnum, bool kernel_scope, const sys::Privileges& priv,

@@ -4,9 +4,17 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cerrno>
+#include <cstring>
+#include <filesystem>
 
 #include "probe/probe.h"
+#include "record/child.h"
 #include "record/hardware_source.h"
 #include "record/options.h"
 #include "record/recorder.h"
@@ -43,7 +51,31 @@ TEST(Options, RoundToPowerOfTwoPages) {
   EXPECT_EQ(RoundToPowerOfTwoPages(3000000, &rounded), 4u << 20);
   EXPECT_TRUE(rounded);
   EXPECT_EQ(RoundToPowerOfTwoPages(1, &rounded), 4096u);
-  EXPECT_EQ(RoundToPowerOfTwoPages(3 * 4096, &rounded), 4 * 4096u);
+  EXPECT_EQ(RoundToPowerOfTwoPages(uint64_t{3} * 4096, &rounded), 4 * 4096u);
+}
+
+// perf's minimums: 8 KiB with --full-execution, one page in snapshot mode.
+TEST(Options, CheckAuxSizeHasPerfsMinimums) {
+  EXPECT_THAT(CheckAuxSize(4096, true),
+              HasErrorContaining("--snapshot-size 4 KiB is too small for --full-execution: the PT "
+                                 "buffer needs at least 8 KiB"));
+  EXPECT_THAT(CheckAuxSize(8192, true), HasValue());
+  EXPECT_THAT(CheckAuxSize(4096, false), HasValue());
+  EXPECT_THAT(CheckAuxSize(0, false), HasErrorContaining("needs at least 4 KiB"));
+}
+
+// perf's intel_pt_psb_period and its "may be too small for PSB period"
+// warning (size <= period + 256).
+TEST(Options, PsbPeriodWarning) {
+  EXPECT_EQ(PsbPeriodBytes(false, 5), 256u);  // early hardware: frequent PSBs
+  EXPECT_EQ(PsbPeriodBytes(true, 0), 2048u);
+  EXPECT_EQ(PsbPeriodBytes(true, 3), 16384u);
+  auto w = PsbPeriodWarning(16384, 16384);
+  ASSERT_TRUE(w.has_value());
+  EXPECT_THAT(*w, HasSubstr("--snapshot-size 16 KiB may be too small for the PSB period"));
+  EXPECT_TRUE(PsbPeriodWarning(16384 + 256, 16384).has_value());
+  EXPECT_FALSE(PsbPeriodWarning(16384 + 257, 16384).has_value());
+  EXPECT_FALSE(PsbPeriodWarning(4096, 256).has_value());
 }
 
 TEST(Options, DefaultTraceDirSitsBesideTheOutput) {
@@ -75,8 +107,14 @@ TEST(ExplainOpenFailure, EveryErrnoNamesCauseAndFix) {
   EXPECT_THAT(mlock, HasSubstr("kernel.perf_event_mlock_kb (516 KiB per CPU)"));
   EXPECT_THAT(mlock, HasSubstr("sysctl -w kernel.perf_event_mlock_kb="));
   EXPECT_THAT(mlock, HasSubstr("--snapshot-size"));
-  EXPECT_THAT(ExplainOpenFailure(ENOMEM, false, Priv(2), true, 1u << 20),
+  EXPECT_THAT(ExplainOpenFailure(EPERM, false, Priv(2), true, 1u << 20),
               HasSubstr("cannot lock 1 MiB"));
+  // ENOMEM from mmap is an allocation failure, not the budget.
+  const std::string nomem = ExplainOpenFailure(ENOMEM, false, Priv(2, 516), true, 8u << 20);
+  EXPECT_THAT(nomem, HasSubstr("the kernel could not allocate 8 MiB of perf buffer memory"));
+  EXPECT_THAT(nomem, HasSubstr("contiguous block of at most 4 MiB"));
+  EXPECT_THAT(nomem, HasSubstr("pass a smaller --snapshot-size"));
+  EXPECT_THAT(nomem, Not(HasSubstr("perf_event_mlock_kb")));
   EXPECT_THAT(ExplainOpenFailure(ESRCH, false, Priv(2), false, 0),
               HasSubstr("exited before ptsnap could attach"));
   EXPECT_THAT(ExplainOpenFailure(EOPNOTSUPP, false, Priv(2), false, 0), HasSubstr("--emulate"));
@@ -86,6 +124,71 @@ TEST(ExplainOpenFailure, EveryErrnoNamesCauseAndFix) {
   EXPECT_THAT(ExplainOpenFailure(EACCES, false, Priv(1), false, 0, /*system_wide=*/true),
               HasSubstr("not allowed to trace all CPUs: needs CAP_PERFMON or CAP_SYS_ADMIN (root), "
                         "or kernel.perf_event_paranoid <= 0 (it is 1)"));
+}
+
+size_t OpenFds() {
+  size_t n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) ++n;
+  return n;
+}
+
+pid_t FailingFork() {
+  errno = EAGAIN;
+  return -1;
+}
+
+// A failed fork() must not leak the two pipes Spawn made for the child.
+TEST(Child, FailedForkClosesItsPipes) {
+  const size_t before = OpenFds();
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_THAT(Child::Spawn({"/bin/true"}, &FailingFork), HasErrorContaining("fork"));
+  }
+  EXPECT_EQ(OpenFds(), before);
+}
+
+void OnAlarm(int) {}
+
+// The recorder's signal handlers have no SA_RESTART, so waitpid can fail
+// with EINTR (Ctrl-C while the child starts); WaitPid keeps waiting.
+TEST(Child, WaitPidRetriesAfterASignal) {
+  struct sigaction sa {
+  }, old{};
+  sa.sa_handler = OnAlarm;
+  ::sigemptyset(&sa.sa_mask);
+  ASSERT_EQ(::sigaction(SIGALRM, &sa, &old), 0);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::usleep(300 * 1000);
+    ::_exit(7);
+  }
+  itimerval every{{0, 20000}, {0, 20000}};  // every 20 ms
+  ASSERT_EQ(::setitimer(ITIMER_REAL, &every, nullptr), 0);
+  int st = 0;
+  const pid_t r = WaitPid(pid, &st, 0);
+  const int err = errno;
+  itimerval off{};
+  ::setitimer(ITIMER_REAL, &off, nullptr);
+  ::sigaction(SIGALRM, &old, nullptr);
+  ASSERT_EQ(r, pid) << std::strerror(err);
+  EXPECT_TRUE(WIFEXITED(st));
+  EXPECT_EQ(WEXITSTATUS(st), 7);
+}
+
+// `run` needs PTRACE_TRACEME; Yama's ptrace_scope 3 refuses it to everyone.
+TEST(Child, TracemeRefusalNamesPtraceScopeAndTheFix) {
+  const std::string yama3 = ExplainTracemeFailure(EPERM, 3, "./server");
+  EXPECT_THAT(yama3, HasSubstr("cannot start './server' under ptsnap: PTRACE_TRACEME was refused"));
+  EXPECT_THAT(yama3, HasSubstr("kernel.yama.ptrace_scope is 3"));
+  EXPECT_THAT(yama3, HasSubstr("until reboot"));
+  EXPECT_THAT(yama3, HasSubstr("kernel.yama.ptrace_scope=2 or lower"));
+  EXPECT_THAT(yama3, HasSubstr("ptsnap attach -p PID"));
+  EXPECT_EQ(yama3.find('\n'), std::string::npos);
+  const std::string seccomp = ExplainTracemeFailure(EPERM, 1, "./server");
+  EXPECT_THAT(seccomp, HasSubstr("kernel.yama.ptrace_scope is 1"));
+  EXPECT_THAT(seccomp, HasSubstr("seccomp"));
+  EXPECT_THAT(seccomp, HasSubstr("ptsnap attach -p PID"));
+  EXPECT_THAT(ExplainTracemeFailure(EPERM, std::nullopt, "x"), HasSubstr("no Yama"));
 }
 
 TEST(NoPmuMessage, SaysVmAndSuggestsEmulate) {
@@ -206,6 +309,76 @@ TEST(Prepare, DefaultSnapshotSizeIsTheProbesRule) {
               HasErrorContaining("sysctl -w kernel.perf_event_mlock_kb="));
 }
 
+// Prepare reads the kernel's release and gates the tracking event's bits:
+// 5.4 LTS would refuse text_poke with EINVAL.
+TEST(Prepare, TrackingAttrBitsFollowTheKernelRelease) {
+  TempDir d;
+  WritePmu(d);
+  WriteRoot(d, 2);
+  ::ptsnap::testing::FakeCpuid cpuid;
+  RecordOptions o;
+  o.command = {"/bin/true"};
+  o.scope = trace::Scope::kUserKernel;
+  d.Write("proc/sys/kernel/osrelease", "5.4.0-1103-aws\n");
+  auto p = Prepare(o, base::RootPath(d.path()), cpuid);
+  ASSERT_THAT(p, HasValue());
+  EXPECT_EQ(p->hw.tracking_attr.ksymbol, 1u);
+  EXPECT_EQ(p->hw.tracking_attr.text_poke, 0u);
+  d.Write("proc/sys/kernel/osrelease", "6.13.0\n");
+  p = Prepare(o, base::RootPath(d.path()), cpuid);
+  ASSERT_THAT(p, HasValue());
+  EXPECT_EQ(p->hw.tracking_attr.ksymbol, 1u);
+  EXPECT_EQ(p->hw.tracking_attr.text_poke, 1u);
+}
+
+TEST(Prepare, FullExecutionNeedsAtLeast8KiB) {
+  TempDir d;
+  WritePmu(d);
+  WriteUser(d, 2);
+  ::ptsnap::testing::FakeCpuid cpuid;
+  RecordOptions o;
+  o.command = {"/bin/true"};
+  o.full_execution = true;
+  o.snapshot_size = 4096;
+  EXPECT_THAT(Prepare(o, base::RootPath(d.path()), cpuid),
+              HasErrorContaining("is too small for --full-execution"));
+  o.snapshot_size = 8192;
+  EXPECT_THAT(Prepare(o, base::RootPath(d.path()), cpuid), HasValue());
+  o.full_execution = false;
+  o.snapshot_size = 4096;
+  EXPECT_THAT(Prepare(o, base::RootPath(d.path()), cpuid), HasValue());
+}
+
+// A PMU with a configurable PSB period (psb_period 3 by default: a PSB about
+// every 16 KiB): a 16 KiB snapshot gets perf's warning, 32 KiB does not.
+TEST(Prepare, WarnsWhenTheSnapshotIsNearThePsbPeriod) {
+  TempDir d;
+  WritePmu(d);
+  WriteUser(d, 2);
+  d.Write(std::string(kDev) + "format/psb_period", "config:24-27");
+  d.Write(std::string(kDev) + "caps/psb_cyc", "1\n");
+  d.Write(std::string(kDev) + "caps/psb_periods", "3f\n");
+  d.Write(std::string(kDev) + "caps/topa_multiple_entries", "1\n");
+  ::ptsnap::testing::FakeCpuid cpuid;
+  RecordOptions o;
+  o.command = {"/bin/true"};
+  o.timer.preset = "low";
+  o.snapshot_size = 16 << 10;
+  auto p = Prepare(o, base::RootPath(d.path()), cpuid);
+  ASSERT_THAT(p, HasValue());
+  EXPECT_THAT(p->warnings, ::testing::Contains(HasSubstr("may be too small for the PSB period")));
+  o.snapshot_size = 32 << 10;
+  p = Prepare(o, base::RootPath(d.path()), cpuid);
+  ASSERT_THAT(p, HasValue());
+  EXPECT_THAT(p->warnings, Not(::testing::Contains(HasSubstr("PSB period"))));
+  // Full execution streams everything: no snapshot to be too small.
+  o.snapshot_size = 16 << 10;
+  o.full_execution = true;
+  p = Prepare(o, base::RootPath(d.path()), cpuid);
+  ASSERT_THAT(p, HasValue());
+  EXPECT_THAT(p->warnings, Not(::testing::Contains(HasSubstr("PSB period"))));
+}
+
 TEST(SystemWide, PrivilegeNeedsPerfmonOrParanoidZero) {
   EXPECT_THAT(CheckSystemWidePrivilege(Priv(2)),
               HasErrorContaining("--all-cpus (system-wide tracing) needs CAP_PERFMON or "
@@ -289,6 +462,67 @@ TEST(Prepare, SystemWideAttrsArePerCpu) {
   o.cpus = {5};
   EXPECT_THAT(Prepare(o, base::RootPath(d.path()), cpuid),
               HasErrorContaining("CPU 5 is not online (online: 0-3,6)"));
+}
+
+// The kernel side of one full-mode PT event, as far as restarting it goes
+// (kernel/events/ring_buffer.c, core.c): IOC_DISABLE + IOC_ENABLE always
+// restarts it; IOC_ENABLE alone restarts a disabled event but does nothing
+// to one left ACTIVE with PERF_HES_STOPPED.
+struct ModelPtEvent {
+  bool enabled = true;
+  bool stopped = false;  // ACTIVE but PERF_HES_STOPPED
+  [[nodiscard]] bool tracing() const { return enabled && !stopped; }
+  void Apply(AuxRestart a) {
+    if (a == AuxRestart::kDisableEnable) {
+      enabled = true;
+      stopped = false;
+    } else if (a == AuxRestart::kEnable && !enabled) {
+      enabled = true;
+    }
+  }
+};
+
+// What the kernel does to the event between two drains, and whether the
+// reader gets to see a TRUNCATED record for it.
+struct KernelStep {
+  const char* what;
+  bool disables = false;       // the event ends up disabled
+  bool stops_only = false;     // ... or ACTIVE but stopped
+  bool record_seen = false;    // a TRUNCATED record reached the data ring
+  bool after_restart = false;  // the disable lands after the reader's restart (race)
+};
+
+// The recorder's full-mode loop against each way the kernel can stop PT: it
+// must be tracing again after every drain (or, for a disable that races the
+// restart, after the next one), never off for good.
+TEST(AuxRestart, FullModeNeverStaysDisabled) {
+  const KernelStep steps[] = {
+      {"buffer full, TRUNCATED seen", true, false, true, false},
+      {"TRUNCATED lost (data ring full: PERF_RECORD_LOST instead)", true, false, false, false},
+      {"no room at sched-in: disabled without a record", true, false, false, false},
+      {"ENABLE undone by the deferred disable", true, false, true, true},
+      {"ACTIVE but stopped after TRUNCATED", false, true, true, false},
+      {"nothing happened", false, false, false, false},
+  };
+  for (const KernelStep& k : steps) {
+    ModelPtEvent ev;
+    for (int drain = 0; drain < 3; ++drain) {
+      const bool first = drain == 0;
+      if (first && !k.after_restart) {
+        if (k.disables) ev.enabled = false;
+        if (k.stops_only) ev.stopped = true;
+      }
+      ev.Apply(AuxRestartAfterDrain(first && k.record_seen, /*finishing=*/false));
+      if (first && k.after_restart) ev.enabled = false;  // the irq_work runs now
+      if (!(first && k.after_restart)) {
+        EXPECT_TRUE(ev.tracing()) << k.what << ", drain " << drain;
+      }
+    }
+    EXPECT_TRUE(ev.tracing()) << k.what;
+  }
+  // Finish stops the events for good: no restart whatever was seen.
+  EXPECT_EQ(AuxRestartAfterDrain(true, true), AuxRestart::kNone);
+  EXPECT_EQ(AuxRestartAfterDrain(false, true), AuxRestart::kNone);
 }
 
 TEST(TimeConv, ReadsTheUserPageAndConvertsTsc) {

@@ -51,4 +51,19 @@ Result<Kallsyms> ReadKallsyms(const base::RootPath& root, bool keep_symbols) {
   return ParseKallsyms(text, keep_symbols);
 }
 
+std::vector<ModuleLine> ParseModules(std::string_view text) {
+  std::vector<ModuleLine> out;
+  for (auto line : base::Split(text, '\n')) {
+    auto f = base::SplitWhitespace(line);
+    if (f.size() < 6) continue;
+    std::string_view a = f[5];
+    if (a.starts_with("0x")) a.remove_prefix(2);
+    auto size = base::ParseUint(f[1]);
+    auto addr = base::ParseUint(a, 16);
+    if (!size || !addr || *size == 0 || *addr == 0) continue;  // masked (kptr_restrict)
+    out.push_back({std::string(f[0]), *size, *addr});
+  }
+  return out;
+}
+
 }  // namespace ptsnap::sys

@@ -46,4 +46,16 @@ Kallsyms ParseKallsyms(std::string_view text, bool keep_symbols = true);
 // Reads root/proc/kallsyms and parses it. Fails when the file cannot be read.
 Result<Kallsyms> ReadKallsyms(const base::RootPath& root, bool keep_symbols = true);
 
+// One module of /proc/modules: "name size refcount deps state address
+// [taints]". Only the columns that say where the module's code is; the
+// refcount changes all the time on a busy machine.
+struct ModuleLine {
+  std::string name;
+  uint64_t size = 0, addr = 0;
+  bool operator==(const ModuleLine&) const = default;
+};
+// Pure; never fails: lines that do not parse, and masked (zero) addresses,
+// are skipped.
+std::vector<ModuleLine> ParseModules(std::string_view text);
+
 }  // namespace ptsnap::sys

@@ -602,6 +602,11 @@ TEST(SystemWide, OpenFailuresAreExplainedByTheirKind) {
            .AddContext("mapping the AUX area of intel_pt on CPU 0")
            .WithKind(ErrorKind::kBufferMapping),
        ErrorKind::kBufferMapping, "perf_event_mlock_kb"},
+      // ENOMEM from the mmap is the kernel failing to allocate, not the budget.
+      {Error::FromErrno("mmap of 8392704 bytes", ENOMEM)
+           .AddContext("mapping the AUX area of intel_pt on CPU 0")
+           .WithKind(ErrorKind::kBufferMapping),
+       ErrorKind::kBufferMapping, "could not allocate"},
       {Error::FromErrno("perf_event_open", EACCES).AddContext("opening intel_pt on CPU 0"),
        ErrorKind::kPrivilege, "perf_event_paranoid"},
   };
