@@ -364,7 +364,8 @@ Result<std::string> BuildPerfData(const trace::TraceReader& trace, const ExportO
     // before it maps module code from kcore_dir/kcore.
     if (m.kcore.status == trace::KcoreStatus::kCopied) {
       auto modules = base::ReadFile(trace.dir() / m.kcore.dir / "modules");
-      for (const auto& mod : modules ? ParseModules(*modules) : std::vector<ModuleLine>{}) {
+      for (const auto& mod :
+           modules ? sys::ParseModules(*modules) : std::vector<sys::ModuleLine>{}) {
         trace::Mmap mm;
         mm.pid = kNone;
         mm.tid = 0;

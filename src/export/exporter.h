@@ -64,10 +64,6 @@ struct ExportReport {
   uint64_t time_shift_ns = 0;  // the same shift on the perf clock
 };
 
-// The modules of a /proc/modules copy (sys/kallsyms.h).
-using sys::ModuleLine;
-using sys::ParseModules;
-
 // The attr.config perf needs: the recorded config, with the bits the
 // manifest's booleans name set (emulated recordings record config 0).
 uint64_t EffectiveConfig(const trace::PtConfig& pt);

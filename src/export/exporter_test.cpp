@@ -369,7 +369,7 @@ TEST(ExporterTest, KernelScopeWithKcoreIsPerfsDirectoryFormat) {
 }
 
 TEST(ExporterTest, ParseModulesTakesNameSizeAndAddress) {
-  auto mods = ParseModules(
+  auto mods = sys::ParseModules(
       "ptsnap_kmod 16384 0 - Live 0xffffffffc0000000\n"
       "ext4 1019904 1 - Live 0xffffffffc0a00000 (E)\n"
       "hidden 4096 0 - Live 0x0000000000000000\n"  // kptr_restrict
