@@ -147,7 +147,7 @@ void CallStackModel::SetTime(uint64_t t) {
   if (t < now_) t = now_;
   // magic-trace's "#155 hack": nothing real happens exactly at the reset time,
   // so inferred frames (which begin there) always enclose what follows.
-  if (t == create_time_) t = create_time_ + 1;
+  if (t == create_time_ && t != UINT64_MAX) t = create_time_ + 1;
   if (!pending_.empty() && t > pending_time_) Flush(t);
   now_ = t;
 }
@@ -196,7 +196,10 @@ void CallStackModel::Emit(const Op& op, uint64_t ts) {
   // child begins after its parent, and slices that share a timestamp in the
   // trace still nest by time interval exactly as they nest here.
   if (op.kind != OpKind::kInferred) {
-    ts = std::max(ts, last_was_begin_ ? last_ts_ + 1 : last_ts_);
+    // Saturating: a corrupt trace's times can reach UINT64_MAX (the
+    // decoder saturates its extrapolation), and wrapping to 0 would end a
+    // frame before it began.
+    ts = std::max(ts, last_was_begin_ && last_ts_ != UINT64_MAX ? last_ts_ + 1 : last_ts_);
     last_ts_ = ts;
     last_was_begin_ = op.kind == OpKind::kBegin;
   }
@@ -217,6 +220,9 @@ void CallStackModel::Emit(const Op& op, uint64_t ts) {
       } else if (!open_begins_.empty()) {
         s.begin_ts = open_begins_.back();
         open_begins_.pop_back();
+        // A frame never ends before it began, whatever times a corrupt
+        // trace gives (tests/fuzz/corpus/decode/regress-saturated-time).
+        if (s.ts < s.begin_ts) last_ts_ = s.ts = s.begin_ts;
       }
       sink_->OnSlice(s);
       break;
