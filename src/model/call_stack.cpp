@@ -220,9 +220,6 @@ void CallStackModel::Emit(const Op& op, uint64_t ts) {
       } else if (!open_begins_.empty()) {
         s.begin_ts = open_begins_.back();
         open_begins_.pop_back();
-        // A frame never ends before it began, whatever times a corrupt
-        // trace gives (tests/fuzz/corpus/decode/regress-saturated-time).
-        if (s.ts < s.begin_ts) last_ts_ = s.ts = s.begin_ts;
       }
       sink_->OnSlice(s);
       break;
