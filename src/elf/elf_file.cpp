@@ -29,21 +29,12 @@ ElfHandle OpenMemory(std::span<const std::byte> bytes, std::vector<char>* copy) 
 }
 
 void CollectSymbols(Elf* elf, Elf_Scn* scn, const GElf_Shdr& shdr, std::vector<Function>& out) {
-  if (shdr.sh_entsize == 0) return;
-  Elf_Data* data = elf_getdata(scn, nullptr);
-  if (data == nullptr || data->d_buf == nullptr) return;
-  const size_t count =
-      std::min<size_t>(shdr.sh_size / shdr.sh_entsize, data->d_size / shdr.sh_entsize);
-  for (size_t i = 0; i < count; ++i) {
-    GElf_Sym sym;
-    if (gelf_getsym(data, static_cast<int>(i), &sym) == nullptr) continue;
+  internal::ForEachNamedSymbol(elf, scn, shdr, [&](const GElf_Sym& sym, const char* name) {
     const int type = GELF_ST_TYPE(sym.st_info);
-    if (type != STT_FUNC && type != STT_GNU_IFUNC) continue;
-    if (sym.st_shndx == SHN_UNDEF || sym.st_value == 0) continue;
-    const char* name = elf_strptr(elf, shdr.sh_link, sym.st_name);
-    if (name == nullptr || *name == '\0') continue;
+    if (type != STT_FUNC && type != STT_GNU_IFUNC) return;
+    if (sym.st_shndx == SHN_UNDEF || sym.st_value == 0) return;
     out.push_back({name, sym.st_value, sym.st_size});
-  }
+  });
 }
 
 Result<Image> Functions(Elf* elf) {

@@ -18,6 +18,23 @@ struct ElfCloser {
 };
 using ElfHandle = std::unique_ptr<Elf, ElfCloser>;
 
+// Calls fn(sym, name) for each symbol of the symbol table `scn` (.symtab or
+// .dynsym, header `shdr`) that has a name, in table order; a corrupt table
+// yields the symbols before the damage.
+template <typename Fn>
+void ForEachNamedSymbol(Elf* elf, Elf_Scn* scn, const GElf_Shdr& shdr, Fn&& fn) {
+  if (shdr.sh_entsize == 0) return;
+  Elf_Data* data = elf_getdata(scn, nullptr);
+  if (data == nullptr || data->d_buf == nullptr) return;
+  const size_t count = shdr.sh_size / shdr.sh_entsize;
+  for (size_t i = 0; i < count; ++i) {
+    GElf_Sym sym;
+    if (gelf_getsym(data, static_cast<int>(i), &sym) == nullptr) break;
+    const char* name = elf_strptr(elf, shdr.sh_link, sym.st_name);
+    if (name != nullptr && *name != '\0') fn(sym, name);
+  }
+}
+
 // The PT_LOAD program headers, in file order.
 std::vector<Segment> LoadSegments(Elf* elf);
 

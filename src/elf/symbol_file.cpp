@@ -68,28 +68,21 @@ bool SectionIsCode(Elf* elf, size_t index) {
 // executable section, and perf names that code by them too. A label inside
 // a function (a local jump target) is not a function of its own.
 void ReadSymbols(Elf* elf, Elf_Scn* scn, const GElf_Shdr& shdr, SymbolTable* table) {
-  Elf_Data* data = elf_getdata(scn, nullptr);
-  if (data == nullptr || shdr.sh_entsize == 0) return;
-  size_t count = shdr.sh_size / shdr.sh_entsize;
   std::vector<std::pair<uint64_t, uint64_t>> functions;  // [start, end)
   std::vector<Symbol> labels;
-  for (size_t i = 0; i < count; ++i) {
-    GElf_Sym sym;
-    if (gelf_getsym(data, static_cast<int>(i), &sym) == nullptr) break;
-    int type = GELF_ST_TYPE(sym.st_info);
-    bool function = type == STT_FUNC || type == STT_GNU_IFUNC;
-    if (!function && type != STT_NOTYPE) continue;
-    if (sym.st_shndx == SHN_UNDEF || sym.st_shndx >= SHN_LORESERVE || sym.st_value == 0) continue;
-    if (!function && !SectionIsCode(elf, sym.st_shndx)) continue;
-    const char* name = elf_strptr(elf, shdr.sh_link, sym.st_name);
-    if (name == nullptr || *name == '\0') continue;
+  internal::ForEachNamedSymbol(elf, scn, shdr, [&](const GElf_Sym& sym, const char* name) {
+    const int type = GELF_ST_TYPE(sym.st_info);
+    const bool function = type == STT_FUNC || type == STT_GNU_IFUNC;
+    if (!function && type != STT_NOTYPE) return;
+    if (sym.st_shndx == SHN_UNDEF || sym.st_shndx >= SHN_LORESERVE || sym.st_value == 0) return;
+    if (!function && !SectionIsCode(elf, sym.st_shndx)) return;
     if (function) {
       functions.emplace_back(sym.st_value, sym.st_value + sym.st_size);
       table->Add(Symbol{sym.st_value, sym.st_size, Demangle(name)});
     } else if (name[0] != '.') {  // .L local labels never name code
       labels.push_back(Symbol{sym.st_value, 0, name});
     }
-  }
+  });
   std::sort(functions.begin(), functions.end());
   for (auto& label : labels) {
     auto it = std::upper_bound(functions.begin(), functions.end(),
@@ -193,15 +186,10 @@ void ReadPlt(Elf* elf, size_t shstrndx, SymbolTable* table) {
     GElf_Shdr shdr;
     if (gelf_getshdr(scn, &shdr) == nullptr) continue;
     if (shdr.sh_type != SHT_DYNSYM && shdr.sh_type != SHT_SYMTAB) continue;
-    Elf_Data* syms = elf_getdata(scn, nullptr);
-    if (syms == nullptr || shdr.sh_entsize == 0) continue;
-    for (size_t i = 0; i < shdr.sh_size / shdr.sh_entsize; ++i) {
-      GElf_Sym sym;
-      if (gelf_getsym(syms, static_cast<int>(i), &sym) == nullptr) break;
-      if (GELF_ST_TYPE(sym.st_info) != STT_GNU_IFUNC || sym.st_value == 0) continue;
-      const char* name = elf_strptr(elf, shdr.sh_link, sym.st_name);
-      if (name != nullptr && *name != '\0') ifuncs.emplace(sym.st_value, name);
-    }
+    internal::ForEachNamedSymbol(elf, scn, shdr, [&](const GElf_Sym& sym, const char* name) {
+      if (GELF_ST_TYPE(sym.st_info) == STT_GNU_IFUNC && sym.st_value != 0)
+        ifuncs.emplace(sym.st_value, name);
+    });
   }
   // Each stub jumps through the GOT slot its relocation fills: name stubs
   // by slot, not by position. Their order need not follow .rela.plt's:
