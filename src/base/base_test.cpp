@@ -112,6 +112,9 @@ TEST(FileUtilTest, ReadTrimmedAndAtomicWrite) {
   ASSERT_THAT(AppendFile(dir.path() / "log", "y"), HasValue());
   EXPECT_EQ(*ReadFile(dir.path() / "log"), "xy");
   EXPECT_THAT(ReadFile(dir.path() / "log", 1), HasErrorContaining("larger than 1 bytes"));
+  EXPECT_EQ(*ReadFileHead(dir.path() / "log", 1), "x");
+  EXPECT_EQ(*ReadFileHead(dir.path() / "log", 64), "xy");
+  EXPECT_THAT(ReadFileHead(dir.path() / "missing", 4), HasErrorContaining("No such file"));
 }
 
 TEST(StringsTest, ParsesStrictly) {

@@ -41,6 +41,19 @@ Result<std::string> ReadFile(const std::filesystem::path& path, size_t max_size)
   return out;
 }
 
+Result<std::string> ReadFileHead(const std::filesystem::path& path, size_t max) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return Error::FromErrno("open " + path.string());
+  std::string out(max, '\0');
+  ssize_t n;
+  do {
+    n = ::pread(fd.get(), out.data(), max, 0);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) return Error::FromErrno("read " + path.string());
+  out.resize(static_cast<size_t>(n));
+  return out;
+}
+
 Result<std::string> ReadFileTrimmed(const std::filesystem::path& path) {
   PTSNAP_ASSIGN_OR_RETURN(std::string s, ReadFile(path));
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\t' ||

@@ -15,6 +15,10 @@ namespace ptsnap::base {
 // as 0 or 4096 (reads until EOF). Fails beyond `max_size` bytes.
 Result<std::string> ReadFile(const std::filesystem::path& path, size_t max_size = size_t{64} << 20);
 
+// The first `max` bytes of `path` (all of it when shorter), with one pread:
+// ELF headers and other prefixes of files too large to read whole.
+Result<std::string> ReadFileHead(const std::filesystem::path& path, size_t max);
+
 // ReadFile with trailing whitespace (the newline sysfs adds) removed.
 Result<std::string> ReadFileTrimmed(const std::filesystem::path& path);
 

@@ -18,12 +18,14 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <span>
 
 #include "base/file_util.h"
 #include "base/log.h"
 #include "base/unique_fd.h"
 #include "base/version.h"
 #include "elf/elf_file.h"
+#include "elf/segments.h"
 #include "emulate/events.h"
 #include "emulate/virtual_cpu.h"
 #include "sys/pmu.h"
@@ -162,18 +164,16 @@ std::string Escape(const std::string& v) {  // QemuOpts: a comma is written twic
 }
 
 Result<void> CheckElf(const fs::path& p) {
-  base::UniqueFd fd(::open(p.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) return Error::FromErrno("cannot read " + p.string());
-  std::string h(64, '\0');
-  ssize_t n = ::pread(fd.get(), h.data(), h.size(), 0);
-  h.resize(n > 0 ? static_cast<size_t>(n) : 0);
-  if (h.size() < 20 || h.compare(0, 4,
-                                 "\x7f"
-                                 "ELF") != 0)
+  auto head = base::ReadFileHead(p, 64);
+  if (!head) return Error::FromErrno("cannot read " + p.string(), head.error().errnum());
+  if (head->compare(0, 4,
+                    "\x7f"
+                    "ELF") != 0)
     return Error(p.string() +
                  " is not an ELF executable: --emulate runs x86-64 ELF programs (run a script "
                  "through its interpreter, e.g. -- /bin/sh script.sh)");
-  if (h[4] != 2 || h[18] != 62)  // ELFCLASS64, EM_X86_64
+  auto header = elf::ParseElfHeader(std::as_bytes(std::span(head->data(), head->size())));
+  if (!header || header->machine != EM_X86_64)
     return Error(p.string() + " is not an x86-64 program: --emulate runs x86-64 ELF programs");
   return Ok();
 }

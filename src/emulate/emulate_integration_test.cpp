@@ -117,7 +117,7 @@ class Emulate : public ::testing::Test {
   uint64_t RuntimeAddress(const Recorded& r, const fs::path& prog, const std::string& sym) {
     auto link = ResolveSymbol(prog, sym);
     EXPECT_TRUE(link);
-    auto head = base::ReadFile(prog, size_t{256} << 20);
+    auto head = base::ReadFileHead(prog, 65536);  // as the plugin reads it
     auto img = elf::ParseLoadLayout(*head);
     EXPECT_TRUE(img);
     if (!img->pie) return *link;

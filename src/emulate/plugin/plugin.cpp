@@ -330,15 +330,6 @@ void EmitMmap2(uint64_t time, uint64_t addr, uint64_t len, uint64_t pgoff, const
                      .path = path});
 }
 
-std::string ReadHead(const std::string& path, size_t max) {
-  std::string s(max, '\0');
-  base::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) return {};
-  ssize_t n = ::pread(fd.get(), s.data(), max, 0);
-  s.resize(n > 0 ? static_cast<size_t>(n) : 0);
-  return s;
-}
-
 // Emits MMAP2 records for the executable segments of an ELF QEMU loaded
 // itself, at `bias`.
 void EmitElfMappings(const std::string& path, const elf::LoadLayout& img, uint64_t bias) {
@@ -359,7 +350,7 @@ void DescribeImages() {
   std::string bin = qemu_plugin_path_to_binary();
   char real[4096];
   if (::realpath(bin.c_str(), real) != nullptr) bin = real;
-  auto img = elf::ParseLoadLayout(ReadHead(bin, 65536));
+  auto img = elf::ParseLoadLayout(base::ReadFileHead(bin, 65536).value_or(""));
   if (!img) Die("cannot read the ELF headers of %s", bin.c_str());
   uint64_t bias = 0;
   if (img->pie) {
@@ -373,7 +364,7 @@ void DescribeImages() {
   if (!img->interp.empty()) {
     std::string interp = img->interp;
     if (::realpath(interp.c_str(), real) != nullptr) interp = real;
-    auto iimg = elf::ParseLoadLayout(ReadHead(interp, 65536));
+    auto iimg = elf::ParseLoadLayout(base::ReadFileHead(interp, 65536).value_or(""));
     if (iimg) EmitElfMappings(interp, *iimg, qemu_plugin_entry_code() - iimg->entry);
   }
   for (uint64_t a : g_opts.trigger) g_trigger_rt.push_back(a + bias);
