@@ -115,6 +115,16 @@ TEST(FileUtilTest, ReadTrimmedAndAtomicWrite) {
   EXPECT_EQ(*ReadFileHead(dir.path() / "log", 1), "x");
   EXPECT_EQ(*ReadFileHead(dir.path() / "log", 64), "xy");
   EXPECT_THAT(ReadFileHead(dir.path() / "missing", 4), HasErrorContaining("No such file"));
+  // PATH search as execvp does it: directories and non-executables are
+  // passed over.
+  dir.Write("a/tool", "#!/bin/sh\n");
+  dir.Write("b/tool/x", "");
+  dir.Write("c/tool", "#!/bin/sh\n");
+  ASSERT_EQ(::chmod((dir.path() / "c/tool").c_str(), 0755), 0);
+  const std::string dirs = (dir.path() / "a").string() + ":" + (dir.path() / "b").string() + ":" +
+                           (dir.path() / "c").string();
+  EXPECT_EQ(FindInPath(dirs, "tool"), dir.path() / "c/tool");
+  EXPECT_EQ(FindInPath(dirs, "missing"), std::nullopt);
 }
 
 TEST(StringsTest, ParsesStrictly) {

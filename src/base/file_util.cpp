@@ -6,6 +6,7 @@
 
 #include <cerrno>
 
+#include "base/string_util.h"
 #include "base/unique_fd.h"
 
 namespace ptsnap::base {
@@ -52,6 +53,15 @@ Result<std::string> ReadFileHead(const std::filesystem::path& path, size_t max) 
   if (n < 0) return Error::FromErrno("read " + path.string());
   out.resize(static_cast<size_t>(n));
   return out;
+}
+
+std::optional<std::filesystem::path> FindInPath(std::string_view path_list, std::string_view name) {
+  for (std::string_view dir : Split(path_list, ':')) {
+    std::filesystem::path p = std::filesystem::path(dir.empty() ? "." : dir) / std::string(name);
+    std::error_code ec;
+    if (::access(p.c_str(), X_OK) == 0 && !std::filesystem::is_directory(p, ec)) return p;
+  }
+  return std::nullopt;
 }
 
 Result<std::string> ReadFileTrimmed(const std::filesystem::path& path) {

@@ -6,6 +6,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "ptsnap/result.h"
 
@@ -18,6 +19,11 @@ Result<std::string> ReadFile(const std::filesystem::path& path, size_t max_size 
 // The first `max` bytes of `path` (all of it when shorter), with one pread:
 // ELF headers and other prefixes of files too large to read whole.
 Result<std::string> ReadFileHead(const std::filesystem::path& path, size_t max);
+
+// The first `dir/name` that is an executable file, over the ':'-separated
+// directories of `path_list` as execvp(3) searches $PATH (an empty entry is
+// the current directory); nullopt when none is.
+std::optional<std::filesystem::path> FindInPath(std::string_view path_list, std::string_view name);
 
 // ReadFile with trailing whitespace (the newline sysfs adds) removed.
 Result<std::string> ReadFileTrimmed(const std::filesystem::path& path);

@@ -45,19 +45,7 @@ constexpr const char* kPluginName = "libptsnap_qemu.so";
 
 std::optional<fs::path> SearchPath(const std::string& name) {
   const char* path = std::getenv("PATH");
-  std::string p = path ? path : "/usr/local/bin:/usr/bin:/bin";
-  size_t start = 0;
-  while (start <= p.size()) {
-    size_t colon = p.find(':', start);
-    std::string dir =
-        p.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
-    if (dir.empty()) dir = ".";
-    fs::path cand = fs::path(dir) / name;
-    if (::access(cand.c_str(), X_OK) == 0 && !fs::is_directory(cand)) return cand;
-    if (colon == std::string::npos) break;
-    start = colon + 1;
-  }
-  return std::nullopt;
+  return base::FindInPath(path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin", name);
 }
 
 // QEMU's version from `qemu-x86_64 --version` ("qemu-x86_64 version 7.2.22 ...").

@@ -120,17 +120,13 @@ KcoreFacts ReadKcore(const base::RootPath& root, const sys::Privileges& priv,
   return k;
 }
 
-// The first directory in $PATH holding an executable `name`.
+// The executable `name` the environment's $PATH finds.
 std::optional<std::string> FindInPath(const ProbeEnv& env, std::string_view name) {
   if (!env.getenv) return std::nullopt;
   auto path = env.getenv("PATH");
   if (!path) return std::nullopt;
-  for (std::string_view dir : base::Split(*path, ':')) {
-    if (dir.empty()) continue;
-    std::string candidate = std::string(dir) + "/" + std::string(name);
-    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
-  }
-  return std::nullopt;
+  auto found = base::FindInPath(*path, name);
+  return found ? std::optional<std::string>(found->string()) : std::nullopt;
 }
 
 }  // namespace

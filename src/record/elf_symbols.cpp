@@ -67,10 +67,7 @@ Result<std::filesystem::path> FindExecutable(std::string_view name) {
     return std::filesystem::path(name);
   }
   const char* path = std::getenv("PATH");
-  for (std::string_view dir : base::Split(path != nullptr ? path : "/usr/bin:/bin", ':')) {
-    std::filesystem::path p = std::filesystem::path(dir.empty() ? "." : dir) / std::string(name);
-    if (::access(p.c_str(), X_OK) == 0 && !std::filesystem::is_directory(p)) return p;
-  }
+  if (auto p = base::FindInPath(path != nullptr ? path : "/usr/bin:/bin", name)) return *p;
   return Error("command not found: '" + std::string(name) + "' is not in $PATH");
 }
 
