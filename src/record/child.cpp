@@ -10,7 +10,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "base/file_util.h"
+#include "base/root_path.h"
 #include "sys/privileges.h"
 
 namespace ptsnap::record {
@@ -29,14 +29,6 @@ struct ChildFailure {
   Step step;
   int errnum;
 };
-
-// Yama's setting, read live; nullopt without Yama.
-std::optional<int64_t> ReadPtraceScope() {
-  auto text = base::ReadFile("/proc/sys/kernel/yama/ptrace_scope", 64);
-  if (!text) return std::nullopt;
-  auto v = sys::ParseSysctlInt(*text);
-  return v ? std::optional<int64_t>(*v) : std::nullopt;
-}
 
 }  // namespace
 
@@ -142,7 +134,9 @@ Result<void> Child::Exec() {
     WaitPid(pid_, &st, 0);
     reaped_ = true;
     if (f.step == Step::kTraceme)
-      return Error(ExplainTracemeFailure(f.errnum, ReadPtraceScope(), name_), f.errnum);
+      return Error(ExplainTracemeFailure(f.errnum,
+                                         sys::ReadPrivileges(base::RootPath()).ptrace_scope, name_),
+                   f.errnum);
     return Error::FromErrno("cannot run '" + name_ + "'", f.errnum);
   }
   // The exec succeeded: wait for the SIGTRAP stop PTRACE_TRACEME causes.
