@@ -104,15 +104,15 @@ Error ExplainThreadError(const Error& e, const Prepared& p) {
 }
 
 // Pre-flight: may this process open PT events in `scope`? The kernel's own
-// rules, on the privileges read under `root` (kernel/events/core.c:
+// rules, on the privileges and kernel version (nullopt: unknown) read under
+// Prepare's root (kernel/events/core.c:
 // perf_event_open() refuses exclude_kernel = 0 when perf_event_paranoid > 1
 // without perfmon_capable(), i.e. CAP_PERFMON (5.8+) or CAP_SYS_ADMIN;
 // Debian's level 3 refuses every event without them). The same rules as
 // `ptsnap probe`'s priv.scopes (probe::AllowedScopes). Fails with the line
 // docs/errors.md gives, before any event is opened.
-Result<void> CheckScopePrivileges(trace::Scope scope, const base::RootPath& root,
-                                  const sys::Privileges& priv) {
-  auto kv = sys::ReadKernelVersion(root);
+Result<void> CheckScopePrivileges(trace::Scope scope, const sys::Privileges& priv,
+                                  const std::optional<sys::KernelVersion>& kv) {
   const bool has_cap_perfmon = !kv || kv->AtLeast(5, 8);
   // Without a readable CapEff, euid 0 stands for the full set (as root has).
   sys::Privileges effective = priv;
@@ -276,6 +276,9 @@ Result<Prepared> Prepare(const RecordOptions& opts, const base::RootPath& root,
   }
   p.privileges = sys::ReadPrivileges(root);
   const sys::Privileges& priv = p.privileges;
+  // The release gates CAP_PERFMON (5.8) and the tracking event's bits.
+  std::optional<sys::KernelVersion> kv;
+  if (auto r = sys::ReadKernelVersion(root)) kv = *r;
   const bool kernel = opts.scope != trace::Scope::kUser;
   const bool user = opts.scope != trace::Scope::kKernel;
   p.scope = opts.scope;
@@ -286,7 +289,7 @@ Result<Prepared> Prepare(const RecordOptions& opts, const base::RootPath& root,
       return std::move(ok).error().WithKind(ErrorKind::kPrivilege);
     }
   }
-  if (auto allowed = CheckScopePrivileges(opts.scope, root, priv); !allowed) {
+  if (auto allowed = CheckScopePrivileges(opts.scope, priv, kv); !allowed) {
     return std::move(allowed).error().WithKind(ErrorKind::kPrivilege);
   }
   auto online = sys::ReadOnlineCpus(root);
@@ -335,10 +338,7 @@ Result<Prepared> Prepare(const RecordOptions& opts, const base::RootPath& root,
   }
 
   p.hw.pt_attr = attr.attr;
-  // The kernel's version gates the tracking event's newer attr bits.
-  auto kv = sys::ReadKernelVersion(root);
-  p.hw.tracking_attr = perf::BuildTrackingAttr(
-      kernel, ao.enable_on_exec, kv ? std::optional<sys::KernelVersion>(*kv) : std::nullopt);
+  p.hw.tracking_attr = perf::BuildTrackingAttr(kernel, ao.enable_on_exec, kv);
   p.hw.data_pages = privileged ? 128 : 32;
   p.hw.aux_pages = p.aux_bytes / 4096;
   p.hw.full_execution = opts.full_execution;
