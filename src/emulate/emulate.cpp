@@ -240,7 +240,7 @@ Result<int> RecordEmulated(const record::RecordOptions& opts, const fs::path& tr
   const perf::PtTimingResolved& timing = attr.timing;
   const uint64_t snapshot_size = opts.snapshot_size ? opts.snapshot_size : uint64_t{4} << 20;
   const uint32_t psb_raw = timing.psb_period;
-  const uint64_t psb_bytes = uint64_t{1} << std::min<uint32_t>(11 + psb_raw, 20);
+  const uint64_t psb_bytes = perf::PsbPeriodBytes(true, psb_raw);  // psb_periods caps: 0-5
   const bool noretcomp = timing.noretcomp;
   std::vector<std::string> pargs;
   pargs.push_back("mode=" + std::string(opts.full_execution ? "full" : "snapshot"));

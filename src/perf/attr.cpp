@@ -125,6 +125,13 @@ Result<PtTiming> ParseTiming(std::string_view text) {
   return t;
 }
 
+uint64_t PsbPeriodBytes(bool topa_multiple_entries, uint32_t psb_period) {
+  // "Use caps/topa_multiple_entries to indicate early hardware that had
+  // extra frequent PSBs" (perf's intel_pt_psb_period).
+  if (!topa_multiple_entries) return 256;
+  return uint64_t{1} << (std::min<uint32_t>(psb_period, 15) + 11);
+}
+
 Result<PtAttr> BuildPtAttr(const sys::PmuInfo& pmu, const PtAttrOptions& opts) {
   if (!pmu.present) return Error("no " + pmu.name + " PMU in sysfs");
   if (!pmu.type) return Error("the " + pmu.name + " PMU has no readable 'type' file");

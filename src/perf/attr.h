@@ -65,6 +65,13 @@ struct PtAttr {
 // supported; valid: 0,3,6"); a format term missing in sysfs.
 Result<PtAttr> BuildPtAttr(const sys::PmuInfo& pmu, const PtAttrOptions& opts);
 
+// About how many trace bytes lie between two PSB packets, as perf estimates
+// it (intel_pt_psb_period): 256 on early hardware without
+// caps/topa_multiple_entries, else 2^(psb_period + 11) for the psb_period
+// config term (0 when not set). Pure. The emulated CPU writes its PSBs at
+// this period.
+uint64_t PsbPeriodBytes(bool topa_multiple_entries, uint32_t psb_period);
+
 // The dummy software event whose records are routed into the PT event's
 // ring with PERF_EVENT_IOC_SET_OUTPUT. trace_kernel adds ksymbol (Linux 5.1+)
 // and text_poke (5.9+), each only when `kernel` is at least that version:

@@ -47,13 +47,6 @@ Result<void> CheckAuxSize(uint64_t aux_bytes, bool full_execution) {
                (full_execution ? "8K" : "4K") + " or more");
 }
 
-uint64_t PsbPeriodBytes(bool topa_multiple_entries, uint32_t psb_period) {
-  // "Use caps/topa_multiple_entries to indicate early hardware that had
-  // extra frequent PSBs" (perf's intel_pt_psb_period).
-  if (!topa_multiple_entries) return 256;
-  return uint64_t{1} << (std::min<uint32_t>(psb_period, 15) + 11);
-}
-
 std::optional<std::string> PsbPeriodWarning(uint64_t snapshot_bytes, uint64_t psb_period_bytes) {
   constexpr uint64_t kNear = 256;  // perf's INTEL_PT_PSB_PERIOD_NEAR
   if (psb_period_bytes == 0 || snapshot_bytes > psb_period_bytes + kNear) return std::nullopt;

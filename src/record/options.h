@@ -59,12 +59,6 @@ uint64_t RoundToPowerOfTwoPages(uint64_t bytes, bool* rounded);
 // size and the minimum. Pure.
 Result<void> CheckAuxSize(uint64_t aux_bytes, bool full_execution);
 
-// About how many trace bytes lie between two PSB packets, as perf estimates
-// it (intel_pt_psb_period): 256 on early hardware without
-// caps/topa_multiple_entries, else 2^(psb_period + 11) for the psb_period
-// config term (0 when not set). Pure.
-uint64_t PsbPeriodBytes(bool topa_multiple_entries, uint32_t psb_period);
-
 // perf's warning for a snapshot not much larger than one PSB period
 // (snapshot_bytes <= psb_period_bytes + 256): decoding starts at a PSB, so
 // such a snapshot may hold little or nothing decodable. nullopt when the

@@ -333,7 +333,7 @@ Result<Prepared> Prepare(const RecordOptions& opts, const base::RootPath& root,
   p.warnings.insert(p.warnings.end(), attr.warnings.begin(), attr.warnings.end());
   if (!opts.full_execution) {
     const uint64_t psb =
-        PsbPeriodBytes(pmu.Cap("topa_multiple_entries") != 0, attr.timing.psb_period);
+        perf::PsbPeriodBytes(pmu.Cap("topa_multiple_entries") != 0, attr.timing.psb_period);
     if (auto w = PsbPeriodWarning(p.aux_bytes, psb)) p.warnings.push_back(*w);
   }
 

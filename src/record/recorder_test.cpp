@@ -67,9 +67,9 @@ TEST(Options, CheckAuxSizeHasPerfsMinimums) {
 // perf's intel_pt_psb_period and its "may be too small for PSB period"
 // warning (size <= period + 256).
 TEST(Options, PsbPeriodWarning) {
-  EXPECT_EQ(PsbPeriodBytes(false, 5), 256u);  // early hardware: frequent PSBs
-  EXPECT_EQ(PsbPeriodBytes(true, 0), 2048u);
-  EXPECT_EQ(PsbPeriodBytes(true, 3), 16384u);
+  EXPECT_EQ(perf::PsbPeriodBytes(false, 5), 256u);  // early hardware: frequent PSBs
+  EXPECT_EQ(perf::PsbPeriodBytes(true, 0), 2048u);
+  EXPECT_EQ(perf::PsbPeriodBytes(true, 3), 16384u);
   auto w = PsbPeriodWarning(16384, 16384);
   ASSERT_TRUE(w.has_value());
   EXPECT_THAT(*w, HasSubstr("--snapshot-size 16 KiB may be too small for the PSB period"));
