@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "probe/facts.h"
+#include "probe/test_check_ids.h"
 
 namespace ptsnap::probe {
 
@@ -629,21 +630,7 @@ TEST(AssembleReport, SectionsInOrderAndTheirWarningsInOrder) {
   ProbeReport r = AssembleReport(f);
   std::vector<std::string> ids;
   for (const Check& c : r.checks) ids.push_back(c.id);
-  EXPECT_EQ(ids, (std::vector<std::string>{"kernel.version",    "kernel.features",
-                                           "cpu.identity",      "cpu.hypervisor",
-                                           "cpu.pt_cpuid",      "cpu.tsc_ratio",
-                                           "pmu.intel_pt",      "pmu.format",
-                                           "pmu.caps",          "pmu.addr_filters",
-                                           "pmu.timing",        "pmu.timer_resolution",
-                                           "priv.user",         "priv.paranoid",
-                                           "priv.ptrace_scope", "priv.scopes",
-                                           "kcore.env",         "kcore.kernel_version",
-                                           "kcore.kallsyms",    "kcore.file",
-                                           "kcore.lockdown",    "mem.mlock",
-                                           "mem.snapshot_size", "live.dummy",
-                                           "live.breakpoint",   "live.uprobe",
-                                           "emulate.qemu",      "files",
-                                           "verdict.intel_pt",  "verdict.modes"}));
+  EXPECT_EQ(ids, test_support::kAllCheckIds);
   EXPECT_THAT(r.warnings, ElementsAre("/proc/sys/kernel/osrelease: junk", "pmu", "priv", "cpus"));
   EXPECT_THAT(r.Find("files")->value, HasSubstr("junk; pmu; priv; cpus"));
   EXPECT_TRUE(r.pt_available);

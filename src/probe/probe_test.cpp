@@ -14,6 +14,7 @@
 #include <string>
 
 #include "probe/render.h"
+#include "probe/test_check_ids.h"
 #include "sys/kcore_image.h"
 #include "tests/support/fake_cpuid.h"
 #include "tests/support/fake_intel_pt.h"
@@ -34,22 +35,7 @@ constexpr uint64_t kStext = 0xffffffff81000000;
 constexpr uint64_t kEtext = 0xffffffff81e00000;
 const std::string kPt = ::ptsnap::testing::kIntelPtDir;
 
-// Every check id, in report order (docs/probe.md lists the same).
-const std::vector<std::string> kAllIds = {"kernel.version",    "kernel.features",
-                                          "cpu.identity",      "cpu.hypervisor",
-                                          "cpu.pt_cpuid",      "cpu.tsc_ratio",
-                                          "pmu.intel_pt",      "pmu.format",
-                                          "pmu.caps",          "pmu.addr_filters",
-                                          "pmu.timing",        "pmu.timer_resolution",
-                                          "priv.user",         "priv.paranoid",
-                                          "priv.ptrace_scope", "priv.scopes",
-                                          "kcore.env",         "kcore.kernel_version",
-                                          "kcore.kallsyms",    "kcore.file",
-                                          "kcore.lockdown",    "mem.mlock",
-                                          "mem.snapshot_size", "live.dummy",
-                                          "live.breakpoint",   "live.uprobe",
-                                          "emulate.qemu",      "files",
-                                          "verdict.intel_pt",  "verdict.modes"};
+const std::vector<std::string>& kAllIds = test_support::kAllCheckIds;
 
 std::string Status(uint32_t euid, uint64_t cap_eff) {
   char buf[256];
