@@ -115,8 +115,8 @@ class HardwarePtSource final : public PtSource {
 };
 
 // Reads time_zero/time_mult/time_shift under the user page's seqlock
-// (tools/perf/util/tsc.c perf_read_tsc_conversion).
+// (tools/perf/util/tsc.c perf_read_tsc_conversion); trace::TscToPerfTime
+// converts with them.
 trace::TimeConv ReadTimeConv(const perf_event_mmap_page* page);
-// TSC -> perf clock ns with these: trace::TscToPerfTime.
 
 }  // namespace ptsnap::record
