@@ -12,9 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
-#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -122,26 +120,6 @@ Result<FunctionSymbol> ResolveFunction(const fs::path& elf_path, const std::stri
 
 namespace {
 
-std::atomic<int> g_ctl_write{-1};
-std::atomic<pid_t> g_child{0};
-std::atomic<bool> g_got_sigint{false};
-
-// Ctrl-C: ask the plugin for a snapshot (it re-delivers SIGINT to the guest);
-// a second Ctrl-C goes straight to QEMU.
-void OnSigint(int) {
-  g_got_sigint.store(true);
-  int fd = g_ctl_write.exchange(-1);
-  if (fd >= 0) {
-    char c = 'c';
-    (void)!::write(fd, &c, 1);
-  } else if (pid_t c = g_child.load(); c > 0) {
-    ::kill(c, SIGINT);
-  }
-}
-void OnForward(int sig) {
-  if (pid_t c = g_child.load(); c > 0) ::kill(c, sig);
-}
-
 std::string Escape(const std::string& v) {  // QemuOpts: a comma is written twice
   std::string out;
   for (char c : v) {
@@ -205,6 +183,43 @@ Result<perf::PtAttr> EmulatedPtAttr(const record::TimerResolution& timer) {
 }
 
 Result<int> RecordEmulated(const record::RecordOptions& opts, const fs::path& trace_dir) {
+  PTSNAP_ASSIGN_OR_RETURN(EmulationPlan plan, PlanEmulation(opts));
+  record::Control control;
+  return RecordEmulated(plan, opts, trace_dir, control, nullptr);
+}
+
+namespace {
+
+// How many snapshots the plugin has taken at the driver's request ("signal"),
+// and the plugin's number of the last one, from the processes' event logs.
+std::pair<size_t, uint32_t> CountAskedSnapshots(const fs::path& work) {
+  size_t n = 0;
+  uint32_t last = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(work, ec)) {
+    if (e.path().filename().string().rfind("events.", 0) != 0) continue;
+    auto text = base::ReadFile(e.path(), size_t{1} << 30);
+    if (!text) continue;
+    auto messages = ParseMessages(*text);
+    if (!messages) continue;
+    for (const auto& m : *messages) {
+      const auto* s = std::get_if<SnapshotMessage>(&m);
+      if (s == nullptr || s->reason != "signal") continue;
+      ++n;
+      last = std::max(last, s->seq);
+    }
+  }
+  return {n, last};
+}
+
+void Emit(const record::EventFn& events, record::Event e) {
+  if (events) events(e);
+}
+
+}  // namespace
+
+Result<EmulationPlan> PlanEmulation(const record::RecordOptions& opts) {
+  EmulationPlan plan;
   if (opts.scope != trace::Scope::kUser)
     return Error(
         "--emulate traces user space only: kernel scopes are not available under emulation "
@@ -213,7 +228,7 @@ Result<int> RecordEmulated(const record::RecordOptions& opts, const fs::path& tr
     return Error("--emulate runs a new program (ptsnap run --emulate -- CMD): it cannot attach");
 
   // The program.
-  fs::path program;
+  fs::path& program = plan.program;
   const std::string& cmd0 = opts.command[0];
   if (cmd0.find('/') != std::string::npos) {
     if (::access(cmd0.c_str(), X_OK) != 0 || fs::is_directory(cmd0))
@@ -226,40 +241,14 @@ Result<int> RecordEmulated(const record::RecordOptions& opts, const fs::path& tr
   }
   PTSNAP_TRY(CheckElf(program));
 
-  PTSNAP_ASSIGN_OR_RETURN(fs::path qemu, FindQemu());
-  PTSNAP_ASSIGN_OR_RETURN(std::string version, QemuVersion(qemu));
-  if (version.rfind("7.", 0) != 0)
-    return Error("unsupported QEMU " + version + " at " + qemu.string() +
-                 ": --emulate needs QEMU 7.x (plugin API version 1), e.g. Debian 12's qemu-user");
-  PTSNAP_ASSIGN_OR_RETURN(fs::path plugin, FindPlugin());
-
-  // Plugin arguments. Timing packets as the hardware event would be
-  // configured for --timer-resolution on the virtual CPU.
-  PTSNAP_ASSIGN_OR_RETURN(perf::PtAttr attr, EmulatedPtAttr(opts.timer));
-  for (const auto& w : attr.warnings) PTSNAP_LOG(kWarning) << w;
-  const perf::PtTimingResolved& timing = attr.timing;
-  const uint64_t snapshot_size = opts.snapshot_size ? opts.snapshot_size : uint64_t{4} << 20;
-  const uint32_t psb_raw = timing.psb_period;
-  const uint64_t psb_bytes = perf::PsbPeriodBytes(true, psb_raw);  // psb_periods caps: 0-5
-  const bool noretcomp = timing.noretcomp;
-  std::vector<std::string> pargs;
-  pargs.push_back("mode=" + std::string(opts.full_execution ? "full" : "snapshot"));
-  pargs.push_back("size=" + std::to_string(snapshot_size));
-  pargs.push_back("psb=" + std::to_string(psb_bytes));
-  pargs.push_back(std::string("retcomp=") + (noretcomp ? "0" : "1"));
-  pargs.push_back(std::string("mtc=") + (timing.mtc ? "1" : "0"));
-  pargs.push_back("mtc_freq=" + std::to_string(timing.mtc_period));
-  pargs.push_back(std::string("cyc=") + (timing.cyc ? "1" : "0"));
-  pargs.push_back("cyc_thresh=" + std::to_string(timing.cyc_thresh));
-  pargs.push_back(std::string("multi=") + (opts.multi_snapshot ? "1" : "0"));
-  if (std::getenv("PTSNAP_EMULATE_HASH") != nullptr) pargs.push_back("hash=1");
-  if (opts.duration) pargs.push_back("duration_ms=" + std::to_string(opts.duration->count()));
+  // The trigger, before the emulator's own pieces: a typo is reported as
+  // such on any machine.
   if (opts.trigger == ".") {
     int found = 0;
     for (const char* s : {"ptsnap_take_snapshot", "magic_trace_stop_indicator"}) {
       auto a = ResolveSymbol(program, s);
       if (a) {
-        pargs.push_back("stop=" + std::to_string(*a));
+        plan.plugin_args.push_back("stop=" + std::to_string(*a));
         ++found;
       }
     }
@@ -272,16 +261,65 @@ Result<int> RecordEmulated(const record::RecordOptions& opts, const fs::path& tr
     uint64_t a = std::strtoull(opts.trigger.c_str() + 5, &end, 16);
     if (end == opts.trigger.c_str() + 5 || *end != '\0')
       return Error("--trigger " + opts.trigger + ": expected addr:HEX (a link-time address)");
-    pargs.push_back("trigger=" + std::to_string(a));
-    pargs.push_back("trigger_name=" + opts.trigger);
+    plan.plugin_args.push_back("trigger=" + std::to_string(a));
+    plan.plugin_args.push_back("trigger_name=" + opts.trigger);
   } else if (!opts.trigger.empty()) {
     auto a = ResolveSymbol(program, opts.trigger);
     if (!a)
       return Error("--trigger " + opts.trigger + ": no such function in " + program.string() +
                    "'s symbol table (emulation resolves triggers in the main program only)");
-    pargs.push_back("trigger=" + std::to_string(*a));
-    pargs.push_back("trigger_name=" + opts.trigger);
+    plan.plugin_args.push_back("trigger=" + std::to_string(*a));
+    plan.plugin_args.push_back("trigger_name=" + opts.trigger);
   }
+
+  PTSNAP_ASSIGN_OR_RETURN(plan.qemu, FindQemu());
+  PTSNAP_ASSIGN_OR_RETURN(plan.qemu_version, QemuVersion(plan.qemu));
+  const std::string& version = plan.qemu_version;
+  const fs::path& qemu = plan.qemu;
+  if (version.rfind("7.", 0) != 0)
+    return Error("unsupported QEMU " + version + " at " + qemu.string() +
+                 ": --emulate needs QEMU 7.x (plugin API version 1), e.g. Debian 12's qemu-user");
+  PTSNAP_ASSIGN_OR_RETURN(plan.plugin, FindPlugin());
+
+  // Plugin arguments. Timing packets as the hardware event would be
+  // configured for --timer-resolution on the virtual CPU.
+  PTSNAP_ASSIGN_OR_RETURN(plan.attr, EmulatedPtAttr(opts.timer));
+  const perf::PtAttr& attr = plan.attr;
+  const perf::PtTimingResolved& timing = attr.timing;
+  plan.snapshot_size = opts.snapshot_size ? opts.snapshot_size : uint64_t{4} << 20;
+  const uint64_t snapshot_size = plan.snapshot_size;
+  const uint32_t psb_raw = timing.psb_period;
+  const uint64_t psb_bytes = perf::PsbPeriodBytes(true, psb_raw);  // psb_periods caps: 0-5
+  const bool noretcomp = timing.noretcomp;
+  std::vector<std::string>& pargs = plan.plugin_args;
+  pargs.push_back("mode=" + std::string(opts.full_execution ? "full" : "snapshot"));
+  pargs.push_back("size=" + std::to_string(snapshot_size));
+  pargs.push_back("psb=" + std::to_string(psb_bytes));
+  pargs.push_back(std::string("retcomp=") + (noretcomp ? "0" : "1"));
+  pargs.push_back(std::string("mtc=") + (timing.mtc ? "1" : "0"));
+  pargs.push_back("mtc_freq=" + std::to_string(timing.mtc_period));
+  pargs.push_back(std::string("cyc=") + (timing.cyc ? "1" : "0"));
+  pargs.push_back("cyc_thresh=" + std::to_string(timing.cyc_thresh));
+  pargs.push_back(std::string("multi=") + (opts.multi_snapshot ? "1" : "0"));
+  if (std::getenv("PTSNAP_EMULATE_HASH") != nullptr) pargs.push_back("hash=1");
+  if (opts.duration) pargs.push_back("duration_ms=" + std::to_string(opts.duration->count()));
+  return plan;
+}
+
+Result<int> RecordEmulated(const EmulationPlan& plan, const record::RecordOptions& opts,
+                           const fs::path& trace_dir, record::Control& control,
+                           const record::EventFn& events) {
+  for (const auto& w : plan.attr.warnings) Emit(events, {record::Event::Kind::kWarning, w});
+  const fs::path& program = plan.program;
+  const fs::path& qemu = plan.qemu;
+  const fs::path& plugin = plan.plugin;
+  const std::string& version = plan.qemu_version;
+  const perf::PtAttr& attr = plan.attr;
+  const perf::PtTimingResolved& timing = attr.timing;
+  const uint64_t snapshot_size = plan.snapshot_size;
+  const uint32_t psb_raw = timing.psb_period;
+  const bool noretcomp = timing.noretcomp;
+  std::vector<std::string> pargs = plan.plugin_args;
 
   // The trace directory and the plugin's work directory inside it.
   trace::Manifest m;
@@ -334,46 +372,60 @@ Result<int> RecordEmulated(const record::RecordOptions& opts, const fs::path& tr
   argv.push_back(nullptr);
   PTSNAP_LOG(kInfo) << "emulating " << program.string() << " under " << qemu.string();
 
-  // Ctrl-C is ours before the child exists: one that comes before QEMU has
-  // started waits in the pipe until the plugin reads it (a snapshot at once).
-  g_got_sigint.store(false);
-  g_ctl_write.store(ctl_write.get());
-  struct sigaction sa {
-  }, old_int{}, old_term{}, old_hup{};
-  sa.sa_handler = OnSigint;
-  ::sigaction(SIGINT, &sa, &old_int);
-  sa.sa_handler = OnForward;
-  ::sigaction(SIGTERM, &sa, &old_term);
-  ::sigaction(SIGHUP, &sa, &old_hup);
   pid_t child = ::fork();
   if (child == 0) {
-    ::fcntl(ctl_read.get(), F_SETFD, 0);  // the plugin reads Ctrl-C requests from it
-    ::execv(argv[0], argv.data());        // (execv puts caught signals back to default)
+    ::fcntl(ctl_read.get(), F_SETFD, 0);  // the plugin reads requests from it
+    ::execv(argv[0], argv.data());
     std::fprintf(stderr, "ptsnap: cannot run %s: %s\n", argv[0], std::strerror(errno));
     ::_exit(127);
   }
-  if (child < 0) {
-    const int err = errno;
-    ::sigaction(SIGINT, &old_int, nullptr);
-    ::sigaction(SIGTERM, &old_term, nullptr);
-    ::sigaction(SIGHUP, &old_hup, nullptr);
-    g_ctl_write.store(-1);
-    errno = err;
-    return Error::FromErrno("fork");
-  }
+  if (child < 0) return Error::FromErrno("fork");
   ctl_read.reset();
-  g_child.store(child);
+  Emit(events, {record::Event::Kind::kStarted, "Emulating " + program.string() + "."});
+  // The control pipe carries the requests: 's' a snapshot, 'c' the end (the
+  // plugin takes the last snapshot and passes SIGINT on to the program).
+  auto send = [&](char c) { (void)!::write(ctl_write.get(), &c, 1); };
+  std::vector<std::string> asked;  // the detail of each requested snapshot, in order
+  std::vector<std::pair<uint64_t, size_t>> waiting;  // {ticket, its index in `asked` + 1}
+  bool stop_sent = false;
   int status = 0;
-  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  for (;;) {
+    const pid_t w = ::waitpid(child, &status, WNOHANG);
+    if (w == child) break;
+    if (w < 0 && errno != EINTR) {
+      control.Close("waitpid failed");
+      return Error::FromErrno("waiting for qemu-x86_64");
+    }
+    control.Wait(std::chrono::milliseconds(10));
+    for (const record::Control::Pending& req : control.TakeSnapshotRequests()) {
+      if (opts.full_execution) {
+        control.Complete(req.ticket, Error("--full-execution records everything: there is no "
+                                           "ring buffer to snapshot"));
+        continue;
+      }
+      send('s');
+      asked.push_back(req.ticket == 0 ? "SIGUSR2" : req.reason);
+      if (req.ticket != 0) waiting.emplace_back(req.ticket, asked.size());
+    }
+    if (control.stop_requested() && !stop_sent) {
+      send('c');
+      stop_sent = true;
+    }
+    if (!waiting.empty()) {
+      auto [taken, last_seq] = CountAskedSnapshots(work);
+      while (!waiting.empty() && waiting.front().second <= taken) {
+        control.Complete(waiting.front().first, last_seq);
+        waiting.erase(waiting.begin());
+      }
+    }
   }
-  ::sigaction(SIGINT, &old_int, nullptr);
-  ::sigaction(SIGTERM, &old_term, nullptr);
-  ::sigaction(SIGHUP, &old_hup, nullptr);
-  g_child.store(0);
-  g_ctl_write.store(-1);
-  // docs/trace-format.md: a recording ended by Ctrl-C is "interrupted".
-  const bool interrupted_by_user = g_got_sigint.exchange(false);
+  control.Close("the program exited");
+  // docs/trace-format.md: a recording ended by a stop request is "interrupted".
+  const bool interrupted_by_user = stop_sent;
   const int exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  Emit(events, {record::Event::Kind::kTargetExited,
+                opts.command[0] + " exited with status " + std::to_string(exit_code), 0,
+                exit_code});
 
   // Collect the plugin's output.
   PluginEvents ev;
@@ -431,6 +483,7 @@ Result<int> RecordEmulated(const record::RecordOptions& opts, const fs::path& tr
     stats += "stream " + std::to_string(id) + " " + std::to_string(s.tid) + " " +
              std::to_string(s.insns) + " " + std::to_string(s.hash) + "\n";
   }
+  size_t asked_seen = 0;
   for (const auto& s : ev.snapshots) {
     trace::Snapshot snap;
     snap.seq = s.seq;
@@ -439,6 +492,13 @@ Result<int> RecordEmulated(const record::RecordOptions& opts, const fs::path& tr
       return Error("the emulator's plugin reported an unknown snapshot reason '" + s.reason + "'");
     snap.reason = *reason;
     snap.detail = s.detail;
+    if (snap.reason == trace::SnapshotReason::kSignal && asked_seen < asked.size())
+      snap.detail = asked[asked_seen++];
+    Emit(events, {record::Event::Kind::kSnapshot,
+                  "Snapshot " + std::to_string(snap.seq) + " taken (" +
+                      std::string(trace::ToString(snap.reason)) +
+                      (snap.detail.empty() ? "" : ": " + snap.detail) + ").",
+                  snap.seq});
     snap.time = s.time;
     snap.tid = s.tid;
     PTSNAP_TRY(writer.AddSnapshot(snap));

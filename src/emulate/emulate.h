@@ -6,17 +6,38 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "perf/attr.h"
 #include "ptsnap/result.h"
+#include "record/control.h"
 #include "record/options.h"
 
 namespace ptsnap::emulate {
 
-// Records `opts.command` into `trace_dir`. Returns the program's exit status
-// (as a shell would report it) once the trace directory is complete.
-// Errors: qemu-x86_64 or the plugin missing, unsupported QEMU, kernel scope
-// requested (refused), the command not found, the trace directory unwritable.
+// Everything checked and decided before anything runs: the program (an
+// x86-64 ELF), the trigger resolved in it, then QEMU 7.x and the plugin,
+// and the plugin's arguments. Errors name the fix.
+struct EmulationPlan {
+  std::filesystem::path program, qemu, plugin;
+  std::string qemu_version;
+  perf::PtAttr attr;  // the event --timer-resolution would open (its warnings included)
+  uint64_t snapshot_size = 0;
+  std::vector<std::string> plugin_args;
+};
+Result<EmulationPlan> PlanEmulation(const record::RecordOptions& opts);
+
+// Records `opts.command` into `trace_dir` as `plan` says. Returns the
+// program's exit status (as a shell would report it) once the trace
+// directory is complete. Installs no signal handlers: `control`'s snapshot
+// requests reach the plugin at once (the streams land in the trace
+// directory when the program exits), and a stop request makes it take the
+// last snapshot and pass SIGINT on to the program. Events as
+// record::Record's.
+Result<int> RecordEmulated(const EmulationPlan& plan, const record::RecordOptions& opts,
+                           const std::filesystem::path& trace_dir, record::Control& control,
+                           const record::EventFn& events);
+// Without a driver (tests, benchmarks): nothing asks it for snapshots.
 Result<int> RecordEmulated(const record::RecordOptions& opts,
                            const std::filesystem::path& trace_dir);
 

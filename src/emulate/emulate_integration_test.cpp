@@ -12,7 +12,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <atomic>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
@@ -51,11 +53,19 @@ class Emulate : public ::testing::Test {
  protected:
   void SetUp() override { ::setenv("PTSNAP_EMULATE_HASH", "1", 1); }
 
-  Recorded Record(std::vector<std::string> cmd, record::RecordOptions opts = {}) {
+  // `control`: a driver's requests (the public API's, the CLI's signals).
+  Recorded Record(std::vector<std::string> cmd, record::RecordOptions opts = {},
+                  record::Control* control = nullptr) {
     Recorded out;
     opts.command = std::move(cmd);
     fs::path dir = tmp_.path() / ("t" + std::to_string(n_++));
-    auto r = RecordEmulated(opts, dir);
+    Result<int> r = Error("not run");
+    if (control != nullptr) {
+      auto plan = PlanEmulation(opts);
+      r = plan ? RecordEmulated(*plan, opts, dir, *control, nullptr) : Result<int>(plan.error());
+    } else {
+      r = RecordEmulated(opts, dir);
+    }
     EXPECT_TRUE(r) << (r ? "" : r.error().ToString());
     if (!r) return out;
     out.exit_code = *r;
@@ -467,30 +477,35 @@ TEST_F(Emulate, DurationTakesASnapshotAndStops) {
   EXPECT_GT(CleanDecodeInsns(r, r.manifest.streams[0].id), 10000u);
 }
 
-// Ctrl-C once the guest demonstrably runs: the plugin has logged the
+// Calls `act` once the guest demonstrably runs: the plugin has logged the
 // program's libc mapping, made by ld.so after tens of thousands of
 // instructions (an explicit readiness signal, not a sleep).
-TEST_F(Emulate, CtrlCTakesASnapshotAndInterruptsTheProgram) {
+void WhenGuestRuns(const fs::path& work, const std::atomic<bool>& done, std::atomic<bool>& sent,
+                   const std::function<void()>& act) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!done && std::chrono::steady_clock::now() < deadline) {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(work, ec)) {
+      auto text = base::ReadFile(e.path());
+      if (e.path().filename().string().rfind("events.", 0) == 0 && text &&
+          text->find("libc.so") != std::string::npos) {
+        act();
+        sent = true;
+        return;
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
+// A stop request (Ctrl-C in the CLI) once the guest runs.
+TEST_F(Emulate, StopRequestTakesASnapshotAndInterruptsTheProgram) {
   record::RecordOptions o;
   const fs::path work = tmp_.path() / ("t" + std::to_string(n_)) / "emulator-work";
   std::atomic<bool> sent{false}, done{false};
-  std::thread ctrl_c([&] {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    while (!done && std::chrono::steady_clock::now() < deadline) {
-      std::error_code ec;
-      for (const auto& e : fs::directory_iterator(work, ec)) {
-        auto text = base::ReadFile(e.path());
-        if (e.path().filename().string().rfind("events.", 0) == 0 && text &&
-            text->find("libc.so") != std::string::npos) {
-          ::kill(::getpid(), SIGINT);
-          sent = true;
-          return;
-        }
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
-  });
-  auto r = Record({Program("fib").string(), "40"}, o);
+  record::Control control;
+  std::thread ctrl_c([&] { WhenGuestRuns(work, done, sent, [&] { control.RequestStop(); }); });
+  auto r = Record({Program("fib").string(), "40"}, o, &control);
   done = true;
   ctrl_c.join();
   ASSERT_TRUE(sent) << "the guest never mapped libc";
@@ -500,6 +515,38 @@ TEST_F(Emulate, CtrlCTakesASnapshotAndInterruptsTheProgram) {
   EXPECT_EQ(r.manifest.snapshots[0].reason, trace::SnapshotReason::kCtrlC);
   ASSERT_EQ(r.manifest.streams.size(), 1u);
   EXPECT_GT(CleanDecodeInsns(r, r.manifest.streams[0].id), 10000u);
+}
+
+// Recording::Snapshot's path: a synchronous request returns the snapshot's
+// number once the plugin took it; the recording goes on, and the stop
+// request after it takes the last one. Both decode cleanly.
+TEST_F(Emulate, SnapshotRequestsAreTakenWhileTheProgramRuns) {
+  record::RecordOptions o;
+  o.snapshot_size = 64 << 10;
+  const fs::path work = tmp_.path() / ("t" + std::to_string(n_)) / "emulator-work";
+  std::atomic<bool> sent{false}, done{false};
+  record::Control control;
+  Result<uint32_t> first = Error("not asked");
+  std::thread driver([&] {
+    WhenGuestRuns(work, done, sent, [&] {
+      first = control.Snapshot("first look");
+      control.RequestStop();
+    });
+  });
+  auto r = Record({Program("fib").string(), "40"}, o, &control);
+  done = true;
+  driver.join();
+  ASSERT_TRUE(sent) << "the guest never mapped libc";
+  ASSERT_TRUE(first) << first.error().ToString();
+  EXPECT_EQ(*first, 1u);
+  ASSERT_EQ(r.manifest.snapshots.size(), 2u);
+  EXPECT_EQ(r.manifest.snapshots[0].reason, trace::SnapshotReason::kSignal);
+  EXPECT_EQ(r.manifest.snapshots[0].detail, "first look");
+  EXPECT_EQ(r.manifest.snapshots[1].reason, trace::SnapshotReason::kCtrlC);
+  ASSERT_EQ(r.manifest.streams.size(), 2u);
+  for (const auto& s : r.manifest.streams) EXPECT_GT(CleanDecodeInsns(r, s.id), 1000u) << s.id;
+  // After the end, a request fails at once instead of waiting.
+  EXPECT_FALSE(control.Snapshot("too late"));
 }
 
 TEST_F(Emulate, ExitStatusIsThePrograms) {

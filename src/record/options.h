@@ -43,6 +43,11 @@ struct RecordOptions {
   bool copy_binaries = false;
   bool emulate = false;
   bool no_decode = false;
+  // Sent to the program `run` started when a stop request (not its exit)
+  // ends the recording; 0 sends nothing and waits for it to exit. The CLI
+  // leaves it 0 (Ctrl-C on the terminal reached the program already); the
+  // library API sends SIGINT.
+  int stop_signal = 0;
 };
 
 // "4M", "256K", "1G", "65536", "512KiB" (binary units; B/KB/KiB all mean

@@ -7,14 +7,12 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <set>
-#include <thread>
 
 #include "base/file_util.h"
 #include "base/log.h"
@@ -33,41 +31,6 @@
 
 namespace ptsnap::record {
 namespace {
-
-std::atomic<int> g_interrupts{0};
-std::atomic<int> g_snapshot_requests{0};
-
-void OnInterrupt(int) { g_interrupts.fetch_add(1); }
-void OnUsr2(int) { g_snapshot_requests.fetch_add(1); }
-
-// Installs the recording's signal handlers; restores the previous ones.
-class SignalScope {
- public:
-  SignalScope() {
-    g_interrupts = 0;
-    g_snapshot_requests = 0;
-    Install(SIGINT, OnInterrupt, &old_int_);
-    Install(SIGTERM, OnInterrupt, &old_term_);
-    Install(SIGUSR2, OnUsr2, &old_usr2_);
-  }
-  ~SignalScope() {
-    ::sigaction(SIGINT, &old_int_, nullptr);
-    ::sigaction(SIGTERM, &old_term_, nullptr);
-    ::sigaction(SIGUSR2, &old_usr2_, nullptr);
-  }
-  SignalScope(const SignalScope&) = delete;
-  SignalScope& operator=(const SignalScope&) = delete;
-
- private:
-  static void Install(int sig, void (*fn)(int), struct sigaction* old) {
-    struct sigaction sa {};
-    sa.sa_handler = fn;
-    ::sigemptyset(&sa.sa_mask);
-    ::sigaction(sig, &sa, old);
-  }
-  struct sigaction old_int_ {
-  }, old_term_{}, old_usr2_{};
-};
 
 std::string ParanoidText(const sys::Privileges& priv) {
   return priv.perf_event_paranoid ? std::to_string(*priv.perf_event_paranoid) : "unknown";
@@ -430,6 +393,10 @@ Result<std::string> SynthesizeSideband(pid_t pid, uint64_t time) {
 
 namespace {
 
+void Emit(const EventFn& events, Event e) {
+  if (events) events(e);
+}
+
 struct Session {
   const RecordOptions& opts;
   Prepared& prepared;
@@ -438,8 +405,10 @@ struct Session {
   std::vector<pid_t> pids;
   uint32_t seq = 0;
 
-  Result<void> TakeSnapshot(trace::SnapshotReason reason, std::string detail, uint64_t time,
-                            uint32_t tid, bool resume) {
+  const EventFn& events;
+
+  Result<uint32_t> TakeSnapshot(trace::SnapshotReason reason, std::string detail, uint64_t time,
+                                uint32_t tid, bool resume) {
     ++seq;
     if (prepared.mode == trace::Mode::kSnapshot) PTSNAP_TRY(source.Snapshot(writer, seq, resume));
     trace::Snapshot s;
@@ -448,10 +417,12 @@ struct Session {
     s.detail = std::move(detail);
     s.time = time != 0 ? time : source.Now();
     s.tid = tid;
-    std::fprintf(stderr, "[ Snapshot %u taken (%s%s%s). ]\n", seq,
-                 std::string(trace::ToString(s.reason)).c_str(), s.detail.empty() ? "" : ": ",
-                 s.detail.c_str());
-    return writer.AddSnapshot(std::move(s));
+    std::string line = "Snapshot " + std::to_string(seq) + " taken (" +
+                       std::string(trace::ToString(s.reason)) +
+                       (s.detail.empty() ? "" : ": " + s.detail) + ").";
+    PTSNAP_TRY(writer.AddSnapshot(std::move(s)));
+    Emit(events, {Event::Kind::kSnapshot, std::move(line), seq});
+    return seq;
   }
 };
 
@@ -528,7 +499,7 @@ void CopyKernel(const Prepared& p, const base::RootPath& root, trace::TraceWrite
 
 Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
                        const std::filesystem::path& trace_dir, const base::RootPath& root,
-                       const SourceFactory& make_source) {
+                       Control& control, const EventFn& events, const SourceFactory& make_source) {
   Outcome outcome;
   std::error_code ec;
   if (std::filesystem::exists(trace_dir, ec) && (!std::filesystem::is_directory(trace_dir, ec) ||
@@ -539,7 +510,6 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
   }
   const bool run = !opts.command.empty();
   const bool system_wide = !prepared.cpus.empty();
-  SignalScope signals;
   std::unique_ptr<PtSource> source;
   if (make_source) {
     PTSNAP_ASSIGN_OR_RETURN(source, make_source(prepared.hw));
@@ -620,7 +590,7 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
   if (!points.empty()) {
     if (auto r = source->ArmTriggers(points); !r) return ExplainThreadError(r.error(), prepared);
     for (const auto& p : points)
-      std::fprintf(stderr, "[ Trigger armed: %s ]\n", p.description.c_str());
+      Emit(events, {Event::Kind::kInfo, "Trigger armed: " + p.description});
   }
 
   trace::Manifest m;
@@ -647,7 +617,7 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
   if (!created) return std::move(created).error().AddContext("creating the trace directory");
   trace::TraceWriter writer = std::move(*created);
 
-  Session session{opts, prepared, *source, writer, pids};
+  Session session{opts, prepared, *source, writer, pids, 0, events};
   std::set<std::string> mapped_files;
   std::set<pid_t> vdso_pids(pids.begin(), pids.end());  // system-wide: every process seen
   auto body = [&]() -> Result<void> {
@@ -678,15 +648,16 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
     } else {
       PTSNAP_TRY(source->EnableAll());
       if (system_wide) {
-        std::fprintf(stderr, "[ Tracing CPUs %s system-wide. Press Ctrl-C to stop recording. ]\n",
-                     FormatCpuList(prepared.cpus).c_str());
+        Emit(events, {Event::Kind::kInfo, "Tracing CPUs " + FormatCpuList(prepared.cpus) +
+                                              " system-wide. Press Ctrl-C to stop recording."});
       } else {
-        std::fprintf(stderr, "[ Attached to %zu thread(s). Press Ctrl-C to stop recording. ]\n",
-                     source->traced_threads());
+        Emit(events, {Event::Kind::kInfo, "Attached to " + std::to_string(source->traced_threads()) +
+                                              " thread(s). Press Ctrl-C to stop recording."});
       }
     }
     CopyKernel(prepared, root, writer);
     PTSNAP_TRY(writer.Flush());
+    Emit(events, {Event::Kind::kStarted, "Recording."});
 
     const auto start = std::chrono::steady_clock::now();
     auto last_flush = start;
@@ -695,7 +666,7 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
     bool recording = true;
     std::vector<pid_t> gone;
     while (recording) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      control.Wait(std::chrono::milliseconds(5));
       PTSNAP_ASSIGN_OR_RETURN(SidebandEvents ev, source->DrainSideband(writer));
       mapped_files.insert(ev.mapped_files.begin(), ev.mapped_files.end());
       for (auto [pid, tid] : ev.new_threads) {
@@ -727,12 +698,19 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
                                         h.time, h.tid, opts.multi_snapshot));
         if (!opts.multi_snapshot) break;
       }
-      if (g_snapshot_requests.exchange(0) > 0) {
-        PTSNAP_TRY(session.TakeSnapshot(trace::SnapshotReason::kSignal, "SIGUSR2", 0, 0,
-                                        opts.multi_snapshot));
-        if (!opts.multi_snapshot) break;
+      // Asked for (SIGUSR2, Recording::Snapshot): the recording goes on
+      // after it unless it was the single snapshot of a triggerless run.
+      bool single_taken = false;
+      for (const Control::Pending& req : control.TakeSnapshotRequests()) {
+        auto seq = session.TakeSnapshot(trace::SnapshotReason::kSignal,
+                                        req.ticket == 0 ? "SIGUSR2" : req.reason, 0, 0,
+                                        opts.multi_snapshot || req.ticket != 0);
+        control.Complete(req.ticket, seq);
+        if (!seq) return std::move(seq).error();
+        if (!opts.multi_snapshot && req.ticket == 0) single_taken = true;
       }
-      if (g_interrupts.load() > 0) {
+      if (single_taken) break;
+      if (control.stop_requested()) {
         end_reason = trace::SnapshotReason::kCtrlC;
         outcome.interrupted = true;
         recording = false;
@@ -747,6 +725,9 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
           end_reason = trace::SnapshotReason::kExit;
           end_detail = "status " + std::to_string(status);
           recording = false;
+          Emit(events, {Event::Kind::kTargetExited,
+                        opts.command[0] + " exited with status " + std::to_string(status), 0,
+                        status});
         }
       } else if (!pids.empty()) {
         bool all_gone = true;
@@ -757,6 +738,7 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
         if (all_gone) {
           end_reason = trace::SnapshotReason::kExit;
           recording = false;
+          Emit(events, {Event::Kind::kTargetExited, "every traced process exited"});
         }
       }
     }
@@ -777,12 +759,12 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
         lost += s.lost_bytes;
       }
       if (truncated > 0 || lost > 0)
-        outcome.warnings.push_back(
+        Emit(events, {Event::Kind::kDataLost,
             "PT data was lost: the AUX buffer filled " + std::to_string(truncated) +
             " time(s) before ptsnap drained it" +
             (lost > 0 ? " and " + std::to_string(lost) + " bytes were skipped" : "") +
             "; the trace has gaps there (`truncated` and `lost_bytes` per stream in "
-            "manifest.json); a larger --snapshot-size helps");
+            "manifest.json); a larger --snapshot-size helps"});
     }
     RecordBinaries(writer, mapped_files, opts.copy_binaries,
                    std::vector<pid_t>(vdso_pids.begin(), vdso_pids.end()));
@@ -805,8 +787,9 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
   if (run && child) {
     int status = 0;
     if (!child->Poll(&status)) {
-      std::fprintf(stderr, "[ Recording finished; waiting for %s to exit. ]\n",
-                   opts.command[0].c_str());
+      if (outcome.interrupted && opts.stop_signal != 0) ::kill(child->pid(), opts.stop_signal);
+      Emit(events, {Event::Kind::kInfo,
+                    "Recording finished; waiting for " + opts.command[0] + " to exit."});
       status = child->Wait();
     }
     outcome.program_status = status;

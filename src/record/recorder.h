@@ -4,8 +4,10 @@
 // kcore copy, and the trace directory (docs/trace-format.md).
 //
 // Blocking: Record() runs until the program exits, the trigger fires (single
-// snapshot), Ctrl-C/SIGTERM, or --duration elapses. It installs handlers for
-// SIGINT, SIGTERM and SIGUSR2 for its duration and restores the old ones.
+// snapshot), the Control asks it to stop, or --duration elapses. It installs
+// no signal handlers: whoever drives it turns signals into Control requests
+// (record/control.h), and every ptrace request on the program comes from the
+// thread that calls it.
 #pragma once
 
 #include <sys/types.h>
@@ -18,6 +20,7 @@
 
 #include "base/root_path.h"
 #include "perf/attr.h"
+#include "record/control.h"
 #include "ptsnap/result.h"
 #include "record/hardware_source.h"
 #include "record/options.h"
@@ -97,8 +100,11 @@ using SourceFactory = std::function<Result<std::unique_ptr<PtSource>>(const Hard
 // state "interrupted" so what was captured stays readable. `make_source`
 // defaults to HardwarePtSource::Create. Errors carry their ErrorKind:
 // kTraceDirExists, kProcessGone, kTrigger, kPrivilege, kBufferMapping.
+// Snapshot requests from `control` are taken as they come (reason "signal");
+// progress, snapshots, data loss and the target's exit go to `events`.
 Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
                        const std::filesystem::path& trace_dir, const base::RootPath& root,
+                       Control& control, const EventFn& events,
                        const SourceFactory& make_source = nullptr);
 
 // Threads of a process (/proc/PID/task), sorted; the main thread first.

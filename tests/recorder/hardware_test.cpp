@@ -55,7 +55,8 @@ class Hardware : public ::testing::Test {
     sys::HostCpuid cpuid;
     auto p = Prepare(o, base::RootPath(), cpuid);
     if (!p) return std::move(p).error();
-    return Record(o, std::move(*p), dir, base::RootPath());
+    Control control;
+    return Record(o, std::move(*p), dir, base::RootPath(), control, nullptr);
   }
   // Decodes `dir` to .events: no decode error, and the frames by thread.
   std::vector<::ptsnap::testing::EventLine> Decode(const std::filesystem::path& dir) {

@@ -36,6 +36,17 @@
 namespace ptsnap::record {
 namespace {
 
+// Record() with nobody driving it unless `control` is given (the public
+// API and the CLI turn signals into Control requests; see control.h).
+Result<Outcome> RecordUndriven(const RecordOptions& o, Prepared p,
+                               const std::filesystem::path& dir, const base::RootPath& root,
+                               const SourceFactory& make_source = nullptr,
+                               Control* control = nullptr) {
+  Control own;
+  return Record(o, std::move(p), dir, root, control != nullptr ? *control : own, nullptr,
+                make_source);
+}
+
 using ::ptsnap::testing::HasValue;
 using ::ptsnap::testing::TempDir;
 using ::testing::HasSubstr;
@@ -199,7 +210,7 @@ TEST(Record, RunWithTriggerOnNewThreadSidebandOnly) {
   Prepared p;
   p.hw.tracking_attr = perf::BuildTrackingAttr(false, true);
   p.hw.data_pages = 16;
-  auto out = Record(opts, p, dir.path() / "t.ptsnap", base::RootPath());
+  auto out = RecordUndriven(opts, p, dir.path() / "t.ptsnap", base::RootPath());
   ASSERT_THAT(out, HasValue());
   EXPECT_EQ(out->snapshots, 1u);
   EXPECT_EQ(out->program_status, 0);
@@ -255,7 +266,7 @@ TEST(Record, RunWithoutTriggerSnapshotsAtExit) {
   Prepared p;
   p.hw.tracking_attr = perf::BuildTrackingAttr(false, true);
   p.hw.data_pages = 16;
-  auto out = Record(opts, p, dir.path() / "t", base::RootPath());
+  auto out = RecordUndriven(opts, p, dir.path() / "t", base::RootPath());
   ASSERT_THAT(out, HasValue());
   EXPECT_EQ(out->program_status, 7);
   auto reader = trace::TraceReader::Open(dir.path() / "t");
@@ -275,7 +286,7 @@ TEST(Record, AttachSynthesizesMappingsAndStopsAfterDuration) {
   Prepared p;
   p.hw.tracking_attr = perf::BuildTrackingAttr(false, false);
   p.hw.data_pages = 16;
-  auto out = Record(opts, p, dir.path() / "a", base::RootPath());
+  auto out = RecordUndriven(opts, p, dir.path() / "a", base::RootPath());
   ASSERT_THAT(out, HasValue());
   auto reader = trace::TraceReader::Open(dir.path() / "a");
   ASSERT_THAT(reader, HasValue());
@@ -305,7 +316,7 @@ TEST(Record, AttachToAProcessThatIsGoneFails) {
   opts.pids = {pid};
   Prepared p;
   p.hw.tracking_attr = perf::BuildTrackingAttr(false, false);
-  auto out = Record(opts, p, dir.path() / "g", base::RootPath());
+  auto out = RecordUndriven(opts, p, dir.path() / "g", base::RootPath());
   ASSERT_FALSE(out.has_value());
   EXPECT_EQ(out.error().kind(), ErrorKind::kProcessGone);
   EXPECT_THAT(out.error().ToString(), HasSubstr("exited before ptsnap could attach"));
@@ -319,7 +330,7 @@ TEST(Record, ExistingTraceDirIsNotOverwritten) {
   opts.command = {"/bin/true"};
   Prepared p;
   p.hw.tracking_attr = perf::BuildTrackingAttr(false, true);
-  auto out = Record(opts, p, dir.path() / "t", base::RootPath());
+  auto out = RecordUndriven(opts, p, dir.path() / "t", base::RootPath());
   ASSERT_FALSE(out.has_value());
   EXPECT_EQ(out.error().kind(), ErrorKind::kTraceDirExists);
   EXPECT_THAT(out.error().ToString(), HasSubstr("already exists"));
@@ -351,7 +362,7 @@ TEST(Record, KernelScopeRecordsWhyTheKernelImageWasNotCopied) {
     p.scope = trace::Scope::kUserKernel;
     p.hw.tracking_attr = perf::BuildTrackingAttr(true, true);
     p.hw.data_pages = 16;
-    auto out = Record(opts, p, dir.path() / "k", base::RootPath());
+    auto out = RecordUndriven(opts, p, dir.path() / "k", base::RootPath());
     ASSERT_THAT(out, HasValue());
     auto reader = trace::TraceReader::Open(dir.path() / "k");
     ASSERT_THAT(reader, HasValue());
@@ -375,9 +386,10 @@ TEST(Record, KernelScopeRecordsWhyTheKernelImageWasNotCopied) {
 namespace ptsnap::record {
 namespace {
 
-// SIGUSR2 asks for a snapshot, SIGINT (Ctrl-C) ends the recording; both
-// arrive while Record() blocks, as they would from a shell.
-TEST(Record, Sigusr2SnapshotsAndSigintEnds) {
+// A snapshot request (what SIGUSR2 becomes) takes a snapshot, a stop request
+// (Ctrl-C) ends the recording; both arrive from another thread while
+// Record() blocks, as the CLI's signal handlers send them.
+TEST(Record, SnapshotAndStopRequests) {
   REQUIRE_TARGET();
   for (int sig : {SIGUSR2, SIGINT}) {
     WaitingTarget t;
@@ -389,17 +401,22 @@ TEST(Record, Sigusr2SnapshotsAndSigintEnds) {
     Prepared p;
     p.hw.tracking_attr = perf::BuildTrackingAttr(false, false);
     p.hw.data_pages = 16;
-    // Sent once Record() demonstrably handles it: its handlers are installed
-    // before it creates the trace directory's manifest (recorder.cpp), so
-    // that file is the readiness signal, not a sleep.
+    // Sent once the recording runs: the manifest is the readiness signal,
+    // not a sleep (a request before it would be taken just the same).
     std::atomic<bool> done{false};
+    Control control;
     const std::filesystem::path manifest = dir.path() / "s" / "manifest.json";
-    std::thread sender([sig, &done, manifest] {
+    std::thread sender([sig, &done, &control, manifest] {
       while (!done && !std::filesystem::exists(manifest))
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      if (!done) kill(getpid(), sig);
+      if (done) return;
+      if (sig == SIGUSR2) {
+        control.RequestSnapshot();
+      } else {
+        control.RequestStop();
+      }
     });
-    auto out = Record(opts, p, dir.path() / "s", base::RootPath());
+    auto out = RecordUndriven(opts, p, dir.path() / "s", base::RootPath(), nullptr, &control);
     done = true;
     sender.join();
     ASSERT_THAT(out, HasValue());
@@ -492,7 +509,7 @@ class FakeCpuSource final : public PtSource {
     // while recording) and ends the recording as a shell's kill would: the
     // number of loop turns, not the wall clock, decides.
     if (stop_after_drains_ > 0 && drain_calls_ == 8 * stop_after_drains_ && !finishing_)
-      ::kill(::getpid(), SIGTERM);
+      control_->RequestStop();
     if (++drain_calls_ % 8 != 0 && !finishing_) return Ok();
     for (auto& c : cpus) {
       PTSNAP_TRY(c->full->Drain(writer));
@@ -547,7 +564,8 @@ class FakeCpuSource final : public PtSource {
   int drain_calls_ = 0;
 
  public:
-  int stop_after_drains_ = 0;          // > 0: SIGTERM once this many drains happened
+  int stop_after_drains_ = 0;          // > 0: a stop request once this many drains happened
+  Control* control_ = nullptr;
   std::optional<Error> add_cpu_error;  // what AddCpu fails with, when set
 };
 
@@ -618,7 +636,7 @@ TEST(SystemWide, OpenFailuresAreExplainedByTheirKind) {
     p.cpus = {0};
     FakeCpuSource fake(false);
     fake.add_cpu_error = c.error;
-    auto out = Record(opts, p, dir.path() / "t", base::RootPath(), FakeFactory(&fake));
+    auto out = RecordUndriven(opts, p, dir.path() / "t", base::RootPath(), FakeFactory(&fake));
     ASSERT_FALSE(out.has_value());
     EXPECT_EQ(out.error().kind(), c.kind) << out.error().ToString();
     EXPECT_THAT(out.error().ToString(), HasSubstr(c.says));
@@ -634,7 +652,7 @@ TEST(SystemWide, AttachSnapshotsEveryCpuIntoItsOwnStream) {
   p.cpus = {0, 2, 5};
   FakeCpuSource fake_source(false);
   FakeCpuSource* fake = &fake_source;
-  auto out = Record(opts, p, dir.path() / "sw", base::RootPath(), FakeFactory(fake));
+  auto out = RecordUndriven(opts, p, dir.path() / "sw", base::RootPath(), FakeFactory(fake));
   ASSERT_THAT(out, HasValue());
   EXPECT_EQ(fake->cpus.size(), 3u);
   EXPECT_TRUE(fake->threads.empty());  // no -p: no per-thread events
@@ -686,7 +704,11 @@ TEST(SystemWide, FullExecutionStreamsToDiskWhileRecordingAndCountsLoss) {
   FakeCpuSource fake_source(true);
   FakeCpuSource* fake = &fake_source;
   fake->stop_after_drains_ = 3;
-  auto out = Record(opts, p, dir.path() / "full", base::RootPath(), FakeFactory(fake));
+  Control control;
+  fake->control_ = &control;
+  std::vector<Event> events;
+  auto out = Record(opts, p, dir.path() / "full", base::RootPath(), control,
+                    [&events](const Event& e) { events.push_back(e); }, FakeFactory(fake));
   ASSERT_THAT(out, HasValue());
   EXPECT_GT(fake->on_disk_while_recording, 0u);  // streamed, not held until the end
   auto reader = trace::TraceReader::Open(dir.path() / "full");
@@ -711,9 +733,11 @@ TEST(SystemWide, FullExecutionStreamsToDiskWhileRecordingAndCountsLoss) {
   EXPECT_EQ(truncated, static_cast<uint32_t>(fake->truncations));
   ASSERT_EQ(m.snapshots.size(), 1u);
   EXPECT_EQ(m.snapshots[0].reason, trace::SnapshotReason::kFull);
-  ASSERT_FALSE(out->warnings.empty());
-  EXPECT_THAT(out->warnings[0], HasSubstr("PT data was lost: the AUX buffer filled " +
-                                          std::to_string(fake->truncations) + " time(s)"));
+  auto lost = std::find_if(events.begin(), events.end(),
+                           [](const Event& e) { return e.kind == Event::Kind::kDataLost; });
+  ASSERT_NE(lost, events.end());
+  EXPECT_THAT(lost->message, HasSubstr("PT data was lost: the AUX buffer filled " +
+                                       std::to_string(fake->truncations) + " time(s)"));
 }
 
 // Real per-CPU dummy events (software events work on this VM): one per
@@ -742,7 +766,7 @@ TEST(SystemWide, PerCpuDummyEventsSeeCpuWideSwitchesOnEveryCpu) {
   p.cpus = *online;
   p.hw.tracking_attr = perf::BuildTrackingAttr(false, false);
   p.hw.data_pages = 64;
-  auto out = Record(opts, p, dir.path() / "live", base::RootPath());
+  auto out = RecordUndriven(opts, p, dir.path() / "live", base::RootPath());
   stop = true;
   for (auto& t : sleepers) t.join();
   ASSERT_THAT(out, HasValue());
@@ -786,7 +810,7 @@ TEST(SystemWide, RunTracesTheWholeSystemWhileTheProgramRuns) {
   p.cpus = *online;
   p.hw.tracking_attr = perf::BuildTrackingAttr(false, false);
   p.hw.data_pages = 64;
-  auto out = Record(opts, p, dir.path() / "run", base::RootPath());
+  auto out = RecordUndriven(opts, p, dir.path() / "run", base::RootPath());
   ASSERT_THAT(out, HasValue());
   EXPECT_EQ(out->program_status, 3);
   auto reader = trace::TraceReader::Open(dir.path() / "run");

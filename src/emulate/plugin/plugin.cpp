@@ -118,7 +118,9 @@ struct ThreadState {
 
 Options g_opts;
 std::atomic<int> g_flags{0};  // kStopped | pending requests
-constexpr int kStopped = 1, kReqCtrlC = 2, kReqDuration = 4;
+// kReqSnapshot: the driver asked for a snapshot ('s' on the control pipe:
+// SIGUSR2, Recording::Snapshot); tracing goes on after it.
+constexpr int kStopped = 1, kReqCtrlC = 2, kReqDuration = 4, kReqSnapshot = 8;
 std::mutex g_mu;  // thread table, snapshots, events
 ThreadState* g_threads[kMaxVcpus];
 std::vector<ThreadState*> g_finished;  // exited, not yet in a snapshot (snapshot mode)
@@ -422,8 +424,11 @@ void HandleRequests(ThreadState* self, int flags) {
   int expected = flags;
   if (!g_flags.compare_exchange_strong(expected, kStopped)) return;  // another thread took it
   if (!g_opts.full) {
-    TakeSnapshot((flags & kReqCtrlC) ? "ctrl-c" : "duration", "", self);
-    if (g_opts.multi && !(flags & kReqCtrlC)) g_flags.store(0);
+    const bool asked = (flags & (kReqCtrlC | kReqDuration)) == 0;
+    TakeSnapshot((flags & kReqCtrlC) ? "ctrl-c" : asked ? "signal" : "duration", "", self);
+    if (asked || (g_opts.multi && !(flags & kReqCtrlC))) g_flags.store(0);
+  } else if ((flags & (kReqCtrlC | kReqDuration)) == 0) {
+    g_flags.store(0);  // full execution: everything is recorded anyway
   }
   // Ctrl-C was meant for the program too: QEMU delivers it to the guest.
   if (flags & kReqCtrlC) ::kill(::getpid(), SIGINT);
@@ -815,6 +820,7 @@ void ControlThread() {
     char c = 0;
     if (::read(g_opts.ctl_fd, &c, 1) != 1) return;  // the driver went away
     if (c == 'c') g_flags.fetch_or(kReqCtrlC);
+    if (c == 's') g_flags.fetch_or(kReqSnapshot);
   }
 }
 
