@@ -25,6 +25,7 @@ enum class ErrorKind {
   kTraceDirExists,  // refusing to overwrite a recording
   kProcessGone,     // the process exited or never existed
   kTrigger,         // the trigger could not be resolved
+  kUsage,           // options that cannot work together, whatever the machine
 };
 
 class Error {
