@@ -61,6 +61,34 @@ constexpr int32_t kTriggerTid = 0x40000001;
 
 using base::Join;
 
+// Where slices go when no file is written.
+class NullSink final : public model::SliceSink {
+ public:
+  void OnProcess(int32_t, const std::string&) override {}
+  void OnThread(int32_t, int32_t, const std::string&) override {}
+  void OnSlice(const model::Slice&) override {}
+  Result<void> Finish() override { return Ok(); }
+};
+
+// Forwards to the caller's sink (if any), whose Finish is the caller's.
+class UnfinishedSink final : public model::SliceSink {
+ public:
+  explicit UnfinishedSink(model::SliceSink* to) : to_(to) {}
+  void OnProcess(int32_t pid, const std::string& name) override {
+    if (to_ != nullptr) to_->OnProcess(pid, name);
+  }
+  void OnThread(int32_t pid, int32_t tid, const std::string& name) override {
+    if (to_ != nullptr) to_->OnThread(pid, tid, name);
+  }
+  void OnSlice(const model::Slice& s) override {
+    if (to_ != nullptr) to_->OnSlice(s);
+  }
+  Result<void> Finish() override { return Ok(); }
+
+ private:
+  model::SliceSink* to_;
+};
+
 }  // namespace
 
 Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
@@ -69,11 +97,19 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
   const trace::Manifest& m = reader.manifest();
   DecodeReport report;
   report.output = options.output;
-  report.format = options.format.empty() ? FormatFromPath(options.output) : options.format;
-  if (report.format.empty()) report.format = "fxt";
-  if (report.format != "fxt" && report.format != "json" && report.format != "events") {
-    return Error("unknown output format '" + report.format + "' (use fxt, json or events)");
+  const bool write_file = !options.output.empty() || options.sink == nullptr;
+  if (write_file) {
+    report.format = options.format.empty() ? FormatFromPath(options.output) : options.format;
+    if (report.format.empty()) report.format = "fxt";
+    if (report.format != "fxt" && report.format != "json" && report.format != "events") {
+      return Error("unknown output format '" + report.format + "' (use fxt, json or events)");
+    }
   }
+  if (options.snapshot != 0 &&
+      std::none_of(m.snapshots.begin(), m.snapshots.end(),
+                   [&](const trace::Snapshot& s) { return s.seq == options.snapshot; }))
+    return Error("the trace has no snapshot " + std::to_string(options.snapshot) + " (it has " +
+                 std::to_string(m.snapshots.size()) + ")");
   report.lost_records = m.lost_records;
   report.aux_truncated = m.aux_truncated;
 
@@ -87,13 +123,21 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
   }
   PTSNAP_ASSIGN_OR_RETURN(auto decoder, decode::PtDecoder::Create(trace_dir, m, records));
 
-  PTSNAP_ASSIGN_OR_RETURN(auto out, OutputFile::Open(options.output));
-  auto writer = Writer::Make(report.format, out.get());
-  decode::Symbolizer* symbolizer = &decoder->symbolizer();
-  writer->SetSourceLookup(
-      [symbolizer](int32_t pid, uint64_t address) { return symbolizer->SourceLine(pid, address); });
+  std::unique_ptr<OutputFile> out;
+  std::unique_ptr<Writer> writer;
+  NullSink no_file;
+  if (write_file) {
+    PTSNAP_ASSIGN_OR_RETURN(out, OutputFile::Open(options.output));
+    writer = Writer::Make(report.format, out.get());
+    decode::Symbolizer* symbolizer = &decoder->symbolizer();
+    writer->SetSourceLookup([symbolizer](int32_t pid, uint64_t address) {
+      return symbolizer->SourceLine(pid, address);
+    });
+  }
   SummarySink summary;
-  model::TeeSink tee(writer->sink(), &summary);
+  UnfinishedSink extra(options.sink);
+  model::TeeSink file_and_extra(writer ? writer->sink() : &no_file, &extra);
+  model::TeeSink tee(&file_and_extra, &summary);
   model::CallStackModel model(&decoder->symbolizer(), &tee);
   model.SetKernelOnly(m.scope == trace::Scope::kKernel);
 
@@ -111,6 +155,8 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
   }
   model.SetExitTimes(std::move(exits));
   std::vector<trace::Stream> streams = m.streams;
+  if (options.snapshot != 0)
+    std::erase_if(streams, [&](const trace::Stream& s) { return s.snapshot != options.snapshot; });
   std::stable_sort(streams.begin(), streams.end(), [](const auto& a, const auto& b) {
     return std::tie(a.snapshot, a.pid, a.tid, a.cpu) < std::tie(b.snapshot, b.pid, b.tid, b.cpu);
   });
@@ -258,7 +304,7 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
   }
   bool have_triggers = false;
   for (const auto& sn : m.snapshots) {
-    if (sn.reason != trace::SnapshotReason::kTrigger) continue;
+    if (sn.reason != trace::SnapshotReason::kTrigger || !writer) continue;
     if (!have_triggers) {
       writer->sink()->OnProcess(kTriggerPid, "Snapshot triggers");
       writer->sink()->OnThread(kTriggerPid, kTriggerTid, "hits");
@@ -276,8 +322,8 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
   report.last_ns = summary.last_ns();
   report.threads = summary.threads();
   report.slices = summary.slices();
-  report.top_total = summary.Top(5, false);
-  report.top_self = summary.Top(5, true);
+  report.top_total = summary.Top(options.top, false);
+  report.top_self = summary.Top(options.top, true);
   return report;
 }
 

@@ -18,8 +18,13 @@
 namespace ptsnap::pipeline {
 
 struct DecodeOptions {
-  std::filesystem::path output;  // the file to write
+  std::filesystem::path output;  // the file to write; "" with `sink`: none
   std::string format;            // "fxt", "json", "events"; "" = from output's suffix, else fxt
+  // Also receives every process, thread and slice (the public API's
+  // DecodeListener); not finished by the pipeline.
+  model::SliceSink* sink = nullptr;
+  uint32_t snapshot = 0;  // only this snapshot's streams; 0: all
+  size_t top = 5;         // entries of top_total and top_self
   // Called now and then with (PT bytes decoded, total PT bytes).
   std::function<void(uint64_t, uint64_t)> progress;
 };

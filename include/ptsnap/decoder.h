@@ -1,0 +1,103 @@
+// ptsnap::Decoder: a trace directory (or one snapshot of it) decoded into
+// every function call, written as a file (Perfetto FXT, Chrome JSON, the
+// .events text) or streamed to a listener. docs/api.md has an example.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ptsnap/export.h"
+#include "ptsnap/result.h"
+
+namespace ptsnap {
+
+// One call of a function on one thread, [begin_ns, end_ns] on the trace's
+// clock (perf time; emulated traces: one tick per retired instruction).
+struct DecodedSlice {
+  int32_t pid = 0, tid = 0;
+  uint64_t begin_ns = 0, end_ns = 0;
+  std::string_view name;  // function, or a pseudo frame: "[syscall]", "[unknown]"
+  std::string_view dso;   // the file it is in; may be empty
+  uint64_t address = 0;   // the function's entry; 0 for pseudo frames
+  // Its start was not seen (it began before the trace or a decode error):
+  // begin_ns is where the trace picks it up.
+  bool inferred = false;
+};
+
+// A point in time: a snapshot's end, a decode error.
+struct DecodedMarker {
+  int32_t pid = 0, tid = 0;
+  uint64_t ts_ns = 0;
+  std::string_view name;
+};
+
+// Strings are valid only during the call. Calls come per thread in time
+// order of the slices' ends (a caller ends after its callees); a process
+// and a thread are named before their first slice.
+class DecodeListener {
+ public:
+  virtual ~DecodeListener() = default;
+  virtual void OnProcess(int32_t /*pid*/, std::string_view /*name*/) {}
+  virtual void OnThread(int32_t /*pid*/, int32_t /*tid*/, std::string_view /*name*/) {}
+  virtual void OnSlice(const DecodedSlice& /*slice*/) {}
+  virtual void OnMarker(const DecodedMarker& /*marker*/) {}
+};
+
+struct FunctionTime {
+  std::string name;
+  uint64_t total_ns = 0, self_ns = 0, calls = 0;
+};
+
+struct DecodeSummary {
+  uint64_t first_ns = 0, last_ns = 0;  // the slices' span
+  uint64_t threads = 0, slices = 0;
+  uint64_t streams = 0, missing_streams = 0;
+  uint64_t pt_bytes = 0, instructions = 0;
+  uint64_t decode_errors = 0, overflows = 0;
+  uint64_t lost_records = 0, aux_truncated = 0, lost_bytes = 0;
+  std::vector<FunctionTime> top_total, top_self;  // hottest first
+  std::vector<std::string> warnings;
+  std::filesystem::path output;  // WriteFile: the file written
+  std::string format;            // WriteFile: "fxt", "json" or "events"
+  std::string text;              // what `ptsnap decode` prints: several lines
+  [[nodiscard]] std::string ToJson() const;
+};
+
+struct DecodeOptions {
+  uint32_t snapshot = 0;  // only this snapshot's streams; 0: all of them
+  size_t top = 5;         // entries in top_total and top_self
+  // Called now and then with (PT bytes decoded, total PT bytes).
+  std::function<void(uint64_t, uint64_t)> progress;
+};
+
+class PTSNAP_API Decoder {
+ public:
+  // Reads the manifest; errors: not a trace directory, a corrupt manifest,
+  // no such snapshot.
+  static Result<Decoder> Open(const std::filesystem::path& trace_dir, DecodeOptions options = {});
+
+  Decoder(Decoder&&) noexcept;
+  Decoder& operator=(Decoder&&) noexcept;
+  Decoder(const Decoder&) = delete;
+  Decoder& operator=(const Decoder&) = delete;
+  ~Decoder();
+
+  // `format` "fxt", "json" or "events"; "" picks it from the suffix (.fxt,
+  // .json, .events, each optionally .gz).
+  Result<DecodeSummary> WriteFile(const std::filesystem::path& output, std::string_view format = "");
+  Result<DecodeSummary> Decode(DecodeListener& listener);
+
+  [[nodiscard]] const std::filesystem::path& trace_dir() const;
+
+ private:
+  struct Impl;
+  explicit Decoder(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ptsnap

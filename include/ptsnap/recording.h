@@ -1,0 +1,152 @@
+// ptsnap::Recording: record a program or running processes with Intel PT
+// (or the emulator) into a trace directory, and snapshot it whenever you
+// like. docs/api.md has a complete example.
+//
+//   auto rec = ptsnap::Recording::Create(options, &listener);  // checks, starts nothing
+//   rec->Start();                                               // the program runs
+//   auto snap = rec->Snapshot("slow request");                  // at any time
+//   auto result = rec->Stop();                                  // or Wait()
+//
+// Threads: Start() runs the recording on one thread of its own
+// ("ptsnap-record"), which does all the work (perf events, ptrace of the
+// program, writing the trace directory) and calls the listener. Every
+// method may be called from any thread; RequestSnapshot() and
+// RequestStop() are also safe in a signal handler. The library never
+// installs signal handlers and never changes the signal mask.
+#pragma once
+
+#include <chrono>
+#include <csignal>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ptsnap/export.h"
+#include "ptsnap/result.h"
+
+namespace ptsnap {
+
+enum class Scope { kUser, kKernel, kUserAndKernel };
+enum class Collection {
+  kHardware,  // Intel PT through perf_event_open
+  kEmulated,  // the program runs under qemu-user with ptsnap's PT plugin (user space, `command` only)
+};
+
+// What to record. Either `command` (a new program) or `pids` (running
+// processes), or `all_cpus` (the whole system; `command`/`pids` then only
+// host the trigger). The fields mirror `ptsnap run`/`attach` flags
+// (`ptsnap run --help`).
+struct RecordingOptions {
+  std::vector<std::string> command;  // argv; found in PATH like a shell would
+  std::vector<int> pids;
+  bool all_cpus = false;
+  std::vector<int> cpus;  // with all_cpus: only these (empty: every online CPU)
+  Scope scope = Scope::kUser;
+  Collection collection = Collection::kHardware;
+  // PT ring buffer per thread (per CPU with all_cpus), bytes; 0 = the
+  // probe's default (4 MiB as root, else 128 KiB within the mlock budget).
+  uint64_t snapshot_size = 0;
+  // Record everything into the trace directory instead of a ring buffer.
+  bool full_execution = false;
+  std::string timer_resolution = "normal";  // low | normal | high | custom:KEY=VAL,...
+  // Snapshot when this runs: a function symbol, "addr:HEX", or "." for the
+  // stop indicator (ptsnap/stop_indicator.h). Empty: no trigger.
+  std::string trigger;
+  bool multi_snapshot = false;  // the trigger snapshots every time, not only the first
+  bool multi_thread = false;    // trace every thread (default: the main thread)
+  std::chrono::milliseconds duration{0};  // stop after this long; 0: no limit
+  bool copy_binaries = false;  // copy the mapped binaries into the trace directory
+  // Where the raw recording goes. Empty: "trace.ptsnap" in the current
+  // directory, an earlier one there moved to "trace.ptsnap.old". A directory
+  // named here must not exist yet.
+  std::filesystem::path trace_dir;
+  // Sent to the program `command` started when Stop() (not its exit) ends
+  // the recording; 0 sends nothing and Stop() waits for it to exit.
+  int stop_signal = SIGINT;
+};
+
+struct RecordingEvent {
+  enum class Kind {
+    kStarted,       // tracing is on (a command: it is running)
+    kInfo,          // progress: "Trigger armed: ...", "Attached to 3 thread(s) ..."
+    kWarning,       // something to know; recording goes on
+    kSnapshot,      // a snapshot was written (emulated: taken; its data lands at the end)
+    kDataLost,      // PT bytes or sideband records were lost
+    kTargetExited,  // the program, or every traced process, exited
+  };
+  Kind kind = Kind::kInfo;
+  std::string_view message;  // one line; valid during the call
+  uint32_t snapshot = 0;     // kSnapshot: its number
+  int exit_status = 0;       // kTargetExited of a command: shell-style status
+};
+
+class RecordingListener {
+ public:
+  virtual ~RecordingListener() = default;
+  // On the recording's thread; keep it short (the drain loop waits).
+  virtual void OnEvent(const RecordingEvent& event) = 0;
+};
+
+struct SnapshotInfo {
+  uint32_t seq = 0;  // the snapshot's number in the trace directory's manifest
+  std::filesystem::path trace_dir;
+};
+
+struct RecordingResult {
+  int program_status = 0;  // `command`: its exit status, shell style (128+N: signal N)
+  uint32_t snapshots = 0;
+  bool interrupted = false;  // Stop() or RequestStop() ended it
+  std::filesystem::path trace_dir;
+  std::vector<std::string> warnings;
+};
+
+class PTSNAP_API Recording {
+ public:
+  // Checks everything that can be checked without starting anything, the
+  // most fundamental problem first: the options, the trace directory, the
+  // program or processes and the trigger, then the machine (Intel PT and
+  // privileges, or the emulator). Error kinds: kNoPmu, kPrivilege,
+  // kTrigger, kProcessGone, kTraceDirExists, kOther. The listener, if any,
+  // must outlive the Recording.
+  static Result<Recording> Create(RecordingOptions options, RecordingListener* listener = nullptr);
+
+  Recording(Recording&&) noexcept;
+  Recording& operator=(Recording&&) noexcept;
+  Recording(const Recording&) = delete;
+  Recording& operator=(const Recording&) = delete;
+  // Stops a recording still running (as Stop()) and waits for its thread.
+  ~Recording();
+
+  // Starts the program or attaches, then returns once tracing is on
+  // (or failed: the error is also what Wait() returns).
+  Result<void> Start();
+  // Takes a snapshot now, `reason` kept in the manifest, and returns once it
+  // is written. Emulated recordings return once the emulator has taken it;
+  // its data lands in the trace directory when the program exits. Fails in
+  // full-execution recordings of the emulator and once the recording ended.
+  Result<SnapshotInfo> Snapshot(std::string_view reason);
+  // Async-signal-safe requests: a snapshot (reason "signal"), the end.
+  void RequestSnapshot() noexcept;
+  void RequestStop() noexcept;
+  // Ends the recording (a last snapshot in snapshot mode unless the trigger
+  // fired) and waits until the trace directory is complete.
+  Result<RecordingResult> Stop();
+  // Waits until the recording ends by itself: the program or processes
+  // exit, the trigger fires (single snapshot), `duration` passes.
+  Result<RecordingResult> Wait();
+
+  [[nodiscard]] const std::filesystem::path& trace_dir() const;
+  // Warnings from planning (rounded sizes, timing the PMU lacks), also sent
+  // to the listener at Start().
+  [[nodiscard]] const std::vector<std::string>& warnings() const;
+
+ private:
+  struct Impl;
+  explicit Recording(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ptsnap
