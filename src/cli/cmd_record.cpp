@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 
 #include <CLI/CLI.hpp>
@@ -16,16 +17,20 @@
 
 #include "base/string_util.h"
 #include "cli/command.h"
-#include "emulate/emulate.h"
 #include "perf/attr.h"
 #include "record/elf_symbols.h"
 #include "record/options.h"
-#include "record/recorder.h"
-#include "sys/cpuid.h"
+#include "ptsnap/recording.h"
 #include "sys/cpus.h"
 
 namespace ptsnap::cli {
 namespace {
+
+using ::ptsnap::Recording;
+using ::ptsnap::RecordingEvent;
+using ::ptsnap::RecordingListener;
+using ::ptsnap::RecordingOptions;
+using ::ptsnap::RecordingResult;
 
 // No Intel PT on this machine (docs/errors.md): scripts can fall back to --emulate.
 constexpr int kExitNoPt = 3;
@@ -90,113 +95,158 @@ Result<void> CheckOutputWritable(const std::filesystem::path& output) {
   return Ok();
 }
 
+// The recording the signal handlers talk to (RequestStop/RequestSnapshot
+// are async-signal-safe).
+std::atomic<Recording*> g_recording{nullptr};
+
+void OnStopSignal(int) {
+  if (Recording* r = g_recording.load()) r->RequestStop();
+}
+void OnSnapshotSignal(int) {
+  if (Recording* r = g_recording.load()) r->RequestSnapshot();
+}
+
+// Ctrl-C and SIGTERM end the recording, SIGUSR2 asks for a snapshot, for
+// as long as this lives; the old handlers come back after.
+class SignalScope {
+ public:
+  explicit SignalScope(Recording* r) {
+    g_recording.store(r);
+    Install(SIGINT, OnStopSignal, &old_int_);
+    Install(SIGTERM, OnStopSignal, &old_term_);
+    Install(SIGUSR2, OnSnapshotSignal, &old_usr2_);
+  }
+  ~SignalScope() {
+    ::sigaction(SIGINT, &old_int_, nullptr);
+    ::sigaction(SIGTERM, &old_term_, nullptr);
+    ::sigaction(SIGUSR2, &old_usr2_, nullptr);
+    g_recording.store(nullptr);
+  }
+  SignalScope(const SignalScope&) = delete;
+  SignalScope& operator=(const SignalScope&) = delete;
+
+ private:
+  static void Install(int sig, void (*fn)(int), struct sigaction* old) {
+    struct sigaction sa {};
+    sa.sa_handler = fn;
+    sa.sa_flags = SA_RESTART;
+    ::sigemptyset(&sa.sa_mask);
+    ::sigaction(sig, &sa, old);
+  }
+  struct sigaction old_int_ {
+  }, old_term_{}, old_usr2_{};
+};
+
+// Progress on stderr in perf's and magic-trace's "[ ... ]" style.
+class PrintEvents final : public RecordingListener {
+ public:
+  void OnEvent(const RecordingEvent& e) override {
+    switch (e.kind) {
+      case RecordingEvent::Kind::kStarted:
+      case RecordingEvent::Kind::kTargetExited: return;  // said at the end
+      case RecordingEvent::Kind::kWarning:
+      case RecordingEvent::Kind::kDataLost:
+        std::fprintf(stderr, "ptsnap: warning: %.*s\n", static_cast<int>(e.message.size()),
+                     e.message.data());
+        return;
+      case RecordingEvent::Kind::kInfo:
+      case RecordingEvent::Kind::kSnapshot:
+        std::fprintf(stderr, "[ %.*s ]\n", static_cast<int>(e.message.size()), e.message.data());
+        return;
+    }
+  }
+};
+
+int ExitCodeFor(const Error& e) {
+  if (e.kind() == ErrorKind::kNoPmu) return kExitNoPt;
+  if (e.kind() == ErrorKind::kUsage) return kExitUsage;
+  return kExitFailure;
+}
+
 int RunRecord(Args& a, bool attach) {
   record::RecordOptions& o = a.opts;
-  // Options first: nothing is started or written while they can still fail.
-  if (a.include_kernel) o.scope = trace::Scope::kUserKernel;
-  if (a.kernel_only) o.scope = trace::Scope::kKernel;
+  // The command line's own syntax; everything else is the orchestrator's
+  // (session::PlanRecording, through Recording::Create).
+  RecordingOptions ro;
+  if (a.include_kernel) ro.scope = Scope::kUserAndKernel;
+  if (a.kernel_only) ro.scope = Scope::kKernel;
   if (!a.snapshot_size.empty()) {
     auto size = record::ParseSize(a.snapshot_size);
     if (!size) return Fail("--snapshot-size: " + size.error().ToString()), kExitUsage;
-    o.snapshot_size = *size;
+    ro.snapshot_size = *size;
   }
-  auto timing = perf::ParseTiming(a.timer);
-  if (!timing) return Fail(timing.error().ToString()), kExitUsage;
-  o.timer = *timing;
+  if (auto timing = perf::ParseTiming(a.timer); !timing)
+    return Fail(timing.error().ToString()), kExitUsage;
+  ro.timer_resolution = a.timer;
   if (!a.duration.empty()) {
     auto d = ParseDuration(a.duration);
     if (!d) return Fail(d.error().ToString()), kExitUsage;
-    o.duration = *d;
+    ro.duration = *d;
   }
   if (!a.cpus.empty()) {
     auto cpus = sys::ParseCpuList(a.cpus);
     if (!cpus || cpus->empty())
       return Fail("bad --cpu '" + a.cpus + "': expected a CPU list such as 0-3,7"), kExitUsage;
-    o.cpus = *cpus;
-    o.all_cpus = true;
+    ro.cpus = *cpus;
   }
-  if (o.all_cpus && o.emulate)
-    return Fail("--emulate traces one program: -a/--cpu (system-wide) needs hardware Intel PT"),
-           kExitUsage;
-  if (attach && a.pids.empty() && !o.all_cpus)
+  ro.all_cpus = o.all_cpus || !ro.cpus.empty();
+  if (attach && a.pids.empty() && !ro.all_cpus)
     return Fail("attach needs -p PID[,PID...] (or -a to trace the whole system)"), kExitUsage;
-  if (attach && a.pids.empty() && !o.trigger.empty())
-    return Fail("--trigger needs -p PID: the process whose code holds the trigger"), kExitUsage;
   if (attach) {
     for (std::string_view p : base::Split(a.pids, ',')) {
       if (a.pids.empty()) break;
       auto pid = base::ParseUint(p);
       if (!pid || *pid == 0 || *pid > INT32_MAX)
         return Fail("bad -p '" + a.pids + "': expected PID[,PID...]"), kExitUsage;
-      for (pid_t seen : o.pids)
-        if (seen == static_cast<pid_t>(*pid))
+      for (int seen : ro.pids)
+        if (seen == static_cast<int>(*pid))
           return Fail("-p lists process " + std::string(p) + " twice"), kExitUsage;
-      o.pids.push_back(static_cast<pid_t>(*pid));
+      ro.pids.push_back(static_cast<int>(*pid));
     }
   } else if (o.command.empty()) {
     return Fail("no command to run: ptsnap run [options] -- CMD ARGS..."), kExitUsage;
   }
-  if (o.output.empty()) o.output = "trace.fxt.gz";
-  const std::filesystem::path trace_dir =
-      o.trace_dir.empty() ? record::DefaultTraceDir(o.output) : o.trace_dir;
+  ro.command = o.command;
+  ro.collection = o.emulate ? Collection::kEmulated : Collection::kHardware;
+  ro.full_execution = o.full_execution;
+  ro.trigger = o.trigger;
+  ro.multi_snapshot = o.multi_snapshot;
+  ro.multi_thread = o.multi_thread;
+  ro.copy_binaries = o.copy_binaries;
+  // Ctrl-C on the terminal reaches the program already.
+  ro.stop_signal = 0;
+  // The trace directory: --trace-dir, else beside -o; an unnamed default
+  // one from an earlier run is moved aside (session.h).
+  ro.trace_dir = o.trace_dir.empty() && !o.output.empty() ? record::DefaultTraceDir(o.output)
+                                                          : o.trace_dir;
+  const bool named = !o.output.empty() || !o.trace_dir.empty();
+  const std::filesystem::path output = o.output.empty() ? "trace.fxt.gz" : o.output;
   if (!o.no_decode) {
-    if (auto w = CheckOutputWritable(o.output); !w) return Fail(w.error().ToString()), kExitFailure;
+    if (auto w = CheckOutputWritable(output); !w) return Fail(w.error().ToString()), kExitFailure;
   }
-  // The traced program or processes, and the trigger, before the PMU: a
-  // typo or a vanished process is reported as such on any machine.
-  if (attach) {
-    for (pid_t pid : o.pids) {
-      if (::kill(pid, 0) != 0 && errno == ESRCH)
-        return Fail("process " + std::to_string(pid) +
-                    " does not exist (it may have exited before ptsnap could attach)"),
-               kExitFailure;
-    }
-    if (!o.trigger.empty() && !o.emulate) {
-      auto r = record::ResolveTrigger(o.trigger, o.pids[0]);
-      if (!r) return Fail(r.error().ToString()), kExitFailure;
-    }
-  } else {
-    auto exe = record::FindExecutable(o.command[0]);
-    if (!exe) return Fail(exe.error().ToString()), kExitFailure;
-    if (auto r = record::CheckTriggerInFile(o.trigger, *exe); !r)
-      return Fail(r.error().ToString()), kExitFailure;
-  }
-  std::error_code ec;
-  if (std::filesystem::exists(trace_dir, ec)) {
-    return Fail("trace directory " + trace_dir.string() +
-                " already exists; remove it or choose another with --trace-dir (or -o)"),
-           kExitFailure;
-  }
+  // An unnamed default stays unnamed, so the orchestrator may move it aside.
+  if (!named) ro.trace_dir.clear();
 
-  if (o.emulate) {
-    auto status = emulate::RecordEmulated(o, trace_dir);
-    if (!status) return Fail(status.error().ToString()), kExitFailure;
-    std::fprintf(stderr, "[ %s exited with status %d; trace in %s ]\n",
-                 o.command.empty() ? "program" : o.command[0].c_str(), *status, trace_dir.c_str());
-  } else {
-    sys::HostCpuid cpuid;
-    auto prepared = record::Prepare(o, base::RootPath(), cpuid);
-    if (!prepared) {
-      Fail(prepared.error().ToString());
-      return prepared.error().kind() == ErrorKind::kNoPmu ? kExitNoPt : kExitFailure;
-    }
-    for (const auto& w : prepared->warnings)
-      std::fprintf(stderr, "ptsnap: warning: %s\n", w.c_str());
-    auto outcome = record::Record(o, std::move(*prepared), trace_dir, base::RootPath());
-    if (!outcome) {
-      Fail(outcome.error().ToString());
-      return kExitFailure;
-    }
-    for (const auto& w : outcome->warnings)
-      std::fprintf(stderr, "ptsnap: warning: %s\n", w.c_str());
-    std::fprintf(stderr, "[ Finished recording: %u snapshot(s) in %s ]\n", outcome->snapshots,
-                 trace_dir.c_str());
-    if (!attach)
-      std::fprintf(stderr, "[ %s exited with status %d ]\n", o.command[0].c_str(),
-                   outcome->program_status);
+  PrintEvents printer;
+  auto rec = Recording::Create(ro, &printer);
+  if (!rec) return Fail(rec.error().ToString()), ExitCodeFor(rec.error());
+  const std::filesystem::path trace_dir = rec->trace_dir();
+  Result<RecordingResult> result = Error("");
+  {
+    SignalScope signals(&*rec);
+    // A failed start ends the recording: Wait() returns its error.
+    (void)rec->Start();
+    result = rec->Wait();
   }
+  if (!result) return Fail(result.error().ToString()), ExitCodeFor(result.error());
+  for (const auto& w : result->warnings) std::fprintf(stderr, "ptsnap: warning: %s\n", w.c_str());
+  std::fprintf(stderr, "[ Finished recording: %u snapshot(s) in %s ]\n", result->snapshots,
+               trace_dir.c_str());
+  if (!attach)
+    std::fprintf(stderr, "[ %s exited with status %d ]\n", o.command[0].c_str(),
+                 result->program_status);
   if (o.no_decode) return kExitOk;
-  return DecodeAndReport(trace_dir, o.output, a.format);
+  return DecodeAndReport(trace_dir, output, a.format);
 }
 
 void AddShared(CLI::App* cmd, Args* a) {

@@ -115,12 +115,33 @@ TEST_F(CliErrors, DuplicatePidsAreAUsageError) {
   EXPECT_THAT(r.err, HasSubstr("lists process 1 twice"));
 }
 
-TEST_F(CliErrors, ExistingTraceDirIsRefused) {
+// A trace directory the user named is never replaced.
+TEST_F(CliErrors, ExistingNamedTraceDirIsRefused) {
   dir_.Write("trace.ptsnap/manifest.json", "{}");
-  Exit r = Ptsnap(dir_.path(), {"run", "--", "/bin/true"});
+  Exit r = Ptsnap(dir_.path(), {"run", "--trace-dir", "trace.ptsnap", "--", "/bin/true"});
   EXPECT_EQ(r.code, 1);
   EXPECT_THAT(r.err, HasSubstr("trace directory trace.ptsnap already exists"));
   EXPECT_EQ(std::filesystem::file_size(dir_.path() / "trace.ptsnap" / "manifest.json"), 2u);
+  Exit o = Ptsnap(dir_.path(), {"run", "-o", "trace.json", "--", "/bin/true"});
+  EXPECT_EQ(o.code, 1);
+  EXPECT_THAT(o.err, HasSubstr("trace directory trace.ptsnap already exists"));
+}
+
+// The default one is moved aside (one generation, like perf.data.old), but
+// only once the recording really starts: a run that fails its checks
+// leaves it where it is.
+TEST_F(CliErrors, DefaultTraceDirIsMovedAsideOnlyByARecording) {
+  dir_.Write("trace.ptsnap/manifest.json", "{}");
+  dir_.Write("trace.ptsnap.old/manifest.json", "{\"older\": 1}");
+  Exit fails = Ptsnap(dir_.path(), {"run", "--trigger", "no_such_fn", "--", "/bin/true"});
+  EXPECT_EQ(fails.code, 1);
+  EXPECT_EQ(std::filesystem::file_size(dir_.path() / "trace.ptsnap" / "manifest.json"), 2u);
+  Exit r = Ptsnap(dir_.path(), {"run", "--emulate", "--no-decode", "--", "/bin/true"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("[ Moved the previous recording trace.ptsnap to trace.ptsnap.old ]"));
+  // The previous recording is the .old one now; the older one is gone.
+  EXPECT_EQ(std::filesystem::file_size(dir_.path() / "trace.ptsnap.old" / "manifest.json"), 2u);
+  EXPECT_GT(std::filesystem::file_size(dir_.path() / "trace.ptsnap" / "manifest.json"), 2u);
 }
 
 TEST_F(CliErrors, UnwritableOutput) {
