@@ -4,6 +4,7 @@
 // directory (docs/trace-format.md) with source "emulated".
 #include "emulate/emulate.h"
 
+#include <dlfcn.h>
 #include <elf.h>
 #include <fcntl.h>
 #include <linux/perf_event.h>
@@ -31,6 +32,12 @@
 
 #ifndef PTSNAP_QEMU_PLUGIN_BUILD_PATH
 #define PTSNAP_QEMU_PLUGIN_BUILD_PATH ""
+#endif
+#ifndef PTSNAP_BUILD_ROOT
+#define PTSNAP_BUILD_ROOT ""
+#endif
+#ifndef PTSNAP_PLUGIN_FROM_BINDIR
+#define PTSNAP_PLUGIN_FROM_BINDIR "../lib/ptsnap"
 #endif
 
 namespace ptsnap::emulate {
@@ -61,10 +68,23 @@ Result<std::string> QemuVersion(const fs::path& qemu) {
   return out.substr(v + 8, end == std::string::npos ? std::string::npos : end - v - 8);
 }
 
+// The directory of the file this code was loaded from: the ptsnap binary,
+// or libptsnap.so in an agent.
 fs::path SelfDir() {
+  Dl_info info{};
+  if (::dladdr(reinterpret_cast<void*>(&FindPlugin), &info) != 0 && info.dli_fname != nullptr) {
+    std::error_code ec;
+    fs::path p = fs::canonical(info.dli_fname, ec);
+    if (!ec) return p.parent_path();
+  }
   std::error_code ec;
   fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   return ec ? fs::path() : exe.parent_path();
+}
+
+bool IsUnder(const fs::path& p, const fs::path& dir) {
+  auto rel = p.lexically_relative(dir);
+  return !dir.empty() && !rel.empty() && *rel.begin() != "..";
 }
 
 }  // namespace
@@ -92,17 +112,27 @@ Result<fs::path> FindPlugin() {
                    ": rebuild ptsnap (ninja -C build) or unset PTSNAP_QEMU_PLUGIN");
     return fs::path(env);
   }
+  // Installed: <libdir>/ptsnap/ beside libptsnap.so, or reached from
+  // <bindir> (PTSNAP_PLUGIN_FROM_BINDIR); a bundle or a copy: beside the
+  // binary. The build tree's copy only for binaries in the build tree, so
+  // an installed ptsnap never loads a plugin from where it was built.
   std::vector<fs::path> cands;
   fs::path self = SelfDir();
   if (!self.empty()) {
     cands.push_back(self / kPluginName);
-    cands.push_back(self / ".." / "src" / "emulate" / kPluginName);  // build tree: build/src/cli
+    cands.push_back(self / "ptsnap" / kPluginName);
+    cands.push_back(self / PTSNAP_PLUGIN_FROM_BINDIR / kPluginName);
+    if (IsUnder(self, PTSNAP_BUILD_ROOT) && *PTSNAP_QEMU_PLUGIN_BUILD_PATH)
+      cands.emplace_back(PTSNAP_QEMU_PLUGIN_BUILD_PATH);
   }
-  if (*PTSNAP_QEMU_PLUGIN_BUILD_PATH) cands.emplace_back(PTSNAP_QEMU_PLUGIN_BUILD_PATH);
   for (const auto& c : cands)
     if (::access(c.c_str(), R_OK) == 0) return fs::weakly_canonical(c);
-  return Error(std::string("the emulator plugin ") + kPluginName + " is missing (looked next to " +
-               "the ptsnap binary" + (self.empty() ? "" : " in " + self.string()) +
+  std::string looked;
+  for (const auto& c : cands)
+    looked += (looked.empty() ? "" : ", ") + c.lexically_normal().parent_path().string();
+  return Error(std::string("the emulator plugin ") + kPluginName + " is missing (looked in " +
+               (looked.empty() ? std::string("no directory: where ptsnap runs from is unknown")
+                               : looked) +
                "): reinstall ptsnap or set PTSNAP_QEMU_PLUGIN to its path");
 }
 
