@@ -89,7 +89,8 @@ class PTSNAP_API Decoder {
 
   // `format` "fxt", "json" or "events"; "" picks it from the suffix (.fxt,
   // .json, .events, each optionally .gz).
-  Result<DecodeSummary> WriteFile(const std::filesystem::path& output, std::string_view format = "");
+  Result<DecodeSummary> WriteFile(const std::filesystem::path& output,
+                                  std::string_view format = "");
   Result<DecodeSummary> Decode(DecodeListener& listener);
 
   [[nodiscard]] const std::filesystem::path& trace_dir() const;

@@ -27,7 +27,7 @@ struct ProbeResult {
   // "intel_pt-system-wide", "kcore", "emulated".
   std::vector<std::string> modes;
   bool user_scope = false, kernel_scope = false, system_wide = false;
-  bool kcore_usable = false;  // kernel images can be snapshotted
+  bool kcore_usable = false;            // kernel images can be snapshotted
   uint64_t default_snapshot_bytes = 0;  // per traced thread or CPU
   std::vector<ProbeCheck> checks;       // in docs/probe.md's order
   std::vector<std::string> warnings;    // files that existed but could not be read

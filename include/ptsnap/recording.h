@@ -32,7 +32,8 @@ namespace ptsnap {
 enum class Scope { kUser, kKernel, kUserAndKernel };
 enum class Collection {
   kHardware,  // Intel PT through perf_event_open
-  kEmulated,  // the program runs under qemu-user with ptsnap's PT plugin (user space, `command` only)
+  kEmulated,  // the program runs under qemu-user with ptsnap's PT plugin (user space, `command`
+              // only)
 };
 
 // What to record. Either `command` (a new program) or `pids` (running
@@ -55,10 +56,10 @@ struct RecordingOptions {
   // Snapshot when this runs: a function symbol, "addr:HEX", or "." for the
   // stop indicator (ptsnap/stop_indicator.h). Empty: no trigger.
   std::string trigger;
-  bool multi_snapshot = false;  // the trigger snapshots every time, not only the first
-  bool multi_thread = false;    // trace every thread (default: the main thread)
+  bool multi_snapshot = false;            // the trigger snapshots every time, not only the first
+  bool multi_thread = false;              // trace every thread (default: the main thread)
   std::chrono::milliseconds duration{0};  // stop after this long; 0: no limit
-  bool copy_binaries = false;  // copy the mapped binaries into the trace directory
+  bool copy_binaries = false;             // copy the mapped binaries into the trace directory
   // Where the raw recording goes. Empty: "trace.ptsnap" in the current
   // directory, an earlier one there moved to "trace.ptsnap.old". A directory
   // named here must not exist yet.

@@ -136,8 +136,8 @@ std::string DecodeSummary::ToJson() const {
   auto fns = [](const std::vector<FunctionTime>& v) {
     nlohmann::json a = nlohmann::json::array();
     for (const auto& f : v)
-      a.push_back({{"name", f.name}, {"total_ns", f.total_ns}, {"self_ns", f.self_ns},
-                   {"calls", f.calls}});
+      a.push_back(
+          {{"name", f.name}, {"total_ns", f.total_ns}, {"self_ns", f.self_ns}, {"calls", f.calls}});
     return a;
   };
   nlohmann::json j = {

@@ -75,9 +75,9 @@ struct Recording::Impl {
 
   std::mutex mu;
   std::condition_variable cv;
-  bool started = false;      // Start() was called
-  bool tracing = false;      // kStarted arrived
-  bool ended = false;        // RunRecording returned
+  bool started = false;  // Start() was called
+  bool tracing = false;  // kStarted arrived
+  bool ended = false;    // RunRecording returned
   std::optional<Result<RecordingResult>> result;
   std::mutex join_mu;  // one joiner at a time
   std::thread thread;

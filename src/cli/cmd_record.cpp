@@ -18,9 +18,9 @@
 #include "base/string_util.h"
 #include "cli/command.h"
 #include "perf/attr.h"
+#include "ptsnap/recording.h"
 #include "record/elf_symbols.h"
 #include "record/options.h"
-#include "ptsnap/recording.h"
 #include "sys/cpus.h"
 
 namespace ptsnap::cli {
@@ -217,8 +217,8 @@ int RunRecord(Args& a, bool attach) {
   ro.stop_signal = 0;
   // The trace directory: --trace-dir, else beside -o; an unnamed default
   // one from an earlier run is moved aside (session.h).
-  ro.trace_dir = o.trace_dir.empty() && !o.output.empty() ? record::DefaultTraceDir(o.output)
-                                                          : o.trace_dir;
+  ro.trace_dir =
+      o.trace_dir.empty() && !o.output.empty() ? record::DefaultTraceDir(o.output) : o.trace_dir;
   const bool named = !o.output.empty() || !o.trace_dir.empty();
   const std::filesystem::path output = o.output.empty() ? "trace.fxt.gz" : o.output;
   if (!o.no_decode) {

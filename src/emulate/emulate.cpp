@@ -130,10 +130,10 @@ Result<fs::path> FindPlugin() {
   std::string looked;
   for (const auto& c : cands)
     looked += (looked.empty() ? "" : ", ") + c.lexically_normal().parent_path().string();
-  return Error(std::string("the emulator plugin ") + kPluginName + " is missing (looked in " +
-               (looked.empty() ? std::string("no directory: where ptsnap runs from is unknown")
-                               : looked) +
-               "): reinstall ptsnap or set PTSNAP_QEMU_PLUGIN to its path");
+  return Error(
+      std::string("the emulator plugin ") + kPluginName + " is missing (looked in " +
+      (looked.empty() ? std::string("no directory: where ptsnap runs from is unknown") : looked) +
+      "): reinstall ptsnap or set PTSNAP_QEMU_PLUGIN to its path");
 }
 
 Result<uint64_t> ResolveSymbol(const fs::path& elf_path, const std::string& name) {
@@ -453,9 +453,9 @@ Result<int> RecordEmulated(const EmulationPlan& plan, const record::RecordOption
   // docs/trace-format.md: a recording ended by a stop request is "interrupted".
   const bool interrupted_by_user = stop_sent;
   const int exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  Emit(events, {record::Event::Kind::kTargetExited,
-                opts.command[0] + " exited with status " + std::to_string(exit_code), 0,
-                exit_code});
+  Emit(events,
+       {record::Event::Kind::kTargetExited,
+        opts.command[0] + " exited with status " + std::to_string(exit_code), 0, exit_code});
 
   // Collect the plugin's output.
   PluginEvents ev;

@@ -11,8 +11,8 @@
 
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <atomic>
+#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <map>

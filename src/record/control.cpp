@@ -79,7 +79,9 @@ void Control::Close(const std::string& why) {
   {
     std::lock_guard lock(mu_);
     if (!closed_) closed_ = why;
-    for (auto& p : pending_) done_.insert_or_assign(p.ticket, Error("the recording ended (" + why + ") before the snapshot was taken"));
+    for (auto& p : pending_)
+      done_.insert_or_assign(
+          p.ticket, Error("the recording ended (" + why + ") before the snapshot was taken"));
     pending_.clear();
   }
   cv_.notify_all();

@@ -249,6 +249,13 @@ Result<std::vector<TriggerHit>> HardwarePtSource::PollTriggers() {
   return hits;
 }
 
+std::vector<int> HardwarePtSource::WakeFds() const {
+  std::vector<int> fds;
+  for (const auto& [key, t] : units_)
+    for (const Breakpoint& bp : t.breakpoints) fds.push_back(bp.event->fd());
+  return fds;
+}
+
 Result<void> HardwarePtSource::Snapshot(trace::TraceWriter& writer, uint32_t seq, bool resume) {
   // Stop every PT event (every CPU's, system-wide) first: IOC_DISABLE is
   // synchronous, aux_head is published when it returns. Then copy each ring,

@@ -65,6 +65,7 @@ class HardwarePtSource final : public PtSource {
   Result<SidebandEvents> DrainSideband(trace::TraceWriter& writer) override;
   Result<void> DrainAux(trace::TraceWriter& writer) override;
   Result<std::vector<TriggerHit>> PollTriggers() override;
+  [[nodiscard]] std::vector<int> WakeFds() const override;
   Result<void> Snapshot(trace::TraceWriter& writer, uint32_t seq, bool resume) override;
   Result<void> Finish(trace::TraceWriter& writer) override;
   uint64_t Now() const override;

@@ -66,6 +66,12 @@ class PtSource {
   virtual Result<void> DrainAux(trace::TraceWriter& writer) = 0;
   // Breakpoint hits since the last call.
   virtual Result<std::vector<TriggerHit>> PollTriggers() = 0;
+  // File descriptors that become readable when a trigger is hit (the
+  // breakpoints' rings, wakeup_events 1): the session loop sleeps in poll()
+  // on them, so a hit wakes it at once and PT is disabled before anything
+  // else is done (hw-path-review.md: the ring holds well under a
+  // millisecond at full rate).
+  [[nodiscard]] virtual std::vector<int> WakeFds() const { return {}; }
   // Snapshot mode: disables PT, copies every ring into a stream tagged with
   // `seq`, and re-enables PT when `resume`.
   virtual Result<void> Snapshot(trace::TraceWriter& writer, uint32_t seq, bool resume) = 0;

@@ -651,8 +651,9 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
         Emit(events, {Event::Kind::kInfo, "Tracing CPUs " + FormatCpuList(prepared.cpus) +
                                               " system-wide. Press Ctrl-C to stop recording."});
       } else {
-        Emit(events, {Event::Kind::kInfo, "Attached to " + std::to_string(source->traced_threads()) +
-                                              " thread(s). Press Ctrl-C to stop recording."});
+        Emit(events,
+             {Event::Kind::kInfo, "Attached to " + std::to_string(source->traced_threads()) +
+                                      " thread(s). Press Ctrl-C to stop recording."});
       }
     }
     CopyKernel(prepared, root, writer);
@@ -666,7 +667,20 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
     bool recording = true;
     std::vector<pid_t> gone;
     while (recording) {
-      control.Wait(std::chrono::milliseconds(5));
+      // Sleeps until a trigger's breakpoint fires, a request arrives, or
+      // the next drain is due. A hit is handled first: Snapshot disables PT
+      // before the sideband and the streams are touched.
+      control.Wait(std::chrono::milliseconds(5), source->WakeFds());
+      PTSNAP_ASSIGN_OR_RETURN(auto hits, source->PollTriggers());
+      if (!hits.empty()) {
+        const TriggerHit& h = hits.front();
+        PTSNAP_TRY(session.TakeSnapshot(IsStopIndicator(h.symbol)
+                                            ? trace::SnapshotReason::kStopIndicator
+                                            : trace::SnapshotReason::kTrigger,
+                                        h.symbol.empty() ? "addr:" + base::Hex(h.ip) : h.symbol,
+                                        h.time, h.tid, opts.multi_snapshot));
+        if (!opts.multi_snapshot) break;
+      }
       PTSNAP_ASSIGN_OR_RETURN(SidebandEvents ev, source->DrainSideband(writer));
       mapped_files.insert(ev.mapped_files.begin(), ev.mapped_files.end());
       for (auto [pid, tid] : ev.new_threads) {
@@ -688,16 +702,6 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
         }
       }
 
-      PTSNAP_ASSIGN_OR_RETURN(auto hits, source->PollTriggers());
-      if (!hits.empty()) {
-        const TriggerHit& h = hits.front();
-        PTSNAP_TRY(session.TakeSnapshot(IsStopIndicator(h.symbol)
-                                            ? trace::SnapshotReason::kStopIndicator
-                                            : trace::SnapshotReason::kTrigger,
-                                        h.symbol.empty() ? "addr:" + base::Hex(h.ip) : h.symbol,
-                                        h.time, h.tid, opts.multi_snapshot));
-        if (!opts.multi_snapshot) break;
-      }
       // Asked for (SIGUSR2, Recording::Snapshot): the recording goes on
       // after it unless it was the single snapshot of a triggerless run.
       bool single_taken = false;
@@ -725,9 +729,9 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
           end_reason = trace::SnapshotReason::kExit;
           end_detail = "status " + std::to_string(status);
           recording = false;
-          Emit(events, {Event::Kind::kTargetExited,
-                        opts.command[0] + " exited with status " + std::to_string(status), 0,
-                        status});
+          Emit(events,
+               {Event::Kind::kTargetExited,
+                opts.command[0] + " exited with status " + std::to_string(status), 0, status});
         }
       } else if (!pids.empty()) {
         bool all_gone = true;
@@ -760,11 +764,11 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
       }
       if (truncated > 0 || lost > 0)
         Emit(events, {Event::Kind::kDataLost,
-            "PT data was lost: the AUX buffer filled " + std::to_string(truncated) +
-            " time(s) before ptsnap drained it" +
-            (lost > 0 ? " and " + std::to_string(lost) + " bytes were skipped" : "") +
-            "; the trace has gaps there (`truncated` and `lost_bytes` per stream in "
-            "manifest.json); a larger --snapshot-size helps"});
+                      "PT data was lost: the AUX buffer filled " + std::to_string(truncated) +
+                          " time(s) before ptsnap drained it" +
+                          (lost > 0 ? " and " + std::to_string(lost) + " bytes were skipped" : "") +
+                          "; the trace has gaps there (`truncated` and `lost_bytes` per stream in "
+                          "manifest.json); a larger --snapshot-size helps"});
     }
     RecordBinaries(writer, mapped_files, opts.copy_binaries,
                    std::vector<pid_t>(vdso_pids.begin(), vdso_pids.end()));

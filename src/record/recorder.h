@@ -20,8 +20,8 @@
 
 #include "base/root_path.h"
 #include "perf/attr.h"
-#include "record/control.h"
 #include "ptsnap/result.h"
+#include "record/control.h"
 #include "record/hardware_source.h"
 #include "record/options.h"
 #include "sys/cpuid.h"

@@ -61,7 +61,8 @@ fs::path TraceDirFor(const record::RecordOptions& opts) {
 
 Result<Plan> PlanRecording(record::RecordOptions opts, const PlanEnv& env) {
   Plan plan;
-  if (auto ok = CheckCombination(opts); !ok) return std::move(ok).error().WithKind(ErrorKind::kUsage);
+  if (auto ok = CheckCombination(opts); !ok)
+    return std::move(ok).error().WithKind(ErrorKind::kUsage);
 
   // The trace directory: one the user named is never replaced; the default
   // one is moved aside (one generation) so trace, look, trace again works.

@@ -33,7 +33,7 @@ struct Plan {
   // The default trace directory exists from an earlier recording: RunRecording
   // moves it to trace_dir + ".old" first (one generation, like perf.data.old).
   bool move_previous_aside = false;
-  std::optional<record::Prepared> hardware;       // opts.emulate false
+  std::optional<record::Prepared> hardware;        // opts.emulate false
   std::optional<emulate::EmulationPlan> emulated;  // opts.emulate true
   std::vector<std::string> warnings;
 };

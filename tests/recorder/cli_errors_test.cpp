@@ -138,7 +138,8 @@ TEST_F(CliErrors, DefaultTraceDirIsMovedAsideOnlyByARecording) {
   EXPECT_EQ(std::filesystem::file_size(dir_.path() / "trace.ptsnap" / "manifest.json"), 2u);
   Exit r = Ptsnap(dir_.path(), {"run", "--emulate", "--no-decode", "--", "/bin/true"});
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_THAT(r.err, HasSubstr("[ Moved the previous recording trace.ptsnap to trace.ptsnap.old ]"));
+  EXPECT_THAT(r.err,
+              HasSubstr("[ Moved the previous recording trace.ptsnap to trace.ptsnap.old ]"));
   // The previous recording is the .old one now; the older one is gone.
   EXPECT_EQ(std::filesystem::file_size(dir_.path() / "trace.ptsnap.old" / "manifest.json"), 2u);
   EXPECT_GT(std::filesystem::file_size(dir_.path() / "trace.ptsnap" / "manifest.json"), 2u);

@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/eventfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -38,8 +39,8 @@ namespace {
 
 // Record() with nobody driving it unless `control` is given (the public
 // API and the CLI turn signals into Control requests; see control.h).
-Result<Outcome> RecordUndriven(const RecordOptions& o, Prepared p,
-                               const std::filesystem::path& dir, const base::RootPath& root,
+Result<Outcome> RecordUndriven(const RecordOptions& o, Prepared p, const std::filesystem::path& dir,
+                               const base::RootPath& root,
                                const SourceFactory& make_source = nullptr,
                                Control* control = nullptr) {
   Control own;
@@ -564,7 +565,7 @@ class FakeCpuSource final : public PtSource {
   int drain_calls_ = 0;
 
  public:
-  int stop_after_drains_ = 0;          // > 0: a stop request once this many drains happened
+  int stop_after_drains_ = 0;  // > 0: a stop request once this many drains happened
   Control* control_ = nullptr;
   std::optional<Error> add_cpu_error;  // what AddCpu fails with, when set
 };
@@ -707,8 +708,9 @@ TEST(SystemWide, FullExecutionStreamsToDiskWhileRecordingAndCountsLoss) {
   Control control;
   fake->control_ = &control;
   std::vector<Event> events;
-  auto out = Record(opts, p, dir.path() / "full", base::RootPath(), control,
-                    [&events](const Event& e) { events.push_back(e); }, FakeFactory(fake));
+  auto out = Record(
+      opts, p, dir.path() / "full", base::RootPath(), control,
+      [&events](const Event& e) { events.push_back(e); }, FakeFactory(fake));
   ASSERT_THAT(out, HasValue());
   EXPECT_GT(fake->on_disk_while_recording, 0u);  // streamed, not held until the end
   auto reader = trace::TraceReader::Open(dir.path() / "full");
@@ -826,6 +828,104 @@ TEST(SystemWide, RunTracesTheWholeSystemWhileTheProgramRuns) {
       exec_seen = std::find(online->begin(), online->end(), static_cast<int>(r.sample_id.cpu)) !=
                   online->end();
   EXPECT_TRUE(exec_seen);
+}
+
+// ---- The trigger path (hw-path-review.md: "the trigger is slow") --------
+
+// A source whose breakpoint "fires" while the loop drains the sideband,
+// signalled on an eventfd as a breakpoint ring's fd is. The loop must take
+// the snapshot (PT disabled) before it drains anything again. (Control's
+// own test shows the fd wakes a sleeping loop at once.)
+class FakeTriggerSource final : public PtSource {
+ public:
+  FakeTriggerSource() : wake_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
+  Result<void> AddThread(pid_t, pid_t, bool) override { return Ok(); }
+  Result<void> AddCpu(int) override { return Ok(); }
+  Result<void> ArmTriggers(const std::vector<TriggerPoint>&) override { return Ok(); }
+  Result<void> EnableAll() override { return Ok(); }
+  Result<SidebandEvents> DrainSideband(trace::TraceWriter&) override {
+    if (++drains == 3) {
+      drains_at_hit = drains;
+      const uint64_t one = 1;
+      (void)!::write(wake_.get(), &one, sizeof one);
+    }
+    return SidebandEvents{};
+  }
+  Result<void> DrainAux(trace::TraceWriter&) override { return Ok(); }
+  Result<std::vector<TriggerHit>> PollTriggers() override {
+    uint64_t n = 0;
+    if (::read(wake_.get(), &n, sizeof n) == sizeof n) {
+      return std::vector<TriggerHit>{
+          {0x1234, static_cast<uint32_t>(getpid()), static_cast<uint32_t>(getpid()), 42, "fired"}};
+    }
+    return std::vector<TriggerHit>{};
+  }
+  Result<void> Snapshot(trace::TraceWriter&, uint32_t, bool) override {
+    drains_at_snapshot = drains;
+    return Ok();
+  }
+  Result<void> Finish(trace::TraceWriter&) override { return Ok(); }
+  uint64_t Now() const override { return 1; }
+  size_t traced_threads() const override { return 1; }
+  bool HasThread(pid_t) const override { return true; }
+  std::optional<trace::TimeConv> time_conv() const override { return std::nullopt; }
+  std::vector<int> WakeFds() const override { return {wake_.get()}; }
+
+  int drains = 0, drains_at_hit = -1, drains_at_snapshot = -1;
+
+ private:
+  base::UniqueFd wake_;
+};
+
+TEST(Trigger, AHitWakesTheLoopAndIsSnapshottedBeforeAnyDrain) {
+  TempDir dir;
+  RecordOptions opts;
+  opts.pids = {getpid()};
+  opts.duration = std::chrono::seconds(60);  // a safety net: the hit ends it
+  Prepared p;
+  FakeTriggerSource fake;
+  auto factory = [&fake](const HardwareConfig&) -> Result<std::unique_ptr<PtSource>> {
+    // Record owns (and destroys) what the factory returns: hand it a
+    // forwarding shell so the test can read the fake afterwards.
+    struct Shell final : PtSource {
+      explicit Shell(FakeTriggerSource* f) : f(f) {}
+      FakeTriggerSource* f;
+      Result<void> AddThread(pid_t a, pid_t b, bool c) override { return f->AddThread(a, b, c); }
+      Result<void> AddCpu(int c) override { return f->AddCpu(c); }
+      Result<void> ArmTriggers(const std::vector<TriggerPoint>& p) override {
+        return f->ArmTriggers(p);
+      }
+      Result<void> EnableAll() override { return f->EnableAll(); }
+      Result<SidebandEvents> DrainSideband(trace::TraceWriter& w) override {
+        return f->DrainSideband(w);
+      }
+      Result<void> DrainAux(trace::TraceWriter& w) override { return f->DrainAux(w); }
+      Result<std::vector<TriggerHit>> PollTriggers() override { return f->PollTriggers(); }
+      Result<void> Snapshot(trace::TraceWriter& w, uint32_t s, bool r) override {
+        return f->Snapshot(w, s, r);
+      }
+      Result<void> Finish(trace::TraceWriter& w) override { return f->Finish(w); }
+      uint64_t Now() const override { return f->Now(); }
+      size_t traced_threads() const override { return f->traced_threads(); }
+      bool HasThread(pid_t t) const override { return f->HasThread(t); }
+      std::optional<trace::TimeConv> time_conv() const override { return f->time_conv(); }
+      std::vector<int> WakeFds() const override { return f->WakeFds(); }
+    };
+    return std::unique_ptr<PtSource>(std::make_unique<Shell>(&fake));
+  };
+  const auto start = std::chrono::steady_clock::now();
+  auto out = RecordUndriven(opts, p, dir.path() / "trig", base::RootPath(), factory);
+  ASSERT_THAT(out, HasValue());
+  EXPECT_EQ(out->snapshots, 1u);
+  ASSERT_GE(fake.drains_at_hit, 0);
+  EXPECT_EQ(fake.drains_at_snapshot, fake.drains_at_hit)
+      << "a sideband drain ran between the breakpoint hit and the PT disable";
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60));
+  auto reader = trace::TraceReader::Open(dir.path() / "trig");
+  ASSERT_THAT(reader, HasValue());
+  ASSERT_EQ(reader->manifest().snapshots.size(), 1u);
+  EXPECT_EQ(reader->manifest().snapshots[0].reason, trace::SnapshotReason::kTrigger);
+  EXPECT_EQ(reader->manifest().snapshots[0].detail, "fired");
 }
 
 }  // namespace
