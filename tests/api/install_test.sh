@@ -36,7 +36,8 @@ pc=$(find "$dest" -name ptsnap.pc | head -n 1)
 # its -I and -L paths.
 export PKG_CONFIG_PATH=$(dirname "$pc")
 export PKG_CONFIG_SYSROOT_DIR=$dest
-libdir=$dest$(pkg-config --variable=libdir ptsnap)
+libdir=$(pkg-config --variable=libdir ptsnap)
+case $libdir in "$dest"/*) ;; *) libdir=$dest$libdir ;; esac  # pkgconf adds the sysroot, pkg-config not
 so=$libdir/libptsnap.so.0
 [ -e "$so" ] || fail "$so not installed"
 [ -e "$libdir/ptsnap/libptsnap_qemu.so" ] || fail "the emulator plugin is not in $libdir/ptsnap"
@@ -45,10 +46,11 @@ echo "libs:   $(pkg-config --libs ptsnap)"
 
 echo "== SONAME and exported symbols"
 readelf -d "$so" | grep -q 'SONAME.*\[libptsnap\.so\.0\]' || fail "SONAME is not libptsnap.so.0"
-nm -D --defined-only "$so" | awk '{print $3}' | c++filt >"$tmp/symbols"
+# nm -D prints versioned names (ptsnap_version@@PTSNAP_0): drop the version.
+nm -D --defined-only "$so" | awk '{print $3}' | sed 's/@.*//' | c++filt >"$tmp/symbols"
 grep -q '^ptsnap_recording_create$' "$tmp/symbols" || fail "ptsnap_recording_create not exported"
 grep -q '^ptsnap::Recording::Create(' "$tmp/symbols" || fail "ptsnap::Recording::Create not exported"
-if grep -Ev '^(PTSNAP_0$|ptsnap_[a-z_0-9]+$|ptsnap::(Probe|Version|Recording|Decoder|DecodeSummary|Error)\b)' \
+if grep -Ev '^(PTSNAP_0$|ptsnap_[a-z_0-9]+$|ptsnap::(Probe|ProbeCheck|ProbeResult|Version|Recording|Decoder|DecodeSummary|Error)(\(|::))' \
   "$tmp/symbols" >"$tmp/stray"; then
   head -n 20 "$tmp/stray"
   fail "libptsnap.so exports $(wc -l <"$tmp/stray") symbol(s) outside the API (above)"
@@ -61,9 +63,16 @@ echo "== C header alone as C99"
 cc -std=c99 -Wall -Wextra -pedantic -Werror -fsyntax-only $(pkg-config --cflags ptsnap) \
   -x c - <<<'#include <ptsnap/ptsnap.h>' || fail "ptsnap/ptsnap.h is not C99"
 
+echo "== each installed C++ header on its own"
+for h in "$dest"$(pkg-config --variable=includedir ptsnap | sed "s|^$dest||")/ptsnap/*.h; do
+  c++ -std=c++20 -Wall -Werror -fsyntax-only $(pkg-config --cflags ptsnap) -x c++ - \
+    <<<"#include <ptsnap/$(basename "$h")>" || fail "ptsnap/$(basename "$h") does not compile alone"
+done
+
 # Copies of the examples, built outside the source tree.
 cp -r "$MESON_SOURCE_ROOT/examples" "$tmp/examples"
 unset PTSNAP_QEMU_PLUGIN  # the library finds its plugin beside itself
+cd "$tmp"                 # the examples' default trace directory lands here
 export LD_LIBRARY_PATH=$libdir
 run_with_snap() {  # out-file command...: feeds "snap" once the program runs
   local out=$1
@@ -79,7 +88,7 @@ expect_fib() {
 
 echo "== C++ agent (shared)"
 "$tmp/examples/agent/build.sh"
-run_with_snap "$tmp/agent.out" "$tmp/examples/agent/agent" "$EMU_FIB" 40
+AGENT_TRACE_DIR=$tmp/agent.ptsnap run_with_snap "$tmp/agent.out" "$tmp/examples/agent/agent" "$EMU_FIB" 40
 expect_fib "$tmp/agent.out"
 
 echo "== C example"
