@@ -285,19 +285,22 @@ Result<EmulationPlan> PlanEmulation(const record::RecordOptions& opts) {
     if (found == 0)
       return Error(program.string() +
                    " has no stop indicator (ptsnap_take_snapshot or magic_trace_stop_indicator "
-                   "in its symbol table): call one, or drop --trigger .");
+                   "in its symbol table): call one, or drop --trigger .")
+          .WithKind(ErrorKind::kTrigger);
   } else if (opts.trigger.rfind("addr:", 0) == 0) {
     char* end = nullptr;
     uint64_t a = std::strtoull(opts.trigger.c_str() + 5, &end, 16);
     if (end == opts.trigger.c_str() + 5 || *end != '\0')
-      return Error("--trigger " + opts.trigger + ": expected addr:HEX (a link-time address)");
+      return Error("--trigger " + opts.trigger + ": expected addr:HEX (a link-time address)")
+          .WithKind(ErrorKind::kTrigger);
     plan.plugin_args.push_back("trigger=" + std::to_string(a));
     plan.plugin_args.push_back("trigger_name=" + opts.trigger);
   } else if (!opts.trigger.empty()) {
     auto a = ResolveSymbol(program, opts.trigger);
     if (!a)
       return Error("--trigger " + opts.trigger + ": no such function in " + program.string() +
-                   "'s symbol table (emulation resolves triggers in the main program only)");
+                   "'s symbol table (emulation resolves triggers in the main program only)")
+          .WithKind(ErrorKind::kTrigger);
     plan.plugin_args.push_back("trigger=" + std::to_string(*a));
     plan.plugin_args.push_back("trigger_name=" + opts.trigger);
   }

@@ -1,0 +1,150 @@
+// The public C++ API (ptsnap/recording.h, ptsnap/decoder.h) as an agent
+// uses it, linked against libptsnap.so. Api.*: no recording happens
+// (suite unit); ApiEmulated.*: records fib under the emulator (suite
+// integration, tests/api/meson.build; needs EMU_PROGRAMS_DIR).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <thread>
+
+#include "ptsnap/decoder.h"
+#include "ptsnap/probe.h"
+#include "ptsnap/recording.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "ptsnap-api-XXXXXX").string();
+    path_ = ::mkdtemp(tmpl.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+fs::path Program(const std::string& name) {
+  const char* dir = std::getenv("EMU_PROGRAMS_DIR");
+  if (dir == nullptr) return {};
+  return fs::path(dir) / ("emu_" + name);
+}
+
+TEST(Api, VersionIsSet) { EXPECT_STREQ(ptsnap::Version(), "0.1.0"); }
+
+TEST(Api, NoCommandAndNoPidsIsUsage) {
+  ptsnap::RecordingOptions o;
+  o.collection = ptsnap::Collection::kEmulated;
+  auto rec = ptsnap::Recording::Create(o);
+  ASSERT_FALSE(rec);
+  EXPECT_EQ(rec.error().kind(), ptsnap::ErrorKind::kUsage) << rec.error().ToString();
+  EXPECT_FALSE(rec.error().ToString().empty());
+}
+
+TEST(Api, DecoderOpenOfAMissingDirectoryFails) {
+  TempDir tmp;
+  auto d = ptsnap::Decoder::Open(tmp.path() / "nope");
+  ASSERT_FALSE(d);
+  EXPECT_NE(d.error().ToString().find("nope"), std::string::npos) << d.error().ToString();
+}
+
+class Events final : public ptsnap::RecordingListener {
+ public:
+  void OnEvent(const ptsnap::RecordingEvent& e) override {
+    if (e.kind == ptsnap::RecordingEvent::Kind::kSnapshot) ++snapshots;
+    if (e.kind == ptsnap::RecordingEvent::Kind::kStarted) ++started;
+  }
+  std::atomic<int> snapshots{0}, started{0};
+};
+
+class Slices final : public ptsnap::DecodeListener {
+ public:
+  void OnThread(int32_t, int32_t, std::string_view) override { ++threads; }
+  void OnSlice(const ptsnap::DecodedSlice& s) override {
+    EXPECT_LE(s.begin_ns, s.end_ns);
+    ++calls[std::string(s.name)];
+  }
+  int threads = 0;
+  std::map<std::string, int> calls;
+};
+
+TEST(ApiEmulated, MissingTriggerSymbolIsReportedAtCreate) {
+  ASSERT_FALSE(Program("fib").empty()) << "EMU_PROGRAMS_DIR is not set";
+  TempDir tmp;
+  ptsnap::RecordingOptions o;
+  o.collection = ptsnap::Collection::kEmulated;
+  o.command = {Program("fib").string(), "5"};
+  o.trigger = "no_such_function_anywhere";
+  o.trace_dir = tmp.path() / "trace";
+  auto rec = ptsnap::Recording::Create(o);
+  ASSERT_FALSE(rec);
+  EXPECT_EQ(rec.error().kind(), ptsnap::ErrorKind::kTrigger) << rec.error().ToString();
+  EXPECT_NE(rec.error().ToString().find("no_such_function_anywhere"), std::string::npos);
+  EXPECT_FALSE(fs::exists(o.trace_dir)) << "Create must not start anything";
+}
+
+TEST(ApiEmulated, SnapshotWhileRunningThenStopDecodes) {
+  ASSERT_FALSE(Program("fib").empty()) << "EMU_PROGRAMS_DIR is not set";
+  TempDir tmp;
+  ptsnap::RecordingOptions o;
+  o.collection = ptsnap::Collection::kEmulated;
+  o.command = {Program("fib").string(), "40"};
+  o.trace_dir = tmp.path() / "trace";
+  o.snapshot_size = 256 << 10;
+  Events events;
+  auto rec = ptsnap::Recording::Create(o, &events);
+  ASSERT_TRUE(rec) << rec.error().ToString();
+  EXPECT_EQ(rec->trace_dir(), o.trace_dir);
+  auto started = rec->Start();
+  ASSERT_TRUE(started) << started.error().ToString();
+  EXPECT_EQ(events.started, 1);
+  // Into fib's recursion (the loader and libc's start are done by then).
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  auto snap = rec->Snapshot("x");
+  ASSERT_TRUE(snap) << snap.error().ToString();
+  EXPECT_GE(snap->seq, 1u);
+  auto result = rec->Stop();
+  ASSERT_TRUE(result) << result.error().ToString();
+  EXPECT_TRUE(result->interrupted);
+  EXPECT_EQ(result->program_status, 128 + SIGINT);
+  EXPECT_GE(result->snapshots, 2u);  // ours and the one at the stop
+  EXPECT_GE(events.snapshots, 1);
+
+  ptsnap::DecodeOptions d;
+  d.snapshot = snap->seq;
+  auto decoder = ptsnap::Decoder::Open(o.trace_dir, d);
+  ASSERT_TRUE(decoder) << decoder.error().ToString();
+  Slices slices;
+  auto summary = decoder->Decode(slices);
+  ASSERT_TRUE(summary) << summary.error().ToString();
+  EXPECT_GE(slices.threads, 1);
+  EXPECT_GT(slices.calls["fib"], 100);
+  EXPECT_GT(summary->slices, 100u);
+  ASSERT_FALSE(summary->top_total.empty());
+
+  auto again = ptsnap::Decoder::Open(o.trace_dir, d);
+  ASSERT_TRUE(again) << again.error().ToString();
+  auto written = again->WriteFile(tmp.path() / "out.json");
+  ASSERT_TRUE(written) << written.error().ToString();
+  EXPECT_EQ(written->format, "json");
+  std::ifstream in(tmp.path() / "out.json");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("\"fib\""), std::string::npos);
+}
+
+}  // namespace

@@ -1,0 +1,209 @@
+// The C ABI (ptsnap/ptsnap.h), linked against libptsnap.so. CApi.*: no
+// recording happens (suite unit); CApiEmulated.*: records fib under the
+// emulator through the C calls (suite integration, tests/api/meson.build).
+#include "ptsnap/ptsnap.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "ptsnap-capi-XXXXXX").string();
+    path_ = ::mkdtemp(tmpl.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+struct Options {
+  Options() : p(ptsnap_options_new()) {}
+  ~Options() { ptsnap_options_free(p); }
+  ptsnap_options* p;
+};
+
+TEST(CApi, Version) { EXPECT_STREQ(ptsnap_version(), PTSNAP_VERSION_STRING); }
+
+TEST(CApi, KnownOptionsAreAccepted) {
+  Options o;
+  ASSERT_NE(o.p, nullptr);
+  for (auto [k, v] : std::map<std::string, std::string>{{"emulate", "1"},
+                                                        {"trace-dir", "/tmp/x"},
+                                                        {"trigger", "main"},
+                                                        {"snapshot-size", "4M"},
+                                                        {"timer-resolution", "high"},
+                                                        {"full-execution", "false"},
+                                                        {"multi-snapshot", "yes"},
+                                                        {"multi-thread", "0"},
+                                                        {"duration-ms", "1500"},
+                                                        {"copy-binaries", "true"},
+                                                        {"pid", "1"},
+                                                        {"scope", "both"},
+                                                        {"stop-signal", "SIGTERM"}}) {
+    EXPECT_EQ(ptsnap_options_set(o.p, k.c_str(), v.c_str()), PTSNAP_OK)
+        << k << ": " << ptsnap_last_error();
+  }
+  EXPECT_EQ(ptsnap_options_add_arg(o.p, "true"), PTSNAP_OK);
+}
+
+TEST(CApi, UnknownOptionNamesTheKey) {
+  Options o;
+  EXPECT_EQ(ptsnap_options_set(o.p, "snapshot-sise", "4M"), PTSNAP_ERR_INVALID_ARGUMENT);
+  std::string msg = ptsnap_last_error();
+  EXPECT_NE(msg.find("unknown option \"snapshot-sise\""), std::string::npos) << msg;
+  EXPECT_NE(msg.find("snapshot-size"), std::string::npos) << msg;
+}
+
+TEST(CApi, BadValuesNameTheKeyAndWhatItAccepts) {
+  Options o;
+  EXPECT_EQ(ptsnap_options_set(o.p, "emulate", "maybe"), PTSNAP_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(ptsnap_last_error()).find("\"emulate\""), std::string::npos);
+  EXPECT_EQ(ptsnap_options_set(o.p, "scope", "all"), PTSNAP_ERR_INVALID_ARGUMENT);
+  std::string msg = ptsnap_last_error();
+  EXPECT_NE(msg.find("user, kernel, both"), std::string::npos) << msg;
+  EXPECT_EQ(ptsnap_options_set(o.p, "snapshot-size", "lots"), PTSNAP_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(ptsnap_last_error()).find("snapshot-size"), std::string::npos);
+  EXPECT_EQ(ptsnap_options_set(o.p, "pid", "-3"), PTSNAP_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(ptsnap_options_set(o.p, "duration-ms", "1s"), PTSNAP_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(ptsnap_options_set(o.p, "stop-signal", "SIGNOPE"), PTSNAP_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(ptsnap_options_set(nullptr, "emulate", "1"), PTSNAP_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(ptsnap_options_set(o.p, "emulate", nullptr), PTSNAP_ERR_INVALID_ARGUMENT);
+}
+
+TEST(CApi, LastErrorIsPerThread) {
+  Options o;
+  EXPECT_EQ(ptsnap_options_set(o.p, "bogus", "1"), PTSNAP_ERR_INVALID_ARGUMENT);
+  std::string other = "unset";
+  std::thread([&] { other = ptsnap_last_error(); }).join();
+  EXPECT_EQ(other, "");
+  EXPECT_NE(std::string(ptsnap_last_error()).find("bogus"), std::string::npos);
+}
+
+TEST(CApi, CreateWithoutCommandIsUsage) {
+  Options o;
+  ASSERT_EQ(ptsnap_options_set(o.p, "emulate", "1"), PTSNAP_OK);
+  ptsnap_recording* rec = reinterpret_cast<ptsnap_recording*>(1);
+  EXPECT_EQ(ptsnap_recording_create(o.p, nullptr, nullptr, &rec), PTSNAP_ERR_USAGE);
+  EXPECT_EQ(rec, nullptr);
+  EXPECT_STRNE(ptsnap_last_error(), "");
+}
+
+TEST(CApi, DecoderOpenOfAMissingDirectoryFails) {
+  TempDir tmp;
+  std::string dir = (tmp.path() / "missing.ptsnap").string();
+  ptsnap_decoder* d = nullptr;
+  EXPECT_NE(ptsnap_decoder_open(dir.c_str(), 0, &d), PTSNAP_OK);
+  EXPECT_EQ(d, nullptr);
+  std::string msg = ptsnap_last_error();
+  EXPECT_NE(msg.find("missing.ptsnap"), std::string::npos) << msg;
+  EXPECT_EQ(ptsnap_decoder_open(nullptr, 0, &d), PTSNAP_ERR_INVALID_ARGUMENT);
+}
+
+TEST(CApi, NullHandlesAreHarmless) {
+  ptsnap_options_free(nullptr);
+  ptsnap_recording_free(nullptr);
+  ptsnap_decoder_free(nullptr);
+  ptsnap_free(nullptr);
+  ptsnap_recording_request_stop(nullptr);
+  EXPECT_STREQ(ptsnap_recording_trace_dir(nullptr), "");
+  EXPECT_EQ(ptsnap_recording_start(nullptr), PTSNAP_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(ptsnap_decoder_decode(nullptr, nullptr, nullptr, nullptr), PTSNAP_ERR_INVALID_ARGUMENT);
+}
+
+TEST(CApi, ProbeJsonParses) {
+  char* text = ptsnap_probe_json();
+  ASSERT_NE(text, nullptr);
+  auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  ptsnap_free(text);
+  ASSERT_FALSE(j.is_discarded());
+  EXPECT_TRUE(j.is_object());
+  int pt = ptsnap_probe_pt_available();
+  EXPECT_TRUE(pt == 0 || pt == 1);
+}
+
+struct Seen {
+  int events = 0, snapshot_events = 0, threads = 0;
+  std::map<std::string, int> calls;
+};
+
+TEST(CApiEmulated, RecordSnapshotStopDecode) {
+  const char* dir = std::getenv("EMU_PROGRAMS_DIR");
+  ASSERT_NE(dir, nullptr) << "EMU_PROGRAMS_DIR is not set";
+  TempDir tmp;
+  std::string trace = (tmp.path() / "trace").string();
+  std::string fib = (fs::path(dir) / "emu_fib").string();
+  Options o;
+  ASSERT_EQ(ptsnap_options_set(o.p, "emulate", "1"), PTSNAP_OK);
+  ASSERT_EQ(ptsnap_options_set(o.p, "trace-dir", trace.c_str()), PTSNAP_OK);
+  ASSERT_EQ(ptsnap_options_set(o.p, "snapshot-size", "256K"), PTSNAP_OK);
+  ASSERT_EQ(ptsnap_options_add_arg(o.p, fib.c_str()), PTSNAP_OK);
+  ASSERT_EQ(ptsnap_options_add_arg(o.p, "40"), PTSNAP_OK);
+
+  Seen seen;
+  auto on_event = [](void* user, int kind, const char* message, uint32_t) {
+    auto* s = static_cast<Seen*>(user);
+    ++s->events;
+    if (kind == PTSNAP_EVENT_SNAPSHOT) ++s->snapshot_events;
+    EXPECT_NE(message, nullptr);
+  };
+  ptsnap_recording* rec = nullptr;
+  ASSERT_EQ(ptsnap_recording_create(o.p, on_event, &seen, &rec), PTSNAP_OK) << ptsnap_last_error();
+  EXPECT_EQ(std::string(ptsnap_recording_trace_dir(rec)), trace);
+  ASSERT_EQ(ptsnap_recording_start(rec), PTSNAP_OK) << ptsnap_last_error();
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  uint32_t seq = 0;
+  ASSERT_EQ(ptsnap_recording_snapshot(rec, "from C", &seq), PTSNAP_OK) << ptsnap_last_error();
+  EXPECT_GE(seq, 1u);
+  int status = -1;
+  ASSERT_EQ(ptsnap_recording_stop(rec, &status), PTSNAP_OK) << ptsnap_last_error();
+  EXPECT_EQ(status, 128 + SIGINT);
+  ptsnap_recording_free(rec);
+  EXPECT_GE(seen.snapshot_events, 1);
+
+  ptsnap_decoder* d = nullptr;
+  ASSERT_EQ(ptsnap_decoder_open(trace.c_str(), seq, &d), PTSNAP_OK) << ptsnap_last_error();
+  ptsnap_decode_callbacks cb{};
+  cb.on_thread = [](void* user, int32_t, int32_t, const char* name, size_t len) {
+    ++static_cast<Seen*>(user)->threads;
+    EXPECT_EQ(name[len], '\0');
+  };
+  cb.on_slice = [](void* user, const ptsnap_slice* s) {
+    EXPECT_EQ(s->name[s->name_len], '\0');
+    EXPECT_LE(s->begin_ns, s->end_ns);
+    ++static_cast<Seen*>(user)->calls[std::string(s->name, s->name_len)];
+  };
+  char* summary = nullptr;
+  ASSERT_EQ(ptsnap_decoder_decode(d, &cb, &seen, &summary), PTSNAP_OK) << ptsnap_last_error();
+  ASSERT_NE(summary, nullptr);
+  auto j = nlohmann::json::parse(summary);
+  ptsnap_free(summary);
+  EXPECT_GT(j["slices"].get<uint64_t>(), 100u);
+  EXPECT_GE(seen.threads, 1);
+  EXPECT_GT(seen.calls["fib"], 100);
+
+  std::string out = (tmp.path() / "out.events").string();
+  ASSERT_EQ(ptsnap_decoder_write(d, out.c_str(), nullptr, nullptr), PTSNAP_OK)
+      << ptsnap_last_error();
+  EXPECT_GT(fs::file_size(out), 0u);
+  ptsnap_decoder_free(d);
+}
+
+}  // namespace
