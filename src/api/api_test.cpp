@@ -19,25 +19,13 @@
 #include "ptsnap/probe.h"
 #include "ptsnap/recording.h"
 
+#include "tests/support/temp_dir.h"
+
 namespace fs = std::filesystem;
 
 namespace {
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "ptsnap-api-XXXXXX").string();
-    path_ = ::mkdtemp(tmpl.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using ::ptsnap::testing::TempDir;
 
 fs::path Program(const std::string& name) {
   const char* dir = std::getenv("EMU_PROGRAMS_DIR");

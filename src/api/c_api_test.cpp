@@ -14,25 +14,13 @@
 #include <string>
 #include <thread>
 
+#include "tests/support/temp_dir.h"
+
 namespace fs = std::filesystem;
 
 namespace {
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "ptsnap-capi-XXXXXX").string();
-    path_ = ::mkdtemp(tmpl.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using ::ptsnap::testing::TempDir;
 
 struct Options {
   Options() : p(ptsnap_options_new()) {}
