@@ -112,7 +112,8 @@ class PTSNAP_API Recording {
   // privileges, or the emulator). Error kinds: kNoPmu, kPrivilege,
   // kTrigger, kProcessGone, kTraceDirExists, kOther. The listener, if any,
   // must outlive the Recording.
-  static Result<Recording> Create(RecordingOptions options, RecordingListener* listener = nullptr);
+  static Result<Recording> Create(const RecordingOptions& options,
+                                  RecordingListener* listener = nullptr);
 
   Recording(Recording&&) noexcept;
   Recording& operator=(Recording&&) noexcept;

@@ -131,7 +131,7 @@ Recording::~Recording() {
   }
 }
 
-Result<Recording> Recording::Create(RecordingOptions options, RecordingListener* listener) {
+Result<Recording> Recording::Create(const RecordingOptions& options, RecordingListener* listener) {
   PTSNAP_ASSIGN_OR_RETURN(record::RecordOptions opts, ToRecordOptions(options));
   PTSNAP_ASSIGN_OR_RETURN(session::Plan plan, session::PlanRecording(std::move(opts)));
   auto impl = std::make_unique<Impl>(std::move(plan), listener);

@@ -242,9 +242,7 @@ std::pair<size_t, uint32_t> CountAskedSnapshots(const fs::path& work) {
   return {n, last};
 }
 
-void Emit(const record::EventFn& events, record::Event e) {
-  if (events) events(e);
-}
+using record::Emit;
 
 }  // namespace
 

@@ -38,6 +38,10 @@ struct Event {
   int exit_status = 0;  // kTargetExited of `run`: shell-style status
 };
 using EventFn = std::function<void(const Event&)>;
+// Calls `events` if there is one.
+inline void Emit(const EventFn& events, const Event& e) {
+  if (events) events(e);
+}
 
 // Requests to a running session loop, from any thread. RequestSnapshot and
 // RequestStop only touch atomics and an eventfd, so they are safe in a

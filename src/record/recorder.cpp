@@ -393,10 +393,6 @@ Result<std::string> SynthesizeSideband(pid_t pid, uint64_t time) {
 
 namespace {
 
-void Emit(const EventFn& events, Event e) {
-  if (events) events(e);
-}
-
 struct Session {
   const RecordOptions& opts;
   Prepared& prepared;
