@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "base/string_util.h"
+#include "probe/explain.h"
 #include "sys/perf_event.h"
 
 namespace ptsnap::probe {
@@ -411,19 +412,7 @@ Findings CheckPmu(const ProbeFacts& f) {
   const std::string pt_dir = "/sys/bus/event_source/devices/intel_pt";
   out.warnings = pmu.warnings;
   if (!pmu.present) {
-    std::string fix;
-    if (cpu.available && cpu.vendor != "GenuineIntel") {
-      fix = "Intel PT needs an Intel CPU (this one is " + cpu.vendor +
-            "); use `ptsnap run --emulate`";
-    } else if (cpu.available && cpu.hypervisor) {
-      fix =
-          "this is a VM without PT pass-through: enable it in the hypervisor or run on bare "
-          "metal; meanwhile use `ptsnap run --emulate`";
-    } else {
-      fix =
-          "needs a Broadwell+ Intel CPU and a kernel with CONFIG_PERF_EVENTS_INTEL_PT (4.1+); "
-          "meanwhile use `ptsnap run --emulate`";
-    }
+    const std::string fix = NoPmuFix(cpu);
     out.Add("pmu.intel_pt", "intel_pt PMU", Status::kFail, "absent (no " + pt_dir + ")", fix);
     for (auto [id, title] :
          {std::pair{"pmu.format", "PT format terms"}, std::pair{"pmu.caps", "PT capabilities"},

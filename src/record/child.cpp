@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "base/root_path.h"
+#include "probe/explain.h"
 #include "sys/privileges.h"
 
 namespace ptsnap::record {
@@ -38,28 +39,6 @@ pid_t WaitPid(pid_t pid, int* status, int options) {
     r = ::waitpid(pid, status, options);
   } while (r < 0 && errno == EINTR);
   return r;
-}
-
-std::string ExplainTracemeFailure(int errnum, std::optional<int64_t> ptrace_scope,
-                                  const std::string& command) {
-  const std::string head = "cannot start '" + command +
-                           "' under ptsnap: PTRACE_TRACEME was refused (" + std::strerror(errnum) +
-                           ")";
-  const std::string attach =
-      "or start the program yourself and use `ptsnap attach -p PID` (attach needs no ptrace)";
-  if (ptrace_scope && *ptrace_scope >= 3) {
-    // Documentation/admin-guide/LSM/Yama.rst: "3 - no attach: no processes
-    // may use ptrace with PTRACE_ATTACH nor via PTRACE_TRACEME. Once set,
-    // this sysctl value cannot be changed."
-    return head +
-           ": kernel.yama.ptrace_scope is 3, which forbids ptrace for every process, root "
-           "included, and cannot be lowered until reboot; `ptsnap run` needs ptrace to stop the "
-           "program at its exec. Boot with kernel.yama.ptrace_scope=2 or lower (/etc/sysctl.d), " +
-           attach;
-  }
-  return head + ": ptrace is blocked here (kernel.yama.ptrace_scope is " +
-         (ptrace_scope ? std::to_string(*ptrace_scope) : std::string("not set: no Yama")) +
-         "; a seccomp filter or container policy may forbid ptrace); allow ptrace, " + attach;
 }
 
 Result<Child> Child::Spawn(const std::vector<std::string>& argv, ForkFn fork_fn) {
@@ -134,8 +113,8 @@ Result<void> Child::Exec() {
     WaitPid(pid_, &st, 0);
     reaped_ = true;
     if (f.step == Step::kTraceme)
-      return Error(ExplainTracemeFailure(f.errnum,
-                                         sys::ReadPrivileges(base::RootPath()).ptrace_scope, name_),
+      return Error(probe::ExplainTracemeFailure(
+                       f.errnum, sys::ReadPrivileges(base::RootPath()).ptrace_scope, name_),
                    f.errnum);
     return Error::FromErrno("cannot run '" + name_ + "'", f.errnum);
   }

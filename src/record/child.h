@@ -8,7 +8,7 @@
 // trigger address can be resolved. Resume() detaches and lets it run.
 // An exec failure (command not found) comes back through a CLOEXEC pipe as
 // an error naming the command; a refused PTRACE_TRACEME (Yama's
-// kernel.yama.ptrace_scope 3, a seccomp filter) as ExplainTracemeFailure's.
+// kernel.yama.ptrace_scope 3, a seccomp filter) as probe::ExplainTracemeFailure's.
 #pragma once
 
 #include <sys/types.h>
@@ -27,14 +27,6 @@ namespace ptsnap::record {
 // waitpid(2), retried while a signal interrupts it (EINTR: the recorder's
 // handlers are installed without SA_RESTART). Returns what waitpid returns.
 pid_t WaitPid(pid_t pid, int* status, int options);
-
-// One line for PTRACE_TRACEME failing with `errnum` in the child of `run`
-// for `command`: under kernel.yama.ptrace_scope 3 (`ptrace_scope`, nullopt
-// without Yama) no process may be traced, root included, until reboot; other
-// refusals come from a seccomp filter or container policy. Both name the fix
-// and `ptsnap attach`, which needs no ptrace. Pure.
-std::string ExplainTracemeFailure(int errnum, std::optional<int64_t> ptrace_scope,
-                                  const std::string& command);
 
 class Child {
  public:

@@ -18,6 +18,7 @@
 #include "base/log.h"
 #include "base/string_util.h"
 #include "base/version.h"
+#include "probe/explain.h"
 #include "probe/probe.h"
 #include "record/child.h"
 #include "record/elf_symbols.h"
@@ -31,10 +32,6 @@
 
 namespace ptsnap::record {
 namespace {
-
-std::string ParanoidText(const sys::Privileges& priv) {
-  return priv.perf_event_paranoid ? std::to_string(*priv.perf_event_paranoid) : "unknown";
-}
 
 bool IsStopIndicator(std::string_view symbol) {
   for (auto s : kStopIndicatorSymbols)
@@ -60,142 +57,14 @@ Error ExplainThreadError(const Error& e, const Prepared& p) {
   if (e.errnum() == ESRCH) kind = ErrorKind::kProcessGone;
   if (!mmap && (e.errnum() == EACCES || e.errnum() == EPERM)) kind = ErrorKind::kPrivilege;
   if (e.errnum() == 0) return Error(e).WithKind(kind);
-  return Error(ExplainOpenFailure(e.errnum(), p.scope != trace::Scope::kUser, p.privileges, mmap,
-                                  (p.hw.aux_pages + p.hw.data_pages + 1) * 4096, !p.cpus.empty()) +
+  return Error(probe::ExplainOpenFailure(e.errnum(), p.scope != trace::Scope::kUser, p.privileges,
+                                         mmap, (p.hw.aux_pages + p.hw.data_pages + 1) * 4096,
+                                         !p.cpus.empty()) +
                " (" + e.ToString() + ")")
       .WithKind(kind);
 }
 
-// Pre-flight: may this process open PT events in `scope`? The kernel's own
-// rules, on the privileges and kernel version (nullopt: unknown) read under
-// Prepare's root (kernel/events/core.c:
-// perf_event_open() refuses exclude_kernel = 0 when perf_event_paranoid > 1
-// without perfmon_capable(), i.e. CAP_PERFMON (5.8+) or CAP_SYS_ADMIN;
-// Debian's level 3 refuses every event without them). The same rules as
-// `ptsnap probe`'s priv.scopes (probe::AllowedScopes). Fails with the line
-// docs/errors.md gives, before any event is opened.
-Result<void> CheckScopePrivileges(trace::Scope scope, const sys::Privileges& priv,
-                                  const std::optional<sys::KernelVersion>& kv) {
-  const bool has_cap_perfmon = !kv || kv->AtLeast(5, 8);
-  // Without a readable CapEff, euid 0 stands for the full set (as root has).
-  sys::Privileges effective = priv;
-  if (!effective.cap_eff && priv.IsRoot()) effective.cap_eff = ~uint64_t{0};
-  const probe::Scopes allowed = probe::AllowedScopes(effective, has_cap_perfmon);
-  const std::string paranoid = ParanoidText(priv);
-  if (scope != trace::Scope::kUser && !allowed.kernel) {
-    std::string flag =
-        scope == trace::Scope::kKernel ? "--trace-kernel-only" : "--trace-include-kernel";
-    std::string msg = flag +
-                      " needs CAP_PERFMON or CAP_SYS_ADMIN (root), or kernel.perf_event_paranoid "
-                      "<= 1 (it is " +
-                      paranoid + "); run as root or `sysctl -w kernel.perf_event_paranoid=1`";
-    if (kv && !has_cap_perfmon && priv.Has(sys::kCapPerfmon) && !priv.Has(sys::kCapSysAdmin)) {
-      msg += " (CAP_PERFMON counts only from Linux 5.8; this kernel is " + kv->Short() + ")";
-    }
-    return Error(msg);
-  }
-  if (scope == trace::Scope::kUser && priv.perf_event_paranoid && !allowed.user) {
-    return Error("not allowed to use perf events: kernel.perf_event_paranoid is " + paranoid +
-                 " (perf disabled for users); run as root or `sysctl -w "
-                 "kernel.perf_event_paranoid=2`");
-  }
-  return {};
-}
-
 }  // namespace
-
-std::string NoPmuMessage(const sys::CpuInfo& cpu) {
-  std::string why;
-  if (cpu.hypervisor) {
-    why = "this looks like a virtual machine" +
-          (cpu.hypervisor_vendor.empty() ? std::string()
-                                         : " (hypervisor " + cpu.hypervisor_vendor + ")") +
-          " without Intel PT pass-through";
-  } else if (cpu.available && cpu.vendor != "GenuineIntel") {
-    why = "this CPU (" + cpu.vendor + ") has no Intel PT";
-  } else if (cpu.available && !cpu.pt_supported) {
-    why = "this CPU has no Intel PT (needs Broadwell or newer)";
-  } else {
-    why = "the kernel has no intel_pt driver (needs Linux 4.1+ with CONFIG_PERF_EVENTS_INTEL_PT)";
-  }
-  return "no Intel PT on this machine: /sys/bus/event_source/devices/intel_pt does not exist; " +
-         why + ". Use --emulate to record under the PT emulator instead";
-}
-
-std::string ExplainOpenFailure(int errnum, bool kernel_scope, const sys::Privileges& priv,
-                               bool during_mmap, uint64_t bytes, bool system_wide) {
-  // mmap of a perf ring: EPERM is perf_mmap_calc_limits() refusing to lock
-  // more (the budget); ENOMEM is rb_alloc()/rb_alloc_aux() failing to get the
-  // pages. Without caps/topa_multiple_entries (PERF_PMU_CAP_AUX_NO_SG) an
-  // overwrite-mode AUX buffer must be one high-order allocation, so above
-  // MAX_ORDER (4 MiB) it always fails; perf too gives its mlock hint only for
-  // EPERM (builtin-record.c record__mmap_evlist).
-  if (during_mmap && errnum == ENOMEM) {
-    return "the kernel could not allocate " + base::ExactSize(bytes) +
-           " of perf buffer memory (ENOMEM while mapping it: not a limit; memory is short or "
-           "fragmented, and CPUs without multi-entry ToPA need the AUX buffer in one contiguous "
-           "block of at most 4 MiB); pass a smaller --snapshot-size";
-  }
-  if (during_mmap && errnum == EPERM) {
-    std::string budget = priv.perf_event_mlock_kb
-                             ? std::to_string(*priv.perf_event_mlock_kb) + " KiB per CPU"
-                             : "per-CPU budget";
-    return "cannot lock " + base::ExactSize(bytes) +
-           " of perf buffer memory: over kernel.perf_event_mlock_kb (" + budget +
-           ") plus ulimit -l; raise it (sysctl -w kernel.perf_event_mlock_kb=" +
-           std::to_string(std::max<uint64_t>(bytes / 1024 * 2, 2048)) +
-           "), run as root, or pass a smaller --snapshot-size";
-  }
-  switch (errnum) {
-    case EBUSY:
-      return "Intel PT is busy: another tracer holds it (perf record -e intel_pt, a debugger, "
-             "VTune; the PT PMU is exclusive); stop it and try again";
-    case EACCES:
-    case EPERM: {
-      const std::string paranoid = ParanoidText(priv);
-      if (system_wide)
-        return "not allowed to trace all CPUs: needs CAP_PERFMON or CAP_SYS_ADMIN (root), or "
-               "kernel.perf_event_paranoid <= 0 (it is " +
-               paranoid + "); run as root or `sysctl -w kernel.perf_event_paranoid=0`";
-      if (kernel_scope)
-        return "not allowed to trace the kernel: needs CAP_PERFMON or CAP_SYS_ADMIN (root), or "
-               "kernel.perf_event_paranoid <= 1 (it is " +
-               paranoid + "); run as root or `sysctl -w kernel.perf_event_paranoid=1`";
-      if (priv.perf_event_paranoid && *priv.perf_event_paranoid >= 3)
-        return "not allowed to use perf events: kernel.perf_event_paranoid is " + paranoid +
-               " (perf disabled for users); run as root or `sysctl -w "
-               "kernel.perf_event_paranoid=2`";
-      return "not allowed to trace this process (kernel.perf_event_paranoid is " + paranoid +
-             "): trace your own processes, run as root, or check kernel.yama.ptrace_scope "
-             "(`sysctl -w kernel.perf_event_paranoid=2` allows user-space tracing of your own "
-             "processes)";
-    }
-    case ESRCH: return "the process is gone: it exited before ptsnap could attach";
-    case ENOENT:
-    case ENODEV:
-    case EOPNOTSUPP:
-      return "the kernel does not support this event here (no Intel PT in this virtual machine?); "
-             "use --emulate";
-    case ENOSPC:
-      return "no free hardware debug register for the trigger breakpoint (a debugger may hold "
-             "them)";
-    case EINVAL:
-      return "the kernel rejected the event settings (try --timer-resolution low, or a smaller "
-             "--snapshot-size)";
-    case EMFILE: return "too many open files: raise `ulimit -n` (each traced thread needs several)";
-    default: return std::string(std::strerror(errnum));
-  }
-}
-
-Result<void> CheckSystemWidePrivilege(const sys::Privileges& priv) {
-  // kernel/events/core.c perf_allow_cpu(): paranoid > 0 needs perfmon_capable().
-  if (priv.PerfmonCapable()) return Ok();
-  if (priv.perf_event_paranoid && *priv.perf_event_paranoid <= 0) return Ok();
-  return Error(
-      "--all-cpus (system-wide tracing) needs CAP_PERFMON or CAP_SYS_ADMIN (root), or "
-      "kernel.perf_event_paranoid <= 0 (it is " +
-      ParanoidText(priv) + "); run as root or `sysctl -w kernel.perf_event_paranoid=0`");
-}
 
 std::string FormatCpuList(const std::vector<int>& cpus) {
   std::string out;
@@ -235,7 +104,7 @@ Result<Prepared> Prepare(const RecordOptions& opts, const base::RootPath& root,
   p.cpu = sys::DecodeCpu(cpuid);
   sys::PmuInfo pmu = sys::ReadPmu(root, "intel_pt");
   if (!pmu.present) {
-    return Error(NoPmuMessage(p.cpu)).WithKind(ErrorKind::kNoPmu);
+    return Error(probe::NoPmuMessage(p.cpu)).WithKind(ErrorKind::kNoPmu);
   }
   p.privileges = sys::ReadPrivileges(root);
   const sys::Privileges& priv = p.privileges;
@@ -248,11 +117,13 @@ Result<Prepared> Prepare(const RecordOptions& opts, const base::RootPath& root,
   const bool privileged = priv.IsRoot() || priv.PerfmonCapable();
   const bool system_wide = opts.all_cpus || !opts.cpus.empty();
   if (system_wide) {
-    if (auto ok = CheckSystemWidePrivilege(priv); !ok) {
+    if (auto ok = probe::CheckSystemWidePrivilege(priv); !ok) {
       return std::move(ok).error().WithKind(ErrorKind::kPrivilege);
     }
   }
-  if (auto allowed = CheckScopePrivileges(opts.scope, priv, kv); !allowed) {
+  if (auto allowed =
+          probe::CheckScopePrivileges(kernel, opts.scope == trace::Scope::kKernel, priv, kv);
+      !allowed) {
     return std::move(allowed).error().WithKind(ErrorKind::kPrivilege);
   }
   auto online = sys::ReadOnlineCpus(root);

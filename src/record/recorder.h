@@ -45,25 +45,8 @@ struct Prepared {
   std::vector<int> cpus;
 };
 
-// One line for a missing intel_pt PMU: what is missing, the likely cause
-// (virtual machine, non-Intel or old CPU, kernel), and the --emulate hint.
-std::string NoPmuMessage(const sys::CpuInfo& cpu);
-
-// One line for an errno from perf_event_open or mmap of a PT/sideband
-// event, naming the cause and the fix: EBUSY (another PT user), EACCES/EPERM
-// (perf_event_paranoid with the sysctl, or capabilities), EPERM from mmap
-// (perf_event_mlock_kb), ENOMEM from mmap (the kernel could not allocate the
-// buffer: --snapshot-size), ESRCH (process gone), ENOENT/EOPNOTSUPP.
-// `system_wide`: the event was a per-CPU one (-a), whose EACCES/EPERM means
-// the system-wide privilege. Pure, so every mapping is unit-tested.
-std::string ExplainOpenFailure(int errnum, bool kernel_scope, const sys::Privileges& priv,
-                               bool during_mmap, uint64_t bytes, bool system_wide = false);
-
-// System-wide tracing (pid -1 on each CPU) is what the kernel's
-// perf_allow_cpu() allows: CAP_PERFMON or CAP_SYS_ADMIN, or
-// kernel.perf_event_paranoid <= 0. The error names the missing privilege,
-// the current value and the sysctl. Pure.
-Result<void> CheckSystemWidePrivilege(const sys::Privileges& priv);
+// The explanations of what the machine refuses (no PMU, privileges, errnos
+// of perf_event_open and mmap) are probe/explain.h's.
 
 // The CPUs to trace: `requested` (from --cpu) when every one of them is
 // online, else an error naming the offline ones and the online list; all of

@@ -84,48 +84,6 @@ TEST(Options, DefaultTraceDirSitsBesideTheOutput) {
   EXPECT_EQ(DefaultTraceDir(""), "trace.ptsnap");
 }
 
-sys::Privileges Priv(int64_t paranoid, int64_t mlock_kb = 516) {
-  sys::Privileges p;
-  p.euid = 1000;
-  p.cap_eff = 0;
-  p.perf_event_paranoid = paranoid;
-  p.perf_event_mlock_kb = mlock_kb;
-  return p;
-}
-
-TEST(ExplainOpenFailure, EveryErrnoNamesCauseAndFix) {
-  EXPECT_THAT(ExplainOpenFailure(EBUSY, false, Priv(2), false, 0),
-              HasSubstr("another tracer holds it"));
-  EXPECT_THAT(ExplainOpenFailure(EACCES, true, Priv(2), false, 0),
-              HasSubstr("sysctl -w kernel.perf_event_paranoid=1"));
-  EXPECT_THAT(ExplainOpenFailure(EACCES, true, Priv(2), false, 0), HasSubstr("(it is 2)"));
-  EXPECT_THAT(ExplainOpenFailure(EPERM, false, Priv(3), false, 0),
-              HasSubstr("sysctl -w kernel.perf_event_paranoid=2"));
-  EXPECT_THAT(ExplainOpenFailure(EPERM, false, Priv(2), false, 0),
-              HasSubstr("kernel.yama.ptrace_scope"));
-  const std::string mlock = ExplainOpenFailure(EPERM, false, Priv(2, 516), true, 4u << 20);
-  EXPECT_THAT(mlock, HasSubstr("kernel.perf_event_mlock_kb (516 KiB per CPU)"));
-  EXPECT_THAT(mlock, HasSubstr("sysctl -w kernel.perf_event_mlock_kb="));
-  EXPECT_THAT(mlock, HasSubstr("--snapshot-size"));
-  EXPECT_THAT(ExplainOpenFailure(EPERM, false, Priv(2), true, 1u << 20),
-              HasSubstr("cannot lock 1 MiB"));
-  // ENOMEM from mmap is an allocation failure, not the budget.
-  const std::string nomem = ExplainOpenFailure(ENOMEM, false, Priv(2, 516), true, 8u << 20);
-  EXPECT_THAT(nomem, HasSubstr("the kernel could not allocate 8 MiB of perf buffer memory"));
-  EXPECT_THAT(nomem, HasSubstr("contiguous block of at most 4 MiB"));
-  EXPECT_THAT(nomem, HasSubstr("pass a smaller --snapshot-size"));
-  EXPECT_THAT(nomem, Not(HasSubstr("perf_event_mlock_kb")));
-  EXPECT_THAT(ExplainOpenFailure(ESRCH, false, Priv(2), false, 0),
-              HasSubstr("exited before ptsnap could attach"));
-  EXPECT_THAT(ExplainOpenFailure(EOPNOTSUPP, false, Priv(2), false, 0), HasSubstr("--emulate"));
-  EXPECT_THAT(ExplainOpenFailure(ENOSPC, false, Priv(2), false, 0), HasSubstr("debug register"));
-  EXPECT_THAT(ExplainOpenFailure(EINVAL, false, Priv(2), false, 0),
-              HasSubstr("--timer-resolution low"));
-  EXPECT_THAT(ExplainOpenFailure(EACCES, false, Priv(1), false, 0, /*system_wide=*/true),
-              HasSubstr("not allowed to trace all CPUs: needs CAP_PERFMON or CAP_SYS_ADMIN (root), "
-                        "or kernel.perf_event_paranoid <= 0 (it is 1)"));
-}
-
 size_t OpenFds() {
   size_t n = 0;
   for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) ++n;
@@ -176,36 +134,6 @@ TEST(Child, WaitPidRetriesAfterASignal) {
 }
 
 // `run` needs PTRACE_TRACEME; Yama's ptrace_scope 3 refuses it to everyone.
-TEST(Child, TracemeRefusalNamesPtraceScopeAndTheFix) {
-  const std::string yama3 = ExplainTracemeFailure(EPERM, 3, "./server");
-  EXPECT_THAT(yama3, HasSubstr("cannot start './server' under ptsnap: PTRACE_TRACEME was refused"));
-  EXPECT_THAT(yama3, HasSubstr("kernel.yama.ptrace_scope is 3"));
-  EXPECT_THAT(yama3, HasSubstr("until reboot"));
-  EXPECT_THAT(yama3, HasSubstr("kernel.yama.ptrace_scope=2 or lower"));
-  EXPECT_THAT(yama3, HasSubstr("ptsnap attach -p PID"));
-  EXPECT_EQ(yama3.find('\n'), std::string::npos);
-  const std::string seccomp = ExplainTracemeFailure(EPERM, 1, "./server");
-  EXPECT_THAT(seccomp, HasSubstr("kernel.yama.ptrace_scope is 1"));
-  EXPECT_THAT(seccomp, HasSubstr("seccomp"));
-  EXPECT_THAT(seccomp, HasSubstr("ptsnap attach -p PID"));
-  EXPECT_THAT(ExplainTracemeFailure(EPERM, std::nullopt, "x"), HasSubstr("no Yama"));
-}
-
-TEST(NoPmuMessage, SaysVmAndSuggestsEmulate) {
-  sys::CpuInfo vm;
-  vm.available = true;
-  vm.vendor = "GenuineIntel";
-  vm.hypervisor = true;
-  vm.hypervisor_vendor = "KVMKVMKVM";
-  std::string m = NoPmuMessage(vm);
-  EXPECT_THAT(m, HasSubstr("looks like a virtual machine (hypervisor KVMKVMKVM)"));
-  EXPECT_THAT(m, HasSubstr("--emulate"));
-  EXPECT_EQ(m.find('\n'), std::string::npos);  // one line
-  sys::CpuInfo amd;
-  amd.available = true;
-  amd.vendor = "AuthenticAMD";
-  EXPECT_THAT(NoPmuMessage(amd), HasSubstr("(AuthenticAMD) has no Intel PT"));
-}
 
 constexpr const char* kDev = "sys/bus/event_source/devices/intel_pt/";
 
@@ -377,24 +305,6 @@ TEST(Prepare, WarnsWhenTheSnapshotIsNearThePsbPeriod) {
   p = Prepare(o, base::RootPath(d.path()), cpuid);
   ASSERT_THAT(p, HasValue());
   EXPECT_THAT(p->warnings, Not(::testing::Contains(HasSubstr("PSB period"))));
-}
-
-TEST(SystemWide, PrivilegeNeedsPerfmonOrParanoidZero) {
-  EXPECT_THAT(CheckSystemWidePrivilege(Priv(2)),
-              HasErrorContaining("--all-cpus (system-wide tracing) needs CAP_PERFMON or "
-                                 "CAP_SYS_ADMIN (root), or kernel.perf_event_paranoid <= 0 (it "
-                                 "is 2); run as root or `sysctl -w kernel.perf_event_paranoid=0`"));
-  EXPECT_THAT(CheckSystemWidePrivilege(Priv(1)), HasErrorContaining("(it is 1)"));
-  EXPECT_THAT(CheckSystemWidePrivilege(Priv(0)), HasValue());
-  EXPECT_THAT(CheckSystemWidePrivilege(Priv(-1)), HasValue());
-  sys::Privileges perfmon = Priv(2);
-  perfmon.cap_eff = uint64_t{1} << sys::kCapPerfmon;
-  EXPECT_THAT(CheckSystemWidePrivilege(perfmon), HasValue());
-  sys::Privileges admin = Priv(3);
-  admin.cap_eff = uint64_t{1} << sys::kCapSysAdmin;
-  EXPECT_THAT(CheckSystemWidePrivilege(admin), HasValue());
-  sys::Privileges unknown;
-  EXPECT_THAT(CheckSystemWidePrivilege(unknown), HasErrorContaining("(it is unknown)"));
 }
 
 TEST(SystemWide, SelectsOnlineCpus) {
