@@ -256,29 +256,52 @@ std::vector<int> HardwarePtSource::WakeFds() const {
   return fds;
 }
 
+Result<void> RunSnapshot(const SnapshotSteps& steps, bool resume) {
+  auto disabled = steps.disable_all();
+  auto copies =
+      disabled ? steps.copy_all() : std::vector<std::pair<trace::Stream, std::vector<std::byte>>>{};
+  if (resume) PTSNAP_TRY(steps.enable_all());
+  if (!disabled) return disabled;
+  for (const auto& [stream, bytes] : copies) PTSNAP_TRY(steps.write(stream, bytes));
+  return Ok();
+}
+
 Result<void> HardwarePtSource::Snapshot(trace::TraceWriter& writer, uint32_t seq, bool resume) {
-  // Stop every PT event (every CPU's, system-wide) first: IOC_DISABLE is
-  // synchronous, aux_head is published when it returns. Then copy each ring,
-  // then restart them all.
-  for (auto& [key, t] : units_)
-    if (t.pt) PTSNAP_TRY(t.pt->Disable());
-  for (auto& [key, t] : units_) {
-    if (!t.snapshot) continue;
-    perf::AuxSnapshot snap = t.snapshot->Copy();
-    if (snap.bytes.empty()) continue;
-    trace::Stream s;
-    s.pid = t.pid;
-    s.tid = t.tid;
-    s.cpu = t.cpu;
-    s.snapshot = seq;
-    s.wrapped = snap.wrapped;
-    PTSNAP_TRY(writer.AddStream(s, snap.bytes));
-  }
-  if (resume) {
+  // Every PT event (every CPU's, system-wide) stops first; RunSnapshot has
+  // the order and why.
+  SnapshotSteps steps;
+  steps.disable_all = [&]() -> Result<void> {
+    for (auto& [key, t] : units_)
+      if (t.pt) PTSNAP_TRY(t.pt->Disable());
+    return Ok();
+  };
+  steps.copy_all = [&] {
+    std::vector<std::pair<trace::Stream, std::vector<std::byte>>> out;
+    for (auto& [key, t] : units_) {
+      if (!t.snapshot) continue;
+      perf::AuxSnapshot snap = t.snapshot->Copy();
+      if (snap.bytes.empty()) continue;
+      trace::Stream s;
+      s.pid = t.pid;
+      s.tid = t.tid;
+      s.cpu = t.cpu;
+      s.snapshot = seq;
+      s.wrapped = snap.wrapped;
+      out.emplace_back(s, std::move(snap.bytes));
+    }
+    return out;
+  };
+  steps.enable_all = [&]() -> Result<void> {
     for (auto& [key, t] : units_)
       if (t.pt) PTSNAP_TRY(t.pt->Enable());
-  }
-  return Ok();
+    return Ok();
+  };
+  steps.write = [&](const trace::Stream& s, const std::vector<std::byte>& bytes) -> Result<void> {
+    auto id = writer.AddStream(s, bytes);
+    if (!id) return std::move(id).error();
+    return Ok();
+  };
+  return RunSnapshot(steps, resume);
 }
 
 Result<void> HardwarePtSource::Finish(trace::TraceWriter& writer) {

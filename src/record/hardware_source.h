@@ -16,6 +16,7 @@
 
 #include <linux/perf_event.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -53,6 +54,21 @@ struct HardwareConfig {
 // pending_disable window). Nothing once Finish has stopped the events.
 enum class AuxRestart { kNone, kEnable, kDisableEnable };
 AuxRestart AuxRestartAfterDrain(bool truncated_seen, bool finishing);
+
+// A snapshot's order, kept apart from the perf events so it is tested:
+// every PT event disabled (IOC_DISABLE is synchronous: aux_head is final),
+// every ring copied to memory, PT enabled again (`resume`), and only then
+// the copies written to the trace directory, so the disk's time is not a
+// gap in the trace (perf copies first too). PT is enabled again even when
+// a copy or the disable failed, so a failed snapshot does not end tracing.
+// Holds every ring's bytes at once (the traced threads' or CPUs' AUX sizes).
+struct SnapshotSteps {
+  std::function<Result<void>()> disable_all;
+  std::function<std::vector<std::pair<trace::Stream, std::vector<std::byte>>>()> copy_all;
+  std::function<Result<void>()> enable_all;
+  std::function<Result<void>(const trace::Stream&, const std::vector<std::byte>&)> write;
+};
+Result<void> RunSnapshot(const SnapshotSteps& steps, bool resume);
 
 class HardwarePtSource final : public PtSource {
  public:

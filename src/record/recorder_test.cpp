@@ -453,3 +453,49 @@ TEST(TimeConv, ReadsTheUserPageAndConvertsTsc) {
 
 }  // namespace
 }  // namespace ptsnap::record
+
+namespace ptsnap::record {
+namespace {
+
+// hw-path-review.md: the streams of a snapshot were written to disk while
+// PT was still disabled, lengthening the gap. Now: disable, copy, enable,
+// then write; and a failed step never leaves PT off.
+TEST(RunSnapshot, WritesOnlyAfterPtIsEnabledAgain) {
+  std::vector<std::string> order;
+  SnapshotSteps steps;
+  steps.disable_all = [&]() -> Result<void> {
+    order.push_back("disable");
+    return Ok();
+  };
+  steps.copy_all = [&] {
+    order.push_back("copy");
+    std::vector<std::pair<trace::Stream, std::vector<std::byte>>> out(2);
+    out[0].first.tid = 1;
+    out[1].first.tid = 2;
+    return out;
+  };
+  steps.enable_all = [&]() -> Result<void> {
+    order.push_back("enable");
+    return Ok();
+  };
+  steps.write = [&](const trace::Stream& s, const std::vector<std::byte>&) -> Result<void> {
+    order.push_back("write " + std::to_string(s.tid));
+    return Ok();
+  };
+  ASSERT_THAT(RunSnapshot(steps, true), HasValue());
+  EXPECT_EQ(order, (std::vector<std::string>{"disable", "copy", "enable", "write 1", "write 2"}));
+  order.clear();
+  ASSERT_THAT(RunSnapshot(steps, false), HasValue());  // the last snapshot: PT stays off
+  EXPECT_EQ(order, (std::vector<std::string>{"disable", "copy", "write 1", "write 2"}));
+  // A failed disable: PT is enabled again, nothing is written, the error returns.
+  order.clear();
+  steps.disable_all = [&]() -> Result<void> {
+    order.push_back("disable");
+    return Error("IOC_DISABLE failed");
+  };
+  EXPECT_THAT(RunSnapshot(steps, true), HasErrorContaining("IOC_DISABLE failed"));
+  EXPECT_EQ(order, (std::vector<std::string>{"disable", "enable"}));
+}
+
+}  // namespace
+}  // namespace ptsnap::record
