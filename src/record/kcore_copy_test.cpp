@@ -11,6 +11,7 @@
 #include <cstdlib>
 
 #include "base/file_util.h"
+#include "record/recorder.h"
 #include "sys/kcore.h"
 #include "tests/support/result_matchers.h"
 #include "tests/support/temp_dir.h"
@@ -196,6 +197,65 @@ TEST(KcoreCopy, EnvironmentSwitches) {
   EXPECT_EQ(KcoreDisabledBy(), "PTSNAP_NO_KCORE");
   ::unsetenv("PTSNAP_NO_KCORE");
   ::unsetenv("MAGIC_TRACE_PERF_NO_KCORE");
+}
+
+// hw-path-review.md: the kcore copy ran after tracing was enabled; perf
+// copies first. A source that checks, when the recording enables its
+// events, that the kernel image is already in the trace directory.
+class KcoreOrderSource final : public PtSource {
+ public:
+  explicit KcoreOrderSource(std::filesystem::path dir) : dir_(std::move(dir)) {}
+  Result<void> AddThread(pid_t, pid_t, bool) override { return Ok(); }
+  Result<void> AddCpu(int) override { return Ok(); }
+  Result<void> ArmTriggers(const std::vector<TriggerPoint>&) override { return Ok(); }
+  Result<void> EnableAll() override {
+    if (!enabled_once_) *copied_before_enable = std::filesystem::exists(dir_ / "kcore" / "kcore");
+    enabled_once_ = true;
+    return Ok();
+  }
+  Result<SidebandEvents> DrainSideband(trace::TraceWriter&) override { return SidebandEvents{}; }
+  Result<void> DrainAux(trace::TraceWriter&) override { return Ok(); }
+  Result<std::vector<TriggerHit>> PollTriggers() override { return std::vector<TriggerHit>{}; }
+  Result<void> Snapshot(trace::TraceWriter&, uint32_t, bool) override { return Ok(); }
+  Result<void> Finish(trace::TraceWriter&) override { return Ok(); }
+  uint64_t Now() const override { return 1; }
+  size_t traced_threads() const override { return 1; }
+  bool HasThread(pid_t) const override { return true; }
+  std::optional<trace::TimeConv> time_conv() const override { return std::nullopt; }
+
+  bool* copied_before_enable = nullptr;
+
+ private:
+  std::filesystem::path dir_;
+  bool enabled_once_ = false;
+};
+
+TEST(KcoreCopy, RecordingCopiesTheKernelBeforeEnablingTracing) {
+  ::unsetenv("PTSNAP_NO_KCORE");
+  ::unsetenv("MAGIC_TRACE_PERF_NO_KCORE");
+  FakeKernel k;
+  // What the probe's kcore gate reads besides the files: a kernel release
+  // and a root user.
+  k.root.Write("proc/sys/kernel/osrelease", "6.1.0-13-amd64\n");
+  k.root.Write("proc/self/status", "Name:\tptsnap\nUid:\t0\t0\t0\t0\nCapEff:\t000001ffffffffff\n");
+  TempDir out;
+  const auto dir = out.path() / "t";
+  RecordOptions opts;
+  opts.pids = {::getpid()};
+  opts.duration = std::chrono::milliseconds(1);
+  Prepared p;
+  p.scope = trace::Scope::kUserKernel;
+  bool copied_before_enable = false;
+  Control control;
+  auto r = Record(opts, p, dir, base::RootPath(k.root.path()), control, nullptr,
+                  [&](const HardwareConfig&) -> Result<std::unique_ptr<PtSource>> {
+                    auto src = std::make_unique<KcoreOrderSource>(dir);
+                    src->copied_before_enable = &copied_before_enable;
+                    return std::unique_ptr<PtSource>(std::move(src));
+                  });
+  ASSERT_THAT(r, HasValue());
+  EXPECT_TRUE(copied_before_enable) << "tracing was enabled before the kernel image was copied";
+  EXPECT_TRUE(std::filesystem::exists(dir / "kcore" / "kcore"));
 }
 
 }  // namespace

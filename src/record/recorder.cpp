@@ -510,6 +510,11 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
       vdso_pids.insert(pid);
       PTSNAP_TRY(writer.AppendSideband(std::as_bytes(std::span(sb->data(), sb->size()))));
     }
+    // The kernel image is copied before anything traced runs, as perf does:
+    // the program is still stopped at its exec (run), the events are not
+    // enabled yet (attach). Only `run -a` has its CPUs tracing already
+    // (they must be on before the exec), so the copy itself is in that trace.
+    CopyKernel(prepared, root, writer);
     if (run) {
       PTSNAP_TRY(child->Resume());
     } else {
@@ -523,7 +528,6 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
                                       " thread(s). Press Ctrl-C to stop recording."});
       }
     }
-    CopyKernel(prepared, root, writer);
     PTSNAP_TRY(writer.Flush());
     Emit(events, {Event::Kind::kStarted, "Recording."});
 
