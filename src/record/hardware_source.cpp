@@ -249,6 +249,28 @@ Result<std::vector<TriggerHit>> HardwarePtSource::PollTriggers() {
   return hits;
 }
 
+Result<void> HardwarePtSource::ThreadExited(pid_t tid, trace::TraceWriter& writer) {
+  auto it = units_.find(Key{-1, tid});
+  if (it == units_.end() || it->second.exited) return Ok();
+  Thread& t = it->second;
+  if (t.full) {
+    PTSNAP_TRY(t.full->Drain(writer));
+    units_.erase(it);
+    return Ok();
+  }
+  if (!t.snapshot) {  // breakpoints or sideband only: nothing to keep
+    units_.erase(it);
+    return Ok();
+  }
+  t.exited = true;
+  exited_.push_back(it->first);
+  if (exited_.size() > kMaxExitedKept) {
+    units_.erase(exited_.front());
+    exited_.erase(exited_.begin());
+  }
+  return Ok();
+}
+
 std::vector<int> HardwarePtSource::WakeFds() const {
   std::vector<int> fds;
   for (const auto& [key, t] : units_)
@@ -301,7 +323,11 @@ Result<void> HardwarePtSource::Snapshot(trace::TraceWriter& writer, uint32_t seq
     if (!id) return std::move(id).error();
     return Ok();
   };
-  return RunSnapshot(steps, resume);
+  auto r = RunSnapshot(steps, resume);
+  // Exited threads' rings are in this snapshot now: close them.
+  for (const Key& k : exited_) units_.erase(k);
+  exited_.clear();
+  return r;
 }
 
 Result<void> HardwarePtSource::Finish(trace::TraceWriter& writer) {

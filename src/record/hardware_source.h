@@ -82,6 +82,10 @@ class HardwarePtSource final : public PtSource {
   Result<void> DrainAux(trace::TraceWriter& writer) override;
   Result<std::vector<TriggerHit>> PollTriggers() override;
   [[nodiscard]] std::vector<int> WakeFds() const override;
+  Result<void> ThreadExited(pid_t tid, trace::TraceWriter& writer) override;
+  // Exited threads whose rings wait for the next snapshot; beyond this the
+  // oldest is closed (its last moments then miss later snapshots).
+  static constexpr size_t kMaxExitedKept = 16;
   Result<void> Snapshot(trace::TraceWriter& writer, uint32_t seq, bool resume) override;
   Result<void> Finish(trace::TraceWriter& writer) override;
   uint64_t Now() const override;
@@ -113,6 +117,7 @@ class HardwarePtSource final : public PtSource {
     std::unique_ptr<AuxStreamer> full;
     std::vector<Breakpoint> breakpoints;
     bool truncated = false;  // full mode: a TRUNCATED record since the last restart
+    bool exited = false;     // snapshot mode: kept for the next snapshot, then closed
   };
   using Key = std::pair<int, pid_t>;  // {cpu, tid}: {-1, tid} or {cpu, -1}
   Result<void> AddBreakpoints(Thread& t, const std::vector<TriggerPoint>& points);
@@ -125,6 +130,7 @@ class HardwarePtSource final : public PtSource {
   HardwareConfig config_;
   std::map<Key, Thread> units_;
   std::vector<TriggerPoint> triggers_;
+  std::vector<Key> exited_;  // oldest first
   perf::RingStats stats_;
   std::vector<std::byte> batch_;
   bool started_ = false;    // EnableAll ran: new threads start enabled

@@ -64,6 +64,12 @@ class PtSource {
   // file (created on its first bytes), and keeps the stream's lost_bytes and
   // truncated counts current in the writer's manifest.
   virtual Result<void> DrainAux(trace::TraceWriter& writer) = 0;
+  // The thread `tid` exited (its PERF_RECORD_EXIT was drained): its events
+  // and buffers are closed, so a program that makes thousands of short-lived
+  // threads does not run out of fds or locked memory. Full mode drains its
+  // AUX first; snapshot mode keeps its ring for the next snapshot (a few at
+  // most: kMaxExitedKept), which then closes it.
+  virtual Result<void> ThreadExited(pid_t /*tid*/, trace::TraceWriter& /*writer*/) { return Ok(); }
   // Breakpoint hits since the last call.
   virtual Result<std::vector<TriggerHit>> PollTriggers() = 0;
   // File descriptors that become readable when a trigger is hit (the

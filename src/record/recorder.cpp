@@ -561,8 +561,10 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
         if (auto r = source->AddThread(pid, tid, trace_threads && opts.multi_thread); !r)
           PTSNAP_LOG(kInfo) << "new thread " << tid << " not traced: " << r.error().ToString();
       }
-      for (pid_t tid : ev.exited_threads)
+      for (pid_t tid : ev.exited_threads) {
         if (std::find(pids.begin(), pids.end(), tid) != pids.end()) gone.push_back(tid);
+        PTSNAP_TRY(source->ThreadExited(tid, writer));
+      }
       if (prepared.mode == trace::Mode::kFull) {
         PTSNAP_TRY(source->DrainAux(writer));
         // The streams grow on disk at every drain; the manifest that lists

@@ -24,6 +24,7 @@
 #include <random>
 #include <vector>
 
+#include "record/forwarding_source.h"
 #include "record/hardware_source.h"
 #include "record/recorder.h"
 #include "trace/trace_dir.h"
@@ -67,40 +68,26 @@ uint64_t NowNs() {
 
 // Forwards to the real source; times Snapshot's start; with `wake` false it
 // hides the breakpoints' fds, so the loop only looks every 5 ms.
-class Timed final : public PtSource {
+class Timed final : public ForwardingSource {
  public:
   Timed(std::unique_ptr<PtSource> inner, Shared* s, bool wake, std::vector<uint64_t>* out)
-      : in_(std::move(inner)), s_(s), wake_(wake), out_(out) {}
-  Result<void> AddThread(pid_t p, pid_t t, bool pt) override { return in_->AddThread(p, t, pt); }
-  Result<void> AddCpu(int c) override { return in_->AddCpu(c); }
-  Result<void> ArmTriggers(const std::vector<TriggerPoint>& p) override {
-    return in_->ArmTriggers(p);
-  }
+      : ForwardingSource(std::move(inner)), s_(s), wake_(wake), out_(out) {}
   Result<void> EnableAll() override {
-    auto r = in_->EnableAll();
+    auto r = ForwardingSource::EnableAll();
     s_->go.store(1);
     return r;
   }
-  Result<SidebandEvents> DrainSideband(trace::TraceWriter& w) override {
-    return in_->DrainSideband(w);
+  std::vector<int> WakeFds() const override {
+    return wake_ ? ForwardingSource::WakeFds() : std::vector<int>{};
   }
-  Result<void> DrainAux(trace::TraceWriter& w) override { return in_->DrainAux(w); }
-  Result<std::vector<TriggerHit>> PollTriggers() override { return in_->PollTriggers(); }
-  std::vector<int> WakeFds() const override { return wake_ ? in_->WakeFds() : std::vector<int>{}; }
   Result<void> Snapshot(trace::TraceWriter& w, uint32_t seq, bool resume) override {
     out_->push_back(NowNs() - s_->t_hit.load());  // where PT would be disabled
-    auto r = in_->Snapshot(w, seq, resume);
+    auto r = ForwardingSource::Snapshot(w, seq, resume);
     s_->ack.store(static_cast<int>(seq));
     return r;
   }
-  Result<void> Finish(trace::TraceWriter& w) override { return in_->Finish(w); }
-  uint64_t Now() const override { return in_->Now(); }
-  size_t traced_threads() const override { return in_->traced_threads(); }
-  bool HasThread(pid_t t) const override { return in_->HasThread(t); }
-  std::optional<trace::TimeConv> time_conv() const override { return in_->time_conv(); }
 
  private:
-  std::unique_ptr<PtSource> in_;
   Shared* s_;
   bool wake_;
   std::vector<uint64_t>* out_;

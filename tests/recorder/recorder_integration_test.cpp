@@ -26,6 +26,7 @@
 #include "record/aux_stream.h"
 #include "record/child.h"
 #include "record/elf_symbols.h"
+#include "record/forwarding_source.h"
 #include "record/hardware_source.h"
 #include "record/recorder.h"
 #include "sys/cpus.h"
@@ -570,40 +571,9 @@ class FakeCpuSource final : public PtSource {
   std::optional<Error> add_cpu_error;  // what AddCpu fails with, when set
 };
 
-// Record() destroys its source at the end; this one forwards to a fake the
-// test keeps, so the test can look at what happened.
-class Forwarder final : public PtSource {
- public:
-  explicit Forwarder(FakeCpuSource* f) : f_(f) {}
-  Result<void> AddThread(pid_t pid, pid_t tid, bool pt) override {
-    return f_->AddThread(pid, tid, pt);
-  }
-  Result<void> AddCpu(int cpu) override { return f_->AddCpu(cpu); }
-  Result<void> ArmTriggers(const std::vector<TriggerPoint>& p) override {
-    return f_->ArmTriggers(p);
-  }
-  Result<void> EnableAll() override { return f_->EnableAll(); }
-  Result<SidebandEvents> DrainSideband(trace::TraceWriter& w) override {
-    return f_->DrainSideband(w);
-  }
-  Result<void> DrainAux(trace::TraceWriter& w) override { return f_->DrainAux(w); }
-  Result<std::vector<TriggerHit>> PollTriggers() override { return f_->PollTriggers(); }
-  Result<void> Snapshot(trace::TraceWriter& w, uint32_t seq, bool resume) override {
-    return f_->Snapshot(w, seq, resume);
-  }
-  Result<void> Finish(trace::TraceWriter& w) override { return f_->Finish(w); }
-  uint64_t Now() const override { return f_->Now(); }
-  size_t traced_threads() const override { return f_->traced_threads(); }
-  bool HasThread(pid_t tid) const override { return f_->HasThread(tid); }
-  std::optional<trace::TimeConv> time_conv() const override { return f_->time_conv(); }
-
- private:
-  FakeCpuSource* f_;
-};
-
 SourceFactory FakeFactory(FakeCpuSource* fake) {
   return [fake](const HardwareConfig&) -> Result<std::unique_ptr<PtSource>> {
-    return std::unique_ptr<PtSource>(std::make_unique<Forwarder>(fake));
+    return std::unique_ptr<PtSource>(std::make_unique<ForwardingSource>(fake));
   };
 }
 
@@ -885,33 +855,8 @@ TEST(Trigger, AHitWakesTheLoopAndIsSnapshottedBeforeAnyDrain) {
   Prepared p;
   FakeTriggerSource fake;
   auto factory = [&fake](const HardwareConfig&) -> Result<std::unique_ptr<PtSource>> {
-    // Record owns (and destroys) what the factory returns: hand it a
-    // forwarding shell so the test can read the fake afterwards.
-    struct Shell final : PtSource {
-      explicit Shell(FakeTriggerSource* f) : f(f) {}
-      FakeTriggerSource* f;
-      Result<void> AddThread(pid_t a, pid_t b, bool c) override { return f->AddThread(a, b, c); }
-      Result<void> AddCpu(int c) override { return f->AddCpu(c); }
-      Result<void> ArmTriggers(const std::vector<TriggerPoint>& p) override {
-        return f->ArmTriggers(p);
-      }
-      Result<void> EnableAll() override { return f->EnableAll(); }
-      Result<SidebandEvents> DrainSideband(trace::TraceWriter& w) override {
-        return f->DrainSideband(w);
-      }
-      Result<void> DrainAux(trace::TraceWriter& w) override { return f->DrainAux(w); }
-      Result<std::vector<TriggerHit>> PollTriggers() override { return f->PollTriggers(); }
-      Result<void> Snapshot(trace::TraceWriter& w, uint32_t s, bool r) override {
-        return f->Snapshot(w, s, r);
-      }
-      Result<void> Finish(trace::TraceWriter& w) override { return f->Finish(w); }
-      uint64_t Now() const override { return f->Now(); }
-      size_t traced_threads() const override { return f->traced_threads(); }
-      bool HasThread(pid_t t) const override { return f->HasThread(t); }
-      std::optional<trace::TimeConv> time_conv() const override { return f->time_conv(); }
-      std::vector<int> WakeFds() const override { return f->WakeFds(); }
-    };
-    return std::unique_ptr<PtSource>(std::make_unique<Shell>(&fake));
+    // Record destroys what the factory returns: it gets a borrowing shell.
+    return std::unique_ptr<PtSource>(std::make_unique<ForwardingSource>(&fake));
   };
   const auto start = std::chrono::steady_clock::now();
   auto out = RecordUndriven(opts, p, dir.path() / "trig", base::RootPath(), factory);
@@ -926,6 +871,78 @@ TEST(Trigger, AHitWakesTheLoopAndIsSnapshottedBeforeAnyDrain) {
   ASSERT_EQ(reader->manifest().snapshots.size(), 1u);
   EXPECT_EQ(reader->manifest().snapshots[0].reason, trace::SnapshotReason::kTrigger);
   EXPECT_EQ(reader->manifest().snapshots[0].detail, "fired");
+}
+
+}  // namespace
+}  // namespace ptsnap::record
+
+namespace ptsnap::record {
+namespace {
+
+size_t CountOpenFds() {
+  size_t n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) ++n;
+  return n;
+}
+
+// hw-path-review.md: exited threads' buffers were never closed. A process
+// that makes 1,000 short-lived threads (in batches of 50, each alive ~20 ms
+// so the recording follows it) while the real sideband source records it
+// with --multi-thread: each followed thread's events are closed at its
+// exit, so the fds come back down instead of growing by a thousand.
+TEST(Threads, ExitedThreadsEventsAreClosed) {
+  TempDir dir;
+  RecordOptions opts;
+  opts.pids = {getpid()};
+  opts.multi_thread = true;
+  opts.duration = std::chrono::seconds(120);  // a safety net: the spawner stops it
+  Prepared p;
+  p.hw.tracking_attr = perf::BuildTrackingAttr(false, false);
+  p.hw.data_pages = 16;
+  Control control;
+  std::atomic<int> added{0};
+  std::atomic<size_t> fds_at_end{0};
+  const size_t baseline = CountOpenFds();
+  std::thread spawner([&] {
+    // Starts once the recording runs (its manifest exists).
+    while (!std::filesystem::exists(dir.path() / "thr" / "manifest.json"))
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    for (int batch = 0; batch < 20; ++batch) {
+      std::vector<std::thread> ts;
+      for (int i = 0; i < 50; ++i)
+        ts.emplace_back([] { std::this_thread::sleep_for(std::chrono::milliseconds(20)); });
+      for (auto& t : ts) t.join();
+    }
+    // Let the loop drain the last EXIT records, then look and stop.
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    fds_at_end = CountOpenFds();
+    control.RequestStop();
+  });
+  // Counts the threads the recording opened events for.
+  struct Counting final : ForwardingSource {
+    Counting(std::unique_ptr<PtSource> in, std::atomic<int>* added)
+        : ForwardingSource(std::move(in)), added(added) {}
+    std::atomic<int>* added;
+    Result<void> AddThread(pid_t a, pid_t b, bool c) override {
+      auto r = ForwardingSource::AddThread(a, b, c);
+      if (r) ++*added;
+      return r;
+    }
+  };
+  auto out =
+      Record(opts, p, dir.path() / "thr", base::RootPath(), control, nullptr,
+             [&](const HardwareConfig& cfg) -> Result<std::unique_ptr<PtSource>> {
+               PTSNAP_ASSIGN_OR_RETURN(auto hw, HardwarePtSource::Create(cfg));
+               return std::unique_ptr<PtSource>(std::make_unique<Counting>(std::move(hw), &added));
+             });
+  spawner.join();
+  ASSERT_THAT(out, HasValue());
+  // The recording followed most of the thousand (each AddThread opened events).
+  EXPECT_GT(added.load(), 500) << "too few threads followed for the test to mean anything";
+  // Without the close, every followed thread kept its event fd open.
+  EXPECT_LT(fds_at_end.load(), baseline + 60)
+      << "fds at the end: " << fds_at_end << ", before: " << baseline
+      << ", threads followed: " << added;
 }
 
 }  // namespace
