@@ -66,7 +66,7 @@ Result<void> HardwarePtSource::AddBreakpoints(Thread& t, const std::vector<Trigg
     bp.event = std::make_unique<perf::PerfEvent>(std::move(*ev));
     bp.ring = std::make_unique<perf::DataRingReader>(bp.event->header(), bp.event->data());
     bp.symbol = p.symbol;
-    PTSNAP_TRY(bp.event->Enable());
+    PTSNAP_TRY(config_.single_shot_triggers ? bp.event->Refresh(1) : bp.event->Enable());
     t.breakpoints.push_back(std::move(bp));
   }
   return Ok();

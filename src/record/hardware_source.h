@@ -37,6 +37,10 @@ struct HardwareConfig {
   size_t data_pages = 64;   // sideband ring per thread (power of two)
   size_t aux_pages = 1024;  // AUX per thread (power of two)
   bool full_execution = false;
+  // Each trigger breakpoint fires once and then disables itself
+  // (PERF_EVENT_IOC_REFRESH 1, as magic-trace does): a single-snapshot
+  // recording pays one trap per thread, not one per call, until it ends.
+  bool single_shot_triggers = false;
 };
 
 // Full-execution mode: what to do with a PT event once its AUX area has been

@@ -208,6 +208,12 @@ TEST(Prepare, BuildsAttrsAndDefaults) {
   EXPECT_EQ(p->aux_bytes, 128u << 10);
   EXPECT_EQ(p->aux_bytes, probe::DefaultSnapshotBytes(p->privileges, 1));
   EXPECT_THAT(p->warnings, Not(::testing::Contains(HasSubstr("rounded"))));
+  // Triggers trap once per thread unless every hit is to be snapshotted.
+  EXPECT_TRUE(p->hw.single_shot_triggers);
+  o.multi_snapshot = true;
+  p = Prepare(o, base::RootPath(d.path()), cpuid);
+  ASSERT_THAT(p, HasValue());
+  EXPECT_FALSE(p->hw.single_shot_triggers);
 }
 
 void WriteRoot(const TempDir& d, int paranoid) {

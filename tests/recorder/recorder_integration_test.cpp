@@ -197,6 +197,30 @@ TEST(Trigger, HardwareBreakpointFiresOnTheWorkerThread) {
   EXPECT_EQ(stop_hits, 1);
 }
 
+// A single-shot trigger (no --multi-snapshot) traps once per thread: the
+// worker calls the function three times, one hit comes back.
+TEST(Trigger, SingleShotBreakpointFiresOnce) {
+  REQUIRE_TARGET();
+  WaitingTarget t;
+  ASSERT_GT(t.worker, 0) << "trigger_target did not start";
+  HardwareConfig cfg;
+  cfg.tracking_attr = perf::BuildTrackingAttr(false, false);
+  cfg.single_shot_triggers = true;
+  auto src = HardwarePtSource::Create(cfg);
+  ASSERT_THAT(src, HasValue());
+  ASSERT_THAT((*src)->AddThread(t.pid, t.worker, false), HasValue());
+  auto target = ResolveTrigger("ptsnap_test_target", t.pid);
+  ASSERT_THAT(target, HasValue());
+  ASSERT_THAT((*src)->ArmTriggers(*target), HasValue());
+  t.Go();
+  int st = t.Wait();
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+  auto hits = (*src)->PollTriggers();
+  ASSERT_THAT(hits, HasValue());
+  ASSERT_EQ(hits->size(), 1u);
+  EXPECT_EQ((*hits)[0].tid, static_cast<uint32_t>(t.worker));
+}
+
 // A whole `run` recording, with the sideband-only source where there is no
 // PT: checks the orchestration (exec stop, trigger resolved after exec, new
 // thread followed through FORK, breakpoint on it, snapshot metadata, trace
