@@ -100,13 +100,19 @@ Result<void> HardwarePtSource::OpenEvents(Thread& t, const std::string& what) {
       t.snapshot = std::make_unique<perf::AuxSnapshotReader>(t.pt->header(), t.pt->aux());
     }
   } else {
-    auto tr = perf::PerfEvent::Open(config_.tracking_attr, pid_arg, t.cpu,
-                                    perf::MapSpec{config_.data_pages, 0, false},
-                                    "sideband (dummy) event " + what);
-    if (!tr) return std::move(tr).error();
-    t.tracking = std::make_unique<perf::PerfEvent>(std::move(*tr));
-    t.ring = std::make_unique<perf::DataRingReader>(t.tracking->header(), t.tracking->data());
+    PTSNAP_TRY(OpenSidebandOnly(t, what));
   }
+  return Ok();
+}
+
+Result<void> HardwarePtSource::OpenSidebandOnly(Thread& t, const std::string& what) {
+  const pid_t pid_arg = t.cpu >= 0 ? -1 : t.tid;
+  auto tr = perf::PerfEvent::Open(config_.tracking_attr, pid_arg, t.cpu,
+                                  perf::MapSpec{config_.data_pages, 0, false},
+                                  "sideband (dummy) event " + what);
+  if (!tr) return std::move(tr).error();
+  t.tracking = std::make_unique<perf::PerfEvent>(std::move(*tr));
+  t.ring = std::make_unique<perf::DataRingReader>(t.tracking->header(), t.tracking->data());
   return Ok();
 }
 
@@ -115,7 +121,11 @@ Result<void> HardwarePtSource::AddThread(pid_t pid, pid_t tid, bool trace_pt) {
   Thread t;
   t.pid = pid;
   t.tid = tid;
-  if (trace_pt) PTSNAP_TRY(OpenEvents(t, "for " + Tid(tid)));
+  if (trace_pt) {
+    PTSNAP_TRY(OpenEvents(t, "for " + Tid(tid)));
+  } else if (config_.sideband_for_untraced_threads) {
+    PTSNAP_TRY(OpenSidebandOnly(t, "for " + Tid(tid) + " (sideband only)"));
+  }
   PTSNAP_TRY(AddBreakpoints(t, triggers_));
   if (started_) {
     // A thread found after the start (FORK sideband): its attrs carry

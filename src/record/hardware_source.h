@@ -41,6 +41,11 @@ struct HardwareConfig {
   // (PERF_EVENT_IOC_REFRESH 1, as magic-trace does): a single-snapshot
   // recording pays one trap per thread, not one per call, until it ends.
   bool single_shot_triggers = false;
+  // Per-thread mode: threads not traced with PT (without --multi-thread)
+  // still get a sideband event, so a sibling thread's dlopen/mmap is
+  // recorded and the traced thread's later code in it decodes. Off
+  // system-wide, where the CPUs' events see every task already.
+  bool sideband_for_untraced_threads = false;
 };
 
 // Full-execution mode: what to do with a PT event once its AUX area has been
@@ -127,6 +132,8 @@ class HardwarePtSource final : public PtSource {
   Result<void> AddBreakpoints(Thread& t, const std::vector<TriggerPoint>& points);
   // Opens the PT and tracking events of `t` on (t.tid, t.cpu) with rings.
   Result<void> OpenEvents(Thread& t, const std::string& what);
+  // A sideband (dummy) event with its own ring, no PT.
+  Result<void> OpenSidebandOnly(Thread& t, const std::string& what);
   // Full mode: drains t's AUX area, then restarts its PT event as
   // AuxRestartAfterDrain says.
   Result<void> DrainAndRestart(Thread& t, trace::TraceWriter& writer);

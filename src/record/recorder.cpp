@@ -177,6 +177,7 @@ Result<Prepared> Prepare(const RecordOptions& opts, const base::RootPath& root,
   p.hw.aux_pages = p.aux_bytes / 4096;
   p.hw.full_execution = opts.full_execution;
   p.hw.single_shot_triggers = !opts.multi_snapshot;
+  p.hw.sideband_for_untraced_threads = !system_wide;
   p.mode = opts.full_execution ? trace::Mode::kFull : trace::Mode::kSnapshot;
 
   p.pt.pmu_type = attr.attr.type;

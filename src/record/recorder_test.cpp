@@ -214,6 +214,7 @@ TEST(Prepare, BuildsAttrsAndDefaults) {
   p = Prepare(o, base::RootPath(d.path()), cpuid);
   ASSERT_THAT(p, HasValue());
   EXPECT_FALSE(p->hw.single_shot_triggers);
+  EXPECT_TRUE(p->hw.sideband_for_untraced_threads);  // per-thread
 }
 
 void WriteRoot(const TempDir& d, int paranoid) {

@@ -285,6 +285,38 @@ TEST(Record, RunWithTriggerOnNewThreadSidebandOnly) {
                                       (std::to_string(m.pids[0]) + ".so")));
 }
 
+// hw-path-review.md: without --multi-thread a per-thread tracking event
+// sees only its own thread, so a sibling's dlopen was never recorded and
+// the traced thread's later calls into the library decoded as unmapped.
+// Untraced siblings now get a sideband event of their own.
+TEST(Record, SiblingThreadsDlopenIsInTheSideband) {
+  const char* prog = std::getenv("PTSNAP_DLOPEN_SIBLING");
+  ASSERT_NE(prog, nullptr) << "PTSNAP_DLOPEN_SIBLING is set by meson";
+  TempDir dir;
+  RecordOptions opts;
+  opts.command = {prog};
+  Prepared p;
+  p.hw.tracking_attr = perf::BuildTrackingAttr(false, true);
+  p.hw.data_pages = 16;
+  p.hw.sideband_for_untraced_threads = true;  // what Prepare sets per-thread
+  auto out = RecordUndriven(opts, p, dir.path() / "dl", base::RootPath());
+  ASSERT_THAT(out, HasValue());
+  EXPECT_EQ(out->program_status, 0);
+  auto reader = trace::TraceReader::Open(dir.path() / "dl");
+  ASSERT_THAT(reader, HasValue());
+  auto sb = reader->ReadSideband();
+  ASSERT_THAT(sb, HasValue());
+  const uint32_t main_tid = static_cast<uint32_t>(reader->manifest().pids.at(0));
+  bool libm_by_sibling = false;
+  for (const auto& r : sb->records) {
+    const auto* mm = std::get_if<trace::Mmap2>(&r.body);
+    if (mm != nullptr && mm->filename.find("libm.so") != std::string::npos &&
+        r.sample_id.tid != main_tid)
+      libm_by_sibling = true;
+  }
+  EXPECT_TRUE(libm_by_sibling) << "the worker's dlopen of libm is not in the sideband";
+}
+
 TEST(Record, RunWithoutTriggerSnapshotsAtExit) {
   TempDir dir;
   RecordOptions opts;
