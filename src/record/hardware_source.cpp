@@ -100,16 +100,15 @@ Result<void> HardwarePtSource::OpenEvents(Thread& t, const std::string& what) {
       t.snapshot = std::make_unique<perf::AuxSnapshotReader>(t.pt->header(), t.pt->aux());
     }
   } else {
-    PTSNAP_TRY(OpenSidebandOnly(t, what));
+    PTSNAP_TRY(OpenSidebandOnly(t, what, config_.data_pages));
   }
   return Ok();
 }
 
-Result<void> HardwarePtSource::OpenSidebandOnly(Thread& t, const std::string& what) {
+Result<void> HardwarePtSource::OpenSidebandOnly(Thread& t, const std::string& what, size_t pages) {
   const pid_t pid_arg = t.cpu >= 0 ? -1 : t.tid;
   auto tr = perf::PerfEvent::Open(config_.tracking_attr, pid_arg, t.cpu,
-                                  perf::MapSpec{config_.data_pages, 0, false},
-                                  "sideband (dummy) event " + what);
+                                  perf::MapSpec{pages, 0, false}, "sideband (dummy) event " + what);
   if (!tr) return std::move(tr).error();
   t.tracking = std::make_unique<perf::PerfEvent>(std::move(*tr));
   t.ring = std::make_unique<perf::DataRingReader>(t.tracking->header(), t.tracking->data());
@@ -124,7 +123,12 @@ Result<void> HardwarePtSource::AddThread(pid_t pid, pid_t tid, bool trace_pt) {
   if (trace_pt) {
     PTSNAP_TRY(OpenEvents(t, "for " + Tid(tid)));
   } else if (config_.sideband_for_untraced_threads) {
-    PTSNAP_TRY(OpenSidebandOnly(t, "for " + Tid(tid) + " (sideband only)"));
+    // A thread's mmaps and comms are a few records: one data page (8 KiB
+    // locked with the header page) keeps many threads inside an
+    // unprivileged user's mlock budget. Not fatal: the thread then only
+    // hosts its breakpoints, as before.
+    if (auto r = OpenSidebandOnly(t, "for " + Tid(tid) + " (sideband only)", 1); !r)
+      PTSNAP_LOG(kInfo) << "no sideband for " << Tid(tid) << ": " << r.error().ToString();
   }
   PTSNAP_TRY(AddBreakpoints(t, triggers_));
   if (started_) {

@@ -132,8 +132,8 @@ class HardwarePtSource final : public PtSource {
   Result<void> AddBreakpoints(Thread& t, const std::vector<TriggerPoint>& points);
   // Opens the PT and tracking events of `t` on (t.tid, t.cpu) with rings.
   Result<void> OpenEvents(Thread& t, const std::string& what);
-  // A sideband (dummy) event with its own ring, no PT.
-  Result<void> OpenSidebandOnly(Thread& t, const std::string& what);
+  // A sideband (dummy) event with its own ring of `pages` data pages, no PT.
+  Result<void> OpenSidebandOnly(Thread& t, const std::string& what, size_t pages);
   // Full mode: drains t's AUX area, then restarts its PT event as
   // AuxRestartAfterDrain says.
   Result<void> DrainAndRestart(Thread& t, trace::TraceWriter& writer);
