@@ -25,6 +25,7 @@ class ForwardingSource : public PtSource {
   Result<void> ArmTriggers(const std::vector<TriggerPoint>& points) override {
     return to_->ArmTriggers(points);
   }
+  Result<void> EnableSideband() override { return to_->EnableSideband(); }
   Result<void> EnableAll() override { return to_->EnableAll(); }
   Result<SidebandEvents> DrainSideband(trace::TraceWriter& w) override {
     return to_->DrainSideband(w);

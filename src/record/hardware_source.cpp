@@ -162,6 +162,12 @@ Result<void> HardwarePtSource::ArmTriggers(const std::vector<TriggerPoint>& poin
   return Ok();
 }
 
+Result<void> HardwarePtSource::EnableSideband() {
+  for (auto& [key, t] : units_)
+    if (t.tracking) PTSNAP_TRY(t.tracking->Enable());
+  return Ok();
+}
+
 Result<void> HardwarePtSource::EnableAll() {
   started_ = true;
   for (auto& [key, t] : units_) {

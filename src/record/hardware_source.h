@@ -86,6 +86,7 @@ class HardwarePtSource final : public PtSource {
   Result<void> AddThread(pid_t pid, pid_t tid, bool trace_pt) override;
   Result<void> AddCpu(int cpu) override;
   Result<void> ArmTriggers(const std::vector<TriggerPoint>& points) override;
+  Result<void> EnableSideband() override;
   Result<void> EnableAll() override;
   Result<SidebandEvents> DrainSideband(trace::TraceWriter& writer) override;
   Result<void> DrainAux(trace::TraceWriter& writer) override;

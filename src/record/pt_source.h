@@ -53,6 +53,11 @@ class PtSource {
   virtual Result<void> AddCpu(int cpu) = 0;
   // Breakpoints for these points on every thread added so far and later.
   virtual Result<void> ArmTriggers(const std::vector<TriggerPoint>& points) = 0;
+  // Attach: enables only the sideband (tracking) events, before the
+  // mappings that already exist are read from /proc/PID/maps, so an mmap
+  // made while they are read is recorded (perhaps twice, which is harmless)
+  // instead of lost. PT follows with EnableAll.
+  virtual Result<void> EnableSideband() { return Ok(); }
   // Enables every PT and tracking event (attach; for run, after the exec
   // that enable_on_exec already acted on). Threads added afterwards are
   // enabled as they are added.

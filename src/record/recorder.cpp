@@ -494,6 +494,7 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
     // processes' (attach), or every process's (system-wide). Processes that
     // exit meanwhile are skipped.
     std::vector<pid_t> synthesize;
+    if (!run) PTSNAP_TRY(source->EnableSideband());
     if (system_wide) {
       synthesize = ListProcesses(base::RootPath());
     } else if (!run) {

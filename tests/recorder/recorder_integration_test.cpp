@@ -1003,3 +1003,56 @@ TEST(Threads, ExitedThreadsEventsAreClosed) {
 
 }  // namespace
 }  // namespace ptsnap::record
+
+namespace ptsnap::record {
+namespace {
+
+// hw-path-review.md: on attach, mmaps made between reading /proc/PID/maps
+// and enabling the events were lost. The sideband events are enabled
+// before the existing mappings are read (and written as synthesized
+// records), PT after.
+TEST(Attach, SidebandIsOnBeforeTheMapsAreRead) {
+  TempDir dir;
+  const auto trace = dir.path() / "att";
+  // What sideband.data holds when each enable happens (Record destroys the
+  // source, so the answers live here).
+  std::optional<uint64_t> at_sideband, at_all;
+  struct Order final : ForwardingSource {
+    Order(PtSource* to, std::filesystem::path dir, std::optional<uint64_t>* s,
+          std::optional<uint64_t>* a)
+        : ForwardingSource(to), dir(std::move(dir)), at_sideband(s), at_all(a) {}
+    std::filesystem::path dir;
+    std::optional<uint64_t>*at_sideband, *at_all;
+    uint64_t SidebandBytes() const {
+      std::error_code ec;
+      auto n = std::filesystem::file_size(dir / "sideband.data", ec);
+      return ec ? 0 : n;
+    }
+    Result<void> EnableSideband() override {
+      *at_sideband = SidebandBytes();
+      return ForwardingSource::EnableSideband();
+    }
+    Result<void> EnableAll() override {
+      if (!*at_all) *at_all = SidebandBytes();
+      return ForwardingSource::EnableAll();
+    }
+  };
+  FakeTriggerSource fake;  // ends the recording with a hit after a few drains
+  RecordOptions opts;
+  opts.pids = {getpid()};
+  opts.duration = std::chrono::seconds(60);
+  Prepared p;
+  auto out = RecordUndriven(opts, p, trace, base::RootPath(),
+                            [&](const HardwareConfig&) -> Result<std::unique_ptr<PtSource>> {
+                              return std::unique_ptr<PtSource>(
+                                  std::make_unique<Order>(&fake, trace, &at_sideband, &at_all));
+                            });
+  ASSERT_THAT(out, HasValue());
+  ASSERT_TRUE(at_sideband.has_value()) << "the sideband events were never enabled on their own";
+  ASSERT_TRUE(at_all.has_value());
+  EXPECT_EQ(*at_sideband, 0u) << "the mappings were read before the sideband was on";
+  EXPECT_GT(*at_all, 0u) << "the synthesized mappings should be written before PT starts";
+}
+
+}  // namespace
+}  // namespace ptsnap::record
