@@ -62,7 +62,8 @@ Result<ProbeEnv> RootEnv(const std::filesystem::path& dir) {
   return env;
 }
 
-std::optional<uint64_t> LargestAuxBytes(const sys::Privileges& priv, int online_cpus) {
+std::optional<uint64_t> LargestAuxBytes(const sys::Privileges& priv, int online_cpus,
+                                        int buffers) {
   // kernel/events/core.c perf_mmap(): with CAP_IPC_LOCK, or paranoid -1,
   // pages beyond the budget are not refused.
   if (priv.Has(sys::kCapIpcLock) || (priv.perf_event_paranoid && *priv.perf_event_paranoid < 0)) {
@@ -70,12 +71,14 @@ std::optional<uint64_t> LargestAuxBytes(const sys::Privileges& priv, int online_
   }
   if (priv.memlock_known && !priv.memlock_bytes) return std::nullopt;  // RLIMIT_MEMLOCK unlimited
   int cpus = std::max(online_cpus, 1);
-  // perf_event_mlock_kb per online CPU for the user, then RLIMIT_MEMLOCK
-  // (shared, not per CPU). Default 516 KiB with 4 KiB pages.
+  // The user's budget (kernel/events/core.c perf_mmap: user_lock_limit is
+  // perf_event_mlock_kb times the online CPUs, then RLIMIT_MEMLOCK on top),
+  // shared by every buffer the recording maps. Default 516 KiB per CPU.
   uint64_t per_cpu =
       static_cast<uint64_t>(std::max<int64_t>(priv.perf_event_mlock_kb.value_or(516), 0)) * kKiB;
   uint64_t memlock = priv.memlock_bytes.value_or(64 * kKiB);
-  uint64_t budget = per_cpu + memlock / static_cast<uint64_t>(cpus);
+  const uint64_t n = static_cast<uint64_t>(buffers > 0 ? buffers : cpus);
+  uint64_t budget = (per_cpu * static_cast<uint64_t>(cpus) + memlock) / n;
   uint64_t data = 256 * kKiB + kPage;  // perf's unprivileged data ring + header page
   if (budget <= data) return 0;
   uint64_t aux = budget - data;
@@ -85,11 +88,11 @@ std::optional<uint64_t> LargestAuxBytes(const sys::Privileges& priv, int online_
   return pow2;
 }
 
-uint64_t DefaultSnapshotBytes(const sys::Privileges& priv, int online_cpus) {
+uint64_t DefaultSnapshotBytes(const sys::Privileges& priv, int online_cpus, int buffers) {
   bool privileged =
       priv.PerfmonCapable() || (priv.perf_event_paranoid && *priv.perf_event_paranoid < 0);
   uint64_t want = privileged ? 4 * kMiB : 128 * kKiB;
-  std::optional<uint64_t> largest = LargestAuxBytes(priv, online_cpus);
+  std::optional<uint64_t> largest = LargestAuxBytes(priv, online_cpus, buffers);
   if (!largest) return want;
   if (*largest < 2 * kPage) return 0;
   return std::min(want, *largest);

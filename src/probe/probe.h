@@ -94,11 +94,15 @@ ProbeReport RunProbe(const ProbeEnv& env);
 // perf's rule: 4 MiB when the user may lock memory freely (CAP_IPC_LOCK or
 // perf_event_paranoid -1), else 128 KiB, never more than the largest AUX
 // buffer the mlock budget allows. 0 when not even 4 pages fit.
-uint64_t DefaultSnapshotBytes(const sys::Privileges& priv, int online_cpus);
+// `buffers`: how many PT buffers share the user's budget: 0 means one per
+// online CPU (system-wide, and what `ptsnap probe` reports); per-thread
+// recordings pass the number of threads traced with PT.
+uint64_t DefaultSnapshotBytes(const sys::Privileges& priv, int online_cpus, int buffers = 0);
 
 // The largest power-of-two AUX buffer per CPU the perf mlock accounting
 // allows this user next to a 256 KiB + 1 page data ring; nullopt = no limit.
-std::optional<uint64_t> LargestAuxBytes(const sys::Privileges& priv, int online_cpus);
+std::optional<uint64_t> LargestAuxBytes(const sys::Privileges& priv, int online_cpus,
+                                        int buffers = 0);
 
 // Scopes from paranoid, capabilities and kernel version (CAP_PERFMON counts
 // only from 5.8; before that, CAP_SYS_ADMIN).

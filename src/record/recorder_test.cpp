@@ -217,6 +217,35 @@ TEST(Prepare, BuildsAttrsAndDefaults) {
   EXPECT_TRUE(p->hw.sideband_for_untraced_threads);  // per-thread
 }
 
+// The default buffer size shares the user's mlock budget among the buffers
+// the recording will map: attach --multi-thread maps one per thread.
+TEST(Prepare, DefaultSnapshotSizeSharesTheBudgetAmongThreads) {
+  TempDir d;
+  WritePmu(d);
+  WriteUser(d, 2);
+  d.Write("proc/sys/kernel/perf_event_mlock_kb", "12288\n");  // 12 MiB, one CPU
+  for (int tid = 4242; tid < 4242 + 40; ++tid) d.Write("proc/4242/task/" + std::to_string(tid) + "/stat", "");
+  ::ptsnap::testing::FakeCpuid cpuid;
+  RecordOptions o;
+  o.pids = {4242};
+  auto one = Prepare(o, base::RootPath(d.path()), cpuid);
+  ASSERT_THAT(one, HasValue());
+  EXPECT_EQ(one->aux_bytes, 128u << 10);  // the unprivileged default fits
+  o.multi_thread = true;
+  auto many = Prepare(o, base::RootPath(d.path()), cpuid);
+  ASSERT_THAT(many, HasValue());
+  // 40 buffers in 12 MiB + 64 KiB: 309 KiB each, 52 KiB after perf's 257 KiB
+  // data ring: 32 KiB of AUX each.
+  EXPECT_EQ(many->aux_bytes, 32u << 10);
+  EXPECT_EQ(many->aux_bytes, probe::DefaultSnapshotBytes(many->privileges, 1, 40));
+  // With the default 516 KiB there is no room for 40.
+  d.Write("proc/sys/kernel/perf_event_mlock_kb", "516\n");
+  auto none = Prepare(o, base::RootPath(d.path()), cpuid);
+  ASSERT_FALSE(none);
+  EXPECT_THAT(none.error().ToString(), HasSubstr("no room for 40 PT buffers (one per traced thread)"));
+  EXPECT_THAT(none.error().ToString(), HasSubstr("trace fewer threads (without --multi-thread)"));
+}
+
 void WriteRoot(const TempDir& d, int paranoid) {
   d.Write("proc/self/status", "Name:\tx\nUid:\t0\t0\t0\t0\nCapEff:\t000001ffffffffff\n");
   d.Write("proc/sys/kernel/perf_event_paranoid", std::to_string(paranoid) + "\n");
