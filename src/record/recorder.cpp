@@ -150,32 +150,29 @@ Result<Prepared> Prepare(const RecordOptions& opts, const base::RootPath& root,
   }
   // One rule for the default, shared with `ptsnap probe`: perf's 4 MiB when
   // memory may be locked freely, else 128 KiB, within the mlock budget.
-  // Per-thread mode maps one buffer per traced thread, all from the same
-  // budget: attach --multi-thread counts the threads there are now (threads
+  // The probe's rule sizes one buffer per CPU. Per-thread mode maps one per
+  // traced thread from the same per-user budget, so when attach
+  // --multi-thread finds more threads than CPUs, they share it (threads
   // created later are followed as long as the budget lasts).
   uint64_t want = opts.snapshot_size;
   if (want == 0) {
     const int ncpus = online && !online->empty() ? static_cast<int>(online->size()) : 1;
-    int buffers = system_wide ? static_cast<int>(p.cpus.size()) : 1;
-    if (!system_wide && opts.command.empty()) {
-      buffers = 0;
-      for (pid_t pid : opts.pids)
-        buffers += opts.multi_thread ? CountThreads(root, pid) : 1;
-      buffers = std::max(buffers, 1);
-    }
+    int threads = 0;
+    if (!system_wide && opts.command.empty())
+      for (pid_t pid : opts.pids) threads += opts.multi_thread ? CountThreads(root, pid) : 1;
+    const int buffers = std::max(ncpus, threads);
     want = probe::DefaultSnapshotBytes(priv, ncpus, buffers);
     if (want == 0)
       return Error(
           "the perf mlock budget leaves no room for " +
-          (buffers > 1 ? std::to_string(buffers) + " PT buffers (one per traced " +
-                             std::string(system_wide ? "CPU" : "thread") + ")"
-                       : std::string("a PT buffer")) +
+          (threads > ncpus ? std::to_string(buffers) + " PT buffers (one per traced thread)"
+                           : std::string("a PT buffer")) +
           " (kernel.perf_event_mlock_kb is " +
           (priv.perf_event_mlock_kb ? std::to_string(*priv.perf_event_mlock_kb) + " KiB"
                                     : std::string("unknown")) +
           " per CPU); raise it (`sysctl -w kernel.perf_event_mlock_kb=2048`), run as root" +
-          (buffers > 1 && !system_wide ? ", or trace fewer threads (without --multi-thread)"
-                                       : std::string()));
+          (threads > ncpus ? ", or trace fewer threads (without --multi-thread)"
+                           : std::string()));
   }
   bool rounded = false;
   p.aux_bytes = RoundToPowerOfTwoPages(want, &rounded);
