@@ -62,8 +62,7 @@ Result<ProbeEnv> RootEnv(const std::filesystem::path& dir) {
   return env;
 }
 
-std::optional<uint64_t> LargestAuxBytes(const sys::Privileges& priv, int online_cpus,
-                                        int buffers) {
+std::optional<uint64_t> LargestAuxBytes(const sys::Privileges& priv, int online_cpus, int buffers) {
   // kernel/events/core.c perf_mmap(): with CAP_IPC_LOCK, or paranoid -1,
   // pages beyond the budget are not refused.
   if (priv.Has(sys::kCapIpcLock) || (priv.perf_event_paranoid && *priv.perf_event_paranoid < 0)) {
