@@ -103,12 +103,10 @@ namespace {
 // Threads of `pid` under `root` (/proc/PID/task), at least 1.
 int CountThreads(const base::RootPath& root, pid_t pid) {
   std::error_code ec;
+  std::filesystem::directory_iterator it(root.Resolve("/proc/" + std::to_string(pid) + "/task"),
+                                         ec);
   int n = 0;
-  for (std::filesystem::directory_iterator it(root.Resolve("/proc/" + std::to_string(pid) + "/task"),
-                                              ec),
-       end;
-       !ec && it != end; it.increment(ec))
-    ++n;
+  for (; !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) ++n;
   return std::max(n, 1);
 }
 
@@ -171,8 +169,7 @@ Result<Prepared> Prepare(const RecordOptions& opts, const base::RootPath& root,
           (priv.perf_event_mlock_kb ? std::to_string(*priv.perf_event_mlock_kb) + " KiB"
                                     : std::string("unknown")) +
           " per CPU); raise it (`sysctl -w kernel.perf_event_mlock_kb=2048`), run as root" +
-          (threads > ncpus ? ", or trace fewer threads (without --multi-thread)"
-                           : std::string()));
+          (threads > ncpus ? ", or trace fewer threads (without --multi-thread)" : std::string()));
   }
   bool rounded = false;
   p.aux_bytes = RoundToPowerOfTwoPages(want, &rounded);
