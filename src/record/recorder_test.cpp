@@ -224,7 +224,8 @@ TEST(Prepare, DefaultSnapshotSizeSharesTheBudgetAmongThreads) {
   WritePmu(d);
   WriteUser(d, 2);
   d.Write("proc/sys/kernel/perf_event_mlock_kb", "12288\n");  // 12 MiB, one CPU
-  for (int tid = 4242; tid < 4242 + 40; ++tid) d.Write("proc/4242/task/" + std::to_string(tid) + "/stat", "");
+  for (int tid = 4242; tid < 4242 + 40; ++tid)
+    d.Write("proc/4242/task/" + std::to_string(tid) + "/stat", "");
   ::ptsnap::testing::FakeCpuid cpuid;
   RecordOptions o;
   o.pids = {4242};
@@ -242,7 +243,8 @@ TEST(Prepare, DefaultSnapshotSizeSharesTheBudgetAmongThreads) {
   d.Write("proc/sys/kernel/perf_event_mlock_kb", "516\n");
   auto none = Prepare(o, base::RootPath(d.path()), cpuid);
   ASSERT_FALSE(none);
-  EXPECT_THAT(none.error().ToString(), HasSubstr("no room for 40 PT buffers (one per traced thread)"));
+  EXPECT_THAT(none.error().ToString(),
+              HasSubstr("no room for 40 PT buffers (one per traced thread)"));
   EXPECT_THAT(none.error().ToString(), HasSubstr("trace fewer threads (without --multi-thread)"));
 }
 
