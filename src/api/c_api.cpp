@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 
+#include "base/string_util.h"
 #include "ptsnap/decoder.h"
 #include "ptsnap/probe.h"
 #include "ptsnap/recording.h"
@@ -81,14 +82,11 @@ std::optional<bool> ParseBool(std::string_view v) {
   return std::nullopt;
 }
 
+// A non-negative decimal (base::ParseUint), within int64_t.
 std::optional<int64_t> ParseInt(std::string_view v) {
-  if (v.empty() || v.size() > 18) return std::nullopt;
-  int64_t n = 0;
-  for (char c : v) {
-    if (c < '0' || c > '9') return std::nullopt;
-    n = n * 10 + (c - '0');
-  }
-  return n;
+  auto n = ptsnap::base::ParseUint(v);
+  if (!n || *n > static_cast<uint64_t>(INT64_MAX)) return std::nullopt;
+  return static_cast<int64_t>(*n);
 }
 
 std::optional<int> ParseSignal(std::string_view v) {
