@@ -50,7 +50,7 @@ Result<record::RecordOptions> ToRecordOptions(const RecordingOptions& o) {
   r.snapshot_size = o.snapshot_size;
   r.full_execution = o.full_execution;
   auto timing = perf::ParseTiming(o.timer_resolution);
-  if (!timing) return std::move(timing).error();
+  if (!timing) return std::move(timing).error().WithKind(ErrorKind::kUsage);
   r.timer = *timing;
   r.trigger = o.trigger;
   r.multi_snapshot = o.multi_snapshot;

@@ -17,7 +17,6 @@
 
 #include "base/string_util.h"
 #include "cli/command.h"
-#include "perf/attr.h"
 #include "ptsnap/recording.h"
 #include "record/elf_symbols.h"
 #include "record/options.h"
@@ -175,9 +174,7 @@ int RunRecord(Args& a, bool attach) {
     if (!size) return Fail("--snapshot-size: " + size.error().ToString()), kExitUsage;
     ro.snapshot_size = *size;
   }
-  if (auto timing = perf::ParseTiming(a.timer); !timing)
-    return Fail(timing.error().ToString()), kExitUsage;
-  ro.timer_resolution = a.timer;
+  ro.timer_resolution = a.timer;  // parsed by Recording::Create (a kUsage error)
   if (!a.duration.empty()) {
     auto d = ParseDuration(a.duration);
     if (!d) return Fail(d.error().ToString()), kExitUsage;
@@ -215,17 +212,14 @@ int RunRecord(Args& a, bool attach) {
   ro.copy_binaries = o.copy_binaries;
   // Ctrl-C on the terminal reaches the program already.
   ro.stop_signal = 0;
-  // The trace directory: --trace-dir, else beside -o; an unnamed default
-  // one from an earlier run is moved aside (session.h).
+  // The trace directory: --trace-dir, else beside -o, else unnamed, which
+  // lets the orchestrator move an earlier default one aside (session.h).
   ro.trace_dir =
       o.trace_dir.empty() && !o.output.empty() ? record::DefaultTraceDir(o.output) : o.trace_dir;
-  const bool named = !o.output.empty() || !o.trace_dir.empty();
   const std::filesystem::path output = o.output.empty() ? "trace.fxt.gz" : o.output;
   if (!o.no_decode) {
     if (auto w = CheckOutputWritable(output); !w) return Fail(w.error().ToString()), kExitFailure;
   }
-  // An unnamed default stays unnamed, so the orchestrator may move it aside.
-  if (!named) ro.trace_dir.clear();
 
   PrintEvents printer;
   auto rec = Recording::Create(ro, &printer);
