@@ -2,8 +2,6 @@
 // listener form is one more sink next to the summary.
 #include "ptsnap/decoder.h"
 
-#include <algorithm>
-
 #include <nlohmann/json.hpp>
 
 #include "pipeline/pipeline.h"
@@ -107,12 +105,8 @@ Decoder::~Decoder() = default;
 
 Result<Decoder> Decoder::Open(const std::filesystem::path& trace_dir, DecodeOptions options) {
   PTSNAP_ASSIGN_OR_RETURN(trace::TraceReader reader, trace::TraceReader::Open(trace_dir));
-  const auto& snaps = reader.manifest().snapshots;
-  if (options.snapshot != 0 &&
-      std::none_of(snaps.begin(), snaps.end(),
-                   [&](const trace::Snapshot& s) { return s.seq == options.snapshot; }))
-    return Error(trace_dir.string() + " has no snapshot " + std::to_string(options.snapshot) +
-                 " (it has " + std::to_string(snaps.size()) + ")");
+  PTSNAP_TRY_CTX(pipeline::CheckSnapshotExists(reader.manifest(), options.snapshot),
+                 trace_dir.string());
   auto impl = std::make_unique<Impl>();
   impl->trace_dir = trace_dir;
   impl->options = std::move(options);

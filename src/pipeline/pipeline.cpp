@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 
 #include "base/string_util.h"
@@ -61,34 +62,6 @@ constexpr int32_t kTriggerTid = 0x40000001;
 
 using base::Join;
 
-// Where slices go when no file is written.
-class NullSink final : public model::SliceSink {
- public:
-  void OnProcess(int32_t, const std::string&) override {}
-  void OnThread(int32_t, int32_t, const std::string&) override {}
-  void OnSlice(const model::Slice&) override {}
-  Result<void> Finish() override { return Ok(); }
-};
-
-// Forwards to the caller's sink (if any), whose Finish is the caller's.
-class UnfinishedSink final : public model::SliceSink {
- public:
-  explicit UnfinishedSink(model::SliceSink* to) : to_(to) {}
-  void OnProcess(int32_t pid, const std::string& name) override {
-    if (to_ != nullptr) to_->OnProcess(pid, name);
-  }
-  void OnThread(int32_t pid, int32_t tid, const std::string& name) override {
-    if (to_ != nullptr) to_->OnThread(pid, tid, name);
-  }
-  void OnSlice(const model::Slice& s) override {
-    if (to_ != nullptr) to_->OnSlice(s);
-  }
-  Result<void> Finish() override { return Ok(); }
-
- private:
-  model::SliceSink* to_;
-};
-
 }  // namespace
 
 Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
@@ -105,11 +78,7 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
       return Error("unknown output format '" + report.format + "' (use fxt, json or events)");
     }
   }
-  if (options.snapshot != 0 &&
-      std::none_of(m.snapshots.begin(), m.snapshots.end(),
-                   [&](const trace::Snapshot& s) { return s.seq == options.snapshot; }))
-    return Error("the trace has no snapshot " + std::to_string(options.snapshot) + " (it has " +
-                 std::to_string(m.snapshots.size()) + ")");
+  PTSNAP_TRY(CheckSnapshotExists(m, options.snapshot));
   report.lost_records = m.lost_records;
   report.aux_truncated = m.aux_truncated;
 
@@ -125,7 +94,6 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
 
   std::unique_ptr<OutputFile> out;
   std::unique_ptr<Writer> writer;
-  NullSink no_file;
   if (write_file) {
     PTSNAP_ASSIGN_OR_RETURN(out, OutputFile::Open(options.output));
     writer = Writer::Make(report.format, out.get());
@@ -134,10 +102,13 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
       return symbolizer->SourceLine(pid, address);
     });
   }
+  // The slices go to the file's writer and/or the caller's sink, and to the summary.
   SummarySink summary;
-  UnfinishedSink extra(options.sink);
-  model::TeeSink file_and_extra(writer ? writer->sink() : &no_file, &extra);
-  model::TeeSink tee(&file_and_extra, &summary);
+  model::SliceSink* to = writer ? writer->sink() : options.sink;
+  std::optional<model::TeeSink> file_and_caller;
+  if (writer && options.sink != nullptr)
+    to = &file_and_caller.emplace(writer->sink(), options.sink);
+  model::TeeSink tee(to, &summary);
   model::CallStackModel model(&decoder->symbolizer(), &tee);
   model.SetKernelOnly(m.scope == trace::Scope::kKernel);
 
@@ -325,6 +296,14 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
   report.top_total = summary.Top(options.top, false);
   report.top_self = summary.Top(options.top, true);
   return report;
+}
+
+Result<void> CheckSnapshotExists(const trace::Manifest& m, uint32_t seq) {
+  if (seq == 0 || std::any_of(m.snapshots.begin(), m.snapshots.end(),
+                              [&](const trace::Snapshot& s) { return s.seq == seq; }))
+    return Ok();
+  return Error("the trace has no snapshot " + std::to_string(seq) + " (it has " +
+               std::to_string(m.snapshots.size()) + ")");
 }
 
 std::string FormatReport(const DecodeReport& r) {

@@ -14,6 +14,7 @@
 #include "model/call_stack.h"
 #include "output/summary.h"
 #include "ptsnap/result.h"
+#include "trace/manifest.h"
 
 namespace ptsnap::pipeline {
 
@@ -21,7 +22,7 @@ struct DecodeOptions {
   std::filesystem::path output;  // the file to write; "" with `sink`: none
   std::string format;            // "fxt", "json", "events"; "" = from output's suffix, else fxt
   // Also receives every process, thread and slice (the public API's
-  // DecodeListener); not finished by the pipeline.
+  // DecodeListener), and Finish() after the last.
   model::SliceSink* sink = nullptr;
   uint32_t snapshot = 0;  // only this snapshot's streams; 0: all
   size_t top = 5;         // entries of top_total and top_self
@@ -55,6 +56,9 @@ struct DecodeReport {
 // sideband, decode errors) is reported in DecodeReport, not as an error.
 Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
                                     const DecodeOptions& options);
+
+// Fails unless `m` lists snapshot `seq` (0, "every snapshot", always passes).
+Result<void> CheckSnapshotExists(const trace::Manifest& m, uint32_t seq);
 
 // Human-readable summary (several lines, ends with how to open the file).
 std::string FormatReport(const DecodeReport& r);
