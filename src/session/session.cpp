@@ -10,6 +10,7 @@
 namespace ptsnap::session {
 
 namespace fs = std::filesystem;
+using record::Emit;
 
 namespace {
 
@@ -100,8 +101,7 @@ Result<Outcome> RunRecording(Plan plan, record::Control& control, const record::
   } close_at_end{control};
   Outcome out;
   out.trace_dir = plan.trace_dir;
-  if (events)
-    for (const std::string& w : plan.warnings) events({record::Event::Kind::kWarning, w});
+  for (const std::string& w : plan.warnings) Emit(events, {record::Event::Kind::kWarning, w});
   if (plan.move_previous_aside) {
     fs::path old = plan.trace_dir;
     old += ".old";
@@ -112,16 +112,15 @@ Result<Outcome> RunRecording(Plan plan, record::Control& control, const record::
       return Error("cannot move the previous recording " + plan.trace_dir.string() + " aside to " +
                    old.string() + ": " + ec.message() + "; remove it or choose --trace-dir")
           .WithKind(ErrorKind::kTraceDirExists);
-    if (events)
-      events({record::Event::Kind::kInfo,
-              "Moved the previous recording " + plan.trace_dir.string() + " to " + old.string()});
+    Emit(events, {record::Event::Kind::kInfo, "Moved the previous recording " +
+                                                  plan.trace_dir.string() + " to " + old.string()});
   }
-  // Counts the snapshots as they are reported.
-  auto counting = [&](const record::Event& e) {
-    if (e.kind == record::Event::Kind::kSnapshot) ++out.snapshots;
-    if (events) events(e);
-  };
   if (plan.emulated) {
+    // The emulator reports its snapshots as events only: count them.
+    auto counting = [&](const record::Event& e) {
+      if (e.kind == record::Event::Kind::kSnapshot) ++out.snapshots;
+      Emit(events, e);
+    };
     auto status =
         emulate::RecordEmulated(*plan.emulated, plan.opts, plan.trace_dir, control, counting);
     if (!status) return std::move(status).error();
@@ -130,7 +129,7 @@ Result<Outcome> RunRecording(Plan plan, record::Control& control, const record::
     return out;
   }
   auto r = record::Record(plan.opts, std::move(*plan.hardware), plan.trace_dir, env.root, control,
-                          counting);
+                          events);
   if (!r) return std::move(r).error();
   out.program_status = r->program_status;
   out.snapshots = r->snapshots;
