@@ -42,6 +42,13 @@ struct RecordOptions {
   std::optional<std::chrono::milliseconds> duration;
   bool copy_binaries = false;
   bool emulate = false;
+  // --sampling (magic-trace's -sampling): stack samples through
+  // perf_event_open instead of PT, for hosts without Intel PT
+  // (docs/trace-format.md, source "sampled").
+  bool sampling = false;
+  // --callgraph-mode: "fp", "dwarf", "lbr"; "" = the default rule (lbr
+  // where the PMU has it, else dwarf, as magic-trace chooses).
+  std::string callgraph_mode;
   bool no_decode = false;
   // Sent to the program `run` started when a stop request (not its exit)
   // ends the recording; 0 sends nothing and waits for it to exit. The CLI

@@ -207,7 +207,8 @@ Result<Obj> AsObject(const Json& j, const std::string& path) {
   return Obj(j, path);
 }
 
-constexpr Source kSources[] = {Source::kHardware, Source::kEmulated};
+constexpr Source kSources[] = {Source::kHardware, Source::kEmulated, Source::kSampled};
+constexpr StreamKind kStreamKinds[] = {StreamKind::kPt, StreamKind::kSamples};
 constexpr State kStates[] = {State::kRecording, State::kComplete, State::kInterrupted};
 constexpr Scope kScopes[] = {Scope::kUser, Scope::kKernel, Scope::kUserKernel};
 constexpr Mode kModes[] = {Mode::kSnapshot, Mode::kFull};
@@ -320,6 +321,7 @@ Result<Manifest> ParseTree(const Json& root) {
         PTSNAP_ASSIGN_OR_RETURN(Obj o, AsObject(e, path));
         Stream s;
         PTSNAP_TRY(o.Uint("id", s.id, true));
+        PTSNAP_TRY(o.Enum("kind", s.kind, kStreamKinds, false));
         PTSNAP_TRY(o.RelativePath("file", s.file, true));
         if (s.file.empty()) return FieldError(path + ".file", "must name a file");
         PTSNAP_TRY(o.Int("pid", s.pid));
@@ -352,6 +354,23 @@ Result<Manifest> ParseTree(const Json& root) {
     return Ok();
   }));
   PTSNAP_TRY(r.String("emulator", m.emulator));
+  if (r.Find("sampling") != nullptr) {
+    PTSNAP_ASSIGN_OR_RETURN(Obj sa, r.Object("sampling"));
+    Sampling s;
+    PTSNAP_TRY(sa.String("event", s.event));
+    PTSNAP_TRY(sa.Uint("type", s.type));
+    PTSNAP_TRY(sa.Uint("config", s.config));
+    PTSNAP_TRY(sa.Uint("sample_type", s.sample_type, true));
+    PTSNAP_TRY(sa.Uint("frequency", s.frequency));
+    PTSNAP_TRY(sa.Uint("period", s.period));
+    PTSNAP_TRY(sa.String("callgraph", s.callgraph));
+    PTSNAP_TRY(sa.Uint("regs_user", s.regs_user));
+    PTSNAP_TRY(sa.Uint("stack_user", s.stack_user));
+    PTSNAP_TRY(sa.Uint("max_stack", s.max_stack));
+    m.sampling = std::move(s);
+  }
+  if (m.source == Source::kSampled && !m.sampling)
+    return FieldError("sampling", "missing (source is \"sampled\")");
   return m;
 }
 
@@ -361,6 +380,15 @@ std::string_view ToString(Source v) {
   switch (v) {
     case Source::kHardware: return "hardware";
     case Source::kEmulated: return "emulated";
+    case Source::kSampled: return "sampled";
+  }
+  return "?";
+}
+
+std::string_view ToString(StreamKind v) {
+  switch (v) {
+    case StreamKind::kPt: return "pt";
+    case StreamKind::kSamples: return "samples";
   }
   return "?";
 }
@@ -494,6 +522,7 @@ std::string SerializeManifest(const Manifest& m) {
   Json streams = Json::array();
   for (const Stream& s : m.streams) {
     streams.push_back({{"id", s.id},
+                       {"kind", ToString(s.kind)},
                        {"file", s.file},
                        {"pid", s.pid},
                        {"tid", s.tid},
@@ -515,6 +544,21 @@ std::string SerializeManifest(const Manifest& m) {
   }
   j["binaries"] = std::move(binaries);
   j["emulator"] = m.emulator;
+  if (m.sampling) {
+    const Sampling& sa = *m.sampling;
+    j["sampling"] = {{"event", sa.event},
+                     {"type", sa.type},
+                     {"config", HexString(sa.config)},
+                     {"sample_type", HexString(sa.sample_type)},
+                     {"frequency", sa.frequency},
+                     {"period", sa.period},
+                     {"callgraph", sa.callgraph},
+                     {"regs_user", HexString(sa.regs_user)},
+                     {"stack_user", sa.stack_user},
+                     {"max_stack", sa.max_stack}};
+  } else {
+    j["sampling"] = nullptr;
+  }
   // Paths and argv need not be UTF-8; replace invalid bytes instead of
   // throwing (JSON strings must be UTF-8).
   return j.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";

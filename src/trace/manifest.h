@@ -18,7 +18,8 @@ namespace ptsnap::trace {
 
 inline constexpr int kManifestVersion = 1;
 
-enum class Source { kHardware, kEmulated };
+// kSampled: no PT; streams hold PERF_RECORD_SAMPLE records (`Sampling`).
+enum class Source { kHardware, kEmulated, kSampled };
 enum class Scope { kUser, kKernel, kUserKernel };
 enum class Mode { kSnapshot, kFull };
 // kRecording: written at start and after each snapshot; a directory left in
@@ -38,6 +39,8 @@ std::string_view ToString(Mode v);
 std::string_view ToString(State v);
 std::string_view ToString(KcoreStatus v);
 std::string_view ToString(SnapshotReason v);
+enum class StreamKind { kPt, kSamples };
+std::string_view ToString(StreamKind v);
 // The reason a manifest or the emulator's plugin spells `s`, if any.
 std::optional<SnapshotReason> SnapshotReasonFrom(std::string_view s);
 
@@ -84,7 +87,10 @@ struct Snapshot {
 
 struct Stream {
   uint32_t id = 0;
-  std::string file;                      // relative to the trace directory: "pt/<id>.pt"
+  // kPt: raw PT bytes. kSamples: PERF_RECORD_SAMPLE records as the kernel
+  // wrote them, laid out by the manifest's `sampling.sample_type`.
+  StreamKind kind = StreamKind::kPt;
+  std::string file;  // relative to the trace directory: "pt/<id>.pt", "samples/<id>.data"
   int32_t pid = -1, tid = -1, cpu = -1;  // tid for per-thread, cpu for per-CPU
   uint32_t snapshot = 0;                 // Snapshot::seq; full-execution streams use 0
   uint64_t size = 0;                     // bytes in file
@@ -113,6 +119,22 @@ struct Kcore {
   friend bool operator==(const Kcore&, const Kcore&) = default;
 };
 
+// A sampled recording's event (source "sampled"): what was opened, so a
+// decoder can parse the samples and say what they can tell.
+struct Sampling {
+  std::string event;         // "cpu-clock", "task-clock", "cycles"
+  uint32_t type = 0;         // perf_event_attr.type
+  uint64_t config = 0;       // perf_event_attr.config
+  uint64_t sample_type = 0;  // perf_event_attr.sample_type: the records' layout
+  uint64_t frequency = 0;    // Hz asked for (attr.freq); 0 when `period` is used
+  uint64_t period = 0;       // fixed sample period (ns for clocks), 0 with a frequency
+  std::string callgraph;     // "fp", "dwarf", "lbr"
+  uint64_t regs_user = 0;    // sample_regs_user (dwarf)
+  uint32_t stack_user = 0;   // sample_stack_user bytes (dwarf)
+  uint32_t max_stack = 0;    // sample_max_stack (fp, lbr); 0 = the kernel's default
+  friend bool operator==(const Sampling&, const Sampling&) = default;
+};
+
 struct Manifest {
   int version = kManifestVersion;
   Source source = Source::kHardware;
@@ -137,6 +159,7 @@ struct Manifest {
   Kcore kcore;
   std::vector<Binary> binaries;
   std::string emulator;  // emulated source: "qemu-x86_64 7.2 + ptsnap plugin", else ""
+  std::optional<Sampling> sampling;  // source "sampled" only
   friend bool operator==(const Manifest&, const Manifest&) = default;
 };
 

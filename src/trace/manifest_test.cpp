@@ -86,6 +86,31 @@ TEST(ManifestTest, RoundTripsEveryField) {
   EXPECT_EQ(*parsed_defaults, defaults);
 }
 
+TEST(ManifestTest, RoundTripsASampledRecording) {
+  Manifest m = FullManifest();
+  m.source = Source::kSampled;
+  m.streams[1].kind = StreamKind::kSamples;
+  m.streams[1].file = "samples/1.data";
+  m.sampling = Sampling{.event = "cpu-clock",
+                        .type = 1,
+                        .config = 0,
+                        .sample_type = 0x100a7,
+                        .frequency = 10000,
+                        .period = 0,
+                        .callgraph = "dwarf",
+                        .regs_user = 0xff0fff,
+                        .stack_user = 8192,
+                        .max_stack = 0};
+  auto parsed = ParseManifest(SerializeManifest(m));
+  ASSERT_THAT(parsed, HasValue());
+  EXPECT_EQ(*parsed, m);
+  EXPECT_THAT(SerializeManifest(m), HasSubstr("\"kind\": \"samples\""));
+
+  m.sampling.reset();
+  EXPECT_THAT(ParseManifest(SerializeManifest(m)),
+              HasErrorContaining("field 'sampling': missing (source is \"sampled\")"));
+}
+
 TEST(ManifestTest, WritesTheDocumentedShape) {
   std::string text = SerializeManifest(FullManifest());
   auto j = nlohmann::json::parse(text);
@@ -159,7 +184,7 @@ TEST(ManifestTest, RejectsWrongTypesNamingTheField) {
       {[](auto& j) { j["cpu"]["family"] = 1.5; }, "field 'cpu.family': expected an unsigned"},
       {[](auto& j) { j["cpu"]["model"] = 1ll << 33; }, "field 'cpu.model': value 8589934592"},
       {[](auto& j) { j["source"] = "laser"; },
-       "field 'source': unknown value \"laser\" (expected \"hardware\", \"emulated\")"},
+       "field 'source': unknown value \"laser\" (expected \"hardware\", \"emulated\", \"sampled\")"},
       {[](auto& j) { j["state"] = 1; }, "field 'state': expected a string"},
       {[](auto& j) { j["snapshots"][0]["reason"] = "boredom"; },
        "field 'snapshots[0].reason': unknown value \"boredom\" (expected \"exit\", \"trigger\""},

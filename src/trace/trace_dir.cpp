@@ -16,6 +16,13 @@ namespace {
 
 constexpr char kManifestFile[] = "manifest.json";
 constexpr char kStreamDir[] = "pt";
+constexpr char kSamplesDir[] = "samples";
+
+// "pt/<id>.pt" or "samples/<id>.data".
+std::string StreamFile(StreamKind kind, uint32_t id) {
+  return kind == StreamKind::kSamples ? std::string(kSamplesDir) + "/" + std::to_string(id) + ".data"
+                                      : std::string(kStreamDir) + "/" + std::to_string(id) + ".pt";
+}
 constexpr char kJitDir[] = "jit";
 // The directory may hold kernel memory (kcore) and the traced program's
 // data: owner only.
@@ -80,7 +87,7 @@ Result<TraceWriter> TraceWriter::Create(const std::filesystem::path& dir, Manife
   if (initial.sideband.find('/') != std::string::npos || initial.sideband == "..") {
     return Error("sideband file name \"" + initial.sideband + "\" must be a plain file name");
   }
-  PTSNAP_TRY(MakeDirs(dir / kStreamDir));
+  PTSNAP_TRY(MakeDirs(dir / (initial.source == Source::kSampled ? kSamplesDir : kStreamDir)));
 
   // O_TRUNC: leftovers of an earlier attempt that never wrote a manifest
   // must not be read as this recording's sideband.
@@ -107,7 +114,7 @@ Result<uint32_t> TraceWriter::AddStream(Stream info, std::span<const std::byte> 
   uint32_t id = 0;
   for (const Stream& s : manifest_.streams) id = std::max(id, s.id + 1);
   info.id = id;
-  info.file = std::string(kStreamDir) + "/" + std::to_string(id) + ".pt";
+  info.file = StreamFile(info.kind, id);
   info.size = data.size();
   // The stream file first, then the manifest that lists it.
   PTSNAP_TRY(base::WriteFileAtomic(dir_ / info.file, AsChars(data), kFileMode));
@@ -120,7 +127,7 @@ Result<uint32_t> TraceWriter::BeginStream(Stream info) {
   uint32_t id = 0;
   for (const Stream& s : manifest_.streams) id = std::max(id, s.id + 1);
   info.id = id;
-  info.file = std::string(kStreamDir) + "/" + std::to_string(id) + ".pt";
+  info.file = StreamFile(info.kind, id);
   info.size = 0;
   const std::filesystem::path path = dir_ / info.file;
   base::UniqueFd fd(
