@@ -74,7 +74,7 @@ struct RecordingEvent {
     kStarted,       // tracing is on (a command: it is running)
     kInfo,          // progress: "Trigger armed: ...", "Attached to 3 thread(s) ..."
     kWarning,       // something to know; recording goes on
-    kSnapshot,      // a snapshot was written (emulated: taken; its data lands at the end)
+    kSnapshot,      // a snapshot was written to the trace directory
     kDataLost,      // PT bytes or sideband records were lost
     kTargetExited,  // the program, or every traced process, exited
   };
@@ -126,9 +126,9 @@ class PTSNAP_API Recording {
   // (or failed: the error is also what Wait() returns).
   Result<void> Start();
   // Takes a snapshot now, `reason` kept in the manifest, and returns once it
-  // is written. Emulated recordings return once the emulator has taken it;
-  // its data lands in the trace directory when the program exits. Fails in
-  // full-execution recordings of the emulator and once the recording ended.
+  // is written to the trace directory (it decodes while the recording goes
+  // on). Fails in full-execution recordings of the emulator and once the
+  // recording ended.
   Result<SnapshotInfo> Snapshot(std::string_view reason);
   // Async-signal-safe requests: a snapshot (reason "signal"), the end.
   void RequestSnapshot() noexcept;

@@ -135,4 +135,40 @@ TEST(ApiEmulated, SnapshotWhileRunningThenStopDecodes) {
   EXPECT_NE(text.find("\"fib\""), std::string::npos);
 }
 
+// A snapshot is in the trace directory when Snapshot() returns: it decodes
+// while the program still runs under the emulator.
+TEST(ApiEmulated, ASnapshotDecodesBeforeTheRecordingEnds) {
+  ASSERT_FALSE(Program("fib").empty()) << "EMU_PROGRAMS_DIR is not set";
+  TempDir tmp;
+  ptsnap::RecordingOptions o;
+  o.collection = ptsnap::Collection::kEmulated;
+  o.command = {Program("fib").string(), "40"};
+  o.trace_dir = tmp.path() / "trace";
+  o.snapshot_size = 256 << 10;
+  o.multi_snapshot = true;
+  auto rec = ptsnap::Recording::Create(o);
+  ASSERT_TRUE(rec) << rec.error().ToString();
+  ASSERT_TRUE(rec->Start());
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  auto first = rec->Snapshot("first");
+  ASSERT_TRUE(first) << first.error().ToString();
+  auto second = rec->Snapshot("second");
+  ASSERT_TRUE(second) << second.error().ToString();
+  EXPECT_EQ(first->seq, 1u);
+  EXPECT_EQ(second->seq, 2u);
+
+  ptsnap::DecodeOptions d;
+  d.snapshot = second->seq;
+  auto decoder = ptsnap::Decoder::Open(o.trace_dir, d);
+  ASSERT_TRUE(decoder) << decoder.error().ToString();
+  Slices slices;
+  auto summary = decoder->Decode(slices);
+  ASSERT_TRUE(summary) << summary.error().ToString();
+  EXPECT_GT(slices.calls["fib"], 100);
+
+  auto result = rec->Stop();
+  ASSERT_TRUE(result) << result.error().ToString();
+  EXPECT_EQ(result->snapshots, 3u);  // the two asked for and the one at the stop
+}
+
 }  // namespace

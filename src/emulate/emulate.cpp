@@ -26,6 +26,7 @@
 #include "elf/elf_file.h"
 #include "elf/segments.h"
 #include "emulate/events.h"
+#include "emulate/ingest.h"
 #include "emulate/virtual_cpu.h"
 #include "sys/pmu.h"
 #include "trace/trace_dir.h"
@@ -220,28 +221,6 @@ Result<int> RecordEmulated(const record::RecordOptions& opts, const fs::path& tr
 
 namespace {
 
-// How many snapshots the plugin has taken at the driver's request ("signal"),
-// and the plugin's number of the last one, from the processes' event logs.
-std::pair<size_t, uint32_t> CountAskedSnapshots(const fs::path& work) {
-  size_t n = 0;
-  uint32_t last = 0;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(work, ec)) {
-    if (e.path().filename().string().rfind("events.", 0) != 0) continue;
-    auto text = base::ReadFile(e.path(), size_t{1} << 30);
-    if (!text) continue;
-    auto messages = ParseMessages(*text);
-    if (!messages) continue;
-    for (const auto& m : *messages) {
-      const auto* s = std::get_if<SnapshotMessage>(&m);
-      if (s == nullptr || s->reason != "signal") continue;
-      ++n;
-      last = std::max(last, s->seq);
-    }
-  }
-  return {n, last};
-}
-
 using record::Emit;
 
 }  // namespace
@@ -416,8 +395,20 @@ Result<int> RecordEmulated(const EmulationPlan& plan, const record::RecordOption
   // The control pipe carries the requests: 's' a snapshot, 'c' the end (the
   // plugin takes the last snapshot and passes SIGINT on to the program).
   auto send = [&](char c) { (void)!::write(ctl_write.get(), &c, 1); };
-  std::vector<std::string> asked;  // the detail of each requested snapshot, in order
-  std::vector<std::pair<uint64_t, size_t>> waiting;  // {ticket, its index in `asked` + 1}
+  PluginIngest ingest(work, writer);
+  std::vector<uint64_t> waiting;  // tickets of asked snapshots, in the order asked
+  auto announce = [&](const std::vector<trace::Snapshot>& added) {
+    for (const trace::Snapshot& snap : added) {
+      Emit(events, {record::Event::Kind::kSnapshot,
+                    "Snapshot " + std::to_string(snap.seq) + " taken (" +
+                        std::string(trace::ToString(snap.reason)) +
+                        (snap.detail.empty() ? "" : ": " + snap.detail) + ").",
+                    snap.seq});
+      if (snap.reason != trace::SnapshotReason::kSignal || waiting.empty()) continue;
+      if (waiting.front() != 0) control.Complete(waiting.front(), snap.seq);
+      waiting.erase(waiting.begin());
+    }
+  };
   bool stop_sent = false;
   int status = 0;
   for (;;) {
@@ -435,20 +426,22 @@ Result<int> RecordEmulated(const EmulationPlan& plan, const record::RecordOption
         continue;
       }
       send('s');
-      asked.push_back(req.ticket == 0 ? "SIGUSR2" : req.reason);
-      if (req.ticket != 0) waiting.emplace_back(req.ticket, asked.size());
+      ingest.Asked(req.ticket == 0 ? "SIGUSR2" : req.reason);
+      waiting.push_back(req.ticket);
     }
     if (control.stop_requested() && !stop_sent) {
       send('c');
       stop_sent = true;
     }
-    if (!waiting.empty()) {
-      auto [taken, last_seq] = CountAskedSnapshots(work);
-      while (!waiting.empty() && waiting.front().second <= taken) {
-        control.Complete(waiting.front().first, last_seq);
-        waiting.erase(waiting.begin());
-      }
+    auto added = ingest.Poll();
+    if (!added) {
+      ::kill(child, SIGKILL);
+      ::waitpid(child, nullptr, 0);
+      control.Close("reading the emulator's output failed");
+      (void)writer.Finish(trace::State::kInterrupted);
+      return std::move(added).error();
     }
+    announce(*added);
   }
   control.Close("the program exited");
   // docs/trace-format.md: a recording ended by a stop request is "interrupted".
@@ -458,91 +451,35 @@ Result<int> RecordEmulated(const EmulationPlan& plan, const record::RecordOption
        {record::Event::Kind::kTargetExited,
         opts.command[0] + " exited with status " + std::to_string(exit_code), 0, exit_code});
 
-  // Collect the plugin's output.
-  PluginEvents ev;
-  std::vector<fs::path> logs;
-  for (const auto& e : fs::directory_iterator(work, ec))
-    if (e.path().filename().string().rfind("events.", 0) == 0) logs.push_back(e.path());
-  std::sort(logs.begin(), logs.end());
-  if (logs.empty()) {
+  // What the plugin wrote at the end (exit snapshots, full-execution streams).
+  auto last = ingest.Finish();
+  if (!last) {
+    (void)writer.Finish(trace::State::kInterrupted);
+    return std::move(last).error();
+  }
+  announce(*last);
+  if (!ingest.saw_logs()) {
     (void)writer.Finish(trace::State::kInterrupted);
     return Error("qemu-x86_64 did not load the ptsnap plugin (exit status " +
                  std::to_string(exit_code) + "; its message is above): check that " +
                  qemu.string() + " is QEMU 7.x with plugin support");
   }
-  bool done = true;
-  for (const auto& l : logs) {
-    PTSNAP_ASSIGN_OR_RETURN(std::string text, base::ReadFile(l, size_t{1} << 30));
-    PluginEvents one;
-    PTSNAP_TRY_CTX(ParseEvents(text, &one), "reading " + l.string());
-    done = done && one.done;
-    for (auto& r : one.records) ev.records.push_back(std::move(r));
-    // Snapshot numbers are per process: renumber them globally.
-    std::map<uint32_t, uint32_t> renumber;
-    for (auto& s : one.snapshots) {
-      uint32_t seq = static_cast<uint32_t>(ev.snapshots.size() + 1);
-      renumber[s.seq] = seq;
-      s.seq = seq;
-      ev.snapshots.push_back(std::move(s));
-    }
-    for (auto& s : one.streams) {
-      if (s.seq != 0) s.seq = renumber.count(s.seq) ? renumber[s.seq] : 0;
-      // A full-execution stream is described again when an execve failed
-      // after the plugin had flushed for it: the last description wins.
-      auto same = std::find_if(ev.streams.begin(), ev.streams.end(),
-                               [&](const StreamMessage& o) { return o.file == s.file; });
-      if (same != ev.streams.end()) {
-        *same = std::move(s);
-      } else {
-        ev.streams.push_back(std::move(s));
-      }
-    }
-    for (auto& n : one.notes) PTSNAP_LOG(kWarning) << "emulator: " << n;
-  }
-  std::string sideband;
-  for (const auto& r : ev.records) sideband += trace::SerializeRecord(r);
-  PTSNAP_TRY(writer.AppendSideband(std::as_bytes(std::span(sideband))));
+  for (const auto& n : ingest.notes()) PTSNAP_LOG(kWarning) << "emulator: " << n;
+  const bool done = ingest.done();
+  const std::vector<trace::Record>& records = ingest.records();
   std::string stats;
-  for (const auto& s : ev.streams) {
-    PTSNAP_ASSIGN_OR_RETURN(std::string data, base::ReadFile(work / s.file, uint64_t{1} << 40));
-    trace::Stream info;
-    info.pid = s.pid;
-    info.tid = s.tid;
-    info.snapshot = s.seq;
-    info.wrapped = s.wrapped;
-    PTSNAP_ASSIGN_OR_RETURN(uint32_t id, writer.AddStream(info, std::as_bytes(std::span(data))));
-    stats += "stream " + std::to_string(id) + " " + std::to_string(s.tid) + " " +
-             std::to_string(s.insns) + " " + std::to_string(s.hash) + "\n";
-  }
-  size_t asked_seen = 0;
-  for (const auto& s : ev.snapshots) {
-    trace::Snapshot snap;
-    snap.seq = s.seq;
-    auto reason = trace::SnapshotReasonFrom(s.reason);
-    if (!reason)
-      return Error("the emulator's plugin reported an unknown snapshot reason '" + s.reason + "'");
-    snap.reason = *reason;
-    snap.detail = s.detail;
-    if (snap.reason == trace::SnapshotReason::kSignal && asked_seen < asked.size())
-      snap.detail = asked[asked_seen++];
-    Emit(events, {record::Event::Kind::kSnapshot,
-                  "Snapshot " + std::to_string(snap.seq) + " taken (" +
-                      std::string(trace::ToString(snap.reason)) +
-                      (snap.detail.empty() ? "" : ": " + snap.detail) + ").",
-                  snap.seq});
-    snap.time = s.time;
-    snap.tid = s.tid;
-    PTSNAP_TRY(writer.AddSnapshot(snap));
-  }
+  for (const auto& st : ingest.stream_stats())
+    stats += "stream " + std::to_string(st.id) + " " + std::to_string(st.tid) + " " +
+             std::to_string(st.insns) + " " + std::to_string(st.hash) + "\n";
   std::vector<int32_t> pids;
-  for (const auto& r : ev.records)
+  for (const auto& r : records)
     if (r.type == PERF_RECORD_COMM || r.type == PERF_RECORD_FORK) {
       int32_t pid = static_cast<int32_t>(r.sample_id.pid);
       if (std::find(pids.begin(), pids.end(), pid) == pids.end()) pids.push_back(pid);
     }
   writer.manifest().pids = pids;
   // Every mapped file, with its build-id, copied with --copy-binaries.
-  for (const auto& r : ev.records) {
+  for (const auto& r : records) {
     if (r.type != PERF_RECORD_MMAP2) continue;
     const auto& path = std::get<trace::Mmap2>(r.body).filename;
     auto& bins = writer.manifest().binaries;

@@ -30,10 +30,11 @@ Result<EmulationPlan> PlanEmulation(const record::RecordOptions& opts);
 // Records `opts.command` into `trace_dir` as `plan` says. Returns the
 // program's exit status (as a shell would report it) once the trace
 // directory is complete. Installs no signal handlers: `control`'s snapshot
-// requests reach the plugin at once (the streams land in the trace
-// directory when the program exits), and a stop request makes it take the
-// last snapshot and pass SIGINT on to the program. Events as
-// record::Record's.
+// requests reach the plugin at once, and each snapshot the plugin takes is
+// moved into the trace directory while the program runs (emulate/ingest.h),
+// where a Snapshot() request completes with its number; a stop request
+// makes the plugin take the last snapshot and pass SIGINT on to the
+// program. Events as record::Record's.
 Result<int> RecordEmulated(const EmulationPlan& plan, const record::RecordOptions& opts,
                            const std::filesystem::path& trace_dir, record::Control& control,
                            const record::EventFn& events);

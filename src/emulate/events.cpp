@@ -78,9 +78,27 @@ trace::Record ToRecord(const ItraceMessage& m) {
 
 }  // namespace
 
+std::optional<trace::Record> SidebandRecord(const PluginMessage& message) {
+  return std::visit(
+      [](const auto& m) -> std::optional<trace::Record> {
+        using M = std::decay_t<decltype(m)>;
+        if constexpr (std::is_same_v<M, StreamMessage> || std::is_same_v<M, SnapshotMessage> ||
+                      std::is_same_v<M, NoteMessage> || std::is_same_v<M, DoneMessage>) {
+          return std::nullopt;
+        } else {
+          return ToRecord(m);
+        }
+      },
+      message);
+}
+
 Result<void> ParseEvents(std::string_view text, PluginEvents* out) {
   PTSNAP_ASSIGN_OR_RETURN(std::vector<PluginMessage> messages, ParseMessages(text));
   for (auto& message : messages) {
+    if (auto r = SidebandRecord(message)) {
+      out->records.push_back(std::move(*r));
+      continue;
+    }
     std::visit(
         [out](auto& m) {
           using M = std::decay_t<decltype(m)>;
@@ -92,8 +110,6 @@ Result<void> ParseEvents(std::string_view text, PluginEvents* out) {
             out->notes.push_back(std::move(m.text));
           } else if constexpr (std::is_same_v<M, DoneMessage>) {
             out->done = true;
-          } else {
-            out->records.push_back(ToRecord(m));
           }
         },
         message);

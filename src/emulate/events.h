@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,6 +27,10 @@ struct PluginEvents {
   std::vector<std::string> notes;
   bool done = false;  // the plugin's atexit ran
 };
+
+// The perf record a sideband message (mmap2, comm, fork, exit, itrace)
+// stands for; nullopt for the others.
+std::optional<trace::Record> SidebandRecord(const PluginMessage& message);
 
 // Appends the events of `text` (one process's log) to `out`. A malformed
 // line is an error naming its number; a torn last line (no newline) is

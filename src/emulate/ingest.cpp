@@ -1,0 +1,152 @@
+#include "emulate/ingest.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <span>
+#include <variant>
+
+#include "base/file_util.h"
+#include "base/unique_fd.h"
+#include "emulate/events.h"
+
+namespace ptsnap::emulate {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// The bytes of `path` from `offset` on (empty when it did not grow).
+Result<std::string> ReadFrom(const fs::path& path, uint64_t offset) {
+  base::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return Error::FromErrno("open " + path.string());
+  std::string out;
+  char buf[1 << 16];
+  auto at = static_cast<off_t>(offset);
+  for (;;) {
+    ssize_t n = ::pread(fd.get(), buf, sizeof(buf), at);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Error::FromErrno("read " + path.string());
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<size_t>(n));
+    at += n;
+  }
+  return out;
+}
+
+}  // namespace
+
+bool PluginIngest::done() const {
+  return !logs_.empty() &&
+         std::all_of(logs_.begin(), logs_.end(), [](const auto& l) { return l.second.done; });
+}
+
+Result<void> PluginIngest::AddStream(const StreamMessage& s, uint32_t seq) {
+  const fs::path file = work_ / s.file;
+  PTSNAP_ASSIGN_OR_RETURN(std::string data, base::ReadFile(file, uint64_t{1} << 40));
+  trace::Stream info;
+  info.pid = s.pid;
+  info.tid = s.tid;
+  info.snapshot = seq;
+  info.wrapped = s.wrapped;
+  PTSNAP_ASSIGN_OR_RETURN(uint32_t id, writer_.AddStream(info, std::as_bytes(std::span(data))));
+  stats_.push_back({id, s.tid, s.insns, s.hash});
+  std::error_code ec;
+  fs::remove(file, ec);  // the trace directory holds it now
+  return Ok();
+}
+
+Result<void> PluginIngest::ReadLog(const fs::path& path, Log& log,
+                                   std::vector<trace::Snapshot>& added) {
+  PTSNAP_ASSIGN_OR_RETURN(std::string text, ReadFrom(path, log.offset));
+  const size_t end = text.rfind('\n');
+  if (end == std::string::npos) return Ok();  // nothing, or one torn line
+  text.resize(end + 1);
+  auto messages = ParseMessages(text);
+  if (!messages) return std::move(messages).error().AddContext("reading " + path.string());
+  log.offset += text.size();
+
+  std::string sideband;
+  for (PluginMessage& message : *messages) {
+    if (auto r = SidebandRecord(message)) {
+      sideband += trace::SerializeRecord(*r);
+      records_.push_back(std::move(*r));
+    } else if (auto* st = std::get_if<StreamMessage>(&message)) {
+      if (st->seq == 0) {
+        // A full-execution stream is described again when an execve failed
+        // after the plugin had flushed for it: the last description wins.
+        auto same = std::find_if(log.full.begin(), log.full.end(),
+                                 [&](const StreamMessage& o) { return o.file == st->file; });
+        if (same != log.full.end()) {
+          *same = std::move(*st);
+        } else {
+          log.full.push_back(std::move(*st));
+        }
+      } else {
+        log.pending[st->seq].push_back(std::move(*st));
+      }
+    } else if (auto* sn = std::get_if<SnapshotMessage>(&message)) {
+      // The records read so far first: the streams' code must be mapped in
+      // the sideband a decoder reads with them.
+      if (!sideband.empty()) {
+        PTSNAP_TRY(writer_.AppendSideband(std::as_bytes(std::span(sideband))));
+        sideband.clear();
+      }
+      const uint32_t seq = next_seq_++;
+      for (const StreamMessage& s : log.pending[sn->seq]) PTSNAP_TRY(AddStream(s, seq));
+      log.pending.erase(sn->seq);
+      trace::Snapshot snap;
+      snap.seq = seq;
+      auto reason = trace::SnapshotReasonFrom(sn->reason);
+      if (!reason)
+        return Error("the emulator's plugin reported an unknown snapshot reason '" + sn->reason +
+                     "'");
+      snap.reason = *reason;
+      snap.detail = sn->detail;
+      if (snap.reason == trace::SnapshotReason::kSignal && asked_used_ < asked_.size())
+        snap.detail = asked_[asked_used_++];
+      snap.time = sn->time;
+      snap.tid = sn->tid;
+      PTSNAP_TRY(writer_.AddSnapshot(snap));  // rewrites the manifest
+      added.push_back(std::move(snap));
+    } else if (auto* note = std::get_if<NoteMessage>(&message)) {
+      notes_.push_back(std::move(note->text));
+    } else if (std::holds_alternative<DoneMessage>(message)) {
+      log.done = true;
+    }
+  }
+  if (!sideband.empty()) PTSNAP_TRY(writer_.AppendSideband(std::as_bytes(std::span(sideband))));
+  return Ok();
+}
+
+Result<std::vector<trace::Snapshot>> PluginIngest::Poll() {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(work_, ec)) {
+    std::string name = e.path().filename().string();
+    if (name.rfind("events.", 0) == 0) names.push_back(std::move(name));
+  }
+  std::sort(names.begin(), names.end());
+  std::vector<trace::Snapshot> added;
+  for (const std::string& name : names) PTSNAP_TRY(ReadLog(work_ / name, logs_[name], added));
+  return added;
+}
+
+Result<std::vector<trace::Snapshot>> PluginIngest::Finish() {
+  PTSNAP_ASSIGN_OR_RETURN(std::vector<trace::Snapshot> added, Poll());
+  for (auto& [name, log] : logs_) {
+    for (const StreamMessage& s : log.full) PTSNAP_TRY(AddStream(s, 0));
+    // A snapshot cut short (the process died writing it): its streams are
+    // kept, under no snapshot.
+    for (const auto& [seq, streams] : log.pending)
+      for (const StreamMessage& s : streams) PTSNAP_TRY(AddStream(s, 0));
+    log.full.clear();
+    log.pending.clear();
+  }
+  return added;
+}
+
+}  // namespace ptsnap::emulate

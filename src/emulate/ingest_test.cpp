@@ -1,0 +1,133 @@
+#include "emulate/ingest.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "tests/support/result_matchers.h"
+#include "tests/support/temp_dir.h"
+#include "trace/trace_dir.h"
+
+namespace ptsnap::emulate {
+namespace {
+
+using ::ptsnap::testing::TempDir;
+
+class IngestTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::filesystem::create_directories(work());
+    trace::Manifest m;
+    m.source = trace::Source::kEmulated;
+    auto w = trace::TraceWriter::Create(tmp_.path() / "trace", m);
+    ASSERT_TRUE(w) << w.error().ToString();
+    writer_.emplace(std::move(*w));
+  }
+  [[nodiscard]] std::filesystem::path work() const { return tmp_.path() / "work"; }
+  void Append(const std::string& log, std::string_view text) const {
+    std::ofstream(work() / log, std::ios::app) << text;
+  }
+  void Pt(const std::string& name, std::string_view bytes) const {
+    std::ofstream(work() / name) << bytes;
+  }
+  trace::Manifest Reread() const {
+    auto r = trace::TraceReader::Open(tmp_.path() / "trace");
+    EXPECT_TRUE(r) << r.error().ToString();
+    return r ? r->manifest() : trace::Manifest{};
+  }
+
+  TempDir tmp_;
+  std::optional<trace::TraceWriter> writer_;
+};
+
+TEST_F(IngestTest, ASnapshotIsInTheTraceDirectoryOnceItsLineIsRead) {
+  PluginIngest ingest(work(), *writer_);
+  Append("events.10", "comm 0 10 10 1 prog\nmmap2 5 10 10 4194304 8192 0 254 0 77 5 2 /bin/prog\n");
+  Pt("pt-10-10-1.pt", "PTBYTES");
+  // The stream line and a torn snapshot line: nothing is listed yet.
+  Append("events.10", "stream 1 10 10 1 1234 99 pt-10-10-1.pt\nsnapshot 1 100 10 trig");
+  auto added = ingest.Poll();
+  ASSERT_TRUE(added) << added.error().ToString();
+  EXPECT_TRUE(added->empty());
+  EXPECT_TRUE(Reread().snapshots.empty());
+
+  Append("events.10", "ger fib\n");
+  added = ingest.Poll();
+  ASSERT_TRUE(added) << added.error().ToString();
+  ASSERT_EQ(added->size(), 1u);
+  EXPECT_EQ((*added)[0].seq, 1u);
+  EXPECT_EQ((*added)[0].reason, trace::SnapshotReason::kTrigger);
+  EXPECT_EQ((*added)[0].detail, "fib");
+  // Listed on disk at once, its stream copied and the work file gone.
+  trace::Manifest m = Reread();
+  ASSERT_EQ(m.snapshots.size(), 1u);
+  ASSERT_EQ(m.streams.size(), 1u);
+  EXPECT_EQ(m.streams[0].snapshot, 1u);
+  EXPECT_EQ(m.streams[0].size, 7u);
+  EXPECT_TRUE(m.streams[0].wrapped);
+  EXPECT_FALSE(std::filesystem::exists(work() / "pt-10-10-1.pt"));
+  ASSERT_EQ(ingest.records().size(), 2u);
+  ASSERT_EQ(ingest.stream_stats().size(), 1u);
+  EXPECT_EQ(ingest.stream_stats()[0].insns, 1234u);
+  EXPECT_EQ(ingest.stream_stats()[0].hash, 99u);
+  EXPECT_FALSE(ingest.done());
+}
+
+TEST_F(IngestTest, NumbersSnapshotsOfEveryProcessInTheOrderRead) {
+  PluginIngest ingest(work(), *writer_);
+  ingest.Asked("from the agent");
+  Pt("pt-10-10-1.pt", "A");
+  Pt("pt-11-11-1.pt", "B");
+  Append("events.11", "stream 1 11 11 0 1 1 pt-11-11-1.pt\nsnapshot 1 50 0 signal\n");
+  ASSERT_TRUE(ingest.Poll());
+  Append("events.10", "stream 1 10 10 0 1 1 pt-10-10-1.pt\nsnapshot 1 60 10 exit status=0\n");
+  auto added = ingest.Poll();
+  ASSERT_TRUE(added) << added.error().ToString();
+  ASSERT_EQ(added->size(), 1u);
+  EXPECT_EQ((*added)[0].seq, 2u);
+  trace::Manifest m = Reread();
+  ASSERT_EQ(m.snapshots.size(), 2u);
+  // The driver's words for the snapshot it asked for.
+  EXPECT_EQ(m.snapshots[0].reason, trace::SnapshotReason::kSignal);
+  EXPECT_EQ(m.snapshots[0].detail, "from the agent");
+  ASSERT_EQ(m.streams.size(), 2u);
+  EXPECT_EQ(m.streams[0].tid, 11);
+  EXPECT_EQ(m.streams[0].snapshot, 1u);
+  EXPECT_EQ(m.streams[1].tid, 10);
+  EXPECT_EQ(m.streams[1].snapshot, 2u);
+}
+
+TEST_F(IngestTest, FinishAddsFullStreamsOnceAndKeepsStreamsOfACutShortSnapshot) {
+  PluginIngest ingest(work(), *writer_);
+  Pt("pt-10-10.pt", "FULL");
+  Pt("pt-10-12-3.pt", "CUT");
+  Append("events.10",
+         "stream 0 10 10 0 5 5 pt-10-10.pt\n"
+         "stream 0 10 10 0 9 9 pt-10-10.pt\n"  // described again: the last wins
+         "stream 3 10 12 0 1 1 pt-10-12-3.pt\n"
+         "done 120\n");
+  auto added = ingest.Finish();
+  ASSERT_TRUE(added) << added.error().ToString();
+  EXPECT_TRUE(added->empty());
+  EXPECT_TRUE(ingest.done());
+  trace::Manifest m = Reread();
+  ASSERT_EQ(m.streams.size(), 2u);
+  EXPECT_EQ(m.streams[0].size, 4u);
+  EXPECT_EQ(m.streams[0].snapshot, 0u);
+  EXPECT_EQ(m.streams[1].tid, 12);
+  EXPECT_EQ(m.streams[1].snapshot, 0u);
+  ASSERT_EQ(ingest.stream_stats().size(), 2u);
+  EXPECT_EQ(ingest.stream_stats()[0].insns, 9u);
+}
+
+TEST_F(IngestTest, AMalformedLineIsAnErrorNamingTheLog) {
+  PluginIngest ingest(work(), *writer_);
+  Append("events.10", "bogus line\n");
+  auto added = ingest.Poll();
+  ASSERT_FALSE(added);
+  EXPECT_NE(added.error().ToString().find("events.10"), std::string::npos)
+      << added.error().ToString();
+}
+
+}  // namespace
+}  // namespace ptsnap::emulate
