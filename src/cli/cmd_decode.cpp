@@ -1,4 +1,4 @@
-// `ptsnap decode TRACE_DIR [-o FILE] [--format fxt|json|events]` and
+// `ptsnap decode TRACE_DIR [-o FILE] [--format fxt|json|events] [--snapshot N]` and
 // DecodeAndReport, which `run`/`attach` call after recording.
 #include <unistd.h>
 
@@ -24,8 +24,9 @@ void PrintProgress(uint64_t done, uint64_t total) {
 }  // namespace
 
 int DecodeAndReport(const std::filesystem::path& trace_dir, const std::filesystem::path& output,
-                    const std::string& format) {
+                    const std::string& format, uint32_t snapshot) {
   pipeline::DecodeOptions options;
+  options.snapshot = snapshot;
   options.output = output.empty() ? std::filesystem::path("trace.fxt.gz") : output;
   options.format = format;
   if (!format.empty() && format != "fxt" && format != "json" && format != "events") {
@@ -57,6 +58,7 @@ int DecodeAndReport(const std::filesystem::path& trace_dir, const std::filesyste
 void AddDecodeCommand(CLI::App& app, CommandFn* selected) {
   struct Args {
     std::string dir, output = "trace.fxt.gz", format;
+    uint32_t snapshot = 0;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand(
@@ -67,8 +69,14 @@ void AddDecodeCommand(CLI::App& app, CommandFn* selected) {
       ->capture_default_str();
   cmd->add_option("--format", args->format, "Output format, overriding the suffix")
       ->check(CLI::IsMember({"fxt", "json", "events"}));
+  cmd->add_option("--snapshot", args->snapshot,
+                  "Decode only snapshot N (its seq; `ptsnap info TRACE_DIR` lists them). "
+                  "Works while the recording is still going on")
+      ->check(CLI::PositiveNumber);
   cmd->callback([args, selected] {
-    *selected = [args] { return DecodeAndReport(args->dir, args->output, args->format); };
+    *selected = [args] {
+      return DecodeAndReport(args->dir, args->output, args->format, args->snapshot);
+    };
   });
 }
 

@@ -33,11 +33,12 @@ namespace ptsnap::cli {
 // Decodes a trace directory into `output` (format from --format, else from
 // the suffix: .fxt, .json, .events, each optionally .gz) and prints the
 // terminal summary. Shared by `ptsnap decode` and by `run`/`attach` after
-// recording. Defined in cmd_decode.cpp. Returns an exit code.
+// recording. `snapshot` != 0: only that snapshot. Defined in
+// cmd_decode.cpp. Returns an exit code.
 int DecodeAndReport(const std::filesystem::path& trace_dir, const std::filesystem::path& output,
-                    const std::string& format);
+                    const std::string& format, uint32_t snapshot = 0);
 
-// Registers `ptsnap decode TRACE_DIR [-o FILE] [--format fxt|json|events]`.
+// Registers `ptsnap decode TRACE_DIR [-o FILE] [--format fxt|json|events] [--snapshot N]`.
 void AddDecodeCommand(CLI::App& app, CommandFn* selected);
 
 }  // namespace ptsnap::cli

@@ -8,6 +8,7 @@
 #include <elf.h>
 #include <fcntl.h>
 #include <linux/perf_event.h>
+#include <sys/prctl.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -382,11 +383,22 @@ Result<int> RecordEmulated(const EmulationPlan& plan, const record::RecordOption
   argv.push_back(nullptr);
   PTSNAP_LOG(kInfo) << "emulating " << program.string() << " under " << qemu.string();
 
+  const std::string exec_failed = "ptsnap: cannot run " + qemu.string() + ": ";
+  const pid_t parent = ::getpid();
   pid_t child = ::fork();
   if (child == 0) {
+    // Only async-signal-safe calls here: an agent's process has threads.
+    // qemu (and the program in it) dies with ptsnap's recording thread,
+    // as a hardware recording's child does (record/child.cpp).
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);
     ::fcntl(ctl_read.get(), F_SETFD, 0);  // the plugin reads requests from it
     ::execv(argv[0], argv.data());
-    std::fprintf(stderr, "ptsnap: cannot run %s: %s\n", argv[0], std::strerror(errno));
+    const char* why = ::strerrordesc_np(errno);  // a static string: safe after fork
+    if (why == nullptr) why = "unknown error";
+    (void)!::write(2, exec_failed.data(), exec_failed.size());
+    (void)!::write(2, why, std::strlen(why));
+    (void)!::write(2, "\n", 1);
     ::_exit(127);
   }
   if (child < 0) return Error::FromErrno("fork");

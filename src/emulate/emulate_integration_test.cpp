@@ -4,9 +4,11 @@
 // against an image built from the MMAP2 sideband. The decoded instruction
 // count and the ordered hash of instruction addresses must equal what the
 // plugin retired: that proves the stream is genuine Intel PT.
+#include <fcntl.h>
 #include <linux/perf_event.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -588,6 +590,69 @@ TEST_F(Emulate, CliRunEmulateDecodesWithoutErrors) {
     ++fib_slices;
   }
   EXPECT_EQ(fib_slices, 7138u);
+}
+
+// Nothing recorded is lost when ptsnap is killed: a snapshot taken before
+// (SIGUSR2) is in the trace directory and decodes, and qemu with the
+// program dies with ptsnap instead of running on unobserved.
+TEST_F(Emulate, KilledPtsnapLeavesItsSnapshotsAndNoEmulator) {
+  const char* bin = std::getenv("PTSNAP_BIN");
+  ASSERT_NE(bin, nullptr) << "PTSNAP_BIN is set by meson";
+  const fs::path dir = tmp_.path() / "killed";
+  const fs::path log = tmp_.path() / "killed.log";
+  pid_t ptsnap = ::fork();
+  ASSERT_GE(ptsnap, 0);
+  if (ptsnap == 0) {
+    const std::string tdir = dir.string(), prog = Program("fib").string();
+    int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    ::execl(bin, bin, "run", "--emulate", "--multi-snapshot", "--no-decode", "--trace-dir",
+            tdir.c_str(), "--", prog.c_str(), "45", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  auto manifest = [&]() -> std::optional<trace::Manifest> {
+    auto r = trace::TraceReader::Open(dir);
+    if (!r) return std::nullopt;
+    return r->manifest();
+  };
+  // Once recording (the manifest exists), ask for a snapshot until one is listed.
+  bool listed = false;
+  for (int i = 0; i < 300 && !listed; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    auto m = manifest();
+    if (!m) continue;
+    if (i % 10 == 0) ::kill(ptsnap, SIGUSR2);
+    listed = !m->snapshots.empty();
+  }
+  // The emulator is ptsnap's child: find it before the kill.
+  // (It is the recording thread's child: /proc/PID/task/TID/children.)
+  std::string children;
+  std::error_code ec;
+  for (const auto& t : fs::directory_iterator("/proc/" + std::to_string(ptsnap) + "/task", ec))
+    if (auto c = base::ReadFile(t.path() / "children")) children += *c;
+  ::kill(ptsnap, SIGKILL);
+  int status = 0;
+  ::waitpid(ptsnap, &status, 0);
+  ASSERT_TRUE(listed) << "no snapshot was listed; ptsnap said: " << *base::ReadFile(log);
+  auto m = manifest();
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->state, trace::State::kRecording);
+  EXPECT_EQ(m->snapshots[0].reason, trace::SnapshotReason::kSignal);
+  ASSERT_FALSE(m->streams.empty());
+  const std::string cmd = std::string(bin) + " decode --snapshot 1 -o " +
+                          (tmp_.path() / "k.json").string() + " " + dir.string() + " >> " +
+                          log.string() + " 2>&1";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << *base::ReadFile(log);
+  // qemu got SIGKILL with its parent (PR_SET_PDEATHSIG).
+  ASSERT_FALSE(children.empty()) << "ptsnap had no child";
+  const pid_t qemu = std::stoi(children);
+  bool gone = false;
+  for (int i = 0; i < 100 && !gone; ++i) {
+    gone = ::kill(qemu, 0) != 0;
+    if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(gone) << "qemu (pid " << qemu << ") outlived ptsnap";
 }
 
 // Failures a user can meet: one line naming cause and fix.
