@@ -1,6 +1,6 @@
 // A minimal ptsnap agent: records PROGRAM, snapshots when a line arrives on
-// stdin, stops, decodes that snapshot and prints the five functions with
-// the most total time.
+// stdin, decodes that snapshot while the program still runs, prints the
+// five functions with the most total time, then stops.
 //
 //   agent PROGRAM [ARGS...]         (AGENT_HARDWARE=1: Intel PT, else emulated)
 //   c++ -std=c++20 agent.cpp $(pkg-config --cflags --libs ptsnap) -o agent
@@ -73,11 +73,10 @@ int main(int argc, char** argv) {
   std::getline(std::cin, line);  // "snap" (or end of input)
   auto snap = rec->Snapshot("stdin");
   if (!snap) return Fail("snapshot", snap.error());
-  auto result = rec->Stop();
-  if (!result) return Fail("stop", result.error());
-  std::printf("snapshot %u taken; program exited with status %d\n", snap->seq,
-              result->program_status);
+  std::printf("snapshot %u taken\n", snap->seq);
 
+  // The snapshot is complete in the trace directory already: decode it
+  // while the recording goes on.
   auto decoder = ptsnap::Decoder::Open(rec->trace_dir(), {.snapshot = snap->seq});
   if (!decoder) return Fail("open", decoder.error());
   Counter counter;
@@ -93,5 +92,9 @@ int main(int argc, char** argv) {
     std::printf("  %-30s %10llu calls %14llu ns\n", top[i].first.c_str(),
                 static_cast<unsigned long long>(top[i].second.calls),
                 static_cast<unsigned long long>(top[i].second.total_ns));
+
+  auto result = rec->Stop();
+  if (!result) return Fail("stop", result.error());
+  std::printf("recording stopped; program exited with status %d\n", result->program_status);
   return 0;
 }
