@@ -1,0 +1,113 @@
+#include "output/calls.h"
+
+#include <algorithm>
+
+namespace ptsnap::output {
+
+CallSink::ThreadState& CallSink::Thread(int32_t tid) {
+  if (last_thread_ == nullptr || last_tid_ != tid) {
+    last_thread_ = &threads_[tid];  // unordered_map references stay valid
+    last_tid_ = tid;
+  }
+  return *last_thread_;
+}
+
+std::vector<const std::string*> CallSink::OpenFrames(int32_t tid) const {
+  std::vector<const std::string*> out;
+  auto it = threads_.find(tid);
+  if (it == threads_.end()) return out;
+  out.reserve(it->second.stack.size());
+  for (const Open& o : it->second.stack) out.push_back(o.name);
+  return out;
+}
+
+void CallSink::EndAllSegments() {
+  for (auto& [tid, t] : threads_) {
+    if (!t.segment_open) continue;
+    t.segment_open = false;
+    OnSegmentEnd(tid);
+  }
+}
+
+void CallSink::Ended(ThreadState& t, const model::Slice& s, uint64_t begin, uint64_t end,
+                     uint64_t child, bool outermost, bool inferred, size_t depth) {
+  const uint64_t dur = end - begin;
+  Call c;
+  c.pid = s.pid;
+  c.tid = s.tid;
+  c.name = s.name;
+  c.begin = begin;
+  c.end = end;
+  c.self_ns = dur - std::min(dur, child);
+  c.outermost = outermost;
+  c.inferred = inferred;
+  c.depth = depth;
+  t.segment_open = true;
+  OnCall(c);
+}
+
+void CallSink::OnSlice(const model::Slice& s) {
+  ThreadState& t = Thread(s.tid);
+  t.pid = s.pid;
+  uint64_t begin = s.ts, end = s.ts;
+  if (s.kind == model::Slice::kEnd) begin = s.begin_ts;
+  if (s.kind == model::Slice::kComplete) end = s.end_ts;
+  first_ = std::min(first_, begin);
+  last_ = std::max(last_, end);
+  end = std::max(end, begin);
+  const uint64_t dur = end - begin;
+  switch (s.kind) {
+    case model::Slice::kBegin:
+      if (s.inferred) {
+        // Deferred inferred begins come after every frame of the segment
+        // has ended: the segment is over.
+        t.orphan_ns = 0;
+        if (t.segment_open) {
+          t.segment_open = false;
+          OnSegmentEnd(s.tid);
+        }
+        return;
+      }
+      slices_++;
+      {
+        int& depth = t.on_stack[s.name];
+        ++depth;
+        OnEnter(s.tid, s.name, s.ts, t.stack.size());
+        t.stack.push_back({s.name, &depth, 0});
+      }
+      return;
+    case model::Slice::kEnd: {
+      if (s.inferred || t.stack.empty()) {
+        // An inferred frame encloses everything that ended with no open
+        // parent since the previous inferred frame ended.
+        slices_++;
+        const uint64_t orphans = t.orphan_ns;
+        t.orphan_ns = dur;
+        Ended(t, s, begin, end, orphans, t.on_stack[s.name] == 0, true, 0);
+        return;
+      }
+      Open o = t.stack.back();
+      t.stack.pop_back();
+      const bool outermost = --*o.depth == 0;
+      if (!t.stack.empty()) {
+        t.stack.back().child_ns += dur;
+      } else {
+        t.orphan_ns += dur;
+      }
+      Ended(t, s, begin, end, o.child_ns, outermost, false, t.stack.size());
+      return;
+    }
+    case model::Slice::kComplete:
+      slices_++;
+      if (!t.stack.empty()) {
+        t.stack.back().child_ns += dur;
+      } else {
+        t.orphan_ns += dur;
+      }
+      Ended(t, s, begin, end, 0, t.on_stack[s.name] == 0, false, t.stack.size());
+      return;
+    case model::Slice::kInstant: return;
+  }
+}
+
+}  // namespace ptsnap::output

@@ -1,0 +1,85 @@
+// CallSink: the slice stream (model/slice.h) as calls. Each frame is
+// reported once, when it ends, with its self time and whether another frame
+// of the same function encloses it on the thread, which is what inclusive
+// time counted once needs (docs/decoding.md, "The summary"). The summary
+// and `ptsnap report` are built on it.
+//
+// Frames whose start was not seen (inferred: the stack a snapshot starts
+// in) have no kBegin before their kEnd: an inferred frame encloses every
+// frame that ended with no open parent since the previous inferred frame
+// ended, innermost first. Memory grows with stack depth and the number of
+// distinct function names only.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "model/slice.h"
+
+namespace ptsnap::output {
+
+struct Call {
+  int32_t pid = 0, tid = 0;
+  const std::string* name = nullptr;
+  uint64_t begin = 0, end = 0;  // end >= begin
+  uint64_t self_ns = 0;         // exclusive of callees
+  bool outermost = true;        // no other open frame of this function on the thread
+  bool inferred = false;        // the start was not seen: `begin` is the segment's start
+  // Open frames below it whose start was seen (OpenFrames before it).
+  size_t depth = 0;
+};
+
+class CallSink : public model::SliceSink {
+ public:
+  void OnProcess(int32_t, const std::string&) override {}
+  void OnThread(int32_t, int32_t, const std::string&) override {}
+  void OnSlice(const model::Slice& s) final;
+  Result<void> Finish() override { return Ok(); }
+
+  [[nodiscard]] uint64_t first_ns() const { return first_; }
+  [[nodiscard]] uint64_t last_ns() const { return last_; }
+  // Threads that had slices.
+  [[nodiscard]] size_t threads() const { return threads_.size(); }
+  [[nodiscard]] uint64_t slices() const { return slices_; }
+
+ protected:
+  // A frame ended (callees before their callers).
+  virtual void OnCall(const Call& c) = 0;
+  // A frame whose start was seen began, above `depth` open frames.
+  virtual void OnEnter(int32_t /*tid*/, const std::string* /*name*/, uint64_t /*ts*/,
+                       size_t /*depth*/) {}
+  // Every frame of the thread's segment has ended (its inferred frames
+  // included): what was buffered for the segment can be settled.
+  virtual void OnSegmentEnd(int32_t /*tid*/) {}
+  // OnSegmentEnd for every thread whose segment is still open (at Finish).
+  void EndAllSegments();
+  // The open frames of `tid` whose start was seen, outermost first.
+  [[nodiscard]] std::vector<const std::string*> OpenFrames(int32_t tid) const;
+
+ private:
+  struct Open {
+    const std::string* name;
+    int* depth;  // this thread's count of open frames of the function
+    uint64_t child_ns;
+  };
+  struct ThreadState {
+    int32_t pid = 0;
+    std::vector<Open> stack;  // non-inferred open frames
+    uint64_t orphan_ns = 0;   // time of ended frames with no open parent
+    bool segment_open = false;
+    std::unordered_map<const std::string*, int> on_stack;
+  };
+  ThreadState& Thread(int32_t tid);
+  void Ended(ThreadState& t, const model::Slice& s, uint64_t begin, uint64_t end, uint64_t child,
+             bool outermost, bool inferred, size_t depth);
+
+  uint64_t first_ = UINT64_MAX, last_ = 0;
+  uint64_t slices_ = 0;
+  std::unordered_map<int32_t, ThreadState> threads_;
+  int32_t last_tid_ = 0;
+  ThreadState* last_thread_ = nullptr;
+};
+
+}  // namespace ptsnap::output

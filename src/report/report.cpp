@@ -1,0 +1,392 @@
+#include "report/report.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "output/summary.h"
+
+namespace ptsnap::report {
+
+namespace {
+
+using Path = std::vector<const std::string*>;
+
+bool Slower(const SlowCall& a, const SlowCall& b) {  // min-heap order
+  if (a.duration_ns != b.duration_ns) return a.duration_ns > b.duration_ns;
+  return a.begin_ns < b.begin_ns;
+}
+
+std::string FoldedName(const std::string& name) {
+  std::string out = name;
+  std::replace(out.begin(), out.end(), ';', ':');
+  return out;
+}
+
+void SortTree(TreeNode& n) {
+  std::sort(n.children.begin(), n.children.end(), [](const TreeNode& a, const TreeNode& b) {
+    if (a.total_ns != b.total_ns) return a.total_ns > b.total_ns;
+    return a.name < b.name;
+  });
+  for (TreeNode& c : n.children) SortTree(c);
+}
+
+uint64_t SortValue(const FunctionStats& f, SortKey key) {
+  switch (key) {
+    case SortKey::kTotal: return f.total_ns;
+    case SortKey::kSelf: return f.self_ns;
+    case SortKey::kCalls: return f.calls;
+    case SortKey::kP99: return f.durations.Quantile(0.99);
+    case SortKey::kMax: return f.durations.max();
+    case SortKey::kName: return 0;
+  }
+  return 0;
+}
+
+}  // namespace
+
+std::optional<SortKey> SortKeyFrom(std::string_view s) {
+  if (s == "total") return SortKey::kTotal;
+  if (s == "self") return SortKey::kSelf;
+  if (s == "calls") return SortKey::kCalls;
+  if (s == "p99") return SortKey::kP99;
+  if (s == "max") return SortKey::kMax;
+  if (s == "name") return SortKey::kName;
+  return std::nullopt;
+}
+
+bool ReportSink::InWindow(const output::Call& c) const {
+  const uint64_t origin = origin_.value_or(c.begin);
+  // (Frames whose start was not seen begin before the origin: only a
+  // --since leaves them out.)
+  if (options_.since_ns != 0 && c.begin < origin + options_.since_ns) return false;
+  return !options_.until_ns || c.end <= origin + *options_.until_ns;
+}
+
+void ReportSink::OnEnter(int32_t tid, const std::string* name, uint64_t ts, size_t depth) {
+  if (!origin_) origin_ = ts;
+  if (options_.slowest == 0) return;
+  auto it = is_named_.find(name);
+  if (it == is_named_.end())
+    it = is_named_
+             .emplace(name, std::find(options_.functions.begin(), options_.functions.end(),
+                                      *name) != options_.functions.end())
+             .first;
+  if (it->second) threads_[tid].captures.push_back({name, depth, ts, {}});
+}
+
+void ReportSink::Captured(ThreadState& t, const output::Call& c) {
+  if (t.captures.empty() || c.inferred) return;
+  const Capture& top = t.captures.back();
+  if (c.name == top.name && c.depth == top.depth) {
+    SlowCall s;
+    s.name = *c.name;
+    s.pid = c.pid;
+    s.tid = c.tid;
+    s.begin_ns = c.begin;
+    s.duration_ns = c.end - c.begin;
+    for (const auto& [path, v] : top.tree) {
+      TreeNode* n = &s.tree;
+      for (const std::string* p : path) {
+        auto child = std::find_if(n->children.begin(), n->children.end(),
+                                  [&](const TreeNode& x) { return x.name == *p; });
+        if (child == n->children.end()) {
+          n->children.push_back({*p, 0, 0, {}});
+          child = n->children.end() - 1;
+        }
+        n = &*child;
+      }
+      n->calls += v.first;
+      n->total_ns += v.second;
+    }
+    SortTree(s.tree);
+    std::vector<SlowCall>& heap = slowest_[s.name];
+    heap.push_back(std::move(s));
+    std::push_heap(heap.begin(), heap.end(), Slower);
+    if (heap.size() > options_.slowest) {
+      std::pop_heap(heap.begin(), heap.end(), Slower);
+      heap.pop_back();
+    }
+    t.captures.pop_back();
+    return;
+  }
+  // A callee of every open capture it lies deep enough in.
+  const Path open = OpenFrames(c.tid);
+  for (Capture& cap : t.captures) {
+    if (c.depth <= cap.depth || c.depth > cap.depth + options_.tree_depth) continue;
+    Path path(open.begin() + static_cast<std::ptrdiff_t>(cap.depth) + 1,
+              open.begin() + static_cast<std::ptrdiff_t>(std::min(c.depth, open.size())));
+    path.push_back(c.name);
+    auto& v = cap.tree[path];
+    v.first += 1;
+    v.second += c.end - c.begin;
+  }
+}
+
+void ReportSink::Fold(ThreadState& t, const output::Call& c) {
+  if (c.inferred) {
+    // It encloses everything this segment left without a seen parent:
+    // every stack so far, since inferred frames are the lowest.
+    std::map<Path, uint64_t> prefixed;
+    for (auto& [path, ns] : t.pending) {
+      Path p;
+      p.reserve(path.size() + 1);
+      p.push_back(c.name);
+      p.insert(p.end(), path.begin(), path.end());
+      prefixed[std::move(p)] += ns;
+    }
+    t.pending = std::move(prefixed);
+    t.pending[Path{c.name}] += c.self_ns;
+    return;
+  }
+  Path path = OpenFrames(c.tid);
+  path.push_back(c.name);
+  t.pending[std::move(path)] += c.self_ns;
+}
+
+void ReportSink::OnSegmentEnd(int32_t tid) {
+  ThreadState& t = threads_[tid];
+  for (const auto& [path, ns] : t.pending) {
+    if (ns == 0) continue;
+    std::string line;
+    for (const std::string* p : path) {
+      if (!line.empty()) line += ';';
+      line += FoldedName(*p);
+    }
+    folded_[line] += ns;
+  }
+  t.pending.clear();
+  t.captures.clear();  // frames never seen ending are not slow calls we can time
+}
+
+void ReportSink::OnCall(const output::Call& c) {
+  if (!origin_) origin_ = c.begin;
+  ThreadState& t = threads_[c.tid];
+  if (!InWindow(c)) {
+    ++outside_window_;
+    if (!t.captures.empty()) Captured(t, c);  // keep the capture stack in step
+    return;
+  }
+  FunctionStats& f = stats_[{c.name, options_.per_thread ? c.tid : 0}];
+  if (f.name.empty()) {
+    f.name = *c.name;
+    f.tid = options_.per_thread ? c.tid : 0;
+  }
+  ++f.calls;
+  f.self_ns += c.self_ns;
+  if (c.outermost) f.total_ns += c.end - c.begin;
+  if (c.inferred) {
+    ++f.unseen_start;
+  } else {
+    f.durations.Add(c.end - c.begin);
+  }
+  if (options_.folded) Fold(t, c);
+  if (!t.captures.empty()) Captured(t, c);
+}
+
+Result<void> ReportSink::Finish() {
+  EndAllSegments();
+  return Ok();
+}
+
+std::vector<const FunctionStats*> ReportSink::Functions(SortKey key, size_t limit) const {
+  std::vector<const FunctionStats*> all;
+  all.reserve(stats_.size());
+  for (const auto& [k, v] : stats_) all.push_back(&v);
+  std::sort(all.begin(), all.end(), [key](const FunctionStats* a, const FunctionStats* b) {
+    if (key != SortKey::kName) {
+      const uint64_t va = SortValue(*a, key), vb = SortValue(*b, key);
+      if (va != vb) return va > vb;
+    }
+    if (a->name != b->name) return a->name < b->name;
+    return a->tid < b->tid;
+  });
+  if (limit != 0 && all.size() > limit) all.resize(limit);
+  return all;
+}
+
+std::vector<FunctionStats> ReportSink::Named() const {
+  std::vector<FunctionStats> out;
+  for (const std::string& name : options_.functions) {
+    FunctionStats merged;
+    merged.name = name;
+    for (const auto& [k, v] : stats_) {
+      if (v.name != name) continue;
+      merged.calls += v.calls;
+      merged.total_ns += v.total_ns;
+      merged.self_ns += v.self_ns;
+      merged.unseen_start += v.unseen_start;
+      merged.durations.Merge(v.durations);
+    }
+    out.push_back(std::move(merged));
+  }
+  return out;
+}
+
+std::vector<SlowCall> ReportSink::Slowest() const {
+  std::vector<SlowCall> out;
+  for (const std::string& name : options_.functions) {
+    auto it = slowest_.find(name);
+    if (it == slowest_.end()) continue;
+    std::vector<SlowCall> calls = it->second;
+    std::sort(calls.begin(), calls.end(), Slower);
+    out.insert(out.end(), calls.begin(), calls.end());
+  }
+  return out;
+}
+
+std::string ReportSink::FoldedStacks() const {
+  std::string out;
+  for (const auto& [stack, ns] : folded_) out += stack + " " + std::to_string(ns) + "\n";
+  return out;
+}
+
+namespace {
+
+std::string Row(const FunctionStats& f, bool per_thread) {
+  char buf[512];
+  const auto& d = f.durations;
+  auto dur = [](uint64_t ns) { return output::FormatDuration(ns); };
+  std::string name = f.name.size() > 40 ? f.name.substr(0, 37) + "..." : f.name;
+  std::string tid = per_thread ? std::to_string(f.tid) : "";
+  std::snprintf(buf, sizeof buf, "%-40s %8s %9llu %12s %12s %12s %12s %12s %12s %12s\n",
+                name.c_str(), tid.c_str(), static_cast<unsigned long long>(f.calls),
+                dur(f.total_ns).c_str(), dur(f.self_ns).c_str(), dur(d.min()).c_str(),
+                dur(d.Quantile(0.5)).c_str(), dur(d.Quantile(0.9)).c_str(),
+                dur(d.Quantile(0.99)).c_str(), dur(d.max()).c_str());
+  return buf;
+}
+
+std::string Histogram(const FunctionStats& f) {
+  std::string out;
+  const auto rows = f.durations.Octaves();
+  uint64_t peak = 0;
+  for (const auto& [k, n] : rows) peak = std::max(peak, n);
+  for (const auto& [k, n] : rows) {
+    const uint64_t lo = k < 0 ? 0 : uint64_t{1} << k;
+    const uint64_t hi = k < 0 ? 1 : uint64_t{1} << (k + 1);
+    const size_t bar = peak == 0 ? 0 : static_cast<size_t>((n * 50 + peak - 1) / peak);
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "  [%11s, %11s) %-50s %llu\n",
+                  output::FormatDuration(lo).c_str(), output::FormatDuration(hi).c_str(),
+                  std::string(bar, '#').c_str(), static_cast<unsigned long long>(n));
+    out += buf;
+  }
+  return out;
+}
+
+void Tree(const TreeNode& n, int indent, std::string* out) {
+  for (const TreeNode& c : n.children) {
+    char buf[512];
+    std::snprintf(buf, sizeof buf, "%*s%-*s %7llu calls %12s\n", indent, "",
+                  std::max(1, 44 - indent), c.name.c_str(),
+                  static_cast<unsigned long long>(c.calls),
+                  output::FormatDuration(c.total_ns).c_str());
+    *out += buf;
+    Tree(c, indent + 2, out);
+  }
+}
+
+nlohmann::json StatsJson(const FunctionStats& f, bool per_thread) {
+  const auto& d = f.durations;
+  nlohmann::json j = {{"name", f.name},
+                      {"calls", f.calls},
+                      {"total_ns", f.total_ns},
+                      {"self_ns", f.self_ns},
+                      {"unseen_start", f.unseen_start},
+                      {"min_ns", d.min()},
+                      {"p50_ns", d.Quantile(0.5)},
+                      {"p90_ns", d.Quantile(0.9)},
+                      {"p99_ns", d.Quantile(0.99)},
+                      {"max_ns", d.max()}};
+  if (per_thread) j["tid"] = f.tid;
+  return j;
+}
+
+nlohmann::json TreeJson(const TreeNode& n) {
+  nlohmann::json children = nlohmann::json::array();
+  for (const TreeNode& c : n.children)
+    children.push_back({{"name", c.name},
+                        {"calls", c.calls},
+                        {"total_ns", c.total_ns},
+                        {"children", TreeJson(c)}});
+  return children;
+}
+
+}  // namespace
+
+std::string FormatText(const ReportSink& r, SortKey key, size_t limit) {
+  std::string out;
+  const uint64_t span = r.last_ns() >= r.first_ns() ? r.last_ns() - r.first_ns() : 0;
+  out += "Trace span " + output::FormatDuration(span) + ", " + std::to_string(r.threads()) +
+         " thread(s), " + std::to_string(r.slices()) + " calls";
+  if (r.outside_window() != 0)
+    out += " (" + std::to_string(r.outside_window()) + " outside --since/--until)";
+  out += ". Durations: p50/p90/p99 within 3.1%; total is inclusive, recursion counted once.\n\n";
+  const auto rows = r.Functions(key, limit);
+  const bool per_thread = r.per_thread();
+  char head[512];
+  std::snprintf(head, sizeof head, "%-40s %8s %9s %12s %12s %12s %12s %12s %12s %12s\n", "function",
+                per_thread ? "thread" : "", "calls", "total", "self", "min", "p50", "p90", "p99",
+                "max");
+  out += head;
+  uint64_t unseen = 0;
+  for (const FunctionStats* f : rows) {
+    out += Row(*f, per_thread);
+    unseen += f->unseen_start;
+  }
+  if (unseen != 0)
+    out += "(" + std::to_string(unseen) +
+           " of these calls began before the trace did: counted in calls, total and self, not in "
+           "the durations)\n";
+  for (const FunctionStats& f : r.Named()) {
+    out += "\n" + f.name + ": " + std::to_string(f.calls) + " calls";
+    if (f.calls == 0) {
+      out += " (not in this trace)\n";
+      continue;
+    }
+    out += ", durations:\n" + Histogram(f);
+  }
+  std::string last;
+  int rank = 0;
+  for (const SlowCall& s : r.Slowest()) {
+    if (s.name != last) {
+      out += "\nSlowest calls of " + s.name + ":\n";
+      last = s.name;
+      rank = 0;
+    }
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "%3d. %s at +%s, thread %d\n", ++rank,
+                  output::FormatDuration(s.duration_ns).c_str(),
+                  output::FormatDuration(s.begin_ns - r.first_ns()).c_str(), s.tid);
+    out += buf;
+    Tree(s.tree, 6, &out);
+  }
+  return out;
+}
+
+std::string FormatJson(const ReportSink& r, SortKey key, size_t limit) {
+  nlohmann::json j;
+  j["span_ns"] = r.last_ns() >= r.first_ns() ? r.last_ns() - r.first_ns() : 0;
+  j["threads"] = r.threads();
+  j["calls"] = r.slices();
+  j["outside_window"] = r.outside_window();
+  nlohmann::json fns = nlohmann::json::array();
+  const auto rows = r.Functions(key, limit);
+  const bool per_thread = r.per_thread();
+  for (const FunctionStats* f : rows) fns.push_back(StatsJson(*f, per_thread));
+  j["functions"] = std::move(fns);
+  nlohmann::json slow = nlohmann::json::array();
+  for (const SlowCall& s : r.Slowest())
+    slow.push_back({{"name", s.name},
+                    {"pid", s.pid},
+                    {"tid", s.tid},
+                    {"begin_ns", s.begin_ns},
+                    {"offset_ns", s.begin_ns - r.first_ns()},
+                    {"duration_ns", s.duration_ns},
+                    {"callees", TreeJson(s.tree)}});
+  j["slowest"] = std::move(slow);
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+}  // namespace ptsnap::report

@@ -1,0 +1,132 @@
+// `ptsnap report`: numbers from a decoded trace without a viewer
+// (docs/report.md). ReportSink watches the slice stream as calls
+// (output/calls.h) and keeps, per function (and per thread when asked):
+// calls, inclusive time counted once, self time and a duration histogram;
+// for the functions named with --slowest, the N slowest calls with the
+// call tree under each; and the folded stacks of a flame graph. Memory
+// grows with the number of distinct functions (and stacks, for folded
+// output), never with the trace's length.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "output/calls.h"
+#include "report/histogram.h"
+
+namespace ptsnap::report {
+
+struct ReportOptions {
+  bool per_thread = false;
+  // Functions to show a histogram for (`ptsnap report TRACE FUNC...`);
+  // with `slowest` > 0 also their slowest calls.
+  std::vector<std::string> functions;
+  size_t slowest = 0;
+  size_t tree_depth = 3;  // levels of the call tree under each slow call
+  // Only calls within [since, until] ns of the trace's first slice count.
+  uint64_t since_ns = 0;
+  std::optional<uint64_t> until_ns;
+  bool folded = false;  // collect folded stacks (FoldedStacks)
+};
+
+struct FunctionStats {
+  std::string name;
+  int32_t tid = 0;     // per_thread: the thread; else 0
+  uint64_t calls = 0;  // every call, those whose start was not seen included
+  uint64_t total_ns = 0, self_ns = 0;
+  // Calls whose start was not seen (the stack a snapshot began in): in
+  // calls, total and self, not in the histogram (their length is unknown).
+  uint64_t unseen_start = 0;
+  DurationHistogram durations;
+};
+
+// One level of the call tree under a slow call: callees merged by name.
+struct TreeNode {
+  std::string name;
+  uint64_t calls = 0, total_ns = 0;
+  std::vector<TreeNode> children;  // by total_ns, largest first
+};
+
+struct SlowCall {
+  std::string name;
+  int32_t pid = 0, tid = 0;
+  uint64_t begin_ns = 0, duration_ns = 0;  // begin on the trace's clock
+  TreeNode tree;                           // name "", children: its callees
+};
+
+enum class SortKey { kTotal, kSelf, kCalls, kP99, kMax, kName };
+// "total", "self", "calls", "p99", "max", "name".
+std::optional<SortKey> SortKeyFrom(std::string_view s);
+
+class ReportSink : public output::CallSink {
+ public:
+  explicit ReportSink(ReportOptions options) : options_(std::move(options)) {}
+  Result<void> Finish() override;
+
+  // Every function (per thread with per_thread), sorted, at most `limit`
+  // (0: all).
+  [[nodiscard]] std::vector<const FunctionStats*> Functions(SortKey key, size_t limit) const;
+  // The stats of each function named in the options (merged over threads).
+  [[nodiscard]] std::vector<FunctionStats> Named() const;
+  // Per named function, its slowest calls, slowest first.
+  [[nodiscard]] std::vector<SlowCall> Slowest() const;
+  // "a;b;c SELF_NS" lines, sorted, as flamegraph.pl, inferno and
+  // speedscope read them (';' in a name becomes ':').
+  [[nodiscard]] std::string FoldedStacks() const;
+  [[nodiscard]] bool per_thread() const { return options_.per_thread; }
+  // Calls left out by --since/--until.
+  [[nodiscard]] uint64_t outside_window() const { return outside_window_; }
+
+ protected:
+  void OnCall(const output::Call& c) override;
+  void OnEnter(int32_t tid, const std::string* name, uint64_t ts, size_t depth) override;
+  void OnSegmentEnd(int32_t tid) override;
+
+ private:
+  struct Capture {  // a call of a --slowest function in progress
+    const std::string* name;
+    size_t depth;
+    uint64_t begin;
+    std::map<std::vector<const std::string*>, std::pair<uint64_t, uint64_t>> tree;  // path
+  };
+  struct ThreadState {
+    std::vector<Capture> captures;
+    // Folded contributions of this segment, by stack from the lowest frame
+    // whose start was seen; inferred frames prefix them as they end.
+    std::map<std::vector<const std::string*>, uint64_t> pending;
+  };
+  bool InWindow(const output::Call& c) const;
+  void Fold(ThreadState& t, const output::Call& c);
+  void Captured(ThreadState& t, const output::Call& c);
+
+  ReportOptions options_;
+  std::set<std::string> named_;
+  struct KeyHash {
+    size_t operator()(const std::pair<const std::string*, int32_t>& k) const {
+      return std::hash<const void*>()(k.first) * 31 + static_cast<size_t>(k.second);
+    }
+  };
+  // By (name, tid); tid 0 unless per_thread.
+  std::unordered_map<std::pair<const std::string*, int32_t>, FunctionStats, KeyHash> stats_;
+  std::unordered_map<const std::string*, bool> is_named_;
+  std::unordered_map<int32_t, ThreadState> threads_;
+  std::map<std::string, std::vector<SlowCall>> slowest_;  // by name; a min-heap by duration
+  std::map<std::string, uint64_t> folded_;
+  std::optional<uint64_t> origin_;  // the first call's begin: the window's zero
+  uint64_t outside_window_ = 0;
+};
+
+// The report as text: the table, a histogram per named function, the
+// slowest calls with their trees.
+std::string FormatText(const ReportSink& r, SortKey key, size_t limit);
+// The report as JSON (docs/report.md, stable): {"span_ns", "functions":
+// [{"name", "tid"?, "calls", "total_ns", "self_ns", "unseen_start",
+// "min_ns", "p50_ns", "p90_ns", "p99_ns", "max_ns"}], "slowest": [...]}.
+std::string FormatJson(const ReportSink& r, SortKey key, size_t limit);
+
+}  // namespace ptsnap::report

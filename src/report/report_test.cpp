@@ -1,0 +1,228 @@
+#include "report/report.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <deque>
+#include <nlohmann/json.hpp>
+
+namespace ptsnap::report {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Feeds a sink slices as the model emits them; names live as long as it.
+class Feed {
+ public:
+  explicit Feed(model::SliceSink& sink) : sink_(sink) {}
+  const std::string* Name(const std::string& n) {
+    for (const std::string& s : names_)
+      if (s == n) return &s;
+    return &names_.emplace_back(n);
+  }
+  void Begin(int32_t tid, const std::string& name, uint64_t ts) {
+    model::Slice s;
+    s.kind = model::Slice::kBegin;
+    s.pid = 1;
+    s.tid = tid;
+    s.ts = ts;
+    s.name = Name(name);
+    sink_.OnSlice(s);
+  }
+  void End(int32_t tid, const std::string& name, uint64_t begin, uint64_t ts,
+           bool inferred = false) {
+    model::Slice s;
+    s.kind = model::Slice::kEnd;
+    s.pid = 1;
+    s.tid = tid;
+    s.ts = ts;
+    s.begin_ts = begin;
+    s.inferred = inferred;
+    s.name = Name(name);
+    sink_.OnSlice(s);
+  }
+  // A whole call with nothing under it.
+  void Call(int32_t tid, const std::string& name, uint64_t begin, uint64_t end) {
+    Begin(tid, name, begin);
+    End(tid, name, begin, end);
+  }
+  // The deferred begin of an inferred frame (the segment is over).
+  void InferredBegin(int32_t tid, const std::string& name, uint64_t ts) {
+    model::Slice s;
+    s.kind = model::Slice::kBegin;
+    s.pid = 1;
+    s.tid = tid;
+    s.ts = ts;
+    s.inferred = true;
+    s.name = Name(name);
+    sink_.OnSlice(s);
+  }
+
+ private:
+  model::SliceSink& sink_;
+  std::deque<std::string> names_;
+};
+
+const FunctionStats* Find(const ReportSink& r, const std::string& name, int32_t tid = 0) {
+  for (const FunctionStats* f : r.Functions(SortKey::kName, 0))
+    if (f->name == name && f->tid == tid) return f;
+  return nullptr;
+}
+
+TEST(Report, RecursionIsCountedOnceInTotalAndSelfIsExclusive) {
+  ReportSink r({});
+  Feed f(r);
+  // fib(0..100) { fib(10..60) { fib(20..30) } ; leaf(70..90) }
+  f.Begin(1, "fib", 0);
+  f.Begin(1, "fib", 10);
+  f.Call(1, "fib", 20, 30);
+  f.End(1, "fib", 10, 60);
+  f.Call(1, "leaf", 70, 90);
+  f.End(1, "fib", 0, 100);
+  ASSERT_TRUE(r.Finish());
+  const FunctionStats* fib = Find(r, "fib");
+  ASSERT_NE(fib, nullptr);
+  EXPECT_EQ(fib->calls, 3u);
+  EXPECT_EQ(fib->total_ns, 100u);  // on the stack 0..100, not 100 + 50 + 10
+  EXPECT_EQ(fib->self_ns, 30u + 40u + 10u);
+  EXPECT_EQ(fib->durations.min(), 10u);
+  EXPECT_EQ(fib->durations.max(), 100u);
+  EXPECT_EQ(fib->durations.Quantile(0.5), 50u);
+  EXPECT_EQ(Find(r, "leaf")->total_ns, 20u);
+}
+
+TEST(Report, PerThreadKeepsThreadsApartAndNamedMergesThem) {
+  ReportOptions o;
+  o.per_thread = true;
+  o.functions = {"work"};
+  ReportSink r(o);
+  Feed f(r);
+  f.Call(1, "work", 0, 10);
+  f.Call(2, "work", 5, 25);
+  f.Call(2, "work", 30, 40);
+  ASSERT_TRUE(r.Finish());
+  ASSERT_NE(Find(r, "work", 1), nullptr);
+  EXPECT_EQ(Find(r, "work", 1)->calls, 1u);
+  EXPECT_EQ(Find(r, "work", 2)->calls, 2u);
+  EXPECT_EQ(Find(r, "work", 2)->total_ns, 30u);
+  auto named = r.Named();
+  ASSERT_EQ(named.size(), 1u);
+  EXPECT_EQ(named[0].calls, 3u);
+  EXPECT_EQ(named[0].durations.max(), 20u);
+}
+
+TEST(Report, TheWindowKeepsCallsThatLieInsideIt) {
+  ReportOptions o;
+  o.since_ns = 100;
+  o.until_ns = 300;
+  ReportSink r(o);
+  Feed f(r);
+  f.Call(1, "a", 1000, 1050);  // the origin: offsets from 1000
+  f.Call(1, "a", 1100, 1150);  // inside
+  f.Call(1, "a", 1250, 1350);  // ends after 300
+  ASSERT_TRUE(r.Finish());
+  EXPECT_EQ(Find(r, "a")->calls, 1u);
+  EXPECT_EQ(r.outside_window(), 2u);
+}
+
+TEST(Report, SlowestCallsComeWithTheTreeUnderThem) {
+  ReportOptions o;
+  o.functions = {"handle"};
+  o.slowest = 2;
+  o.tree_depth = 2;
+  ReportSink r(o);
+  Feed f(r);
+  uint64_t t = 0;
+  for (uint64_t len : {10, 50, 30, 70}) {
+    f.Begin(1, "main", t);
+    f.Begin(1, "handle", t + 1);
+    f.Begin(1, "parse", t + 2);
+    f.Call(1, "lex", t + 3, t + 4);
+    f.Call(1, "lex", t + 4, t + 5);
+    f.Begin(1, "deep", t + 5);
+    f.Call(1, "deeper", t + 5, t + 6);  // level 3: below the tree's depth
+    f.End(1, "deep", t + 5, t + 6);
+    f.End(1, "parse", t + 2, t + 6);
+    f.End(1, "handle", t + 1, t + 1 + len);
+    f.End(1, "main", t, t + 2 + len);
+    t += 100;
+  }
+  ASSERT_TRUE(r.Finish());
+  auto slow = r.Slowest();
+  ASSERT_EQ(slow.size(), 2u);
+  EXPECT_EQ(slow[0].duration_ns, 70u);
+  EXPECT_EQ(slow[0].begin_ns, 301u);
+  EXPECT_EQ(slow[1].duration_ns, 50u);
+  ASSERT_EQ(slow[0].tree.children.size(), 1u);
+  const TreeNode& parse = slow[0].tree.children[0];
+  EXPECT_EQ(parse.name, "parse");
+  EXPECT_EQ(parse.total_ns, 4u);
+  ASSERT_EQ(parse.children.size(), 2u);
+  EXPECT_EQ(parse.children[0].name, "lex");  // 2 ns in two calls, before deep's 1 ns
+  EXPECT_EQ(parse.children[0].calls, 2u);
+  EXPECT_EQ(parse.children[1].name, "deep");
+  EXPECT_TRUE(parse.children[1].children.empty());
+
+  const std::string text = FormatText(r, SortKey::kTotal, 10);
+  EXPECT_THAT(text, HasSubstr("Slowest calls of handle:"));
+  EXPECT_THAT(text, HasSubstr("1. 70 ns at +301 ns, thread 1"));
+  auto j = nlohmann::json::parse(FormatJson(r, SortKey::kTotal, 10));
+  EXPECT_EQ(j["slowest"][0]["duration_ns"], 70);
+  EXPECT_EQ(j["slowest"][0]["callees"][0]["name"], "parse");
+}
+
+// A snapshot starts inside frames whose start was not seen: their ends
+// come last, innermost first, then their deferred begins. The folded
+// stacks put them under those frames, and their lengths stay out of the
+// histograms.
+TEST(Report, FoldedStacksPutSeenFramesUnderInferredOnes) {
+  ReportOptions o;
+  o.folded = true;
+  ReportSink r(o);
+  Feed f(r);
+  f.Begin(1, "work", 10);
+  f.Call(1, "leaf", 12, 15);
+  f.End(1, "work", 10, 20);
+  f.Call(1, "other", 30, 35);
+  f.End(1, "loop", 0, 40, /*inferred=*/true);
+  f.End(1, "main", 0, 50, /*inferred=*/true);
+  f.InferredBegin(1, "main", 0);
+  f.InferredBegin(1, "loop", 0);
+  ASSERT_TRUE(r.Finish());
+  EXPECT_EQ(r.FoldedStacks(),
+            "main 10\n"
+            "main;loop 25\n"
+            "main;loop;other 5\n"
+            "main;loop;work 7\n"
+            "main;loop;work;leaf 3\n");
+  const FunctionStats* loop = Find(r, "loop");
+  ASSERT_NE(loop, nullptr);
+  EXPECT_EQ(loop->unseen_start, 1u);
+  EXPECT_EQ(loop->durations.count(), 0u);
+  EXPECT_EQ(loop->total_ns, 40u);
+  EXPECT_THAT(FormatText(r, SortKey::kTotal, 0), HasSubstr("began before the trace did"));
+}
+
+TEST(Report, JsonHasTheDocumentedFields) {
+  ReportSink r({});
+  Feed f(r);
+  f.Call(7, "x", 100, 300);
+  ASSERT_TRUE(r.Finish());
+  auto j = nlohmann::json::parse(FormatJson(r, SortKey::kTotal, 0));
+  EXPECT_EQ(j["span_ns"], 200);
+  ASSERT_EQ(j["functions"].size(), 1u);
+  for (const char* k : {"name", "calls", "total_ns", "self_ns", "unseen_start", "min_ns", "p50_ns",
+                        "p90_ns", "p99_ns", "max_ns"})
+    EXPECT_TRUE(j["functions"][0].contains(k)) << k;
+  EXPECT_EQ(j["functions"][0]["p99_ns"], 200);
+  EXPECT_FALSE(j["functions"][0].contains("tid"));
+}
+
+TEST(Report, SortKeysAreSpelledAsDocumented) {
+  for (const char* k : {"total", "self", "calls", "p99", "max", "name"})
+    EXPECT_TRUE(SortKeyFrom(k)) << k;
+  EXPECT_FALSE(SortKeyFrom("speed"));
+}
+
+}  // namespace
+}  // namespace ptsnap::report
