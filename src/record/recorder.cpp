@@ -120,15 +120,17 @@ bool LiveOpenProbe(const perf_event_attr& attr) {
 uint64_t SampleRecordBytes(perf::CallgraphMode mode) {
   // header 8 + IDENTIFIER, IP, TID, TIME, CPU, PERIOD 48 + callchain nr 8.
   constexpr uint64_t kFixed = 64;
+  constexpr uint64_t kFrames = uint64_t{64} * 8;       // a 64-frame callchain
+  constexpr uint64_t kLbrEntries = uint64_t{32} * 24;  // nr, then {from, to, flags} each
   switch (mode) {
-    case perf::CallgraphMode::kFp: return kFixed + 64 * 8;
-    case perf::CallgraphMode::kLbr: return kFixed + 64 * 8 + 8 + 32 * 24;
+    case perf::CallgraphMode::kFp: return kFixed + kFrames;
+    case perf::CallgraphMode::kLbr: return kFixed + kFrames + 8 + kLbrEntries;
     case perf::CallgraphMode::kDwarf: {
       // Kernel frames only; REGS_USER abi + one u64 per mask bit; STACK_USER
       // size, the copy, dyn_size.
       const uint64_t regs =
           8 + 8 * static_cast<uint64_t>(__builtin_popcountll(perf::kX86UserRegsMask));
-      return kFixed + 16 * 8 + regs + 8 + perf::kDwarfStackBytes + 8;
+      return kFixed + uint64_t{16} * 8 + regs + 8 + perf::kDwarfStackBytes + 8;
     }
   }
   return kFixed;
