@@ -62,10 +62,13 @@ PTSNAP_API int ptsnap_probe_pt_available(void);
 
 /* Options by key, spelled like `ptsnap run` flags without the dashes:
  *   "emulate"          "1"/"0" (also true/false/yes/no): qemu-user instead of Intel PT
+ *   "sampling"         "1"/"0": stack samples instead of Intel PT (not with "emulate")
+ *   "callgraph-mode"   with sampling: fp | dwarf | lbr | lbr-no-stitch; "" = the default
+ *                      (lbr where the CPU has it, else dwarf); checked at create
  *   "trace-dir"        where the recording goes (must not exist)
  *   "trigger"          symbol, "addr:HEX" or "." (ptsnap/stop_indicator.h)
  *   "snapshot-size"    bytes or "4M", "256K"
- *   "timer-resolution" low | normal | high | custom:KEY=VAL,...
+ *   "timer-resolution" low | normal | high | custom:KEY=VAL,... (sampling: sample:N too)
  *   "full-execution", "multi-snapshot", "multi-thread", "copy-binaries"  booleans
  *   "duration-ms"      stop after this many milliseconds; 0: no limit
  *   "pid"              attach to this process (appends; repeat for more)

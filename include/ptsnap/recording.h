@@ -34,6 +34,9 @@ enum class Collection {
   kHardware,  // Intel PT through perf_event_open
   kEmulated,  // the program runs under qemu-user with ptsnap's PT plugin (user space, `command`
               // only)
+  kSampled,   // stack samples through perf_event_open, no PT (`ptsnap run --sampling`): the
+              // trace's source is "sampled". Attaching (`pids`) where the machine has no
+              // Intel PT picks it by itself, with a warning.
 };
 
 // What to record. Either `command` (a new program) or `pids` (running
@@ -52,7 +55,12 @@ struct RecordingOptions {
   uint64_t snapshot_size = 0;
   // Record everything into the trace directory instead of a ring buffer.
   bool full_execution = false;
-  std::string timer_resolution = "normal";  // low | normal | high | custom:KEY=VAL,...
+  // low | normal | high | custom:KEY=VAL,... (PT); kSampled: low | normal | high | sample:N
+  // (1000, 10000, the kernel's maximum, N samples per second).
+  std::string timer_resolution = "normal";
+  // kSampled: "fp", "dwarf", "lbr" (or "lbr-no-stitch"); empty: lbr where the CPU has it,
+  // else dwarf. Set with another collection: an error (kUsage).
+  std::string callgraph_mode;
   // Snapshot when this runs: a function symbol, "addr:HEX", or "." for the
   // stop indicator (ptsnap/stop_indicator.h). Empty: no trigger.
   std::string trigger;

@@ -44,6 +44,20 @@ TEST(Api, NoCommandAndNoPidsIsUsage) {
   EXPECT_FALSE(rec.error().ToString().empty());
 }
 
+// A callgraph mode belongs to sampling; checked before anything starts.
+TEST(Api, CallgraphModeWithoutSamplingIsUsage) {
+  ptsnap::RecordingOptions o;
+  o.command = {"true"};
+  o.collection = ptsnap::Collection::kEmulated;
+  o.callgraph_mode = "fp";
+  auto rec = ptsnap::Recording::Create(o);
+  ASSERT_FALSE(rec);
+  EXPECT_EQ(rec.error().kind(), ptsnap::ErrorKind::kUsage) << rec.error().ToString();
+  EXPECT_NE(rec.error().ToString().find("--callgraph-mode only applies to --sampling"),
+            std::string::npos)
+      << rec.error().ToString();
+}
+
 TEST(Api, DecoderOpenOfAMissingDirectoryFails) {
   TempDir tmp;
   auto d = ptsnap::Decoder::Open(tmp.path() / "nope");

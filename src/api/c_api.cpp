@@ -113,10 +113,27 @@ ptsnap_status SetOption(ptsnap::RecordingOptions& o, std::string_view key, std::
     field = *b;
     return PTSNAP_OK;
   };
-  if (key == "emulate") {
-    bool emulate = false;
-    if (auto s = set_bool(emulate); s != PTSNAP_OK) return s;
-    o.collection = emulate ? ptsnap::Collection::kEmulated : ptsnap::Collection::kHardware;
+  // "emulate" and "sampling" each choose the collection; one set while the
+  // other is on is refused rather than silently replacing it.
+  if (key == "emulate" || key == "sampling") {
+    const bool emulate_key = key == "emulate";
+    const auto mine = emulate_key ? ptsnap::Collection::kEmulated : ptsnap::Collection::kSampled;
+    const auto other = emulate_key ? ptsnap::Collection::kSampled : ptsnap::Collection::kEmulated;
+    bool on = false;
+    if (auto s = set_bool(on); s != PTSNAP_OK) return s;
+    if (on && o.collection == other)
+      return Invalid(std::string("option \"") + std::string(key) + "\": \"" +
+                     (emulate_key ? "sampling" : "emulate") +
+                     "\" is set: sampling and emulate are two collection modes; choose one");
+    if (on) {
+      o.collection = mine;
+    } else if (o.collection == mine) {
+      o.collection = ptsnap::Collection::kHardware;
+    }
+    return PTSNAP_OK;
+  }
+  if (key == "callgraph-mode") {
+    o.callgraph_mode = std::string(value);
     return PTSNAP_OK;
   }
   if (key == "full-execution") return set_bool(o.full_execution);
@@ -174,7 +191,8 @@ ptsnap_status SetOption(ptsnap::RecordingOptions& o, std::string_view key, std::
     return PTSNAP_OK;
   }
   return Invalid("unknown option \"" + std::string(key) +
-                 "\" (known: emulate, trace-dir, trigger, snapshot-size, timer-resolution, "
+                 "\" (known: emulate, sampling, callgraph-mode, trace-dir, trigger, snapshot-size, "
+                 "timer-resolution, "
                  "full-execution, multi-snapshot, multi-thread, duration-ms, copy-binaries, pid, "
                  "scope, stop-signal)");
 }

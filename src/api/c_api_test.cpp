@@ -76,6 +76,28 @@ TEST(CApi, BadValuesNameTheKeyAndWhatItAccepts) {
   EXPECT_EQ(ptsnap_options_set(o.p, "emulate", nullptr), PTSNAP_ERR_INVALID_ARGUMENT);
 }
 
+// "sampling" and "callgraph-mode" (docs: ptsnap.h's key list); sampling and
+// emulate are two collection modes, so the second one set is refused.
+TEST(CApi, SamplingOptions) {
+  Options o;
+  EXPECT_EQ(ptsnap_options_set(o.p, "sampling", "1"), PTSNAP_OK) << ptsnap_last_error();
+  EXPECT_EQ(ptsnap_options_set(o.p, "callgraph-mode", "fp"), PTSNAP_OK) << ptsnap_last_error();
+  EXPECT_EQ(ptsnap_options_set(o.p, "emulate", "1"), PTSNAP_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(ptsnap_last_error()).find("choose one"), std::string::npos);
+  EXPECT_EQ(ptsnap_options_set(o.p, "sampling", "0"), PTSNAP_OK);
+  EXPECT_EQ(ptsnap_options_set(o.p, "emulate", "1"), PTSNAP_OK);
+  EXPECT_EQ(ptsnap_options_set(o.p, "sampling", "1"), PTSNAP_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(ptsnap_options_set(o.p, "sampling", "perhaps"), PTSNAP_ERR_INVALID_ARGUMENT);
+  // callgraph-mode without sampling is refused when the recording is created.
+  ASSERT_EQ(ptsnap_options_add_arg(o.p, "true"), PTSNAP_OK);
+  ptsnap_recording* rec = nullptr;
+  EXPECT_EQ(ptsnap_recording_create(o.p, nullptr, nullptr, &rec), PTSNAP_ERR_USAGE);
+  EXPECT_EQ(rec, nullptr);
+  EXPECT_NE(std::string(ptsnap_last_error()).find("--callgraph-mode only applies to --sampling"),
+            std::string::npos)
+      << ptsnap_last_error();
+}
+
 TEST(CApi, LastErrorIsPerThread) {
   Options o;
   EXPECT_EQ(ptsnap_options_set(o.p, "bogus", "1"), PTSNAP_ERR_INVALID_ARGUMENT);

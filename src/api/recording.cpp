@@ -47,6 +47,8 @@ Result<record::RecordOptions> ToRecordOptions(const RecordingOptions& o) {
   r.cpus = o.cpus;
   r.scope = ToScope(o.scope);
   r.emulate = o.collection == Collection::kEmulated;
+  r.sampling = o.collection == Collection::kSampled;
+  r.callgraph_mode = o.callgraph_mode;
   r.snapshot_size = o.snapshot_size;
   r.full_execution = o.full_execution;
   auto timing = perf::ParseTiming(o.timer_resolution);

@@ -51,6 +51,8 @@ constexpr std::pair<const char*, const char*> kMagicTraceFlags[] = {
     {"-trace-dir", "--trace-dir"},
     {"-pid", "--pid"},
     {"-emulate", "--emulate"},
+    {"-sampling", "--sampling"},
+    {"-callgraph-mode", "--callgraph-mode"},
     {"-no-decode", "--no-decode"},
 };
 
@@ -204,7 +206,15 @@ int RunRecord(Args& a, bool attach) {
     return Fail("no command to run: ptsnap run [options] -- CMD ARGS..."), kExitUsage;
   }
   ro.command = o.command;
-  ro.collection = o.emulate ? Collection::kEmulated : Collection::kHardware;
+  if (o.emulate && o.sampling)
+    return Fail(
+               "--sampling and --emulate are two collection modes: --emulate records exact PT "
+               "under the emulator, --sampling takes stack samples; choose one"),
+           kExitUsage;
+  ro.collection = o.emulate    ? Collection::kEmulated
+                  : o.sampling ? Collection::kSampled
+                               : Collection::kHardware;
+  ro.callgraph_mode = o.callgraph_mode;
   ro.full_execution = o.full_execution;
   ro.trigger = o.trigger;
   ro.multi_snapshot = o.multi_snapshot;
@@ -264,7 +274,8 @@ void AddShared(CLI::App* cmd, Args* a) {
                 "is drained (hundreds of MB/s)");
   cmd->add_option("--snapshot-size", a->snapshot_size,
                   "PT ring buffer per thread (per CPU with -a), e.g. 4M (rounded up to a power "
-                  "of two pages; default 4M as root, else 128K within the mlock budget)");
+                  "of two pages; default 4M as root, else 128K within the mlock budget); with "
+                  "--sampling the samples kept per thread or CPU (default 512K)");
   cmd->add_flag("-a,--all-cpus", o.all_cpus,
                 "System-wide: trace every task on every online CPU, one PT buffer per CPU "
                 "(needs root, CAP_PERFMON, or perf_event_paranoid <= 0)");
@@ -276,12 +287,21 @@ void AddShared(CLI::App* cmd, Args* a) {
   k->excludes(ko);
   cmd->add_option("--timer-resolution", a->timer,
                   "low | normal | high | custom:KEY=VAL,... (keys cyc, cyc_thresh, mtc, "
-                  "mtc_period, noretcomp, psb_period); default normal")
+                  "mtc_period, noretcomp, psb_period); default normal. With --sampling: low 1000, "
+                  "normal 10000, high the kernel's maximum samples per second, or sample:N")
       ->capture_default_str();
   cmd->add_option("--duration", a->duration, "Stop after this long, e.g. 10s, 500ms");
   cmd->add_flag("--copy-binaries", o.copy_binaries, "Copy the mapped binaries into the trace dir");
   cmd->add_flag("--emulate", o.emulate,
                 "Record under the PT emulator (qemu-user) instead of hardware; user space only");
+  cmd->add_flag("--sampling", o.sampling,
+                "Take stack samples (perf_event_open: cycles, or cpu-clock without a hardware "
+                "PMU) instead of Intel PT, for hosts without PT; statistical: short calls are "
+                "missed. attach picks it by itself where there is no Intel PT");
+  cmd->add_option("--callgraph-mode", o.callgraph_mode,
+                  "With --sampling, how call stacks are taken: fp (frame pointers), dwarf (a copy "
+                  "of the user stack, unwound later), lbr (last branch records; hardware only), "
+                  "lbr-no-stitch (as lbr). Default: lbr where the CPU has it, else dwarf");
   cmd->add_flag("--no-decode", o.no_decode, "Only record; decode later with `ptsnap decode`");
 }
 
@@ -319,7 +339,9 @@ void AddRecordCommands(CLI::App& app, CommandFn* selected) {
       "Example: ptsnap run --trigger my_function -- ./server --port 80\n"
       "With -a, the whole system is traced (per CPU) while CMD runs.\n"
       "magic-trace spellings (-trigger, -output, -snapshot-size, ...) are accepted.\n"
-      "Exit codes: 0 ok, 1 failure, 2 bad usage, 3 no Intel PT here (try --emulate).");
+      "Without Intel PT: --emulate (exact, under qemu-user) or --sampling (stack samples).\n"
+      "Exit codes: 0 ok, 1 failure, 2 bad usage, 3 no Intel PT here (try --emulate or "
+      "--sampling).");
   run->callback(
       [selected, run_args] { *selected = [run_args] { return RunRecord(*run_args, false); }; });
 
@@ -332,7 +354,8 @@ void AddRecordCommands(CLI::App& app, CommandFn* selected) {
   attach->footer(
       "Example: sudo ptsnap attach -p 1234 --trigger .\n"
       "System-wide: sudo ptsnap attach -a [--cpu 0-3] --duration 2s (or Ctrl-C, SIGUSR2)\n"
-      "Exit codes: 0 ok, 1 failure, 2 bad usage, 3 no Intel PT here (try --emulate).");
+      "Without Intel PT, attach takes stack samples (--sampling) and says so.\n"
+      "Exit codes: 0 ok, 1 failure, 2 bad usage, 3 no Intel PT here (try --sampling).");
   attach->callback([selected, attach_args] {
     *selected = [attach_args] { return RunRecord(*attach_args, true); };
   });

@@ -92,6 +92,30 @@ Result<PtTiming> ParseTiming(std::string_view text) {
     t.preset = s;
     return t;
   }
+  // --sampling's frequency: "sample:N", magic-trace's "(Sample (freq N))".
+  if (s == "sample" || base::StartsWith(s, "sample:") || base::StartsWith(s, "(sample")) {
+    std::string n;
+    if (base::StartsWith(s, "sample:")) {
+      n = std::string(base::Trim(std::string_view(s).substr(7)));
+    } else if (base::StartsWith(s, "(sample")) {
+      std::string flat = s;
+      std::replace(flat.begin(), flat.end(), '(', ' ');
+      std::replace(flat.begin(), flat.end(), ')', ' ');
+      auto words = base::SplitWhitespace(flat);
+      if (words.size() != 3 || words[1] != "freq")
+        return Error("--timer-resolution: malformed '" + std::string(text) +
+                     "' (expected (Sample (freq N)))");
+      n = std::string(words[2]);
+    }
+    auto freq = base::ParseUint(n);
+    if (n.empty() || !freq || *freq == 0)
+      return Error(
+          "--timer-resolution sample needs a frequency in samples per second: sample:N, "
+          "e.g. sample:5000");
+    t.preset = "sample";
+    t.sample_freq = *freq;
+    return t;
+  }
   t.preset = "custom";
   std::vector<std::pair<std::string, std::string>> pairs;
   if (base::StartsWith(s, "custom:")) {
@@ -119,7 +143,7 @@ Result<PtTiming> ParseTiming(std::string_view text) {
                  std::string(kTimingKeys) + ")");
   } else {
     return Error("--timer-resolution: '" + std::string(text) +
-                 "' is not low, normal, high or custom:KEY=VALUE,...");
+                 "' is not low, normal, high, custom:KEY=VALUE,... or sample:N");
   }
   for (const auto& [k, v] : pairs) PTSNAP_TRY(SetKey(t, k, v));
   return t;
@@ -146,6 +170,12 @@ Result<PtAttr> BuildPtAttr(const sys::PmuInfo& pmu, const PtAttrOptions& opts) {
   const bool has_mtc = has_mtc_caps && pmu.Cap("mtc_periods") != 0;
   const PtTiming& req = opts.timing;
   const std::string& preset = req.preset;
+  // magic-trace: "[-timer-resolution Sample] can only be used in sampling
+  // mode. (Did you forget [-sampling]?)".
+  if (preset == "sample")
+    return Error(
+        "--timer-resolution sample:N can only be used with --sampling (did you forget "
+        "--sampling?)");
   if (preset != "low" && preset != "normal" && preset != "high" && preset != "custom")
     return Error("--timer-resolution: unknown preset '" + preset + "'");
 
@@ -271,6 +301,136 @@ perf_event_attr BuildTrackingAttr(bool trace_kernel, bool enable_on_exec,
     // kernels see them in __reserved_1 and perf_copy_attr() returns EINVAL.
     a.ksymbol = !kernel || kernel->AtLeast(5, 1) ? 1 : 0;
     a.text_poke = !kernel || kernel->AtLeast(5, 9) ? 1 : 0;
+  }
+  return a;
+}
+
+std::string_view ToString(CallgraphMode m) {
+  switch (m) {
+    case CallgraphMode::kFp: return "fp";
+    case CallgraphMode::kDwarf: return "dwarf";
+    case CallgraphMode::kLbr: return "lbr";
+  }
+  return "?";
+}
+
+std::string_view ToString(SamplingEvent e) {
+  switch (e) {
+    case SamplingEvent::kCycles: return "cycles";
+    case SamplingEvent::kCpuClock: return "cpu-clock";
+  }
+  return "?";
+}
+
+Result<CallgraphChoice> ChooseCallgraph(std::string_view requested, bool lbr_available) {
+  // magic-trace's sexp spellings ("Lbr", "(Dwarf)") come down to the same
+  // lower-case words.
+  std::string r = Lower(base::Trim(requested));
+  std::erase(r, '(');
+  std::erase(r, ')');
+  std::replace(r.begin(), r.end(), '_', '-');
+  r = std::string(base::Trim(r));
+  CallgraphChoice c;
+  if (r.empty()) {
+    if (lbr_available) {
+      c.mode = CallgraphMode::kLbr;
+      c.note =
+          "--callgraph-mode not given: defaulting to lbr, which may lose data and has limited "
+          "call stack depth (pass --callgraph-mode dwarf or fp to choose)";
+    } else {
+      c.mode = CallgraphMode::kDwarf;
+      c.note =
+          "--callgraph-mode not given: defaulting to dwarf, which may have high overhead and "
+          "decoding time (no LBR here; pass --callgraph-mode fp for programs built with frame "
+          "pointers)";
+    }
+    return c;
+  }
+  if (r == "fp" || r == "frame-pointer") {
+    c.mode = CallgraphMode::kFp;
+    return c;
+  }
+  if (r == "dwarf") {
+    c.mode = CallgraphMode::kDwarf;
+    return c;
+  }
+  if (r == "lbr" || r == "lbr-no-stitch" || r == "last-branch-record") {
+    if (!lbr_available)
+      return Error("--callgraph-mode " + std::string(requested) +
+                   ": this machine has no LBR call-stack support (needs a hardware PMU and the "
+                   "pdcm flag on every CPU in /proc/cpuinfo); use --callgraph-mode fp or dwarf");
+    c.mode = CallgraphMode::kLbr;
+    if (r == "lbr-no-stitch")
+      c.note =
+          "--callgraph-mode lbr-no-stitch records as lbr (the samples are the same; "
+          "ptsnap does not stitch LBR call stacks)";
+    return c;
+  }
+  return Error("--callgraph-mode: unknown mode '" + std::string(requested) +
+               "'; valid: lbr, lbr-no-stitch, fp, dwarf");
+}
+
+Result<uint64_t> SamplingFrequency(const PtTiming& timing, uint64_t max_rate,
+                                   std::vector<std::string>* warnings) {
+  uint64_t freq = 0;
+  const std::string& p = timing.preset;
+  if (p == "low") {
+    freq = 1000;
+  } else if (p == "normal") {
+    freq = 10000;
+  } else if (p == "high") {
+    freq = max_rate;
+  } else if (p == "sample" && timing.sample_freq) {
+    freq = *timing.sample_freq;
+  } else if (p == "custom") {
+    // magic-trace: "[-timer-resolution Custom] can only be used with Intel PT".
+    return Error(
+        "--timer-resolution custom:... sets Intel PT timing packets and cannot be used with "
+        "--sampling; use low, normal, high or sample:N (samples per second)");
+  } else {
+    return Error("--timer-resolution: unknown preset '" + p + "'");
+  }
+  if (max_rate != 0 && freq > max_rate) {
+    if (warnings != nullptr)
+      warnings->push_back(
+          "--timer-resolution: " + std::to_string(freq) +
+          " samples per second is above kernel.perf_event_max_sample_rate (" +
+          std::to_string(max_rate) + "); sampling at " + std::to_string(max_rate) +
+          " instead (raise it with `sysctl -w kernel.perf_event_max_sample_rate=N`)");
+    freq = max_rate;
+  }
+  if (freq == 0) return Error("--timer-resolution: a sampling frequency of 0");
+  return freq;
+}
+
+perf_event_attr BuildSamplingAttr(const SamplingAttrOptions& opts) {
+  // The sideband bits and scope exactly as the tracking event has them.
+  perf_event_attr a = BuildTrackingAttr(opts.trace_kernel, opts.enable_on_exec, opts.kernel);
+  if (opts.event == SamplingEvent::kCycles) {
+    a.type = PERF_TYPE_HARDWARE;
+    a.config = PERF_COUNT_HW_CPU_CYCLES;
+  } else {
+    a.type = PERF_TYPE_SOFTWARE;
+    a.config = PERF_COUNT_SW_CPU_CLOCK;
+  }
+  a.exclude_user = opts.trace_user ? 0 : 1;
+  a.freq = 1;
+  a.sample_freq = opts.frequency;
+  a.sample_type = kSamplingBaseSampleType | PERF_SAMPLE_CALLCHAIN;
+  switch (opts.callgraph) {
+    case CallgraphMode::kFp: break;
+    case CallgraphMode::kDwarf:
+      // perf's --call-graph dwarf: the kernel's callchain keeps only kernel
+      // frames; user frames come from unwinding the stack copy.
+      a.exclude_callchain_user = 1;
+      a.sample_type |= PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
+      a.sample_regs_user = kX86UserRegsMask;
+      a.sample_stack_user = kDwarfStackBytes;
+      break;
+    case CallgraphMode::kLbr:
+      a.sample_type |= PERF_SAMPLE_BRANCH_STACK;
+      a.branch_sample_type = PERF_SAMPLE_BRANCH_USER | PERF_SAMPLE_BRANCH_CALL_STACK;
+      break;
   }
   return a;
 }

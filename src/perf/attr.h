@@ -25,17 +25,22 @@ namespace ptsnap::perf {
 //   normal: low + cyc=1, cyc_thresh=1, mtc_period=0 (about 10 ns timing).
 //   high:   normal + noretcomp=1 (a TIP per return: more reliable decode).
 //   custom: low, with the given keys overriding it.
+//   sample: --sampling only: `sample_freq` samples per second.
 // Normal/high on a CPU without caps/psb_cyc fall back to low with a warning.
+// With --sampling, low/normal/high are sampling frequencies instead
+// (SamplingFrequency).
 struct PtTiming {
   std::string preset = "normal";
   std::optional<bool> cyc, mtc, noretcomp;
   std::optional<uint32_t> cyc_thresh, mtc_period, psb_period;
+  std::optional<uint64_t> sample_freq;  // preset "sample"
 };
 
-// Parses "low", "normal", "high" or "custom:k=v,k=v" (keys cyc, cyc_thresh,
-// mtc, mtc_period, noretcomp, psb_period; booleans 0/1/true/false). magic-trace's
-// sexp form "(Custom (cyc true) (mtc_period 0))" is accepted too. Errors name
-// the bad key or value and list the valid ones.
+// Parses "low", "normal", "high", "custom:k=v,k=v" (keys cyc, cyc_thresh,
+// mtc, mtc_period, noretcomp, psb_period; booleans 0/1/true/false) or
+// "sample:N" (N samples per second, --sampling only). magic-trace's sexp
+// forms "(Custom (cyc true) (mtc_period 0))" and "(Sample (freq 5000))" are
+// accepted too. Errors name the bad key or value and list the valid ones.
 Result<PtTiming> ParseTiming(std::string_view text);
 
 struct PtAttrOptions {
@@ -60,6 +65,7 @@ struct PtAttr {
 };
 
 // Errors (one line each, naming cause and fix): PMU absent or without a type;
+// the sample preset (it belongs to --sampling);
 // a requested feature missing from caps ("cyc needs caps/psb_cyc, which this
 // CPU lacks"); a period value not advertised in caps ("mtc_period=5 is not
 // supported; valid: 0,3,6"); a format term missing in sysfs.
@@ -79,6 +85,78 @@ uint64_t PsbPeriodBytes(bool topa_multiple_entries, uint32_t psb_period);
 // (EINVAL). An unknown kernel (nullopt) gets both.
 perf_event_attr BuildTrackingAttr(bool trace_kernel, bool enable_on_exec,
                                   const std::optional<sys::KernelVersion>& kernel = std::nullopt);
+
+// ---- Sampling (--sampling: stack samples without PT) ----------------------
+
+// How a sample's call stack is taken (magic-trace's -callgraph-mode, perf's
+// --call-graph): frame pointers walked by the kernel, a copy of the user
+// stack and registers unwound with CFI at decode time, or the CPU's LBR
+// call-stack mode.
+enum class CallgraphMode { kFp, kDwarf, kLbr };
+std::string_view ToString(CallgraphMode m);  // "fp", "dwarf", "lbr"
+
+struct CallgraphChoice {
+  CallgraphMode mode = CallgraphMode::kDwarf;
+  std::string note;  // a warning to print ("" for none)
+};
+
+// magic-trace's rule: `requested` ("" for the default, "fp", "dwarf",
+// "lbr", "lbr-no-stitch", or the sexp spellings "Fp", "(Lbr)", ...). The
+// default is lbr when `lbr_available` (the pdcm flag on every CPU and a
+// hardware PMU that opens an LBR call-stack event), else dwarf, each with
+// magic-trace's warning; lbr-no-stitch is lbr (ptsnap's decoder does no
+// stitching either way) with a note. Errors: lbr without LBR (naming fp
+// and dwarf), an unknown mode (listing the valid ones). Pure.
+Result<CallgraphChoice> ChooseCallgraph(std::string_view requested, bool lbr_available);
+
+// Samples per second for --timer-resolution with --sampling, as
+// magic-trace maps it: low 1000, normal 10000, high `max_rate`
+// (/proc/sys/kernel/perf_event_max_sample_rate), sample:N N. A frequency
+// above `max_rate` is capped to it with a warning in `warnings` (the kernel
+// refuses it: EINVAL); custom:... is an error (PT timing packets). Pure.
+Result<uint64_t> SamplingFrequency(const PtTiming& timing, uint64_t max_rate,
+                                   std::vector<std::string>* warnings);
+
+// The sampling event: what counts toward a sample.
+enum class SamplingEvent {
+  kCycles,    // PERF_TYPE_HARDWARE / PERF_COUNT_HW_CPU_CYCLES (a hardware PMU exists)
+  kCpuClock,  // PERF_TYPE_SOFTWARE / PERF_COUNT_SW_CPU_CLOCK (VMs without a PMU)
+};
+std::string_view ToString(SamplingEvent e);  // "cycles", "cpu-clock"
+
+struct SamplingAttrOptions {
+  SamplingEvent event = SamplingEvent::kCpuClock;
+  CallgraphMode callgraph = CallgraphMode::kDwarf;
+  uint64_t frequency = 10000;  // attr.sample_freq (SamplingFrequency)
+  bool trace_user = true;
+  bool trace_kernel = false;
+  bool enable_on_exec = false;
+  // Gates the kernel-scope sideband bits as BuildTrackingAttr does.
+  std::optional<sys::KernelVersion> kernel;
+};
+
+// perf's PERF_REGS_MASK for x86-64 user registers (tools/perf/arch/x86/
+// include/perf_regs.h): AX..R15 with IP, FLAGS, SP, CS, SS, without the
+// segment registers DS, ES, FS, GS, which the kernel refuses for 64-bit
+// tasks. REGS_USER records the set bits' registers in bit order.
+inline constexpr uint64_t kX86UserRegsMask = 0xff0fff;
+// perf's default --call-graph dwarf dump size (bytes of user stack).
+inline constexpr uint32_t kDwarfStackBytes = 8192;
+// Fields every sample carries, before the callgraph's.
+inline constexpr uint64_t kSamplingBaseSampleType = PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP |
+                                                    PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
+                                                    PERF_SAMPLE_CPU | PERF_SAMPLE_PERIOD;
+
+// The one event per thread or CPU of a sampled recording: it samples
+// (freq = 1, sample_type = kSamplingBaseSampleType plus CALLCHAIN; dwarf:
+// exclude_callchain_user with REGS_USER kX86UserRegsMask and STACK_USER
+// kDwarfStackBytes; lbr: BRANCH_STACK with user call-stack branch
+// sampling) and carries the tracking event's sideband bits (mmap, mmap2,
+// comm, comm_exec, task, context_switch, sample_id_all; kernel scope:
+// ksymbol, text_poke), so one ring holds both. Because sample_type's
+// trailer bits are TID | TIME | CPU | IDENTIFIER, the sideband records end
+// with trace::kSampleType's trailer, as sideband.data requires. Pure.
+perf_event_attr BuildSamplingAttr(const SamplingAttrOptions& opts);
 
 // A user-space execute breakpoint at `addr` that samples every hit
 // (sample_period 1, wakeup_events 1) with BreakpointSample's fields.

@@ -223,6 +223,150 @@ TEST(ParseTiming, PresetsCustomAndSexp) {
   EXPECT_THAT(ParseTiming("fast"), HasErrorContaining("not low, normal, high"));
 }
 
+TEST(ParseTiming, SampleForms) {
+  auto n = ParseTiming("sample:5000");
+  ASSERT_THAT(n, HasValue());
+  EXPECT_EQ(n->preset, "sample");
+  EXPECT_EQ(n->sample_freq, 5000u);
+  auto sexp = ParseTiming("(Sample (freq 250))");
+  ASSERT_THAT(sexp, HasValue());
+  EXPECT_EQ(sexp->preset, "sample");
+  EXPECT_EQ(sexp->sample_freq, 250u);
+  EXPECT_THAT(ParseTiming("sample"), HasErrorContaining("sample:N, e.g. sample:5000"));
+  EXPECT_THAT(ParseTiming("sample:0"), HasErrorContaining("needs a frequency"));
+  EXPECT_THAT(ParseTiming("sample:fast"), HasErrorContaining("needs a frequency"));
+  EXPECT_THAT(ParseTiming("(Sample (period 3))"), HasErrorContaining("(Sample (freq N))"));
+  EXPECT_THAT(ParseTiming("fast"), HasErrorContaining("or sample:N"));
+}
+
+TEST(BuildPtAttr, SamplePresetNeedsSampling) {
+  TempDir d;
+  WriteFullPmu(d);
+  PtAttrOptions o;
+  o.timing = *ParseTiming("sample:100");
+  EXPECT_THAT(BuildPtAttr(Read(d), o),
+              HasErrorContaining("--timer-resolution sample:N can only be used with --sampling "
+                                 "(did you forget --sampling?)"));
+}
+
+TEST(SamplingFrequency, MagicTracesPresetsCappedAtTheMaxRate) {
+  std::vector<std::string> w;
+  EXPECT_EQ(*SamplingFrequency(*ParseTiming("low"), 100000, &w), 1000u);
+  EXPECT_EQ(*SamplingFrequency(*ParseTiming("normal"), 100000, &w), 10000u);
+  EXPECT_EQ(*SamplingFrequency(*ParseTiming("high"), 31750, &w), 31750u);
+  EXPECT_EQ(*SamplingFrequency(*ParseTiming("sample:777"), 100000, &w), 777u);
+  EXPECT_THAT(w, IsEmpty());
+  EXPECT_EQ(*SamplingFrequency(*ParseTiming("sample:200000"), 100000, &w), 100000u);
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_THAT(w[0], HasSubstr("200000 samples per second is above "
+                              "kernel.perf_event_max_sample_rate (100000)"));
+  // normal on a kernel that lowered its rate (perf_event_max_sample_rate
+  // drops when interrupts take long).
+  EXPECT_EQ(*SamplingFrequency(*ParseTiming("normal"), 4000, &w), 4000u);
+  EXPECT_THAT(SamplingFrequency(*ParseTiming("custom:cyc=1"), 100000, &w),
+              HasErrorContaining("cannot be used with --sampling"));
+}
+
+TEST(ChooseCallgraph, MagicTracesDefaultAndSpellings) {
+  auto lbr = ChooseCallgraph("", true);
+  ASSERT_THAT(lbr, HasValue());
+  EXPECT_EQ(lbr->mode, CallgraphMode::kLbr);
+  EXPECT_THAT(lbr->note, HasSubstr("defaulting to lbr, which may lose data and has limited call "
+                                   "stack depth"));
+  auto dwarf = ChooseCallgraph("", false);
+  ASSERT_THAT(dwarf, HasValue());
+  EXPECT_EQ(dwarf->mode, CallgraphMode::kDwarf);
+  EXPECT_THAT(dwarf->note,
+              HasSubstr("defaulting to dwarf, which may have high overhead and decoding time"));
+  EXPECT_EQ(ChooseCallgraph("fp", false)->mode, CallgraphMode::kFp);
+  EXPECT_THAT(ChooseCallgraph("fp", false)->note, IsEmpty());
+  EXPECT_EQ(ChooseCallgraph("Dwarf", false)->mode, CallgraphMode::kDwarf);
+  EXPECT_EQ(ChooseCallgraph("(Lbr)", true)->mode, CallgraphMode::kLbr);
+  auto no_stitch = ChooseCallgraph("lbr-no-stitch", true);
+  ASSERT_THAT(no_stitch, HasValue());
+  EXPECT_EQ(no_stitch->mode, CallgraphMode::kLbr);
+  EXPECT_THAT(no_stitch->note, HasSubstr("records as lbr"));
+  EXPECT_THAT(ChooseCallgraph("lbr", false),
+              HasErrorContaining("no LBR call-stack support (needs a hardware PMU and the pdcm "
+                                 "flag on every CPU in /proc/cpuinfo); use --callgraph-mode fp or "
+                                 "dwarf"));
+  EXPECT_THAT(ChooseCallgraph("stack", false),
+              HasErrorContaining("unknown mode 'stack'; valid: lbr, lbr-no-stitch, fp, dwarf"));
+}
+
+// sample_type per callgraph mode, as docs/trace-format.md lays samples out.
+TEST(BuildSamplingAttr, SampleTypePerCallgraphMode) {
+  SamplingAttrOptions o;
+  o.frequency = 10000;
+  o.callgraph = CallgraphMode::kFp;
+  perf_event_attr fp = BuildSamplingAttr(o);
+  EXPECT_EQ(fp.type, PERF_TYPE_SOFTWARE);
+  EXPECT_EQ(fp.config, PERF_COUNT_SW_CPU_CLOCK);
+  EXPECT_EQ(fp.freq, 1u);
+  EXPECT_EQ(fp.sample_freq, 10000u);
+  EXPECT_EQ(fp.sample_type, 0x101a7u);  // IDENTIFIER|IP|TID|TIME|CPU|PERIOD|CALLCHAIN
+  EXPECT_EQ(fp.exclude_callchain_user, 0u);
+  EXPECT_EQ(fp.sample_regs_user, 0u);
+  EXPECT_EQ(fp.sample_stack_user, 0u);
+  EXPECT_EQ(fp.branch_sample_type, 0u);
+
+  o.callgraph = CallgraphMode::kDwarf;
+  perf_event_attr dwarf = BuildSamplingAttr(o);
+  EXPECT_EQ(dwarf.sample_type, 0x131a7u);  // + REGS_USER|STACK_USER
+  EXPECT_EQ(dwarf.exclude_callchain_user, 1u);
+  // AX..R15 but DS, ES, FS, GS: perf's PERF_REGS_MASK.
+  EXPECT_EQ(dwarf.sample_regs_user, 0xff0fffu);
+  EXPECT_EQ(__builtin_popcountll(dwarf.sample_regs_user), 20);
+  EXPECT_EQ(dwarf.sample_stack_user, 8192u);
+
+  o.callgraph = CallgraphMode::kLbr;
+  o.event = SamplingEvent::kCycles;
+  perf_event_attr lbr = BuildSamplingAttr(o);
+  EXPECT_EQ(lbr.type, PERF_TYPE_HARDWARE);
+  EXPECT_EQ(lbr.config, PERF_COUNT_HW_CPU_CYCLES);
+  EXPECT_EQ(lbr.sample_type, 0x109a7u);  // + BRANCH_STACK
+  EXPECT_EQ(lbr.branch_sample_type,
+            static_cast<uint64_t>(PERF_SAMPLE_BRANCH_USER | PERF_SAMPLE_BRANCH_CALL_STACK));
+  EXPECT_EQ(lbr.exclude_callchain_user, 0u);
+}
+
+// One event carries samples and sideband: the tracking bits, and a trailer
+// that is sideband.data's.
+TEST(BuildSamplingAttr, CarriesTheSidebandBitsAndTheScope) {
+  SamplingAttrOptions o;
+  o.enable_on_exec = true;
+  perf_event_attr a = BuildSamplingAttr(o);
+  EXPECT_EQ(a.mmap, 1u);
+  EXPECT_EQ(a.mmap2, 1u);
+  EXPECT_EQ(a.comm, 1u);
+  EXPECT_EQ(a.comm_exec, 1u);
+  EXPECT_EQ(a.task, 1u);
+  EXPECT_EQ(a.context_switch, 1u);
+  EXPECT_EQ(a.sample_id_all, 1u);
+  EXPECT_EQ(a.disabled, 1u);
+  EXPECT_EQ(a.enable_on_exec, 1u);
+  EXPECT_EQ(a.exclude_kernel, 1u);
+  EXPECT_EQ(a.exclude_user, 0u);
+  EXPECT_EQ(a.exclude_hv, 1u);
+  EXPECT_EQ(a.ksymbol, 0u);
+  // The sample_id trailer keeps the bits among TID, TIME, ID, STREAM_ID,
+  // CPU, IDENTIFIER: exactly kSampleType's.
+  constexpr uint64_t kTrailerBits = PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_ID |
+                                    PERF_SAMPLE_STREAM_ID | PERF_SAMPLE_CPU |
+                                    PERF_SAMPLE_IDENTIFIER;
+  EXPECT_EQ(a.sample_type & kTrailerBits, trace::kSampleType);
+  o.trace_kernel = true;
+  o.trace_user = false;
+  o.enable_on_exec = false;
+  o.kernel = sys::KernelVersion{6, 1, 0, "6.1.0"};
+  perf_event_attr k = BuildSamplingAttr(o);
+  EXPECT_EQ(k.exclude_kernel, 0u);
+  EXPECT_EQ(k.ksymbol, 1u);
+  EXPECT_EQ(k.text_poke, 1u);
+  EXPECT_EQ(k.exclude_user, 1u);
+  EXPECT_EQ(k.enable_on_exec, 0u);
+}
+
 TEST(BuildTrackingAttr, CarriesSidebandFlags) {
   perf_event_attr a = BuildTrackingAttr(false, true);
   EXPECT_EQ(a.type, PERF_TYPE_SOFTWARE);

@@ -58,7 +58,9 @@ std::string NoPmuMessage(const sys::CpuInfo& cpu) {
     why = "the kernel has no intel_pt driver (needs Linux 4.1+ with CONFIG_PERF_EVENTS_INTEL_PT)";
   }
   return "no Intel PT on this machine: /sys/bus/event_source/devices/intel_pt does not exist; " +
-         why + ". Use --emulate to record under the PT emulator instead";
+         why +
+         ". Use --emulate to record under the PT emulator instead (exact, user space), or "
+         "--sampling for stack samples (statistical, any process)";
 }
 
 std::string ExplainOpenFailure(int errnum, bool kernel_scope, const sys::Privileges& priv,

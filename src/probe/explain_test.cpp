@@ -125,6 +125,7 @@ TEST(Explain, NoPmuFixMatchesTheMessage) {
   for (const auto& c : {vm, amd, unknown}) {
     EXPECT_THAT(NoPmuFix(c), HasSubstr("--emulate"));
     EXPECT_THAT(NoPmuMessage(c), HasSubstr("--emulate"));
+    EXPECT_THAT(NoPmuMessage(c), HasSubstr("--sampling"));
   }
 }
 

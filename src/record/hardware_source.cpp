@@ -19,6 +19,29 @@ std::string Tid(pid_t tid) { return "tid " + std::to_string(tid); }
 
 }  // namespace
 
+void NoteSidebandRecord(std::span<const std::byte> rec, SidebandEvents& ev) {
+  perf_event_header h;
+  if (rec.size() < sizeof(h)) return;
+  std::memcpy(&h, rec.data(), sizeof(h));
+  if (h.type == PERF_RECORD_MMAP2) {
+    auto parsed = trace::ParseRecord(rec);
+    if (parsed)
+      if (auto* m = std::get_if<trace::Mmap2>(&parsed->record.body);
+          m != nullptr && (m->prot & PROT_EXEC) != 0 && !m->filename.empty() &&
+          m->filename[0] == '/')
+        ev.mapped_files.push_back(m->filename);
+  }
+  if ((h.type == PERF_RECORD_FORK || h.type == PERF_RECORD_EXIT) && rec.size() >= sizeof(h) + 16) {
+    uint32_t f[4];  // pid, ppid, tid, ptid
+    std::memcpy(f, rec.data() + sizeof(h), sizeof(f));
+    if (h.type == PERF_RECORD_FORK) {
+      ev.new_threads.emplace_back(static_cast<pid_t>(f[0]), static_cast<pid_t>(f[2]));
+    } else {
+      ev.exited_threads.push_back(static_cast<pid_t>(f[2]));
+    }
+  }
+}
+
 AuxRestart AuxRestartAfterDrain(bool truncated_seen, bool finishing) {
   if (finishing) return AuxRestart::kNone;
   return truncated_seen ? AuxRestart::kDisableEnable : AuxRestart::kEnable;
@@ -57,19 +80,7 @@ size_t HardwarePtSource::traced_cpus() const {
 
 Result<void> HardwarePtSource::AddBreakpoints(Thread& t, const std::vector<TriggerPoint>& points) {
   if (t.cpu >= 0) return Ok();  // a CPU-wide breakpoint would fire in every process
-  for (const TriggerPoint& p : points) {
-    perf_event_attr attr = perf::BuildBreakpointAttr(p.address);
-    auto ev = perf::PerfEvent::Open(attr, t.tid, -1, perf::MapSpec{1, 0, false},
-                                    "trigger breakpoint " + p.description + " on " + Tid(t.tid));
-    if (!ev) return std::move(ev).error();
-    Breakpoint bp;
-    bp.event = std::make_unique<perf::PerfEvent>(std::move(*ev));
-    bp.ring = std::make_unique<perf::DataRingReader>(bp.event->header(), bp.event->data());
-    bp.symbol = p.symbol;
-    PTSNAP_TRY(config_.single_shot_triggers ? bp.event->Refresh(1) : bp.event->Enable());
-    t.breakpoints.push_back(std::move(bp));
-  }
-  return Ok();
+  return t.breakpoints.Add(t.tid, points, config_.single_shot_triggers);
 }
 
 Result<void> HardwarePtSource::OpenEvents(Thread& t, const std::string& what) {
@@ -188,28 +199,13 @@ Result<SidebandEvents> HardwarePtSource::DrainSideband(trace::TraceWriter& write
     auto n = t.ring->Drain([&](std::span<const std::byte> rec) {
       batch_.insert(batch_.end(), rec.begin(), rec.end());
       reenable |= perf::AccountRecord(rec, stats_);
+      NoteSidebandRecord(rec, ev);
       perf_event_header h;
       std::memcpy(&h, rec.data(), sizeof(h));
-      if (h.type == PERF_RECORD_MMAP2 || (h.type == PERF_RECORD_AUX && t.full)) {
+      if (h.type == PERF_RECORD_AUX && t.full) {
         auto parsed = trace::ParseRecord(rec);
-        if (parsed) {
-          if (auto* m = std::get_if<trace::Mmap2>(&parsed->record.body);
-              m != nullptr && (m->prot & PROT_EXEC) != 0 && !m->filename.empty() &&
-              m->filename[0] == '/')
-            ev.mapped_files.push_back(m->filename);
-          if (auto* a = std::get_if<trace::Aux>(&parsed->record.body); a != nullptr && t.full)
-            t.full->NoteAux(*a, writer);
-        }
-      }
-      if ((h.type == PERF_RECORD_FORK || h.type == PERF_RECORD_EXIT) &&
-          rec.size() >= sizeof(h) + 16) {
-        uint32_t f[4];  // pid, ppid, tid, ptid
-        std::memcpy(f, rec.data() + sizeof(h), sizeof(f));
-        if (h.type == PERF_RECORD_FORK) {
-          ev.new_threads.emplace_back(static_cast<pid_t>(f[0]), static_cast<pid_t>(f[2]));
-        } else {
-          ev.exited_threads.push_back(static_cast<pid_t>(f[2]));
-        }
+        if (parsed)
+          if (auto* a = std::get_if<trace::Aux>(&parsed->record.body)) t.full->NoteAux(*a, writer);
       }
     });
     const std::string who = t.cpu >= 0 ? "CPU " + std::to_string(t.cpu) : Tid(t.tid);
@@ -251,21 +247,7 @@ Result<void> HardwarePtSource::DrainAux(trace::TraceWriter& writer) {
 
 Result<std::vector<TriggerHit>> HardwarePtSource::PollTriggers() {
   std::vector<TriggerHit> hits;
-  for (auto& [key, t] : units_) {
-    for (Breakpoint& bp : t.breakpoints) {
-      auto n = bp.ring->Drain([&](std::span<const std::byte> rec) {
-        perf_event_header h;
-        std::memcpy(&h, rec.data(), sizeof(h));
-        if (h.type != PERF_RECORD_SAMPLE || rec.size() < sizeof(h) + sizeof(perf::BreakpointSample))
-          return;
-        perf::BreakpointSample s;
-        std::memcpy(&s, rec.data() + sizeof(h), sizeof(s));
-        hits.push_back({s.ip, s.pid, s.tid, s.time, bp.symbol});
-      });
-      if (!n)
-        PTSNAP_LOG(kWarning) << "trigger ring of " << Tid(t.tid) << ": " << n.error().ToString();
-    }
-  }
+  for (auto& [key, t] : units_) t.breakpoints.Poll(t.tid, hits);
   return hits;
 }
 
@@ -293,8 +275,7 @@ Result<void> HardwarePtSource::ThreadExited(pid_t tid, trace::TraceWriter& write
 
 std::vector<int> HardwarePtSource::WakeFds() const {
   std::vector<int> fds;
-  for (const auto& [key, t] : units_)
-    for (const Breakpoint& bp : t.breakpoints) fds.push_back(bp.event->fd());
+  for (const auto& [key, t] : units_) t.breakpoints.AppendFds(fds);
   return fds;
 }
 
@@ -369,9 +350,10 @@ std::optional<trace::TimeConv> HardwarePtSource::time_conv() const {
   return std::nullopt;
 }
 
-uint64_t HardwarePtSource::Now() const {
-  if (auto tc = time_conv(); tc && tc->cap_user_time_zero)
-    return trace::TscToPerfTime(*tc, __rdtsc());
+uint64_t HardwarePtSource::Now() const { return PerfClockNow(time_conv()); }
+
+uint64_t PerfClockNow(const std::optional<trace::TimeConv>& tc) {
+  if (tc && tc->cap_user_time_zero) return trace::TscToPerfTime(*tc, __rdtsc());
   timespec ts{};
   ::clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);

@@ -20,12 +20,14 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 
 #include "perf/perf_event.h"
 #include "perf/ring_buffer.h"
 #include "record/aux_stream.h"
+#include "record/breakpoints.h"
 #include "record/pt_source.h"
 #include "trace/manifest.h"
 
@@ -111,11 +113,6 @@ class HardwarePtSource final : public PtSource {
  private:
   explicit HardwarePtSource(HardwareConfig config) : config_(config) {}
 
-  struct Breakpoint {
-    std::unique_ptr<perf::PerfEvent> event;
-    std::unique_ptr<perf::DataRingReader> ring;
-    std::string symbol;
-  };
   // A traced thread (cpu -1) or CPU (pid and tid -1).
   struct Thread {
     pid_t pid = 0, tid = 0;
@@ -125,7 +122,7 @@ class HardwarePtSource final : public PtSource {
     std::unique_ptr<perf::DataRingReader> ring;  // the ring the tracking records land in
     std::unique_ptr<perf::AuxSnapshotReader> snapshot;
     std::unique_ptr<AuxStreamer> full;
-    std::vector<Breakpoint> breakpoints;
+    TriggerBreakpoints breakpoints;
     bool truncated = false;  // full mode: a TRUNCATED record since the last restart
     bool exited = false;     // snapshot mode: kept for the next snapshot, then closed
   };
@@ -149,9 +146,18 @@ class HardwarePtSource final : public PtSource {
   bool finishing_ = false;  // Finish ran: no re-enabling after a drain
 };
 
+// The bookkeeping of one sideband record every source does: an executable
+// MMAP2 of a file adds its path to `mapped_files`, FORK a new thread, EXIT
+// an exited one. Malformed records are ignored.
+void NoteSidebandRecord(std::span<const std::byte> record, SidebandEvents& ev);
+
 // Reads time_zero/time_mult/time_shift under the user page's seqlock
 // (tools/perf/util/tsc.c perf_read_tsc_conversion); trace::TscToPerfTime
 // converts with them.
 trace::TimeConv ReadTimeConv(const perf_event_mmap_page* page);
+
+// The perf clock now: from the TSC through `tc` when the kernel publishes
+// time_zero (cap_user_time_zero), else CLOCK_MONOTONIC.
+uint64_t PerfClockNow(const std::optional<trace::TimeConv>& tc);
 
 }  // namespace ptsnap::record

@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,7 @@
 #include "record/control.h"
 #include "record/hardware_source.h"
 #include "record/options.h"
+#include "record/sampling_source.h"
 #include "sys/cpuid.h"
 #include "sys/pmu.h"
 #include "sys/privileges.h"
@@ -43,6 +45,11 @@ struct Prepared {
   sys::Privileges privileges;
   // System-wide mode: the CPUs to open events on (sorted); empty: per-thread.
   std::vector<int> cpus;
+  // --sampling (PrepareSampling): the SamplingSource's configuration and the
+  // manifest's `sampling` object. Absent for PT; `hw` then only carries the
+  // ring size (data_pages) for explanations of a refused mmap.
+  std::optional<SamplingConfig> sampling;
+  trace::Sampling sampling_info;
 };
 
 // The explanations of what the machine refuses (no PMU, privileges, errnos
@@ -61,8 +68,45 @@ std::string FormatCpuList(const std::vector<int>& cpus);
 // The default --snapshot-size is the probe's rule (probe::DefaultSnapshotBytes).
 // Errors of kind kNoPmu and kPrivilege say why the machine cannot record
 // (the CLI's exit codes, docs/errors.md).
+// With opts.sampling it is PrepareSampling with the live probe.
 Result<Prepared> Prepare(const RecordOptions& opts, const base::RootPath& root,
                          const sys::CpuidSource& cpuid);
+
+// What PrepareSampling asks the machine live: whether an event opens on
+// this process (perf_event_open of `attr` for pid 0, cpu -1, closed again).
+// Tests inject answers.
+using OpenProbe = std::function<bool(const perf_event_attr& attr)>;
+bool LiveOpenProbe(const perf_event_attr& attr);
+
+// --sampling: privileges as for PT (user scope at perf_event_paranoid <= 2,
+// kernel <= 1, system-wide <= 0, or CAP_PERFMON/CAP_SYS_ADMIN), the event
+// (cycles when `can_open` opens it, else cpu-clock), the callgraph
+// (perf::ChooseCallgraph: lbr needs cycles, the pdcm flag on every CPU in
+// root/proc/cpuinfo and an LBR call-stack event that opens), the frequency
+// (perf::SamplingFrequency against root/proc/sys/kernel/
+// perf_event_max_sample_rate), the snapshot ring (--snapshot-size, default
+// kSamplingSnapshotBytes) and the data ring (SamplingDataPages within the
+// mlock budget). Nothing is opened but the probes.
+Result<Prepared> PrepareSampling(const RecordOptions& opts, const base::RootPath& root,
+                                 const sys::CpuidSource& cpuid,
+                                 const OpenProbe& can_open = LiveOpenProbe);
+
+// magic-trace's fixed sampling snapshot size: 512 KiB of samples per stream.
+inline constexpr uint64_t kSamplingSnapshotBytes = 512 << 10;
+
+// About how many bytes one sample takes (header, the fixed fields and the
+// callgraph's: a 64-frame callchain for fp, 32 LBR entries for lbr, the
+// 8 KiB stack copy and registers for dwarf). Pure.
+uint64_t SampleRecordBytes(perf::CallgraphMode mode);
+
+// Data pages for one sampling ring: `frequency` samples a second of
+// `record_bytes` for 25 ms (five of the loop's 5 ms drains, to ride out a
+// slow disk), as a power of two from 16 to 1024 pages, and never beyond
+// `budget_bytes` (the ring's share of the mlock budget, header page
+// included; nullopt: unlimited). 0 when the budget cannot hold a ring of
+// at least two samples. Pure.
+size_t SamplingDataPages(uint64_t frequency, uint64_t record_bytes,
+                         std::optional<uint64_t> budget_bytes);
 
 struct Outcome {
   int program_status = 0;  // run: the program's exit status (shell style)

@@ -253,6 +253,157 @@ void WriteRoot(const TempDir& d, int paranoid) {
   d.Write("proc/sys/kernel/perf_event_paranoid", std::to_string(paranoid) + "\n");
 }
 
+// --sampling: no intel_pt PMU needed; the event, callgraph and frequency
+// come from the machine (probes injected), the privileges are PT's.
+OpenProbe Opens(bool cycles, bool lbr) {
+  return [cycles, lbr](const perf_event_attr& a) {
+    if (a.type != PERF_TYPE_HARDWARE) return true;
+    return (a.sample_type & PERF_SAMPLE_BRANCH_STACK) != 0 ? lbr : cycles;
+  };
+}
+
+TEST(PrepareSampling, VmWithoutPmuGetsCpuClockAndDwarf) {
+  TempDir d;  // no intel_pt, no pdcm
+  WriteUser(d, 2);
+  d.Write("proc/sys/kernel/perf_event_max_sample_rate", "50000\n");
+  ::ptsnap::testing::FakeCpuid cpuid;
+  RecordOptions o;
+  o.command = {"/bin/true"};
+  o.sampling = true;
+  o.timer.preset = "high";
+  auto p = PrepareSampling(o, base::RootPath(d.path()), cpuid, Opens(false, false));
+  ASSERT_THAT(p, HasValue());
+  ASSERT_TRUE(p->sampling.has_value());
+  const perf_event_attr& a = p->sampling->sampling_attr;
+  EXPECT_EQ(a.type, PERF_TYPE_SOFTWARE);
+  EXPECT_EQ(a.config, PERF_COUNT_SW_CPU_CLOCK);
+  EXPECT_EQ(a.sample_freq, 50000u);  // high = perf_event_max_sample_rate
+  EXPECT_EQ(a.enable_on_exec, 1u);   // run
+  EXPECT_EQ(p->sampling_info.event, "cpu-clock");
+  EXPECT_EQ(p->sampling_info.callgraph, "dwarf");
+  EXPECT_EQ(p->sampling_info.sample_type, a.sample_type);
+  EXPECT_EQ(p->sampling_info.regs_user, perf::kX86UserRegsMask);
+  EXPECT_EQ(p->sampling_info.stack_user, perf::kDwarfStackBytes);
+  EXPECT_EQ(p->sampling_info.frequency, 50000u);
+  EXPECT_THAT(p->warnings, ::testing::Contains(HasSubstr("defaulting to dwarf")));
+  EXPECT_EQ(p->sampling->snapshot_bytes, kSamplingSnapshotBytes);
+  EXPECT_EQ(p->aux_bytes, 512u << 10);
+  EXPECT_FALSE(p->hw.pt_attr.has_value());
+  EXPECT_EQ(p->hw.data_pages, p->sampling->data_pages);
+  EXPECT_GE(p->sampling->data_pages, 16u);
+  EXPECT_TRUE(p->sampling->single_shot_triggers);
+  // An explicit mode is taken without a warning; lbr is refused here.
+  o.callgraph_mode = "fp";
+  p = PrepareSampling(o, base::RootPath(d.path()), cpuid, Opens(false, false));
+  ASSERT_THAT(p, HasValue());
+  EXPECT_EQ(p->sampling_info.callgraph, "fp");
+  EXPECT_THAT(p->warnings, Not(::testing::Contains(HasSubstr("defaulting"))));
+  o.callgraph_mode = "lbr";
+  EXPECT_THAT(PrepareSampling(o, base::RootPath(d.path()), cpuid, Opens(false, false)),
+              HasErrorContaining("use --callgraph-mode fp or dwarf"));
+}
+
+TEST(PrepareSampling, HardwareWithPdcmEverywhereDefaultsToLbr) {
+  TempDir d;
+  WriteUser(d, 2);
+  d.Write("proc/cpuinfo", "processor\t: 0\nflags\t\t: fpu pdcm\n");
+  ::ptsnap::testing::FakeCpuid cpuid;
+  RecordOptions o;
+  o.pids = {4242};
+  o.sampling = true;
+  auto p = PrepareSampling(o, base::RootPath(d.path()), cpuid, Opens(true, true));
+  ASSERT_THAT(p, HasValue());
+  EXPECT_EQ(p->sampling_info.event, "cycles");
+  EXPECT_EQ(p->sampling_info.callgraph, "lbr");
+  EXPECT_EQ(p->sampling->sampling_attr.enable_on_exec, 0u);   // attach
+  EXPECT_EQ(p->sampling->sampling_attr.sample_freq, 10000u);  // normal
+  EXPECT_THAT(p->warnings, ::testing::Contains(HasSubstr("defaulting to lbr")));
+  // Cycles but an LBR event that does not open: dwarf.
+  p = PrepareSampling(o, base::RootPath(d.path()), cpuid, Opens(true, false));
+  ASSERT_THAT(p, HasValue());
+  EXPECT_EQ(p->sampling_info.event, "cycles");
+  EXPECT_EQ(p->sampling_info.callgraph, "dwarf");
+}
+
+TEST(PrepareSampling, PrivilegesAreThoseOfPerfEventOpen) {
+  TempDir d;
+  ::ptsnap::testing::FakeCpuid cpuid;
+  d.Write("sys/devices/system/cpu/online", "0-1\n");
+  RecordOptions o;
+  o.command = {"/bin/true"};
+  o.sampling = true;
+  WriteUser(d, 3);  // Debian's level 3: nothing without CAP_PERFMON
+  EXPECT_THAT(PrepareSampling(o, base::RootPath(d.path()), cpuid, Opens(false, false)),
+              HasErrorKind(ErrorKind::kPrivilege));
+  WriteUser(d, 2);
+  EXPECT_THAT(PrepareSampling(o, base::RootPath(d.path()), cpuid, Opens(false, false)), HasValue());
+  o.scope = trace::Scope::kUserKernel;
+  EXPECT_THAT(PrepareSampling(o, base::RootPath(d.path()), cpuid, Opens(false, false)),
+              AllOf(HasErrorContaining("--trace-include-kernel needs CAP_PERFMON"),
+                    HasErrorKind(ErrorKind::kPrivilege)));
+  WriteUser(d, 1);
+  auto k = PrepareSampling(o, base::RootPath(d.path()), cpuid, Opens(false, false));
+  ASSERT_THAT(k, HasValue());
+  EXPECT_EQ(k->sampling->sampling_attr.exclude_kernel, 0u);
+  o.scope = trace::Scope::kUser;
+  o.all_cpus = true;
+  EXPECT_THAT(PrepareSampling(o, base::RootPath(d.path()), cpuid, Opens(false, false)),
+              HasErrorKind(ErrorKind::kPrivilege));
+  WriteUser(d, 0);
+  auto sw = PrepareSampling(o, base::RootPath(d.path()), cpuid, Opens(false, false));
+  ASSERT_THAT(sw, HasValue());
+  EXPECT_THAT(sw->cpus, ::testing::ElementsAre(0, 1));
+  EXPECT_EQ(sw->sampling->sampling_attr.enable_on_exec, 0u);  // per-CPU: on before the exec
+}
+
+TEST(PrepareSampling, TimingThatIsNotASampleRateIsRefused) {
+  TempDir d;
+  WriteUser(d, 2);
+  ::ptsnap::testing::FakeCpuid cpuid;
+  RecordOptions o;
+  o.command = {"/bin/true"};
+  o.sampling = true;
+  o.timer = *perf::ParseTiming("custom:cyc=1");
+  EXPECT_THAT(PrepareSampling(o, base::RootPath(d.path()), cpuid, Opens(false, false)),
+              HasErrorContaining("cannot be used with --sampling"));
+  o.timer = *perf::ParseTiming("sample:1000000");
+  auto p = PrepareSampling(o, base::RootPath(d.path()), cpuid, Opens(false, false));
+  ASSERT_THAT(p, HasValue());
+  EXPECT_EQ(p->sampling->sampling_attr.sample_freq, 100000u);  // the kernel's default max
+  EXPECT_THAT(p->warnings, ::testing::Contains(HasSubstr("perf_event_max_sample_rate")));
+}
+
+// RLIMIT_MEMLOCK and perf_event_mlock_kb too small for one ring: an error
+// naming both and the fixes, before anything opens.
+TEST(PrepareSampling, AnMlockBudgetWithoutRoomForARingFailsFirst) {
+  TempDir d;
+  WriteUser(d, 2);
+  d.Write("proc/sys/kernel/perf_event_mlock_kb", "0\n");
+  d.Write("proc/self/limits",
+          "Limit                     Soft Limit           Hard Limit           Units\n"
+          "Max locked memory         16384                16384                bytes\n");
+  ::ptsnap::testing::FakeCpuid cpuid;
+  RecordOptions o;
+  o.command = {"/bin/true"};
+  o.sampling = true;
+  EXPECT_THAT(PrepareSampling(o, base::RootPath(d.path()), cpuid, Opens(false, false)),
+              AllOf(HasErrorContaining("the perf mlock budget leaves no room for a sampling ring"),
+                    HasErrorContaining("RLIMIT_MEMLOCK 16 KiB"), HasErrorContaining("ulimit -l"),
+                    HasErrorKind(ErrorKind::kBufferMapping)));
+}
+
+TEST(SamplingDataPages, SizedByRateAndRecordWithinTheBudget) {
+  // dwarf at 10 kHz: 25 ms of ~8.6 KiB samples is about 2 MiB.
+  const uint64_t dwarf = SampleRecordBytes(perf::CallgraphMode::kDwarf);
+  EXPECT_GT(dwarf, 8192u);
+  EXPECT_EQ(SamplingDataPages(10000, dwarf, std::nullopt), 1024u);
+  EXPECT_EQ(SamplingDataPages(1000, SampleRecordBytes(perf::CallgraphMode::kFp), std::nullopt),
+            16u);
+  // 516 KiB: 128 data pages and the header page.
+  EXPECT_EQ(SamplingDataPages(10000, dwarf, 516u << 10), 128u);
+  EXPECT_EQ(SamplingDataPages(10000, dwarf, 8u << 10), 0u);
+}
+
 TEST(Prepare, DefaultSnapshotSizeIsTheProbesRule) {
   TempDir d;
   WritePmu(d);

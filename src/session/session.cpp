@@ -6,6 +6,7 @@
 #include <system_error>
 
 #include "record/elf_symbols.h"
+#include "sys/pmu.h"
 
 namespace ptsnap::session {
 
@@ -17,6 +18,10 @@ namespace {
 // The combinations of options that cannot work, whatever the machine.
 Result<void> CheckCombination(const record::RecordOptions& o) {
   const bool attach = o.command.empty();
+  if (o.sampling && o.emulate)
+    return Error(
+        "--sampling and --emulate are two collection modes: --emulate records exact PT under the "
+        "emulator, --sampling takes stack samples; choose one");
   if (o.all_cpus && o.emulate)
     return Error("--emulate traces one program: -a/--cpu (system-wide) needs hardware Intel PT");
   if (attach && o.pids.empty() && !o.all_cpus)
@@ -29,6 +34,24 @@ Result<void> CheckCombination(const record::RecordOptions& o) {
     return Error("--trigger needs -p PID: the process whose code holds the trigger");
   for (pid_t pid : o.pids)
     if (pid <= 0) return Error("bad process id " + std::to_string(pid));
+  return Ok();
+}
+
+// Options that only make sense with --sampling, or never with it, once the
+// collection mode is decided (attach picks sampling without Intel PT).
+Result<void> CheckSamplingOptions(const record::RecordOptions& o) {
+  // magic-trace: "[-callgraph-mode] is only configurable when running
+  // magic-trace with sampling."
+  if (!o.sampling && !o.callgraph_mode.empty())
+    return Error("--callgraph-mode only applies to --sampling (stack samples); add --sampling");
+  if (!o.sampling && o.timer.preset == "sample")
+    return Error(
+        "--timer-resolution sample:N can only be used with --sampling (did you forget "
+        "--sampling?)");
+  if (o.sampling && o.timer.preset == "custom")
+    return Error(
+        "--timer-resolution custom:... sets Intel PT timing packets and cannot be used with "
+        "--sampling; use low, normal, high or sample:N (samples per second)");
   return Ok();
 }
 
@@ -79,6 +102,16 @@ Result<Plan> PlanRecording(record::RecordOptions opts, const PlanEnv& env) {
     plan.move_previous_aside = true;
   }
 
+  // magic-trace's fallback: attaching where there is no Intel PT takes
+  // stack samples instead, said in one line. `run` keeps its no-PMU error,
+  // which names --emulate and --sampling (exact vs statistical is the
+  // user's choice there).
+  const bool auto_sampling = opts.command.empty() && !opts.sampling && !opts.emulate &&
+                             !sys::ReadPmu(env.root, "intel_pt").present;
+  if (auto_sampling) opts.sampling = true;
+  if (auto ok = CheckSamplingOptions(opts); !ok)
+    return std::move(ok).error().WithKind(ErrorKind::kUsage);
+
   if (opts.emulate) {
     // The emulator checks the program and the trigger before its own pieces.
     PTSNAP_ASSIGN_OR_RETURN(plan.emulated, emulate::PlanEmulation(opts));
@@ -88,6 +121,22 @@ Result<Plan> PlanRecording(record::RecordOptions opts, const PlanEnv& env) {
     PTSNAP_ASSIGN_OR_RETURN(plan.hardware,
                             record::Prepare(opts, env.root, env.cpuid ? *env.cpuid : host));
     plan.warnings = plan.hardware->warnings;
+    if (auto_sampling) {
+      // One line: the callgraph default's own warning folds into it.
+      const std::string cg = plan.hardware->sampling_info.callgraph;
+      std::erase_if(plan.warnings, [](const std::string& w) {
+        return w.starts_with("--callgraph-mode not given");
+      });
+      plan.warnings.insert(
+          plan.warnings.begin(),
+          "Intel PT not found: recording with stack sampling instead (--sampling; callgraph " + cg +
+              (opts.callgraph_mode.empty() && cg == "dwarf"
+                   ? ", which may have high overhead and decoding time"
+               : opts.callgraph_mode.empty() && cg == "lbr"
+                   ? ", which may lose data and has limited call stack depth"
+                   : "") +
+              ").");
+    }
   }
   plan.opts = std::move(opts);
   return plan;

@@ -36,4 +36,23 @@ Result<std::vector<int>> ReadOnlineCpus(const base::RootPath& root) {
   return cpus;
 }
 
+bool ParseFlagOnEveryCpu(std::string_view cpuinfo, std::string_view flag) {
+  // One "flags\t\t: fpu vme ..." line per processor block.
+  size_t blocks = 0;
+  for (std::string_view line : base::Split(cpuinfo, '\n')) {
+    const size_t colon = line.find(':');
+    if (colon == std::string_view::npos || base::Trim(line.substr(0, colon)) != "flags") continue;
+    ++blocks;
+    bool found = false;
+    for (std::string_view f : base::SplitWhitespace(line.substr(colon + 1))) found |= f == flag;
+    if (!found) return false;
+  }
+  return blocks > 0;
+}
+
+bool FlagOnEveryCpu(const base::RootPath& root, std::string_view flag) {
+  auto text = base::ReadFile(root.Resolve("/proc/cpuinfo"), size_t{16} << 20);
+  return text && ParseFlagOnEveryCpu(*text, flag);
+}
+
 }  // namespace ptsnap::sys

@@ -47,5 +47,26 @@ TEST(ReadOnlineCpus, LiveAndFake) {
   EXPECT_GE(ReadOnlineCpus(base::RootPath()).value_or(std::vector<int>{}).size(), 1u);
 }
 
+TEST(ParseFlagOnEveryCpu, EveryProcessorMustListIt) {
+  const std::string both =
+      "processor\t: 0\nflags\t\t: fpu pdcm sse\n\nprocessor\t: 1\nflags\t\t: fpu sse pdcm\n";
+  EXPECT_TRUE(ParseFlagOnEveryCpu(both, "pdcm"));
+  EXPECT_FALSE(ParseFlagOnEveryCpu(both, "pdcm2"));  // whole words only
+  const std::string one =
+      "processor\t: 0\nflags\t\t: fpu pdcm\n\nprocessor\t: 1\nflags\t\t: fpu sse\n";
+  EXPECT_FALSE(ParseFlagOnEveryCpu(one, "pdcm"));
+  EXPECT_FALSE(ParseFlagOnEveryCpu("processor\t: 0\n", "pdcm"));  // no flags line at all
+  EXPECT_FALSE(ParseFlagOnEveryCpu("", "pdcm"));
+  // vmx flags (" vmx flags\t: ...") are another line, not "flags".
+  EXPECT_TRUE(ParseFlagOnEveryCpu("flags\t: pdcm\nvmx flags\t: ept\n", "pdcm"));
+}
+
+TEST(FlagOnEveryCpu, ReadsProcCpuinfoUnderTheRoot) {
+  ::ptsnap::testing::TempDir d;
+  EXPECT_FALSE(FlagOnEveryCpu(base::RootPath(d.path()), "pdcm"));
+  d.Write("proc/cpuinfo", "processor\t: 0\nflags\t\t: fpu pdcm\n");
+  EXPECT_TRUE(FlagOnEveryCpu(base::RootPath(d.path()), "pdcm"));
+}
+
 }  // namespace
 }  // namespace ptsnap::sys

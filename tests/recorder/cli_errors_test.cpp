@@ -185,12 +185,20 @@ TEST_F(CliErrors, SystemWideUsageErrors) {
   ExpectEmpty();
 }
 
-TEST_F(CliErrors, SystemWideWithoutPtIsTheNoPmuError) {
+// `run -a` keeps the no-PMU error; `attach -a` falls back to sampling
+// every CPU (magic-trace's rule), said in one line.
+TEST_F(CliErrors, SystemWideWithoutPtIsTheNoPmuErrorForRunAndSamplesForAttach) {
   if (HasIntelPt()) GTEST_SKIP() << "this machine has an intel_pt PMU: the no-PMU path cannot run";
-  Exit r = Ptsnap(dir_.path(), {"attach", "-a", "--cpu", "0", "--duration", "1s"});
+  Exit r = Ptsnap(dir_.path(), {"run", "-a", "--cpu", "0", "--", "/bin/true"});
   EXPECT_EQ(r.code, 3);
   EXPECT_THAT(r.err, StartsWith("ptsnap: error: no Intel PT on this machine"));
+  EXPECT_THAT(r.err, HasSubstr("--sampling"));
   ExpectEmpty();
+  Exit a = Ptsnap(dir_.path(), {"attach", "-a", "--cpu", "0", "--duration", "300ms", "--no-decode",
+                                "--trace-dir", "sw.ptsnap"});
+  EXPECT_EQ(a.code, 0) << a.err;
+  EXPECT_THAT(a.err, HasSubstr("Intel PT not found: recording with stack sampling instead"));
+  EXPECT_TRUE(std::filesystem::exists(dir_.path() / "sw.ptsnap" / "manifest.json"));
 }
 
 }  // namespace

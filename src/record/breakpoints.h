@@ -1,0 +1,45 @@
+// TriggerBreakpoints: the trigger breakpoints of one traced thread, shared
+// by every PtSource that opens perf events itself (HardwarePtSource,
+// SamplingSource). One execute breakpoint per trigger point
+// (perf::BuildBreakpointAttr), each with a one-page ring that receives its
+// samples (wakeup_events 1, so the ring's fd wakes the session's poll()).
+// Threads only: a CPU-wide breakpoint would fire in every process.
+#pragma once
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "perf/perf_event.h"
+#include "perf/ring_buffer.h"
+#include "ptsnap/result.h"
+#include "record/elf_symbols.h"
+#include "record/pt_source.h"
+
+namespace ptsnap::record {
+
+class TriggerBreakpoints {
+ public:
+  // Opens and enables a breakpoint on `tid` for each point. `single_shot`:
+  // each fires once and then disables itself (PERF_EVENT_IOC_REFRESH 1, as
+  // magic-trace does). Errors name the point and the thread.
+  Result<void> Add(pid_t tid, const std::vector<TriggerPoint>& points, bool single_shot);
+  // Appends the hits since the last call to `hits`; a corrupt ring is
+  // logged, not fatal.
+  void Poll(pid_t tid, std::vector<TriggerHit>& hits);
+  // The breakpoints' fds, for poll().
+  void AppendFds(std::vector<int>& fds) const;
+  [[nodiscard]] bool empty() const { return bps_.empty(); }
+
+ private:
+  struct Breakpoint {
+    std::unique_ptr<perf::PerfEvent> event;
+    std::unique_ptr<perf::DataRingReader> ring;
+    std::string symbol;
+  };
+  std::vector<Breakpoint> bps_;
+};
+
+}  // namespace ptsnap::record

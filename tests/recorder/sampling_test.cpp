@@ -1,0 +1,419 @@
+// `ptsnap run/attach --sampling` end to end on this machine (docs/recording.md,
+// "Sampling mode"): the ptsnap binary records tests/programs/sampling_spin
+// with real perf_event_open (cpu-clock where there is no hardware PMU), and
+// the trace directory is read back: source "sampled", samples streams of
+// PERF_RECORD_SAMPLE records laid out by the manifest's sample_type, IPs in
+// the program's text, fp call stacks deeper than one frame. Decoding
+// sampled traces is not this side's: every run passes --no-decode.
+#include <fcntl.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <linux/perf_event.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "tests/support/temp_dir.h"
+#include "trace/perf_record.h"
+#include "trace/trace_dir.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using ::ptsnap::testing::TempDir;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+struct Exit {
+  int code = -1;
+  std::string err;
+};
+
+// Runs ptsnap with `args`; returns its exit code and stderr.
+Exit Ptsnap(std::vector<std::string> args) {
+  const char* bin = std::getenv("PTSNAP_BIN");
+  Exit r;
+  if (bin == nullptr) return r;
+  int errp[2];
+  if (pipe(errp) != 0) return r;
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(errp[1], 2);
+    int devnull = open("/dev/null", O_RDWR);
+    dup2(devnull, 0);
+    dup2(devnull, 1);
+    std::vector<char*> argv{const_cast<char*>(bin)};
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(bin, argv.data());
+    _exit(127);
+  }
+  close(errp[1]);
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(errp[0], buf, sizeof(buf))) > 0) r.err.append(buf, static_cast<size_t>(n));
+  close(errp[0]);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return r;
+}
+
+std::string Spin() {
+  const char* p = std::getenv("PTSNAP_SAMPLING_SPIN");
+  return p != nullptr ? p : "";
+}
+
+// sampling_spin running on its own, ready (it printed "ready PID").
+struct Target {
+  pid_t pid = -1;
+  Target(const std::string& ms, const std::string& threads) {
+    int out[2];
+    if (pipe(out) != 0) return;
+    pid = fork();
+    if (pid == 0) {
+      dup2(out[1], 1);
+      close(out[0]);
+      execl(Spin().c_str(), "sampling_spin", ms.c_str(), threads.c_str(), nullptr);
+      _exit(127);
+    }
+    close(out[1]);
+    FILE* f = fdopen(out[0], "r");
+    int p = 0;
+    if (f == nullptr || fscanf(f, "ready %d", &p) != 1) pid = -1;
+    if (f != nullptr) fclose(f);
+  }
+  int Wait() {
+    int st = 0;
+    waitpid(pid, &st, 0);
+    pid = -1;
+    return st;
+  }
+  ~Target() {
+    if (pid > 0) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+  }
+};
+
+bool HasIntelPt() { return fs::exists("/sys/bus/event_source/devices/intel_pt"); }
+
+// One PERF_RECORD_SAMPLE, the fields every sampled recording has, and the
+// callchain (fp: user frames after PERF_CONTEXT_USER).
+struct Sample {
+  uint64_t ip = 0;
+  uint32_t pid = 0, tid = 0;
+  uint64_t time = 0;
+  std::vector<uint64_t> callchain;
+  size_t size = 0;
+};
+
+// Walks a samples stream by its headers; fails the test on a record that is
+// not a sample or runs past the end. Layout: sample_type 0x...1a7 starts
+// IDENTIFIER, IP, TID, TIME, CPU, PERIOD, CALLCHAIN (perf_event.h order).
+std::vector<Sample> ParseSamples(const std::string& bytes, uint64_t sample_type) {
+  std::vector<Sample> out;
+  EXPECT_EQ(sample_type & 0x1a7u, 0x1a7u) << "unexpected sample_type " << sample_type;
+  EXPECT_NE(sample_type & PERF_SAMPLE_IDENTIFIER, 0u);
+  for (size_t off = 0; off + sizeof(perf_event_header) <= bytes.size();) {
+    perf_event_header h;
+    std::memcpy(&h, bytes.data() + off, sizeof(h));
+    if (h.type != PERF_RECORD_SAMPLE || h.size < 64 || off + h.size > bytes.size()) {
+      ADD_FAILURE() << "record at " << off << ": type " << h.type << " size " << h.size;
+      break;
+    }
+    const char* b = bytes.data() + off + sizeof(h);
+    Sample s;
+    s.size = h.size;
+    std::memcpy(&s.ip, b + 8, 8);
+    std::memcpy(&s.pid, b + 16, 4);
+    std::memcpy(&s.tid, b + 20, 4);
+    std::memcpy(&s.time, b + 24, 8);
+    uint64_t nr = 0;
+    std::memcpy(&nr, b + 48, 8);
+    if (56 + nr * 8 <= h.size - sizeof(h)) {
+      s.callchain.resize(nr);
+      std::memcpy(s.callchain.data(), b + 56, nr * 8);
+    } else {
+      ADD_FAILURE() << "callchain of " << nr << " entries runs past the record";
+    }
+    out.push_back(std::move(s));
+    off += h.size;
+  }
+  return out;
+}
+
+struct Text {
+  uint64_t start = 0, end = 0;
+};
+
+// The executable mappings of sampling_spin in the sideband.
+std::vector<Text> SpinText(const ptsnap::trace::TraceReader& r) {
+  std::vector<Text> out;
+  auto sb = r.ReadSideband();
+  EXPECT_TRUE(sb.has_value());
+  if (!sb) return out;
+  for (const auto& rec : sb->records) {
+    const auto* m = std::get_if<ptsnap::trace::Mmap2>(&rec.body);
+    if (m != nullptr && (m->prot & PROT_EXEC) != 0 &&
+        fs::path(m->filename).filename() == "sampling_spin")
+      out.push_back({m->addr, m->addr + m->len});
+  }
+  return out;
+}
+
+bool InText(const std::vector<Text>& text, uint64_t ip) {
+  return std::any_of(text.begin(), text.end(),
+                     [ip](const Text& t) { return ip >= t.start && ip < t.end; });
+}
+
+// Every samples stream's samples, checking each stream's shape.
+std::vector<Sample> AllSamples(const ptsnap::trace::TraceReader& r) {
+  std::vector<Sample> all;
+  const auto& m = r.manifest();
+  EXPECT_TRUE(m.sampling.has_value());
+  if (!m.sampling) return all;
+  for (const auto& s : m.streams) {
+    EXPECT_EQ(s.kind, ptsnap::trace::StreamKind::kSamples) << s.file;
+    EXPECT_THAT(s.file, ::testing::StartsWith("samples/"));
+    auto bytes = r.ReadStream(s);
+    EXPECT_TRUE(bytes.has_value()) << s.file;
+    if (!bytes) continue;
+    EXPECT_LE(bytes->size(), m.snapshot_size) << "a snapshot stream holds at most snapshot_size";
+    for (Sample& x : ParseSamples(*bytes, m.sampling->sample_type)) {
+      if (s.tid >= 0) {
+        EXPECT_EQ(static_cast<int32_t>(x.tid), s.tid) << s.file;
+      }
+      all.push_back(std::move(x));
+    }
+  }
+  return all;
+}
+
+class Sampling : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // meson sets both (tests/recorder/meson.build): losing them must fail.
+    if (std::getenv("PTSNAP_BIN") == nullptr || Spin().empty())
+      FAIL() << "PTSNAP_BIN and PTSNAP_SAMPLING_SPIN must be set: run through `meson test`";
+  }
+  std::string Dir() const { return (dir_.path() / "t.ptsnap").string(); }
+  TempDir dir_;
+};
+
+TEST_F(Sampling, RunWithFramePointersSamplesTheProgramsTextWithDeepStacks) {
+  Exit e = Ptsnap({"run", "--sampling", "--callgraph-mode", "fp", "--no-decode", "--trace-dir",
+                   Dir(), "--", Spin(), "400"});
+  ASSERT_EQ(e.code, 0) << e.err;
+  EXPECT_THAT(e.err, Not(HasSubstr("defaulting")));
+  auto r = ptsnap::trace::TraceReader::Open(Dir());
+  ASSERT_TRUE(r.has_value()) << r.error().ToString();
+  const auto& m = r->manifest();
+  EXPECT_EQ(m.source, ptsnap::trace::Source::kSampled);
+  EXPECT_EQ(m.state, ptsnap::trace::State::kComplete);
+  ASSERT_TRUE(m.sampling.has_value());
+  EXPECT_EQ(m.sampling->callgraph, "fp");
+  EXPECT_EQ(m.sampling->sample_type, 0x101a7u);
+  EXPECT_EQ(m.sampling->frequency, 10000u);  // --timer-resolution normal
+  EXPECT_EQ(m.snapshot_size, 512u << 10);
+  ASSERT_EQ(m.snapshots.size(), 1u);
+  EXPECT_EQ(m.snapshots[0].reason, ptsnap::trace::SnapshotReason::kExit);
+  ASSERT_FALSE(m.streams.empty());
+  const std::vector<Text> text = SpinText(*r);
+  ASSERT_FALSE(text.empty()) << "no MMAP2 of sampling_spin in the sideband";
+  std::vector<Sample> samples = AllSamples(*r);
+  ASSERT_GT(samples.size(), 20u);  // 400 ms at 10 kHz of cpu-clock: thousands
+  size_t in_text = 0, deep = 0;
+  for (const Sample& s : samples) {
+    in_text += InText(text, s.ip);
+    size_t frames = 0;
+    for (uint64_t ip : s.callchain) frames += InText(text, ip);
+    deep += frames >= 3;  // spin_inner <- spin_middle <- spin_outer (<- main)
+  }
+  EXPECT_GT(in_text, samples.size() / 2) << "most samples should be in the spinning loop";
+  EXPECT_GT(deep, samples.size() / 2) << "fp call stacks should reach spin_outer";
+}
+
+TEST_F(Sampling, DwarfIsTheDefaultHereAndCarriesRegistersAndStack) {
+  if (fs::exists("/sys/bus/event_source/devices/cpu"))
+    GTEST_SKIP() << "a hardware PMU may offer LBR here: the default is not necessarily dwarf";
+  Exit e = Ptsnap({"run", "-sampling", "--no-decode", "--trace-dir", Dir(), "--", Spin(), "200"});
+  ASSERT_EQ(e.code, 0) << e.err;
+  EXPECT_THAT(e.err, HasSubstr("defaulting to dwarf, which may have high overhead and decoding "
+                               "time"));
+  auto r = ptsnap::trace::TraceReader::Open(Dir());
+  ASSERT_TRUE(r.has_value()) << r.error().ToString();
+  const auto& m = r->manifest();
+  ASSERT_TRUE(m.sampling.has_value());
+  EXPECT_EQ(m.sampling->event, "cpu-clock");
+  EXPECT_EQ(m.sampling->callgraph, "dwarf");
+  EXPECT_EQ(m.sampling->sample_type, 0x131a7u);
+  EXPECT_EQ(m.sampling->regs_user, 0xff0fffu);
+  EXPECT_EQ(m.sampling->stack_user, 8192u);
+  std::vector<Sample> samples = AllSamples(*r);
+  ASSERT_FALSE(samples.empty());
+  // Every user-mode sample holds the stack copy: more than 8 KiB each.
+  size_t big = 0;
+  for (const Sample& s : samples) big += s.size > 8192;
+  EXPECT_GT(big, samples.size() / 2);
+}
+
+TEST_F(Sampling, AttachForADurationSamplesTheProcess) {
+  Target t("5000", "1");
+  ASSERT_GT(t.pid, 0);
+  Exit e = Ptsnap({"attach", "--sampling", "--callgraph-mode", "fp", "-p", std::to_string(t.pid),
+                   "--duration", "400ms", "--no-decode", "--trace-dir", Dir()});
+  ASSERT_EQ(e.code, 0) << e.err;
+  auto r = ptsnap::trace::TraceReader::Open(Dir());
+  ASSERT_TRUE(r.has_value()) << r.error().ToString();
+  const auto& m = r->manifest();
+  EXPECT_EQ(m.source, ptsnap::trace::Source::kSampled);
+  ASSERT_EQ(m.snapshots.size(), 1u);
+  EXPECT_EQ(m.snapshots[0].reason, ptsnap::trace::SnapshotReason::kDuration);
+  const std::vector<Text> text = SpinText(*r);  // synthesized from /proc/PID/maps
+  ASSERT_FALSE(text.empty());
+  std::vector<Sample> samples = AllSamples(*r);
+  ASSERT_GT(samples.size(), 10u);
+  size_t in_text = 0;
+  for (const Sample& s : samples) {
+    EXPECT_EQ(s.pid, static_cast<uint32_t>(t.pid));
+    in_text += InText(text, s.ip);
+  }
+  EXPECT_GT(in_text, samples.size() / 2);
+}
+
+// magic-trace's fallback: attach where there is no Intel PT samples, in
+// one line.
+TEST_F(Sampling, AttachWithoutPtPicksSamplingAndSaysSoOnce) {
+  if (HasIntelPt()) GTEST_SKIP() << "this machine has an intel_pt PMU: attach records PT";
+  Target t("5000", "1");
+  ASSERT_GT(t.pid, 0);
+  Exit e = Ptsnap({"attach", "-p", std::to_string(t.pid), "--duration", "300ms", "--no-decode",
+                   "--trace-dir", Dir()});
+  ASSERT_EQ(e.code, 0) << e.err;
+  const std::string line = "Intel PT not found: recording with stack sampling instead (--sampling";
+  ASSERT_THAT(e.err, HasSubstr(line));
+  EXPECT_EQ(e.err.find(line), e.err.rfind(line));
+  EXPECT_THAT(e.err, Not(HasSubstr("--callgraph-mode not given")));  // folded into the line
+  auto r = ptsnap::trace::TraceReader::Open(Dir());
+  ASSERT_TRUE(r.has_value()) << r.error().ToString();
+  EXPECT_EQ(r->manifest().source, ptsnap::trace::Source::kSampled);
+  EXPECT_FALSE(AllSamples(*r).empty());
+}
+
+TEST_F(Sampling, TriggerTakesTheSnapshot) {
+  Exit e =
+      Ptsnap({"run", "--sampling", "--callgraph-mode", "fp", "--trigger", "sampling_trigger_point",
+              "--no-decode", "--trace-dir", Dir(), "--", Spin(), "300"});
+  ASSERT_EQ(e.code, 0) << e.err;
+  auto r = ptsnap::trace::TraceReader::Open(Dir());
+  ASSERT_TRUE(r.has_value()) << r.error().ToString();
+  const auto& m = r->manifest();
+  ASSERT_EQ(m.snapshots.size(), 1u);
+  EXPECT_EQ(m.snapshots[0].reason, ptsnap::trace::SnapshotReason::kTrigger);
+  EXPECT_EQ(m.snapshots[0].detail, "sampling_trigger_point");
+  ASSERT_FALSE(m.streams.empty());
+  for (const auto& s : m.streams) EXPECT_EQ(s.snapshot, m.snapshots[0].seq);
+  std::vector<Sample> samples = AllSamples(*r);
+  ASSERT_FALSE(samples.empty());
+  // The ring keeps the most recent samples: the last is before the hit.
+  uint64_t last = 0;
+  for (const Sample& s : samples) last = std::max(last, s.time);
+  EXPECT_LE(last, m.snapshots[0].time + 5'000'000u);  // within the loop's 5 ms
+}
+
+TEST_F(Sampling, MultiThreadAttachGivesAStreamPerThread) {
+  Target t("5000", "3");
+  ASSERT_GT(t.pid, 0);
+  Exit e =
+      Ptsnap({"attach", "--sampling", "--callgraph-mode", "fp", "--multi-thread", "-p",
+              std::to_string(t.pid), "--duration", "500ms", "--no-decode", "--trace-dir", Dir()});
+  ASSERT_EQ(e.code, 0) << e.err;
+  auto r = ptsnap::trace::TraceReader::Open(Dir());
+  ASSERT_TRUE(r.has_value()) << r.error().ToString();
+  std::set<int32_t> tids;
+  for (const auto& s : r->manifest().streams) tids.insert(s.tid);
+  EXPECT_EQ(tids.size(), 3u);
+  EXPECT_TRUE(tids.count(t.pid));
+  EXPECT_FALSE(AllSamples(*r).empty());
+}
+
+// The process exits while ptsnap is attached: what was sampled is kept and
+// the recording ends cleanly (reason exit).
+TEST_F(Sampling, AttachToAProcessThatExitsKeepsItsSamples) {
+  Target t("400", "1");
+  ASSERT_GT(t.pid, 0);
+  Exit e = Ptsnap({"attach", "--sampling", "--callgraph-mode", "fp", "-p", std::to_string(t.pid),
+                   "--duration", "20s", "--no-decode", "--trace-dir", Dir()});
+  ASSERT_EQ(e.code, 0) << e.err;
+  EXPECT_EQ(WEXITSTATUS(t.Wait()), 0);
+  auto r = ptsnap::trace::TraceReader::Open(Dir());
+  ASSERT_TRUE(r.has_value()) << r.error().ToString();
+  const auto& m = r->manifest();
+  EXPECT_EQ(m.state, ptsnap::trace::State::kComplete);
+  ASSERT_EQ(m.snapshots.size(), 1u);
+  EXPECT_EQ(m.snapshots[0].reason, ptsnap::trace::SnapshotReason::kExit);
+  EXPECT_GT(AllSamples(*r).size(), 10u);
+}
+
+TEST_F(Sampling, FullExecutionStreamsEverySample) {
+  Exit e = Ptsnap({"run", "--sampling", "--callgraph-mode", "fp", "--full-execution",
+                   "--timer-resolution", "sample:2000", "--no-decode", "--trace-dir", Dir(), "--",
+                   Spin(), "300"});
+  ASSERT_EQ(e.code, 0) << e.err;
+  auto r = ptsnap::trace::TraceReader::Open(Dir());
+  ASSERT_TRUE(r.has_value()) << r.error().ToString();
+  const auto& m = r->manifest();
+  EXPECT_EQ(m.mode, ptsnap::trace::Mode::kFull);
+  EXPECT_EQ(m.sampling->frequency, 2000u);
+  ASSERT_EQ(m.snapshots.size(), 1u);
+  EXPECT_EQ(m.snapshots[0].reason, ptsnap::trace::SnapshotReason::kFull);
+  // 300 ms at 2 kHz: about 600 samples, all of them.
+  EXPECT_GT(AllSamples(*r).size(), 200u);
+}
+
+// Usage errors and the machine's refusals: one line, the documented code
+// (docs/errors.md), nothing written.
+TEST_F(Sampling, OptionsThatDoNotGoTogether) {
+  Exit emu = Ptsnap({"run", "--sampling", "--emulate", "--", "/bin/true"});
+  EXPECT_EQ(emu.code, 2);
+  EXPECT_THAT(emu.err, HasSubstr("--sampling and --emulate are two collection modes"));
+  Exit cg = Ptsnap({"run", "--emulate", "-callgraph-mode", "fp", "--", "/bin/true"});
+  EXPECT_EQ(cg.code, 2);
+  EXPECT_THAT(cg.err, HasSubstr("--callgraph-mode only applies to --sampling"));
+  Exit sample = Ptsnap({"run", "--emulate", "--timer-resolution", "sample:100", "--", "/bin/true"});
+  EXPECT_EQ(sample.code, 2);
+  EXPECT_THAT(sample.err, HasSubstr("can only be used with --sampling (did you forget"));
+  Exit custom =
+      Ptsnap({"run", "--sampling", "--timer-resolution", "custom:cyc=1", "--", "/bin/true"});
+  EXPECT_EQ(custom.code, 2);
+  EXPECT_THAT(custom.err, HasSubstr("cannot be used with --sampling"));
+  Exit bad = Ptsnap({"run", "--sampling", "--callgraph-mode", "stack", "--", "/bin/true"});
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_THAT(bad.err, HasSubstr("valid: lbr, lbr-no-stitch, fp, dwarf"));
+  for (const Exit& x : {emu, cg, sample, custom, bad})
+    EXPECT_EQ(std::count(x.err.begin(), x.err.end(), '\n'), 1) << x.err;
+  EXPECT_TRUE(fs::is_empty(dir_.path()));
+}
+
+TEST_F(Sampling, LbrWithoutLbrNamesTheOtherModes) {
+  if (fs::exists("/sys/bus/event_source/devices/cpu"))
+    GTEST_SKIP() << "a hardware PMU is present: LBR may be available";
+  Exit e = Ptsnap({"run", "--sampling", "--callgraph-mode", "lbr", "--", "/bin/true"});
+  EXPECT_EQ(e.code, 1);
+  EXPECT_THAT(e.err, HasSubstr("no LBR call-stack support"));
+  EXPECT_THAT(e.err, HasSubstr("use --callgraph-mode fp or dwarf"));
+}
+
+}  // namespace
