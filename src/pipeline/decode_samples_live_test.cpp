@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -217,6 +218,14 @@ void CheckHotPaths(const std::string& program, const std::string& callgraph) {
   Recorded r = Record(program, callgraph);
   ASSERT_FALSE(r.samples.empty()) << "no samples recorded";
   std::filesystem::path dir = WriteTrace(tmp.path(), r, program, callgraph);
+  // PTSNAP_KEEP_SAMPLED_TRACES=DIR keeps a copy of each trace directory
+  // (DIR/trace-fp, DIR/trace-dwarf) to try `ptsnap decode`/`info` on.
+  if (const char* keep = std::getenv("PTSNAP_KEEP_SAMPLED_TRACES"); keep != nullptr) {
+    std::filesystem::remove_all(std::filesystem::path(keep) / dir.filename());
+    std::filesystem::create_directories(keep);
+    std::filesystem::copy(dir, std::filesystem::path(keep) / dir.filename(),
+                          std::filesystem::copy_options::recursive);
+  }
   PathSink paths;
   DecodeOptions o;
   o.output = tmp.path() / "trace.json";

@@ -330,7 +330,8 @@ std::string FormatReport(const DecodeReport& r) {
          ", so each span's start and end are known to within that; stacks: " +
          std::to_string(sp.unwound) + " complete, " + std::to_string(sp.truncated) +
          " truncated; unreadable sample records: " + std::to_string(sp.bad_records) +
-         ", torn bytes: " + std::to_string(sp.torn_bytes) + ".");
+         ", torn bytes: " + std::to_string(sp.torn_bytes) +
+         "; gaps (no sample for over 10 periods, frames ended): " + std::to_string(sp.gaps) + ".");
   } else {
     line("Decoded " + std::to_string(r.streams) + " stream(s), " +
          std::to_string(r.decode.pt_bytes) + " bytes of PT, " +
