@@ -115,7 +115,23 @@ int RunInfo(const InfoOptions& opt) {
     mode += ", " + Bytes(m.snapshot_size) + " per stream";
   }
   Row("mode", mode);
-  Row("pt", PtLine(m.pt));
+  if (m.sampling) {
+    // A sampled recording has no PT configuration: its event instead.
+    const trace::Sampling& sa = *m.sampling;
+    std::string line = sa.event + " (type " + std::to_string(sa.type) + " config " +
+                       base::Hex(sa.config) + "), " +
+                       (sa.frequency != 0 ? std::to_string(sa.frequency) + " Hz"
+                                          : "period " + std::to_string(sa.period)) +
+                       ", callgraph " + sa.callgraph + ", sample_type " + base::Hex(sa.sample_type);
+    if (sa.callgraph == "dwarf") {
+      line += ", regs_user " + base::Hex(sa.regs_user) + ", stack_user " +
+              std::to_string(sa.stack_user) + " bytes";
+    }
+    if (sa.max_stack != 0) line += ", max_stack " + std::to_string(sa.max_stack);
+    Row("sampling", line);
+  } else {
+    Row("pt", PtLine(m.pt));
+  }
 
   Row("snapshots", std::to_string(m.snapshots.size()));
   for (const auto& s : m.snapshots) {

@@ -120,6 +120,16 @@ MappedFile AddressSpaces::Resolve(int32_t pid, const std::string& filename,
   return {path, ""};
 }
 
+std::vector<CodeMapping> AddressSpaces::CodeMappings(int32_t space) const {
+  std::vector<CodeMapping> out;
+  auto it = code_maps_.find(space);
+  if (it == code_maps_.end()) return out;
+  for (const CodeMap& c : it->second) out.push_back({c.start, c.end, c.start + c.delta, c.file});
+  std::sort(out.begin(), out.end(),
+            [](const CodeMapping& a, const CodeMapping& b) { return a.start < b.start; });
+  return out;
+}
+
 struct pt_image* AddressSpaces::Image(int32_t space) {
   auto it = images_.find(space);
   if (it != images_.end()) return it->second.get();

@@ -32,6 +32,13 @@ namespace ptsnap::decode {
 // pid itself).
 inline constexpr int32_t kFirstSpaceId = 0x20000000;
 
+// A file mapping of code in an address space: [start, end) maps `file`
+// (the path on this machine, after the build-id check) from offset `pgoff`.
+struct CodeMapping {
+  uint64_t start = 0, end = 0, pgoff = 0;
+  std::filesystem::path file;
+};
+
 // Which file provides a mapping's bytes, after the build-id check.
 struct MappedFile {
   std::filesystem::path path;  // on this machine; empty: none usable
@@ -62,6 +69,10 @@ class AddressSpaces {
   [[nodiscard]] int32_t LastSpace(int32_t pid) const;
   // Whether `space` began with an exec (a new program, not a copy).
   [[nodiscard]] bool IsExec(int32_t space) const { return exec_spaces_.count(space) != 0; }
+
+  // The file mappings of code in `space` (every one the sideband added to
+  // it, in address order): the modules a stack unwinder reports.
+  [[nodiscard]] std::vector<CodeMapping> CodeMappings(int32_t space) const;
 
   // Space `space`'s image with the first `pokes` of the kernel's text pokes
   // applied (0: the space's own image), created on first use.

@@ -131,6 +131,11 @@ class PtDecoder {
   // Whether `space` began with an exec (a new program, not a copy).
   [[nodiscard]] bool SpaceIsExec(int32_t space) const { return spaces_.IsExec(space); }
 
+  // The file mappings of code in `space` (address_spaces.h).
+  [[nodiscard]] std::vector<CodeMapping> CodeMappings(int32_t space) const {
+    return spaces_.CodeMappings(space);
+  }
+
   [[nodiscard]] Symbolizer& symbolizer() { return symbolizer_; }
   [[nodiscard]] const DecodeStats& stats() const { return stats_; }
   [[nodiscard]] DecodeStats& mutable_stats() { return stats_; }

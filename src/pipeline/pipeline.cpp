@@ -11,6 +11,7 @@
 #include "output/fxt_writer.h"
 #include "output/output_file.h"
 #include "output/text_writers.h"
+#include "pipeline/sampled.h"
 #include "trace/trace_dir.h"
 
 namespace ptsnap::pipeline {
@@ -125,153 +126,161 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
     }
   }
   model.SetExitTimes(std::move(exits));
-  std::vector<trace::Stream> streams = m.streams;
-  if (options.snapshot != 0)
-    std::erase_if(streams, [&](const trace::Stream& s) { return s.snapshot != options.snapshot; });
-  std::stable_sort(streams.begin(), streams.end(), [](const auto& a, const auto& b) {
-    return std::tie(a.snapshot, a.pid, a.tid, a.cpu) < std::tie(b.snapshot, b.pid, b.tid, b.cpu);
-  });
-  std::set<int32_t> pids_named;
-  std::set<int32_t> tids_named;
-  auto name_process = [&](int32_t pid) {
-    if (!pids_named.insert(pid).second) return;
-    std::string cmd = !m.command.empty() && !m.pids.empty() && m.pids[0] == pid
-                          ? Join(m.command)
-                          : (comms.count(pid) ? comms[pid]
-                             : pid == 0       ? "cpus"
-                                              : "process");
-    tee.OnProcess(pid, cmd + " [pid=" + std::to_string(pid) + "]");
-  };
-  auto name_thread = [&](int32_t pid, int32_t tid, const std::string& name) {
-    if (tids_named.insert(tid).second) tee.OnThread(pid, tid, name);
-  };
-  for (const auto& s : streams) {
-    if (s.tid < 0 && s.cpu >= 0) {
-      // Per-CPU: the threads the switch sideband names, and the CPU's own
-      // track for stretches with no thread known (or idle).
-      for (const auto& t : decoder->CpuThreads(s.cpu)) {
-        name_process(t.pid);
-        name_thread(t.pid, t.tid,
-                    t.tid < 0 ? "cpu " + std::to_string(s.cpu)
-                              : (comms.count(t.tid) ? comms[t.tid] : "thread"));
-      }
-      continue;
-    }
-    int32_t pid = s.pid >= 0 ? s.pid : 0;
-    int32_t tid = s.tid >= 0 ? s.tid : pid;
-    name_process(pid);
-    name_thread(pid, tid, comms.count(tid) ? comms[tid] : "thread");
-  }
-
-  uint64_t total_bytes = 0, done_bytes = 0;
-  for (const auto& s : streams) total_bytes += s.size;
-  std::map<uint32_t, const trace::Snapshot*> snaps;
-  for (const auto& sn : m.snapshots) snaps[sn.seq] = &sn;
-  uint64_t last_progress = 0;
-  // Snapshot mode keeps the AUX ring between snapshots, so a thread's later
-  // snapshot can repeat the end of its earlier one: per thread, the last
-  // time decoded in earlier snapshots (`covered`) and in this one (`seen`).
-  // Events at or before `covered` are that repeat and are skipped; the
-  // stack after the cut is inferred as after a decode error.
-  std::map<std::pair<int32_t, int32_t>, uint64_t> covered, seen;
-  const bool skip_overlap = m.mode == trace::Mode::kSnapshot;
-  // The thread of the previous event and its entries: events come in runs
-  // of one thread, so the maps are looked up once per run, not per event.
-  struct {
-    std::pair<int32_t, int32_t> thread{INT32_MIN, INT32_MIN};
-    const uint64_t* covered = nullptr;  // null: no earlier snapshot of it
-    uint64_t* seen = nullptr;
-  } run;
-  auto end_snapshot_segment = [&] {
-    for (const auto& [thread, t] : seen) covered[thread] = std::max(covered[thread], t);
-    seen.clear();
-    run = {};
-  };
-  auto on_event = [&](const decode::BranchEvent& e) {
-    if (skip_overlap && e.time != 0) {
-      if (const auto thread = std::make_pair(e.pid, e.tid); thread != run.thread) {
-        auto c = covered.find(thread);
-        run.thread = thread;
-        run.covered = c == covered.end() ? nullptr : &c->second;
-        run.seen = &seen[thread];
-      }
-      if (run.covered != nullptr && e.time <= *run.covered) {
-        report.overlap_events_skipped++;
-        return;
-      }
-      *run.seen = std::max(*run.seen, e.time);
-    }
-    if (e.tid != model.tid() || e.pid != model.pid()) model.SwitchThread(e.pid, e.tid);
-    if (e.space != model.space()) model.SetSpace(e.space, decoder->SpaceIsExec(e.space));
-    model.OnEvent(e);
-    if (options.progress && decoder->stats().events - last_progress >= (1u << 20)) {
-      last_progress = decoder->stats().events;
-      options.progress(done_bytes, total_bytes);
-    }
-  };
-  // Each snapshot ends with a marker naming it; the next starts clean.
-  auto end_marker = [&](uint32_t snapshot) -> std::string {
-    auto it = snaps.find(snapshot);
-    if (it == snaps.end() || m.mode != trace::Mode::kSnapshot) return "";
-    const trace::Snapshot& sn = *it->second;
-    return "[snapshot " + std::to_string(sn.seq) + ": " + std::string(trace::ToString(sn.reason)) +
-           (sn.detail.empty() ? "" : " " + sn.detail) + "]";
-  };
-  for (size_t i = 0; i < streams.size();) {
-    const trace::Stream& s = streams[i];
-    if (s.tid < 0 && s.cpu >= 0) {
-      // One recording's per-CPU streams decode together, merged by time,
-      // each thread's stack continuing across CPUs (docs/decoding.md).
-      std::vector<std::string> held;
-      std::vector<decode::PtDecoder::CpuStream> group;
-      size_t j = i;
-      for (; j < streams.size() && streams[j].tid < 0 && streams[j].cpu >= 0 &&
-             streams[j].snapshot == s.snapshot;
-           ++j) {
-        report.streams++;
-        report.lost_bytes += streams[j].lost_bytes;
-        auto bytes = reader.ReadStream(streams[j]);
-        if (!bytes) {
-          report.missing_streams++;
-          report.warnings.push_back(bytes.error().ToString());
-          continue;
+  if (m.source == trace::Source::kSampled) {
+    // Stack samples, not PT: the decoder's address spaces and symbols
+    // serve the stacks (docs/decoding.md, "Sampled traces").
+    PTSNAP_TRY(DecodeSampledStreams(reader, options, *decoder, comms, tee, report));
+  } else {
+    std::vector<trace::Stream> streams = m.streams;
+    if (options.snapshot != 0)
+      std::erase_if(streams,
+                    [&](const trace::Stream& s) { return s.snapshot != options.snapshot; });
+    std::stable_sort(streams.begin(), streams.end(), [](const auto& a, const auto& b) {
+      return std::tie(a.snapshot, a.pid, a.tid, a.cpu) < std::tie(b.snapshot, b.pid, b.tid, b.cpu);
+    });
+    std::set<int32_t> pids_named;
+    std::set<int32_t> tids_named;
+    auto name_process = [&](int32_t pid) {
+      if (!pids_named.insert(pid).second) return;
+      std::string cmd = !m.command.empty() && !m.pids.empty() && m.pids[0] == pid
+                            ? Join(m.command)
+                            : (comms.count(pid) ? comms[pid]
+                               : pid == 0       ? "cpus"
+                                                : "process");
+      tee.OnProcess(pid, cmd + " [pid=" + std::to_string(pid) + "]");
+    };
+    auto name_thread = [&](int32_t pid, int32_t tid, const std::string& name) {
+      if (tids_named.insert(tid).second) tee.OnThread(pid, tid, name);
+    };
+    for (const auto& s : streams) {
+      if (s.tid < 0 && s.cpu >= 0) {
+        // Per-CPU: the threads the switch sideband names, and the CPU's own
+        // track for stretches with no thread known (or idle).
+        for (const auto& t : decoder->CpuThreads(s.cpu)) {
+          name_process(t.pid);
+          name_thread(t.pid, t.tid,
+                      t.tid < 0 ? "cpu " + std::to_string(s.cpu)
+                                : (comms.count(t.tid) ? comms[t.tid] : "thread"));
         }
-        held.push_back(std::move(*bytes));
-        group.push_back({streams[j].cpu, {}});
+        continue;
       }
-      for (size_t k = 0; k < group.size(); ++k) group[k].bytes = held[k];
-      model.BeginSegment(0, -1 - s.cpu);
-      PTSNAP_TRY(decoder->DecodeCpuStreams(group, on_event));
-      for (size_t k = i; k < j; ++k) done_bytes += streams[k].size;
+      int32_t pid = s.pid >= 0 ? s.pid : 0;
+      int32_t tid = s.tid >= 0 ? s.tid : pid;
+      name_process(pid);
+      name_thread(pid, tid, comms.count(tid) ? comms[tid] : "thread");
+    }
+
+    uint64_t total_bytes = 0, done_bytes = 0;
+    for (const auto& s : streams) total_bytes += s.size;
+    std::map<uint32_t, const trace::Snapshot*> snaps;
+    for (const auto& sn : m.snapshots) snaps[sn.seq] = &sn;
+    uint64_t last_progress = 0;
+    // Snapshot mode keeps the AUX ring between snapshots, so a thread's later
+    // snapshot can repeat the end of its earlier one: per thread, the last
+    // time decoded in earlier snapshots (`covered`) and in this one (`seen`).
+    // Events at or before `covered` are that repeat and are skipped; the
+    // stack after the cut is inferred as after a decode error.
+    std::map<std::pair<int32_t, int32_t>, uint64_t> covered, seen;
+    const bool skip_overlap = m.mode == trace::Mode::kSnapshot;
+    // The thread of the previous event and its entries: events come in runs
+    // of one thread, so the maps are looked up once per run, not per event.
+    struct {
+      std::pair<int32_t, int32_t> thread{INT32_MIN, INT32_MIN};
+      const uint64_t* covered = nullptr;  // null: no earlier snapshot of it
+      uint64_t* seen = nullptr;
+    } run;
+    auto end_snapshot_segment = [&] {
+      for (const auto& [thread, t] : seen) covered[thread] = std::max(covered[thread], t);
+      seen.clear();
+      run = {};
+    };
+    auto on_event = [&](const decode::BranchEvent& e) {
+      if (skip_overlap && e.time != 0) {
+        if (const auto thread = std::make_pair(e.pid, e.tid); thread != run.thread) {
+          auto c = covered.find(thread);
+          run.thread = thread;
+          run.covered = c == covered.end() ? nullptr : &c->second;
+          run.seen = &seen[thread];
+        }
+        if (run.covered != nullptr && e.time <= *run.covered) {
+          report.overlap_events_skipped++;
+          return;
+        }
+        *run.seen = std::max(*run.seen, e.time);
+      }
+      if (e.tid != model.tid() || e.pid != model.pid()) model.SwitchThread(e.pid, e.tid);
+      if (e.space != model.space()) model.SetSpace(e.space, decoder->SpaceIsExec(e.space));
+      model.OnEvent(e);
+      if (options.progress && decoder->stats().events - last_progress >= (1u << 20)) {
+        last_progress = decoder->stats().events;
+        options.progress(done_bytes, total_bytes);
+      }
+    };
+    // Each snapshot ends with a marker naming it; the next starts clean.
+    auto end_marker = [&](uint32_t snapshot) -> std::string {
+      auto it = snaps.find(snapshot);
+      if (it == snaps.end() || m.mode != trace::Mode::kSnapshot) return "";
+      const trace::Snapshot& sn = *it->second;
+      return "[snapshot " + std::to_string(sn.seq) + ": " +
+             std::string(trace::ToString(sn.reason)) + (sn.detail.empty() ? "" : " " + sn.detail) +
+             "]";
+    };
+    for (size_t i = 0; i < streams.size();) {
+      const trace::Stream& s = streams[i];
+      if (s.tid < 0 && s.cpu >= 0) {
+        // One recording's per-CPU streams decode together, merged by time,
+        // each thread's stack continuing across CPUs (docs/decoding.md).
+        std::vector<std::string> held;
+        std::vector<decode::PtDecoder::CpuStream> group;
+        size_t j = i;
+        for (; j < streams.size() && streams[j].tid < 0 && streams[j].cpu >= 0 &&
+               streams[j].snapshot == s.snapshot;
+             ++j) {
+          report.streams++;
+          report.lost_bytes += streams[j].lost_bytes;
+          auto bytes = reader.ReadStream(streams[j]);
+          if (!bytes) {
+            report.missing_streams++;
+            report.warnings.push_back(bytes.error().ToString());
+            continue;
+          }
+          held.push_back(std::move(*bytes));
+          group.push_back({streams[j].cpu, {}});
+        }
+        for (size_t k = 0; k < group.size(); ++k) group[k].bytes = held[k];
+        model.BeginSegment(0, -1 - s.cpu);
+        PTSNAP_TRY(decoder->DecodeCpuStreams(group, on_event));
+        for (size_t k = i; k < j; ++k) done_bytes += streams[k].size;
+        if (auto name = end_marker(s.snapshot); !name.empty()) {
+          model.MarkerOnEveryThread(snaps[s.snapshot]->time, name);
+        }
+        model.EndSegment();
+        end_snapshot_segment();
+        if (options.progress) options.progress(done_bytes, total_bytes);
+        i = j;
+        continue;
+      }
+      ++i;
+      report.streams++;
+      report.lost_bytes += s.lost_bytes;
+      int32_t pid = s.pid >= 0 ? s.pid : 0;
+      int32_t tid = s.tid >= 0 ? s.tid : pid;
+      auto bytes = reader.ReadStream(s);
+      model.BeginSegment(pid, tid);
+      if (!bytes) {
+        report.missing_streams++;
+        report.warnings.push_back(bytes.error().ToString());
+        continue;
+      }
+      PTSNAP_TRY(decoder->DecodeStream(pid, tid, *bytes, on_event));
+      done_bytes += s.size;
       if (auto name = end_marker(s.snapshot); !name.empty()) {
-        model.MarkerOnEveryThread(snaps[s.snapshot]->time, name);
+        model.Marker(snaps[s.snapshot]->time, name);
       }
       model.EndSegment();
       end_snapshot_segment();
       if (options.progress) options.progress(done_bytes, total_bytes);
-      i = j;
-      continue;
     }
-    ++i;
-    report.streams++;
-    report.lost_bytes += s.lost_bytes;
-    int32_t pid = s.pid >= 0 ? s.pid : 0;
-    int32_t tid = s.tid >= 0 ? s.tid : pid;
-    auto bytes = reader.ReadStream(s);
-    model.BeginSegment(pid, tid);
-    if (!bytes) {
-      report.missing_streams++;
-      report.warnings.push_back(bytes.error().ToString());
-      continue;
-    }
-    PTSNAP_TRY(decoder->DecodeStream(pid, tid, *bytes, on_event));
-    done_bytes += s.size;
-    if (auto name = end_marker(s.snapshot); !name.empty()) {
-      model.Marker(snaps[s.snapshot]->time, name);
-    }
-    model.EndSegment();
-    end_snapshot_segment();
-    if (options.progress) options.progress(done_bytes, total_bytes);
   }
   bool have_triggers = false;
   for (const auto& sn : m.snapshots) {
@@ -310,10 +319,26 @@ std::string FormatReport(const DecodeReport& r) {
   std::string s;
   auto line = [&](const std::string& l) { s += l + "\n"; };
   uint64_t span = r.last_ns >= r.first_ns ? r.last_ns - r.first_ns : 0;
-  line("Decoded " + std::to_string(r.streams) + " stream(s), " + std::to_string(r.decode.pt_bytes) +
-       " bytes of PT, " + std::to_string(r.decode.instructions) +
-       " instructions: " + std::to_string(r.slices) + " slices on " + std::to_string(r.threads) +
-       " thread(s) over " + FormatDuration(span) + ".");
+  const DecodeReport::Sampled& sp = r.sampled;
+  if (sp.sampled) {
+    line("Decoded " + std::to_string(r.streams) + " sampled stream(s), " +
+         std::to_string(sp.samples) + " stack samples (" + sp.event + ", callgraph " +
+         sp.callgraph + "): " + std::to_string(r.slices) + " slices on " +
+         std::to_string(r.threads) + " thread(s) over " + FormatDuration(span) + ".");
+    line("Sampled: one sample every " + FormatDuration(sp.period_ns) +
+         (sp.period_measured ? " (measured)" : "") +
+         ", so each span's start and end are known to within that; stacks: " +
+         std::to_string(sp.unwound) + " complete, " + std::to_string(sp.truncated) +
+         " truncated; unreadable sample records: " + std::to_string(sp.bad_records) +
+         ", torn bytes: " + std::to_string(sp.torn_bytes) +
+         "; gaps (no sample for over 10 periods, frames ended): " + std::to_string(sp.gaps) + ".");
+  } else {
+    line("Decoded " + std::to_string(r.streams) + " stream(s), " +
+         std::to_string(r.decode.pt_bytes) + " bytes of PT, " +
+         std::to_string(r.decode.instructions) + " instructions: " + std::to_string(r.slices) +
+         " slices on " + std::to_string(r.threads) + " thread(s) over " + FormatDuration(span) +
+         ".");
+  }
   auto table = [&](const char* title, const std::vector<FunctionTime>& v, bool self) {
     if (v.empty()) return;
     line(title);
@@ -327,18 +352,23 @@ std::string FormatReport(const DecodeReport& r) {
   };
   table("Hottest functions by total time:", r.top_total, false);
   table("Hottest functions by self time:", r.top_self, true);
-  line("Decode errors: " + std::to_string(r.decode.errors) +
-       " (unmapped code: " + std::to_string(r.decode.nomap_errors) +
-       "), overflows: " + std::to_string(r.decode.overflows) + ", lost sideband records: " +
-       std::to_string(r.lost_records) + ", truncated AUX: " + std::to_string(r.aux_truncated) +
-       ", lost PT bytes: " + std::to_string(r.lost_bytes) +
-       (r.decode.tsx_aborts != 0
-            ? ", aborted TSX transactions (dropped): " + std::to_string(r.decode.tsx_aborts)
-            : std::string()) +
-       ".");
+  if (sp.sampled) {
+    line("Lost sideband records: " + std::to_string(r.lost_records) + ".");
+  } else {
+    line("Decode errors: " + std::to_string(r.decode.errors) +
+         " (unmapped code: " + std::to_string(r.decode.nomap_errors) +
+         "), overflows: " + std::to_string(r.decode.overflows) + ", lost sideband records: " +
+         std::to_string(r.lost_records) + ", truncated AUX: " + std::to_string(r.aux_truncated) +
+         ", lost PT bytes: " + std::to_string(r.lost_bytes) +
+         (r.decode.tsx_aborts != 0
+              ? ", aborted TSX transactions (dropped): " + std::to_string(r.decode.tsx_aborts)
+              : std::string()) +
+         ".");
+  }
   if (r.overlap_events_skipped != 0) {
     line("Snapshot overlap: " + std::to_string(r.overlap_events_skipped) +
-         " events already shown by an earlier snapshot of the same thread were skipped.");
+         (sp.sampled ? " samples" : " events") +
+         " already shown by an earlier snapshot of the same thread were skipped.");
   }
   size_t shown = 0;
   for (const auto& w : r.warnings) {

@@ -48,6 +48,21 @@ struct DecodeReport {
   // snapshot of it already covered (the AUX ring is not cleared between
   // snapshots), skipped so that stretch is not shown twice.
   uint64_t overlap_events_skipped = 0;
+  // Sampled traces (manifest source "sampled"): stack samples, not PT
+  // (docs/decoding.md, "Sampled traces").
+  struct Sampled {
+    bool sampled = false;
+    std::string callgraph;         // "fp", "dwarf", "lbr"
+    std::string event;             // "cpu-clock", ...
+    uint64_t period_ns = 0;        // one sample per this: each span edge is known to within it
+    bool period_measured = false;  // from the samples' spacing (no clock period in the manifest)
+    uint64_t samples = 0;          // samples read
+    uint64_t unwound = 0;          // stacks found to their outermost frame
+    uint64_t truncated = 0;        // stacks cut short (unwind error, stack copy or depth cap)
+    uint64_t bad_records = 0;      // sample records whose fields did not fit (skipped)
+    uint64_t torn_bytes = 0;       // partial or corrupt stream tails
+    uint64_t gaps = 0;             // a thread not sampled for over 10 periods: its frames ended
+  } sampled;
   std::vector<std::string> warnings;
 };
 
