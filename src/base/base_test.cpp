@@ -175,3 +175,21 @@ TEST(CheckDeathTest, AFailedCheckAbortsWithWhereAndWhat) {
 }
 
 }  // namespace ptsnap::base
+
+namespace ptsnap::base {
+namespace {
+TEST(ParseDurationNs, UnitsAndFractions) {
+  EXPECT_EQ(ParseDurationNs("800ns"), 800u);
+  EXPECT_EQ(ParseDurationNs("2.5us"), 2500u);
+  EXPECT_EQ(ParseDurationNs("1 ms"), 1000000u);
+  EXPECT_EQ(ParseDurationNs("1.5s"), 1500000000u);
+  EXPECT_EQ(ParseDurationNs("2m"), 120000000000u);
+  EXPECT_EQ(ParseDurationNs("1h"), 3600000000000u);
+  EXPECT_EQ(ParseDurationNs("3\xc2\xb5s"), 3000u);
+  EXPECT_EQ(ParseDurationNs("0ms"), 0u);
+  for (const char* bad :
+       {"", "5", "ms", "1.2.3ms", "1 parsec", "-1ms", ".ms", "1e3ms", "99999999999h"})
+    EXPECT_FALSE(ParseDurationNs(bad)) << bad;
+}
+}  // namespace
+}  // namespace ptsnap::base

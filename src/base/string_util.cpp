@@ -56,6 +56,29 @@ std::optional<uint64_t> ParseUint(std::string_view s, int base) {
   return v;
 }
 
+std::optional<uint64_t> ParseDurationNs(std::string_view s) {
+  s = Trim(s);
+  size_t n = 0;
+  while (n < s.size() && ((s[n] >= '0' && s[n] <= '9') || s[n] == '.')) ++n;
+  const std::string_view number = s.substr(0, n);
+  const std::string_view unit = Trim(s.substr(n));
+  double scale = 0;
+  if (unit == "ns") scale = 1;
+  if (unit == "us" || unit == "\xc2\xb5s") scale = 1e3;
+  if (unit == "ms") scale = 1e6;
+  if (unit == "s") scale = 1e9;
+  if (unit == "m" || unit == "min") scale = 60e9;
+  if (unit == "h") scale = 3600e9;
+  if (number.empty() || scale == 0 || number.find('.') != number.rfind('.') || number == ".")
+    return std::nullopt;
+  double v = 0;
+  auto [ptr, ec] = std::from_chars(number.data(), number.data() + number.size(), v);
+  if (ec != std::errc() || ptr != number.data() + number.size()) return std::nullopt;
+  const double ns = v * scale;
+  if (ns >= 1.8e19) return std::nullopt;
+  return static_cast<uint64_t>(ns + 0.5);
+}
+
 std::optional<int64_t> ParseInt(std::string_view s, int base) {
   s = Trim(s);
   if (s.empty()) return std::nullopt;

@@ -21,6 +21,11 @@ namespace ptsnap::base {
 [[nodiscard]] std::optional<uint64_t> ParseUint(std::string_view s, int base = 10);
 [[nodiscard]] std::optional<int64_t> ParseInt(std::string_view s, int base = 10);
 
+// A duration with a unit: "800ns", "2.5us", "1ms", "1.5s", "2m", "1h"
+// ("µs" too; spaces between number and unit allowed). The unit is
+// required: a bare "5" is ambiguous. nullopt on junk or overflow.
+[[nodiscard]] std::optional<uint64_t> ParseDurationNs(std::string_view s);
+
 // "0x1f" style.
 [[nodiscard]] std::string Hex(uint64_t v);
 // Bytes as lowercase hex digits, two a byte, no prefix ("build-id" style).

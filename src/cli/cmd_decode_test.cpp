@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <string>
 
+#include "base/file_util.h"
 #include "decode/test_stream.h"
 #include "output/fxt_reader.h"
 #include "tests/support/run_ptsnap.h"
@@ -93,6 +94,55 @@ TEST(CmdDecodeTest, Errors) {
   r = Ptsnap("decode '" + dir.string() + "' --format svg");
   EXPECT_EQ(r.rc, 2);
   EXPECT_THAT(r.out, HasSubstr("--format: svg not in"));
+}
+
+// `ptsnap report` reads the same trace (cmd_report.cpp).
+TEST(CmdReportTest, TableHistogramSlowestJsonAndFolded) {
+  TempDir tmp;
+  fs::path dir = MakeTrace(tmp);
+  Outcome r = Ptsnap("report '" + dir.string() + "' fib --slowest 2");
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("function"));
+  EXPECT_THAT(r.out, HasSubstr("p99"));
+  EXPECT_THAT(r.out, HasSubstr("fib: "));
+  EXPECT_THAT(r.out, HasSubstr("Slowest calls of fib:"));
+  EXPECT_THAT(r.out, HasSubstr("  1. "));
+
+  r = ptsnap::testing::RunPtsnap("report '" + dir.string() + "' --json --sort calls",
+                                 {.stdout_only = true});
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("\"span_ns\""));
+  EXPECT_THAT(r.out, HasSubstr("\"p99_ns\""));
+  EXPECT_THAT(r.out, HasSubstr("\"name\": \"fib\""));
+
+  r = Ptsnap("report '" + dir.string() + "' -o " + (tmp.path() / "t.folded").string());
+  EXPECT_EQ(r.rc, 0) << r.out;
+  auto folded = base::ReadFile(tmp.path() / "t.folded");
+  ASSERT_TRUE(folded.has_value());
+  EXPECT_THAT(*folded, HasSubstr(";fib "));
+}
+
+TEST(CmdReportTest, Errors) {
+  TempDir tmp;
+  fs::path dir = MakeTrace(tmp);
+  Outcome r = Ptsnap("report '" + dir.string() + "' --slowest 3");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_THAT(r.out, HasSubstr("--slowest N lists the slowest calls of the functions named"));
+  r = Ptsnap("report '" + dir.string() + "' --sort speed");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_THAT(r.out, HasSubstr("--sort speed: use total, self, calls, p99, max or name"));
+  r = Ptsnap("report '" + dir.string() + "' --since 5");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_THAT(r.out, HasSubstr("expected a duration such as 10ms"));
+  r = Ptsnap("report '" + dir.string() + "' --since 2ms --until 1ms");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_THAT(r.out, HasSubstr("--until must be later than --since"));
+  r = Ptsnap("report '" + dir.string() + "' -o x.svg");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_THAT(r.out, HasSubstr("name the file .folded"));
+  r = Ptsnap("report '" + (tmp.path() / "missing").string() + "'");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_THAT(r.out, HasSubstr("does not exist"));
 }
 
 }  // namespace

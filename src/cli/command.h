@@ -15,6 +15,8 @@ void AddProbeCommand(CLI::App& app, CommandFn* selected);
 void AddInfoCommand(CLI::App& app, CommandFn* selected);
 // `ptsnap export` (cmd_export.cpp).
 void AddExportCommand(CLI::App& app, CommandFn* selected);
+// `ptsnap report` (cmd_report.cpp).
+void AddReportCommand(CLI::App& app, CommandFn* selected);
 
 // Exit codes shared by all commands (documented in docs/errors.md).
 inline constexpr int kExitOk = 0;

@@ -34,6 +34,7 @@ int Main(int argc, char** argv) {
   AddProbeCommand(app, &selected);
   AddDecodeCommand(app, &selected);
   AddExportCommand(app, &selected);
+  AddReportCommand(app, &selected);
 
   RewriteMagicTraceSpellings(argc, argv);
   try {

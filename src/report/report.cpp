@@ -108,7 +108,7 @@ void ReportSink::Captured(ThreadState& t, const output::Call& c) {
       heap.pop_back();
     }
     t.captures.pop_back();
-    return;
+    // It is also a callee of the captures below it (recursion).
   }
   // A callee of every open capture it lies deep enough in.
   const Path open = OpenFrames(c.tid);

@@ -171,6 +171,27 @@ TEST(Report, SlowestCallsComeWithTheTreeUnderThem) {
   EXPECT_EQ(j["slowest"][0]["callees"][0]["name"], "parse");
 }
 
+TEST(Report, ARecursiveSlowCallShowsItsInnerCalls) {
+  ReportOptions o;
+  o.functions = {"fib"};
+  o.slowest = 1;
+  ReportSink r(o);
+  Feed f(r);
+  f.Begin(1, "fib", 0);
+  f.Begin(1, "fib", 1);
+  f.Call(1, "fib", 2, 3);
+  f.End(1, "fib", 1, 5);
+  f.End(1, "fib", 0, 9);
+  ASSERT_TRUE(r.Finish());
+  auto slow = r.Slowest();
+  ASSERT_EQ(slow.size(), 1u);
+  EXPECT_EQ(slow[0].duration_ns, 9u);
+  ASSERT_EQ(slow[0].tree.children.size(), 1u);
+  EXPECT_EQ(slow[0].tree.children[0].total_ns, 4u);
+  ASSERT_EQ(slow[0].tree.children[0].children.size(), 1u);
+  EXPECT_EQ(slow[0].tree.children[0].children[0].total_ns, 1u);
+}
+
 // A snapshot starts inside frames whose start was not seen: their ends
 // come last, innermost first, then their deferred begins. The folded
 // stacks put them under those frames, and their lengths stay out of the

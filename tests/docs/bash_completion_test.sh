@@ -86,8 +86,11 @@ expect_excludes() {
 }
 
 # Subcommand names.
-expect_exactly "run" ptsnap r
-expect_exactly "run attach info probe decode export" ptsnap ''
+expect_exactly "run report" ptsnap r
+expect_exactly "run attach info probe decode export report" ptsnap ''
+expect_exactly "report" ptsnap rep
+expect_exactly "--sort" ptsnap report --so
+expect_exactly "other.ptsnap trace.ptsnap" ptsnap report ''  # TRACE_DIR: directories only
 expect_exactly "decode" ptsnap -v d
 expect_includes "--help --version --verbose" ptsnap --
 

@@ -1,0 +1,128 @@
+// `ptsnap report TRACE_DIR [FUNC...]`: per-function numbers from a trace
+// without a viewer (docs/report.md). The trace is decoded once, streaming,
+// into report::ReportSink; nothing but the report (and -o's file) is
+// written.
+#include <cstdio>
+
+#include "base/file_util.h"
+#include "base/string_util.h"
+#include "cli/command.h"
+#include "pipeline/pipeline.h"
+#include "report/report.h"
+
+namespace ptsnap::cli {
+
+namespace {
+
+struct ReportArgs {
+  std::string dir;
+  std::vector<std::string> functions;
+  bool per_thread = false, json = false;
+  size_t slowest = 0, depth = 3, limit = 20;
+  std::string sort = "total", since, until, output;
+  uint32_t snapshot = 0;
+};
+
+int Usage(const std::string& message) {
+  std::fprintf(stderr, "ptsnap: error: %s\n", message.c_str());
+  return kExitUsage;
+}
+
+int RunReport(const ReportArgs& a) {
+  report::ReportOptions o;
+  o.per_thread = a.per_thread;
+  o.functions = a.functions;
+  o.slowest = a.slowest;
+  o.tree_depth = a.depth;
+  if (a.slowest != 0 && a.functions.empty())
+    return Usage("--slowest N lists the slowest calls of the functions named after TRACE_DIR: " +
+                 std::string("ptsnap report TRACE_DIR FUNC --slowest ") +
+                 std::to_string(a.slowest));
+  auto key = report::SortKeyFrom(a.sort);
+  if (!key) return Usage("--sort " + a.sort + ": use total, self, calls, p99, max or name");
+  if (!a.since.empty()) {
+    auto ns = base::ParseDurationNs(a.since);
+    if (!ns) return Usage("--since " + a.since + ": expected a duration such as 10ms or 1.5s");
+    o.since_ns = *ns;
+  }
+  if (!a.until.empty()) {
+    auto ns = base::ParseDurationNs(a.until);
+    if (!ns) return Usage("--until " + a.until + ": expected a duration such as 10ms or 1.5s");
+    if (*ns <= o.since_ns) return Usage("--until must be later than --since");
+    o.until_ns = *ns;
+  }
+  if (!a.output.empty()) {
+    if (!a.output.ends_with(".folded"))
+      return Usage("-o " + a.output +
+                   ": report writes collapsed stacks for flame graphs; name the file .folded");
+    o.folded = true;
+  }
+
+  report::ReportSink sink(o);
+  pipeline::DecodeOptions d;
+  d.sink = &sink;
+  d.snapshot = a.snapshot;
+  auto decoded = pipeline::DecodeTraceDir(a.dir, d);
+  if (!decoded) {
+    std::fprintf(stderr, "ptsnap: error: decoding %s: %s\n", a.dir.c_str(),
+                 decoded.error().ToString().c_str());
+    return kExitFailure;
+  }
+  if (!a.output.empty()) {
+    if (auto w = base::WriteFileAtomic(a.output, sink.FoldedStacks(), 0644); !w) {
+      std::fprintf(stderr, "ptsnap: error: %s\n", w.error().ToString().c_str());
+      return kExitFailure;
+    }
+    std::fprintf(stderr,
+                 "Wrote %s: collapsed stacks weighted by self time in ns (flamegraph.pl, "
+                 "inferno, speedscope)\n",
+                 a.output.c_str());
+  }
+  const std::string text =
+      a.json ? report::FormatJson(sink, *key, a.limit) : report::FormatText(sink, *key, a.limit);
+  std::fputs(text.c_str(), stdout);
+  return kExitOk;
+}
+
+}  // namespace
+
+void AddReportCommand(CLI::App& app, CommandFn* selected) {
+  auto a = std::make_shared<ReportArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "report",
+      "Per-function numbers without a viewer: calls, total and self time, latency percentiles, "
+      "histograms, the slowest calls and what ran under them");
+  cmd->footer(
+      "Examples:\n"
+      "  ptsnap report trace.ptsnap                       the 20 functions with most total time\n"
+      "  ptsnap report trace.ptsnap parse --slowest 3     parse's histogram and its 3 slowest "
+      "calls\n"
+      "  ptsnap report trace.ptsnap --sort p99 --json     for scripts and agents\n"
+      "  ptsnap report trace.ptsnap -o t.folded           collapsed stacks for a flame graph");
+  cmd->add_option("TRACE_DIR", a->dir, "The trace directory written by run/attach")->required();
+  cmd->add_option("FUNC", a->functions,
+                  "Functions to show a duration histogram for (and, with --slowest, their "
+                  "slowest calls)");
+  cmd->add_flag("--per-thread", a->per_thread, "One row per function and thread");
+  cmd->add_option("--slowest", a->slowest,
+                  "List the N slowest calls of each FUNC with the call tree under each");
+  cmd->add_option("--depth", a->depth, "Levels of the call tree under each slow call")
+      ->capture_default_str();
+  cmd->add_option("--sort", a->sort, "Sort rows by total, self, calls, p99, max or name")
+      ->capture_default_str();
+  cmd->add_option("--limit", a->limit, "Rows to print; 0 prints every function")
+      ->capture_default_str();
+  cmd->add_option("--since", a->since,
+                  "Count only calls that start this long after the first call, e.g. 10ms");
+  cmd->add_option("--until", a->until,
+                  "Count only calls that end before this long after the first call");
+  cmd->add_option("--snapshot", a->snapshot, "Only snapshot N (`ptsnap info` lists them)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag("--json", a->json, "Print JSON (docs/report.md) instead of text");
+  cmd->add_option("-o,--output", a->output,
+                  "Also write collapsed stacks (FILE.folded, self time in ns) for flamegraph.pl, "
+                  "inferno or speedscope");
+  cmd->callback([a, selected] { *selected = [a] { return RunReport(*a); }; });
+}
+
+}  // namespace ptsnap::cli
