@@ -24,7 +24,7 @@ void PrintProgress(uint64_t done, uint64_t total) {
 }  // namespace
 
 int DecodeAndReport(const std::filesystem::path& trace_dir, const std::filesystem::path& output,
-                    const std::string& format, uint32_t snapshot) {
+                    const std::string& format, uint32_t snapshot, std::FILE* report_to) {
   pipeline::DecodeOptions options;
   options.snapshot = snapshot;
   options.output = output.empty() ? std::filesystem::path("trace.fxt.gz") : output;
@@ -51,7 +51,7 @@ int DecodeAndReport(const std::filesystem::path& trace_dir, const std::filesyste
                  report.error().ToString().c_str());
     return kExitFailure;
   }
-  std::fputs(pipeline::FormatReport(*report).c_str(), stdout);
+  std::fputs(pipeline::FormatReport(*report).c_str(), report_to);
   return kExitOk;
 }
 

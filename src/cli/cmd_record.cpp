@@ -249,8 +249,13 @@ int RunRecord(Args& a, bool attach) {
   if (!attach)
     std::fprintf(stderr, "[ %s exited with status %d ]\n", o.command[0].c_str(),
                  result->program_status);
-  if (o.no_decode) return kExitOk;
-  return DecodeAndReport(trace_dir, output, a.format);
+  // What ptsnap prints shares the terminal with the program, never its
+  // stdout: `ptsnap run -- gen | sink` must pass gen's bytes through
+  // untouched. `run` exits with the program's status, as `perf record`
+  // does, unless ptsnap itself failed (docs/errors.md).
+  const int ours = o.no_decode ? kExitOk : DecodeAndReport(trace_dir, output, a.format, 0, stderr);
+  if (ours != kExitOk || attach) return ours;
+  return result->program_status;
 }
 
 void AddShared(CLI::App* cmd, Args* a) {

@@ -27,6 +27,7 @@ inline constexpr int kExitInterrupted = 130;  // Ctrl-C
 
 }  // namespace ptsnap::cli
 
+#include <cstdio>
 #include <filesystem>
 #include <string>
 
@@ -35,10 +36,12 @@ namespace ptsnap::cli {
 // Decodes a trace directory into `output` (format from --format, else from
 // the suffix: .fxt, .json, .events, each optionally .gz) and prints the
 // terminal summary. Shared by `ptsnap decode` and by `run`/`attach` after
-// recording. `snapshot` != 0: only that snapshot. Defined in
-// cmd_decode.cpp. Returns an exit code.
+// recording. `snapshot` != 0: only that snapshot. The summary goes to
+// `report_to` (run/attach: stderr, so the traced program's stdout stays its
+// own). Defined in cmd_decode.cpp. Returns an exit code.
 int DecodeAndReport(const std::filesystem::path& trace_dir, const std::filesystem::path& output,
-                    const std::string& format, uint32_t snapshot = 0);
+                    const std::string& format, uint32_t snapshot = 0,
+                    std::FILE* report_to = stdout);
 
 // Registers `ptsnap decode TRACE_DIR [-o FILE] [--format fxt|json|events] [--snapshot N]`.
 void AddDecodeCommand(CLI::App& app, CommandFn* selected);

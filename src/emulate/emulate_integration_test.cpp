@@ -592,6 +592,34 @@ TEST_F(Emulate, CliRunEmulateDecodesWithoutErrors) {
   EXPECT_EQ(fib_slices, 7138u);
 }
 
+// The program's stdout and exit status are its own: ptsnap's summary goes
+// to stderr, and `run` exits as the program did (perf record's rule).
+TEST_F(Emulate, RunKeepsTheProgramsStdoutAndExitStatus) {
+  const char* bin = std::getenv("PTSNAP_BIN");
+  ASSERT_NE(bin, nullptr) << "PTSNAP_BIN is set by meson";
+  const fs::path dir = tmp_.path() / "own";
+  fs::create_directories(dir);
+  auto run = [&](const std::string& cmd) {
+    const std::string line = "cd '" + dir.string() + "' && rm -rf t.ptsnap && '" + bin +
+                             "' run --emulate -o t.json -- " + cmd + " 2>'" +
+                             (dir / "err").string() + "'";
+    const int st = std::system(line.c_str());
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  };
+  // Byte for byte what an untraced cat writes.
+  EXPECT_EQ(run("/bin/cat /bin/true > out"), 0) << *base::ReadFile(dir / "err");
+  auto out = base::ReadFile(dir / "out", size_t{1} << 30);
+  auto want = base::ReadFile("/bin/true", size_t{1} << 30);
+  ASSERT_TRUE(out && want);
+  EXPECT_TRUE(*out == *want) << "stdout differs: " << out->size() << " vs " << want->size()
+                             << " bytes";
+  EXPECT_NE(base::ReadFile(dir / "err")->find("Hottest functions"), std::string::npos)
+      << "the summary goes to stderr";
+  EXPECT_EQ(run("/bin/false"), 1);
+  EXPECT_EQ(run("/bin/sh -c 'exit 7'"), 7);
+  EXPECT_EQ(run("/bin/sh -c 'kill -TERM $$'"), 128 + SIGTERM);
+}
+
 // Nothing recorded is lost when ptsnap is killed: a snapshot taken before
 // (SIGUSR2) is in the trace directory and decodes, and qemu with the
 // program dies with ptsnap instead of running on unobserved.
