@@ -117,6 +117,11 @@ bool LiveOpenProbe(const perf_event_attr& attr) {
   return sys::PerfEventOpen(attr, 0, -1, -1).has_value();
 }
 
+uint64_t DefaultSamplingSnapshotBytes(uint64_t frequency, uint64_t record_bytes) {
+  const uint64_t second = frequency * record_bytes;  // both small: no overflow
+  return std::clamp(second, kSamplingSnapshotMinBytes, kSamplingSnapshotMaxBytes);
+}
+
 uint64_t SampleRecordBytes(perf::CallgraphMode mode) {
   // header 8 + IDENTIFIER, IP, TID, TIME, CPU, PERIOD 48 + callchain nr 8.
   constexpr uint64_t kFixed = 64;
@@ -230,7 +235,10 @@ Result<Prepared> PrepareSampling(const RecordOptions& opts, const base::RootPath
   SamplingConfig sc;
   sc.sampling_attr = perf::BuildSamplingAttr(so);
   sc.tracking_attr = perf::BuildTrackingAttr(kernel, so.enable_on_exec, kv);
-  sc.snapshot_bytes = opts.snapshot_size != 0 ? opts.snapshot_size : kSamplingSnapshotBytes;
+  const uint64_t record_bytes = SampleRecordBytes(cg.mode);
+  sc.snapshot_bytes = opts.snapshot_size != 0
+                          ? opts.snapshot_size
+                          : DefaultSamplingSnapshotBytes(so.frequency, record_bytes);
   sc.full_execution = opts.full_execution;
   sc.single_shot_triggers = !opts.multi_snapshot;
   sc.sideband_for_untraced_threads = !system_wide;
@@ -241,7 +249,6 @@ Result<Prepared> PrepareSampling(const RecordOptions& opts, const base::RootPath
     rings = 0;
     for (pid_t pid : opts.pids) rings += opts.multi_thread ? CountThreads(root, pid) : 1;
   }
-  const uint64_t record_bytes = SampleRecordBytes(cg.mode);
   sc.data_pages = SamplingDataPages(so.frequency, record_bytes, RingBudget(priv, ncpus, rings));
   if (sc.data_pages == 0)
     return Error("the perf mlock budget leaves no room for " +

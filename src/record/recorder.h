@@ -85,14 +85,19 @@ bool LiveOpenProbe(const perf_event_attr& attr);
 // root/proc/cpuinfo and an LBR call-stack event that opens), the frequency
 // (perf::SamplingFrequency against root/proc/sys/kernel/
 // perf_event_max_sample_rate), the snapshot ring (--snapshot-size, default
-// kSamplingSnapshotBytes) and the data ring (SamplingDataPages within the
+// DefaultSamplingSnapshotBytes) and the data ring (SamplingDataPages within the
 // mlock budget). Nothing is opened but the probes.
 Result<Prepared> PrepareSampling(const RecordOptions& opts, const base::RootPath& root,
                                  const sys::CpuidSource& cpuid,
                                  const OpenProbe& can_open = LiveOpenProbe);
 
-// magic-trace's fixed sampling snapshot size: 512 KiB of samples per stream.
-inline constexpr uint64_t kSamplingSnapshotBytes = 512 << 10;
+// The default sampling ring per stream: about one second of samples at
+// `frequency` (`record_bytes` each), at least magic-trace's fixed 512 KiB,
+// at most 64 MiB (a dwarf sample is ~8.5 KiB: at 10 kHz the cap keeps
+// ~0.75 s). Memory fills only as a thread runs. Pure.
+inline constexpr uint64_t kSamplingSnapshotMinBytes = 512 << 10;
+inline constexpr uint64_t kSamplingSnapshotMaxBytes = uint64_t{64} << 20;
+uint64_t DefaultSamplingSnapshotBytes(uint64_t frequency, uint64_t record_bytes);
 
 // About how many bytes one sample takes (header, the fixed fields and the
 // callgraph's: a 64-frame callchain for fp, 32 LBR entries for lbr, the

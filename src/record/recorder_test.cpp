@@ -286,12 +286,15 @@ TEST(PrepareSampling, VmWithoutPmuGetsCpuClockAndDwarf) {
   EXPECT_EQ(p->sampling_info.stack_user, perf::kDwarfStackBytes);
   EXPECT_EQ(p->sampling_info.frequency, 50000u);
   EXPECT_THAT(p->warnings, ::testing::Contains(HasSubstr("defaulting to dwarf")));
-  EXPECT_EQ(p->sampling->snapshot_bytes, kSamplingSnapshotBytes);
-  EXPECT_EQ(p->aux_bytes, 512u << 10);
+  // About a second of dwarf samples at 50 kHz: the 64 MiB cap.
+  EXPECT_EQ(p->sampling->snapshot_bytes, kSamplingSnapshotMaxBytes);
+  EXPECT_EQ(p->aux_bytes, kSamplingSnapshotMaxBytes);
   EXPECT_FALSE(p->hw.pt_attr.has_value());
   EXPECT_EQ(p->hw.data_pages, p->sampling->data_pages);
   EXPECT_GE(p->sampling->data_pages, 16u);
   EXPECT_TRUE(p->sampling->single_shot_triggers);
+  EXPECT_EQ(DefaultSamplingSnapshotBytes(1000, 100), kSamplingSnapshotMinBytes);
+  EXPECT_EQ(DefaultSamplingSnapshotBytes(10000, 576), 5760000u);
   // An explicit mode is taken without a warning; lbr is refused here.
   o.callgraph_mode = "fp";
   p = PrepareSampling(o, base::RootPath(d.path()), cpuid, Opens(false, false));

@@ -38,7 +38,7 @@ struct SamplingConfig {
   perf_event_attr sampling_attr{};      // perf::BuildSamplingAttr
   perf_event_attr tracking_attr{};      // untraced threads' sideband (perf::BuildTrackingAttr)
   size_t data_pages = 64;               // the sampling event's ring (power of two)
-  uint64_t snapshot_bytes = 512 << 10;  // snapshot mode: samples kept per unit
+  uint64_t snapshot_bytes = 512 << 10;  // snapshot mode: samples kept per unit (see Prepare)
   bool full_execution = false;
   bool single_shot_triggers = false;  // as HardwareConfig's
   bool sideband_for_untraced_threads = false;
