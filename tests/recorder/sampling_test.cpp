@@ -226,7 +226,8 @@ TEST_F(Sampling, RunWithFramePointersSamplesTheProgramsTextWithDeepStacks) {
   EXPECT_EQ(m.sampling->callgraph, "fp");
   EXPECT_EQ(m.sampling->sample_type, 0x101a7u);
   EXPECT_EQ(m.sampling->frequency, 10000u);  // --timer-resolution normal
-  EXPECT_EQ(m.snapshot_size, 512u << 10);
+  EXPECT_EQ(m.snapshot_size,
+            10000u * 576);  // a second of fp samples (DefaultSamplingSnapshotBytes)
   ASSERT_EQ(m.snapshots.size(), 1u);
   EXPECT_EQ(m.snapshots[0].reason, ptsnap::trace::SnapshotReason::kExit);
   ASSERT_FALSE(m.streams.empty());
