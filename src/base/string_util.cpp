@@ -1,6 +1,7 @@
 #include "base/string_util.h"
 
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 
 namespace ptsnap::base {
@@ -75,8 +76,8 @@ std::optional<uint64_t> ParseDurationNs(std::string_view s) {
   auto [ptr, ec] = std::from_chars(number.data(), number.data() + number.size(), v);
   if (ec != std::errc() || ptr != number.data() + number.size()) return std::nullopt;
   const double ns = v * scale;
-  if (ns >= 1.8e19) return std::nullopt;
-  return static_cast<uint64_t>(ns + 0.5);
+  if (ns >= 9.2e18) return std::nullopt;  // llround's long long
+  return static_cast<uint64_t>(std::llround(ns));
 }
 
 std::optional<int64_t> ParseInt(std::string_view s, int base) {

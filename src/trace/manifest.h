@@ -158,7 +158,7 @@ struct Manifest {
   uint64_t aux_truncated = 0;  // AUX TRUNCATED records
   Kcore kcore;
   std::vector<Binary> binaries;
-  std::string emulator;  // emulated source: "qemu-x86_64 7.2 + ptsnap plugin", else ""
+  std::string emulator;              // emulated source: "qemu-x86_64 7.2 + ptsnap plugin", else ""
   std::optional<Sampling> sampling;  // source "sampled" only
   friend bool operator==(const Manifest&, const Manifest&) = default;
 };

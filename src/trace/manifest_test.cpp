@@ -184,7 +184,8 @@ TEST(ManifestTest, RejectsWrongTypesNamingTheField) {
       {[](auto& j) { j["cpu"]["family"] = 1.5; }, "field 'cpu.family': expected an unsigned"},
       {[](auto& j) { j["cpu"]["model"] = 1ll << 33; }, "field 'cpu.model': value 8589934592"},
       {[](auto& j) { j["source"] = "laser"; },
-       "field 'source': unknown value \"laser\" (expected \"hardware\", \"emulated\", \"sampled\")"},
+       "field 'source': unknown value \"laser\" (expected \"hardware\", \"emulated\", "
+       "\"sampled\")"},
       {[](auto& j) { j["state"] = 1; }, "field 'state': expected a string"},
       {[](auto& j) { j["snapshots"][0]["reason"] = "boredom"; },
        "field 'snapshots[0].reason': unknown value \"boredom\" (expected \"exit\", \"trigger\""},

@@ -20,8 +20,9 @@ constexpr char kSamplesDir[] = "samples";
 
 // "pt/<id>.pt" or "samples/<id>.data".
 std::string StreamFile(StreamKind kind, uint32_t id) {
-  return kind == StreamKind::kSamples ? std::string(kSamplesDir) + "/" + std::to_string(id) + ".data"
-                                      : std::string(kStreamDir) + "/" + std::to_string(id) + ".pt";
+  return kind == StreamKind::kSamples
+             ? std::string(kSamplesDir) + "/" + std::to_string(id) + ".data"
+             : std::string(kStreamDir) + "/" + std::to_string(id) + ".pt";
 }
 constexpr char kJitDir[] = "jit";
 // The directory may hold kernel memory (kcore) and the traced program's
