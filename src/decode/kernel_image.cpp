@@ -19,7 +19,10 @@ KernelImage::KernelImage(struct pt_image_section_cache* iscache)
 
 void KernelImage::Load(const std::filesystem::path& dir, const trace::Manifest& m,
                        Symbolizer& symbolizer, DecodeStats& stats) {
-  if (m.kcore.status != trace::KcoreStatus::kCopied) return;
+  // Sampled recordings keep kallsyms without a kcore image (status
+  // "not-needed"): symbols for their kernel frames, no code.
+  const bool copied = m.kcore.status == trace::KcoreStatus::kCopied;
+  if (!copied && m.kcore.dir.empty()) return;
   auto kdir = dir / (m.kcore.dir.empty() ? "kcore" : m.kcore.dir);
   if (auto text = base::ReadFile(kdir / "kallsyms", size_t{256} << 20); text) {
     symbolizer.SetKernelSymbols(KernelSymbols(sys::ParseKallsyms(*text)),
@@ -27,6 +30,7 @@ void KernelImage::Load(const std::filesystem::path& dir, const trace::Manifest& 
   } else {
     stats.warnings.push_back("kernel symbols: " + text.error().ToString());
   }
+  if (!copied) return;
   auto kcore = kdir / "kcore";
   auto file = elf::SymbolFile::Open(kcore);
   if (!file) {

@@ -190,6 +190,9 @@ std::vector<StackFrame> CallchainFrames(const Sample& s, bool kernel_only, size_
       first_in_ctx = true;
       continue;
     }
+    // A frame-pointer walk through code built without them can end in a
+    // zero "return address": never a frame.
+    if (e == 0) continue;
     // Guest and hypervisor frames belong to no process of the trace.
     bool kernel = ctx == static_cast<uint64_t>(PERF_CONTEXT_KERNEL);
     bool user = ctx == static_cast<uint64_t>(PERF_CONTEXT_USER) || ctx == 0;

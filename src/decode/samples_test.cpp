@@ -239,6 +239,10 @@ TEST(Samples, FpFramesDropMarkersAndTheRepeatedIp) {
   // Empty chain: the IP alone.
   s.callchain.clear();
   EXPECT_THAT(CallchainFrames(s, false, 256), ElementsAre(StackFrame{0x401010, false}));
+  // A walk through code without frame pointers ending in 0: no frame.
+  s.callchain = {kUser, 0x401010, 0x402020, 0};
+  EXPECT_THAT(CallchainFrames(s, false, 256),
+              ElementsAre(StackFrame{0x401010, false}, StackFrame{0x402020, true}));
 }
 
 TEST(Samples, FpFramesKeepKernelAboveUser) {

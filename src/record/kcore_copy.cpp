@@ -89,6 +89,25 @@ bool ModulesChanged(std::string_view before, std::string_view after) {
   return sys::ParseModules(before) != sys::ParseModules(after);
 }
 
+Result<uint64_t> CopyKernelSymbols(const base::RootPath& root,
+                                   const std::filesystem::path& out_dir) {
+  PTSNAP_ASSIGN_OR_RETURN(std::string kallsyms_text,
+                          base::ReadFile(root.Resolve("/proc/kallsyms")));
+  sys::Kallsyms syms = sys::ParseKallsyms(kallsyms_text, /*keep_symbols=*/false);
+  if (syms.masked)
+    return Error(
+        "/proc/kallsyms shows only zero addresses (kptr_restrict, or no CAP_SYSLOG); "
+        "run as root or set sysctl kernel.kptr_restrict=0");
+  auto modules = base::ReadFile(root.Resolve("/proc/modules"));
+  std::error_code ec;
+  std::filesystem::create_directories(out_dir, ec);
+  if (ec) return Error::FromErrno("creating " + out_dir.string(), ec.value());
+  ::chmod(out_dir.c_str(), 0700);
+  PTSNAP_TRY(base::WriteFileAtomic(out_dir / "kallsyms", kallsyms_text, 0600));
+  PTSNAP_TRY(base::WriteFileAtomic(out_dir / "modules", modules ? *modules : "", 0600));
+  return syms.text ? *syms.text : syms.stext.value_or(0);
+}
+
 Result<KcoreCopy> CopyKcore(const base::RootPath& root, const std::filesystem::path& out_dir) {
   const auto kallsyms_path = root.Resolve("/proc/kallsyms");
   PTSNAP_ASSIGN_OR_RETURN(std::string kallsyms_text, base::ReadFile(kallsyms_path));

@@ -69,6 +69,14 @@ std::string KernelImageSkipped(const std::string& reason);
 // which made perf drop its whole-text compare. Pure.
 bool ModulesChanged(std::string_view before, std::string_view after);
 
+// Sampled recordings with a kernel scope: only root/proc/kallsyms and
+// root/proc/modules into `out_dir` (created, mode 0700; files 0600), which
+// name the samples' kernel frames. Returns the kernel's start (_text, else
+// _stext; 0 when unknown). Fails when kallsyms is masked (kptr_restrict, no
+// CAP_SYSLOG) or unreadable.
+Result<uint64_t> CopyKernelSymbols(const base::RootPath& root,
+                                   const std::filesystem::path& out_dir);
+
 // Copies into `out_dir` (created, mode 0700). Errors name the file and the
 // cause: kallsyms masked (kptr_restrict / no CAP_SYSLOG), /proc/kcore not
 // readable (no CAP_SYS_RAWIO, lockdown, no CONFIG_PROC_KCORE), no kernel

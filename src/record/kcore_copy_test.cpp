@@ -166,6 +166,22 @@ TEST(KcoreCopy, MissingKcoreIsAnError) {
               HasErrorContaining("/proc/kcore"));
 }
 
+// Sampled recordings: the symbols alone, no /proc/kcore needed.
+TEST(KcoreCopy, SymbolsAloneForSampledRecordings) {
+  FakeKernel k;
+  std::filesystem::remove(k.root.path() / "proc" / "kcore");
+  TempDir out;
+  auto start = CopyKernelSymbols(base::RootPath(k.root.path()), out.path() / "kcore");
+  ASSERT_THAT(start, HasValue());
+  EXPECT_EQ(*start, 0xffffffff81000000u);
+  EXPECT_TRUE(std::filesystem::exists(out.path() / "kcore" / "kallsyms"));
+  EXPECT_TRUE(std::filesystem::exists(out.path() / "kcore" / "modules"));
+  EXPECT_FALSE(std::filesystem::exists(out.path() / "kcore" / "kcore"));
+  k.root.Write("proc/kallsyms", "0000000000000000 T _text\n0000000000000000 T _stext\n");
+  EXPECT_THAT(CopyKernelSymbols(base::RootPath(k.root.path()), out.path() / "k2"),
+              HasErrorContaining("kptr_restrict"));
+}
+
 // /proc/modules' refcounts change all the time (perf dropped its modules
 // compare for that): only a module that came, went, moved or changed size
 // counts as a race.

@@ -558,6 +558,20 @@ void RecordBinaries(trace::TraceWriter& writer, const std::set<std::string>& fil
 // The kernel image copy, gated like `ptsnap probe` (record/kcore_copy.h).
 void CopyKernel(const Prepared& p, const base::RootPath& root, trace::TraceWriter& writer) {
   if (p.scope == trace::Scope::kUser) return;
+  if (p.sampling) {
+    // Samples hold addresses, not code: the kernel's symbols name their
+    // kernel frames, no /proc/kcore needed.
+    trace::Kcore& k = writer.manifest().kcore;
+    auto copied = CopyKernelSymbols(root, writer.dir() / "kcore");
+    if (!copied) {
+      PTSNAP_LOG(kWarning) << "kernel frames will be shown as addresses: "
+                           << copied.error().ToString();
+      return;
+    }
+    k.dir = "kcore";
+    if (*copied) writer.manifest().kernel_start = *copied;
+    return;
+  }
   KernelImage img = SnapshotKernelImage(root, writer.dir(), probe::GetenvFromProcess);
   trace::Kcore& k = writer.manifest().kcore;
   k.status = img.status;
