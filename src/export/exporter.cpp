@@ -621,10 +621,6 @@ Result<ExportReport> ExportTrace(const fs::path& trace_dir, const fs::path& out,
   if (fs::exists(out, ec) && !options.force)
     return Error(out.string() + " already exists: choose another output or pass --force");
   const bool sampled = m.source == trace::Source::kSampled;
-  if (sampled && !m.sampling)
-    return Error(
-        "the sampled trace's manifest has no 'sampling' object: nothing says how to "
-        "read its samples");
   if (m.streams.empty())
     return Error(sampled ? "the trace has no sample streams (nothing was captured): nothing to "
                            "export"

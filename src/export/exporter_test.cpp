@@ -1,6 +1,7 @@
 #include "export/exporter.h"
 
 #include <intel-pt.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -547,6 +548,41 @@ TEST(ExporterTest, SampledTraceWhoseTrailerPerfCannotReadIsAnError) {
   WriteSampled(tmp.path() / "t", SampledManifest(kFpSampleType & ~PERF_SAMPLE_CPU));
   EXPECT_THAT(ExportTrace(tmp.path() / "t", tmp.path() / "perf.data", {}),
               HasErrorContaining("does not match the sideband's sample_id trailer"));
+}
+
+TEST(ExporterTest, DataSegmentMappingsUseTheExecMappingsBias) {
+  // A PIE: r-- at 0, r-x at 0x1000 (file 0x1000), r-- at 0x2000 (file
+  // 0x2000: .eh_frame_hdr), rw- at 0x3df0 (file 0x2df0, bss to 0x4100).
+  elf::LoadLayout layout;
+  layout.pie = true;
+  layout.segments = {{0, 0, 0x600, 0x600, false},
+                     {0x1000, 0x1000, 0x300, 0x300, true},
+                     {0x2000, 0x2000, 0x200, 0x200, false},
+                     {0x3df0, 0x2df0, 0x240, 0x310, false}};
+  trace::Mmap2 exec;
+  exec.pid = exec.tid = 42;
+  exec.addr = 0x555555555000;
+  exec.len = 0x1000;
+  exec.pgoff = 0x1000;
+  exec.prot = PROT_READ | PROT_EXEC;
+  exec.filename = "/bin/prog";
+  auto maps = DataSegmentMappings(exec, layout, 4096);
+  ASSERT_EQ(maps.size(), 3u);
+  EXPECT_EQ(maps[0].addr, 0x555555554000u);
+  EXPECT_EQ(maps[0].len, 0x1000u);
+  EXPECT_EQ(maps[0].pgoff, 0u);
+  EXPECT_EQ(maps[1].addr, 0x555555556000u);
+  EXPECT_EQ(maps[1].pgoff, 0x2000u);
+  EXPECT_EQ(maps[2].addr, 0x555555557000u);  // 0x3df0 rounded down
+  EXPECT_EQ(maps[2].len, 0x2000u);           // to 0x4100 rounded up
+  EXPECT_EQ(maps[2].pgoff, 0x2000u);
+  for (const auto& m : maps) {
+    EXPECT_EQ(m.pid, 42u);
+    EXPECT_EQ(m.filename, "/bin/prog");
+    EXPECT_EQ(m.prot, static_cast<uint32_t>(PROT_READ));
+  }
+  exec.pgoff = 0x9000;  // in no segment
+  EXPECT_TRUE(DataSegmentMappings(exec, layout, 4096).empty());
 }
 
 }  // namespace
