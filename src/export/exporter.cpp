@@ -195,7 +195,7 @@ class ImageFiles {
 std::vector<trace::Mmap2> DataSegments(const trace::Mmap2& exec, uint64_t page) {
   base::UniqueFd fd(::open(exec.filename.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) return {};
-  std::string head(64 * 1024, '\0');
+  std::string head(size_t{64} * 1024, '\0');
   ssize_t n = ::pread(fd.get(), head.data(), head.size(), 0);
   if (n <= 0) return {};
   head.resize(static_cast<size_t>(n));
