@@ -30,6 +30,21 @@ void AddExportCommand(CLI::App& app, CommandFn* selected) {
                      report.error().ToString().c_str());
         return kExitFailure;
       }
+      if (report->sampled) {
+        // A sampled trace: perf report reads it directly.
+        std::printf("wrote %s: %llu samples, %llu sideband records, %llu build-ids, %llu bytes\n",
+                    args->output.c_str(), static_cast<unsigned long long>(report->samples),
+                    static_cast<unsigned long long>(report->sideband_records),
+                    static_cast<unsigned long long>(report->build_ids),
+                    static_cast<unsigned long long>(report->bytes));
+        if (report->torn_bytes != 0) {
+          std::printf("note: %llu bytes of cut-short sample records left out\n",
+                      static_cast<unsigned long long>(report->torn_bytes));
+        }
+        std::printf("view it with: perf report -i %s --stdio --no-children\n",
+                    args->output.c_str());
+        return kExitOk;
+      }
       std::printf(
           "wrote %s%s: %llu AUXTRACE buffers, %llu sideband records, %llu build-ids, %llu "
           "bytes\n",

@@ -2,14 +2,17 @@
 
 #include <fcntl.h>
 #include <intel-pt.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <set>
+#include <tuple>
 
 #include "base/file_util.h"
 #include "base/string_util.h"
@@ -35,6 +38,7 @@ constexpr uint64_t kCfgMtcPeriodShift = 14;  // bits 14..17
 constexpr uint64_t kCfgPsbPeriodShift = 24;  // bits 24..27
 
 constexpr uint64_t kDummyId = 1;
+constexpr uint64_t kSampleId = 1;  // the sampling attr's one id
 constexpr uint64_t kTscShift = 1000000;
 constexpr uint64_t kPtIdBase = 100;
 constexpr uint32_t kNone = 0xffffffffu;  // -1 as u32 (tid/cpu unknown)
@@ -132,7 +136,216 @@ std::string HexToRaw(std::string_view hex) {
 
 bool IsSpecialName(std::string_view name) { return name.empty() || name.front() == '['; }
 
+// The files the sideband's mappings name, as perf should find them: a
+// dumped vdso for [vdso], a copy from binaries/ where the original is gone,
+// and each file's build-id (the manifest's, else read from the ELF file) for
+// the build-id feature.
+class ImageFiles {
+ public:
+  explicit ImageFiles(const trace::TraceReader& trace) : trace_(trace) {
+    for (const trace::Binary& b : trace.manifest().binaries) {
+      if (!b.build_id.empty()) manifest_ids_[b.path] = HexToRaw(b.build_id);
+      if (!b.copy.empty()) copies_[b.path] = (trace.dir() / b.copy).string();
+    }
+  }
+  void Map(trace::Mmap2* mm2) {
+    std::string id = mm2->build_id;
+    std::string fresh = Rewrite(&mm2->filename, &mm2->pgoff, mm2->pid);
+    if (id.empty()) id = fresh;
+    if (!id.empty() && !IsSpecialName(mm2->filename)) build_ids_[mm2->filename] = id;
+  }
+  void Map(trace::Mmap* mm) {
+    std::string id = Rewrite(&mm->filename, &mm->pgoff, mm->pid);
+    if (!id.empty() && !IsSpecialName(mm->filename)) build_ids_[mm->filename] = id;
+  }
+  void AddBuildIds(PerfDataWriter* w, ExportReport* report) const {
+    if (build_ids_.empty()) return;
+    std::string body;
+    for (const auto& [file, id] : build_ids_) body += MakeBuildIdEntry(id, file, false);
+    w->SetFeature(kFeatBuildId, body);
+    report->build_ids = build_ids_.size();
+  }
+
+ private:
+  // Rewrites the file name (and pgoff) and returns its build-id.
+  std::string Rewrite(std::string* filename, uint64_t* pgoff, uint32_t pid) {
+    if (*filename == "[vdso]") {
+      fs::path dump = trace_.dir() / "vdso" / (std::to_string(pid) + ".so");
+      std::error_code ec;
+      if (fs::exists(dump, ec)) {
+        *filename = fs::absolute(dump).string();
+        *pgoff = 0;
+      }
+    }
+    std::string original = *filename;
+    if (auto c = copies_.find(original); c != copies_.end()) {
+      std::error_code ec;
+      if (!fs::exists(original, ec)) *filename = fs::absolute(c->second).string();
+    }
+    if (IsSpecialName(*filename)) return {};
+    if (auto it = manifest_ids_.find(original); it != manifest_ids_.end()) return it->second;
+    return HexToRaw(elf::ReadBuildIdOf(*filename));
+  }
+  const trace::TraceReader& trace_;
+  std::map<std::string, std::string> manifest_ids_, copies_, build_ids_;
+};
+
+// DataSegmentMappings for the (possibly rewritten) file `exec` maps; the
+// program headers lie in its first pages.
+std::vector<trace::Mmap2> DataSegments(const trace::Mmap2& exec, uint64_t page) {
+  base::UniqueFd fd(::open(exec.filename.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return {};
+  std::string head(size_t{64} * 1024, '\0');
+  ssize_t n = ::pread(fd.get(), head.data(), head.size(), 0);
+  if (n <= 0) return {};
+  head.resize(static_cast<size_t>(n));
+  auto layout = elf::ParseLoadLayout(head);
+  if (!layout) return {};
+  return DataSegmentMappings(exec, *layout, page);
+}
+
+// OS release and command line features.
+void AddHostFeatures(const trace::TraceReader& trace, PerfDataWriter* w) {
+  const trace::Manifest& m = trace.manifest();
+  if (!m.kernel_release.empty()) w->SetFeature(kFeatOsRelease, HeaderString(m.kernel_release));
+  std::string body;
+  std::vector<std::string> argv = {"ptsnap", "export", trace.dir().string()};
+  uint32_t n = static_cast<uint32_t>(argv.size());
+  body.append(reinterpret_cast<const char*>(&n), 4);
+  for (const std::string& a : argv) body += HeaderString(a);
+  w->SetFeature(kFeatCmdline, body);
+}
+
+// A sampled trace (source "sampled", no PT): one attr, the recorded
+// sampling event, owning the samples and the sideband alike (the kernel
+// wrote both to the same ring); every id is rewritten to kSampleId.
+Result<std::string> BuildSampledPerfData(const trace::TraceReader& trace, ExportReport* report) {
+  const trace::Manifest& m = trace.manifest();
+  const trace::Sampling& sa = *m.sampling;
+  report->sampled = true;
+  // The sideband's 32-byte trailer (TID, TIME, CPU, IDENTIFIER) is what perf
+  // reads for this sample_type only if it has those bits and no ID or
+  // STREAM_ID (perf_evsel__parse_id_sample reads the trailer from its end).
+  constexpr uint64_t kNeeded = trace::kSampleType;
+  if ((sa.sample_type & kNeeded) != kNeeded ||
+      (sa.sample_type & (PERF_SAMPLE_ID | PERF_SAMPLE_STREAM_ID)) != 0) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf,
+                  "sampling.sample_type 0x%llx does not match the sideband's sample_id "
+                  "trailer (needs TID, TIME, CPU and IDENTIFIER, no ID or STREAM_ID)",
+                  static_cast<unsigned long long>(sa.sample_type));
+    return Error(buf);
+  }
+  const bool kernel_scope = m.scope != trace::Scope::kUser;
+  PerfDataWriter w;
+  Attr attr;
+  attr.type = sa.type;
+  attr.config = sa.config;
+  attr.sample_type = sa.sample_type;
+  attr.sample_period = sa.frequency != 0 ? sa.frequency : sa.period;
+  attr.flags = kAttrDisabled | kAttrSampleIdAll | kAttrMmap | kAttrMmap2 | kAttrComm |
+               kAttrCommExec | kAttrTask | kAttrExcludeHv | (sa.frequency != 0 ? kAttrFreq : 0) |
+               (kernel_scope ? 0 : kAttrExcludeKernel);
+  if (sa.callgraph == "dwarf") attr.flags |= kAttrExcludeCallchainUser;
+  if (m.command.empty())
+    attr.flags &= ~kAttrDisabled;  // attach: enabled at once
+  else
+    attr.flags |= kAttrEnableOnExec;
+  attr.sample_regs_user = sa.regs_user;
+  attr.sample_stack_user = sa.stack_user;
+  attr.sample_max_stack = static_cast<uint16_t>(std::min<uint32_t>(sa.max_stack, 0xffff));
+  if (sa.sample_type & PERF_SAMPLE_BRANCH_STACK)
+    attr.branch_sample_type = PERF_SAMPLE_BRANCH_USER | PERF_SAMPLE_BRANCH_CALL_STACK;
+  attr.name = sa.event + (kernel_scope ? "" : ":u");
+  attr.ids = {kSampleId};
+  w.AddAttr(attr);
+
+  // Records in time order: the sideband, then each stream's samples (the
+  // overlap of --multi-snapshot rings once only).
+  struct Timed {
+    uint64_t time;
+    std::string bytes;
+  };
+  std::vector<Timed> out;
+  PTSNAP_ASSIGN_OR_RETURN(trace::RecordStream sideband, trace.ReadSideband());
+  ImageFiles images(trace);
+  const bool dwarf = (sa.sample_type & PERF_SAMPLE_STACK_USER) != 0;
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  std::set<std::tuple<uint32_t, std::string, uint64_t>> segments_added;  // pid, file, addr
+  for (trace::Record r : sideband.records) {
+    if (r.type == PERF_RECORD_AUX || r.type == PERF_RECORD_ITRACE_START) {
+      ++report->skipped_records;
+      continue;
+    }
+    if (auto* mm2 = std::get_if<trace::Mmap2>(&r.body)) {
+      images.Map(mm2);
+      if (dwarf && (mm2->prot & PROT_EXEC) != 0 && !IsSpecialName(mm2->filename)) {
+        for (trace::Mmap2& data : DataSegments(*mm2, page)) {
+          if (!segments_added.emplace(data.pid, data.filename, data.addr).second) continue;
+          trace::Record dr = r;
+          dr.body = std::move(data);
+          dr.sample_id.id = kSampleId;
+          out.push_back({r.sample_id.time, trace::SerializeRecord(dr)});
+          ++report->sideband_records;
+        }
+      }
+    } else if (auto* mm = std::get_if<trace::Mmap>(&r.body)) {
+      images.Map(mm);
+    } else if (auto* lost = std::get_if<trace::Lost>(&r.body)) {
+      lost->id = kSampleId;
+    }
+    r.sample_id.id = kSampleId;
+    out.push_back({r.sample_id.time, trace::SerializeRecord(r)});
+    ++report->sideband_records;
+  }
+  std::set<std::tuple<uint32_t, uint64_t, std::string>> seen;
+  for (const trace::Stream& s : m.streams) {
+    if (s.kind != trace::StreamKind::kSamples) continue;
+    PTSNAP_ASSIGN_OR_RETURN(std::string bytes, trace.ReadStream(s));
+    PTSNAP_ASSIGN_OR_RETURN(SplitSamples split, SplitSampleStream(bytes, sa.sample_type));
+    report->torn_bytes += split.torn_bytes;
+    for (const SampleRef& ref : split.samples) {
+      // Snapshots of one thread's ring overlap; the same sample (same
+      // thread, time and bytes) is written once.
+      if (m.snapshots.size() > 1 &&
+          !seen.emplace(ref.tid, ref.time, std::string(ref.bytes)).second) {
+        continue;
+      }
+      out.push_back({ref.time, WithSampleId(ref.bytes, sa.sample_type, kSampleId)});
+      ++report->samples;
+    }
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [](const Timed& a, const Timed& b) { return a.time < b.time; });
+  for (Timed& t : out) w.AddRecord(std::move(t.bytes));
+  w.AddRecord(MakeFinishedRound());
+  images.AddBuildIds(&w, report);
+  AddHostFeatures(trace, &w);
+  return w.Finish();
+}
+
 }  // namespace
+
+std::vector<trace::Mmap2> DataSegmentMappings(const trace::Mmap2& exec,
+                                              const elf::LoadLayout& layout, uint64_t page_size) {
+  std::vector<trace::Mmap2> out;
+  auto vaddr = elf::OffsetToVaddr(layout.segments, exec.pgoff);
+  if (!vaddr || page_size == 0) return out;
+  const uint64_t bias = exec.addr - *vaddr;
+  const uint64_t mask = ~(page_size - 1);
+  for (const elf::Segment& seg : layout.segments) {
+    if (seg.exec || seg.memsz == 0) continue;
+    trace::Mmap2 m = exec;
+    m.addr = bias + (seg.vaddr & mask);
+    uint64_t end = bias + ((seg.vaddr + seg.memsz + page_size - 1) & mask);
+    if (end <= m.addr) continue;
+    m.len = end - m.addr;
+    m.pgoff = seg.offset & mask;
+    m.prot = PROT_READ;
+    out.push_back(std::move(m));
+  }
+  return out;
+}
 
 uint64_t EffectiveConfig(const trace::PtConfig& pt) {
   uint64_t c = pt.config | kCfgPt | kCfgBranch;
@@ -150,6 +363,7 @@ uint64_t EffectiveConfig(const trace::PtConfig& pt) {
 Result<std::string> BuildPerfData(const trace::TraceReader& trace, const ExportOptions& options,
                                   ExportReport* report) {
   const trace::Manifest& m = trace.manifest();
+  if (m.source == trace::Source::kSampled && m.sampling) return BuildSampledPerfData(trace, report);
   const bool kernel_scope = m.scope != trace::Scope::kUser;
   uint32_t pmu_type = m.pt.pmu_type != 0 ? m.pt.pmu_type : kEmulatedPmuType;
   uint64_t config = EffectiveConfig(m.pt);
@@ -250,31 +464,7 @@ Result<std::string> BuildPerfData(const trace::TraceReader& trace, const ExportO
 
   PTSNAP_ASSIGN_OR_RETURN(trace::RecordStream sideband, trace.ReadSideband());
   std::vector<trace::Record> records;
-  std::map<std::string, std::pair<std::string, bool>> build_ids;  // file -> raw id, kernel
-  std::map<std::string, std::string> manifest_ids, copies;
-  for (const trace::Binary& b : m.binaries) {
-    if (!b.build_id.empty()) manifest_ids[b.path] = HexToRaw(b.build_id);
-    if (!b.copy.empty()) copies[b.path] = (trace.dir() / b.copy).string();
-  }
-  auto map_file = [&](std::string* filename, uint64_t* pgoff, uint32_t pid) -> std::string {
-    // Returns the build-id for the (possibly rewritten) file name.
-    if (*filename == "[vdso]") {
-      fs::path dump = trace.dir() / "vdso" / (std::to_string(pid) + ".so");
-      std::error_code ec;
-      if (fs::exists(dump, ec)) {
-        *filename = fs::absolute(dump).string();
-        *pgoff = 0;
-      }
-    }
-    std::string original = *filename;
-    if (auto c = copies.find(original); c != copies.end()) {
-      std::error_code ec;
-      if (!fs::exists(original, ec)) *filename = fs::absolute(c->second).string();
-    }
-    if (IsSpecialName(*filename)) return {};
-    if (auto it = manifest_ids.find(original); it != manifest_ids.end()) return it->second;
-    return HexToRaw(elf::ReadBuildIdOf(*filename));
-  };
+  ImageFiles images(trace);
   bool have_kernel_mmap = false;
   for (trace::Record r : sideband.records) {
     r.sample_id.time = shift_time(r.sample_id.time);
@@ -284,14 +474,10 @@ Result<std::string> BuildPerfData(const trace::TraceReader& trace, const ExportO
       continue;
     }
     if (auto* mm2 = std::get_if<trace::Mmap2>(&r.body)) {
-      std::string id = mm2->build_id;
-      std::string fresh = map_file(&mm2->filename, &mm2->pgoff, mm2->pid);
-      if (id.empty()) id = fresh;
-      if (!id.empty() && !IsSpecialName(mm2->filename)) build_ids[mm2->filename] = {id, false};
+      images.Map(mm2);
     } else if (auto* mm = std::get_if<trace::Mmap>(&r.body)) {
       if (mm->filename.starts_with("[kernel.kallsyms]")) have_kernel_mmap = true;
-      std::string id = map_file(&mm->filename, &mm->pgoff, mm->pid);
-      if (!id.empty() && !IsSpecialName(mm->filename)) build_ids[mm->filename] = {id, false};
+      images.Map(mm);
     } else if (auto* lost = std::get_if<trace::Lost>(&r.body)) {
       lost->id = kDummyId;
     }
@@ -416,24 +602,11 @@ Result<std::string> BuildPerfData(const trace::TraceReader& trace, const ExportO
   w.AddRecord(MakeFinishedRound());
 
   // Features.
-  if (!build_ids.empty()) {
-    std::string body;
-    for (const auto& [file, id] : build_ids) body += MakeBuildIdEntry(id.first, file, id.second);
-    w.SetFeature(kFeatBuildId, body);
-    report->build_ids = build_ids.size();
-  }
+  images.AddBuildIds(&w, report);
   // No DIR_FORMAT feature for the kcore_dir layout: perf record --kcore
   // writes it only with --threads (data.N files); perf 6.1 given it with a
   // lone "data" file fails with EINVAL before reading any event.
-  if (!m.kernel_release.empty()) w.SetFeature(kFeatOsRelease, HeaderString(m.kernel_release));
-  {
-    std::string body;
-    std::vector<std::string> argv = {"ptsnap", "export", trace.dir().string()};
-    uint32_t n = static_cast<uint32_t>(argv.size());
-    body.append(reinterpret_cast<const char*>(&n), 4);
-    for (const std::string& a : argv) body += HeaderString(a);
-    w.SetFeature(kFeatCmdline, body);
-  }
+  AddHostFeatures(trace, &w);
   return w.Finish();
 }
 
@@ -447,8 +620,11 @@ Result<ExportReport> ExportTrace(const fs::path& trace_dir, const fs::path& out,
   std::error_code ec;
   if (fs::exists(out, ec) && !options.force)
     return Error(out.string() + " already exists: choose another output or pass --force");
+  const bool sampled = m.source == trace::Source::kSampled;
   if (m.streams.empty())
-    return Error("the trace has no PT streams (nothing was captured): nothing to export");
+    return Error(sampled ? "the trace has no sample streams (nothing was captured): nothing to "
+                           "export"
+                         : "the trace has no PT streams (nothing was captured): nothing to export");
 
   PTSNAP_ASSIGN_OR_RETURN(std::string bytes, BuildPerfData(trace, options, &report));
   if (!report.directory) {

@@ -15,6 +15,16 @@
 //  - features: AUXTRACE index, event description, build-ids, OS release,
 //    command line.
 //
+// Sampled traces (source "sampled", docs/perf-interop.md "Sampled traces")
+// are written as `perf record` writes its samples: one attr, the recorded
+// sampling event (type, config, sample_type, freq and sample_freq or the
+// period, regs/stack/branch settings), holding the samples, with their ids
+// rewritten to its one id, and the sideband (COMM, MMAP2, FORK, EXIT, ...)
+// in time order, plus (dwarf) the read-only segments of every mapped ELF
+// file (DataSegmentMappings); features: build-ids, event description, OS release,
+// command line. Overlapping samples of --multi-snapshot rings are written
+// once.
+//
 // Kernel-scope recordings with a copied kernel image are written in perf's
 // directory format: OUT/data plus OUT/kcore_dir/{kallsyms,modules,kcore},
 // with the kernel map (up to _etext) and one map per module, as perf record
@@ -33,6 +43,7 @@
 #include <string_view>
 #include <vector>
 
+#include "elf/segments.h"
 #include "ptsnap/result.h"
 #include "sys/kallsyms.h"
 #include "trace/trace_dir.h"
@@ -54,6 +65,9 @@ struct ExportReport {
   std::filesystem::path data_file;  // the perf.data file itself
   bool directory = false;           // perf's directory format (kcore_dir)
   uint64_t auxtrace_records = 0;
+  bool sampled = false;     // a sampled trace: samples, no AUXTRACE
+  uint64_t samples = 0;     // sampled traces: PERF_RECORD_SAMPLE records written
+  uint64_t torn_bytes = 0;  // sampled traces: cut-short stream tails left out
   uint64_t sideband_records = 0;
   uint64_t skipped_records = 0;  // sideband types perf has no use for (AUX, LOST)
   uint64_t build_ids = 0;
@@ -63,6 +77,16 @@ struct ExportReport {
   uint64_t tsc_shift = 0;
   uint64_t time_shift_ns = 0;  // the same shift on the perf clock
 };
+
+// The mappings of `layout`'s other (non-executable) load segments, as the
+// kernel would have reported them with `mmap_data` for the file that
+// `exec` maps executable code of: same process, time and file, the same
+// load bias, whole pages, PROT_READ. perf's dwarf unwinder reads
+// .eh_frame_hdr and .eh_frame through the process's maps, and those lie in
+// a read-only segment that ptsnap's recording (which reads the file itself)
+// never asks the kernel about. Empty when `exec`'s offset lies in no segment.
+std::vector<trace::Mmap2> DataSegmentMappings(const trace::Mmap2& exec,
+                                              const elf::LoadLayout& layout, uint64_t page_size);
 
 // The attr.config perf needs: the recorded config, with the bits the
 // manifest's booleans name set (emulated recordings record config 0).

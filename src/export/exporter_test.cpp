@@ -1,6 +1,7 @@
 #include "export/exporter.h"
 
 #include <intel-pt.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -393,6 +394,195 @@ TEST(ExporterTest, ErrorsAreClear) {
   EXPECT_TRUE(ExportTrace(f.dir, out, force).has_value());
   EXPECT_THAT(ExportTrace(f.tmp.path() / "nope", f.tmp.path() / "x.data", {}),
               HasErrorContaining("nope"));
+}
+
+// A sampled trace (source "sampled"): two threads' sample streams and a
+// COMM and MMAP2 of the sideband.
+constexpr uint64_t kFpSampleType = PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP | PERF_SAMPLE_TID |
+                                   PERF_SAMPLE_TIME | PERF_SAMPLE_CPU | PERF_SAMPLE_PERIOD |
+                                   PERF_SAMPLE_CALLCHAIN;
+
+std::string FpSample(uint32_t tid, uint64_t time) {
+  std::string r;
+  auto put = [&](uint64_t v) { r.append(reinterpret_cast<const char*>(&v), 8); };
+  uint32_t type = PERF_RECORD_SAMPLE;
+  uint16_t misc = PERF_RECORD_MISC_USER, size = 8 + 10 * 8;
+  r.append(reinterpret_cast<const char*>(&type), 4);
+  r.append(reinterpret_cast<const char*>(&misc), 2);
+  r.append(reinterpret_cast<const char*>(&size), 2);
+  put(555);  // the recording's event id
+  put(0x401000);
+  put((static_cast<uint64_t>(tid) << 32) | 42);
+  put(time);
+  put(0);
+  put(250000);
+  put(3);  // callchain: nr, PERF_CONTEXT_USER, ip, a return address
+  put(static_cast<uint64_t>(PERF_CONTEXT_USER));
+  put(0x401000);
+  return r + std::string("\x20\x10\x40\0\0\0\0\0", 8);
+}
+
+trace::Manifest SampledManifest(uint64_t sample_type = kFpSampleType) {
+  trace::Manifest m;
+  m.source = trace::Source::kSampled;
+  m.mode = trace::Mode::kFull;
+  m.kernel_release = "6.1.0-test";
+  m.command = {"prog"};
+  m.pids = {42};
+  trace::Sampling sa;
+  sa.event = "cpu-clock";
+  sa.type = PERF_TYPE_SOFTWARE;
+  sa.config = PERF_COUNT_SW_CPU_CLOCK;
+  sa.sample_type = sample_type;
+  sa.frequency = 4000;
+  sa.callgraph = "fp";
+  m.sampling = sa;
+  return m;
+}
+
+void WriteSampled(const fs::path& dir, trace::Manifest m, bool with_streams = true) {
+  auto w = trace::TraceWriter::Create(dir, std::move(m));
+  ASSERT_TRUE(w.has_value()) << w.error().ToString();
+  std::string sb;
+  sb += trace::SerializeRecord(Rec(trace::Comm{42, 42, "prog", true}, 42, 42, 100));
+  trace::Mmap2 mm;
+  mm.pid = mm.tid = 42;
+  mm.addr = 0x400000;
+  mm.len = 0x10000;
+  mm.prot = 5;
+  mm.filename = fs::read_symlink("/proc/self/exe").string();
+  sb += trace::SerializeRecord(Rec(mm, 42, 42, 200));
+  ASSERT_TRUE(w->AppendSideband(std::as_bytes(std::span(sb.data(), sb.size()))));
+  if (with_streams) {
+    // Thread 42: samples at 300 and 500 and a torn tail; thread 43: 400.
+    std::string s0 = FpSample(42, 300) + FpSample(42, 500) + "torn!";
+    std::string s1 = FpSample(43, 400);
+    trace::Stream st;
+    st.kind = trace::StreamKind::kSamples;
+    st.pid = st.tid = 42;
+    ASSERT_TRUE(w->AddStream(st, std::as_bytes(std::span(s0.data(), s0.size()))));
+    st.tid = 43;
+    ASSERT_TRUE(w->AddStream(st, std::as_bytes(std::span(s1.data(), s1.size()))));
+  }
+  ASSERT_TRUE(w->Finish());
+}
+
+TEST(ExporterTest, SampledTraceIsOneSamplingAttrWithItsFrequency) {
+  TempDir tmp;
+  WriteSampled(tmp.path() / "t", SampledManifest());
+  PerfData pd = Export(tmp.path() / "t", tmp.path() / "perf.data");
+  ASSERT_EQ(pd.attrs.size(), 1u);
+  const Attr& a = pd.attrs[0];
+  EXPECT_EQ(a.type, static_cast<uint32_t>(PERF_TYPE_SOFTWARE));
+  EXPECT_EQ(a.config, static_cast<uint64_t>(PERF_COUNT_SW_CPU_CLOCK));
+  EXPECT_EQ(a.sample_type, kFpSampleType);
+  EXPECT_EQ(a.sample_period, 4000u);  // sample_freq
+  EXPECT_TRUE(a.flags & kAttrFreq);
+  EXPECT_TRUE(a.flags & kAttrSampleIdAll);
+  EXPECT_TRUE(a.flags & kAttrMmap2);
+  EXPECT_TRUE(a.flags & kAttrExcludeKernel);
+  EXPECT_FALSE(a.flags & kAttrExcludeCallchainUser);
+  EXPECT_THAT(a.ids, ::testing::ElementsAre(1u));
+  EXPECT_TRUE(pd.features.count(kFeatBuildId));
+  EXPECT_TRUE(pd.features.count(kFeatEventDesc));
+  EXPECT_TRUE(pd.features.count(kFeatOsRelease));
+  EXPECT_FALSE(pd.features.count(kFeatAuxtrace));
+}
+
+TEST(ExporterTest, SampledTraceRecordsAreInTimeOrderWithOneId) {
+  TempDir tmp;
+  WriteSampled(tmp.path() / "t", SampledManifest());
+  auto r = ExportTrace(tmp.path() / "t", tmp.path() / "perf.data", {});
+  ASSERT_TRUE(r.has_value()) << r.error().ToString();
+  EXPECT_TRUE(r->sampled);
+  EXPECT_EQ(r->samples, 3u);
+  EXPECT_EQ(r->sideband_records, 2u);
+  EXPECT_EQ(r->torn_bytes, 5u);
+  EXPECT_EQ(r->auxtrace_records, 0u);
+  PerfData pd = Export(tmp.path() / "t", tmp.path() / "perf2.data");
+  std::vector<uint32_t> types;
+  std::vector<uint64_t> sample_times;
+  for (const DataRecord& rec : pd.records) {
+    types.push_back(rec.type);
+    if (rec.type == PERF_RECORD_SAMPLE) {
+      EXPECT_EQ(LoadLe<uint64_t>(rec.bytes, 8), 1u);  // IDENTIFIER rewritten
+      sample_times.push_back(LoadLe<uint64_t>(rec.bytes, 32));
+      EXPECT_EQ(rec.bytes.size(), FpSample(42, 0).size());  // callchain kept
+    } else if (rec.type != kRecordFinishedRound) {
+      EXPECT_EQ(LoadLe<uint64_t>(rec.bytes, rec.bytes.size() - 8), 1u);  // trailer id
+    }
+  }
+  EXPECT_THAT(types,
+              ::testing::ElementsAre(PERF_RECORD_COMM, PERF_RECORD_MMAP2, PERF_RECORD_SAMPLE,
+                                     PERF_RECORD_SAMPLE, PERF_RECORD_SAMPLE, kRecordFinishedRound));
+  EXPECT_THAT(sample_times, ::testing::ElementsAre(300u, 400u, 500u));
+}
+
+TEST(ExporterTest, DwarfSamplingAttrCarriesRegsAndStack) {
+  TempDir tmp;
+  uint64_t st = kFpSampleType | PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
+  trace::Manifest m = SampledManifest(st);
+  m.sampling->callgraph = "dwarf";
+  m.sampling->regs_user = 0xff0fff;
+  m.sampling->stack_user = 8192;
+  WriteSampled(tmp.path() / "t", m, false);
+  // No streams: an error, not an empty file.
+  EXPECT_THAT(ExportTrace(tmp.path() / "t", tmp.path() / "x.data", {}),
+              HasErrorContaining("no sample streams"));
+  TempDir tmp2;
+  trace::Manifest m2 = m;
+  // The records here have no regs or stack (fp-shaped); the attr's dwarf
+  // fields come from the manifest's sampling object alone.
+  m2.sampling->sample_type = kFpSampleType;
+  WriteSampled(tmp2.path() / "t", m2);
+  PerfData pd = Export(tmp2.path() / "t", tmp2.path() / "perf.data");
+  ASSERT_EQ(pd.attrs.size(), 1u);
+  EXPECT_EQ(pd.attrs[0].sample_regs_user, 0xff0fffu);
+  EXPECT_EQ(pd.attrs[0].sample_stack_user, 8192u);
+  EXPECT_TRUE(pd.attrs[0].flags & kAttrExcludeCallchainUser);
+}
+
+TEST(ExporterTest, SampledTraceWhoseTrailerPerfCannotReadIsAnError) {
+  TempDir tmp;
+  // No CPU in sample_type: the sideband's 32-byte trailer would not match.
+  WriteSampled(tmp.path() / "t", SampledManifest(kFpSampleType & ~PERF_SAMPLE_CPU));
+  EXPECT_THAT(ExportTrace(tmp.path() / "t", tmp.path() / "perf.data", {}),
+              HasErrorContaining("does not match the sideband's sample_id trailer"));
+}
+
+TEST(ExporterTest, DataSegmentMappingsUseTheExecMappingsBias) {
+  // A PIE: r-- at 0, r-x at 0x1000 (file 0x1000), r-- at 0x2000 (file
+  // 0x2000: .eh_frame_hdr), rw- at 0x3df0 (file 0x2df0, bss to 0x4100).
+  elf::LoadLayout layout;
+  layout.pie = true;
+  layout.segments = {{0, 0, 0x600, 0x600, false},
+                     {0x1000, 0x1000, 0x300, 0x300, true},
+                     {0x2000, 0x2000, 0x200, 0x200, false},
+                     {0x3df0, 0x2df0, 0x240, 0x310, false}};
+  trace::Mmap2 exec;
+  exec.pid = exec.tid = 42;
+  exec.addr = 0x555555555000;
+  exec.len = 0x1000;
+  exec.pgoff = 0x1000;
+  exec.prot = PROT_READ | PROT_EXEC;
+  exec.filename = "/bin/prog";
+  auto maps = DataSegmentMappings(exec, layout, 4096);
+  ASSERT_EQ(maps.size(), 3u);
+  EXPECT_EQ(maps[0].addr, 0x555555554000u);
+  EXPECT_EQ(maps[0].len, 0x1000u);
+  EXPECT_EQ(maps[0].pgoff, 0u);
+  EXPECT_EQ(maps[1].addr, 0x555555556000u);
+  EXPECT_EQ(maps[1].pgoff, 0x2000u);
+  EXPECT_EQ(maps[2].addr, 0x555555557000u);  // 0x3df0 rounded down
+  EXPECT_EQ(maps[2].len, 0x2000u);           // to 0x4100 rounded up
+  EXPECT_EQ(maps[2].pgoff, 0x2000u);
+  for (const auto& m : maps) {
+    EXPECT_EQ(m.pid, 42u);
+    EXPECT_EQ(m.filename, "/bin/prog");
+    EXPECT_EQ(m.prot, static_cast<uint32_t>(PROT_READ));
+  }
+  exec.pgoff = 0x9000;  // in no segment
+  EXPECT_TRUE(DataSegmentMappings(exec, layout, 4096).empty());
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "export/perf_data.h"
 
+#include <linux/perf_event.h>
+
 #include <cstring>
 
 namespace ptsnap::exporter {
@@ -26,9 +28,13 @@ std::string SerializeAttr(const Attr& a) {
   PutAt<uint32_t>(out, 0, a.type);
   PutAt<uint32_t>(out, 4, kAttrSize);
   PutAt<uint64_t>(out, 8, a.config);
-  PutAt<uint64_t>(out, 16, 1);  // sample_period: perf record uses 1 for intel_pt
+  PutAt<uint64_t>(out, 16, a.sample_period);  // or sample_freq (flag freq)
   PutAt<uint64_t>(out, 24, a.sample_type);
   PutAt<uint64_t>(out, 40, a.flags);
+  PutAt<uint64_t>(out, 72, a.branch_sample_type);
+  PutAt<uint64_t>(out, 80, a.sample_regs_user);
+  PutAt<uint32_t>(out, 88, a.sample_stack_user);
+  PutAt<uint16_t>(out, 108, a.sample_max_stack);
   return out;
 }
 
@@ -230,8 +236,15 @@ Result<PerfData> ParsePerfData(std::span<const std::byte> bytes) {
     Attr a;
     a.type = LoadLe<uint32_t>(f, off);
     a.config = LoadLe<uint64_t>(f, off + 8);
+    a.sample_period = LoadLe<uint64_t>(f, off + 16);
     a.sample_type = LoadLe<uint64_t>(f, off + 24);
     a.flags = LoadLe<uint64_t>(f, off + 40);
+    if (pd.attr_size >= 16 + 112) {  // fields of PERF_ATTR_SIZE_VER5 (112 bytes)
+      a.branch_sample_type = LoadLe<uint64_t>(f, off + 72);
+      a.sample_regs_user = LoadLe<uint64_t>(f, off + 80);
+      a.sample_stack_user = LoadLe<uint32_t>(f, off + 88);
+      a.sample_max_stack = LoadLe<uint16_t>(f, off + 108);
+    }
     uint64_t ids_off = LoadLe<uint64_t>(f, off + pd.attr_size - 16);
     uint64_t ids_size = LoadLe<uint64_t>(f, off + pd.attr_size - 8);
     if (!in_file(ids_off, ids_size) || ids_size % 8 != 0)
@@ -282,6 +295,63 @@ Result<PerfData> ParsePerfData(std::span<const std::byte> bytes) {
     table += 16;
   }
   return pd;
+}
+
+namespace {
+
+// Byte offsets of the leading fixed fields of a PERF_RECORD_SAMPLE body
+// (after the 8-byte header), in the kernel's order (perf_output_sample()).
+struct SampleFields {
+  int identifier = -1, tid = -1, time = -1, id = -1;
+  size_t fixed_end = 8;  // end of the fields up to and including ID
+};
+SampleFields LayOut(uint64_t sample_type) {
+  SampleFields f;
+  size_t off = 8;
+  if (sample_type & PERF_SAMPLE_IDENTIFIER) f.identifier = static_cast<int>(off), off += 8;
+  if (sample_type & PERF_SAMPLE_IP) off += 8;
+  if (sample_type & PERF_SAMPLE_TID) f.tid = static_cast<int>(off), off += 8;
+  if (sample_type & PERF_SAMPLE_TIME) f.time = static_cast<int>(off), off += 8;
+  if (sample_type & PERF_SAMPLE_ADDR) off += 8;
+  if (sample_type & PERF_SAMPLE_ID) f.id = static_cast<int>(off), off += 8;
+  f.fixed_end = off;
+  return f;
+}
+
+}  // namespace
+
+Result<SplitSamples> SplitSampleStream(std::string_view stream, uint64_t sample_type) {
+  if ((sample_type & PERF_SAMPLE_TID) == 0 || (sample_type & PERF_SAMPLE_TIME) == 0)
+    return Error("samples without TID and TIME in sample_type cannot be exported");
+  const SampleFields f = LayOut(sample_type);
+  SplitSamples out;
+  size_t off = 0;
+  while (off < stream.size()) {
+    if (stream.size() - off < 8) break;
+    uint32_t type = LoadLe<uint32_t>(stream, off);
+    uint16_t size = LoadLe<uint16_t>(stream, off + 6);
+    if (size < 8 || size > stream.size() - off) break;
+    std::string_view rec = stream.substr(off, size);
+    off += size;
+    if (type != PERF_RECORD_SAMPLE || rec.size() < f.fixed_end) {
+      ++out.other_records;
+      continue;
+    }
+    out.samples.push_back({rec, LoadLe<uint32_t>(rec, static_cast<size_t>(f.tid)),
+                           LoadLe<uint32_t>(rec, static_cast<size_t>(f.tid) + 4),
+                           LoadLe<uint64_t>(rec, static_cast<size_t>(f.time))});
+  }
+  out.torn_bytes = stream.size() - off;
+  return out;
+}
+
+std::string WithSampleId(std::string_view record, uint64_t sample_type, uint64_t id) {
+  std::string out(record);
+  const SampleFields f = LayOut(sample_type);
+  if (out.size() < f.fixed_end) return out;
+  if (f.identifier >= 0) PutAt<uint64_t>(out, static_cast<size_t>(f.identifier), id);
+  if (f.id >= 0) PutAt<uint64_t>(out, static_cast<size_t>(f.id), id);
+  return out;
 }
 
 Result<std::vector<AuxtraceIndexEntry>> ParseAuxtraceIndex(std::string_view body) {

@@ -57,11 +57,18 @@ inline constexpr int kFeatDirFormat = 24;
 struct Attr {
   uint32_t type = 0;
   uint64_t config = 0;
+  // sample_period, or sample_freq when `flags` has kAttrFreq. perf record
+  // uses 1 for intel_pt.
+  uint64_t sample_period = 1;
   uint64_t sample_type = 0;
   // Bits of the flags word (bit 0 disabled ... see uapi perf_event.h).
   uint64_t flags = 0;
-  std::string name;           // for the event-description feature
-  std::vector<uint64_t> ids;  // sample ids that name this event
+  uint64_t branch_sample_type = 0;  // PERF_SAMPLE_BRANCH_* (BRANCH_STACK samples)
+  uint64_t sample_regs_user = 0;    // REGS_USER samples: which registers
+  uint32_t sample_stack_user = 0;   // STACK_USER samples: bytes of stack asked for
+  uint16_t sample_max_stack = 0;    // CALLCHAIN depth cap, 0 = the kernel's default
+  std::string name;                 // for the event-description feature
+  std::vector<uint64_t> ids;        // sample ids that name this event
   friend bool operator==(const Attr&, const Attr&) = default;
 };
 // perf_event_attr flag bits used here (uapi perf_event.h bitfield order).
@@ -70,8 +77,11 @@ inline constexpr uint64_t kAttrExcludeKernel = 1ULL << 5;
 inline constexpr uint64_t kAttrExcludeHv = 1ULL << 6;
 inline constexpr uint64_t kAttrMmap = 1ULL << 8;
 inline constexpr uint64_t kAttrComm = 1ULL << 9;
+inline constexpr uint64_t kAttrFreq = 1ULL << 10;
+inline constexpr uint64_t kAttrEnableOnExec = 1ULL << 12;
 inline constexpr uint64_t kAttrTask = 1ULL << 13;
 inline constexpr uint64_t kAttrSampleIdAll = 1ULL << 18;
+inline constexpr uint64_t kAttrExcludeCallchainUser = 1ULL << 22;
 inline constexpr uint64_t kAttrMmap2 = 1ULL << 23;
 inline constexpr uint64_t kAttrCommExec = 1ULL << 24;
 inline constexpr uint64_t kAttrContextSwitch = 1ULL << 26;
@@ -124,6 +134,27 @@ std::string MakeTimeConv(uint64_t time_shift, uint64_t time_mult, uint64_t time_
 std::string HeaderString(std::string_view s);
 // HEADER_BUILD_ID body entry: perf_record_header_build_id for one file.
 std::string MakeBuildIdEntry(std::string_view raw_build_id, std::string_view filename, bool kernel);
+
+// PERF_RECORD_SAMPLE records (the samples streams of a sampled trace, laid
+// out by the sampling event's sample_type; uapi perf_event.h gives the field
+// order: IDENTIFIER, IP, TID, TIME, ADDR, ID, STREAM_ID, CPU, ...).
+struct SampleRef {
+  std::string_view bytes;  // the whole record, header included; points into the stream
+  uint32_t pid = 0, tid = 0;
+  uint64_t time = 0;
+};
+struct SplitSamples {
+  std::vector<SampleRef> samples;
+  uint64_t other_records = 0;  // records of other types, skipped
+  uint64_t torn_bytes = 0;     // a cut-short last record or a header that cannot be right
+};
+// Splits a samples stream into its records. Pure, never reads past
+// `stream`; needs TID and TIME in `sample_type` (else an error naming them).
+Result<SplitSamples> SplitSampleStream(std::string_view stream, uint64_t sample_type);
+// `record` (a PERF_RECORD_SAMPLE laid out by `sample_type`) with its
+// IDENTIFIER and ID fields set to `id`; a record too short for them is
+// returned unchanged.
+std::string WithSampleId(std::string_view record, uint64_t sample_type, uint64_t id);
 
 // What ParsePerfData found.
 struct PerfData {

@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 
 #include <gtest/gtest.h>
+#include <linux/perf_event.h>
+
 #include <cstring>
 
 #include "tests/support/result_matchers.h"
@@ -119,6 +121,81 @@ TEST(PerfDataTest, RejectsCorruptFiles) {
   EXPECT_THAT(ParsePerfData(bad), HasErrorContaining("bad size"));
   EXPECT_THAT(ParseAuxtraceIndex(std::string("\x05\0\0\0\0\0\0\0", 8)),
               HasErrorContaining("count exceeds"));
+}
+
+TEST(PerfDataTest, SamplingAttrFieldsRoundTrip) {
+  PerfDataWriter w;
+  Attr a;
+  a.type = PERF_TYPE_SOFTWARE;
+  a.config = PERF_COUNT_SW_CPU_CLOCK;
+  a.sample_period = 4000;
+  a.flags = kAttrFreq | kAttrSampleIdAll | kAttrExcludeCallchainUser;
+  a.sample_type = 0x131a7;
+  a.sample_regs_user = 0xff0fff;
+  a.sample_stack_user = 8192;
+  a.sample_max_stack = 127;
+  a.branch_sample_type = 3;
+  a.ids = {1};
+  w.AddAttr(a);
+  std::string f = w.Finish();
+  auto pd = ParsePerfData(f);
+  ASSERT_TRUE(pd.has_value()) << pd.error().ToString();
+  ASSERT_EQ(pd->attrs.size(), 1u);
+  EXPECT_EQ(pd->attrs[0], a);
+  // uapi offsets: sample_freq 16, sample_regs_user 80, sample_stack_user 88.
+  uint64_t attr_off = LoadLe<uint64_t>(f, 24);
+  EXPECT_EQ(LoadLe<uint64_t>(f, attr_off + 16), 4000u);
+  EXPECT_EQ(LoadLe<uint64_t>(f, attr_off + 80), 0xff0fffu);
+  EXPECT_EQ(LoadLe<uint32_t>(f, attr_off + 88), 8192u);
+  EXPECT_EQ(LoadLe<uint16_t>(f, attr_off + 108), 127u);
+}
+
+// A PERF_RECORD_SAMPLE with IDENTIFIER, IP, TID, TIME, CPU, PERIOD.
+std::string Sample(uint64_t id, uint32_t tid, uint64_t time) {
+  std::string r = MakeHeader(PERF_RECORD_SAMPLE, 2, 8 + 6 * 8);
+  auto put = [&](uint64_t v) { r.append(reinterpret_cast<const char*>(&v), 8); };
+  put(id);
+  put(0x401000);
+  put((static_cast<uint64_t>(tid) << 32) | 42);
+  put(time);
+  put(0);
+  put(250000);
+  return r;
+}
+constexpr uint64_t kSixFields = PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP | PERF_SAMPLE_TID |
+                                PERF_SAMPLE_TIME | PERF_SAMPLE_CPU | PERF_SAMPLE_PERIOD;
+
+TEST(PerfDataTest, SplitSampleStreamFindsEachSampleItsThreadAndTime) {
+  std::string other = MakeHeader(PERF_RECORD_LOST, 0, 16) + std::string(8, '\0');
+  std::string s = Sample(7, 43, 500) + other + Sample(7, 44, 600) + std::string("abcde");
+  auto split = SplitSampleStream(s, kSixFields);
+  ASSERT_TRUE(split.has_value()) << split.error().ToString();
+  ASSERT_EQ(split->samples.size(), 2u);
+  EXPECT_EQ(split->samples[0].pid, 42u);
+  EXPECT_EQ(split->samples[0].tid, 43u);
+  EXPECT_EQ(split->samples[0].time, 500u);
+  EXPECT_EQ(split->samples[1].tid, 44u);
+  EXPECT_EQ(split->samples[1].time, 600u);
+  EXPECT_EQ(split->samples[1].bytes, Sample(7, 44, 600));
+  EXPECT_EQ(split->other_records, 1u);
+  EXPECT_EQ(split->torn_bytes, 5u);
+  EXPECT_THAT(SplitSampleStream(s, PERF_SAMPLE_IP | PERF_SAMPLE_TIME),
+              HasErrorContaining("TID and TIME"));
+}
+
+TEST(PerfDataTest, WithSampleIdRewritesIdentifierAndId) {
+  std::string r = WithSampleId(Sample(7, 43, 500), kSixFields, 1);
+  EXPECT_EQ(r, Sample(1, 43, 500));
+  // With ID too (after IP, TID, TIME): both fields.
+  uint64_t st =
+      PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_ID;
+  std::string with_id = MakeHeader(PERF_RECORD_SAMPLE, 2, 48) + std::string(40, '\x07');
+  std::string out = WithSampleId(with_id, st, 1);
+  EXPECT_EQ(LoadLe<uint64_t>(out, 8), 1u);
+  EXPECT_EQ(LoadLe<uint64_t>(out, 40), 1u);
+  EXPECT_EQ(LoadLe<uint64_t>(out, 16), 0x0707070707070707u);
+  // Too short: unchanged.
+  EXPECT_EQ(WithSampleId("12345678", kSixFields, 1), "12345678");
 }
 
 }  // namespace
