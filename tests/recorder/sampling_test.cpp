@@ -144,7 +144,7 @@ std::vector<Sample> ParseSamples(const std::string& bytes, uint64_t sample_type)
     std::memcpy(&nr, b + 48, 8);
     if (56 + nr * 8 <= h.size - sizeof(h)) {
       s.callchain.resize(nr);
-      std::memcpy(s.callchain.data(), b + 56, nr * 8);
+      if (nr != 0) std::memcpy(s.callchain.data(), b + 56, nr * 8);
     } else {
       ADD_FAILURE() << "callchain of " << nr << " entries runs past the record";
     }
