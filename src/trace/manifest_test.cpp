@@ -54,7 +54,14 @@ Manifest FullManifest() {
   m.sideband = "sideband.data";
   m.snapshots = {
       {.seq = 1, .reason = SnapshotReason::kTrigger, .detail = "main", .time = 123, .tid = 1234},
-      {.seq = 2, .reason = SnapshotReason::kExit, .detail = "", .time = 456, .tid = 0}};
+      {.seq = 2, .reason = SnapshotReason::kExit, .detail = "", .time = 456, .tid = 0},
+      {.seq = 3,
+       .reason = SnapshotReason::kSlowCall,
+       .detail = "handle_request took 5.123 ms (from +1.000 ms, thread 1234)",
+       .time = 6'123'000,
+       .tid = 1234,
+       .call_begin = 1'000'000,
+       .call_ns = 5'123'000}};
   m.streams = {{.id = 0,
                 .file = "pt/0.pt",
                 .pid = 1234,
@@ -184,7 +191,8 @@ TEST(ManifestTest, RejectsWrongTypesNamingTheField) {
       {[](auto& j) { j["cpu"]["family"] = 1.5; }, "field 'cpu.family': expected an unsigned"},
       {[](auto& j) { j["cpu"]["model"] = 1ll << 33; }, "field 'cpu.model': value 8589934592"},
       {[](auto& j) { j["source"] = "laser"; },
-       "field 'source': unknown value \"laser\" (expected \"hardware\", \"emulated\", \"sampled\")"},
+       "field 'source': unknown value \"laser\" (expected \"hardware\", \"emulated\", "
+       "\"sampled\")"},
       {[](auto& j) { j["state"] = 1; }, "field 'state': expected a string"},
       {[](auto& j) { j["snapshots"][0]["reason"] = "boredom"; },
        "field 'snapshots[0].reason': unknown value \"boredom\" (expected \"exit\", \"trigger\""},
