@@ -108,7 +108,8 @@ Result<ProbeTarget> ResolveProbeTarget(std::string_view symbol, pid_t pid) {
   }
   for (const auto& f : files) {
     // The executable through /proc (it may have been replaced on disk).
-    PTSNAP_ASSIGN_OR_RETURN(auto off, OffsetIn(f == exe ? std::filesystem::path(proc + "/exe") : f, symbol));
+    PTSNAP_ASSIGN_OR_RETURN(auto off,
+                            OffsetIn(f == exe ? std::filesystem::path(proc + "/exe") : f, symbol));
     if (off) return ProbeTarget{f, *off, std::string(symbol)};
   }
   std::string searched = exe.string();
@@ -131,11 +132,18 @@ Result<std::unique_ptr<SlowCallProbes>> SlowCallProbes::Create(const base::RootP
   return p;
 }
 
-Result<void> SlowCallProbes::AddThread(pid_t tid, bool inherit) {
+Result<void> SlowCallProbes::AddThread(pid_t tid) {
+  if (std::any_of(probes_.begin(), probes_.end(), [&](const Probe& p) { return p.tid == tid; }))
+    return Ok();
+  // Per thread, not inherited: the kernel maps no ring of an inherited
+  // per-task event (perf_mmap: EINVAL for inherit with cpu -1), and an
+  // inherited uprobe event would be created again in the cloning task,
+  // where config1 (a pointer into ptsnap) names no path
+  // (perf_uprobe_init's strndup_user). The recorder adds each new thread
+  // as its PERF_RECORD_FORK is read.
   for (bool ret : {false, true}) {
-    PTSNAP_ASSIGN_OR_RETURN(
-        perf_event_attr attr,
-        perf::BuildUprobeAttr(pmu_, path_.c_str(), target_.offset, ret, inherit));
+    PTSNAP_ASSIGN_OR_RETURN(perf_event_attr attr,
+                            perf::BuildUprobeAttr(pmu_, path_.c_str(), target_.offset, ret, false));
     // 16 pages: a call a microsecond for a few ms between drains.
     auto ev = perf::PerfEvent::Open(attr, tid, -1, perf::MapSpec{16, 0, false},
                                     std::string(ret ? "return" : "entry") + " probe (uprobe) on " +
@@ -145,9 +153,19 @@ Result<void> SlowCallProbes::AddThread(pid_t tid, bool inherit) {
     p.event = std::make_unique<perf::PerfEvent>(std::move(*ev));
     p.ring = std::make_unique<perf::DataRingReader>(p.event->header(), p.event->data());
     p.is_return = ret;
+    p.tid = tid;
     probes_.push_back(std::move(p));
   }
   return Ok();
+}
+
+void SlowCallProbes::ThreadExited(pid_t tid) {
+  if (std::none_of(probes_.begin(), probes_.end(), [&](const Probe& p) { return p.tid == tid; }))
+    return;
+  // Its last hits first (the next Poll returns what they complete).
+  std::vector<SlowCall> found = Poll();
+  pending_.insert(pending_.end(), found.begin(), found.end());
+  std::erase_if(probes_, [&](const Probe& p) { return p.tid == tid; });
 }
 
 std::vector<SlowCall> SlowCallProbes::Poll() {
@@ -177,7 +195,8 @@ std::vector<SlowCall> SlowCallProbes::Poll() {
   std::stable_sort(hits.begin(), hits.end(), [](const ProbeHit& a, const ProbeHit& b) {
     return a.time != b.time ? a.time < b.time : (!a.is_return && b.is_return);
   });
-  std::vector<SlowCall> out;
+  std::vector<SlowCall> out = std::move(pending_);
+  pending_.clear();
   for (const ProbeHit& h : hits)
     if (auto c = tracker_.Feed(h)) out.push_back(*c);
   return out;

@@ -109,10 +109,13 @@ class SlowCallProbes {
                                                         ProbeTarget target, uint64_t threshold_ns,
                                                         bool rate_limit);
 
-  // An entry and a return probe on `tid` (pid-scoped, cpu -1; `inherit`:
-  // and the threads it creates from now on). Errors name the thread and
+  // An entry and a return probe on thread `tid` (cpu -1, not inherited:
+  // the caller adds threads created later; calls they make before that are
+  // not timed). Again for the same tid: nothing. Errors name the thread and
   // what the kernel refused.
-  Result<void> AddThread(pid_t tid, bool inherit);
+  Result<void> AddThread(pid_t tid);
+  // The thread exited: its probes are read one last time and closed.
+  void ThreadExited(pid_t tid);
   // Reads both rings (returns first, so every return read has its entry
   // read too), merges by time and returns the slow calls found.
   std::vector<SlowCall> Poll();
@@ -128,10 +131,12 @@ class SlowCallProbes {
     std::unique_ptr<perf::PerfEvent> event;
     std::unique_ptr<perf::DataRingReader> ring;
     bool is_return = false;
+    pid_t tid = 0;
   };
   ProbeTarget target_;
   std::string path_;  // config1 points here while the events open
   sys::PmuInfo pmu_;
+  std::vector<SlowCall> pending_;  // found while a thread's probes were closed
   SlowCallTracker tracker_;
   std::vector<Probe> probes_;
   uint64_t lost_ = 0;

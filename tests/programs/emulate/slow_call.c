@@ -1,14 +1,17 @@
 // A request loop with chosen slow requests, for --slower-than:
-//   emu_slow_call CALLS SLOW FAST_UNITS SLOW_UNITS [THREADS]
+//   emu_slow_call CALLS SLOW FAST_UNITS SLOW_UNITS [THREADS [WAIT_MS]]
 // calls handle_request CALLS times (per thread); the calls whose index is in
 // the comma-separated list SLOW do SLOW_UNITS units of work, the others
 // FAST_UNITS. With THREADS > 1 the loop also runs in THREADS - 1 more
 // threads, where only the last thread's calls listed in SLOW are slow and
-// the main thread's are all fast.
+// the main thread's are all fast. WAIT_MS: sleep that long first (for a
+// tracer to attach). Also built natively (tests/programs/meson.build) for
+// the recorder's --slower-than tests.
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static int g_calls, g_threads;
 static long g_fast, g_slow;
@@ -39,6 +42,10 @@ static long Loop(int slow_allowed) {
 
 static void* Thread(void* arg) {
   long last = (long)arg;
+  // Time for a tracer that follows new threads as it reads their creation
+  // (the native --slower-than probes) to add this one before its loop.
+  struct timespec ts = {0, 100 * 1000000L};
+  nanosleep(&ts, NULL);
   long r = Loop(last != 0);
   return (void*)r;
 }
@@ -53,6 +60,11 @@ int main(int argc, char** argv) {
   g_fast = atol(argv[3]);
   g_slow = atol(argv[4]);
   g_threads = argc > 5 ? atoi(argv[5]) : 1;
+  const int wait_ms = argc > 6 ? atoi(argv[6]) : 0;
+  if (wait_ms > 0) {
+    struct timespec ts = {wait_ms / 1000, (long)(wait_ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+  }
   long r = 0;
   if (g_threads <= 1) {
     r = Loop(1);
