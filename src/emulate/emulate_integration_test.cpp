@@ -568,6 +568,30 @@ TEST_F(Emulate, SlowerThanTimesEachThreadsCallsOnItsOwn) {
   }
 }
 
+// ptsnap_take_snapshot_if_slower (stop_indicator.h) measures host time:
+// piece 7 runs about 1000 times longer than the others, far above 5 ms
+// under the emulator while the others stay far below.
+TEST_F(Emulate, TakeSnapshotIfSlowerSnapshotsOnlyTheSlowPiece) {
+  record::RecordOptions o;
+  o.trigger = ".";
+  o.multi_snapshot = true;
+  auto prog = Program("slow_marks");
+  auto r = Record({prog.string(), "20", "7", "1000", "1000000", "5000000"}, o);
+  EXPECT_EQ(r.exit_code, 0);
+  ASSERT_EQ(r.manifest.snapshots.size(), 2u);
+  EXPECT_EQ(r.manifest.snapshots[0].reason, trace::SnapshotReason::kStopIndicator);
+  EXPECT_EQ(r.manifest.snapshots[1].reason, trace::SnapshotReason::kExit);
+  ExpectExact(r, 2);
+  if (HasFatalFailure()) return;
+  // The stop-indicator snapshot ends after piece 7: work ran 8 times.
+  EXPECT_EQ(WatchCount(r, r.manifest.streams[0].id, RuntimeAddress(r, prog, "work")), 8u);
+
+  // A threshold above every piece: no stop-indicator snapshot at all.
+  auto none = Record({prog.string(), "20", "7", "1000", "1000000", "60000000000"}, o);
+  ASSERT_EQ(none.manifest.snapshots.size(), 1u);
+  EXPECT_EQ(none.manifest.snapshots[0].reason, trace::SnapshotReason::kExit);
+}
+
 TEST_F(Emulate, DurationTakesASnapshotAndStops) {
   record::RecordOptions o;
   o.duration = std::chrono::milliseconds(150);

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "base/file_util.h"
+#include "ptsnap/stop_indicator.h"
 #include "record/options.h"
 #include "tests/support/result_matchers.h"
 
@@ -134,6 +135,14 @@ TEST(ResolveProbeTarget, FindsAFunctionOfAMappedLibrary) {
   auto t = ResolveProbeTarget("getpid", ::getpid());
   ASSERT_TRUE(t) << t.error().ToString();
   EXPECT_THAT(t->file.string(), ::testing::HasSubstr("libc"));
+}
+
+// The header's in-app form compiles as C++ and snapshots only when slow.
+TEST(StopIndicator, TakeSnapshotIfSlowerNeedsAMarkAndTheDuration) {
+  EXPECT_EQ(ptsnap_take_snapshot_if_slower(0), 0);  // no mark on this thread yet
+  ptsnap_mark_start();
+  EXPECT_EQ(ptsnap_take_snapshot_if_slower(uint64_t{3600} * 1'000'000'000), 0);
+  EXPECT_EQ(ptsnap_take_snapshot_if_slower(0), 1);
 }
 
 }  // namespace

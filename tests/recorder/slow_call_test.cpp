@@ -209,6 +209,11 @@ TEST_F(SlowCall, SlowerThanWithoutAFunctionTriggerIsAUsageError) {
               "--trace-dir", NextDir(), "--", Prog(), "1", "0", "1", "1"});
   EXPECT_EQ(e.code, 2);
   EXPECT_THAT(e.err, HasSubstr("--slower-than needs a function name in --trigger"));
+  e = Ptsnap({"run", "--sampling", "--full-execution", "--trigger", "handle_request",
+              "--slower-than", "2ms", "--no-decode", "--trace-dir", NextDir(), "--", Prog(), "1",
+              "0", "1", "1"});
+  EXPECT_EQ(e.code, 2);
+  EXPECT_THAT(e.err, HasSubstr("--full-execution records everything and takes none"));
   e = Ptsnap({"run", "--sampling", "--trigger", "handle_request", "--slower-than", "2", "--",
               Prog(), "1", "0", "1", "1"});
   EXPECT_EQ(e.code, 2);
