@@ -903,6 +903,17 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
         }
       }
     }
+    // Slow calls that returned after the loop's last look (the program
+    // exited right after one): their snapshots come before the last one.
+    if (slow_probes && end_reason && prepared.mode == trace::Mode::kSnapshot &&
+        (opts.multi_snapshot || session.seq == 0)) {
+      for (const SlowCall& c : slow_probes->Poll()) {
+        PTSNAP_TRY(session.TakeSnapshot(trace::SnapshotReason::kSlowCall,
+                                        SlowCallDetail(opts.trigger, c, start_perf), c.end, c.tid,
+                                        opts.multi_snapshot, &c));
+        if (!opts.multi_snapshot) break;
+      }
+    }
     PTSNAP_ASSIGN_OR_RETURN(SidebandEvents last, source->DrainSideband(writer));
     mapped_files.insert(last.mapped_files.begin(), last.mapped_files.end());
     if (end_reason && prepared.mode == trace::Mode::kSnapshot &&
