@@ -64,6 +64,10 @@ struct RecordingOptions {
   // Snapshot when this runs: a function symbol, "addr:HEX", or "." for the
   // stop indicator (ptsnap/stop_indicator.h). Empty: no trigger.
   std::string trigger;
+  // With a function `trigger`: the trigger is a call of it that returns
+  // after running at least this many nanoseconds (`--slower-than`; virtual
+  // ns, one per retired instruction, with kEmulated). 0: a plain trigger.
+  uint64_t slower_than_ns = 0;
   bool multi_snapshot = false;            // the trigger snapshots every time, not only the first
   bool multi_thread = false;              // trace every thread (default: the main thread)
   std::chrono::milliseconds duration{0};  // stop after this long; 0: no limit

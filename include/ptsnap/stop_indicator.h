@@ -14,11 +14,26 @@
  * many translation units leaves exactly one definition of each in the
  * program; noinline and the empty asm keep the call (and the symbol) from
  * being optimised away. Include it in the executable itself: `--trigger .`
- * looks the symbols up in the main executable's symbol table. */
+ * looks the symbols up in the main executable's symbol table.
+ *
+ * Snapshot only when the work was slow (magic-trace's Min_duration idea):
+ *
+ *   ptsnap_mark_start();
+ *   handle(request);
+ *   ptsnap_take_snapshot_if_slower(2000000);  // 2 ms
+ *
+ * ptsnap_take_snapshot_if_slower(ns) calls ptsnap_take_snapshot() only when
+ * at least `ns` nanoseconds of CLOCK_MONOTONIC passed since this thread's
+ * last ptsnap_mark_start() (each thread has its own mark); without a mark
+ * it does nothing. Record with `--trigger .` as usual. Under --emulate the
+ * clock is the host's: a call slowed by the emulator is slower there too.
+ * (For a function of a program that cannot be changed, `--trigger FUNC
+ * --slower-than 2ms` times it from outside.) */
 #ifndef PTSNAP_STOP_INDICATOR_H_
 #define PTSNAP_STOP_INDICATOR_H_
 
 #include <stdint.h>
+#include <time.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -33,6 +48,37 @@ __attribute__((weak, noinline, used)) void ptsnap_take_snapshot(uint64_t arg) {
 __attribute__((weak, noinline, used)) void magic_trace_stop_indicator(uint64_t start_tsc,
                                                                       uint64_t arg) {
   __asm__ __volatile__("" : : "r"(start_tsc), "r"(arg) : "memory");
+}
+
+/* This thread's mark, in CLOCK_MONOTONIC nanoseconds; 0: none. One per
+ * translation unit that includes the header (static), which is what a
+ * mark and its check in the same function need. */
+#ifdef __cplusplus
+__attribute__((unused)) static thread_local uint64_t ptsnap_mark_ns_ = 0;
+#else
+__attribute__((unused)) static _Thread_local uint64_t ptsnap_mark_ns_ = 0;
+#endif
+
+__attribute__((unused)) static inline uint64_t ptsnap_now_ns_(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Marks the start of the work this thread may want a snapshot of. */
+__attribute__((unused)) static inline void ptsnap_mark_start(void) {
+  ptsnap_mark_ns_ = ptsnap_now_ns_();
+}
+
+/* Calls ptsnap_take_snapshot(elapsed ns) when at least `ns` nanoseconds
+ * passed since this thread's ptsnap_mark_start(); returns 1 then, else 0.
+ * The mark stays (call ptsnap_mark_start() again for the next piece of work). */
+__attribute__((unused)) static inline int ptsnap_take_snapshot_if_slower(uint64_t ns) {
+  if (ptsnap_mark_ns_ == 0) return 0;
+  const uint64_t elapsed = ptsnap_now_ns_() - ptsnap_mark_ns_;
+  if (elapsed < ns) return 0;
+  ptsnap_take_snapshot(elapsed);
+  return 1;
 }
 
 #ifdef __cplusplus

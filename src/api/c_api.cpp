@@ -148,6 +148,12 @@ ptsnap_status SetOption(ptsnap::RecordingOptions& o, std::string_view key, std::
     o.trigger = std::string(value);
     return PTSNAP_OK;
   }
+  if (key == "slower-than") {
+    auto ns = ptsnap::record::ParseDuration(value);
+    if (!ns) return Invalid("option \"slower-than\": " + ns.error().ToString());
+    o.slower_than_ns = *ns;
+    return PTSNAP_OK;
+  }
   if (key == "timer-resolution") {
     // Checked against the PMU at ptsnap_recording_create().
     if (value.empty()) return bad("low, normal, high, custom:KEY=VAL,...");
@@ -191,7 +197,8 @@ ptsnap_status SetOption(ptsnap::RecordingOptions& o, std::string_view key, std::
     return PTSNAP_OK;
   }
   return Invalid("unknown option \"" + std::string(key) +
-                 "\" (known: emulate, sampling, callgraph-mode, trace-dir, trigger, snapshot-size, "
+                 "\" (known: emulate, sampling, callgraph-mode, trace-dir, trigger, slower-than, "
+                 "snapshot-size, "
                  "timer-resolution, "
                  "full-execution, multi-snapshot, multi-thread, duration-ms, copy-binaries, pid, "
                  "scope, stop-signal)");

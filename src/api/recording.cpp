@@ -55,6 +55,7 @@ Result<record::RecordOptions> ToRecordOptions(const RecordingOptions& o) {
   if (!timing) return std::move(timing).error().WithKind(ErrorKind::kUsage);
   r.timer = *timing;
   r.trigger = o.trigger;
+  r.slower_than_ns = o.slower_than_ns;
   r.multi_snapshot = o.multi_snapshot;
   r.multi_thread = o.multi_thread;
   if (o.duration.count() > 0) r.duration = o.duration;

@@ -146,6 +146,13 @@ TEST(StringsTest, ParsesStrictly) {
 }
 
 }  // namespace
+TEST(StringUtil, FormatDuration) {
+  EXPECT_EQ(FormatDuration(640), "640 ns");
+  EXPECT_EQ(FormatDuration(812'000), "812.000 us");
+  EXPECT_EQ(FormatDuration(5'123'456), "5.123 ms");
+  EXPECT_EQ(FormatDuration(2'500'000'000), "2.500 s");
+}
+
 TEST(StringUtil, JoinAndSizes) {
   EXPECT_EQ(Join({}), "");
   EXPECT_EQ(Join({"a", "b", "c"}), "a b c");

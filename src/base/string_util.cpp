@@ -125,6 +125,20 @@ std::string ExactSize(uint64_t bytes) {
   return std::to_string(bytes) + " bytes";
 }
 
+std::string FormatDuration(uint64_t ns) {
+  auto fixed3 = [](uint64_t v, uint64_t unit, const char* name) {
+    const uint64_t milli = (v * 1000 + unit / 2) / unit;  // thousandths of `unit`
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), "%llu.%03llu %s", static_cast<unsigned long long>(milli / 1000),
+                  static_cast<unsigned long long>(milli % 1000), name);
+    return std::string(buf);
+  };
+  if (ns < 1'000) return std::to_string(ns) + " ns";
+  if (ns < 1'000'000) return fixed3(ns, 1'000, "us");
+  if (ns < 1'000'000'000) return fixed3(ns, 1'000'000, "ms");
+  return fixed3(ns, 1'000'000'000, "s");
+}
+
 std::string ApproxSize(uint64_t bytes) {
   static constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB"};
   std::string exact = std::to_string(bytes) + " bytes";

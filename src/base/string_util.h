@@ -37,6 +37,9 @@ namespace ptsnap::base {
 // A size in the largest binary unit that divides it: "4 MiB", "12 KiB",
 // "1000 bytes" (sizes the user typed or the kernel rounds to pages).
 [[nodiscard]] std::string ExactSize(uint64_t bytes);
+// A duration for people: "5.123 ms", "812.000 us", "640 ns", "2.500 s"
+// (three decimals from us up).
+[[nodiscard]] std::string FormatDuration(uint64_t ns);
 // Any size, exact and approximate: "1536 bytes (1.5 KiB)", "12 bytes".
 [[nodiscard]] std::string ApproxSize(uint64_t bytes);
 

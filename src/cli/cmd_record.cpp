@@ -58,7 +58,7 @@ constexpr std::pair<const char*, const char*> kMagicTraceFlags[] = {
 
 struct Args {
   record::RecordOptions opts;
-  std::string snapshot_size, timer = "normal", duration, pids, format, cpus;
+  std::string snapshot_size, timer = "normal", duration, pids, format, cpus, slower_than;
   bool include_kernel = false, kernel_only = false;
 };
 
@@ -217,6 +217,11 @@ int RunRecord(Args& a, bool attach) {
   ro.callgraph_mode = o.callgraph_mode;
   ro.full_execution = o.full_execution;
   ro.trigger = o.trigger;
+  if (!a.slower_than.empty()) {
+    auto ns = record::ParseDuration(a.slower_than);
+    if (!ns) return Fail("--slower-than: " + ns.error().ToString()), kExitUsage;
+    ro.slower_than_ns = *ns;
+  }
   ro.multi_snapshot = o.multi_snapshot;
   ro.multi_thread = o.multi_thread;
   ro.copy_binaries = o.copy_binaries;
@@ -270,6 +275,11 @@ void AddShared(CLI::App* cmd, Args* a) {
   cmd->add_option("--trigger", o.trigger,
                   "Snapshot when this runs: a function SYMBOL, addr:HEX, or '.' for the stop "
                   "indicator (ptsnap_take_snapshot / magic_trace_stop_indicator)");
+  cmd->add_option("--slower-than", a->slower_than,
+                  "With --trigger FUNC: snapshot when a call of FUNC returns after running at "
+                  "least this long, e.g. 2ms, 500us, 1.5ms, 800ns (entry and return probes; "
+                  "under --emulate, virtual time: 1 ns per instruction). With --multi-snapshot "
+                  "every such call, at most one per thread every max(DURATION, 10ms)");
   cmd->add_flag("--multi-snapshot", o.multi_snapshot,
                 "Snapshot every time the trigger fires (or SIGUSR2 arrives), not only the first");
   cmd->add_flag("--multi-thread", o.multi_thread,

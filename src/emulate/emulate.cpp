@@ -279,8 +279,16 @@ Result<EmulationPlan> PlanEmulation(const record::RecordOptions& opts) {
       return Error("--trigger " + opts.trigger + ": no such function in " + program.string() +
                    "'s symbol table (emulation resolves triggers in the main program only)")
           .WithKind(ErrorKind::kTrigger);
-    plan.plugin_args.push_back("trigger=" + std::to_string(*a));
-    plan.plugin_args.push_back("trigger_name=" + opts.trigger);
+    if (opts.slower_than_ns != 0) {
+      // --slower-than: the plugin times every call of it in virtual time
+      // and snapshots where a slow one returns.
+      plan.plugin_args.push_back("slow=" + std::to_string(*a));
+      plan.plugin_args.push_back("slow_ns=" + std::to_string(opts.slower_than_ns));
+      plan.plugin_args.push_back("slow_name=" + opts.trigger);
+    } else {
+      plan.plugin_args.push_back("trigger=" + std::to_string(*a));
+      plan.plugin_args.push_back("trigger_name=" + opts.trigger);
+    }
   }
 
   PTSNAP_ASSIGN_OR_RETURN(plan.qemu, FindQemu());

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -24,6 +25,7 @@
 #include <thread>
 
 #include "base/file_util.h"
+#include "base/string_util.h"
 #include "elf/segments.h"
 #include "emulate/decode_check.h"
 #include "emulate/emulate.h"
@@ -465,6 +467,129 @@ TEST_F(Emulate, MultiSnapshotTakesOneSnapshotPerStopIndicatorCall) {
     EXPECT_EQ(WatchCount(r, s.id, fib), want);
     want += 177;
   }
+}
+
+// --slower-than: emu_slow_call's handle_request(units) retires about
+// 5 * units instructions (virtual ns). Call 30 of 100 is 50 times slower.
+record::RecordOptions SlowerThan(uint64_t ns, bool multi = false) {
+  record::RecordOptions o;
+  o.trigger = "handle_request";
+  o.slower_than_ns = ns;
+  o.multi_snapshot = multi;
+  return o;
+}
+
+TEST_F(Emulate, SlowerThanSnapshotsTheSlowCallAndNoOther) {
+  auto prog = Program("slow_call");
+  // Every call is slower than 1 ns: the first one ends the recording.
+  auto first = Record({prog.string(), "100", "30", "2000", "100000"}, SlowerThan(1));
+  ASSERT_EQ(first.manifest.snapshots.size(), 1u);
+  const trace::Snapshot& f = first.manifest.snapshots[0];
+  EXPECT_EQ(f.reason, trace::SnapshotReason::kSlowCall);
+  const uint64_t fast = f.call_ns;
+  EXPECT_GT(fast, 2000u * 3);
+  EXPECT_LT(fast, 2000u * 12);
+  EXPECT_EQ(f.time, f.call_begin + f.call_ns);
+
+  // Between the fast calls and the slow one: call 30 only.
+  auto r = Record({prog.string(), "100", "30", "2000", "100000"}, SlowerThan(fast * 10));
+  EXPECT_EQ(r.exit_code, 0);
+  ASSERT_EQ(r.manifest.snapshots.size(), 1u);
+  const trace::Snapshot& s = r.manifest.snapshots[0];
+  EXPECT_EQ(s.reason, trace::SnapshotReason::kSlowCall);
+  EXPECT_GT(s.call_ns, fast * 40);
+  EXPECT_LT(s.call_ns, fast * 60);
+  EXPECT_EQ(s.time, s.call_begin + s.call_ns);  // taken where the call returned
+  EXPECT_EQ(s.tid, static_cast<uint32_t>(r.manifest.pids.at(0)));
+  EXPECT_THAT(s.detail,
+              ::testing::StartsWith("handle_request took " + base::FormatDuration(s.call_ns) +
+                                    " (from +" + base::FormatDuration(s.call_begin) + ", thread "));
+  ExpectExact(r);
+  if (HasFatalFailure()) return;
+  // The stream ends right after call 30 returned: 31 calls, all of them whole.
+  const uint32_t id = r.manifest.streams[0].id;
+  EXPECT_EQ(WatchCount(r, id, RuntimeAddress(r, prog, "handle_request")), 31u);
+  EXPECT_EQ(WatchCount(r, id, RuntimeAddress(r, prog, "work")), 31u);
+}
+
+TEST_F(Emulate, SlowerThanEveryCallTakesOnlyTheExitSnapshot) {
+  auto prog = Program("slow_call");
+  auto r = Record({prog.string(), "100", "30", "2000", "100000"}, SlowerThan(100'000'000));
+  EXPECT_EQ(r.exit_code, 0);
+  ASSERT_EQ(r.manifest.snapshots.size(), 1u);
+  EXPECT_EQ(r.manifest.snapshots[0].reason, trace::SnapshotReason::kExit);
+  EXPECT_EQ(r.manifest.snapshots[0].call_ns, 0u);
+}
+
+TEST_F(Emulate, SlowerThanWithMultiSnapshotTakesEachSlowCallRateLimited) {
+  auto prog = Program("slow_call");
+  // Calls 20 and 60 each run ~15M virtual ns, longer than the 10 ms rate
+  // limit: two slow-call snapshots, then the exit's.
+  // A ring that holds all of it, so every stream decodes exactly.
+  record::RecordOptions o = SlowerThan(1'000'000, true);
+  o.snapshot_size = uint64_t{256} << 20;
+  auto r = Record({prog.string(), "80", "20,60", "2000", "3000000"}, o);
+  EXPECT_EQ(r.exit_code, 0);
+  ASSERT_EQ(r.manifest.snapshots.size(), 3u);
+  EXPECT_EQ(r.manifest.snapshots[0].reason, trace::SnapshotReason::kSlowCall);
+  EXPECT_EQ(r.manifest.snapshots[1].reason, trace::SnapshotReason::kSlowCall);
+  EXPECT_EQ(r.manifest.snapshots[2].reason, trace::SnapshotReason::kExit);
+  EXPECT_GT(r.manifest.snapshots[1].call_begin,
+            r.manifest.snapshots[0].call_begin + r.manifest.snapshots[0].call_ns);
+  ExpectExact(r, 3);
+  if (HasFatalFailure()) return;
+  const uint64_t handle = RuntimeAddress(r, prog, "handle_request");
+  std::vector<uint64_t> calls;
+  for (const auto& st : r.manifest.streams) calls.push_back(WatchCount(r, st.id, handle));
+  EXPECT_EQ(calls, (std::vector<uint64_t>{21, 61, 80}));
+
+  // Slow calls 1 ms apart: the second is within the rate limit of the
+  // first (max(threshold, 10 ms)) and is skipped, with a note.
+  auto limited =
+      Record({prog.string(), "80", "20,22", "2000", "200000"}, SlowerThan(500'000, true));
+  ASSERT_EQ(limited.manifest.snapshots.size(), 2u);
+  EXPECT_EQ(limited.manifest.snapshots[0].reason, trace::SnapshotReason::kSlowCall);
+  EXPECT_EQ(limited.manifest.snapshots[1].reason, trace::SnapshotReason::kExit);
+}
+
+TEST_F(Emulate, SlowerThanTimesEachThreadsCallsOnItsOwn) {
+  auto prog = Program("slow_call");
+  // Three threads; only the last one's call 10 is slow.
+  auto r = Record({prog.string(), "40", "10", "2000", "100000", "3"}, SlowerThan(500'000));
+  EXPECT_EQ(r.exit_code, 0);
+  ASSERT_EQ(r.manifest.snapshots.size(), 1u);
+  const trace::Snapshot& s = r.manifest.snapshots[0];
+  EXPECT_EQ(s.reason, trace::SnapshotReason::kSlowCall);
+  EXPECT_NE(s.tid, static_cast<uint32_t>(r.manifest.pids.at(0)));
+  EXPECT_THAT(s.detail, ::testing::HasSubstr(", thread " + std::to_string(s.tid) + ")"));
+  for (const auto& st : r.manifest.streams) {
+    if (st.tid != static_cast<int32_t>(s.tid)) continue;
+    EXPECT_EQ(WatchCount(r, st.id, RuntimeAddress(r, prog, "handle_request")), 11u);
+  }
+}
+
+// ptsnap_take_snapshot_if_slower (stop_indicator.h) measures host time:
+// piece 7 runs about 1000 times longer than the others, far above 5 ms
+// under the emulator while the others stay far below.
+TEST_F(Emulate, TakeSnapshotIfSlowerSnapshotsOnlyTheSlowPiece) {
+  record::RecordOptions o;
+  o.trigger = ".";
+  o.multi_snapshot = true;
+  auto prog = Program("slow_marks");
+  auto r = Record({prog.string(), "20", "7", "1000", "1000000", "5000000"}, o);
+  EXPECT_EQ(r.exit_code, 0);
+  ASSERT_EQ(r.manifest.snapshots.size(), 2u);
+  EXPECT_EQ(r.manifest.snapshots[0].reason, trace::SnapshotReason::kStopIndicator);
+  EXPECT_EQ(r.manifest.snapshots[1].reason, trace::SnapshotReason::kExit);
+  ExpectExact(r, 2);
+  if (HasFatalFailure()) return;
+  // The stop-indicator snapshot ends after piece 7: work ran 8 times.
+  EXPECT_EQ(WatchCount(r, r.manifest.streams[0].id, RuntimeAddress(r, prog, "work")), 8u);
+
+  // A threshold above every piece: no stop-indicator snapshot at all.
+  auto none = Record({prog.string(), "20", "7", "1000", "1000000", "60000000000"}, o);
+  ASSERT_EQ(none.manifest.snapshots.size(), 1u);
+  EXPECT_EQ(none.manifest.snapshots[0].reason, trace::SnapshotReason::kExit);
 }
 
 TEST_F(Emulate, DurationTakesASnapshotAndStops) {

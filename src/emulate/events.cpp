@@ -83,7 +83,8 @@ std::optional<trace::Record> SidebandRecord(const PluginMessage& message) {
       [](const auto& m) -> std::optional<trace::Record> {
         using M = std::decay_t<decltype(m)>;
         if constexpr (std::is_same_v<M, StreamMessage> || std::is_same_v<M, SnapshotMessage> ||
-                      std::is_same_v<M, NoteMessage> || std::is_same_v<M, DoneMessage>) {
+                      std::is_same_v<M, SlowCallMessage> || std::is_same_v<M, NoteMessage> ||
+                      std::is_same_v<M, DoneMessage>) {
           return std::nullopt;
         } else {
           return ToRecord(m);
@@ -106,6 +107,8 @@ Result<void> ParseEvents(std::string_view text, PluginEvents* out) {
             out->streams.push_back(std::move(m));
           } else if constexpr (std::is_same_v<M, SnapshotMessage>) {
             out->snapshots.push_back(std::move(m));
+          } else if constexpr (std::is_same_v<M, SlowCallMessage>) {
+            out->slow_calls.push_back(m);
           } else if constexpr (std::is_same_v<M, NoteMessage>) {
             out->notes.push_back(std::move(m.text));
           } else if constexpr (std::is_same_v<M, DoneMessage>) {

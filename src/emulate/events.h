@@ -24,6 +24,7 @@ struct PluginEvents {
   std::vector<trace::Record> records;
   std::vector<StreamMessage> streams;
   std::vector<SnapshotMessage> snapshots;
+  std::vector<SlowCallMessage> slow_calls;
   std::vector<std::string> notes;
   bool done = false;  // the plugin's atexit ran
 };

@@ -88,6 +88,8 @@ Result<void> PluginIngest::ReadLog(const fs::path& path, Log& log,
       } else {
         log.pending[st->seq].push_back(std::move(*st));
       }
+    } else if (auto* sc = std::get_if<SlowCallMessage>(&message)) {
+      log.slow[sc->seq] = *sc;
     } else if (auto* sn = std::get_if<SnapshotMessage>(&message)) {
       // The records read so far first: the streams' code must be mapped in
       // the sideband a decoder reads with them.
@@ -110,6 +112,11 @@ Result<void> PluginIngest::ReadLog(const fs::path& path, Log& log,
         snap.detail = asked_[asked_used_++];
       snap.time = sn->time;
       snap.tid = sn->tid;
+      if (auto slow = log.slow.find(sn->seq); slow != log.slow.end()) {
+        snap.call_begin = slow->second.begin;
+        snap.call_ns = slow->second.length;
+        log.slow.erase(slow);
+      }
       PTSNAP_TRY(writer_.AddSnapshot(snap));  // rewrites the manifest
       added.push_back(std::move(snap));
     } else if (auto* note = std::get_if<NoteMessage>(&message)) {

@@ -68,6 +68,8 @@ class PluginIngest {
     // Streams read for a plugin snapshot number whose line has not come yet.
     std::map<uint32_t, std::vector<StreamMessage>> pending;
     std::vector<StreamMessage> full;  // seq 0: full-execution streams
+    // The slow call of a plugin snapshot number whose line has not come yet.
+    std::map<uint32_t, SlowCallMessage> slow;
   };
   Result<void> ReadLog(const std::filesystem::path& path, Log& log,
                        std::vector<trace::Snapshot>& added);

@@ -73,6 +73,24 @@ TEST_F(IngestTest, ASnapshotIsInTheTraceDirectoryOnceItsLineIsRead) {
   EXPECT_FALSE(ingest.done());
 }
 
+TEST_F(IngestTest, ASlowCallSnapshotCarriesTheCallsBeginAndLength) {
+  PluginIngest ingest(work(), *writer_);
+  Pt("pt-10-10-1.pt", "PT");
+  Append("events.10",
+         "stream 1 10 10 0 1 1 pt-10-10-1.pt\nslowcall 1 2000 5000\n"
+         "snapshot 1 7000 10 slow-call work took 5.000 us (from +2.000 us, thread 10)\n");
+  auto added = ingest.Poll();
+  ASSERT_TRUE(added) << added.error().ToString();
+  ASSERT_EQ(added->size(), 1u);
+  trace::Manifest m = Reread();
+  ASSERT_EQ(m.snapshots.size(), 1u);
+  EXPECT_EQ(m.snapshots[0].reason, trace::SnapshotReason::kSlowCall);
+  EXPECT_EQ(m.snapshots[0].call_begin, 2000u);
+  EXPECT_EQ(m.snapshots[0].call_ns, 5000u);
+  EXPECT_EQ(m.snapshots[0].time, 7000u);
+  EXPECT_EQ(m.snapshots[0].detail, "work took 5.000 us (from +2.000 us, thread 10)");
+}
+
 TEST_F(IngestTest, NumbersSnapshotsOfEveryProcessInTheOrderRead) {
   PluginIngest ingest(work(), *writer_);
   ingest.Asked("from the agent");

@@ -181,6 +181,7 @@ Result<PluginMessage> ParseMessage(std::string_view line) {
   }
   if (kind == ItraceMessage::kKind) return ParseAs<ItraceMessage>(kind, fields);
   if (kind == StreamMessage::kKind) return ParseAs<StreamMessage>(kind, fields);
+  if (kind == SlowCallMessage::kKind) return ParseAs<SlowCallMessage>(kind, fields);
   if (kind == SnapshotMessage::kKind) return ParseAs<SnapshotMessage>(kind, fields);
   if (kind == NoteMessage::kKind) return ParseAs<NoteMessage>(kind, fields);
   if (kind == DoneMessage::kKind) return ParseAs<DoneMessage>(kind, fields);

@@ -10,6 +10,7 @@
 //   fork|exit TIME PID PPID TID PTID
 //   itrace TIME PID TID
 //   stream SEQ PID TID WRAPPED INSNS HASH FILE     (SEQ 0: full-execution stream)
+//   slowcall SEQ BEGIN LENGTH                     (precedes snapshot SEQ)
 //   snapshot SEQ TIME TID REASON[ DETAIL]
 //   note TEXT
 //   done TIME
@@ -166,6 +167,22 @@ struct SnapshotMessage {
   }
 };
 
+// The slow call (--slower-than) that snapshot `seq` is taken for: it began
+// at virtual time `begin` and ran `length` ticks. Written just before that
+// snapshot's line; the snapshot's TIME is when the call returned.
+struct SlowCallMessage {
+  static constexpr std::string_view kKind = "slowcall";
+  uint32_t seq = 0;
+  uint64_t begin = 0, length = 0;
+  bool operator==(const SlowCallMessage&) const = default;
+  template <typename Self, typename V>
+  static void Fields(Self& m, V& v) {
+    v.Num("seq", m.seq);
+    v.Num("begin", m.begin);
+    v.Num("length", m.length);
+  }
+};
+
 // Something the user should know (the driver logs it as a warning).
 struct NoteMessage {
   static constexpr std::string_view kKind = "note";
@@ -188,8 +205,9 @@ struct DoneMessage {
   }
 };
 
-using PluginMessage = std::variant<MmapMessage, CommMessage, TaskMessage, ItraceMessage,
-                                   StreamMessage, SnapshotMessage, NoteMessage, DoneMessage>;
+using PluginMessage =
+    std::variant<MmapMessage, CommMessage, TaskMessage, ItraceMessage, StreamMessage,
+                 SlowCallMessage, SnapshotMessage, NoteMessage, DoneMessage>;
 
 // The message as one line, newline included. Total for every message whose
 // fields meet the schema above; a word with a space or an empty PATH, NAME

@@ -56,6 +56,8 @@ TEST(PluginProtocol, WriterWritesOneLinePerMessage) {
   // No detail: the line ends after the reason.
   EXPECT_EQ(FormatMessage(SnapshotMessage{.seq = 3, .time = 7, .tid = 0, .reason = "ctrl-c"}),
             "snapshot 3 7 0 ctrl-c\n");
+  EXPECT_EQ(FormatMessage(SlowCallMessage{.seq = 4, .begin = 1000, .length = 5123}),
+            "slowcall 4 1000 5123\n");
   EXPECT_EQ(FormatMessage(NoteMessage{"execve: not traced"}), "note execve: not traced\n");
   EXPECT_EQ(FormatMessage(DoneMessage{120}), "done 120\n");
 }
@@ -88,6 +90,7 @@ TEST(PluginProtocol, EveryMessageRoundTrips) {
       SnapshotMessage{.seq = 1, .time = 2, .tid = 3, .reason = "exit", .detail = "execve"},
       SnapshotMessage{.seq = 1, .time = 2, .tid = 3, .reason = "trigger", .detail = " a b\\ "},
       SnapshotMessage{.seq = 1, .time = 2, .tid = 3, .reason = "duration", .detail = ""},
+      SlowCallMessage{.seq = 1, .begin = kMax64, .length = 0},
       NoteMessage{"a note\nover two lines"},
       NoteMessage{""},
       DoneMessage{kMax64},

@@ -451,4 +451,31 @@ perf_event_attr BuildBreakpointAttr(uint64_t addr) {
   return a;
 }
 
+Result<perf_event_attr> BuildUprobeAttr(const sys::PmuInfo& uprobe_pmu, const char* path,
+                                        uint64_t offset, bool retprobe, bool inherit) {
+  if (!uprobe_pmu.type)
+    return Error(
+        "the kernel has no uprobe PMU (/sys/bus/event_source/devices/uprobe/type): --slower-than "
+        "needs CONFIG_UPROBE_EVENTS (Linux 4.17+)");
+  perf_event_attr a{};
+  a.size = sizeof(a);
+  a.type = *uprobe_pmu.type;
+  if (retprobe) {
+    uint64_t config = 0;
+    auto set = sys::SetTerm(uprobe_pmu, "retprobe", 1, &config);
+    a.config = config;
+    if (!set)
+      return Error("the uprobe PMU has no usable retprobe format term (" + set.error().ToString() +
+                   "): --slower-than needs return probes");
+  }
+  a.config1 = reinterpret_cast<uintptr_t>(path);
+  a.config2 = offset;
+  a.sample_period = 1;
+  a.sample_type = kUprobeSampleType;
+  a.sample_regs_user = uint64_t{1} << kX86RegSp;
+  a.wakeup_events = 1;
+  a.inherit = inherit ? 1 : 0;
+  return a;
+}
+
 }  // namespace ptsnap::perf

@@ -174,4 +174,31 @@ inline constexpr uint64_t kBreakpointSampleType =
     PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU;
 static_assert(sizeof(BreakpointSample) == 32, "layout must match kBreakpointSampleType");
 
+// --slower-than on real programs: an entry probe (uprobe) or a return probe
+// (uretprobe) on the function at file offset `offset` of `path`, through
+// the `uprobe` PMU (kernel/events/core.c perf_uprobe_event_init: config1
+// is the path as a user pointer, config2 the offset in the file, and the
+// PMU's `retprobe` format term selects the return probe). `path` must stay
+// alive until perf_event_open returns. One sample per hit (period 1),
+// waking the reader at once (wakeup_events 1); `inherit` follows the
+// threads the target creates later. Fails when the PMU has no `type` or,
+// for a return probe, no `retprobe` term.
+Result<perf_event_attr> BuildUprobeAttr(const sys::PmuInfo& uprobe_pmu, const char* path,
+                                        uint64_t offset, bool retprobe, bool inherit);
+
+// PERF_RECORD_SAMPLE body for BuildUprobeAttr's sample_type (TID | TIME |
+// REGS_USER with only the stack pointer, in the kernel's order). `abi` is
+// PERF_SAMPLE_REGS_ABI_NONE (0) when the kernel had no user registers; `sp`
+// is then absent from the record.
+struct UprobeSample {
+  uint32_t pid, tid;
+  uint64_t time;
+  uint64_t abi;
+  uint64_t sp;
+};
+inline constexpr uint64_t kUprobeSampleType =
+    PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_REGS_USER;
+inline constexpr int kX86RegSp = 7;  // arch/x86/include/uapi/asm/perf_regs.h PERF_REG_X86_SP
+static_assert(sizeof(UprobeSample) == 32, "layout must match kUprobeSampleType");
+
 }  // namespace ptsnap::perf

@@ -427,3 +427,54 @@ TEST(BuildBreakpointAttr, ExecuteBreakpointOfLongLength) {
 
 }  // namespace
 }  // namespace ptsnap::perf
+
+namespace ptsnap::perf {
+namespace {
+
+sys::PmuInfo UprobePmu() {
+  sys::PmuInfo pmu;
+  pmu.name = "uprobe";
+  pmu.present = true;
+  pmu.type = 8;
+  pmu.format["retprobe"] = *sys::ParseFormatTerm("config:0");
+  return pmu;
+}
+
+TEST(BuildUprobeAttr, EntryProbeNamesTheFileAndOffset) {
+  const char* path = "/usr/bin/server";
+  auto a = BuildUprobeAttr(UprobePmu(), path, 0x1139, false, true);
+  ASSERT_TRUE(a) << a.error().ToString();
+  EXPECT_EQ(a->type, 8u);
+  EXPECT_EQ(a->config, 0u);
+  EXPECT_EQ(a->config1, reinterpret_cast<uintptr_t>(path));
+  EXPECT_EQ(a->config2, 0x1139u);
+  EXPECT_EQ(a->sample_period, 1u);
+  EXPECT_EQ(a->sample_type, PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_REGS_USER);
+  EXPECT_EQ(a->sample_regs_user, uint64_t{1} << 7);  // PERF_REG_X86_SP
+  EXPECT_EQ(a->wakeup_events, 1u);
+  EXPECT_EQ(a->inherit, 1u);
+  EXPECT_EQ(a->disabled, 0u);
+}
+
+TEST(BuildUprobeAttr, ReturnProbeSetsTheRetprobeFormatBit) {
+  sys::PmuInfo pmu = UprobePmu();
+  auto a = BuildUprobeAttr(pmu, "/x", 16, true, false);
+  ASSERT_TRUE(a) << a.error().ToString();
+  EXPECT_EQ(a->config, 1u);
+  EXPECT_EQ(a->inherit, 0u);
+  pmu.format["retprobe"] = *sys::ParseFormatTerm("config:5");
+  EXPECT_EQ(BuildUprobeAttr(pmu, "/x", 16, true, false)->config, 32u);
+}
+
+TEST(BuildUprobeAttr, MissingPmuOrRetprobeTermIsAnError) {
+  sys::PmuInfo none;
+  EXPECT_THAT(BuildUprobeAttr(none, "/x", 0, false, false), HasErrorContaining("no uprobe PMU"));
+  sys::PmuInfo pmu = UprobePmu();
+  pmu.format.clear();
+  EXPECT_TRUE(BuildUprobeAttr(pmu, "/x", 0, false, false));
+  EXPECT_THAT(BuildUprobeAttr(pmu, "/x", 0, true, false),
+              HasErrorContaining("no usable retprobe format term"));
+}
+
+}  // namespace
+}  // namespace ptsnap::perf

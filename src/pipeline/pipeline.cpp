@@ -284,14 +284,16 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
   }
   bool have_triggers = false;
   for (const auto& sn : m.snapshots) {
-    if (sn.reason != trace::SnapshotReason::kTrigger || !writer) continue;
+    const bool slow = sn.reason == trace::SnapshotReason::kSlowCall;
+    if ((sn.reason != trace::SnapshotReason::kTrigger && !slow) || !writer) continue;
     if (!have_triggers) {
       writer->sink()->OnProcess(kTriggerPid, "Snapshot triggers");
       writer->sink()->OnThread(kTriggerPid, kTriggerTid, "hits");
       have_triggers = true;
     }
-    writer->Instant(kTriggerPid, kTriggerTid, sn.time,
-                    "hit " + (sn.detail.empty() ? std::string("trigger") : sn.detail));
+    writer->Instant(
+        kTriggerPid, kTriggerTid, sn.time,
+        (slow ? "slow call " : "hit ") + (sn.detail.empty() ? std::string("trigger") : sn.detail));
   }
   PTSNAP_TRY(tee.Finish());
 

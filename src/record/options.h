@@ -33,6 +33,10 @@ struct RecordOptions {
   std::filesystem::path output;     // decoded output; "" = trace.fxt.gz
   std::filesystem::path trace_dir;  // raw recording; "" = beside output
   std::string trigger;              // "", symbol, "addr:HEX", or "." (stop indicator)
+  // --slower-than (with a symbol --trigger): the trigger is a call of that
+  // function returning after at least this many ns (perf clock; virtual ns
+  // = retired instructions under --emulate). 0: a plain trigger.
+  uint64_t slower_than_ns = 0;
   bool multi_snapshot = false;
   bool multi_thread = false;
   bool full_execution = false;
@@ -60,6 +64,20 @@ struct RecordOptions {
 // "4M", "256K", "1G", "65536", "512KiB" (binary units; B/KB/KiB all mean
 // powers of 1024). Errors name the text and the accepted forms.
 Result<uint64_t> ParseSize(std::string_view text);
+
+// --slower-than's durations: a decimal number and a unit, "2ms", "500us",
+// "1.5ms", "800ns", "2s" (also "µs"), at least 1 ns and at most a day, in ns
+// (fractions of a ns round to the nearest). Errors name the text and the
+// accepted forms. Pure.
+Result<uint64_t> ParseDuration(std::string_view text);
+
+// The rate limit of --slower-than with --multi-snapshot: a thread's next
+// slow call is snapshotted only when it returns at least this long after the
+// thread's previous slow-call snapshot, max(threshold, 10 ms).
+inline constexpr uint64_t kSlowCallMinGapNs = 10'000'000;
+inline uint64_t SlowCallGapNs(uint64_t threshold_ns) {
+  return threshold_ns > kSlowCallMinGapNs ? threshold_ns : kSlowCallMinGapNs;
+}
 
 // Rounds `bytes` up to a power-of-two number of 4 KiB pages (minimum one
 // page), as the kernel requires for the AUX area. `*rounded` is set when the

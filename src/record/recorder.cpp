@@ -23,6 +23,7 @@
 #include "record/child.h"
 #include "record/elf_symbols.h"
 #include "record/kcore_copy.h"
+#include "record/slow_calls.h"
 #include "sys/cpus.h"
 #include "sys/kallsyms.h"
 #include "sys/kernel_version.h"
@@ -63,6 +64,30 @@ Error ExplainThreadError(const Error& e, const Prepared& p) {
                                          !p.cpus.empty()) +
                " (" + e.ToString() + ")")
       .WithKind(kind);
+}
+
+// A refused uprobe: privilege (the uprobe PMU needs CAP_PERFMON or
+// CAP_SYS_ADMIN, or perf_event_paranoid -1) or what the kernel said.
+Error ExplainUprobeError(const Error& e) {
+  if (e.errnum() == EACCES || e.errnum() == EPERM)
+    return Error(
+               "--slower-than needs root, CAP_PERFMON or kernel.perf_event_paranoid=-1 (its "
+               "entry and return probes are uprobes): " +
+               e.ToString())
+        .WithKind(ErrorKind::kPrivilege);
+  return Error(e).WithKind(ErrorKind::kTrigger);
+}
+
+// "handle_request took 5.123 ms (from +1.000 ms, thread 42)": +T counts
+// from the start of the recording.
+std::string SlowCallDetail(const std::string& symbol, const SlowCall& c, uint64_t start) {
+  std::string d = symbol + " took " + base::FormatDuration(c.end - c.begin) + " (from +" +
+                  base::FormatDuration(c.begin > start ? c.begin - start : 0) + ", thread " +
+                  std::to_string(c.tid) + ")";
+  if (c.skipped_before != 0)
+    d += "; " + std::to_string(c.skipped_before) +
+         " slow call(s) of this thread skipped before it by the rate limit";
+  return d;
 }
 
 }  // namespace
@@ -479,8 +504,9 @@ struct Session {
 
   const EventFn& events;
 
+  // `call`: the slow call a kSlowCall snapshot is taken for.
   Result<uint32_t> TakeSnapshot(trace::SnapshotReason reason, std::string detail, uint64_t time,
-                                uint32_t tid, bool resume) {
+                                uint32_t tid, bool resume, const SlowCall* call = nullptr) {
     ++seq;
     if (prepared.mode == trace::Mode::kSnapshot) PTSNAP_TRY(source.Snapshot(writer, seq, resume));
     trace::Snapshot s;
@@ -489,6 +515,10 @@ struct Session {
     s.detail = std::move(detail);
     s.time = time != 0 ? time : source.Now();
     s.tid = tid;
+    if (call != nullptr) {
+      s.call_begin = call->begin;
+      s.call_ns = call->end - call->begin;
+    }
     std::string line = "Snapshot " + std::to_string(seq) + " taken (" +
                        std::string(trace::ToString(s.reason)) +
                        (s.detail.empty() ? "" : ": " + s.detail) + ").";
@@ -676,6 +706,35 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
       }
     }
   }
+  // --slower-than: entry and return probes on the trigger function instead
+  // of its breakpoint. `run`: one inherited pair on the program (its
+  // threads follow); attach: a pair per thread found (inherited by the
+  // threads those create).
+  std::unique_ptr<SlowCallProbes> slow_probes;
+  if (opts.slower_than_ns != 0 && !points.empty()) {
+    const pid_t target_pid = run ? child->pid() : pids[0];
+    auto target = ResolveProbeTarget(opts.trigger, target_pid);
+    if (!target) return std::move(target).error().WithKind(ErrorKind::kTrigger);
+    PTSNAP_ASSIGN_OR_RETURN(
+        slow_probes,
+        SlowCallProbes::Create(root, std::move(*target), opts.slower_than_ns, opts.multi_snapshot));
+    std::vector<pid_t> tids{target_pid};
+    if (!run) {
+      if (auto listed = ListThreads(target_pid)) tids = *listed;
+    }
+    for (pid_t tid : tids) {
+      if (auto r = slow_probes->AddThread(tid); !r) {
+        if (r.error().errnum() == ESRCH) continue;  // the thread exited meanwhile
+        return ExplainUprobeError(r.error());
+      }
+    }
+    Emit(events, {Event::Kind::kInfo, "Timing calls of " + slow_probes->target().symbol + " (" +
+                                          slow_probes->target().file.string() + " +" +
+                                          base::Hex(slow_probes->target().offset) +
+                                          "): a snapshot when one takes " +
+                                          base::FormatDuration(opts.slower_than_ns) + " or more"});
+    points.clear();
+  }
   if (!points.empty()) {
     if (auto r = source->ArmTriggers(points); !r) return ExplainThreadError(r.error(), prepared);
     for (const auto& p : points)
@@ -756,6 +815,7 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
     Emit(events, {Event::Kind::kStarted, "Recording."});
 
     const auto start = std::chrono::steady_clock::now();
+    const uint64_t start_perf = source->Now();  // slow calls' "+T" counts from here
     auto last_flush = start;
     std::optional<trace::SnapshotReason> end_reason;
     std::string end_detail;
@@ -765,7 +825,22 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
       // Sleeps until a trigger's breakpoint fires, a request arrives, or
       // the next drain is due. A hit is handled first: Snapshot disables PT
       // before the sideband and the streams are touched.
-      control.Wait(std::chrono::milliseconds(5), source->WakeFds());
+      std::vector<int> wake = source->WakeFds();
+      if (slow_probes) slow_probes->AppendFds(wake);
+      control.Wait(std::chrono::milliseconds(5), wake);
+      if (slow_probes) {
+        bool ended = false;
+        for (const SlowCall& c : slow_probes->Poll()) {
+          PTSNAP_TRY(session.TakeSnapshot(trace::SnapshotReason::kSlowCall,
+                                          SlowCallDetail(opts.trigger, c, start_perf), c.end, c.tid,
+                                          opts.multi_snapshot, &c));
+          if (!opts.multi_snapshot) {
+            ended = true;
+            break;
+          }
+        }
+        if (ended) break;
+      }
       PTSNAP_ASSIGN_OR_RETURN(auto hits, source->PollTriggers());
       if (!hits.empty()) {
         const TriggerHit& h = hits.front();
@@ -780,12 +855,18 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
       mapped_files.insert(ev.mapped_files.begin(), ev.mapped_files.end());
       for (auto [pid, tid] : ev.new_threads) {
         if (system_wide) vdso_pids.insert(pid);
+        if (slow_probes && !pids.empty() && pid == pids[0]) {
+          if (auto r = slow_probes->AddThread(tid); !r)
+            PTSNAP_LOG(kInfo) << "new thread " << tid
+                              << " not timed for --slower-than: " << r.error().ToString();
+        }
         if (std::find(pids.begin(), pids.end(), pid) == pids.end() || source->HasThread(tid))
           continue;
         if (auto r = source->AddThread(pid, tid, trace_threads && opts.multi_thread); !r)
           PTSNAP_LOG(kInfo) << "new thread " << tid << " not traced: " << r.error().ToString();
       }
       for (pid_t tid : ev.exited_threads) {
+        if (slow_probes) slow_probes->ThreadExited(tid);
         if (std::find(pids.begin(), pids.end(), tid) != pids.end()) gone.push_back(tid);
         PTSNAP_TRY(source->ThreadExited(tid, writer));
       }
@@ -843,6 +924,17 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
         }
       }
     }
+    // Slow calls that returned after the loop's last look (the program
+    // exited right after one): their snapshots come before the last one.
+    if (slow_probes && end_reason && prepared.mode == trace::Mode::kSnapshot &&
+        (opts.multi_snapshot || session.seq == 0)) {
+      for (const SlowCall& c : slow_probes->Poll()) {
+        PTSNAP_TRY(session.TakeSnapshot(trace::SnapshotReason::kSlowCall,
+                                        SlowCallDetail(opts.trigger, c, start_perf), c.end, c.tid,
+                                        opts.multi_snapshot, &c));
+        if (!opts.multi_snapshot) break;
+      }
+    }
     PTSNAP_ASSIGN_OR_RETURN(SidebandEvents last, source->DrainSideband(writer));
     mapped_files.insert(last.mapped_files.begin(), last.mapped_files.end());
     if (end_reason && prepared.mode == trace::Mode::kSnapshot &&
@@ -866,6 +958,23 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
                           (lost > 0 ? " and " + std::to_string(lost) + " bytes were skipped" : "") +
                           "; the trace has gaps there (`truncated` and `lost_bytes` per stream in "
                           "manifest.json); a larger --snapshot-size helps"});
+    }
+    if (slow_probes) {
+      const SlowCallTracker& t = slow_probes->tracker();
+      if (t.skipped() != 0)
+        outcome.warnings.push_back(
+            std::to_string(t.skipped()) + " slow call(s) of " + opts.trigger +
+            " were not snapshotted: --multi-snapshot takes at most one slow-call snapshot per "
+            "thread every " +
+            base::FormatDuration(SlowCallGapNs(opts.slower_than_ns)));
+      if (slow_probes->lost() != 0)
+        outcome.warnings.push_back("the slow-call probes lost " +
+                                   std::to_string(slow_probes->lost()) +
+                                   " batch(es) of hits (the function is called faster than ptsnap "
+                                   "reads them): some slow calls may have been missed");
+      if (session.seq == 0 || end_reason)
+        PTSNAP_LOG(kInfo) << "slow-call probes: " << t.calls() << " call(s) of " << opts.trigger
+                          << " timed, " << t.unmatched_returns() << " return(s) without entry";
     }
     RecordBinaries(writer, mapped_files, opts.copy_binaries,
                    std::vector<pid_t>(vdso_pids.begin(), vdso_pids.end()));

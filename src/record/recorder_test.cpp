@@ -44,6 +44,33 @@ TEST(Options, ParseSize) {
   EXPECT_THAT(ParseSize("99999999999999999999"), HasErrorContaining("bad size"));
 }
 
+TEST(Options, ParseDuration) {
+  EXPECT_EQ(*ParseDuration("2ms"), 2'000'000u);
+  EXPECT_EQ(*ParseDuration("500us"), 500'000u);
+  EXPECT_EQ(*ParseDuration("1.5ms"), 1'500'000u);
+  EXPECT_EQ(*ParseDuration("800ns"), 800u);
+  EXPECT_EQ(*ParseDuration("2s"), 2'000'000'000u);
+  EXPECT_EQ(*ParseDuration(" 3 MS "), 3'000'000u);
+  EXPECT_EQ(*ParseDuration(".5us"), 500u);
+  EXPECT_EQ(*ParseDuration("1.0000000004s"), 1'000'000'000u);  // 9 decimals kept
+  EXPECT_EQ(*ParseDuration("0.0015ms"), 1'500u);
+  EXPECT_EQ(*ParseDuration("1.5ns"), 2u);  // rounds to the nearest ns
+  EXPECT_THAT(ParseDuration("2"), HasErrorContaining("give a unit (ns, us, ms or s), e.g. 2ms"));
+  EXPECT_THAT(ParseDuration("fast"), HasErrorContaining("bad duration 'fast'"));
+  EXPECT_THAT(ParseDuration("2min"), HasErrorContaining("bad duration"));
+  EXPECT_THAT(ParseDuration("1.ms"), HasErrorContaining("bad duration"));
+  EXPECT_THAT(ParseDuration("-1ms"), HasErrorContaining("bad duration"));
+  EXPECT_THAT(ParseDuration("0ms"), HasErrorContaining("shorter than 1 ns"));
+  EXPECT_THAT(ParseDuration("0.1ns"), HasErrorContaining("shorter than 1 ns"));
+  EXPECT_THAT(ParseDuration("90000s"), HasErrorContaining("longer than a day"));
+  EXPECT_THAT(ParseDuration("99999999999999999999999ms"), HasErrorContaining("bad duration"));
+}
+
+TEST(Options, SlowCallGapIsTheThresholdButAtLeast10ms) {
+  EXPECT_EQ(SlowCallGapNs(1'000), 10'000'000u);
+  EXPECT_EQ(SlowCallGapNs(50'000'000), 50'000'000u);
+}
+
 TEST(Options, RoundToPowerOfTwoPages) {
   bool rounded = true;
   EXPECT_EQ(RoundToPowerOfTwoPages(4u << 20, &rounded), 4u << 20);

@@ -34,6 +34,21 @@ Result<void> CheckCombination(const record::RecordOptions& o) {
     return Error("--trigger needs -p PID: the process whose code holds the trigger");
   for (pid_t pid : o.pids)
     if (pid <= 0) return Error("bad process id " + std::to_string(pid));
+  if (o.slower_than_ns != 0) {
+    if (o.trigger.empty())
+      return Error(
+          "--slower-than times calls of the --trigger function: add --trigger FUNC (e.g. "
+          "--trigger handle_request --slower-than 2ms)");
+    if (o.trigger == "." || o.trigger.starts_with("addr:"))
+      return Error("--slower-than needs a function name in --trigger, not '" + o.trigger +
+                   "': the call is timed from the function's entry to its return (use "
+                   "ptsnap_take_snapshot_if_slower() from <ptsnap/stop_indicator.h> to time "
+                   "code in the program itself)");
+    if (o.full_execution)
+      return Error(
+          "--slower-than takes a snapshot where a slow call returns; --full-execution records "
+          "everything and takes none: drop one of them");
+  }
   return Ok();
 }
 

@@ -215,7 +215,7 @@ constexpr Mode kModes[] = {Mode::kSnapshot, Mode::kFull};
 constexpr SnapshotReason kSnapshotReasons[] = {
     SnapshotReason::kExit,   SnapshotReason::kTrigger, SnapshotReason::kStopIndicator,
     SnapshotReason::kSignal, SnapshotReason::kCtrlC,   SnapshotReason::kDuration,
-    SnapshotReason::kFull};
+    SnapshotReason::kFull,   SnapshotReason::kSlowCall};
 constexpr KcoreStatus kKcoreStatuses[] = {KcoreStatus::kNotNeeded, KcoreStatus::kCopied,
                                           KcoreStatus::kDisabled, KcoreStatus::kUnavailable};
 
@@ -311,6 +311,8 @@ Result<Manifest> ParseTree(const Json& root) {
         PTSNAP_TRY(o.String("detail", s.detail));
         PTSNAP_TRY(o.Uint("time", s.time));
         PTSNAP_TRY(o.Uint("tid", s.tid));
+        PTSNAP_TRY(o.Uint("call_begin", s.call_begin));
+        PTSNAP_TRY(o.Uint("call_ns", s.call_ns));
         m.snapshots.push_back(std::move(s));
         return Ok();
       },
@@ -419,6 +421,7 @@ std::string_view ToString(SnapshotReason v) {
     case SnapshotReason::kCtrlC: return "ctrl-c";
     case SnapshotReason::kDuration: return "duration";
     case SnapshotReason::kFull: return "full";
+    case SnapshotReason::kSlowCall: return "slow-call";
   }
   return "?";
 }
@@ -512,11 +515,17 @@ std::string SerializeManifest(const Manifest& m) {
   j["sideband"] = m.sideband;
   Json snapshots = Json::array();
   for (const Snapshot& s : m.snapshots) {
-    snapshots.push_back({{"seq", s.seq},
-                         {"reason", ToString(s.reason)},
-                         {"detail", s.detail},
-                         {"time", s.time},
-                         {"tid", s.tid}});
+    Json j_snap = {{"seq", s.seq},
+                   {"reason", ToString(s.reason)},
+                   {"detail", s.detail},
+                   {"time", s.time},
+                   {"tid", s.tid}};
+    // Only slow-call snapshots have them (older readers ignore them).
+    if (s.call_ns != 0 || s.call_begin != 0) {
+      j_snap["call_begin"] = s.call_begin;
+      j_snap["call_ns"] = s.call_ns;
+    }
+    snapshots.push_back(std::move(j_snap));
   }
   j["snapshots"] = std::move(snapshots);
   Json streams = Json::array();

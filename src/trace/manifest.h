@@ -31,7 +31,16 @@ enum class State { kRecording, kComplete, kInterrupted };
 enum class KcoreStatus { kNotNeeded, kCopied, kDisabled, kUnavailable };
 // Why a snapshot was taken: "exit", "trigger", "stop-indicator", "signal",
 // "ctrl-c", "duration", "full" (the end of a full-execution recording).
-enum class SnapshotReason { kExit, kTrigger, kStopIndicator, kSignal, kCtrlC, kDuration, kFull };
+enum class SnapshotReason {
+  kExit,
+  kTrigger,
+  kStopIndicator,
+  kSignal,
+  kCtrlC,
+  kDuration,
+  kFull,
+  kSlowCall
+};
 
 std::string_view ToString(Source v);
 std::string_view ToString(Scope v);
@@ -82,6 +91,11 @@ struct Snapshot {
   std::string detail;  // e.g. the trigger symbol, the signal name
   uint64_t time = 0;   // perf clock ns when taken
   uint32_t tid = 0;    // thread that caused it, 0 when none
+  // Reason kSlowCall (--slower-than): when the slow call began (perf clock
+  // ns) and how long it ran; `time` is when it returned, `tid` its thread.
+  // Both 0 otherwise.
+  uint64_t call_begin = 0;
+  uint64_t call_ns = 0;
   friend bool operator==(const Snapshot&, const Snapshot&) = default;
 };
 

@@ -54,7 +54,14 @@ Manifest FullManifest() {
   m.sideband = "sideband.data";
   m.snapshots = {
       {.seq = 1, .reason = SnapshotReason::kTrigger, .detail = "main", .time = 123, .tid = 1234},
-      {.seq = 2, .reason = SnapshotReason::kExit, .detail = "", .time = 456, .tid = 0}};
+      {.seq = 2, .reason = SnapshotReason::kExit, .detail = "", .time = 456, .tid = 0},
+      {.seq = 3,
+       .reason = SnapshotReason::kSlowCall,
+       .detail = "handle_request took 5.123 ms (from +1.000 ms, thread 1234)",
+       .time = 6'123'000,
+       .tid = 1234,
+       .call_begin = 1'000'000,
+       .call_ns = 5'123'000}};
   m.streams = {{.id = 0,
                 .file = "pt/0.pt",
                 .pid = 1234,

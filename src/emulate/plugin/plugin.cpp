@@ -41,6 +41,7 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -69,7 +70,7 @@ namespace ptsnap::emulate {
 namespace {
 
 constexpr unsigned kMaxVcpus = 4096;
-constexpr uint8_t kFlagTrigger = 1, kFlagStop = 2;
+constexpr uint8_t kFlagTrigger = 1, kFlagStop = 2, kFlagSlow = 4;
 
 struct TbInfo {
   uint64_t start = 0, last_ip = 0, fallthrough = 0, target = 0;
@@ -96,6 +97,32 @@ struct Options {
   int ctl_fd = -1;
   std::vector<uint64_t> trigger, stop;  // link-time addresses in the main binary
   std::string trigger_name;
+  // --slower-than: the function (link-time address, name) and the threshold
+  // in ticks (virtual ns); 0: off.
+  uint64_t slow = 0, slow_ns = 0;
+  std::string slow_name;
+};
+
+// --slower-than's bookkeeping, per thread. `returns` is a shadow of the
+// guest's return-address stack, pushed by calls and popped by returns (a
+// return to an address deeper in it pops down to there, as after longjmp or
+// a C++ exception, which leave frames without returning). A call of the
+// slow function is an entry with its return address, the shadow's depth
+// after its call pushed it, and when it began; it ends when the shadow
+// returns below that depth: measured when that return went to the entry's
+// return address, dropped when the frame was unwound past.
+struct SlowCallEntry {
+  uint64_t ret = 0;
+  size_t depth = 0;
+  uint64_t begin = 0;
+};
+constexpr size_t kMaxShadowDepth = 1 << 16;
+struct SlowCalls {
+  std::vector<uint64_t> returns;
+  std::vector<SlowCallEntry> entries;
+  bool snapped = false;    // a slow-call snapshot was taken for this thread
+  uint64_t last_snap = 0;  // when (the call's return)
+  uint64_t skipped = 0;    // slow calls the rate limit skipped since then
 };
 
 struct ThreadState {
@@ -107,6 +134,7 @@ struct ThreadState {
   bool started = false;
   uint64_t clock = 0;                          // this thread's virtual time (TSC ticks)
   uint64_t insns = 0, hash = kStreamHashSeed;  // retired by this thread
+  SlowCalls slow;
   // Drained PSB-aligned chunks (snapshot ring) or the full-mode file.
   std::mutex mu;
   std::deque<std::vector<uint8_t>> ring;
@@ -168,7 +196,9 @@ pid_t g_pid = 0;
 // runs from then on (the control thread's --duration counts from it).
 std::atomic<bool> g_images_done{false};
 std::vector<uint64_t> g_trigger_rt, g_stop_rt;
-uint64_t g_pending_ctid[kMaxVcpus];     // clone's child_tid with CLONE_CHILD_CLEARTID
+uint64_t g_slow_rt = 0;
+std::atomic<uint64_t> g_slow_skipped{0};  // every thread's, for the note at exit
+uint64_t g_pending_ctid[kMaxVcpus];       // clone's child_tid with CLONE_CHILD_CLEARTID
 uint64_t g_pending_mmap[kMaxVcpus][4];  // prot, fd, len, offset of an mmap in flight; prot 0 = none
 
 void Die(const char* fmt, ...) {
@@ -277,7 +307,9 @@ void WriteRing(ThreadState* t, uint32_t seq) {
 // A snapshot of every thread's ring, as `perf` takes of AUX buffers in
 // overwrite mode. `self` (when not null) is the calling guest thread: its
 // pending bytes are drained first.
-void TakeSnapshot(const char* reason, const std::string& detail, ThreadState* self) {
+// `slow`: the slow call it is taken for (its line precedes the snapshot's).
+void TakeSnapshot(const char* reason, const std::string& detail, ThreadState* self,
+                  const SlowCallEntry* slow = nullptr) {
   if (g_opts.full) return;
   if (self != nullptr) {
     self->pt.FlushTnt();
@@ -291,6 +323,10 @@ void TakeSnapshot(const char* reason, const std::string& detail, ThreadState* se
   for (auto* t : g_finished) WriteRing(t, seq);
   g_finished.clear();
   uint64_t now = Now();
+  if (slow != nullptr && self != nullptr) {
+    Report(SlowCallMessage{.seq = seq, .begin = slow->begin, .length = self->clock - slow->begin});
+    now = self->clock;  // when the call returned (another thread may have published later)
+  }
   Report(SnapshotMessage{.seq = seq,
                          .time = now,
                          .tid = self ? U32(self->tid) : 0,
@@ -371,6 +407,7 @@ void DescribeImages() {
   }
   for (uint64_t a : g_opts.trigger) g_trigger_rt.push_back(a + bias);
   for (uint64_t a : g_opts.stop) g_stop_rt.push_back(a + bias);
+  if (g_opts.slow_ns != 0) g_slow_rt = g_opts.slow + bias;
 }
 
 ThreadState* StartThread(unsigned vcpu) {
@@ -434,6 +471,66 @@ void HandleRequests(ThreadState* self, int flags) {
   if (flags & kReqCtrlC) ::kill(::getpid(), SIGINT);
 }
 
+// --slower-than at the start of block `tb` of thread `t` (t->prev retired
+// just now, t->clock is this block's start): follows the call or return
+// that led here, starts measuring when `tb` is the slow function's entry,
+// and returns the call that returned here when it was slow (and the rate
+// limit lets it through), else nullopt.
+std::optional<SlowCallEntry> SlowCallStep(ThreadState* t, const TbInfo* tb) {
+  SlowCalls& sc = t->slow;
+  const TbInfo* p = t->prev;
+  std::optional<SlowCallEntry> slow;
+  if ((p->kind == ExitKind::kDirectCall || p->kind == ExitKind::kIndirectCall) && p->pushes) {
+    if (sc.returns.size() >= kMaxShadowDepth) {
+      // Runaway depth: forget the outermost frames (and calls begun there).
+      constexpr size_t kDrop = 1024;
+      sc.returns.erase(sc.returns.begin(), sc.returns.begin() + kDrop);
+      std::erase_if(sc.entries, [](const SlowCallEntry& e) { return e.depth <= kDrop; });
+      for (SlowCallEntry& e : sc.entries) e.depth -= kDrop;
+    }
+    sc.returns.push_back(p->fallthrough);
+  } else if (p->kind == ExitKind::kRet) {
+    // The nearest frame that returns here; a return elsewhere (a pushed
+    // address, a coroutine switch) leaves the shadow alone.
+    constexpr size_t kSearch = 256;
+    const size_t n = sc.returns.size();
+    for (size_t i = n; i > 0 && n - i < kSearch; --i) {
+      if (sc.returns[i - 1] != tb->start) continue;
+      sc.returns.resize(i - 1);
+      break;
+    }
+    while (!sc.entries.empty() && sc.entries.back().depth > sc.returns.size()) {
+      const SlowCallEntry e = sc.entries.back();
+      sc.entries.pop_back();
+      if (e.ret != tb->start || e.depth != sc.returns.size() + 1) continue;  // unwound
+      const uint64_t length = t->clock - e.begin;
+      if (length < g_opts.slow_ns || slow) continue;
+      const uint64_t gap = std::max<uint64_t>(g_opts.slow_ns, 10'000'000);
+      if (sc.snapped && t->clock - sc.last_snap < gap) {
+        ++sc.skipped;
+        g_slow_skipped.fetch_add(1, std::memory_order_relaxed);
+        continue;
+      }
+      slow = e;
+    }
+  }
+  if ((tb->flags & kFlagSlow) && !sc.returns.empty())
+    sc.entries.push_back({sc.returns.back(), sc.returns.size(), t->clock});
+  return slow;
+}
+
+// "handle_request took 5.123 ms (from +1.000 ms, thread 42)", and the calls
+// the rate limit skipped on this thread since its previous slow-call snapshot.
+std::string SlowCallDetail(const ThreadState* t, const SlowCallEntry& e) {
+  std::string d = g_opts.slow_name + " took " + base::FormatDuration(t->clock - e.begin) +
+                  " (from +" + base::FormatDuration(e.begin) + ", thread " +
+                  std::to_string(t->tid) + ")";
+  if (t->slow.skipped != 0)
+    d += "; " + std::to_string(t->slow.skipped) +
+         " slow call(s) of this thread skipped before it by the rate limit";
+  return d;
+}
+
 void OnTbExec(unsigned vcpu, void* udata) {
   if (int f = g_flags.load(std::memory_order_relaxed); f != 0) {
     if (f & kStopped) return;
@@ -490,6 +587,25 @@ void OnTbExec(unsigned vcpu, void* udata) {
       case ExitKind::kIndirect: t->pt.Tip(tb->start); break;
       case ExitKind::kRet: t->pt.Ret(tb->start); break;
       case ExitKind::kFar: break;
+    }
+  }
+
+  if (g_opts.slow_ns != 0 && t->prev != nullptr) {
+    if (auto slow = SlowCallStep(t, tb); slow && !g_opts.full) {
+      // As at a trigger: the stream ends at the return, the slow call whole
+      // in it (as far as the ring reaches back).
+      if (t->enabled) {
+        t->pt.AsyncDisable(tb->start);
+        t->enabled = false;
+      }
+      TakeSnapshot("slow-call", SlowCallDetail(t, *slow), t, &*slow);
+      t->slow.snapped = true;
+      t->slow.last_snap = t->clock;
+      t->slow.skipped = 0;
+      if (!g_opts.multi) {
+        g_flags.store(kStopped);
+        return;
+      }
     }
   }
 
@@ -583,6 +699,7 @@ void OnTbTrans(qemu_plugin_id_t, qemu_plugin_tb* tb) {
     if (a == info->start) info->flags |= kFlagTrigger;
   for (uint64_t a : g_stop_rt)
     if (a == info->start) info->flags |= kFlagStop;
+  if (g_slow_rt != 0 && g_slow_rt == info->start) info->flags |= kFlagSlow;
   if (info->ninsn == 0) {
     delete info;
     return;
@@ -772,6 +889,12 @@ void OnExit(qemu_plugin_id_t, void*) {
                                                      : "exit";
     TakeSnapshot(reason, "", nullptr);
   }
+  if (const uint64_t skipped = g_slow_skipped.load(); skipped != 0)
+    Report(NoteMessage{std::to_string(skipped) + " slow call(s) of " + g_opts.slow_name +
+                       " were not snapshotted: --multi-snapshot takes at most one slow-call "
+                       "snapshot per thread every " +
+                       base::FormatDuration(std::max<uint64_t>(g_opts.slow_ns, 10'000'000)) +
+                       " (virtual time)"});
   std::lock_guard lock(g_mu);
   for (auto* t : g_threads)
     if (t != nullptr) {
@@ -888,6 +1011,12 @@ int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t* info, int argc, 
       g_opts.trigger.push_back(n);
     } else if (k == "trigger_name") {
       g_opts.trigger_name = std::string(v);
+    } else if (k == "slow") {
+      ok = ParseU64(v, &g_opts.slow);
+    } else if (k == "slow_ns") {
+      ok = ParseU64(v, &g_opts.slow_ns);
+    } else if (k == "slow_name") {
+      g_opts.slow_name = std::string(v);
     } else if (k == "stop") {
       ok = ParseU64(v, &n);
       g_opts.stop.push_back(n);

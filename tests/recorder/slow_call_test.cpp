@@ -1,0 +1,223 @@
+// `ptsnap run/attach --trigger handle_request --slower-than DURATION` end to
+// end on this machine (docs/recording.md, "Catching the slow call"): real
+// uprobe/uretprobe perf events time tests/programs' slow_call (the request
+// loop with chosen slow calls), driving the sampling source through
+// record::Record's loop, and the manifest's slow-call snapshot is read
+// back. Needs the uprobe PMU and root (GTEST_SKIP otherwise).
+#include <fcntl.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "tests/support/temp_dir.h"
+#include "trace/trace_dir.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using ::ptsnap::testing::TempDir;
+using ::ptsnap::trace::SnapshotReason;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+struct Exit {
+  int code = -1;
+  std::string err;
+};
+
+// Runs ptsnap with `args`; returns its exit code and stderr.
+Exit Ptsnap(std::vector<std::string> args) {
+  const char* bin = std::getenv("PTSNAP_BIN");
+  Exit r;
+  if (bin == nullptr) return r;
+  int errp[2];
+  if (pipe(errp) != 0) return r;
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(errp[1], 2);
+    int devnull = open("/dev/null", O_RDWR);
+    dup2(devnull, 0);
+    dup2(devnull, 1);
+    std::vector<char*> argv{const_cast<char*>(bin)};
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(bin, argv.data());
+    _exit(127);
+  }
+  close(errp[1]);
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(errp[0], buf, sizeof(buf))) > 0) r.err.append(buf, static_cast<size_t>(n));
+  close(errp[0]);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return r;
+}
+
+std::string Prog() {
+  const char* p = std::getenv("PTSNAP_SLOW_CALL");
+  return p != nullptr ? p : "";
+}
+
+// About 1 ns per unit natively: fast calls take microseconds, slow ones
+// (20M units) tens of milliseconds.
+constexpr const char* kFast = "2000";
+constexpr const char* kSlow = "20000000";
+
+class SlowCall : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (Prog().empty() || std::getenv("PTSNAP_BIN") == nullptr)
+      GTEST_SKIP() << "PTSNAP_BIN and PTSNAP_SLOW_CALL are set by meson";
+    if (!fs::exists("/sys/bus/event_source/devices/uprobe/type"))
+      GTEST_SKIP() << "no uprobe PMU on this kernel";
+    if (::geteuid() != 0) GTEST_SKIP() << "uprobe perf events need root here";
+  }
+  std::string Dir() { return (tmp_.path() / ("t" + std::to_string(n_))).string(); }
+  std::string NextDir() {
+    ++n_;
+    return Dir();
+  }
+  ptsnap::trace::Manifest Manifest() {
+    auto r = ptsnap::trace::TraceReader::Open(Dir());
+    EXPECT_TRUE(r.has_value()) << r.error().ToString();
+    return r ? r->manifest() : ptsnap::trace::Manifest{};
+  }
+  TempDir tmp_;
+  int n_ = 0;
+};
+
+TEST_F(SlowCall, RunSnapshotsTheSlowCallOnly) {
+  const std::string dir = NextDir();
+  Exit e = Ptsnap({"run", "--sampling", "--callgraph-mode", "fp", "--trigger", "handle_request",
+                   "--slower-than", "5ms", "--no-decode", "--trace-dir", dir, "--", Prog(), "200",
+                   "100", kFast, kSlow});
+  ASSERT_EQ(e.code, 0) << e.err;
+  EXPECT_THAT(e.err, HasSubstr("Timing calls of handle_request"));
+  const auto m = Manifest();
+  ASSERT_EQ(m.snapshots.size(), 1u) << e.err;
+  const auto& s = m.snapshots[0];
+  EXPECT_EQ(s.reason, SnapshotReason::kSlowCall);
+  EXPECT_GE(s.call_ns, 5'000'000u);
+  EXPECT_LT(s.call_ns, 2'000'000'000u);
+  EXPECT_EQ(s.time, s.call_begin + s.call_ns);
+  ASSERT_FALSE(m.pids.empty());
+  EXPECT_EQ(s.tid, static_cast<uint32_t>(m.pids[0]));
+  EXPECT_THAT(s.detail, StartsWith("handle_request took "));
+  EXPECT_THAT(s.detail, HasSubstr(", thread " + std::to_string(m.pids[0]) + ")"));
+}
+
+TEST_F(SlowCall, AThresholdAboveEveryCallTakesOnlyTheExitSnapshot) {
+  const std::string dir = NextDir();
+  Exit e = Ptsnap({"run", "--sampling", "--callgraph-mode", "fp", "--trigger", "handle_request",
+                   "--slower-than", "10s", "--no-decode", "--trace-dir", dir, "--", Prog(), "50",
+                   "10", kFast, "2000000"});
+  ASSERT_EQ(e.code, 0) << e.err;
+  const auto m = Manifest();
+  ASSERT_EQ(m.snapshots.size(), 1u);
+  EXPECT_EQ(m.snapshots[0].reason, SnapshotReason::kExit);
+}
+
+TEST_F(SlowCall, AThresholdBelowEveryCallSnapshotsTheFirst) {
+  const std::string dir = NextDir();
+  Exit e = Ptsnap({"run", "--sampling", "--callgraph-mode", "fp", "--trigger", "handle_request",
+                   "--slower-than", "1ns", "--no-decode", "--trace-dir", dir, "--", Prog(), "50",
+                   "10", kFast, kSlow});
+  ASSERT_EQ(e.code, 0) << e.err;
+  const auto m = Manifest();
+  ASSERT_EQ(m.snapshots.size(), 1u);
+  EXPECT_EQ(m.snapshots[0].reason, SnapshotReason::kSlowCall);
+  EXPECT_LT(m.snapshots[0].call_ns, 5'000'000u);  // call 0 is a fast one
+}
+
+TEST_F(SlowCall, MultiSnapshotTakesEachSlowCallOfEachThread) {
+  const std::string dir = NextDir();
+  // Two threads; the second one's calls 20 and 60 are slow (tens of ms
+  // each, so the second is past the rate limit of the first).
+  Exit e = Ptsnap({"run",
+                   "--sampling",
+                   "--callgraph-mode",
+                   "fp",
+                   "--multi-thread",
+                   "--multi-snapshot",
+                   "--trigger",
+                   "handle_request",
+                   "--slower-than",
+                   "5ms",
+                   "--no-decode",
+                   "--trace-dir",
+                   dir,
+                   "--",
+                   Prog(),
+                   "80",
+                   "20,60",
+                   kFast,
+                   kSlow,
+                   "2"});
+  ASSERT_EQ(e.code, 0) << e.err;
+  const auto m = Manifest();
+  // No exit snapshot after trigger snapshots (as for --trigger natively).
+  ASSERT_EQ(m.snapshots.size(), 2u) << e.err;
+  EXPECT_EQ(m.snapshots[0].reason, SnapshotReason::kSlowCall);
+  EXPECT_EQ(m.snapshots[1].reason, SnapshotReason::kSlowCall);
+  ASSERT_FALSE(m.pids.empty());
+  // Both on the second thread (its probes added when its creation was
+  // read), the later after the first.
+  EXPECT_NE(m.snapshots[0].tid, static_cast<uint32_t>(m.pids[0]));
+  EXPECT_EQ(m.snapshots[0].tid, m.snapshots[1].tid);
+  EXPECT_GT(m.snapshots[1].call_begin, m.snapshots[0].time);
+}
+
+TEST_F(SlowCall, AttachTimesCallsOfTheRunningProcess) {
+  // The program sleeps 1.5 s before its loop: ptsnap attaches meanwhile.
+  pid_t child = fork();
+  if (child == 0) {
+    int devnull = open("/dev/null", O_RDWR);
+    dup2(devnull, 1);
+    execl(Prog().c_str(), "slow_call", "100", "50", kFast, kSlow, "1", "1500", nullptr);
+    _exit(127);
+  }
+  ASSERT_GT(child, 0);
+  const std::string dir = NextDir();
+  Exit e = Ptsnap({"attach", "--sampling", "--callgraph-mode", "fp", "-p", std::to_string(child),
+                   "--trigger", "handle_request", "--slower-than", "5ms", "--no-decode",
+                   "--trace-dir", dir});
+  int st = 0;
+  waitpid(child, &st, 0);
+  ASSERT_EQ(e.code, 0) << e.err;
+  const auto m = Manifest();
+  ASSERT_EQ(m.snapshots.size(), 1u) << e.err;
+  EXPECT_EQ(m.snapshots[0].reason, SnapshotReason::kSlowCall);
+  EXPECT_EQ(m.snapshots[0].tid, static_cast<uint32_t>(child));
+  EXPECT_GE(m.snapshots[0].call_ns, 5'000'000u);
+}
+
+TEST_F(SlowCall, SlowerThanWithoutAFunctionTriggerIsAUsageError) {
+  Exit e = Ptsnap({"run", "--sampling", "--slower-than", "2ms", "--no-decode", "--trace-dir",
+                   NextDir(), "--", Prog(), "1", "0", "1", "1"});
+  EXPECT_EQ(e.code, 2);
+  EXPECT_THAT(e.err, HasSubstr("--slower-than times calls of the --trigger function"));
+  e = Ptsnap({"run", "--sampling", "--trigger", ".", "--slower-than", "2ms", "--no-decode",
+              "--trace-dir", NextDir(), "--", Prog(), "1", "0", "1", "1"});
+  EXPECT_EQ(e.code, 2);
+  EXPECT_THAT(e.err, HasSubstr("--slower-than needs a function name in --trigger"));
+  e = Ptsnap({"run", "--sampling", "--full-execution", "--trigger", "handle_request",
+              "--slower-than", "2ms", "--no-decode", "--trace-dir", NextDir(), "--", Prog(), "1",
+              "0", "1", "1"});
+  EXPECT_EQ(e.code, 2);
+  EXPECT_THAT(e.err, HasSubstr("--full-execution records everything and takes none"));
+  e = Ptsnap({"run", "--sampling", "--trigger", "handle_request", "--slower-than", "2", "--",
+              Prog(), "1", "0", "1", "1"});
+  EXPECT_EQ(e.code, 2);
+  EXPECT_THAT(e.err, HasSubstr("give a unit (ns, us, ms or s)"));
+}
+
+}  // namespace
