@@ -677,6 +677,17 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
                      " does not exist (it may have exited before ptsnap could attach)")
             .WithKind(ErrorKind::kProcessGone);
       }
+      // Its memory map names the code the samples or the trace land in; an
+      // unreadable one (hidepid, another user's process, a container's
+      // masked /proc) would leave a trace nothing can decode. Asked before
+      // any event opens or the trace directory is made.
+      if (auto maps = base::ReadFileHead("/proc/" + std::to_string(pid) + "/maps", 1); !maps) {
+        return Error("cannot read the memory map of process " + std::to_string(pid) + " (" +
+                     maps.error().ToString() +
+                     "): ptsnap needs the process's memory map to name its code; attach as "
+                     "root or as the process's user, on a /proc mounted without hidepid")
+            .WithKind(ErrorKind::kPrivilege);
+      }
     }
     pids = opts.pids;
     if (!opts.trigger.empty()) {

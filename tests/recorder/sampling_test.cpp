@@ -21,8 +21,10 @@
 #include <filesystem>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "tests/support/run_ptsnap.h"
 #include "tests/support/temp_dir.h"
 #include "trace/perf_record.h"
 #include "trace/trace_dir.h"
@@ -41,32 +43,8 @@ struct Exit {
 
 // Runs ptsnap with `args`; returns its exit code and stderr.
 Exit Ptsnap(std::vector<std::string> args) {
-  const char* bin = std::getenv("PTSNAP_BIN");
-  Exit r;
-  if (bin == nullptr) return r;
-  int errp[2];
-  if (pipe(errp) != 0) return r;
-  pid_t pid = fork();
-  if (pid == 0) {
-    dup2(errp[1], 2);
-    int devnull = open("/dev/null", O_RDWR);
-    dup2(devnull, 0);
-    dup2(devnull, 1);
-    std::vector<char*> argv{const_cast<char*>(bin)};
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execv(bin, argv.data());
-    _exit(127);
-  }
-  close(errp[1]);
-  char buf[4096];
-  ssize_t n;
-  while ((n = read(errp[0], buf, sizeof(buf))) > 0) r.err.append(buf, static_cast<size_t>(n));
-  close(errp[0]);
-  int st = 0;
-  waitpid(pid, &st, 0);
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  return r;
+  const auto run = ::ptsnap::testing::RunPtsnapArgv(std::move(args));
+  return {run.rc, run.out};
 }
 
 std::string Spin() {
@@ -366,6 +344,36 @@ TEST_F(Sampling, AttachToAProcessThatExitsKeepsItsSamples) {
   ASSERT_EQ(m.snapshots.size(), 1u);
   EXPECT_EQ(m.snapshots[0].reason, ptsnap::trace::SnapshotReason::kExit);
   EXPECT_GT(AllSamples(*r).size(), 10u);
+}
+
+// The process's /proc/PID/maps cannot be read (as under hidepid, or for
+// another user's process): one error naming it and the fix, before any event
+// opens or the trace directory is made. Staged in a private mount namespace:
+// a mode-000 file bound over the maps file, and ptsnap run without the
+// capabilities that let root read it anyway.
+TEST_F(Sampling, AttachToAProcessWhoseMapsCannotBeReadFailsBeforeRecording) {
+  if (geteuid() != 0) GTEST_SKIP() << "staging an unreadable /proc/PID/maps needs root (mount)";
+  if (ptsnap::testing::RunShellRaw("command -v unshare setpriv >/dev/null").status != 0)
+    GTEST_SKIP() << "unshare and setpriv (util-linux) are needed to stage it";
+  Target t("20000", "1");
+  ASSERT_GT(t.pid, 0);
+  const std::string masked = (dir_.path() / "masked").string();
+  ASSERT_EQ(
+      ptsnap::testing::RunShellRaw("touch '" + masked + "' && chmod 000 '" + masked + "'").status,
+      0);
+  const std::string maps = "/proc/" + std::to_string(t.pid) + "/maps";
+  const std::string no_dac = "-dac_override,-dac_read_search";
+  const auto r = ptsnap::testing::RunShellRaw(
+      "unshare -m sh -c \"mount --make-rprivate / && mount --bind '" + masked + "' " + maps +
+      " && exec setpriv --inh-caps=" + no_dac + " --bounding-set=" + no_dac + " '" +
+      std::getenv("PTSNAP_BIN") + "' attach --sampling --callgraph-mode fp -p " +
+      std::to_string(t.pid) + " --duration 1s --no-decode --trace-dir '" + Dir() + "'\" 2>&1");
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("ptsnap: error: cannot read the memory map of process " +
+                               std::to_string(t.pid) + " (open " + maps +
+                               ": Permission denied): ptsnap needs the process's memory map to "
+                               "name its code; attach as root or as the process's user"));
+  EXPECT_FALSE(fs::exists(Dir())) << "nothing is recorded, so no trace directory";
 }
 
 TEST_F(Sampling, FullExecutionStreamsEverySample) {

@@ -14,8 +14,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "tests/support/run_ptsnap.h"
 #include "tests/support/temp_dir.h"
 #include "trace/trace_dir.h"
 
@@ -34,32 +36,8 @@ struct Exit {
 
 // Runs ptsnap with `args`; returns its exit code and stderr.
 Exit Ptsnap(std::vector<std::string> args) {
-  const char* bin = std::getenv("PTSNAP_BIN");
-  Exit r;
-  if (bin == nullptr) return r;
-  int errp[2];
-  if (pipe(errp) != 0) return r;
-  pid_t pid = fork();
-  if (pid == 0) {
-    dup2(errp[1], 2);
-    int devnull = open("/dev/null", O_RDWR);
-    dup2(devnull, 0);
-    dup2(devnull, 1);
-    std::vector<char*> argv{const_cast<char*>(bin)};
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execv(bin, argv.data());
-    _exit(127);
-  }
-  close(errp[1]);
-  char buf[4096];
-  ssize_t n;
-  while ((n = read(errp[0], buf, sizeof(buf))) > 0) r.err.append(buf, static_cast<size_t>(n));
-  close(errp[0]);
-  int st = 0;
-  waitpid(pid, &st, 0);
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  return r;
+  const auto run = ::ptsnap::testing::RunPtsnapArgv(std::move(args));
+  return {run.rc, run.out};
 }
 
 std::string Prog() {
