@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -61,6 +62,20 @@ struct DecodeSummary {
   uint64_t decode_errors = 0, overflows = 0;
   uint64_t lost_records = 0, aux_truncated = 0, lost_bytes = 0;
   std::vector<FunctionTime> top_total, top_self;  // hottest first
+  // Sampled traces (collection kSampled): the stack samples the slices were
+  // built from. Each slice edge is known to within one period
+  // (docs/decoding.md, "Sampled traces"). Empty for PT traces.
+  struct Sampled {
+    std::string event;      // "cpu-clock", "cycles"
+    std::string callgraph;  // "fp", "dwarf", "lbr"
+    uint64_t period_ns = 0;
+    uint64_t samples = 0;    // read
+    uint64_t unwound = 0;    // stacks followed to their outermost frame
+    uint64_t truncated = 0;  // stacks cut short (unwind error, stack copy or depth cap)
+    uint64_t bad_records = 0, torn_bytes = 0;  // skipped: fields that did not fit, torn tails
+    uint64_t gaps = 0;  // a thread not sampled for over 10 periods: its frames ended there
+  };
+  std::optional<Sampled> sampled;
   std::vector<std::string> warnings;
   std::filesystem::path output;  // WriteFile: the file written
   std::string format;            // WriteFile: "fxt", "json" or "events"

@@ -1,7 +1,8 @@
 // The public C++ API (ptsnap/recording.h, ptsnap/decoder.h) as an agent
 // uses it, linked against libptsnap.so. Api.*: no recording happens
-// (suite unit); ApiEmulated.*: records fib under the emulator (suite
-// integration, tests/api/meson.build; needs EMU_PROGRAMS_DIR).
+// (suite unit); ApiEmulated.*: records fib under the emulator, ApiLive.*:
+// samples it natively with perf_event_open (suite integration,
+// tests/api/meson.build; needs EMU_PROGRAMS_DIR).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -183,6 +184,45 @@ TEST(ApiEmulated, ASnapshotDecodesBeforeTheRecordingEnds) {
   auto result = rec->Stop();
   ASSERT_TRUE(result) << result.error().ToString();
   EXPECT_EQ(result->snapshots, 3u);  // the two asked for and the one at the stop
+}
+
+// A sampled recording's decode summary carries the sample figures (and a
+// PT one's does not: ApiEmulated above leaves `sampled` empty).
+TEST(ApiLive, SampledDecodeSummaryHasTheSampleFigures) {
+  ASSERT_FALSE(Program("fib").empty()) << "EMU_PROGRAMS_DIR is not set";
+  TempDir tmp;
+  ptsnap::RecordingOptions o;
+  o.collection = ptsnap::Collection::kSampled;
+  o.callgraph_mode = "fp";
+  o.timer_resolution = "sample:2000";
+  o.full_execution = true;
+  o.command = {Program("fib").string(), "34"};
+  o.trace_dir = tmp.path() / "trace";
+  auto rec = ptsnap::Recording::Create(o);
+  ASSERT_TRUE(rec) << rec.error().ToString();
+  auto started = rec->Start();
+  ASSERT_TRUE(started) << started.error().ToString();
+  auto result = rec->Wait();
+  ASSERT_TRUE(result) << result.error().ToString();
+  EXPECT_EQ(result->program_status, 0);
+
+  auto decoder = ptsnap::Decoder::Open(o.trace_dir);
+  ASSERT_TRUE(decoder) << decoder.error().ToString();
+  Slices slices;
+  auto summary = decoder->Decode(slices);
+  ASSERT_TRUE(summary) << summary.error().ToString();
+  ASSERT_TRUE(summary->sampled.has_value());
+  EXPECT_EQ(summary->sampled->callgraph, "fp");
+  EXPECT_FALSE(summary->sampled->event.empty());
+  EXPECT_EQ(summary->sampled->period_ns, 500'000u);  // 2000 a second
+  EXPECT_GT(summary->sampled->samples, 10u);
+  EXPECT_LE(summary->sampled->unwound + summary->sampled->truncated, summary->sampled->samples);
+  EXPECT_GT(slices.calls["fib"], 0);
+  const std::string json = summary->ToJson();
+  EXPECT_NE(json.find("\"callgraph\": \"fp\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"samples\": " + std::to_string(summary->sampled->samples)),
+            std::string::npos)
+      << json;
 }
 
 }  // namespace

@@ -70,6 +70,12 @@ DecodeSummary Convert(const pipeline::DecodeReport& r) {
   s.lost_bytes = r.lost_bytes;
   s.top_total = Convert(r.top_total);
   s.top_self = Convert(r.top_self);
+  if (r.sampled.sampled) {
+    const auto& sp = r.sampled;
+    s.sampled =
+        DecodeSummary::Sampled{sp.event,     sp.callgraph,   sp.period_ns,  sp.samples, sp.unwound,
+                               sp.truncated, sp.bad_records, sp.torn_bytes, sp.gaps};
+  }
   s.warnings = r.warnings;
   s.output = r.output;
   s.format = r.format;
@@ -150,10 +156,22 @@ std::string DecodeSummary::ToJson() const {
       {"lost_bytes", lost_bytes},
       {"top_total", fns(top_total)},
       {"top_self", fns(top_self)},
+      {"sampled", nullptr},
       {"warnings", warnings},
       {"output", output.string()},
       {"format", format},
   };
+  if (sampled) {
+    j["sampled"] = {{"event", sampled->event},
+                    {"callgraph", sampled->callgraph},
+                    {"period_ns", sampled->period_ns},
+                    {"samples", sampled->samples},
+                    {"unwound", sampled->unwound},
+                    {"truncated", sampled->truncated},
+                    {"bad_records", sampled->bad_records},
+                    {"torn_bytes", sampled->torn_bytes},
+                    {"gaps", sampled->gaps}};
+  }
   return j.dump(2) + "\n";
 }
 
