@@ -2,7 +2,9 @@
 // on own children; skips, saying why, everywhere else. Each per-thread
 // recording is decoded and must show the trigger target's known calls, so
 // the first PT machine gives a verdict on the whole path (the timing
-// programs' call structure is checked by timing_hardware).
+// programs' call structure is checked by timing_hardware). HardwareLbr:
+// --sampling --callgraph-mode lbr, which needs a hardware PMU with LBR
+// call-stack mode rather than PT; it skips, saying why, without one.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <linux/perf_event.h>
@@ -17,6 +19,7 @@
 #include <vector>
 
 #include "base/file_util.h"
+#include "perf/attr.h"
 #include "pipeline/pipeline.h"
 #include "record/recorder.h"
 #include "sys/cpuid.h"
@@ -203,6 +206,56 @@ TEST_F(Hardware, SystemWideFullExecutionStreamsEveryCpu) {
   auto bytes = reader->ReadStream(m.streams[0]);
   ASSERT_THAT(bytes, HasValue());
   EXPECT_TRUE(HasPsb(*bytes));
+}
+
+// LBR call stacks: sampling_spin's spin_outer -> spin_middle -> spin_inner
+// sampled on cycles with PERF_SAMPLE_BRANCH_STACK (call-stack mode) and
+// decoded from the branch records.
+TEST(HardwareLbr, SampledRunUnwindsFromTheLbrCallStack) {
+  const std::string spin = ::ptsnap::testing::RequiredEnv("PTSNAP_SAMPLING_SPIN");
+  ASSERT_FALSE(spin.empty());
+  RecordOptions o;
+  o.sampling = true;
+  o.callgraph_mode = "lbr";
+  o.full_execution = true;
+  o.command = {spin, "300"};
+  auto timer = perf::ParseTiming("sample:4000");
+  ASSERT_THAT(timer, HasValue());
+  o.timer = *timer;
+  sys::HostCpuid cpuid;
+  auto p = Prepare(o, base::RootPath(), cpuid);
+  if (!p && p.error().ToString().find("no LBR call-stack support") != std::string::npos)
+    GTEST_SKIP() << p.error().ToString();
+  ASSERT_THAT(p, HasValue());
+  ASSERT_TRUE(p->sampling.has_value());
+  EXPECT_NE(p->sampling->sampling_attr.sample_type & PERF_SAMPLE_BRANCH_STACK, 0u);
+  TempDir dir;
+  Control control;
+  auto out = Record(o, std::move(*p), dir.path() / "l", base::RootPath(), control, nullptr);
+  ASSERT_THAT(out, HasValue());
+  pipeline::DecodeOptions d;
+  d.output = dir.path() / "l.events";
+  auto r = pipeline::DecodeTraceDir(dir.path() / "l", d);
+  ASSERT_THAT(r, HasValue());
+  EXPECT_EQ(r->sampled.callgraph, "lbr");
+  EXPECT_GT(r->sampled.samples, 100u) << pipeline::FormatReport(*r);
+  EXPECT_GT(r->sampled.unwound, r->sampled.samples / 2) << pipeline::FormatReport(*r);
+  auto text = base::ReadFile(d.output);
+  ASSERT_THAT(text, HasValue());
+  // spin_inner's frames sit under spin_middle under spin_outer.
+  int nested = 0;
+  std::vector<std::string> stack;
+  for (const auto& e : ::ptsnap::testing::ParseEvents(*text)) {
+    if (e.kind == 'B') {
+      if (e.name == "spin_inner" && stack.size() >= 2 && stack[stack.size() - 1] == "spin_middle" &&
+          stack[stack.size() - 2] == "spin_outer")
+        ++nested;
+      stack.push_back(e.name);
+    } else if (e.kind == 'E' && !stack.empty()) {
+      stack.pop_back();
+    }
+  }
+  EXPECT_GT(nested, 0) << "no spin_inner under spin_middle under spin_outer";
 }
 
 }  // namespace
