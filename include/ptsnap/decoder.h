@@ -60,6 +60,7 @@ struct DecodeSummary {
   uint64_t streams = 0, missing_streams = 0;
   uint64_t pt_bytes = 0, instructions = 0;
   uint64_t decode_errors = 0, overflows = 0;
+  uint64_t undecoded_bytes = 0;  // PT bytes before a sync point (PSB): nothing decoded from them
   uint64_t lost_records = 0, aux_truncated = 0, lost_bytes = 0;
   std::vector<FunctionTime> top_total, top_self;  // hottest first
   // Sampled traces (collection kSampled): the stack samples the slices were

@@ -65,6 +65,7 @@ DecodeSummary Convert(const pipeline::DecodeReport& r) {
   s.instructions = r.decode.instructions;
   s.decode_errors = r.decode.errors;
   s.overflows = r.decode.overflows;
+  s.undecoded_bytes = r.decode.undecoded_bytes;
   s.lost_records = r.lost_records;
   s.aux_truncated = r.aux_truncated;
   s.lost_bytes = r.lost_bytes;
@@ -151,6 +152,7 @@ std::string DecodeSummary::ToJson() const {
       {"instructions", instructions},
       {"decode_errors", decode_errors},
       {"overflows", overflows},
+      {"undecoded_bytes", undecoded_bytes},
       {"lost_records", lost_records},
       {"aux_truncated", aux_truncated},
       {"lost_bytes", lost_bytes},

@@ -22,24 +22,28 @@ Result<void> WriteAll(int fd, std::string_view data, const std::string& what) {
   return Ok();
 }
 
-Result<std::string> ReadFile(const std::filesystem::path& path, size_t max_size) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) return Error::FromErrno("open " + path.string());
+Result<std::string> ReadFd(int fd, size_t max_size, const std::string& what) {
   std::string out;
   char buf[65536];
   for (;;) {
-    ssize_t n = ::read(fd.get(), buf, sizeof buf);
+    ssize_t n = ::read(fd, buf, sizeof buf);
     if (n < 0) {
       if (errno == EINTR) continue;
-      return Error::FromErrno("read " + path.string());
+      return Error::FromErrno("read " + what);
     }
     if (n == 0) break;
     out.append(buf, static_cast<size_t>(n));
     if (out.size() > max_size) {
-      return Error(path.string() + " is larger than " + std::to_string(max_size) + " bytes");
+      return Error(what + " is larger than " + std::to_string(max_size) + " bytes");
     }
   }
   return out;
+}
+
+Result<std::string> ReadFile(const std::filesystem::path& path, size_t max_size) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return Error::FromErrno("open " + path.string());
+  return ReadFd(fd.get(), max_size, path.string());
 }
 
 Result<std::string> ReadFileHead(const std::filesystem::path& path, size_t max) {

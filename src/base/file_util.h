@@ -16,6 +16,9 @@ namespace ptsnap::base {
 // as 0 or 4096 (reads until EOF). Fails beyond `max_size` bytes.
 Result<std::string> ReadFile(const std::filesystem::path& path, size_t max_size = size_t{64} << 20);
 
+// ReadFile from an open fd, to its end; `what` names it in errors.
+Result<std::string> ReadFd(int fd, size_t max_size, const std::string& what);
+
 // The first `max` bytes of `path` (all of it when shorter), with one pread:
 // ELF headers and other prefixes of files too large to read whole.
 Result<std::string> ReadFileHead(const std::filesystem::path& path, size_t max);

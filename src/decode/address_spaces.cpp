@@ -8,6 +8,7 @@
 
 #include "base/check.h"
 #include "base/string_util.h"
+#include "trace/owned_file.h"
 
 namespace ptsnap::decode {
 namespace {
@@ -86,8 +87,8 @@ void AddressSpaces::Apply(const trace::Record& rec) {
 MappedFile AddressSpaces::Resolve(int32_t pid, const std::string& filename,
                                   const std::string& build_id) {
   if (filename == "[vdso]") {
-    auto p = dir_ / "vdso" / (std::to_string(pid) + ".so");
-    if (IsRegular(p)) return {p, ""};
+    const std::filesystem::path rel = std::filesystem::path("vdso") / (std::to_string(pid) + ".so");
+    if (trace::IsOwnedFile(dir_, rel)) return {dir_ / rel, ""};
     return {{}, "no vdso dump"};
   }
   if (filename.empty() || filename[0] == '[' || filename.starts_with("//anon") ||
@@ -99,7 +100,12 @@ MappedFile AddressSpaces::Resolve(int32_t pid, const std::string& filename,
   for (const auto& b : binaries_) {
     if (b.path != filename) continue;
     if (expected.empty()) expected = b.build_id;
-    if (!b.copy.empty() && IsRegular(dir_ / b.copy)) path = dir_ / b.copy;
+    if (b.copy.empty()) continue;
+    if (auto copy = trace::OpenOwnedFile(dir_, b.copy)) {
+      path = dir_ / b.copy;
+    } else if (!copy.error().ToString().ends_with("does not exist")) {
+      stats_.warnings.push_back("binary copy refused: " + copy.error().ToString());
+    }
   }
   if (path.empty()) {
     if (!IsRegular(filename)) {

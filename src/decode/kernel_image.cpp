@@ -11,6 +11,7 @@
 #include "base/string_util.h"
 #include "elf/symbol_file.h"
 #include "sys/kallsyms.h"
+#include "trace/owned_file.h"
 
 namespace ptsnap::decode {
 
@@ -23,8 +24,9 @@ void KernelImage::Load(const std::filesystem::path& dir, const trace::Manifest& 
   // "not-needed"): symbols for their kernel frames, no code.
   const bool copied = m.kcore.status == trace::KcoreStatus::kCopied;
   if (!copied && m.kcore.dir.empty()) return;
-  auto kdir = dir / (m.kcore.dir.empty() ? "kcore" : m.kcore.dir);
-  if (auto text = base::ReadFile(kdir / "kallsyms", size_t{256} << 20); text) {
+  const std::filesystem::path krel = m.kcore.dir.empty() ? "kcore" : m.kcore.dir;
+  const auto kdir = dir / krel;
+  if (auto text = trace::ReadOwnedFile(dir, krel / "kallsyms", size_t{256} << 20); text) {
     symbolizer.SetKernelSymbols(KernelSymbols(sys::ParseKallsyms(*text)),
                                 m.kernel_start.value_or(0));
   } else {
@@ -32,6 +34,10 @@ void KernelImage::Load(const std::filesystem::path& dir, const trace::Manifest& 
   }
   if (!copied) return;
   auto kcore = kdir / "kcore";
+  if (auto owned = trace::OpenOwnedFile(dir, krel / "kcore"); !owned) {
+    stats.warnings.push_back("kernel code is not decoded: " + owned.error().ToString());
+    return;
+  }
   auto file = elf::SymbolFile::Open(kcore);
   if (!file) {
     stats.warnings.push_back("kernel code is not decoded: " + file.error().ToString());

@@ -11,6 +11,7 @@
 #include "base/check.h"
 #include "base/file_util.h"
 #include "decode/classify.h"
+#include "trace/owned_file.h"
 #include "trace/trace_dir.h"
 
 namespace ptsnap::decode {
@@ -80,7 +81,8 @@ Result<std::unique_ptr<PtDecoder>> PtDecoder::Create(const std::filesystem::path
   // JIT maps written by runtimes (perf's /tmp/perf-PID.map convention), as
   // the recording host had them when recording ended: the trace's copies.
   for (int32_t pid : manifest.pids) {
-    if (auto text = base::ReadFile(trace::PerfMapPath(dir, pid)); text) {
+    const auto map = trace::PerfMapPath(std::filesystem::path(), pid);
+    if (auto text = trace::ReadOwnedFile(dir, map); text) {
       d->symbolizer_.AddPerfMap(d->LastSpace(pid), ParsePerfMap(*text));
     }
   }
@@ -165,6 +167,12 @@ class StreamDecoder {
       last_sync_ = off;
       return true;
     }
+    if (skipping_) {
+      uint64_t at = 0;
+      if (pt_blk_get_sync_offset(dec_.get(), &at) >= 0 && at > skip_from_)
+        stats_.undecoded_bytes += at - skip_from_;
+      skipping_ = false;
+    }
     have_prev_ = false;
     status_ = status;
     state_ = State::kSegment;
@@ -174,6 +182,8 @@ class StreamDecoder {
   bool EndSegment(int status) {
     if (status == -pte_eos) return Done();
     Error(status);
+    // Up to the next sync point, nothing of this stretch is decoded.
+    if (pt_blk_get_offset(dec_.get(), &skip_from_) >= 0) skipping_ = true;
     uint64_t off = 0;
     if (pt_blk_get_sync_offset(dec_.get(), &off) < 0) off = 0;  // never synchronized
     last_sync_ = off;
@@ -181,6 +191,12 @@ class StreamDecoder {
     return true;
   }
   bool Done() {
+    if (skipping_) {  // no further sync point: the rest is undecoded
+      const struct pt_config* c = pt_blk_get_config(dec_.get());
+      const auto size = c != nullptr ? static_cast<uint64_t>(c->end - c->begin) : 0;
+      if (size > skip_from_) stats_.undecoded_bytes += size - skip_from_;
+      skipping_ = false;
+    }
     DropTransaction();  // its outcome is not in the trace
     ResolvePending(0, /*have_next=*/false);
     state_ = State::kDone;
@@ -545,6 +561,9 @@ class StreamDecoder {
   State state_ = State::kSync;
   int status_ = 0;
   uint64_t last_sync_ = ~uint64_t{0};
+  // Undecoded since skip_from_ (a stream offset) until the next sync point.
+  bool skipping_ = true;
+  uint64_t skip_from_ = 0;
   bool have_prev_ = false;
   uint64_t prev_end_ = 0;
   enum pt_insn_class prev_iclass_ = ptic_error;

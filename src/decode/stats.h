@@ -17,6 +17,10 @@ struct DecodeStats {
   uint64_t events = 0;  // BranchEvents emitted
   uint64_t errors = 0;
   uint64_t overflows = 0;
+  // PT bytes no instruction came from: before a stream's first sync point
+  // (PSB), or from an error to the next one (the decoder resyncs there).
+  // A stream of random bytes is all undecoded, not "nothing ran".
+  uint64_t undecoded_bytes = 0;
   uint64_t nomap_errors = 0;  // -pte_nomap: code not in any image section
   uint64_t build_id_mismatches = 0;
   uint64_t missing_files = 0;

@@ -20,6 +20,7 @@
 #include "elf/elf_file.h"
 #include "export/perf_data.h"
 #include "sys/kallsyms.h"
+#include "trace/owned_file.h"
 
 namespace ptsnap::exporter {
 
@@ -145,7 +146,8 @@ class ImageFiles {
   explicit ImageFiles(const trace::TraceReader& trace) : trace_(trace) {
     for (const trace::Binary& b : trace.manifest().binaries) {
       if (!b.build_id.empty()) manifest_ids_[b.path] = HexToRaw(b.build_id);
-      if (!b.copy.empty()) copies_[b.path] = (trace.dir() / b.copy).string();
+      if (!b.copy.empty() && trace::IsOwnedFile(trace.dir(), b.copy))
+        copies_[b.path] = (trace.dir() / b.copy).string();
     }
   }
   void Map(trace::Mmap2* mm2) {
@@ -170,9 +172,9 @@ class ImageFiles {
   // Rewrites the file name (and pgoff) and returns its build-id.
   std::string Rewrite(std::string* filename, uint64_t* pgoff, uint32_t pid) {
     if (*filename == "[vdso]") {
-      fs::path dump = trace_.dir() / "vdso" / (std::to_string(pid) + ".so");
-      std::error_code ec;
-      if (fs::exists(dump, ec)) {
+      const fs::path rel = fs::path("vdso") / (std::to_string(pid) + ".so");
+      const fs::path dump = trace_.dir() / rel;
+      if (trace::IsOwnedFile(trace_.dir(), rel)) {
         *filename = fs::absolute(dump).string();
         *pgoff = 0;
       }
@@ -531,7 +533,7 @@ Result<std::string> BuildPerfData(const trace::TraceReader& trace, const ExportO
     // merges kcore's module segment into the still-unshrunk kernel map
     // (only gaps are filled), then shrinks that map to kernel text.
     if (m.kcore.status == trace::KcoreStatus::kCopied) {
-      auto text = base::ReadFile(trace.dir() / m.kcore.dir / "kallsyms");
+      auto text = trace::ReadOwnedFile(trace.dir(), fs::path(m.kcore.dir) / "kallsyms");
       auto ks = text ? sys::ParseKallsyms(*text, false) : sys::Kallsyms{};
       if (ks.etext && *ks.etext > km.addr) km.len = *ks.etext - km.addr;
     }
@@ -549,7 +551,7 @@ Result<std::string> BuildPerfData(const trace::TraceReader& trace, const ExportO
     // found): perf validates kcore_dir/modules against these module maps
     // before it maps module code from kcore_dir/kcore.
     if (m.kcore.status == trace::KcoreStatus::kCopied) {
-      auto modules = base::ReadFile(trace.dir() / m.kcore.dir / "modules");
+      auto modules = trace::ReadOwnedFile(trace.dir(), fs::path(m.kcore.dir) / "modules");
       for (const auto& mod :
            modules ? sys::ParseModules(*modules) : std::vector<sys::ModuleLine>{}) {
         trace::Mmap mm;
@@ -643,6 +645,8 @@ Result<ExportReport> ExportTrace(const fs::path& trace_dir, const fs::path& out,
   fs::permissions(out, fs::perms::owner_all, ec);
   for (const char* name : {"kallsyms", "modules", "kcore"}) {
     fs::path from = trace_dir / m.kcore.dir / name, to = out / "kcore_dir" / name;
+    if (auto owned = trace::OpenOwnedFile(trace_dir, fs::path(m.kcore.dir) / name); !owned)
+      return std::move(owned).error().AddContext("the trace's kernel image");
     fs::copy_file(from, to, fs::copy_options::overwrite_existing, ec);
     if (ec)
       return Error("copying " + from.string() + " to " + to.string() + ": " + ec.message() +

@@ -362,6 +362,9 @@ std::string FormatReport(const DecodeReport& r) {
          "), overflows: " + std::to_string(r.decode.overflows) + ", lost sideband records: " +
          std::to_string(r.lost_records) + ", truncated AUX: " + std::to_string(r.aux_truncated) +
          ", lost PT bytes: " + std::to_string(r.lost_bytes) +
+         (r.decode.undecoded_bytes != 0 ? ", undecoded PT bytes (no sync point before them): " +
+                                              std::to_string(r.decode.undecoded_bytes)
+                                        : std::string()) +
          (r.decode.tsx_aborts != 0
               ? ", aborted TSX transactions (dropped): " + std::to_string(r.decode.tsx_aborts)
               : std::string()) +

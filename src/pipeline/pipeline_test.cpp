@@ -29,6 +29,7 @@ namespace {
 using ::ptsnap::testing::HasErrorContaining;
 using ::ptsnap::testing::HasValue;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr int32_t kPid = 4242;
 
@@ -152,10 +153,48 @@ TEST(PipelineTest, CorruptStreamGivesMarkerAndResync) {
   auto r = DecodeTraceDir(dir, o);
   ASSERT_THAT(r, HasValue());
   EXPECT_GE(r->decode.errors, 1u);
+  EXPECT_GT(r->decode.undecoded_bytes, 0u);  // from the error to the good copy's PSB
+  EXPECT_LT(r->decode.undecoded_bytes, r->decode.pt_bytes);
   auto text = *base::ReadFile(o.output);
   EXPECT_GE(Lines(text, " I [decode error: ").size(), 1u);
   EXPECT_EQ(Lines(text, " B fib").size(), 25u);  // the good copy after the error
   ExpectGolden(text, "corrupt.events");
+}
+
+// A stream without a sync point decodes to nothing, and the summary says
+// how many bytes could not be decoded instead of "0 instructions, 0
+// errors" as if the program had not run. Bytes before the first PSB and
+// from an error to the next PSB count; a clean stream has none.
+TEST(PipelineTest, BytesWithoutASyncPointAreCountedAsUndecoded) {
+  ::ptsnap::testing::TempDir tmp;
+  auto prog = decode::testing::LoadCallsProgram();
+  std::string noise(2003, '\0');
+  uint32_t x = 12345;
+  for (char& c : noise) {
+    x = x * 1103515245u + 12345u;
+    c = static_cast<char>(x >> 24);
+  }
+  ASSERT_EQ(noise.find(std::string("\x02\x82", 2)), std::string::npos) << "no PSB in the noise";
+  DecodeOptions o;
+  o.output = tmp.path() / "noise.events";
+  auto r = DecodeTraceDir(MakeCallsTrace(tmp.path() / "noise", noise), o);
+  ASSERT_THAT(r, HasValue());
+  EXPECT_EQ(r->decode.instructions, 0u);
+  EXPECT_EQ(r->decode.undecoded_bytes, noise.size());
+  EXPECT_THAT(FormatReport(*r), HasSubstr("undecoded PT bytes (no sync point before them): 2003"));
+
+  const std::string good = decode::testing::CallsProgramStream(prog);
+  o.output = tmp.path() / "prefixed.events";
+  r = DecodeTraceDir(MakeCallsTrace(tmp.path() / "prefixed", noise + good), o);
+  ASSERT_THAT(r, HasValue());
+  EXPECT_EQ(r->decode.undecoded_bytes, noise.size());
+  EXPECT_EQ(Lines(*base::ReadFile(o.output), " B fib").size(), 25u);
+
+  o.output = tmp.path() / "clean.events";
+  r = DecodeTraceDir(MakeCallsTrace(tmp.path() / "clean", good), o);
+  ASSERT_THAT(r, HasValue());
+  EXPECT_EQ(r->decode.undecoded_bytes, 0u);
+  EXPECT_THAT(FormatReport(*r), Not(HasSubstr("undecoded")));
 }
 
 TEST(PipelineTest, TruncatedStreamDecodesWhatIsThere) {

@@ -334,6 +334,16 @@ Result<Manifest> ParseTree(const Json& root) {
         PTSNAP_TRY(o.Bool("wrapped", s.wrapped));
         PTSNAP_TRY(o.Uint("lost_bytes", s.lost_bytes));
         PTSNAP_TRY(o.Uint("truncated", s.truncated));
+        // Two entries for one id or one file would decode the same bytes
+        // twice (or let a hand-made manifest alias streams): refused.
+        for (size_t k = 0; k < m.streams.size(); ++k) {
+          if (m.streams[k].id == s.id)
+            return FieldError(path + ".id", "duplicate stream id " + std::to_string(s.id) +
+                                                " (streams[" + std::to_string(k) + "] has it)");
+          if (m.streams[k].file == s.file)
+            return FieldError(path + ".file", "file " + s.file + " is listed twice (streams[" +
+                                                  std::to_string(k) + "] has it)");
+        }
         m.streams.push_back(std::move(s));
         return Ok();
       },

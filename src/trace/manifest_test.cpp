@@ -207,6 +207,10 @@ TEST(ManifestTest, RejectsWrongTypesNamingTheField) {
       {[](auto& j) { j["kernel"]["start"] = true; }, "field 'kernel.start'"},
       {[](auto& j) { j["binaries"][0]["copy"] = "a/../../x"; }, "field 'binaries[0].copy'"},
       {[](auto& j) { j["format"] = "perf"; }, "not a ptsnap trace manifest"},
+      {[](auto& j) { j["streams"][1]["id"] = j["streams"][0]["id"]; },
+       "field 'streams[1].id': duplicate stream id 0 (streams[0] has it)"},
+      {[](auto& j) { j["streams"][1]["file"] = j["streams"][0]["file"]; },
+       "field 'streams[1].file': file pt/0.pt is listed twice (streams[0] has it)"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.error);

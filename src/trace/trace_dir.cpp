@@ -10,6 +10,7 @@
 #include <system_error>
 
 #include "base/file_util.h"
+#include "trace/owned_file.h"
 
 namespace ptsnap::trace {
 namespace {
@@ -208,7 +209,7 @@ Result<TraceReader> TraceReader::Open(const std::filesystem::path& dir) {
   if (::access(manifest_path.c_str(), F_OK) != 0 && errno == ENOENT) {
     return Error(dir.string() + " is not a ptsnap trace directory (no manifest.json)");
   }
-  PTSNAP_ASSIGN_OR_RETURN(std::string text, base::ReadFile(manifest_path, size_t{64} << 20));
+  PTSNAP_ASSIGN_OR_RETURN(std::string text, ReadOwnedFile(dir, kManifestFile, size_t{64} << 20));
   auto m = ParseManifest(text);
   if (!m) return std::move(m).error().AddContext(manifest_path.string());
   return TraceReader(dir, std::move(*m));
@@ -217,13 +218,14 @@ Result<TraceReader> TraceReader::Open(const std::filesystem::path& dir) {
 Result<std::string> TraceReader::ReadStream(const Stream& stream) const {
   std::filesystem::path path = dir_ / stream.file;
   struct stat st;
-  if (::stat(path.c_str(), &st) != 0) {
-    if (errno == ENOENT) {
-      return Error(StreamName(stream) + " is missing: " + path.string() +
-                   " does not exist (the trace directory is incomplete)");
-    }
-    return Error::FromErrno(StreamName(stream) + ": stat " + path.string());
+  if (::lstat(path.c_str(), &st) != 0 && errno == ENOENT) {
+    return Error(StreamName(stream) + " is missing: " + path.string() +
+                 " does not exist (the trace directory is incomplete)");
   }
+  auto fd = OpenOwnedFile(dir_, stream.file);
+  if (!fd) return std::move(fd).error().AddContext(StreamName(stream));
+  if (::fstat(fd->get(), &st) != 0)
+    return Error::FromErrno(StreamName(stream) + ": stat " + path.string());
   const bool cut_short = manifest_.state == State::kRecording;
   if (static_cast<uint64_t>(st.st_size) != stream.size &&
       !(cut_short && static_cast<uint64_t>(st.st_size) > stream.size)) {
@@ -231,7 +233,8 @@ Result<std::string> TraceReader::ReadStream(const Stream& stream) const {
                  " bytes but the manifest says " + std::to_string(stream.size) +
                  " (the file was changed or truncated)");
   }
-  PTSNAP_ASSIGN_OR_RETURN(std::string data, base::ReadFile(path, static_cast<size_t>(st.st_size)));
+  PTSNAP_ASSIGN_OR_RETURN(std::string data,
+                          base::ReadFd(fd->get(), static_cast<size_t>(st.st_size), path.string()));
   if (cut_short && data.size() > stream.size) data.resize(stream.size);
   if (data.size() != stream.size) {
     return Error(StreamName(stream) + " changed while being read");
@@ -241,12 +244,13 @@ Result<std::string> TraceReader::ReadStream(const Stream& stream) const {
 
 Result<RecordStream> TraceReader::ReadSideband() const {
   std::filesystem::path path = dir_ / manifest_.sideband;
-  if (::access(path.c_str(), F_OK) != 0 && errno == ENOENT) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0 && errno == ENOENT) {
     return Error(manifest_.sideband + " is missing: " + path.string() +
                  " does not exist (the trace directory is incomplete)");
   }
-  PTSNAP_ASSIGN_OR_RETURN(std::string data,
-                          base::ReadFile(path, std::numeric_limits<size_t>::max() / 2));
+  PTSNAP_ASSIGN_OR_RETURN(std::string data, ReadOwnedFile(dir_, manifest_.sideband,
+                                                          std::numeric_limits<size_t>::max() / 2));
   std::span<const std::byte> bytes = AsBytes(data);
   RecordScan scan = ScanRecords(bytes);
   if (scan.corrupt_offset) {

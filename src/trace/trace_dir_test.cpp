@@ -264,6 +264,56 @@ TEST(TraceDirTest, StreamAndSidebandProblemsNameTheFile) {
   EXPECT_THAT(r->ReadSideband(), HasErrorContaining("sideband.data is missing"));
 }
 
+// Traces come from other hosts and users: a stream, sideband or manifest
+// that is a symbolic link (to /etc/passwd, or a `pt/` linked elsewhere) is
+// refused, not read; a FIFO where a stream belongs is refused at once
+// rather than blocking the reader.
+TEST(TraceDirTest, LinksAndSpecialFilesInATraceAreRefused) {
+  TempDir tmp;
+  fs::path dir = tmp.path() / "t";
+  {
+    auto w = TraceWriter::Create(dir, Initial());
+    ASSERT_THAT(w, HasValue());
+    ASSERT_THAT(w->AddStream(Stream{}, Span("abcd")), HasValue());
+    ASSERT_THAT(w->AddStream(Stream{}, Span("efgh")), HasValue());
+    ASSERT_THAT(w->Finish(), HasValue());
+  }
+  ASSERT_THAT(base::WriteFileAtomic(tmp.path() / "secret", "abcd"), HasValue());
+  fs::remove(dir / "pt/0.pt");
+  fs::create_symlink(tmp.path() / "secret", dir / "pt/0.pt");
+  fs::remove(dir / "pt/1.pt");
+  ASSERT_EQ(::mkfifo((dir / "pt/1.pt").c_str(), 0600), 0);
+  auto r = TraceReader::Open(dir);
+  ASSERT_THAT(r, HasValue());
+  EXPECT_THAT(r->ReadStream(r->manifest().streams[0]),
+              HasErrorContaining("stream 0 (pt/0.pt): " + (dir / "pt/0.pt").string() +
+                                 " is a symbolic link: ptsnap reads only a trace directory's "
+                                 "own files"));
+  EXPECT_THAT(r->ReadStream(r->manifest().streams[1]),
+              HasErrorContaining("pt/1.pt is not a regular file"));
+
+  // The stream directory itself linked elsewhere.
+  fs::create_directory(tmp.path() / "elsewhere");
+  ASSERT_THAT(base::WriteFileAtomic(tmp.path() / "elsewhere/0.pt", "abcd"), HasValue());
+  fs::rename(dir / "pt", dir / "pt.old");
+  fs::create_directory_symlink(tmp.path() / "elsewhere", dir / "pt");
+  EXPECT_THAT(r->ReadStream(r->manifest().streams[0]),
+              HasErrorContaining((dir / "pt").string() + " is a symbolic link"));
+
+  fs::rename(dir / "sideband.data", tmp.path() / "sb");
+  fs::create_symlink(tmp.path() / "sb", dir / "sideband.data");
+  EXPECT_THAT(r->ReadSideband(), HasErrorContaining("sideband.data is a symbolic link"));
+
+  fs::rename(dir / "manifest.json", tmp.path() / "m.json");
+  fs::create_symlink(tmp.path() / "m.json", dir / "manifest.json");
+  EXPECT_THAT(TraceReader::Open(dir), HasErrorContaining("manifest.json is a symbolic link"));
+  // The directory given by the user may itself be a link: followed.
+  fs::remove(dir / "manifest.json");
+  fs::rename(tmp.path() / "m.json", dir / "manifest.json");
+  fs::create_directory_symlink(dir, tmp.path() / "link");
+  EXPECT_THAT(TraceReader::Open(tmp.path() / "link"), HasValue());
+}
+
 TEST(TraceDirTest, StreamsGrowAsTheyAreAppendedAndSurviveACrash) {
   TempDir tmp;
   fs::path dir = tmp.path() / "full";
