@@ -1,6 +1,9 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
 
 #include "base/check.h"
 #include "base/file_util.h"
@@ -108,6 +111,14 @@ TEST(FileUtilTest, ReadTrimmedAndAtomicWrite) {
   struct stat st {};
   ASSERT_EQ(::stat((dir.path() / "m.json").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
+  // A link planted at the temporary name is not written through.
+  dir.Write("victim", "keep");
+  const auto planted = dir.path() / ("m.json.tmp." + std::to_string(::getpid()));
+  std::filesystem::create_symlink(dir.path() / "victim", planted);
+  ASSERT_THAT(WriteFileAtomic(dir.path() / "m.json", "{\"a\":1}", 0600), HasValue());
+  EXPECT_EQ(*ReadFile(dir.path() / "victim"), "keep");
+  EXPECT_EQ(*ReadFile(dir.path() / "m.json"), "{\"a\":1}");
+  EXPECT_FALSE(std::filesystem::exists(std::filesystem::symlink_status(planted)));
   ASSERT_THAT(AppendFile(dir.path() / "log", "x"), HasValue());
   ASSERT_THAT(AppendFile(dir.path() / "log", "y"), HasValue());
   EXPECT_EQ(*ReadFile(dir.path() / "log"), "xy");

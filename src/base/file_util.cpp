@@ -82,7 +82,10 @@ Result<void> WriteFileAtomic(const std::filesystem::path& path, std::string_view
   std::filesystem::path tmp = path;
   tmp += ".tmp." + std::to_string(::getpid());
   {
-    UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode));
+    // O_EXCL | O_NOFOLLOW: a link planted at the temporary name (a shared
+    // directory) is never written through; a stale file of ours is removed.
+    ::unlink(tmp.c_str());
+    UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode));
     if (!fd) return Error::FromErrno("create " + tmp.string());
     if (::fchmod(fd.get(), mode) != 0) return Error::FromErrno("chmod " + tmp.string());
     if (auto r = WriteAll(fd.get(), data, tmp.string()); !r) {
@@ -100,6 +103,13 @@ Result<void> WriteFileAtomic(const std::filesystem::path& path, std::string_view
     ::unlink(tmp.c_str());
     return Error::FromErrno("rename to " + path.string(), e);
   }
+  // The rename itself reaches the disk with the directory (power loss must
+  // not bring back the old file, or none).
+  std::filesystem::path parent = path.parent_path();
+  if (parent.empty()) parent = ".";
+  UniqueFd dir(::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (dir && ::fsync(dir.get()) != 0 && errno != EINVAL)
+    return Error::FromErrno("fsync " + parent.string());
   return Ok();
 }
 

@@ -93,9 +93,13 @@ Result<TraceWriter> TraceWriter::Create(const std::filesystem::path& dir, Manife
 
   // O_TRUNC: leftovers of an earlier attempt that never wrote a manifest
   // must not be read as this recording's sideband.
+  // O_EXCL | O_NOFOLLOW after removing it: never written through a link.
   std::filesystem::path sideband_path = dir / initial.sideband;
+  if (::unlink(sideband_path.c_str()) != 0 && errno != ENOENT)
+    return Error::FromErrno("remove " + sideband_path.string());
   base::UniqueFd fd(::open(sideband_path.c_str(),
-                           O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, kFileMode));
+                           O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_APPEND | O_CLOEXEC,
+                           kFileMode));
   if (!fd) return Error::FromErrno("create " + sideband_path.string());
   if (::fchmod(fd.get(), kFileMode) != 0)
     return Error::FromErrno("chmod " + sideband_path.string());
@@ -132,8 +136,8 @@ Result<uint32_t> TraceWriter::BeginStream(Stream info) {
   info.file = StreamFile(info.kind, id);
   info.size = 0;
   const std::filesystem::path path = dir_ / info.file;
-  base::UniqueFd fd(
-      ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, kFileMode));
+  base::UniqueFd fd(::open(
+      path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_APPEND | O_CLOEXEC, kFileMode));
   if (!fd) return Error::FromErrno("create " + path.string());
   if (::fchmod(fd.get(), kFileMode) != 0) return Error::FromErrno("chmod " + path.string());
   open_streams_.emplace_back(id, std::move(fd));
