@@ -4,7 +4,8 @@
 // so the attrs are the recorder's, not a re-derivation.
 //
 //   attr_dump [--root DIR] [--timer low|normal|high|custom:...]
-//             [--scope user|kernel|both] [--full] [--snapshot-size BYTES]
+//             [--scope user|kernel|both] [--full] [--all-cpus]
+//             [--snapshot-size BYTES]
 //
 // Prints the PT event's block, then the tracking (dummy) event's, each
 // under perf's "perf_event_attr:" header; warnings (e.g. a timer preset
@@ -30,7 +31,7 @@ constexpr char kDashes[] = "----------------------------------------------------
 int Usage() {
   std::fprintf(stderr,
                "usage: attr_dump [--root DIR] [--timer SPEC] [--scope user|kernel|both] [--full] "
-               "[--snapshot-size BYTES]\n");
+               "[--all-cpus] [--snapshot-size BYTES]\n");
   return 2;
 }
 
@@ -46,6 +47,8 @@ int main(int argc, char** argv) {
     const bool has_value = i + 1 < argc;
     if (arg == "--full") {
       opts.full_execution = true;
+    } else if (arg == "--all-cpus") {
+      opts.all_cpus = true;
     } else if (arg == "--root" && has_value) {
       root = argv[++i];
     } else if (arg == "--timer" && has_value) {
