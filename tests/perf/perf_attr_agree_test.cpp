@@ -85,7 +85,7 @@ const std::vector<Allowed> kAllowed = {
     {"", "tracking", "read_format.LOST", "1", "", "as on the PT event"},
     {"per-thread", "tracking", "context_switch", "", "1",
      "ptsnap wants PERF_RECORD_SWITCH to mark when the traced thread was off the CPU; perf "
-     "--per-thread records switches only per CPU (perf record --switch-events adds the bit)"},
+     "--per-thread asks for none unless --switch-events (perf -a sets it, as ptsnap does)"},
     {"", "tracking", "exclude_guest", "1", "",
      "perf's default modifier for a dummy; guest filtering applies to hardware counters, not "
      "to a software dummy's sideband"},
