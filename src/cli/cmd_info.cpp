@@ -41,11 +41,13 @@ std::string UtcTime(uint64_t unix_ns) {
   return buf;
 }
 
-std::string StateLine(trace::State s) {
-  std::string out(trace::ToString(s));
-  if (s == trace::State::kRecording) {
+std::string StateLine(const trace::Manifest& m) {
+  std::string out(trace::ToString(m.state));
+  if (m.state == trace::State::kRecording) {
     out += " (cut short by a crash or kill: what is listed below is complete)";
-  } else if (s == trace::State::kInterrupted) {
+  } else if (m.state == trace::State::kInterrupted && !m.stop_error.empty()) {
+    out += " (" + m.stop_error + "; what is listed below is complete)";
+  } else if (m.state == trace::State::kInterrupted) {
     out += " (stopped by Ctrl-C or an error)";
   }
   return out;
@@ -92,7 +94,7 @@ int RunInfo(const InfoOptions& opt) {
   std::string source(trace::ToString(m.source));
   if (!m.emulator.empty()) source += " (" + m.emulator + ")";
   Row("source", source);
-  Row("state", StateLine(m.state));
+  Row("state", StateLine(m));
   Row("recorded", UtcTime(m.created_unix_ns) +
                       (m.ptsnap_version.empty() ? "" : " by ptsnap " + m.ptsnap_version));
   if (!m.command.empty()) Row("command", Join(m.command));

@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <linux/perf_event.h>
 #include <sys/prctl.h>
+#include <sys/statvfs.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -467,9 +468,6 @@ Result<int> RecordEmulated(const EmulationPlan& plan, const record::RecordOption
   // docs/trace-format.md: a recording ended by a stop request is "interrupted".
   const bool interrupted_by_user = stop_sent;
   const int exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  Emit(events,
-       {record::Event::Kind::kTargetExited,
-        opts.command[0] + " exited with status " + std::to_string(exit_code), 0, exit_code});
 
   // What the plugin wrote at the end (exit snapshots, full-execution streams).
   auto last = ingest.Finish();
@@ -483,6 +481,24 @@ Result<int> RecordEmulated(const EmulationPlan& plan, const record::RecordOption
     return Error("qemu-x86_64 did not load the ptsnap plugin (exit status " +
                  std::to_string(exit_code) + "; its message is above): check that " +
                  qemu.string() + " is QEMU 7.x with plugin support");
+  }
+  // The plugin stops the emulation with status 125 when it cannot write
+  // (plugin.cpp, Die) and then never logs its end: ptsnap's failure, not the
+  // program's status.
+  std::string stop_error;
+  if (exit_code == 125 && !ingest.done()) {
+    struct statvfs fs_info {};
+    const bool full =
+        ::statvfs(trace_dir.c_str(), &fs_info) == 0 &&
+        static_cast<uint64_t>(fs_info.f_bavail) * fs_info.f_frsize < (uint64_t{1} << 20);
+    stop_error = full ? "the file system holding " + trace_dir.string() +
+                            " is full (No space left on device): the emulator stopped recording"
+                      : "the emulator's plugin failed (its message is above) and stopped the "
+                        "recording";
+  } else {
+    Emit(events,
+         {record::Event::Kind::kTargetExited,
+          opts.command[0] + " exited with status " + std::to_string(exit_code), 0, exit_code});
   }
   for (const auto& n : ingest.notes()) PTSNAP_LOG(kWarning) << "emulator: " << n;
   const bool done = ingest.done();
@@ -522,11 +538,17 @@ Result<int> RecordEmulated(const EmulationPlan& plan, const record::RecordOption
   }
   // What the plugin retired per stream: the integration tests and
   // tools/bench-emulate compare it with a decode.
-  PTSNAP_TRY(base::WriteFileAtomic(trace_dir / "emulator-stats.txt", stats));
+  if (auto r = base::WriteFileAtomic(trace_dir / "emulator-stats.txt", stats); !r)
+    PTSNAP_LOG(kWarning) << "emulator statistics not kept: " << r.error().ToString();
   fs::remove_all(work, ec);
   // The guest's JIT maps (qemu-user passes /tmp through): docs/trace-format.md, jit/.
   if (auto r = writer.CopyPerfMaps(pids); !r)
     PTSNAP_LOG(kWarning) << "JIT symbol maps not copied: " << r.error().ToString();
+  if (!stop_error.empty()) {
+    PTSNAP_TRY(writer.Finish(trace::State::kInterrupted, stop_error));
+    return Error(stop_error + "; what it wrote is kept in " + trace_dir.string() +
+                 " and decodes: free space or choose another --trace-dir");
+  }
   PTSNAP_TRY(writer.Finish(done && !interrupted_by_user ? trace::State::kComplete
                                                         : trace::State::kInterrupted));
   return exit_code;

@@ -809,6 +809,95 @@ TEST_F(Emulate, KilledPtsnapLeavesItsSnapshotsAndNoEmulator) {
   EXPECT_TRUE(gone) << "qemu (pid " << qemu << ") outlived ptsnap";
 }
 
+// Full execution, ptsnap killed: the stream is listed from its thread's
+// start and its size raised about once a second, so what reached the disk
+// by the last raise is kept and decodes (it used to be listed only when the
+// thread ended: 0 streams, and the PT left in emulator-work/).
+TEST_F(Emulate, KilledFullExecutionKeepsItsStreamListed) {
+  const char* bin = std::getenv("PTSNAP_BIN");
+  ASSERT_NE(bin, nullptr) << "PTSNAP_BIN is set by meson";
+  const fs::path dir = tmp_.path() / "killed-full";
+  const fs::path log = tmp_.path() / "killed-full.log";
+  pid_t ptsnap = ::fork();
+  ASSERT_GE(ptsnap, 0);
+  if (ptsnap == 0) {
+    const std::string tdir = dir.string();
+    int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    // sleep: its start-up is traced, then it waits to be killed (a small
+    // stream that decodes in a moment).
+    ::execl(bin, bin, "run", "--emulate", "--full-execution", "--no-decode", "--trace-dir",
+            tdir.c_str(), "--", "/bin/sleep", "60", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  uint64_t listed = 0;
+  for (int i = 0; i < 300 && listed == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (auto r = trace::TraceReader::Open(dir); r && !r->manifest().streams.empty())
+      listed = r->manifest().streams[0].size;
+  }
+  ::kill(ptsnap, SIGKILL);
+  ::waitpid(ptsnap, nullptr, 0);
+  ASSERT_GT(listed, 0u) << "no stream bytes were listed; ptsnap said: " << *base::ReadFile(log);
+  auto r = trace::TraceReader::Open(dir);
+  ASSERT_TRUE(r) << r.error().ToString();
+  EXPECT_EQ(r->manifest().state, trace::State::kRecording);
+  ASSERT_EQ(r->manifest().streams.size(), 1u);
+  EXPECT_EQ(r->manifest().streams[0].file, "pt/0.pt");
+  const std::string decode = std::string(bin) + " decode -o '" +
+                             (tmp_.path() / "killed-full.json").string() + "' '" + dir.string() +
+                             "' > '" + log.string() + "' 2>&1";
+  EXPECT_EQ(std::system(decode.c_str()), 0) << *base::ReadFile(log);
+  const std::string said = *base::ReadFile(log);
+  EXPECT_NE(said.find("Decode errors: 0 "), std::string::npos) << said;
+  EXPECT_EQ(said.find(" 0 instructions"), std::string::npos) << said;
+}
+
+// The trace directory's file system fills up (an 8 MiB tmpfs) during a
+// full-execution recording: ptsnap stops with one error naming the full
+// disk and exits 1 (not the emulator's 125 as the program's status), and
+// the trace lists every byte written, state interrupted with the cause, and
+// decodes.
+TEST_F(Emulate, DiskFullStopsCleanlyAndKeepsWhatWasWritten) {
+  if (::geteuid() != 0) GTEST_SKIP() << "mounting a small tmpfs needs root";
+  const char* bin = std::getenv("PTSNAP_BIN");
+  ASSERT_NE(bin, nullptr) << "PTSNAP_BIN is set by meson";
+  const fs::path mnt = tmp_.path() / "small";
+  fs::create_directories(mnt);
+  ASSERT_EQ(std::system(("mount -t tmpfs -o size=8m tmpfs '" + mnt.string() + "'").c_str()), 0);
+  struct Unmount {
+    fs::path p;
+    ~Unmount() { (void)std::system(("umount -l '" + p.string() + "'").c_str()); }
+  } unmount{mnt};
+  const fs::path dir = mnt / "t";
+  const fs::path log = tmp_.path() / "full.log";
+  const std::string cmd = std::string(bin) + " run --emulate --full-execution --no-decode " +
+                          "--trace-dir '" + dir.string() + "' -- '" + Program("fib").string() +
+                          "' 40 > '" + log.string() + "' 2>&1";
+  const int st = std::system(cmd.c_str());
+  const std::string said = *base::ReadFile(log);
+  ASSERT_TRUE(WIFEXITED(st)) << said;
+  EXPECT_EQ(WEXITSTATUS(st), 1) << said;
+  EXPECT_NE(said.find("ptsnap: error: the file system holding " + dir.string() +
+                      " is full (No space left on device): the emulator stopped recording; what "
+                      "it wrote is kept in " +
+                      dir.string() + " and decodes"),
+            std::string::npos)
+      << said;
+  auto r = trace::TraceReader::Open(dir);
+  ASSERT_TRUE(r) << r.error().ToString();
+  EXPECT_EQ(r->manifest().state, trace::State::kInterrupted);
+  EXPECT_NE(r->manifest().stop_error.find("is full"), std::string::npos);
+  ASSERT_EQ(r->manifest().streams.size(), 1u);
+  EXPECT_GT(r->manifest().streams[0].size, uint64_t{4} << 20);  // most of the 8 MiB
+  const std::string decode = std::string(bin) + " decode -o '" +
+                             (tmp_.path() / "full.json").string() + "' '" + dir.string() + "' > '" +
+                             log.string() + "' 2>&1";
+  EXPECT_EQ(std::system(decode.c_str()), 0) << *base::ReadFile(log);
+  EXPECT_NE(base::ReadFile(log)->find("fib"), std::string::npos) << *base::ReadFile(log);
+}
+
 // Failures a user can meet: one line naming cause and fix.
 TEST_F(Emulate, KernelScopeIsRefused) {
   record::RecordOptions o;

@@ -1,6 +1,8 @@
 #include "emulate/ingest.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -46,16 +48,15 @@ bool PluginIngest::done() const {
 
 Result<void> PluginIngest::AddStream(const StreamMessage& s, uint32_t seq) {
   const fs::path file = work_ / s.file;
-  PTSNAP_ASSIGN_OR_RETURN(std::string data, base::ReadFile(file, uint64_t{1} << 40));
   trace::Stream info;
   info.pid = s.pid;
   info.tid = s.tid;
   info.snapshot = seq;
   info.wrapped = s.wrapped;
-  PTSNAP_ASSIGN_OR_RETURN(uint32_t id, writer_.AddStream(info, std::as_bytes(std::span(data))));
+  // Moved, not copied: the work directory is inside the trace directory,
+  // so a stream the plugin wrote until the disk filled is still kept.
+  PTSNAP_ASSIGN_OR_RETURN(uint32_t id, writer_.AdoptStream(info, file));
   stats_.push_back({id, s.tid, s.insns, s.hash});
-  std::error_code ec;
-  fs::remove(file, ec);  // the trace directory holds it now
   return Ok();
 }
 
@@ -78,6 +79,13 @@ Result<void> PluginIngest::ReadLog(const fs::path& path, Log& log,
       if (st->seq == 0) {
         // A full-execution stream is described again when an execve failed
         // after the plugin had flushed for it: the last description wins.
+        if (!full_ids_.contains(st->file)) {
+          trace::Stream info;
+          info.pid = st->pid;
+          info.tid = st->tid;
+          PTSNAP_ASSIGN_OR_RETURN(uint32_t id, writer_.AdoptStream(info, work_ / st->file));
+          full_ids_[st->file] = id;
+        }
         auto same = std::find_if(log.full.begin(), log.full.end(),
                                  [&](const StreamMessage& o) { return o.file == st->file; });
         if (same != log.full.end()) {
@@ -139,13 +147,45 @@ Result<std::vector<trace::Snapshot>> PluginIngest::Poll() {
   std::sort(names.begin(), names.end());
   std::vector<trace::Snapshot> added;
   for (const std::string& name : names) PTSNAP_TRY(ReadLog(work_ / name, logs_[name], added));
+  struct timespec now {};
+  ::clock_gettime(CLOCK_MONOTONIC, &now);
+  const int64_t ns = int64_t{now.tv_sec} * 1'000'000'000 + now.tv_nsec;
+  if (!full_ids_.empty() && ns - sizes_listed_ns_ >= 1'000'000'000) {
+    sizes_listed_ns_ = ns;
+    PTSNAP_TRY(ListFullSizes());
+  }
   return added;
+}
+
+Result<void> PluginIngest::ListFullSizes() {
+  bool grew = false;
+  for (const auto& [file, id] : full_ids_) {
+    trace::Stream* st = writer_.FindStream(id);
+    if (st == nullptr) continue;
+    const fs::path path = writer_.dir() / st->file;
+    // Synced before it is listed: the manifest never claims bytes a crash
+    // could take back.
+    base::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd) return Error::FromErrno("open " + path.string());
+    struct stat info {};
+    if (::fstat(fd.get(), &info) != 0) return Error::FromErrno("stat " + path.string());
+    if (static_cast<uint64_t>(info.st_size) == st->size) continue;
+    if (::fdatasync(fd.get()) != 0 && errno != EINVAL)
+      return Error::FromErrno("fsync " + path.string());
+    st->size = static_cast<uint64_t>(info.st_size);
+    grew = true;
+  }
+  return grew ? writer_.Flush() : Ok();
 }
 
 Result<std::vector<trace::Snapshot>> PluginIngest::Finish() {
   PTSNAP_ASSIGN_OR_RETURN(std::vector<trace::Snapshot> added, Poll());
+  PTSNAP_TRY(ListFullSizes());
   for (auto& [name, log] : logs_) {
-    for (const StreamMessage& s : log.full) PTSNAP_TRY(AddStream(s, 0));
+    for (const StreamMessage& s : log.full) {
+      if (auto it = full_ids_.find(s.file); it != full_ids_.end())
+        stats_.push_back({it->second, s.tid, s.insns, s.hash});
+    }
     // A snapshot cut short (the process died writing it): its streams are
     // kept, under no snapshot.
     for (const auto& [seq, streams] : log.pending)

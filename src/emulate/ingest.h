@@ -48,10 +48,17 @@ class PluginIngest {
   // manifest. Returns the snapshots added, in order.
   Result<std::vector<trace::Snapshot>> Poll();
 
-  // After the program exited: a last Poll, then the full-execution streams
-  // (described once their thread ended; the last description of a file
-  // wins) and any stream whose snapshot line never came (listed under
-  // snapshot 0). Returns the snapshots the last Poll added.
+  // After the program exited: a last Poll, the full-execution streams' final
+  // sizes and statistics (the last description of a file wins), and any
+  // stream whose snapshot line never came (listed under snapshot 0).
+  // Returns the snapshots the last Poll added.
+  //
+  // A full-execution stream is described when its thread starts: it is
+  // moved into the trace directory and listed at once (the plugin goes on
+  // writing it through its open fd), and Poll raises its listed size about
+  // once a second, after syncing it. A ptsnap killed meanwhile (or a full
+  // disk) leaves it listed up to the last raise, as a hardware full
+  // recording's streams are.
   Result<std::vector<trace::Snapshot>> Finish();
 
   [[nodiscard]] bool saw_logs() const { return !logs_.empty(); }
@@ -84,6 +91,10 @@ class PluginIngest {
   size_t asked_used_ = 0;
   uint32_t next_seq_ = 1;
   std::vector<StreamStat> stats_;
+  // Full-execution streams moved into the trace: file name -> stream id.
+  std::map<std::string, uint32_t> full_ids_;
+  int64_t sizes_listed_ns_ = 0;  // CLOCK_MONOTONIC of the last size raise
+  Result<void> ListFullSizes();
 };
 
 }  // namespace ptsnap::emulate

@@ -241,6 +241,7 @@ Result<Manifest> ParseTree(const Json& root) {
 
   PTSNAP_TRY(r.Enum("source", m.source, kSources, true));
   PTSNAP_TRY(r.Enum("state", m.state, kStates, true));
+  PTSNAP_TRY(r.String("stop_error", m.stop_error));
   PTSNAP_TRY(r.String("ptsnap_version", m.ptsnap_version));
   PTSNAP_TRY(r.Uint("created_unix_ns", m.created_unix_ns));
   PTSNAP_TRY(r.Array("command", [&](const Json& e, const std::string& path) -> Result<void> {
@@ -491,6 +492,7 @@ std::string SerializeManifest(const Manifest& m) {
   j["version"] = m.version;
   j["source"] = ToString(m.source);
   j["state"] = ToString(m.state);
+  if (!m.stop_error.empty()) j["stop_error"] = m.stop_error;
   j["ptsnap_version"] = m.ptsnap_version;
   j["created_unix_ns"] = m.created_unix_ns;
   j["command"] = m.command;

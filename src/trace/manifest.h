@@ -153,6 +153,10 @@ struct Manifest {
   int version = kManifestVersion;
   Source source = Source::kHardware;
   State state = State::kRecording;
+  // Why an interrupted recording stopped when ptsnap failed (a write error,
+  // a disk full): "writing a PT stream failed: No space left on device".
+  // Empty otherwise.
+  std::string stop_error;
   std::string ptsnap_version;
   uint64_t created_unix_ns = 0;
   std::vector<std::string> command;  // run: argv; attach: empty

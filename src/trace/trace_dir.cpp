@@ -16,6 +16,7 @@ namespace ptsnap::trace {
 namespace {
 
 constexpr char kManifestFile[] = "manifest.json";
+constexpr char kReserveFile[] = ".reserve";
 constexpr char kStreamDir[] = "pt";
 constexpr char kSamplesDir[] = "samples";
 
@@ -104,6 +105,10 @@ Result<TraceWriter> TraceWriter::Create(const std::filesystem::path& dir, Manife
   if (::fchmod(fd.get(), kFileMode) != 0)
     return Error::FromErrno("chmod " + sideband_path.string());
 
+  // Room for the last manifest when the disk fills (Flush). Best effort: a
+  // disk already too full for it fails at the first manifest anyway.
+  (void)base::WriteFileAtomic(dir / kReserveFile, std::string(kReserveBytes, '\0'), kFileMode);
+
   initial.version = kManifestVersion;
   initial.state = State::kRecording;
   TraceWriter w(dir, std::move(initial), std::move(fd));
@@ -177,12 +182,42 @@ Result<void> TraceWriter::Flush() {
     if (::fdatasync(fd.get()) != 0 && errno != EINVAL)
       return Error::FromErrno("fsync stream " + std::to_string(id));
   }
-  return base::WriteFileAtomic(dir_ / kManifestFile, SerializeManifest(manifest_), kFileMode);
+  const std::string text = SerializeManifest(manifest_);
+  auto written = base::WriteFileAtomic(dir_ / kManifestFile, text, kFileMode);
+  if (!written && written.error().errnum() == ENOSPC &&
+      ::unlink((dir_ / kReserveFile).c_str()) == 0)
+    written = base::WriteFileAtomic(dir_ / kManifestFile, text, kFileMode);
+  return written;
 }
 
-Result<void> TraceWriter::Finish(State state) {
+Result<void> TraceWriter::Finish(State state, std::string stop_error) {
+  ::unlink((dir_ / kReserveFile).c_str());
   manifest_.state = state;
+  manifest_.stop_error = std::move(stop_error);
   return Flush();
+}
+
+Result<uint32_t> TraceWriter::AdoptStream(Stream info, const std::filesystem::path& file) {
+  uint32_t id = 0;
+  for (const Stream& s : manifest_.streams) id = std::max(id, s.id + 1);
+  info.id = id;
+  info.file = StreamFile(info.kind, id);
+  const std::filesystem::path to = dir_ / info.file;
+  struct stat st;
+  if (::lstat(file.c_str(), &st) != 0) return Error::FromErrno("stat " + file.string());
+  if (!S_ISREG(st.st_mode)) return Error(file.string() + " is not a regular file");
+  if (::rename(file.c_str(), to.c_str()) != 0) {
+    if (errno != EXDEV) return Error::FromErrno("move " + file.string() + " to " + to.string());
+    PTSNAP_ASSIGN_OR_RETURN(std::string data,
+                            base::ReadFile(file, static_cast<size_t>(st.st_size) + 1));
+    PTSNAP_TRY(base::WriteFileAtomic(to, data, kFileMode));
+    ::unlink(file.c_str());
+  }
+  if (::chmod(to.c_str(), kFileMode) != 0) return Error::FromErrno("chmod " + to.string());
+  info.size = static_cast<uint64_t>(st.st_size);
+  manifest_.streams.push_back(std::move(info));
+  PTSNAP_TRY(Flush());
+  return id;
 }
 
 Result<void> TraceWriter::CopyPerfMaps(std::span<const int32_t> pids,

@@ -28,12 +28,15 @@ std::filesystem::path PerfMapPath(const std::filesystem::path& dir, int32_t pid)
 
 class TraceWriter {
  public:
+  static constexpr size_t kReserveBytes = 256 << 10;
   // Creates `dir` (and parents; mode 0700, it may hold kernel memory) and
   // writes the initial manifest with state kRecording (version and state of
   // `initial` are overridden). Fails if `dir` holds a manifest already, so a
   // previous recording is never overwritten ("DIR already holds a trace
   // (manifest.json exists); ..."). A sideband file without a manifest (an
   // attempt that died before starting) is truncated. Files are mode 0600.
+  // A file `.reserve` (kReserveBytes) holds room for the manifest: a
+  // manifest write that meets a full disk removes it and tries once more.
   static Result<TraceWriter> Create(const std::filesystem::path& dir, Manifest initial);
 
   TraceWriter(TraceWriter&&) noexcept = default;
@@ -53,6 +56,11 @@ class TraceWriter {
   // leaves the file possibly longer than the manifest says, which readers
   // accept while the state is "recording". Returns the stream id.
   Result<uint32_t> BeginStream(Stream info);
+  // Lists the finished file `file` as a new stream by renaming it into the
+  // directory (no copy: the emulator's work files live in the trace
+  // directory, so a full disk does not stop them being kept); a file on
+  // another file system is copied. Then rewrites the manifest.
+  Result<uint32_t> AdoptStream(Stream info, const std::filesystem::path& file);
   Result<void> AppendStream(uint32_t id, std::span<const std::byte> data);
   // The manifest entry of stream `id` (nullptr when there is none).
   Stream* FindStream(uint32_t id);
@@ -63,8 +71,11 @@ class TraceWriter {
   // Flush fdatasyncs the sideband first, so the manifest never refers to
   // records that are not on disk.
   Result<void> Flush();
-  // Sets the final state and rewrites the manifest.
-  Result<void> Finish(State state = State::kComplete);
+  // Sets the final state (and, for a recording ptsnap's own failure
+  // stopped, `stop_error`) and rewrites the manifest. The space reserved
+  // for this last manifest (see Create) is released first, so a recording
+  // that filled the disk still ends with a manifest listing what it wrote.
+  Result<void> Finish(State state = State::kComplete, std::string stop_error = "");
   // Copies each `from`/perf-PID.map (the JIT symbol maps runtimes write, in
   // perf's convention) of `pids` to PerfMapPath(dir(), pid), mode 0600
   // (jit/ created 0700 when there is one). A map that does not exist is

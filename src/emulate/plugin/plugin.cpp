@@ -430,6 +430,9 @@ ThreadState* StartThread(unsigned vcpu) {
     std::string path = g_opts.out + "/" + t->file;
     t->fd.reset(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
     if (!t->fd) Die("cannot write %s: %s", path.c_str(), std::strerror(errno));
+    // Described now and again when the thread ends (the last description
+    // wins): a stream cut short by a full disk or a kill is still listed.
+    FullStreamLine(t);
   }
   Report(ItraceMessage{.time = t->clock, .pid = U32(t->pid), .tid = U32(t->tid)});
   std::lock_guard lock(g_mu);
