@@ -20,6 +20,7 @@
 #include "base/version.h"
 #include "probe/explain.h"
 #include "probe/probe.h"
+#include "record/addr_filter.h"
 #include "record/child.h"
 #include "record/elf_symbols.h"
 #include "record/kcore_copy.h"
@@ -397,6 +398,14 @@ Result<Prepared> Prepare(const RecordOptions& opts, const base::RootPath& root,
     const uint64_t psb =
         perf::PsbPeriodBytes(pmu.Cap("topa_multiple_entries") != 0, attr.timing.psb_period);
     if (auto w = PsbPeriodWarning(p.aux_bytes, psb)) p.warnings.push_back(*w);
+  }
+
+  // --filter: resolved against the program's files, checked against the
+  // PMU, and set on each intel_pt event before it is enabled.
+  PTSNAP_ASSIGN_OR_RETURN(std::vector<ResolvedAddrFilter> filters, ResolveRecordingFilters(opts));
+  PTSNAP_TRY(CheckAddrFilterSupport(filters, pmu));
+  if (!filters.empty()) {
+    PTSNAP_ASSIGN_OR_RETURN(p.hw.addr_filter, FormatKernelAddrFilters(filters));
   }
 
   p.hw.pt_attr = attr.attr;
