@@ -28,7 +28,9 @@
 #include "elf/segments.h"
 #include "emulate/events.h"
 #include "emulate/ingest.h"
+#include "emulate/plugin_protocol.h"
 #include "emulate/virtual_cpu.h"
+#include "record/addr_filter.h"
 #include "sys/pmu.h"
 #include "trace/trace_dir.h"
 
@@ -201,6 +203,7 @@ sys::PmuInfo VirtualPmu() {
               {"cycle_thresholds", 0x3fff},
               {"psb_periods", 0x3f},
               {"num_address_ranges", 2}};
+  pmu.nr_addr_filters = 2;
   pmu.max_nonturbo_ratio = kNominalRatio;
   pmu.tsc_art_ratio = sys::TscArtRatio{kCpuid15Ebx, kCpuid15Eax};
   return pmu;
@@ -289,6 +292,21 @@ Result<EmulationPlan> PlanEmulation(const record::RecordOptions& opts) {
       plan.plugin_args.push_back("trigger=" + std::to_string(*a));
       plan.plugin_args.push_back("trigger_name=" + opts.trigger);
     }
+  }
+
+  // --filter, resolved and checked as on a Kaby Lake (two ranges), then
+  // mapped by the plugin wherever the files are mapped, as the kernel does.
+  if (!opts.filter.empty()) {
+    PTSNAP_ASSIGN_OR_RETURN(std::vector<record::ResolvedAddrFilter> filters,
+                            record::ParseAndResolveAddrFilters(opts.filter, program));
+    PTSNAP_TRY(record::CheckAddrFilterSupport(filters, VirtualPmu()));
+    for (const record::ResolvedAddrFilter& f : filters)
+      plan.plugin_args.push_back(
+          "filter=" +
+          FormatFilterArg({.trace_stop = f.action == record::AddrFilterAction::kTraceStop,
+                           .offset = f.offset,
+                           .size = f.size,
+                           .path = f.path}));
   }
 
   PTSNAP_ASSIGN_OR_RETURN(plan.qemu, FindQemu());
