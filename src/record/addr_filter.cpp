@@ -183,14 +183,12 @@ Result<ResolvedAddrFilter> ResolveAddrFilter(const AddrFilter& f, const AddrFilt
   if (found.empty())
     return Error("--filter: no function named '" + f.symbol + "' in " + obj.path +
                  " (check the spelling with `nm " + obj.path +
-                 "`; for a function of a shared library add @/path/to/lib.so)")
-        .WithKind(ErrorKind::kUsage);
+                 "`; for a function of a shared library add @/path/to/lib.so)");
   std::sort(found.begin(), found.end(),
             [](const elf::Function* a, const elf::Function* b) { return a->value < b->value; });
   if (f.index > found.size())
     return Error("--filter: '" + shown + "': " + obj.path + " has only " +
-                 std::to_string(found.size()) + " function(s) named '" + f.symbol + "'")
-        .WithKind(ErrorKind::kUsage);
+                 std::to_string(found.size()) + " function(s) named '" + f.symbol + "'");
   if (f.index == 0 && found.size() > 1) {
     std::string at;
     for (size_t i = 0; i < found.size(); ++i)
@@ -198,16 +196,14 @@ Result<ResolvedAddrFilter> ResolveAddrFilter(const AddrFilter& f, const AddrFilt
             base::Hex(found[i]->value);
     return Error("--filter: '" + f.symbol + "' is ambiguous: " + obj.path + " has " +
                  std::to_string(found.size()) + " functions of that name (" + at +
-                 "); pick one with " + f.symbol + "#N")
-        .WithKind(ErrorKind::kUsage);
+                 "); pick one with " + f.symbol + "#N");
   }
   const elf::Function& fn = *found[f.index ? f.index - 1 : 0];
   r.size = f.size != 0 ? f.size : fn.size;
   if (r.size == 0)
     return Error("--filter: '" + shown + "' in " + obj.path +
                  " has no size in the symbol table: give one, e.g. '" +
-                 std::string(ToString(f.action)) + " " + shown + "/0x100'")
-        .WithKind(ErrorKind::kUsage);
+                 std::string(ToString(f.action)) + " " + shown + "/0x100'");
   // The kernel takes file offsets (perf_addr_filter_vma_adjust): the
   // symbol's address through the PT_LOAD segment that holds it.
   for (const elf::Segment& s : obj.load) {
@@ -218,8 +214,7 @@ Result<ResolvedAddrFilter> ResolveAddrFilter(const AddrFilter& f, const AddrFilt
   return Error("--filter: '" + shown + "' at " + base::Hex(fn.value) +
                " lies in no loadable "
                "segment of " +
-               obj.path + ": give the range as OFFSET/SIZE")
-      .WithKind(ErrorKind::kUsage);
+               obj.path + ": give the range as OFFSET/SIZE");
 }
 
 Result<std::vector<ResolvedAddrFilter>> ResolveAddrFilters(std::span<const AddrFilter> filters,
@@ -239,15 +234,12 @@ Result<std::vector<ResolvedAddrFilter>> ResolveAddrFilters(std::span<const AddrF
       fs::path canon = fs::canonical(named, ec);
       if (ec)
         return Error("--filter: cannot read " + named.string() + ": " + ec.message() +
-                     " (FILE after '@' is the path of the program or library)")
-            .WithKind(ErrorKind::kUsage);
+                     " (FILE after '@' is the path of the program or library)");
       Loaded l;
       l.path = canon.string();
       auto head = base::ReadFileHead(canon, 65536);
       auto layout = elf::ParseLoadLayout(head ? *head : "");
-      if (!layout)
-        return Error("--filter: " + l.path + " is not an x86-64 ELF program or library")
-            .WithKind(ErrorKind::kUsage);
+      if (!layout) return Error("--filter: " + l.path + " is not an x86-64 ELF program or library");
       l.load = layout->segments;
       if (auto image = elf::ReadFunctions(canon)) l.image = std::move(*image);
       it = files.emplace(named.string(), std::move(l)).first;
@@ -285,25 +277,22 @@ Result<void> CheckAddrFilterSupport(std::span<const ResolvedAddrFilter> filters,
   if (filters.empty()) return Ok();
   if (pmu.Cap("ip_filtering") == 0)
     return Error(
-               "--filter: this CPU's Intel PT has no IP filtering "
-               "(/sys/bus/event_source/devices/intel_pt/caps/ip_filtering is 0 or missing, as "
-               "on Broadwell and older): drop --filter, or record with --emulate")
-        .WithKind(ErrorKind::kUsage);
+        "--filter: this CPU's Intel PT has no IP filtering "
+        "(/sys/bus/event_source/devices/intel_pt/caps/ip_filtering is 0 or missing, as "
+        "on Broadwell and older): drop --filter, or record with --emulate");
   for (const ResolvedAddrFilter& f : filters)
     if (f.action == AddrFilterAction::kStart || f.action == AddrFilterAction::kStop)
       return Error("--filter: '" + std::string(ToString(f.action)) + " " + f.what +
                    "': Intel PT has no start/stop addresses (the kernel refuses them); use "
                    "'filter " +
                    f.what + "' to trace only inside it, or 'tracestop " + f.what +
-                   "' to stop tracing when it is reached")
-          .WithKind(ErrorKind::kUsage);
+                   "' to stop tracing when it is reached");
   const uint64_t limit = pmu.nr_addr_filters ? *pmu.nr_addr_filters : pmu.Cap("num_address_ranges");
   if (filters.size() > limit)
     return Error("--filter: " + std::to_string(filters.size()) +
                  " address ranges, but this CPU's Intel PT takes at most " + std::to_string(limit) +
                  " (/sys/bus/event_source/devices/intel_pt/nr_addr_filters): give fewer "
-                 "filters, or one range that covers neighbouring functions (OFFSET/SIZE)")
-        .WithKind(ErrorKind::kUsage);
+                 "filters, or one range that covers neighbouring functions (OFFSET/SIZE)");
   return Ok();
 }
 
@@ -312,8 +301,7 @@ Result<std::string> FormatKernelAddrFilters(std::span<const ResolvedAddrFilter> 
   for (const ResolvedAddrFilter& f : filters) {
     if (f.path.find_first_of(" ,\n\t") != std::string::npos)
       return Error("--filter: the kernel's filter syntax cannot name " + f.path +
-                   " (a space or comma in the path): use a path without them (a symlink)")
-          .WithKind(ErrorKind::kUsage);
+                   " (a space or comma in the path): use a path without them (a symlink)");
     // perf's auxtrace.c: `tracestop` is the kernel's `stop` with a range.
     std::string_view action =
         f.action == AddrFilterAction::kTraceStop ? "stop" : ToString(f.action);
