@@ -300,6 +300,7 @@ Result<EmulationPlan> PlanEmulation(const record::RecordOptions& opts) {
     PTSNAP_ASSIGN_OR_RETURN(std::vector<record::ResolvedAddrFilter> filters,
                             record::ParseAndResolveAddrFilters(opts.filter, program));
     PTSNAP_TRY(record::CheckAddrFilterSupport(filters, VirtualPmu()));
+    PTSNAP_ASSIGN_OR_RETURN(plan.addr_filter, record::FormatKernelAddrFilters(filters));
     for (const record::ResolvedAddrFilter& f : filters)
       plan.plugin_args.push_back(
           "filter=" +
@@ -379,6 +380,7 @@ Result<int> RecordEmulated(const EmulationPlan& plan, const record::RecordOption
   m.pt.nom_freq = kNominalRatio;
   m.pt.noretcomp = noretcomp;
   m.pt.psb_period = psb_raw;
+  m.pt.filter = plan.addr_filter;
   m.scope = trace::Scope::kUser;
   m.mode = opts.full_execution ? trace::Mode::kFull : trace::Mode::kSnapshot;
   m.snapshot_size = opts.full_execution ? 0 : snapshot_size;

@@ -950,6 +950,10 @@ TEST_F(EmulateFilter, FilterTracesOnlyTheFunction) {
     SCOPED_TRACE(full ? "full" : "snapshot");
     auto r = Record({Program("filter").string()}, With("work_a", full));
     EXPECT_EQ(r.exit_code, 0);
+    // The manifest says how it was filtered, in the kernel's syntax.
+    EXPECT_THAT(r.manifest.pt.filter, ::testing::StartsWith("filter 0x"));
+    EXPECT_THAT(r.manifest.pt.filter,
+                ::testing::EndsWith("@" + fs::canonical(Program("filter")).string()));
     ExpectExact(r);
     if (HasFatalFailure()) return;
     auto c = Counts(r);

@@ -426,6 +426,7 @@ Result<Prepared> Prepare(const RecordOptions& opts, const base::RootPath& root,
   p.pt.mtc = attr.timing.mtc;
   p.pt.cyc = attr.timing.cyc;
   p.pt.noretcomp = attr.timing.noretcomp;
+  p.pt.filter = p.hw.addr_filter;  // perf export writes it into AUXTRACE_INFO
   return p;
 }
 

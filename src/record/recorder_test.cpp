@@ -266,6 +266,7 @@ TEST(Prepare, FilterBecomesTheKernelsFilterString) {
   auto p = Prepare(o, base::RootPath(d.path()), cpuid);
   ASSERT_THAT(p, HasValue());
   EXPECT_EQ(p->hw.addr_filter, "filter 0x1000/0x40@" + self + ",stop 0x2000/0x10@" + self);
+  EXPECT_EQ(p->pt.filter, p->hw.addr_filter);  // the manifest's pt.filter
   o.filter = "start 0x1000/1";
   EXPECT_THAT(Prepare(o, base::RootPath(d.path()), cpuid),
               HasErrorContaining("Intel PT has no start/stop addresses"));
