@@ -67,6 +67,8 @@ PTSNAP_API int ptsnap_probe_pt_available(void);
  *                      (lbr where the CPU has it, else dwarf); checked at create
  *   "trace-dir"        where the recording goes (must not exist)
  *   "trigger"          symbol, "addr:HEX" or "." (ptsnap/stop_indicator.h)
+ *   "filter"           address filters, `ptsnap run --filter`'s syntax ("work_a",
+ *                      "filter FUNC @ FILE, tracestop FUNC"); checked at create
  *   "snapshot-size"    bytes or "4M", "256K"
  *   "timer-resolution" low | normal | high | custom:KEY=VAL,... (sampling: sample:N too)
  *   "full-execution", "multi-snapshot", "multi-thread", "copy-binaries"  booleans

@@ -68,6 +68,11 @@ struct RecordingOptions {
   // after running at least this many nanoseconds (`--slower-than`; virtual
   // ns, one per retired instruction, with kEmulated). 0: a plain trigger.
   uint64_t slower_than_ns = 0;
+  // Trace only inside these address ranges (`--filter`, perf's syntax:
+  // "filter FUNC [@ FILE]", "tracestop FUNC", "filter 0xOFFSET/SIZE @ FILE",
+  // or just a function name of the program; docs/recording.md, "Filters").
+  // Empty: no filter.
+  std::string filter;
   bool multi_snapshot = false;            // the trigger snapshots every time, not only the first
   bool multi_thread = false;              // trace every thread (default: the main thread)
   std::chrono::milliseconds duration{0};  // stop after this long; 0: no limit

@@ -101,6 +101,38 @@ TEST(ApiEmulated, MissingTriggerSymbolIsReportedAtCreate) {
   EXPECT_FALSE(fs::exists(o.trace_dir)) << "Create must not start anything";
 }
 
+// RecordingOptions::filter reaches the emulator: only work_a is traced.
+TEST(ApiEmulated, FilterTracesOnlyTheFunction) {
+  ASSERT_FALSE(Program("filter").empty()) << "EMU_PROGRAMS_DIR is not set";
+  TempDir tmp;
+  ptsnap::RecordingOptions o;
+  o.collection = ptsnap::Collection::kEmulated;
+  o.command = {Program("filter").string()};
+  o.trace_dir = tmp.path() / "trace";
+  o.filter = "work_a";
+  auto rec = ptsnap::Recording::Create(o);
+  ASSERT_TRUE(rec) << rec.error().ToString();
+  ASSERT_TRUE(rec->Start());
+  auto result = rec->Wait();
+  ASSERT_TRUE(result) << result.error().ToString();
+  EXPECT_EQ(result->program_status, 0);
+  auto decoder = ptsnap::Decoder::Open(o.trace_dir);
+  ASSERT_TRUE(decoder) << decoder.error().ToString();
+  Slices slices;
+  auto summary = decoder->Decode(slices);
+  ASSERT_TRUE(summary) << summary.error().ToString();
+  EXPECT_EQ(slices.calls["work_a"], 2);
+  EXPECT_EQ(slices.calls.count("work_b"), 0u);
+  EXPECT_EQ(summary->decode_errors, 0u);
+  // A typo is reported at Create, before anything starts.
+  o.filter = "work_c";
+  o.trace_dir = tmp.path() / "trace2";
+  auto bad = ptsnap::Recording::Create(o);
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().ToString().find("no function named 'work_c'"), std::string::npos);
+  EXPECT_FALSE(fs::exists(o.trace_dir));
+}
+
 TEST(ApiEmulated, SnapshotWhileRunningThenStopDecodes) {
   ASSERT_FALSE(Program("fib").empty()) << "EMU_PROGRAMS_DIR is not set";
   TempDir tmp;

@@ -148,6 +148,10 @@ ptsnap_status SetOption(ptsnap::RecordingOptions& o, std::string_view key, std::
     o.trigger = std::string(value);
     return PTSNAP_OK;
   }
+  if (key == "filter") {
+    o.filter = std::string(value);  // parsed and resolved at ptsnap_recording_create()
+    return PTSNAP_OK;
+  }
   if (key == "slower-than") {
     auto ns = ptsnap::record::ParseDuration(value);
     if (!ns) return Invalid("option \"slower-than\": " + ns.error().ToString());
@@ -196,12 +200,13 @@ ptsnap_status SetOption(ptsnap::RecordingOptions& o, std::string_view key, std::
     o.stop_signal = *sig;
     return PTSNAP_OK;
   }
-  return Invalid("unknown option \"" + std::string(key) +
-                 "\" (known: emulate, sampling, callgraph-mode, trace-dir, trigger, slower-than, "
-                 "snapshot-size, "
-                 "timer-resolution, "
-                 "full-execution, multi-snapshot, multi-thread, duration-ms, copy-binaries, pid, "
-                 "scope, stop-signal)");
+  return Invalid(
+      "unknown option \"" + std::string(key) +
+      "\" (known: emulate, sampling, callgraph-mode, trace-dir, trigger, filter, slower-than, "
+      "snapshot-size, "
+      "timer-resolution, "
+      "full-execution, multi-snapshot, multi-thread, duration-ms, copy-binaries, pid, "
+      "scope, stop-signal)");
 }
 
 class EventForwarder final : public ptsnap::RecordingListener {

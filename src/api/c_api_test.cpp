@@ -36,6 +36,7 @@ TEST(CApi, KnownOptionsAreAccepted) {
   for (auto [k, v] : std::map<std::string, std::string>{{"emulate", "1"},
                                                         {"trace-dir", "/tmp/x"},
                                                         {"trigger", "main"},
+                                                        {"filter", "filter main, tracestop f"},
                                                         {"snapshot-size", "4M"},
                                                         {"timer-resolution", "high"},
                                                         {"full-execution", "false"},

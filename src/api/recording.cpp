@@ -56,6 +56,7 @@ Result<record::RecordOptions> ToRecordOptions(const RecordingOptions& o) {
   r.timer = *timing;
   r.trigger = o.trigger;
   r.slower_than_ns = o.slower_than_ns;
+  r.filter = o.filter;
   r.multi_snapshot = o.multi_snapshot;
   r.multi_thread = o.multi_thread;
   if (o.duration.count() > 0) r.duration = o.duration;

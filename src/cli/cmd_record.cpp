@@ -217,6 +217,7 @@ int RunRecord(Args& a, bool attach) {
   ro.callgraph_mode = o.callgraph_mode;
   ro.full_execution = o.full_execution;
   ro.trigger = o.trigger;
+  ro.filter = o.filter;
   if (!a.slower_than.empty()) {
     auto ns = record::ParseDuration(a.slower_than);
     if (!ns) return Fail("--slower-than: " + ns.error().ToString()), kExitUsage;
@@ -280,6 +281,11 @@ void AddShared(CLI::App* cmd, Args* a) {
                   "least this long, e.g. 2ms, 500us, 1.5ms, 800ns (entry and return probes; "
                   "under --emulate, virtual time: 1 ns per instruction). With --multi-snapshot "
                   "every such call, at most one per thread every max(DURATION, 10ms)");
+  cmd->add_option("--filter", o.filter,
+                  "Trace only inside these address ranges (Intel PT address filters, perf's "
+                  "syntax): a function of the program (--filter work_a), or 'filter FUNC [@ "
+                  "FILE]', 'tracestop FUNC', 'filter 0xOFFSET/SIZE @ FILE', several separated by "
+                  "commas; at most nr_addr_filters ranges (2 under --emulate)");
   cmd->add_flag("--multi-snapshot", o.multi_snapshot,
                 "Snapshot every time the trigger fires (or SIGUSR2 arrives), not only the first");
   cmd->add_flag("--multi-thread", o.multi_thread,

@@ -437,21 +437,22 @@ class StreamDecoder {
     Emit(std::move(e), /*gap=*/true, Now());
   }
 
+  // The kind of branch the previous block ended with.
+  BranchKind PrevBranchKind() const {
+    switch (prev_iclass_) {
+      case ptic_call: return BranchKind::kCall;
+      case ptic_return: return BranchKind::kReturn;
+      case ptic_far_call: return BranchKind::kFarCall;
+      case ptic_far_return: return BranchKind::kFarReturn;
+      default: return BranchKind::kJump;
+    }
+  }
+
   void HandleBlock(const struct pt_block& b) {
     stats_.blocks++;
     stats_.instructions += b.ninsn;
     if (b.speculative && !in_tx_) in_tx_ = true;
-    if (have_prev_) {
-      BranchKind kind;
-      switch (prev_iclass_) {
-        case ptic_call: kind = BranchKind::kCall; break;
-        case ptic_return: kind = BranchKind::kReturn; break;
-        case ptic_far_call: kind = BranchKind::kFarCall; break;
-        case ptic_far_return: kind = BranchKind::kFarReturn; break;
-        default: kind = BranchKind::kJump; break;
-      }
-      Emit(kind, prev_end_, b.ip);
-    }
+    if (have_prev_) Emit(PrevBranchKind(), prev_end_, b.ip);
     insns_ += b.ninsn;
     pos_ += b.ninsn;
     have_prev_ = true;
@@ -472,6 +473,13 @@ class StreamDecoder {
         break;
       }
       case ptev_disabled:
+        // A TIP.PGD with an IP: the branch that ended the previous block
+        // left the address filters (--filter) for that IP. It retired: the
+        // call or return happened, to code outside the trace. (A syscall's
+        // TIP.PGD has its IP suppressed.)
+        if (!ev.ip_suppressed && have_prev_ && prev_iclass_ != ptic_far_call &&
+            prev_iclass_ != ptic_far_return)
+          Emit(PrevBranchKind(), prev_end_, ev.variant.disabled.ip);
         EmitStop(BranchKind::kDisable, have_prev_ ? prev_end_ : 0,
                  have_prev_ && prev_iclass_ == ptic_far_call, EventTime(ev), ev.has_tsc);
         have_prev_ = false;

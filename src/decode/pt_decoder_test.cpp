@@ -96,6 +96,36 @@ TEST(PtDecoderTest, CorruptBytesBecomeAnErrorAndDecodingResyncs) {
   EXPECT_GE(Count(d, BranchKind::kCall), 4 + 1 + 25 + 2);
 }
 
+// --filter mid: the CPU traces mid only. Its call of leaf and its return to
+// main leave the range (TIP.PGD with the target); leaf's return re-enters it.
+// Each branch that left is reported before its disable, as a call or a
+// return to where the trace resumes or stops: untraced time, not an error.
+TEST(PtDecoderTest, FilterGapsReportTheBranchThatLeft) {
+  auto p = testing::LoadCallsProgram();
+  testing::StreamBuilder b;
+  b.Psb(100);
+  b.TipPge(p.Sym("mid"));   // main's call enters the range
+  b.TipPgd(p.Sym("leaf"));  // mid: call leaf (outside)
+  b.Tsc(110);
+  b.TipPge(p.Sym("mid") + 5);   // leaf's ret comes back to mid
+  b.TipPgd(p.Sym("main") + 5);  // mid: ret to main (outside)
+  Decoded d = DecodeCalls(b.Finish());
+  EXPECT_EQ(d.stats.errors, 0u);
+  std::vector<std::string> got;
+  for (const auto& e : d.events) {
+    std::string k = e.kind == BranchKind::kEnable    ? "enable"
+                    : e.kind == BranchKind::kDisable ? "disable"
+                    : e.kind == BranchKind::kCall    ? "call"
+                    : e.kind == BranchKind::kReturn  ? "return"
+                                                     : "other";
+    got.push_back(k + " " + std::to_string(e.kind == BranchKind::kDisable ? e.from : e.to));
+  }
+  const auto s = [&](const char* n, uint64_t off = 0) { return std::to_string(p.Sym(n) + off); };
+  EXPECT_THAT(got, ::testing::ElementsAre("enable " + s("mid"), "call " + s("leaf"),
+                                          "disable " + s("mid"), "enable " + s("mid", 5),
+                                          "return " + s("main", 5), "disable " + s("mid", 5)));
+}
+
 TEST(PtDecoderTest, MissingImageGivesNomapErrors) {
   testing::StreamBuilder b;
   b.Psb(1);

@@ -55,6 +55,10 @@ void StreamBuilder::TipPgd() {
   FlushTnt();
   out_.Ip(IpPacket::kTipPgd, 0, IpCompression::kSuppressed);
 }
+void StreamBuilder::TipPgd(uint64_t ip) {
+  FlushTnt();
+  out_.Ip(IpPacket::kTipPgd, ip, IpCompression::kSext48);
+}
 void StreamBuilder::Fup(uint64_t ip) {
   FlushTnt();
   out_.Ip(IpPacket::kFup, ip, IpCompression::kSext48);

@@ -27,6 +27,8 @@ class StreamBuilder {
   void Tip(uint64_t ip);
   void TipPge(uint64_t ip);
   void TipPgd();  // IP suppressed: tracing stops (e.g. at a syscall into the untraced kernel)
+  // With the target IP: a branch left the address filters (--filter).
+  void TipPgd(uint64_t ip);
   void Fup(uint64_t ip);
   void Ovf();
   // MODE.TSX (bound to the FUP that must follow): `intx` a transaction is

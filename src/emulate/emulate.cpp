@@ -29,7 +29,9 @@
 #include "elf/segments.h"
 #include "emulate/events.h"
 #include "emulate/ingest.h"
+#include "emulate/plugin_protocol.h"
 #include "emulate/virtual_cpu.h"
+#include "record/addr_filter.h"
 #include "sys/pmu.h"
 #include "trace/trace_dir.h"
 
@@ -202,6 +204,7 @@ sys::PmuInfo VirtualPmu() {
               {"cycle_thresholds", 0x3fff},
               {"psb_periods", 0x3f},
               {"num_address_ranges", 2}};
+  pmu.nr_addr_filters = 2;
   pmu.max_nonturbo_ratio = kNominalRatio;
   pmu.tsc_art_ratio = sys::TscArtRatio{kCpuid15Ebx, kCpuid15Eax};
   return pmu;
@@ -292,6 +295,22 @@ Result<EmulationPlan> PlanEmulation(const record::RecordOptions& opts) {
     }
   }
 
+  // --filter, resolved and checked as on a Kaby Lake (two ranges), then
+  // mapped by the plugin wherever the files are mapped, as the kernel does.
+  if (!opts.filter.empty()) {
+    PTSNAP_ASSIGN_OR_RETURN(std::vector<record::ResolvedAddrFilter> filters,
+                            record::ParseAndResolveAddrFilters(opts.filter, program));
+    PTSNAP_TRY(record::CheckAddrFilterSupport(filters, VirtualPmu()));
+    PTSNAP_ASSIGN_OR_RETURN(plan.addr_filter, record::FormatKernelAddrFilters(filters));
+    for (const record::ResolvedAddrFilter& f : filters)
+      plan.plugin_args.push_back(
+          "filter=" +
+          FormatFilterArg({.trace_stop = f.action == record::AddrFilterAction::kTraceStop,
+                           .offset = f.offset,
+                           .size = f.size,
+                           .path = f.path}));
+  }
+
   PTSNAP_ASSIGN_OR_RETURN(plan.qemu, FindQemu());
   PTSNAP_ASSIGN_OR_RETURN(plan.qemu_version, QemuVersion(plan.qemu));
   const std::string& version = plan.qemu_version;
@@ -362,6 +381,7 @@ Result<int> RecordEmulated(const EmulationPlan& plan, const record::RecordOption
   m.pt.nom_freq = kNominalRatio;
   m.pt.noretcomp = noretcomp;
   m.pt.psb_period = psb_raw;
+  m.pt.filter = plan.addr_filter;
   m.scope = trace::Scope::kUser;
   m.mode = opts.full_execution ? trace::Mode::kFull : trace::Mode::kSnapshot;
   m.snapshot_size = opts.full_execution ? 0 : snapshot_size;

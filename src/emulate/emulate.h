@@ -24,6 +24,8 @@ struct EmulationPlan {
   perf::PtAttr attr;  // the event --timer-resolution would open (its warnings included)
   uint64_t snapshot_size = 0;
   std::vector<std::string> plugin_args;
+  // --filter in the kernel's syntax, for the manifest's pt.filter ("": none).
+  std::string addr_filter;
 };
 Result<EmulationPlan> PlanEmulation(const record::RecordOptions& opts);
 

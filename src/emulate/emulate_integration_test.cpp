@@ -996,5 +996,133 @@ TEST_F(Emulate, UnknownTriggerSymbolIsReported) {
   EXPECT_NE(r.error().message().find("no such function"), std::string::npos);
 }
 
+// --filter: the plugin traces only inside the ranges, as Intel PT's IP
+// filtering does (TIP.PGE entering, TIP.PGD leaving); the stream still
+// decodes exactly, and holds nothing outside them.
+class EmulateFilter : public Emulate {
+ protected:
+  // Instructions decoded inside each function of emu_filter, and entries of work_a.
+  std::map<std::string, uint64_t> Counts(const Recorded& r) {
+    const fs::path prog = Program("filter");
+    const std::vector<std::string> names = {"main", "work_a", "work_b", "leaf_a", "leaf_b"};
+    DecodeCheckOptions o = CpuOptions(r);
+    for (const auto& n : names) {
+      auto f = ResolveFunction(prog, n);
+      EXPECT_TRUE(f) << n;
+      const uint64_t at = RuntimeAddress(r, prog, n);
+      o.ranges.push_back({at, at + (f ? f->size : 0)});
+    }
+    o.watch = {RuntimeAddress(r, prog, "work_a")};
+    std::map<std::string, uint64_t> out;
+    for (const auto& s : r.manifest.streams) {
+      const auto& bytes = r.data.at(s.id);
+      auto d = DecodeCheck({reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()},
+                           r.sections, o);
+      EXPECT_TRUE(d) << (d ? "" : d.error().ToString());
+      if (!d) continue;
+      for (size_t i = 0; i < names.size(); ++i) out[names[i]] += d->range_counts[i];
+      out["work_a calls"] += d->watch_counts[o.watch[0]];
+      out["all"] += d->insns;
+    }
+    return out;
+  }
+  record::RecordOptions With(const std::string& filter, bool full = false) {
+    record::RecordOptions o;
+    o.filter = filter;
+    o.full_execution = full;
+    return o;
+  }
+};
+
+TEST_F(EmulateFilter, FilterTracesOnlyTheFunction) {
+  for (bool full : {false, true}) {
+    SCOPED_TRACE(full ? "full" : "snapshot");
+    auto r = Record({Program("filter").string()}, With("work_a", full));
+    EXPECT_EQ(r.exit_code, 0);
+    // The manifest says how it was filtered, in the kernel's syntax.
+    EXPECT_THAT(r.manifest.pt.filter, ::testing::StartsWith("filter 0x"));
+    EXPECT_THAT(r.manifest.pt.filter,
+                ::testing::EndsWith("@" + fs::canonical(Program("filter")).string()));
+    ExpectExact(r);
+    if (HasFatalFailure()) return;
+    auto c = Counts(r);
+    EXPECT_EQ(c["work_a calls"], 2u);  // both calls, each traced from its entry
+    EXPECT_GT(c["work_a"], 2 * 2000u);
+    EXPECT_EQ(c["work_a"], c["all"]);  // nothing outside the range
+    EXPECT_EQ(c["work_b"], 0u);
+    EXPECT_EQ(c["leaf_a"], 0u);  // called from work_a, but outside the range
+    EXPECT_EQ(c["main"], 0u);
+  }
+}
+
+TEST_F(EmulateFilter, TwoRangesAndPerfSyntaxWithTheFile) {
+  const std::string prog = fs::canonical(Program("filter")).string();
+  auto r = Record({Program("filter").string()},
+                  With("filter work_a @ " + prog + ", filter leaf_a@" + prog));
+  ExpectExact(r);
+  if (HasFatalFailure()) return;
+  auto c = Counts(r);
+  EXPECT_GT(c["leaf_a"], 0u);
+  EXPECT_EQ(c["work_a"] + c["leaf_a"], c["all"]);
+  EXPECT_EQ(c["work_b"] + c["leaf_b"] + c["main"], 0u);
+}
+
+TEST_F(EmulateFilter, TracestopEndsTracingWhereTheRangeIsEntered) {
+  auto r = Record({Program("filter").string()}, With("tracestop work_b"));
+  ExpectExact(r);
+  if (HasFatalFailure()) return;
+  auto c = Counts(r);
+  EXPECT_EQ(c["work_a calls"], 1u);  // the second call comes after work_b
+  EXPECT_GT(c["main"], 0u);
+  EXPECT_EQ(c["work_b"], 0u);
+  EXPECT_EQ(c["leaf_b"], 0u);
+}
+
+TEST_F(EmulateFilter, ErrorsComeBeforeAnythingRuns) {
+  struct Case {
+    std::string filter, says;
+  } cases[] = {
+      {"no_such_fn", "no function named 'no_such_fn' in "},
+      {"filter work_a, filter work_b, filter leaf_a",
+       "3 address ranges, but this CPU's Intel PT takes at most 2"},
+      {"start work_a", "Intel PT has no start/stop addresses"},
+      {"filter work_a @ /no/such/lib.so", "cannot read /no/such/lib.so"},
+      {"trace work_a", "unknown action 'trace'"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.filter);
+    record::RecordOptions o = With(c.filter);
+    o.command = {Program("filter").string()};
+    auto plan = PlanEmulation(o);
+    ASSERT_FALSE(plan);
+    EXPECT_THAT(plan.error().ToString(), ::testing::HasSubstr(c.says));
+  }
+}
+
+TEST_F(EmulateFilter, CliRunWithFilterShowsOnlyTheFunction) {
+  const char* bin = std::getenv("PTSNAP_BIN");
+  ASSERT_NE(bin, nullptr) << "PTSNAP_BIN is set by meson";
+  fs::path out = tmp_.path() / "filter.json";
+  fs::path log = tmp_.path() / "filter.log";
+  std::string cmd = std::string(bin) + " run --emulate --filter work_a -o " + out.string() +
+                    " -- " + Program("filter").string() + " > " + log.string() + " 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << *base::ReadFile(log);
+  auto text = base::ReadFile(log);
+  ASSERT_TRUE(text);
+  EXPECT_NE(text->find("Decode errors: 0 "), std::string::npos) << *text;
+  auto json = base::ReadFile(out);
+  ASSERT_TRUE(json) << json.error().ToString();
+  auto count = [&](const std::string& name) {
+    size_t n = 0;
+    const std::string key = "\"name\":\"" + name + "\"";
+    for (size_t p = json->find(key); p != std::string::npos; p = json->find(key, p + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count("work_a"), 2u);  // two calls, each one slice
+  EXPECT_EQ(count("work_b"), 0u);
+  EXPECT_EQ(count("leaf_b"), 0u);
+  EXPECT_GT(count("leaf_a"), 0u);  // work_a's calls, each into untraced code
+}
+
 }  // namespace
 }  // namespace ptsnap::emulate

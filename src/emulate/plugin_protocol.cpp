@@ -4,6 +4,8 @@
 #include <limits>
 #include <type_traits>
 
+#include "base/string_util.h"
+
 namespace ptsnap::emulate {
 namespace {
 
@@ -205,6 +207,31 @@ Result<std::vector<PluginMessage>> ParseMessages(std::string_view text) {
     out.push_back(std::move(m).value());
   }
   return out;
+}
+
+std::string FormatFilterArg(const FilterRange& r) {
+  return std::string(r.trace_stop ? "tracestop" : "filter") + ":" + std::to_string(r.offset) + ":" +
+         std::to_string(r.size) + ":" + r.path;
+}
+
+std::optional<FilterRange> ParseFilterArg(std::string_view value) {
+  FilterRange r;
+  size_t a = value.find(':');
+  if (a == std::string_view::npos) return std::nullopt;
+  std::string_view action = value.substr(0, a);
+  if (action != "filter" && action != "tracestop") return std::nullopt;
+  r.trace_stop = action == "tracestop";
+  size_t b = value.find(':', a + 1);
+  if (b == std::string_view::npos) return std::nullopt;
+  size_t c = value.find(':', b + 1);
+  if (c == std::string_view::npos) return std::nullopt;
+  auto offset = base::ParseUint(value.substr(a + 1, b - a - 1));
+  auto size = base::ParseUint(value.substr(b + 1, c - b - 1));
+  if (!offset || !size || *size == 0 || c + 1 >= value.size()) return std::nullopt;
+  r.offset = *offset;
+  r.size = *size;
+  r.path = std::string(value.substr(c + 1));
+  return r;
 }
 
 }  // namespace ptsnap::emulate

@@ -28,6 +28,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -221,5 +222,21 @@ using PluginMessage =
 // an error naming its number; a torn last line (no newline: the process
 // died writing it) is ignored.
 [[nodiscard]] Result<std::vector<PluginMessage>> ParseMessages(std::string_view text);
+
+// The other direction: one --filter range for the plugin, its argument
+// `filter=ACTION:OFFSET:SIZE:PATH` (ACTION `filter` or `tracestop`, numbers
+// decimal, PATH canonical and last, so it may hold ':'). Offsets are file
+// offsets in PATH, as PERF_EVENT_IOC_SET_FILTER takes them; the plugin maps
+// them wherever PATH is mapped executable (record/addr_filter.h).
+struct FilterRange {
+  bool trace_stop = false;  // tracestop: tracing ends when the range is entered
+  uint64_t offset = 0, size = 0;
+  std::string path;
+  bool operator==(const FilterRange&) const = default;
+};
+// The value after "filter=". FormatFilterArg is the driver's writer,
+// ParseFilterArg the plugin's parser (nullopt: malformed, size 0, no path).
+[[nodiscard]] std::string FormatFilterArg(const FilterRange& r);
+[[nodiscard]] std::optional<FilterRange> ParseFilterArg(std::string_view value);
 
 }  // namespace ptsnap::emulate

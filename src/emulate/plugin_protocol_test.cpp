@@ -148,5 +148,18 @@ TEST(PluginProtocol, LogErrorsNameTheLineAndTornTailIsIgnored) {
   EXPECT_TRUE(empty->empty());
 }
 
+TEST(PluginProtocol, FilterArgumentsRoundTrip) {
+  FilterRange f{.trace_stop = false, .offset = 0x1136, .size = 64, .path = "/usr/bin/a:b"};
+  EXPECT_EQ(FormatFilterArg(f), "filter:4406:64:/usr/bin/a:b");
+  EXPECT_EQ(ParseFilterArg(FormatFilterArg(f)), f);
+  FilterRange s{.trace_stop = true, .offset = 0, .size = 1, .path = "/lib/libc.so.6"};
+  EXPECT_EQ(ParseFilterArg(FormatFilterArg(s)), s);
+  for (const char* bad : {"", "filter", "filter:1:2", "filter:1:2:", "start:1:2:/x",
+                          "filter:x:2:/x", "filter:1:0:/x", "filter:1:-2:/x"}) {
+    SCOPED_TRACE(bad);
+    EXPECT_FALSE(ParseFilterArg(bad));
+  }
+}
+
 }  // namespace
 }  // namespace ptsnap::emulate

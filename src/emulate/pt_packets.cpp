@@ -57,6 +57,7 @@ void PacketWriter::Emit(const pt_packet& p) {
 void PacketWriter::Psb() { Emit(Packet(ppt_psb)); }
 void PacketWriter::PsbEnd() { Emit(Packet(ppt_psbend)); }
 void PacketWriter::Ovf() { Emit(Packet(ppt_ovf)); }
+void PacketWriter::TraceStop() { Emit(Packet(ppt_stop)); }
 
 void PacketWriter::Tsc(uint64_t tsc) {
   pt_packet p = Packet(ppt_tsc);

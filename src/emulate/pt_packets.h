@@ -50,6 +50,8 @@ class PacketWriter {
   // MODE.TSX: `intx` a transaction is running, `abrt` it aborted.
   void ModeTsx(bool intx, bool abrt);
   void Ovf();
+  // TraceStop: tracing stopped in a TraceStop address range.
+  void TraceStop();
   // `ip`'s bytes as `ipc` selects (the caller chose `ipc` against its
   // last IP; the bytes above it are not written).
   void Ip(IpPacket type, uint64_t ip, IpCompression ipc);

@@ -130,6 +130,13 @@ void PtStream::PgdSuppressed() {
   ret_.Clear();
 }
 
+void PtStream::Pgd(uint64_t ip) {
+  FlushTnt();
+  Cyc(now_);
+  WriteIp(IpPacket::kTipPgd, ip);
+  ret_.Clear();
+}
+
 void PtStream::AsyncDisable(uint64_t ip) {
   Fup(ip);
   PgdSuppressed();

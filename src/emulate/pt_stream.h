@@ -120,6 +120,17 @@ class PtStream {
   void PgdSuppressed();
   // Asynchronous disable (signal delivery) at `ip`: FUP(ip), TIP.PGD.
   void AsyncDisable(uint64_t ip);
+  // Tracing disabled by the branch just retired, whose target `ip` lies
+  // outside the address filters: TIP.PGD(ip), as the CPU writes it when a
+  // branch leaves a FilterEn range (SDM 33.2.5.3; libipt binds it to the
+  // next branch on the decoder's path). Clears the return stack.
+  void Pgd(uint64_t ip);
+  // The IP entered a TraceStop range: TraceStop (after the TIP.PGD that
+  // ended packet generation, if it was on).
+  void TraceStop() {
+    FlushTnt();
+    out_.TraceStop();
+  }
   // A call that pushes `return_ip` (the caller skips zero-displacement calls).
   void Call(uint64_t return_ip) {
     if (opts_.ret_compression) ret_.Push(return_ip);

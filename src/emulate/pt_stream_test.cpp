@@ -215,6 +215,27 @@ TEST(PtStream, PgdClearsTheReturnStackAndSuppressesTheIp) {
   EXPECT_TRUE(s.return_stack().empty());
 }
 
+// --filter: a branch out of the ranges is a TIP.PGD carrying its target
+// (compressed against the last IP), TNT bits flushed first; a tracestop
+// range adds TraceStop after it.
+TEST(PtStream, FilterPgdCarriesTheTargetAndTraceStopFollows) {
+  PtStream s;
+  s.Psb(0, true, 0x401000);
+  s.Take();
+  s.Call(0x401005);
+  s.Tnt(false);
+  s.Pgd(0x401234);
+  s.TraceStop();
+  EXPECT_TRUE(s.return_stack().empty());
+  auto p = Packets(s);
+  ASSERT_EQ(p.size(), 3u);
+  EXPECT_EQ(p[0].type, ppt_tnt_8);
+  EXPECT_EQ(p[1].type, ppt_tip_pgd);
+  EXPECT_EQ(p[1].payload.ip.ipc, pt_ipc_update_16);
+  EXPECT_EQ(p[1].payload.ip.ip, 0x1234u);
+  EXPECT_EQ(p[2].type, ppt_stop);
+}
+
 TEST(PtStream, PgeCarriesTscThenIp) {
   PtStream s;
   s.Pge(0x401000, 77);

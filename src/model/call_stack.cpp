@@ -294,6 +294,9 @@ void CallStackModel::Resume(uint64_t dst) {
     Ret(Via::kUnwind);
   }
   if (SameFunction(stack_.back(), dst)) return;
+  // Back in a caller after untraced code (a callee outside --filter's
+  // ranges): the frames above it returned while tracing was off.
+  if (stack_.size() > 1 && UnwindTo(dst)) return;
   Frame f = Resolve(dst);
   if (dst != f.fn_start) return;  // mid-function: the next block boundary switches frames
   // A handler's entry: its own frame, nested above the interrupted one.

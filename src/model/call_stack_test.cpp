@@ -266,6 +266,32 @@ TEST(CallStackTest, ThreadsKeepTheirStacksAcrossSwitches) {
                   "2: 80 I [snap]", "1: 80 I [snap]", "2: 90 E fn2 from 31", "1: 90 E fn0 from 1"));
 }
 
+// --filter: fn0 is traced, fn1 (its callee) is not. The call into fn1 and
+// the return from fn0 are branches out of the ranges (the decoder emits them
+// before the disable); tracing resumes in fn0 after fn1 returned, and at
+// fn0's entry for its next call. fn0's calls stay two calls.
+TEST(CallStackTest, FilterGapsEndTheUntracedCalleesAndKeepCallsApart) {
+  Harness h;
+  h.Ev(BranchKind::kEnable, 0, 0, Fn(0));        // TIP.PGE at fn0
+  h.Ev(BranchKind::kCall, 10, Fn(0, 1), Fn(1));  // leaves the range
+  h.Ev(BranchKind::kDisable, 10, Fn(0, 1), 0);
+  h.Ev(BranchKind::kEnable, 20, 0, Fn(0, 6));         // back in fn0
+  h.Ev(BranchKind::kReturn, 30, Fn(0, 8), Fn(2, 4));  // fn0 returns to fn2
+  h.Ev(BranchKind::kDisable, 30, Fn(0, 8), 0);
+  h.Ev(BranchKind::kEnable, 40, 0, Fn(0));  // fn0 called again
+  h.Ev(BranchKind::kReturn, 50, Fn(0, 8), Fn(2, 8));
+  h.Ev(BranchKind::kDisable, 50, Fn(0, 8), 0);
+  h.model.EndSegment(60);
+  // The calls sharing time 10 share it (the [untraced] span begins at 11);
+  // fn2, known only from the return into it, is written at the end.
+  EXPECT_THAT(
+      h.sink.lines,
+      ElementsAre("1 B fn0", "10 B fn1", "11 B [untraced]", "20 E [untraced] from 11",
+                  "20 E fn1 from 10", "30 E fn0 from 1", "30 B [untraced]",
+                  "40 E [untraced] from 30", "40 B fn0", "50 E fn0 from 40", "50 B [untraced]",
+                  "60 E [untraced] from 50", "60 E fn2 from 0", "0 B fn2 inferred"));
+}
+
 // An exec ends every frame of the old program when the new program starts
 // (the execve's [untraced] span lasts until then).
 TEST(CallStackTest, ExecSpaceEndsTheOldProgramsFrames) {

@@ -87,6 +87,11 @@ std::span<std::byte> PerfEvent::data() const {
 Result<void> PerfEvent::Enable() const {
   return Ioctl(fd(), PERF_EVENT_IOC_ENABLE, 0, "PERF_EVENT_IOC_ENABLE", what_);
 }
+Result<void> PerfEvent::SetFilter(const std::string& filter) const {
+  if (::ioctl(fd(), PERF_EVENT_IOC_SET_FILTER, filter.c_str()) != 0)
+    return Error::FromErrno("PERF_EVENT_IOC_SET_FILTER \"" + filter + "\" on " + what_);
+  return Ok();
+}
 Result<void> PerfEvent::Disable() const {
   return Ioctl(fd(), PERF_EVENT_IOC_DISABLE, 0, "PERF_EVENT_IOC_DISABLE", what_);
 }

@@ -45,6 +45,11 @@ class PerfEvent {
   // PERF_EVENT_IOC_SET_OUTPUT: this event's records go into `target`'s ring.
   // This event must not be mapped itself; same task (or CPU) as target.
   Result<void> SetOutput(const PerfEvent& target) const;
+  // PERF_EVENT_IOC_SET_FILTER: address filters in the kernel's syntax
+  // ("filter 0x1136/0x40@/usr/bin/prog"); on an AUX event before enabling.
+  // Errors keep errno (EOPNOTSUPP: a per-CPU event or no IP filtering;
+  // EINVAL: the kernel refused the string).
+  Result<void> SetFilter(const std::string& filter) const;
   // PERF_EVENT_IOC_ID: the value in the sample_id trailer's identifier.
   Result<uint64_t> Id() const;
 

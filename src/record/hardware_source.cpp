@@ -93,6 +93,9 @@ Result<void> HardwarePtSource::OpenEvents(Thread& t, const std::string& what) {
         perf::PerfEvent::Open(*config_.pt_attr, pid_arg, t.cpu, map, "intel_pt event " + what);
     if (!pt) return std::move(pt).error();
     t.pt = std::make_unique<perf::PerfEvent>(std::move(*pt));
+    // Address filters go on the disabled event, before it is enabled
+    // (pt-kernel-interface.md 5.1; perf sets them the same way).
+    if (!config_.addr_filter.empty()) PTSNAP_TRY(t.pt->SetFilter(config_.addr_filter));
     auto tr = perf::PerfEvent::Open(config_.tracking_attr, pid_arg, t.cpu, perf::MapSpec{},
                                     "sideband (dummy) event " + what);
     if (!tr) return std::move(tr).error();

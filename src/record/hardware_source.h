@@ -48,6 +48,10 @@ struct HardwareConfig {
   // recorded and the traced thread's later code in it decodes. Off
   // system-wide, where the CPUs' events see every task already.
   bool sideband_for_untraced_threads = false;
+  // --filter in the kernel's syntax (record/addr_filter.h), set with
+  // PERF_EVENT_IOC_SET_FILTER on every intel_pt event before it is enabled;
+  // "" for none.
+  std::string addr_filter;
 };
 
 // Full-execution mode: what to do with a PT event once its AUX area has been

@@ -37,6 +37,10 @@ struct RecordOptions {
   // function returning after at least this many ns (perf clock; virtual ns
   // = retired instructions under --emulate). 0: a plain trigger.
   uint64_t slower_than_ns = 0;
+  // --filter: address filters in perf's syntax (record/addr_filter.h), ""
+  // for none; resolved against the program's files when the recording is
+  // planned.
+  std::string filter;
   bool multi_snapshot = false;
   bool multi_thread = false;
   bool full_execution = false;

@@ -20,6 +20,7 @@
 #include "base/version.h"
 #include "probe/explain.h"
 #include "probe/probe.h"
+#include "record/addr_filter.h"
 #include "record/child.h"
 #include "record/elf_symbols.h"
 #include "record/kcore_copy.h"
@@ -399,6 +400,14 @@ Result<Prepared> Prepare(const RecordOptions& opts, const base::RootPath& root,
     if (auto w = PsbPeriodWarning(p.aux_bytes, psb)) p.warnings.push_back(*w);
   }
 
+  // --filter: resolved against the program's files, checked against the
+  // PMU, and set on each intel_pt event before it is enabled.
+  PTSNAP_ASSIGN_OR_RETURN(std::vector<ResolvedAddrFilter> filters, ResolveRecordingFilters(opts));
+  PTSNAP_TRY(CheckAddrFilterSupport(filters, pmu));
+  if (!filters.empty()) {
+    PTSNAP_ASSIGN_OR_RETURN(p.hw.addr_filter, FormatKernelAddrFilters(filters));
+  }
+
   p.hw.pt_attr = attr.attr;
   p.hw.tracking_attr = perf::BuildTrackingAttr(kernel, ao.enable_on_exec, kv);
   p.hw.data_pages = privileged ? 128 : 32;
@@ -417,6 +426,7 @@ Result<Prepared> Prepare(const RecordOptions& opts, const base::RootPath& root,
   p.pt.mtc = attr.timing.mtc;
   p.pt.cyc = attr.timing.cyc;
   p.pt.noretcomp = attr.timing.noretcomp;
+  p.pt.filter = p.hw.addr_filter;  // perf export writes it into AUXTRACE_INFO
   return p;
 }
 

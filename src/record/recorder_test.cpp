@@ -244,6 +244,38 @@ TEST(Prepare, BuildsAttrsAndDefaults) {
   EXPECT_TRUE(p->hw.sideband_for_untraced_threads);  // per-thread
 }
 
+// --filter: resolved against the program, checked against the PMU's
+// ip_filtering and nr_addr_filters, and handed to the PT source as the
+// kernel's string for PERF_EVENT_IOC_SET_FILTER.
+TEST(Prepare, FilterBecomesTheKernelsFilterString) {
+  TempDir d;
+  WritePmu(d);
+  WriteUser(d, 2);
+  ::ptsnap::testing::FakeCpuid cpuid;
+  RecordOptions o;
+  o.command = {"/proc/self/exe"};  // this test: an ELF file with symbols
+  const std::string self = std::filesystem::canonical("/proc/self/exe").string();
+  o.filter = "filter 0x1000/0x40, tracestop 0x2000/16";
+  EXPECT_THAT(Prepare(o, base::RootPath(d.path()), cpuid),
+              HasErrorContaining("caps/ip_filtering is 0 or missing"));
+  d.Write(std::string(kDev) + "caps/ip_filtering", "1\n");
+  d.Write(std::string(kDev) + "nr_addr_filters", "1\n");
+  EXPECT_THAT(Prepare(o, base::RootPath(d.path()), cpuid),
+              HasErrorContaining("2 address ranges, but this CPU's Intel PT takes at most 1"));
+  d.Write(std::string(kDev) + "nr_addr_filters", "2\n");
+  auto p = Prepare(o, base::RootPath(d.path()), cpuid);
+  ASSERT_THAT(p, HasValue());
+  EXPECT_EQ(p->hw.addr_filter, "filter 0x1000/0x40@" + self + ",stop 0x2000/0x10@" + self);
+  EXPECT_EQ(p->pt.filter, p->hw.addr_filter);  // the manifest's pt.filter
+  o.filter = "start 0x1000/1";
+  EXPECT_THAT(Prepare(o, base::RootPath(d.path()), cpuid),
+              HasErrorContaining("Intel PT has no start/stop addresses"));
+  o.filter = "";
+  p = Prepare(o, base::RootPath(d.path()), cpuid);
+  ASSERT_THAT(p, HasValue());
+  EXPECT_EQ(p->hw.addr_filter, "");
+}
+
 // The default buffer size shares the user's mlock budget among the buffers
 // the recording will map: attach --multi-thread maps one per thread.
 TEST(Prepare, DefaultSnapshotSizeSharesTheBudgetAmongThreads) {

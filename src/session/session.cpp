@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <system_error>
 
+#include "record/addr_filter.h"
 #include "record/elf_symbols.h"
 #include "sys/pmu.h"
 
@@ -34,6 +35,16 @@ Result<void> CheckCombination(const record::RecordOptions& o) {
     return Error("--trigger needs -p PID: the process whose code holds the trigger");
   for (pid_t pid : o.pids)
     if (pid <= 0) return Error("bad process id " + std::to_string(pid));
+  if (!o.filter.empty()) {
+    if (o.sampling)
+      return Error(
+          "--filter limits Intel PT to address ranges; --sampling takes stack samples without "
+          "PT: drop one of them");
+    if (o.all_cpus)
+      return Error(
+          "--filter needs per-thread tracing: the kernel takes address filters on a file only "
+          "for events bound to a task, not system-wide ones (-a/--cpu); drop one of them");
+  }
   if (o.slower_than_ns != 0) {
     if (o.trigger.empty())
       return Error(
@@ -83,12 +94,14 @@ Result<void> CheckTarget(const record::RecordOptions& o) {
       auto r = record::ResolveTrigger(o.trigger, o.pids[0]);
       if (!r) return std::move(r).error().WithKind(ErrorKind::kTrigger);
     }
+    PTSNAP_TRY(record::ResolveRecordingFilters(o));
     return Ok();
   }
   auto exe = record::FindExecutable(o.command[0]);
   if (!exe) return std::move(exe).error();
   if (auto r = record::CheckTriggerInFile(o.trigger, *exe); !r)
     return std::move(r).error().WithKind(ErrorKind::kTrigger);
+  PTSNAP_TRY(record::ResolveRecordingFilters(o));
   return Ok();
 }
 

@@ -162,6 +162,24 @@ TEST_F(CliErrors, SystemWideUsageErrors) {
   ExpectEmpty();
 }
 
+// --filter: its syntax and combinations are usage errors (2), a function
+// that is not there an error (1), all before the machine is looked at.
+TEST_F(CliErrors, FilterErrorsComeFirst) {
+  Exit syntax = Ptsnap(dir_.path(), {"run", "--filter", "trace main", "--", "/bin/true"});
+  EXPECT_EQ(syntax.code, 2);
+  EXPECT_THAT(syntax.err, HasSubstr("bad --filter 'trace main': unknown action 'trace'"));
+  Exit all = Ptsnap(dir_.path(), {"run", "-a", "--filter", "main", "--", "/bin/true"});
+  EXPECT_EQ(all.code, 2);
+  EXPECT_THAT(all.err, HasSubstr("--filter needs per-thread tracing"));
+  Exit sampling = Ptsnap(dir_.path(), {"run", "--sampling", "--filter", "main", "--", "/bin/true"});
+  EXPECT_EQ(sampling.code, 2);
+  EXPECT_THAT(sampling.err, HasSubstr("--filter limits Intel PT to address ranges"));
+  Exit missing = Ptsnap(dir_.path(), {"run", "--filter", "no_such_fn", "--", "/bin/true"});
+  EXPECT_EQ(missing.code, 1);
+  EXPECT_THAT(missing.err, HasSubstr("--filter: no function named 'no_such_fn' in "));
+  ExpectEmpty();
+}
+
 // `run -a` keeps the no-PMU error; `attach -a` falls back to sampling
 // every CPU (magic-trace's rule), said in one line.
 TEST_F(CliErrors, SystemWideWithoutPtIsTheNoPmuErrorForRunAndSamplesForAttach) {

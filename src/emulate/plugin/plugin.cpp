@@ -71,6 +71,8 @@ namespace {
 
 constexpr unsigned kMaxVcpus = 4096;
 constexpr uint8_t kFlagTrigger = 1, kFlagStop = 2, kFlagSlow = 4;
+// --filter: the block starts inside a `filter` range / a `tracestop` range.
+constexpr uint8_t kFlagInFilter = 8, kFlagTraceStop = 16;
 
 struct TbInfo {
   uint64_t start = 0, last_ip = 0, fallthrough = 0, target = 0;
@@ -101,6 +103,10 @@ struct Options {
   // in ticks (virtual ns); 0: off.
   uint64_t slow = 0, slow_ns = 0;
   std::string slow_name;
+  // --filter: file ranges (plugin_protocol.h FilterRange); `filtering` when
+  // one of them is a `filter` range (tracing only inside those).
+  std::vector<FilterRange> filters;
+  bool filtering = false;
 };
 
 // --slower-than's bookkeeping, per thread. `returns` is a shadow of the
@@ -132,6 +138,7 @@ struct ThreadState {
   const TbInfo* prev = nullptr;
   bool enabled = false;
   bool started = false;
+  bool trace_stopped = false;                  // entered a tracestop range: no more tracing
   uint64_t clock = 0;                          // this thread's virtual time (TSC ticks)
   uint64_t insns = 0, hash = kStreamHashSeed;  // retired by this thread
   SlowCalls slow;
@@ -200,6 +207,38 @@ uint64_t g_slow_rt = 0;
 std::atomic<uint64_t> g_slow_skipped{0};  // every thread's, for the note at exit
 uint64_t g_pending_ctid[kMaxVcpus];       // clone's child_tid with CLONE_CHILD_CLEARTID
 uint64_t g_pending_mmap[kMaxVcpus][4];  // prot, fd, len, offset of an mmap in flight; prot 0 = none
+
+// --filter ranges at their run-time addresses, [lo, hi), added whenever a
+// file a filter names is mapped executable: what the kernel does with a
+// file filter (perf_addr_filter_vma_adjust: vm_start + offset - pgoff).
+struct RuntimeRange {
+  uint64_t lo = 0, hi = 0;
+  bool trace_stop = false;
+};
+std::mutex g_range_mu;
+std::vector<RuntimeRange> g_ranges;
+
+void MapFilterRanges(uint64_t addr, uint64_t len, uint64_t pgoff, const char* path) {
+  if (g_opts.filters.empty()) return;
+  std::lock_guard lock(g_range_mu);
+  for (const FilterRange& f : g_opts.filters) {
+    if (f.path != path) continue;
+    const uint64_t lo = std::max(f.offset, pgoff);
+    const uint64_t hi = std::min(f.offset + f.size, pgoff + len);
+    if (lo >= hi) continue;
+    g_ranges.push_back({addr + (lo - pgoff), addr + (hi - pgoff), f.trace_stop});
+  }
+}
+
+// The --filter flags of a block starting at `ip`.
+uint8_t FilterFlags(uint64_t ip) {
+  if (g_opts.filters.empty()) return 0;
+  uint8_t flags = 0;
+  std::lock_guard lock(g_range_mu);
+  for (const RuntimeRange& r : g_ranges)
+    if (ip >= r.lo && ip < r.hi) flags |= r.trace_stop ? kFlagTraceStop : kFlagInFilter;
+  return flags;
+}
 
 void Die(const char* fmt, ...) {
   va_list ap;
@@ -354,6 +393,7 @@ void EmitMmap2(uint64_t time, uint64_t addr, uint64_t len, uint64_t pgoff, const
                int prot, int flags) {
   struct stat st {};
   ::stat(path, &st);
+  if (prot & PROT_EXEC) MapFilterRanges(addr, len, pgoff, path);
   Report(MmapMessage{.time = time,
                      .pid = U32(g_pid),
                      .tid = U32(::gettid()),
@@ -534,6 +574,39 @@ std::string SlowCallDetail(const ThreadState* t, const SlowCallEntry& e) {
   return d;
 }
 
+// --filter: block `p` (traced) was followed by `tb`, which lies outside
+// every filter range (or in a tracestop range). The CPU stops packet
+// generation at the branch that left (SDM 33.2.5.3, "Filtering by IP"):
+// TIP.PGD with the branch's target instead of its TNT bit or TIP, which
+// libipt binds to that branch. Leaving by sequential flow (no branch) or
+// by a signal is an asynchronous disable, FUP(next IP) + TIP.PGD.
+void LeaveFilter(ThreadState* t, const TbInfo* p, const TbInfo* tb) {
+  switch (p->kind) {
+    case ExitKind::kRep:
+    case ExitKind::kNone: t->pt.AsyncDisable(p->fallthrough); break;
+    case ExitKind::kCond:
+      if (tb->start == p->target || tb->start == p->fallthrough) {
+        t->pt.Pgd(tb->start);
+      } else {  // a signal after the branch, as in OnTbExec
+        t->pt.Tnt(false);
+        t->pt.AsyncDisable(p->fallthrough);
+      }
+      break;
+    case ExitKind::kDirectCall:
+    case ExitKind::kDirect:
+      if (tb->start == p->target) {
+        t->pt.Pgd(tb->start);
+      } else {
+        t->pt.AsyncDisable(p->target);
+      }
+      break;
+    case ExitKind::kIndirectCall:
+    case ExitKind::kIndirect:
+    case ExitKind::kRet: t->pt.Pgd(tb->start); break;
+    case ExitKind::kFar: break;  // tracing went off at the far transfer already
+  }
+}
+
 void OnTbExec(unsigned vcpu, void* udata) {
   if (int f = g_flags.load(std::memory_order_relaxed); f != 0) {
     if (f & kStopped) return;
@@ -548,13 +621,24 @@ void OnTbExec(unsigned vcpu, void* udata) {
   // The block starts when the previous one retired its last instruction:
   // that instruction's branch packets carry this time.
   const uint64_t now = t->clock;
-  if (t->enabled) {
+  // A rep string instruction's next iteration: it retires once in PT.
+  if (t->prev != nullptr && t->prev->kind == ExitKind::kRep && tb->start == t->prev->last_ip)
+    return;
+  // --filter: whether this block is traced (tracing on only inside the
+  // filter ranges, never again once a tracestop range was entered).
+  const bool trace_stop = (tb->flags & kFlagTraceStop) != 0 && !t->trace_stopped;
+  const bool traced =
+      !t->trace_stopped && !trace_stop && (!g_opts.filtering || (tb->flags & kFlagInFilter) != 0);
+  if (t->enabled && !traced) {
+    t->pt.SetTime(now);
+    LeaveFilter(t, t->prev, tb);
+    if (trace_stop) t->pt.TraceStop();
+    t->enabled = false;
+  } else if (t->enabled) {
     t->pt.SetTime(now);
     const TbInfo* p = t->prev;
     switch (p->kind) {
       case ExitKind::kRep:
-        if (tb->start == p->last_ip) return;  // next iteration: retires once in PT
-        [[fallthrough]];
       case ExitKind::kNone:
         if (tb->start != p->fallthrough) {
           t->pt.AsyncDisable(p->fallthrough);
@@ -639,8 +723,13 @@ void OnTbExec(unsigned vcpu, void* udata) {
     }
   }
 
+  if (trace_stop) t->trace_stopped = true;
   const uint64_t tsc = now;
   t->clock += tb->ninsn;
+  if (!traced) {  // outside the filters: nothing of it is in the trace
+    t->prev = tb;
+    return;
+  }
   if (!t->enabled) {
     if (!t->started || t->pt.pending() >= g_opts.psb_period) {
       t->pt.FlushTnt();
@@ -703,6 +792,7 @@ void OnTbTrans(qemu_plugin_id_t, qemu_plugin_tb* tb) {
   for (uint64_t a : g_stop_rt)
     if (a == info->start) info->flags |= kFlagStop;
   if (g_slow_rt != 0 && g_slow_rt == info->start) info->flags |= kFlagSlow;
+  info->flags |= FilterFlags(info->start);
   if (info->ninsn == 0) {
     delete info;
     return;
@@ -1020,6 +1110,13 @@ int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t* info, int argc, 
       ok = ParseU64(v, &g_opts.slow_ns);
     } else if (k == "slow_name") {
       g_opts.slow_name = std::string(v);
+    } else if (k == "filter") {
+      auto f = ParseFilterArg(v);
+      ok = f.has_value();
+      if (f) {
+        g_opts.filtering = g_opts.filtering || !f->trace_stop;
+        g_opts.filters.push_back(std::move(*f));
+      }
     } else if (k == "stop") {
       ok = ParseU64(v, &n);
       g_opts.stop.push_back(n);
