@@ -13,6 +13,7 @@
 #include "decode/test_stream.h"
 #include "output/fxt_reader.h"
 #include "tests/support/run_ptsnap.h"
+#include "tests/support/shell.h"
 #include "tests/support/temp_dir.h"
 #include "trace/trace_dir.h"
 
@@ -122,6 +123,59 @@ TEST(CmdReportTest, TableHistogramSlowestJsonAndFolded) {
   EXPECT_THAT(*folded, HasSubstr(";fib "));
 }
 
+// -o FILE.pb.gz / .pprof: a gzipped pprof profile; .pb: the same, raw.
+// (src/report/pprof_test.cpp decodes the fields; here: the CLI writes it.)
+TEST(CmdReportTest, PprofProfileIsGzippedProtobufNamingTheFunctions) {
+  TempDir tmp;
+  fs::path dir = MakeTrace(tmp);
+  for (const char* name : {"t.pb.gz", "t.pprof", "t.pb"}) {
+    const fs::path out = tmp.path() / name;
+    Outcome r = Ptsnap("report '" + dir.string() + "' -o " + out.string());
+    EXPECT_EQ(r.rc, 0) << r.out;
+    EXPECT_THAT(r.out, HasSubstr("pprof profile"));
+    auto raw = base::ReadFile(out);
+    ASSERT_TRUE(raw.has_value()) << name;
+    ASSERT_GE(raw->size(), 2u);
+    const bool gz =
+        static_cast<uint8_t>((*raw)[0]) == 0x1f && static_cast<uint8_t>((*raw)[1]) == 0x8b;
+    EXPECT_EQ(gz, std::string(name) != "t.pb") << name;
+    auto bytes = output::ReadMaybeGzip(out);
+    ASSERT_TRUE(bytes.has_value());
+    // Profile.sample_type (field 1, length-delimited) comes first; the
+    // string table holds the sample types and the functions.
+    EXPECT_EQ((*bytes)[0], 0x0a);
+    for (const char* s : {"wall", "nanoseconds", "calls", "count", "fib", "main"})
+      EXPECT_THAT(*bytes, HasSubstr(s)) << name;
+  }
+}
+
+// The real pprof reads it, when this machine has one (`pprof`, or Go's
+// `go tool pprof`).
+TEST(CmdReportTest, PprofReadsTheProfile) {
+  std::string tool;
+  if (ptsnap::testing::RunShell("command -v pprof").status == 0) {
+    tool = "pprof";
+  } else if (ptsnap::testing::RunShell("command -v go").status == 0) {
+    tool = "go tool pprof";
+  } else {
+    GTEST_SKIP() << "neither pprof nor go is in PATH (go install "
+                    "github.com/google/pprof@latest, or apt-get install golang): the profile's "
+                    "fields are checked by src/report/pprof_test.cpp only";
+  }
+  TempDir tmp;
+  fs::path dir = MakeTrace(tmp);
+  const fs::path out = tmp.path() / "t.pb.gz";
+  Outcome r = Ptsnap("report '" + dir.string() + "' -o " + out.string());
+  ASSERT_EQ(r.rc, 0) << r.out;
+  auto top = ptsnap::testing::RunShell(tool + " -top -sample_index=wall '" + out.string() + "'");
+  EXPECT_EQ(top.status, 0) << top.out;
+  EXPECT_THAT(top.out, HasSubstr("fib"));
+  EXPECT_THAT(top.out, HasSubstr("Type: wall"));
+  auto calls = ptsnap::testing::RunShell(tool + " -top -sample_index=calls '" + out.string() + "'");
+  EXPECT_EQ(calls.status, 0) << calls.out;
+  EXPECT_THAT(calls.out, HasSubstr("Type: calls"));
+}
+
 TEST(CmdReportTest, Errors) {
   TempDir tmp;
   fs::path dir = MakeTrace(tmp);
@@ -139,7 +193,7 @@ TEST(CmdReportTest, Errors) {
   EXPECT_THAT(r.out, HasSubstr("--until must be later than --since"));
   r = Ptsnap("report '" + dir.string() + "' -o x.svg");
   EXPECT_EQ(r.rc, 2);
-  EXPECT_THAT(r.out, HasSubstr("name the file .folded"));
+  EXPECT_THAT(r.out, HasSubstr("name the file .folded) or a pprof profile (.pprof or .pb.gz)"));
   r = Ptsnap("report '" + (tmp.path() / "missing").string() + "'");
   EXPECT_EQ(r.rc, 1);
   EXPECT_THAT(r.out, HasSubstr("does not exist"));
