@@ -80,7 +80,11 @@ struct DecodeSummary {
   std::vector<std::string> warnings;
   std::filesystem::path output;  // WriteFile: the file written
   std::string format;            // WriteFile: "fxt", "json" or "events"
-  std::string text;              // what `ptsnap decode` prints: several lines
+  uint64_t output_bytes = 0;     // WriteFile: the file's size before compression
+  // WriteFile with DecodeOptions::max_depth / min_duration_ns: the spans
+  // left out of the file (Decode's listener always gets every span).
+  uint64_t dropped_too_deep = 0, dropped_too_short = 0;
+  std::string text;  // what `ptsnap decode` prints: several lines
   [[nodiscard]] std::string ToJson() const;
 };
 
@@ -89,6 +93,10 @@ struct DecodeOptions {
   size_t top = 5;         // entries in top_total and top_self
   // Called now and then with (PT bytes decoded, total PT bytes).
   std::function<void(uint64_t, uint64_t)> progress;
+  // WriteFile only: thin the timeline as `ptsnap decode --max-depth N
+  // --min-duration D` (docs/decoding.md); 0: no limit.
+  size_t max_depth = 0;
+  uint64_t min_duration_ns = 0;
 };
 
 class PTSNAP_API Decoder {

@@ -180,6 +180,22 @@ TEST(ApiEmulated, SnapshotWhileRunningThenStopDecodes) {
   std::ifstream in(tmp.path() / "out.json");
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_NE(text.find("\"fib\""), std::string::npos);
+  EXPECT_EQ(written->dropped_too_deep + written->dropped_too_short, 0u);
+  EXPECT_GT(written->output_bytes, 0u);
+
+  // Thinned as `ptsnap decode --max-depth 1`: the summary and its JSON
+  // count what the file lacks.
+  d.max_depth = 1;
+  auto thin = ptsnap::Decoder::Open(o.trace_dir, d);
+  ASSERT_TRUE(thin) << thin.error().ToString();
+  auto thinned = thin->WriteFile(tmp.path() / "thin.json");
+  ASSERT_TRUE(thinned) << thinned.error().ToString();
+  EXPECT_GT(thinned->dropped_too_deep, 0u);
+  EXPECT_LT(thinned->output_bytes, written->output_bytes);
+  EXPECT_NE(
+      thinned->ToJson().find("\"dropped_too_deep\": " + std::to_string(thinned->dropped_too_deep)),
+      std::string::npos);
+  EXPECT_NE(thinned->text.find("Thinned the timeline"), std::string::npos);
 }
 
 // A snapshot is in the trace directory when Snapshot() returns: it decodes

@@ -80,6 +80,9 @@ DecodeSummary Convert(const pipeline::DecodeReport& r) {
   s.warnings = r.warnings;
   s.output = r.output;
   s.format = r.format;
+  s.output_bytes = r.output_bytes;
+  s.dropped_too_deep = r.thin_dropped.too_deep;
+  s.dropped_too_short = r.thin_dropped.too_short;
   return s;
 }
 
@@ -98,6 +101,8 @@ struct Decoder::Impl {
     o.snapshot = options.snapshot;
     o.top = options.top;
     o.progress = options.progress;
+    o.thin.max_depth = options.max_depth;
+    o.thin.min_duration_ns = options.min_duration_ns;
     PTSNAP_ASSIGN_OR_RETURN(pipeline::DecodeReport r, pipeline::DecodeTraceDir(trace_dir, o));
     DecodeSummary s = Convert(r);
     s.text = pipeline::FormatReport(r);
@@ -162,6 +167,9 @@ std::string DecodeSummary::ToJson() const {
       {"warnings", warnings},
       {"output", output.string()},
       {"format", format},
+      {"output_bytes", output_bytes},
+      {"dropped_too_deep", dropped_too_deep},
+      {"dropped_too_short", dropped_too_short},
   };
   if (sampled) {
     j["sampled"] = {{"event", sampled->event},

@@ -1,10 +1,12 @@
-// `ptsnap decode TRACE_DIR [-o FILE] [--format fxt|json|events] [--snapshot N]` and
-// DecodeAndReport, which `run`/`attach` call after recording.
+// `ptsnap decode TRACE_DIR [-o FILE] [--format fxt|json|events] [--snapshot N]
+// [--max-depth N] [--min-duration D] [--open [--port P]]` and DecodeAndReport,
+// which `run`/`attach` call after recording.
 #include <unistd.h>
 
 #include <cstdio>
 
 #include "base/log.h"
+#include "base/string_util.h"
 #include "cli/command.h"
 #include "output/output_file.h"
 #include "pipeline/pipeline.h"
@@ -24,8 +26,20 @@ void PrintProgress(uint64_t done, uint64_t total) {
 }  // namespace
 
 int DecodeAndReport(const std::filesystem::path& trace_dir, const std::filesystem::path& output,
-                    const std::string& format, uint32_t snapshot, std::FILE* report_to) {
+                    const std::string& format, uint32_t snapshot, std::FILE* report_to,
+                    const ViewFlags& view) {
   pipeline::DecodeOptions options;
+  options.thin.max_depth = view.max_depth;
+  if (!view.min_duration.empty()) {
+    auto ns = base::ParseDurationNs(view.min_duration);
+    if (!ns) {
+      std::fprintf(stderr,
+                   "ptsnap: error: --min-duration %s: expected a duration such as 1us or 0.5ms\n",
+                   view.min_duration.c_str());
+      return kExitUsage;
+    }
+    options.thin.min_duration_ns = *ns;
+  }
   options.snapshot = snapshot;
   options.output = output.empty() ? std::filesystem::path("trace.fxt.gz") : output;
   options.format = format;
@@ -41,6 +55,12 @@ int DecodeAndReport(const std::filesystem::path& trace_dir, const std::filesyste
                  options.output.c_str());
     return kExitUsage;
   }
+  if (view.open && (format.empty() ? output::FormatFromPath(options.output) : format) == "events") {
+    std::fprintf(stderr,
+                 "ptsnap: error: --open serves a timeline to ui.perfetto.dev, and .events text is "
+                 "not one: write .fxt, .fxt.gz or .json\n");
+    return kExitUsage;
+  }
   // Progress only where someone watches: a terminal, or -v.
   bool progress = ::isatty(STDERR_FILENO) != 0 || base::Verbosity() > 0;
   if (progress) options.progress = PrintProgress;
@@ -52,6 +72,12 @@ int DecodeAndReport(const std::filesystem::path& trace_dir, const std::filesyste
     return kExitFailure;
   }
   std::fputs(pipeline::FormatReport(*report).c_str(), report_to);
+  if (const std::string w = pipeline::ViewerSizeWarning(*report); !w.empty())
+    std::fprintf(stderr, "%s\n", w.c_str());
+  if (view.open) {
+    std::fflush(report_to);
+    return ServeFile(report->output, view.port, 1, report_to);
+  }
   return kExitOk;
 }
 
@@ -59,6 +85,7 @@ void AddDecodeCommand(CLI::App& app, CommandFn* selected) {
   struct Args {
     std::string dir, output = "trace.fxt.gz", format;
     uint32_t snapshot = 0;
+    ViewFlags view;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand(
@@ -73,9 +100,26 @@ void AddDecodeCommand(CLI::App& app, CommandFn* selected) {
                   "Decode only snapshot N (its seq; `ptsnap info TRACE_DIR` lists them). "
                   "Works while the recording is still going on")
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--max-depth", args->view.max_depth,
+                  "Thin the timeline: leave out frames more than N deep (1 = the lowest frame "
+                  "whose start was seen); the summary counts what was left out")
+      ->check(CLI::Range(size_t{1}, size_t{1000000}));
+  cmd->add_option("--min-duration", args->view.min_duration,
+                  "Thin the timeline: leave out calls shorter than this (e.g. 1us, 0.5ms), and "
+                  "so everything under them; the summary counts what was left out");
+  cmd->add_flag("--open", args->view.open,
+                "After decoding, serve the file on 127.0.0.1 for ui.perfetto.dev and print the "
+                "link that opens it (as `ptsnap serve`)");
+  cmd->add_option("--port", args->view.port,
+                  "Port for --open (ui.perfetto.dev fetches from 9001 only)")
+      ->capture_default_str();
+  cmd->footer(
+      "A file over 100 MB (before compression) gets a warning: ui.perfetto.dev loads such "
+      "traces slowly or not at all. --min-duration and --max-depth make it smaller.");
   cmd->callback([args, selected] {
     *selected = [args] {
-      return DecodeAndReport(args->dir, args->output, args->format, args->snapshot);
+      return DecodeAndReport(args->dir, args->output, args->format, args->snapshot, stdout,
+                             args->view);
     };
   });
 }

@@ -1,18 +1,29 @@
 // Runs the built `ptsnap decode` (PTSNAP_BIN) and checks what a user sees:
 // the summary, the output file, error lines and exit codes.
+#include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "base/file_util.h"
 #include "decode/test_stream.h"
 #include "output/fxt_reader.h"
 #include "tests/support/run_ptsnap.h"
+#include "tests/support/shell.h"
 #include "tests/support/temp_dir.h"
 #include "trace/trace_dir.h"
 
@@ -96,6 +107,241 @@ TEST(CmdDecodeTest, Errors) {
   EXPECT_THAT(r.out, HasSubstr("--format: svg not in"));
 }
 
+// The JSON timeline's spans ("X" events), per thread.
+struct Span {
+  uint64_t ts = 0, dur = 0;  // ns
+  bool inferred = false;
+  size_t depth = 0;  // among the spans whose start was seen; 1 = lowest
+};
+std::vector<Span> JsonSpans(const fs::path& file) {
+  std::vector<Span> out;
+  auto text = base::ReadFile(file);
+  EXPECT_TRUE(text.has_value());
+  if (!text) return out;
+  auto j = nlohmann::json::parse(*text);
+  std::map<int64_t, std::vector<Span>> by_tid;
+  for (const auto& e : j["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    Span s;
+    // Microseconds with three decimals: exact nanoseconds.
+    s.ts = static_cast<uint64_t>(std::llround(e["ts"].get<double>() * 1000));
+    s.dur = static_cast<uint64_t>(std::llround(e["dur"].get<double>() * 1000));
+    s.inferred = e.contains("args") && e["args"].contains("inferred_start_time");
+    by_tid[e["tid"].get<int64_t>()].push_back(s);
+  }
+  for (auto& [tid, spans] : by_tid) {
+    std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
+      return a.ts != b.ts ? a.ts < b.ts : a.dur > b.dur;
+    });
+    std::vector<uint64_t> open_ends;
+    for (Span& s : spans) {
+      if (s.inferred) {
+        out.push_back(s);
+        continue;
+      }
+      while (!open_ends.empty() && open_ends.back() <= s.ts) open_ends.pop_back();
+      s.depth = open_ends.size() + 1;
+      open_ends.push_back(s.ts + s.dur);
+      out.push_back(s);
+    }
+  }
+  return out;
+}
+
+// The number right after `after` in `text`; UINT64_MAX when absent.
+uint64_t NumberAfter(const std::string& text, const std::string& after) {
+  const size_t at = text.find(after);
+  if (at == std::string::npos) return UINT64_MAX;
+  const size_t from = at + after.size();
+  size_t to = from;
+  while (to < text.size() && std::isdigit(static_cast<unsigned char>(text[to]))) ++to;
+  return to == from ? UINT64_MAX : std::stoull(text.substr(from, to - from));
+}
+
+// --max-depth and --min-duration thin the file, and the summary counts
+// exactly the spans left out (docs/decoding.md, "Sized for the viewer").
+TEST(CmdDecodeTest, ThinningDropsDeepAndShortSpansAndCountsThem) {
+  TempDir tmp;
+  fs::path dir = MakeTrace(tmp);
+  Outcome r = Ptsnap("decode '" + dir.string() + "' -o full.json", tmp.path().string());
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_THAT(r.out, ::testing::Not(HasSubstr("Thinned")));
+  const std::vector<Span> full = JsonSpans(tmp.path() / "full.json");
+  ASSERT_GT(full.size(), 20u);
+  size_t max_depth = 0;
+  std::vector<uint64_t> durs;
+  for (const Span& s : full) {
+    max_depth = std::max(max_depth, s.depth);
+    durs.push_back(s.dur);
+  }
+  ASSERT_GE(max_depth, 3u) << "the test trace should nest";
+  std::sort(durs.begin(), durs.end());
+  const uint64_t min_ns = durs[durs.size() / 2];
+  ASSERT_GT(min_ns, durs.front()) << "some spans must be shorter";
+
+  const size_t depth = max_depth - 1;
+  r = Ptsnap("decode '" + dir.string() + "' -o deep.json --max-depth " + std::to_string(depth),
+             tmp.path().string());
+  ASSERT_EQ(r.rc, 0) << r.out;
+  size_t want_deep = 0;
+  for (const Span& s : full) want_deep += s.depth > depth;
+  EXPECT_THAT(r.out, HasSubstr("Thinned the timeline: dropped " + std::to_string(want_deep) +
+                               " deeper than --max-depth " + std::to_string(depth)));
+  const std::vector<Span> deep = JsonSpans(tmp.path() / "deep.json");
+  EXPECT_EQ(deep.size(), full.size() - want_deep);
+  for (const Span& s : deep) EXPECT_LE(s.depth, depth);
+  EXPECT_EQ(NumberAfter(r.out, "the file holds "), deep.size()) << r.out;
+
+  r = Ptsnap(
+      "decode '" + dir.string() + "' -o short.json --min-duration " + std::to_string(min_ns) + "ns",
+      tmp.path().string());
+  ASSERT_EQ(r.rc, 0) << r.out;
+  size_t want_short = 0;
+  for (const Span& s : full) want_short += s.dur < min_ns;
+  EXPECT_THAT(r.out,
+              HasSubstr("dropped " + std::to_string(want_short) + " shorter than --min-duration "));
+  const std::vector<Span> thin = JsonSpans(tmp.path() / "short.json");
+  EXPECT_EQ(thin.size(), full.size() - want_short);
+  for (const Span& s : thin) EXPECT_GE(s.dur, min_ns);
+
+  // FXT too: the strict reader accepts the thinned file.
+  r = Ptsnap("decode '" + dir.string() + "' -o t.fxt --max-depth 1 --min-duration 1ns",
+             tmp.path().string());
+  ASSERT_EQ(r.rc, 0) << r.out;
+  auto bytes = output::ReadMaybeGzip(tmp.path() / "t.fxt");
+  ASSERT_TRUE(bytes.has_value());
+  auto t = output::ParseFxt(*bytes);
+  ASSERT_TRUE(t.has_value()) << t.error().ToString();
+  EXPECT_THAT(r.out, HasSubstr("deeper than --max-depth 1, "));
+
+  r = Ptsnap("decode '" + dir.string() + "' -o x.fxt --min-duration 5", tmp.path().string());
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_THAT(r.out, HasSubstr("--min-duration 5: expected a duration such as 1us"));
+  r = Ptsnap("decode '" + dir.string() + "' -o x.fxt --max-depth 0", tmp.path().string());
+  EXPECT_EQ(r.rc, 2);
+  r = Ptsnap("decode '" + dir.string() + "' -o x.events --open", tmp.path().string());
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_THAT(r.out, HasSubstr("--open serves a timeline to ui.perfetto.dev"));
+}
+
+// `ptsnap serve` (cmd_serve.cpp, serve/trace_server.cpp).
+// Starts `ptsnap ARGS` with its stdout readable; the URL it prints.
+struct Background {
+  FILE* pipe = nullptr;
+  std::string out;
+  uint16_t port = 0;
+  std::string path;
+};
+Background StartServing(const std::string& args, const std::string& cwd) {
+  Background b;
+  const std::string cmd = "cd '" + cwd + "' && exec '" + std::getenv("PTSNAP_BIN") + "' " + args;
+  b.pipe = ::popen(cmd.c_str(), "r");
+  EXPECT_NE(b.pipe, nullptr);
+  char line[4096];
+  while (b.pipe != nullptr && std::fgets(line, sizeof line, b.pipe) != nullptr) {
+    b.out += line;
+    const std::string l = line;
+    const std::string prefix = "Serving ";
+    if (const size_t at = l.find(" at http://127.0.0.1:"); l.starts_with(prefix) && at != l.npos) {
+      const size_t port_at = at + std::strlen(" at http://127.0.0.1:");
+      const size_t slash = l.find('/', port_at);
+      b.port = static_cast<uint16_t>(std::stoi(l.substr(port_at, slash - port_at)));
+      b.path = l.substr(slash, l.find('\n') - slash);
+      break;
+    }
+  }
+  return b;
+}
+
+std::string Get(uint16_t port, const std::string& path) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string out;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+    const std::string req = "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+    EXPECT_EQ(::send(fd, req.data(), req.size(), MSG_NOSIGNAL), static_cast<ssize_t>(req.size()));
+    char buf[4096];
+    ssize_t n;
+    while ((n = ::recv(fd, buf, sizeof buf, 0)) > 0) out.append(buf, static_cast<size_t>(n));
+  } else {
+    ADD_FAILURE() << "connect: " << std::strerror(errno);
+  }
+  ::close(fd);
+  return out;
+}
+
+TEST(CmdServeTest, ServesTheFileOnceAndPrintsThePerfettoLink) {
+  TempDir tmp;
+  const std::string content =
+      std::string("\x10\0\x04\x46xt trace bytes", 18) + std::string(5000, 'z');
+  tmp.Write("t 1.fxt", content);
+  Background b = StartServing("serve 't 1.fxt' --port 0", tmp.path().string());
+  ASSERT_NE(b.port, 0) << b.out;
+  EXPECT_EQ(b.path, "/t%201.fxt");
+  const std::string got = Get(b.port, b.path);
+  char rest[4096];
+  while (std::fgets(rest, sizeof rest, b.pipe) != nullptr) b.out += rest;
+  const int st = ::pclose(b.pipe);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << b.out;
+  EXPECT_THAT(b.out, HasSubstr("Open it in Perfetto: https://ui.perfetto.dev/#!/?url=http://"
+                               "127.0.0.1:" +
+                               std::to_string(b.port) + "/t%201.fxt\n"));
+  EXPECT_THAT(b.out, HasSubstr("note: ui.perfetto.dev fetches traces from port 9001 only"));
+  EXPECT_THAT(got, HasSubstr("Access-Control-Allow-Origin: https://ui.perfetto.dev\r\n"));
+  ASSERT_NE(got.find("\r\n\r\n"), std::string::npos);
+  EXPECT_EQ(got.substr(got.find("\r\n\r\n") + 4), content);
+}
+
+TEST(CmdServeTest, DecodeOpenServesTheDecodedFile) {
+  TempDir tmp;
+  fs::path dir = MakeTrace(tmp);
+  Background b = StartServing("decode '" + dir.string() + "' -o t.fxt.gz --open --port 0",
+                              tmp.path().string());
+  ASSERT_NE(b.port, 0) << b.out;
+  EXPECT_THAT(b.out, HasSubstr("Hottest functions by total time:"));
+  EXPECT_EQ(b.path, "/t.fxt.gz");
+  const std::string got = Get(b.port, b.path);
+  char rest[4096];
+  while (std::fgets(rest, sizeof rest, b.pipe) != nullptr) b.out += rest;
+  const int st = ::pclose(b.pipe);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << b.out;
+  EXPECT_THAT(b.out, HasSubstr("Sent t.fxt.gz 1 time(s)"));
+  auto file = base::ReadFile(tmp.path() / "t.fxt.gz");
+  ASSERT_TRUE(file.has_value());
+  ASSERT_NE(got.find("\r\n\r\n"), std::string::npos);
+  EXPECT_EQ(got.substr(got.find("\r\n\r\n") + 4), *file);
+}
+
+TEST(CmdServeTest, Errors) {
+  TempDir tmp;
+  Outcome r = Ptsnap("serve '" + (tmp.path() / "nope.fxt").string() + "'");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_THAT(r.out, HasSubstr("ptsnap: error: serving "));
+  EXPECT_THAT(r.out, HasSubstr("nope.fxt: No such file or directory"));
+  r = Ptsnap("serve '" + tmp.path().string() + "'");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_THAT(r.out, HasSubstr("is not a regular file"));
+  // A port someone else holds.
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(fd, 1), 0);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const std::string port = std::to_string(ntohs(addr.sin_port));
+  tmp.Write("t.fxt", "x");
+  r = Ptsnap("serve '" + (tmp.path() / "t.fxt").string() + "' --port " + port);
+  ::close(fd);
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_THAT(r.out, HasSubstr("127.0.0.1:" + port + " is already in use"));
+  EXPECT_THAT(r.out, HasSubstr("pass --port N"));
+}
+
 // `ptsnap report` reads the same trace (cmd_report.cpp).
 TEST(CmdReportTest, TableHistogramSlowestJsonAndFolded) {
   TempDir tmp;
@@ -122,6 +368,59 @@ TEST(CmdReportTest, TableHistogramSlowestJsonAndFolded) {
   EXPECT_THAT(*folded, HasSubstr(";fib "));
 }
 
+// -o FILE.pb.gz / .pprof: a gzipped pprof profile; .pb: the same, raw.
+// (src/report/pprof_test.cpp decodes the fields; here: the CLI writes it.)
+TEST(CmdReportTest, PprofProfileIsGzippedProtobufNamingTheFunctions) {
+  TempDir tmp;
+  fs::path dir = MakeTrace(tmp);
+  for (const char* name : {"t.pb.gz", "t.pprof", "t.pb"}) {
+    const fs::path out = tmp.path() / name;
+    Outcome r = Ptsnap("report '" + dir.string() + "' -o " + out.string());
+    EXPECT_EQ(r.rc, 0) << r.out;
+    EXPECT_THAT(r.out, HasSubstr("pprof profile"));
+    auto raw = base::ReadFile(out);
+    ASSERT_TRUE(raw.has_value()) << name;
+    ASSERT_GE(raw->size(), 2u);
+    const bool gz =
+        static_cast<uint8_t>((*raw)[0]) == 0x1f && static_cast<uint8_t>((*raw)[1]) == 0x8b;
+    EXPECT_EQ(gz, std::string(name) != "t.pb") << name;
+    auto bytes = output::ReadMaybeGzip(out);
+    ASSERT_TRUE(bytes.has_value());
+    // Profile.sample_type (field 1, length-delimited) comes first; the
+    // string table holds the sample types and the functions.
+    EXPECT_EQ((*bytes)[0], 0x0a);
+    for (const char* s : {"wall", "nanoseconds", "calls", "count", "fib", "main"})
+      EXPECT_THAT(*bytes, HasSubstr(s)) << name;
+  }
+}
+
+// The real pprof reads it, when this machine has one (`pprof`, or Go's
+// `go tool pprof`).
+TEST(CmdReportTest, PprofReadsTheProfile) {
+  std::string tool;
+  if (ptsnap::testing::RunShell("command -v pprof").status == 0) {
+    tool = "pprof";
+  } else if (ptsnap::testing::RunShell("command -v go").status == 0) {
+    tool = "go tool pprof";
+  } else {
+    GTEST_SKIP() << "neither pprof nor go is in PATH (go install "
+                    "github.com/google/pprof@latest, or apt-get install golang): the profile's "
+                    "fields are checked by src/report/pprof_test.cpp only";
+  }
+  TempDir tmp;
+  fs::path dir = MakeTrace(tmp);
+  const fs::path out = tmp.path() / "t.pb.gz";
+  Outcome r = Ptsnap("report '" + dir.string() + "' -o " + out.string());
+  ASSERT_EQ(r.rc, 0) << r.out;
+  auto top = ptsnap::testing::RunShell(tool + " -top -sample_index=wall '" + out.string() + "'");
+  EXPECT_EQ(top.status, 0) << top.out;
+  EXPECT_THAT(top.out, HasSubstr("fib"));
+  EXPECT_THAT(top.out, HasSubstr("Type: wall"));
+  auto calls = ptsnap::testing::RunShell(tool + " -top -sample_index=calls '" + out.string() + "'");
+  EXPECT_EQ(calls.status, 0) << calls.out;
+  EXPECT_THAT(calls.out, HasSubstr("Type: calls"));
+}
+
 TEST(CmdReportTest, Errors) {
   TempDir tmp;
   fs::path dir = MakeTrace(tmp);
@@ -139,7 +438,7 @@ TEST(CmdReportTest, Errors) {
   EXPECT_THAT(r.out, HasSubstr("--until must be later than --since"));
   r = Ptsnap("report '" + dir.string() + "' -o x.svg");
   EXPECT_EQ(r.rc, 2);
-  EXPECT_THAT(r.out, HasSubstr("name the file .folded"));
+  EXPECT_THAT(r.out, HasSubstr("name the file .folded) or a pprof profile (.pprof or .pb.gz)"));
   r = Ptsnap("report '" + (tmp.path() / "missing").string() + "'");
   EXPECT_EQ(r.rc, 1);
   EXPECT_THAT(r.out, HasSubstr("does not exist"));

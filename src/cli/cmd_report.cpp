@@ -1,13 +1,15 @@
 // `ptsnap report TRACE_DIR [FUNC...]`: per-function numbers from a trace
 // without a viewer (docs/report.md). The trace is decoded once, streaming,
 // into report::ReportSink; nothing but the report (and -o's file) is
-// written.
+// written. -o writes the stacks as collapsed text (.folded) or a pprof
+// profile (.pprof, .pb.gz: report/pprof.h).
 #include <cstdio>
 
 #include "base/file_util.h"
 #include "base/string_util.h"
 #include "cli/command.h"
 #include "pipeline/pipeline.h"
+#include "report/pprof.h"
 #include "report/report.h"
 
 namespace ptsnap::cli {
@@ -51,10 +53,12 @@ int RunReport(const ReportArgs& a) {
     if (*ns <= o.since_ns) return Usage("--until must be later than --since");
     o.until_ns = *ns;
   }
+  const bool pprof = report::IsPprofPath(a.output);
   if (!a.output.empty()) {
-    if (!a.output.ends_with(".folded"))
+    if (!a.output.ends_with(".folded") && !pprof)
       return Usage("-o " + a.output +
-                   ": report writes collapsed stacks for flame graphs; name the file .folded");
+                   ": report writes collapsed stacks (name the file .folded) or a pprof profile "
+                   "(.pprof or .pb.gz)");
     o.folded = true;
   }
 
@@ -69,14 +73,36 @@ int RunReport(const ReportArgs& a) {
     return kExitFailure;
   }
   if (!a.output.empty()) {
-    if (auto w = base::WriteFileAtomic(a.output, sink.FoldedStacks(), 0644); !w) {
+    std::string bytes;
+    if (pprof) {
+      bytes = report::EncodePprof(sink.Stacks(), sink.span_ns());
+      if (!report::IsUncompressedPprofPath(a.output)) {
+        auto gz = report::Gzip(bytes);
+        if (!gz) {
+          std::fprintf(stderr, "ptsnap: error: writing %s: %s\n", a.output.c_str(),
+                       gz.error().ToString().c_str());
+          return kExitFailure;
+        }
+        bytes = std::move(*gz);
+      }
+    } else {
+      bytes = sink.FoldedStacks();
+    }
+    if (auto w = base::WriteFileAtomic(a.output, bytes, 0644); !w) {
       std::fprintf(stderr, "ptsnap: error: %s\n", w.error().ToString().c_str());
       return kExitFailure;
     }
-    std::fprintf(stderr,
-                 "Wrote %s: collapsed stacks weighted by self time in ns (flamegraph.pl, "
-                 "inferno, speedscope)\n",
-                 a.output.c_str());
+    if (pprof) {
+      std::fprintf(stderr,
+                   "Wrote %s: pprof profile, samples \"wall\" (self time in ns, the default) and "
+                   "\"calls\" per stack (pprof -http=: %s, go tool pprof, speedscope)\n",
+                   a.output.c_str(), a.output.c_str());
+    } else {
+      std::fprintf(stderr,
+                   "Wrote %s: collapsed stacks weighted by self time in ns (flamegraph.pl, "
+                   "inferno, speedscope)\n",
+                   a.output.c_str());
+    }
   }
   const std::string text =
       a.json ? report::FormatJson(sink, *key, a.limit) : report::FormatText(sink, *key, a.limit);
@@ -98,7 +124,8 @@ void AddReportCommand(CLI::App& app, CommandFn* selected) {
       "  ptsnap report trace.ptsnap parse --slowest 3     parse's histogram and its 3 slowest "
       "calls\n"
       "  ptsnap report trace.ptsnap --sort p99 --json     for scripts and agents\n"
-      "  ptsnap report trace.ptsnap -o t.folded           collapsed stacks for a flame graph");
+      "  ptsnap report trace.ptsnap -o t.folded           collapsed stacks for a flame graph\n"
+      "  ptsnap report trace.ptsnap -o t.pb.gz            a pprof profile (pprof -http=: t.pb.gz)");
   cmd->add_option("TRACE_DIR", a->dir, "The trace directory written by run/attach")->required();
   cmd->add_option("FUNC", a->functions,
                   "Functions to show a duration histogram for (and, with --slowest, their "
@@ -120,8 +147,9 @@ void AddReportCommand(CLI::App& app, CommandFn* selected) {
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--json", a->json, "Print JSON (docs/report.md) instead of text");
   cmd->add_option("-o,--output", a->output,
-                  "Also write collapsed stacks (FILE.folded, self time in ns) for flamegraph.pl, "
-                  "inferno or speedscope");
+                  "Also write the stacks weighted by self time: FILE.folded (collapsed stacks for "
+                  "flamegraph.pl, inferno, speedscope) or FILE.pprof / FILE.pb.gz (a gzipped pprof "
+                  "profile; .pb: uncompressed) for pprof and go tool pprof");
   cmd->callback([a, selected] { *selected = [a] { return RunReport(*a); }; });
 }
 

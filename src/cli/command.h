@@ -27,21 +27,39 @@ inline constexpr int kExitInterrupted = 130;  // Ctrl-C
 
 }  // namespace ptsnap::cli
 
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <string>
 
 namespace ptsnap::cli {
 
+// `ptsnap decode`'s flags for the viewer (docs/decoding.md, "Sized for the
+// viewer").
+struct ViewFlags {
+  size_t max_depth = 0;      // --max-depth: 0, no limit
+  std::string min_duration;  // --min-duration: "" none, else a duration ("1us")
+  bool open = false;         // --open: serve the file to ui.perfetto.dev afterwards
+  uint16_t port = 9001;      // --port, for --open
+};
+
 // Decodes a trace directory into `output` (format from --format, else from
 // the suffix: .fxt, .json, .events, each optionally .gz) and prints the
 // terminal summary. Shared by `ptsnap decode` and by `run`/`attach` after
 // recording. `snapshot` != 0: only that snapshot. The summary goes to
 // `report_to` (run/attach: stderr, so the traced program's stdout stays its
-// own). Defined in cmd_decode.cpp. Returns an exit code.
+// own). `view` thins the timeline and can serve it (ViewFlags). An FXT or
+// JSON file past what the viewer loads comfortably gets a one-line warning
+// on stderr. Defined in cmd_decode.cpp. Returns an exit code.
 int DecodeAndReport(const std::filesystem::path& trace_dir, const std::filesystem::path& output,
-                    const std::string& format, uint32_t snapshot = 0,
-                    std::FILE* report_to = stdout);
+                    const std::string& format, uint32_t snapshot = 0, std::FILE* report_to = stdout,
+                    const ViewFlags& view = {});
+
+// `ptsnap serve FILE [--port N] [--count N]` (cmd_serve.cpp); ServeFile
+// serves one file to ui.perfetto.dev, printing the link to `out` (also
+// `decode --open`). Returns an exit code.
+void AddServeCommand(CLI::App& app, CommandFn* selected);
+int ServeFile(const std::filesystem::path& file, uint16_t port, size_t count, std::FILE* out);
 
 // Registers `ptsnap decode TRACE_DIR [-o FILE] [--format fxt|json|events] [--snapshot N]`.
 void AddDecodeCommand(CLI::App& app, CommandFn* selected);

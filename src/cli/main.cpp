@@ -35,6 +35,7 @@ int Main(int argc, char** argv) {
   AddDecodeCommand(app, &selected);
   AddExportCommand(app, &selected);
   AddReportCommand(app, &selected);
+  AddServeCommand(app, &selected);
 
   RewriteMagicTraceSpellings(argc, argv);
   try {

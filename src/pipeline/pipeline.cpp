@@ -63,6 +63,14 @@ constexpr int32_t kTriggerTid = 0x40000001;
 
 using base::Join;
 
+// "1us", "250ns", "2ms": as --min-duration takes it.
+std::string FlagDuration(uint64_t ns) {
+  if (ns != 0 && ns % 1'000'000'000 == 0) return std::to_string(ns / 1'000'000'000) + "s";
+  if (ns != 0 && ns % 1'000'000 == 0) return std::to_string(ns / 1'000'000) + "ms";
+  if (ns != 0 && ns % 1'000 == 0) return std::to_string(ns / 1'000) + "us";
+  return std::to_string(ns) + "ns";
+}
+
 }  // namespace
 
 Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
@@ -105,10 +113,13 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
   }
   // The slices go to the file's writer and/or the caller's sink, and to the summary.
   SummarySink summary;
-  model::SliceSink* to = writer ? writer->sink() : options.sink;
+  // The file's writer, behind the thinning filter when one is asked for.
+  std::optional<ThinSink> thin;
+  model::SliceSink* file = writer ? writer->sink() : nullptr;
+  if (file != nullptr && options.thin.active()) file = &thin.emplace(file, options.thin);
+  model::SliceSink* to = file != nullptr ? file : options.sink;
   std::optional<model::TeeSink> file_and_caller;
-  if (writer && options.sink != nullptr)
-    to = &file_and_caller.emplace(writer->sink(), options.sink);
+  if (file != nullptr && options.sink != nullptr) to = &file_and_caller.emplace(file, options.sink);
   model::TeeSink tee(to, &summary);
   model::CallStackModel model(&decoder->symbolizer(), &tee);
   model.SetKernelOnly(m.scope == trace::Scope::kKernel);
@@ -296,6 +307,9 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
         (slow ? "slow call " : "hit ") + (sn.detail.empty() ? std::string("trigger") : sn.detail));
   }
   PTSNAP_TRY(tee.Finish());
+  if (out) report.output_bytes = out->bytes_written();
+  report.thin = options.thin;
+  if (thin) report.thin_dropped = thin->stats();
 
   report.decode = decoder->stats();
   report.model = model.stats();
@@ -375,6 +389,20 @@ std::string FormatReport(const DecodeReport& r) {
          (sp.sampled ? " samples" : " events") +
          " already shown by an earlier snapshot of the same thread were skipped.");
   }
+  if (r.thin.active()) {
+    std::string what;
+    if (r.thin.max_depth != 0)
+      what += std::to_string(r.thin_dropped.too_deep) + " deeper than --max-depth " +
+              std::to_string(r.thin.max_depth);
+    if (r.thin.min_duration_ns != 0)
+      what += (what.empty() ? "" : ", ") + std::to_string(r.thin_dropped.too_short) +
+              " shorter than --min-duration " + FlagDuration(r.thin.min_duration_ns);
+    line("Thinned the timeline: dropped " + what +
+         " (the summary above counts every span; the file holds " +
+         std::to_string(r.slices -
+                        std::min(r.slices, r.thin_dropped.too_deep + r.thin_dropped.too_short)) +
+         " of " + std::to_string(r.slices) + ").");
+  }
   size_t shown = 0;
   for (const auto& w : r.warnings) {
     if (++shown > 10) {
@@ -392,6 +420,19 @@ std::string FormatReport(const DecodeReport& r) {
     line("Wrote " + r.output.string() + " (.events text, see docs/decoding.md).");
   }
   return s;
+}
+
+std::string ViewerSizeWarning(const DecodeReport& r) {
+  if ((r.format != "fxt" && r.format != "json") || r.output_bytes <= kViewerComfortBytes) return "";
+  char size[64];
+  std::snprintf(size, sizeof size, "%.1f MB", static_cast<double>(r.output_bytes) / 1e6);
+  const std::string kind = r.format == "fxt" ? "FXT" : "JSON";
+  return "warning: " + r.output.string() + " holds " + size + " of " + kind +
+         " (before compression), more than the " + std::to_string(kViewerComfortBytes / 1'000'000) +
+         " MB ui.perfetto.dev loads comfortably (its in-browser trace processor needs 2-4x the "
+         "file in memory, about 2 GB at most; larger traces load slowly or fail): thin it with "
+         "--min-duration (e.g. 1us) or --max-depth (e.g. 20), decode one --snapshot N, or open "
+         "it with a native trace_processor --httpd";
 }
 
 }  // namespace ptsnap::pipeline

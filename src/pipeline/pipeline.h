@@ -13,6 +13,7 @@
 #include "decode/pt_decoder.h"
 #include "model/call_stack.h"
 #include "output/summary.h"
+#include "pipeline/thin_sink.h"
 #include "ptsnap/result.h"
 #include "trace/manifest.h"
 
@@ -28,7 +29,18 @@ struct DecodeOptions {
   size_t top = 5;         // entries of top_total and top_self
   // Called now and then with (PT bytes decoded, total PT bytes).
   std::function<void(uint64_t, uint64_t)> progress;
+  // Thins what goes to the output file (not `sink`, not the summary):
+  // --max-depth, --min-duration (thin_sink.h).
+  ThinOptions thin;
 };
+
+// Above this many bytes (before compression) an FXT or JSON file is past
+// what ui.perfetto.dev loads comfortably: magic-trace documents that the
+// viewer "may fail to load traces larger than 100M" of the same kind of
+// data, and the UI's in-browser (WASM) trace processor needs 2-4x the file
+// in memory out of about 2 GB (Perfetto's docs/visualization/
+// large-traces.md), with load failures reported from 285 MB up.
+inline constexpr uint64_t kViewerComfortBytes = 100'000'000;
 
 struct DecodeReport {
   std::filesystem::path output;
@@ -64,6 +76,10 @@ struct DecodeReport {
     uint64_t gaps = 0;             // a thread not sampled for over 10 periods: its frames ended
   } sampled;
   std::vector<std::string> warnings;
+  // The output file's size before compression (0: no file written).
+  uint64_t output_bytes = 0;
+  ThinOptions thin;        // as asked
+  ThinStats thin_dropped;  // spans left out of the file by `thin`
 };
 
 // Errors: the directory is not a trace (no or corrupt manifest), the output
@@ -77,5 +93,10 @@ Result<void> CheckSnapshotExists(const trace::Manifest& m, uint32_t seq);
 
 // Human-readable summary (several lines, ends with how to open the file).
 std::string FormatReport(const DecodeReport& r);
+
+// One line (no newline) when the output is an FXT or JSON file larger than
+// kViewerComfortBytes before compression: its size, the threshold, why,
+// and the flags that make it smaller. "" otherwise.
+std::string ViewerSizeWarning(const DecodeReport& r);
 
 }  // namespace ptsnap::pipeline

@@ -127,33 +127,38 @@ void ReportSink::Fold(ThreadState& t, const output::Call& c) {
   if (c.inferred) {
     // It encloses everything this segment left without a seen parent:
     // every stack so far, since inferred frames are the lowest.
-    std::map<Path, uint64_t> prefixed;
-    for (auto& [path, ns] : t.pending) {
+    std::map<Path, Weight> prefixed;
+    for (auto& [path, w] : t.pending) {
       Path p;
       p.reserve(path.size() + 1);
       p.push_back(c.name);
       p.insert(p.end(), path.begin(), path.end());
-      prefixed[std::move(p)] += ns;
+      Weight& to = prefixed[std::move(p)];
+      to.calls += w.calls;
+      to.self_ns += w.self_ns;
     }
     t.pending = std::move(prefixed);
-    t.pending[Path{c.name}] += c.self_ns;
+    Weight& own = t.pending[Path{c.name}];
+    own.calls++;
+    own.self_ns += c.self_ns;
     return;
   }
   Path path = OpenFrames(c.tid);
   path.push_back(c.name);
-  t.pending[std::move(path)] += c.self_ns;
+  Weight& w = t.pending[std::move(path)];
+  w.calls++;
+  w.self_ns += c.self_ns;
 }
 
 void ReportSink::OnSegmentEnd(int32_t tid) {
   ThreadState& t = threads_[tid];
-  for (const auto& [path, ns] : t.pending) {
-    if (ns == 0) continue;
-    std::string line;
-    for (const std::string* p : path) {
-      if (!line.empty()) line += ';';
-      line += FoldedName(*p);
-    }
-    folded_[line] += ns;
+  for (const auto& [path, w] : t.pending) {
+    std::vector<std::string> names;
+    names.reserve(path.size());
+    for (const std::string* p : path) names.push_back(*p);
+    Weight& to = stacks_[std::move(names)];
+    to.calls += w.calls;
+    to.self_ns += w.self_ns;
   }
   t.pending.clear();
   t.captures.clear();  // frames never seen ending are not slow calls we can time
@@ -236,8 +241,26 @@ std::vector<SlowCall> ReportSink::Slowest() const {
 }
 
 std::string ReportSink::FoldedStacks() const {
+  // Lines, not stacks: names that differ only in ';' and ':' fold together.
+  std::map<std::string, uint64_t> lines;
+  for (const auto& [stack, w] : stacks_) {
+    if (w.self_ns == 0) continue;
+    std::string line;
+    for (const std::string& p : stack) {
+      if (!line.empty()) line += ';';
+      line += FoldedName(p);
+    }
+    lines[line] += w.self_ns;
+  }
   std::string out;
-  for (const auto& [stack, ns] : folded_) out += stack + " " + std::to_string(ns) + "\n";
+  for (const auto& [line, ns] : lines) out += line + " " + std::to_string(ns) + "\n";
+  return out;
+}
+
+std::vector<StackSample> ReportSink::Stacks() const {
+  std::vector<StackSample> out;
+  out.reserve(stacks_.size());
+  for (const auto& [stack, w] : stacks_) out.push_back({stack, w.calls, w.self_ns});
   return out;
 }
 

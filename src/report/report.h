@@ -18,6 +18,7 @@
 
 #include "output/calls.h"
 #include "report/histogram.h"
+#include "report/pprof.h"
 
 namespace ptsnap::report {
 
@@ -31,7 +32,7 @@ struct ReportOptions {
   // Only calls within [since, until] ns of the trace's first slice count.
   uint64_t since_ns = 0;
   std::optional<uint64_t> until_ns;
-  bool folded = false;  // collect folded stacks (FoldedStacks)
+  bool folded = false;  // collect stacks (FoldedStacks, Stacks)
 };
 
 struct FunctionStats {
@@ -78,6 +79,14 @@ class ReportSink : public output::CallSink {
   // "a;b;c SELF_NS" lines, sorted, as flamegraph.pl, inferno and
   // speedscope read them (';' in a name becomes ':').
   [[nodiscard]] std::string FoldedStacks() const;
+  // Every distinct stack (outermost frame first) with the calls that ended
+  // on it and their self time, for pprof (report/pprof.h). Stacks of frames
+  // whose start was not seen are settled as for FoldedStacks.
+  [[nodiscard]] std::vector<StackSample> Stacks() const;
+  // Time from the first slice to the last (ns).
+  [[nodiscard]] uint64_t span_ns() const {
+    return last_ns() > first_ns() ? last_ns() - first_ns() : 0;
+  }
   [[nodiscard]] bool per_thread() const { return options_.per_thread; }
   // Calls left out by --since/--until.
   [[nodiscard]] uint64_t outside_window() const { return outside_window_; }
@@ -94,11 +103,14 @@ class ReportSink : public output::CallSink {
     uint64_t begin;
     std::map<std::vector<const std::string*>, std::pair<uint64_t, uint64_t>> tree;  // path
   };
+  struct Weight {
+    uint64_t calls = 0, self_ns = 0;
+  };
   struct ThreadState {
     std::vector<Capture> captures;
     // Folded contributions of this segment, by stack from the lowest frame
     // whose start was seen; inferred frames prefix them as they end.
-    std::map<std::vector<const std::string*>, uint64_t> pending;
+    std::map<std::vector<const std::string*>, Weight> pending;
   };
   bool InWindow(const output::Call& c) const;
   void Fold(ThreadState& t, const output::Call& c);
@@ -116,7 +128,8 @@ class ReportSink : public output::CallSink {
   std::unordered_map<const std::string*, bool> is_named_;
   std::unordered_map<int32_t, ThreadState> threads_;
   std::map<std::string, std::vector<SlowCall>> slowest_;  // by name; a min-heap by duration
-  std::map<std::string, uint64_t> folded_;
+  // By stack, names copied (the Symbolizer's strings die with the decode).
+  std::map<std::vector<std::string>, Weight> stacks_;
   std::optional<uint64_t> origin_;  // the first call's begin: the window's zero
   uint64_t outside_window_ = 0;
 };

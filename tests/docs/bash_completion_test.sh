@@ -87,7 +87,8 @@ expect_excludes() {
 
 # Subcommand names.
 expect_exactly "run report" ptsnap r
-expect_exactly "run attach info probe decode export report" ptsnap ''
+expect_exactly "run attach info probe decode export report serve" ptsnap ''
+expect_exactly "serve" ptsnap se
 expect_exactly "report" ptsnap rep
 expect_exactly "--sort" ptsnap report --so
 expect_exactly "other.ptsnap trace.ptsnap" ptsnap report ''  # TRACE_DIR: directories only
