@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstring>
 #include <ctime>
+#include <utility>
 
 #include "base/log.h"
 #include "perf/attr.h"
@@ -63,7 +64,7 @@ trace::TimeConv ReadTimeConv(const perf_event_mmap_page* page) {
 }
 
 Result<std::unique_ptr<HardwarePtSource>> HardwarePtSource::Create(HardwareConfig config) {
-  return std::unique_ptr<HardwarePtSource>(new HardwarePtSource(config));
+  return std::unique_ptr<HardwarePtSource>(new HardwarePtSource(std::move(config)));
 }
 
 size_t HardwarePtSource::traced_threads() const {

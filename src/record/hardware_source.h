@@ -115,7 +115,7 @@ class HardwarePtSource final : public PtSource {
   [[nodiscard]] size_t traced_cpus() const;
 
  private:
-  explicit HardwarePtSource(HardwareConfig config) : config_(config) {}
+  explicit HardwarePtSource(HardwareConfig config) : config_(std::move(config)) {}
 
   // A traced thread (cpu -1) or CPU (pid and tid -1).
   struct Thread {

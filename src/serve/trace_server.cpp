@@ -15,7 +15,7 @@ namespace ptsnap::serve {
 
 namespace {
 
-constexpr size_t kMaxHead = 16 * 1024;
+constexpr size_t kMaxHead = size_t{16} * 1024;
 constexpr int kClientTimeoutMs = 10'000;
 
 int HexDigit(char c) {

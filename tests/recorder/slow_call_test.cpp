@@ -164,6 +164,15 @@ TEST_F(SlowCall, AttachTimesCallsOfTheRunningProcess) {
     _exit(127);
   }
   ASSERT_GT(child, 0);
+  // Attach once the child runs the program: before its exec, /proc/PID/exe
+  // is still this test binary and the trigger is not found in it.
+  const std::filesystem::path exe = "/proc/" + std::to_string(child) + "/exe";
+  std::error_code ec;
+  for (int i = 0; i < 500; ++i) {
+    if (std::filesystem::equivalent(exe, Prog(), ec)) break;
+    usleep(10'000);
+  }
+  ASSERT_TRUE(std::filesystem::equivalent(exe, Prog(), ec)) << "the child did not exec " << Prog();
   const std::string dir = NextDir();
   Exit e = Ptsnap({"attach", "--sampling", "--callgraph-mode", "fp", "-p", std::to_string(child),
                    "--trigger", "handle_request", "--slower-than", "5ms", "--no-decode",
