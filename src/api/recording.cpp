@@ -88,11 +88,7 @@ struct Recording::Impl {
 
   void Run() {
     auto on_event = [this](const record::Event& e) {
-      if (e.kind == record::Event::Kind::kStarted) {
-        std::lock_guard lock(mu);
-        tracing = true;
-        cv.notify_all();
-      }
+      // The listener hears kStarted before Start() returns.
       if (listener != nullptr) {
         RecordingEvent pe;
         pe.kind = ToKind(e.kind);
@@ -100,6 +96,11 @@ struct Recording::Impl {
         pe.snapshot = e.snapshot;
         pe.exit_status = e.exit_status;
         listener->OnEvent(pe);
+      }
+      if (e.kind == record::Event::Kind::kStarted) {
+        std::lock_guard lock(mu);
+        tracing = true;
+        cv.notify_all();
       }
     };
     auto r = session::RunRecording(std::move(plan), control, on_event);

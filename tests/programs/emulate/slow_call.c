@@ -18,12 +18,14 @@ static long g_fast, g_slow;
 static char g_slow_list[256];
 
 __attribute__((noinline)) long work(long units) {
-  long s = 0;
-  for (long i = 0; i < units; ++i) s += i ^ (s >> 3);
-  return s;
+  unsigned long s = 0;  // wraps by design (no signed overflow)
+  for (long i = 0; i < units; ++i) s += (unsigned long)i ^ (s >> 3);
+  return (long)s;
 }
 
-__attribute__((noinline)) long handle_request(long units) { return work(units) + 1; }
+__attribute__((noinline)) long handle_request(long units) {
+  return (long)((unsigned long)work(units) + 1);
+}
 
 static int IsSlow(int i) {
   char list[256];
@@ -34,10 +36,10 @@ static int IsSlow(int i) {
 }
 
 static long Loop(int slow_allowed) {
-  long r = 0;
+  unsigned long r = 0;  // wraps by design
   for (int i = 0; i < g_calls; ++i)
-    r += handle_request(slow_allowed && IsSlow(i) ? g_slow : g_fast);
-  return r;
+    r += (unsigned long)handle_request(slow_allowed && IsSlow(i) ? g_slow : g_fast);
+  return (long)r;
 }
 
 static void* Thread(void* arg) {
@@ -76,7 +78,7 @@ int main(int argc, char** argv) {
     for (int i = 0; i < n; ++i) {
       void* v = NULL;
       pthread_join(t[i], &v);
-      r += (long)v;
+      r = (long)((unsigned long)r + (unsigned long)v);
     }
   }
   printf("%ld\n", r);
