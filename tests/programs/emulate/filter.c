@@ -6,10 +6,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-__attribute__((noinline, noipa)) long leaf_a(long x) { return x * 3 + 1; }
-__attribute__((noinline, noipa)) long leaf_b(long x) { return x * 5 + 2; }
+// Kept as separate, unspecialised functions (GCC's noipa; clang, which
+// builds this only for the fuzz tree, has no such attribute).
+#ifdef __clang__
+#define KEEP __attribute__((noinline))
+#else
+#define KEEP __attribute__((noinline, noipa))
+#endif
 
-__attribute__((noinline, noipa)) long work_a(long units) {
+KEEP long leaf_a(long x) { return x * 3 + 1; }
+KEEP long leaf_b(long x) { return x * 5 + 2; }
+
+KEEP long work_a(long units) {
   long s = 0;
   for (long i = 0; i < units; ++i) {
     s += i ^ (s >> 3);
@@ -18,7 +26,7 @@ __attribute__((noinline, noipa)) long work_a(long units) {
   return s;
 }
 
-__attribute__((noinline, noipa)) long work_b(long units) {
+KEEP long work_b(long units) {
   long s = 0;
   for (long i = 0; i < units; ++i) {
     s += i ^ (s << 1);
