@@ -8,6 +8,7 @@
 #include "base/file_util.h"
 #include "base/string_util.h"
 #include "cli/command.h"
+#include "output/output_file.h"
 #include "pipeline/pipeline.h"
 #include "report/pprof.h"
 #include "report/report.h"
@@ -73,22 +74,21 @@ int RunReport(const ReportArgs& a) {
     return kExitFailure;
   }
   if (!a.output.empty()) {
-    std::string bytes;
     if (pprof) {
-      bytes = report::EncodePprof(sink.Stacks(), sink.span_ns());
-      if (!report::IsUncompressedPprofPath(a.output)) {
-        auto gz = report::Gzip(bytes);
-        if (!gz) {
-          std::fprintf(stderr, "ptsnap: error: writing %s: %s\n", a.output.c_str(),
-                       gz.error().ToString().c_str());
-          return kExitFailure;
-        }
-        bytes = std::move(*gz);
+      // A gzip member except for .pb (profile.proto), through the decoder's
+      // own output file.
+      auto f = output::OutputFile::Open(a.output, !report::IsUncompressedPprofPath(a.output));
+      Result<void> w = f ? Result<void>(Ok()) : Result<void>(std::move(f).error());
+      if (w) {
+        (*f)->Write(report::EncodePprof(sink.Stacks(), sink.span_ns()));
+        w = (*f)->Close();
       }
-    } else {
-      bytes = sink.FoldedStacks();
-    }
-    if (auto w = base::WriteFileAtomic(a.output, bytes, 0644); !w) {
+      if (!w) {
+        std::fprintf(stderr, "ptsnap: error: writing %s: %s\n", a.output.c_str(),
+                     w.error().ToString().c_str());
+        return kExitFailure;
+      }
+    } else if (auto w = base::WriteFileAtomic(a.output, sink.FoldedStacks(), 0644); !w) {
       std::fprintf(stderr, "ptsnap: error: %s\n", w.error().ToString().c_str());
       return kExitFailure;
     }

@@ -1,7 +1,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <zlib.h>
+
 #include <cstring>
+#include <fstream>
+#include <iterator>
 
 #include "decode/symbols.h"
 #include "decode/test_stream.h"
@@ -31,6 +35,47 @@ uint64_t WordAt(const std::string& b, size_t i) {
   uint64_t w;
   std::memcpy(&w, b.data() + i * 8, 8);
   return w;
+}
+
+// gzip forced on a name without ".gz" (pprof's .pprof): one gzip member
+// (RFC 1952) that inflates back to what was written.
+TEST(OutputFileTest, ForcedGzipIsAGzipMemberThatInflatesBack) {
+  ::ptsnap::testing::TempDir tmp;
+  std::string data(100000, 'x');
+  for (size_t i = 0; i < data.size(); i += 7) data[i] = static_cast<char>(i);
+  const auto path = tmp.path() / "t.pprof";
+  {
+    auto f = OutputFile::Open(path, true);
+    ASSERT_TRUE(f.has_value()) << f.error().ToString();
+    (*f)->Write(data);
+    ASSERT_TRUE((*f)->Close().has_value());
+  }
+  std::ifstream in(path, std::ios::binary);
+  std::string gz((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_GE(gz.size(), 18u);
+  EXPECT_EQ(static_cast<uint8_t>(gz[0]), 0x1f);  // RFC 1952 magic
+  EXPECT_EQ(static_cast<uint8_t>(gz[1]), 0x8b);
+  z_stream z{};
+  ASSERT_EQ(inflateInit2(&z, 15 + 16), Z_OK);
+  std::string back(data.size() + 16, '\0');
+  z.next_in = reinterpret_cast<Bytef*>(gz.data());
+  z.avail_in = static_cast<uInt>(gz.size());
+  z.next_out = reinterpret_cast<Bytef*>(back.data());
+  z.avail_out = static_cast<uInt>(back.size());
+  EXPECT_EQ(inflate(&z, Z_FINISH), Z_STREAM_END);
+  back.resize(z.total_out);
+  inflateEnd(&z);
+  EXPECT_EQ(back, data);
+  // Without the choice, the suffix decides: .pb stays raw.
+  {
+    auto f = OutputFile::Open(tmp.path() / "t.pb");
+    ASSERT_TRUE(f.has_value());
+    (*f)->Write("raw");
+    ASSERT_TRUE((*f)->Close().has_value());
+  }
+  std::ifstream raw(tmp.path() / "t.pb", std::ios::binary);
+  EXPECT_EQ(std::string((std::istreambuf_iterator<char>(raw)), std::istreambuf_iterator<char>()),
+            "raw");
 }
 
 TEST(FxtTest, FileAndLineArgsFromDwarf) {

@@ -14,11 +14,12 @@ bool EndsWith(std::string_view s, std::string_view suffix) {
 }
 }  // namespace
 
-Result<std::unique_ptr<OutputFile>> OutputFile::Open(const std::filesystem::path& path) {
+Result<std::unique_ptr<OutputFile>> OutputFile::Open(const std::filesystem::path& path,
+                                                     std::optional<bool> gzip) {
   base::UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   if (!fd) return Error::FromErrno("opening " + path.string() + " for writing");
   gzFile gz = nullptr;
-  if (EndsWith(path.string(), ".gz")) {
+  if (gzip.value_or(EndsWith(path.string(), ".gz"))) {
     gz = gzdopen(fd.release(), "wb6");  // level 6, as magic-trace
     if (gz == nullptr) return Error("zlib could not start compressing " + path.string());
   }

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -16,9 +17,12 @@ namespace ptsnap::output {
 
 class OutputFile {
  public:
-  // Creates (truncates) `path`. Errors name the path and the cause
-  // ("opening out.fxt for writing: Permission denied").
-  static Result<std::unique_ptr<OutputFile>> Open(const std::filesystem::path& path);
+  // Creates (truncates) `path`, gzip-compressed when `gzip` says so (by
+  // default: when the name ends in ".gz"; pprof's .pprof is gzip without
+  // the suffix). Errors name the path and the cause ("opening out.fxt for
+  // writing: Permission denied").
+  static Result<std::unique_ptr<OutputFile>> Open(const std::filesystem::path& path,
+                                                  std::optional<bool> gzip = std::nullopt);
   ~OutputFile();
   OutputFile(const OutputFile&) = delete;
   OutputFile& operator=(const OutputFile&) = delete;

@@ -1,7 +1,5 @@
 #include "report/pprof.h"
 
-#include <zlib.h>
-
 #include <map>
 
 namespace ptsnap::report {
@@ -135,26 +133,6 @@ std::string EncodePprof(const std::vector<StackSample>& stacks, uint64_t duratio
   // Last, once every string is interned.
   for (std::string_view s : strings) profile.String(kProfileStringTable, s);
   return profile.bytes();
-}
-
-Result<std::string> Gzip(std::string_view data) {
-  if (data.size() > UINT32_MAX) return Error("gzip: more than 4 GiB in one piece");
-  z_stream z{};
-  // windowBits 15 + 16: a gzip header and trailer instead of zlib's (zlib.h,
-  // deflateInit2).
-  if (deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
-    return Error("gzip: deflateInit2 failed");
-  std::string out(deflateBound(&z, data.size()) + 32, '\0');
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
-  z.avail_in = static_cast<uInt>(data.size());
-  z.next_out = reinterpret_cast<Bytef*>(out.data());
-  z.avail_out = static_cast<uInt>(out.size());
-  const int rc = deflate(&z, Z_FINISH);
-  const size_t written = z.total_out;
-  deflateEnd(&z);
-  if (rc != Z_STREAM_END) return Error("gzip: deflate failed (" + std::to_string(rc) + ")");
-  out.resize(written);
-  return out;
 }
 
 bool IsPprofPath(std::string_view path) {

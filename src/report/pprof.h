@@ -36,15 +36,12 @@ struct StackSample {
 // time, and empty stacks, are skipped.
 std::string EncodePprof(const std::vector<StackSample>& stacks, uint64_t duration_ns);
 
-// `data` as one gzip member (RFC 1952), as profile.proto asks of files on
-// disk ("the serialized proto must be gzip-compressed"). Errors only from
-// zlib (out of memory).
-Result<std::string> Gzip(std::string_view data);
-
 // Whether a report output name asks for pprof: .pprof, .pprof.gz, .pb.gz
 // (gzip-compressed, the pprof convention) or .pb (uncompressed).
 bool IsPprofPath(std::string_view path);
-// Whether a pprof output named `path` is written uncompressed (.pb).
+// Whether a pprof output named `path` is written uncompressed (.pb); the
+// others are one gzip member (RFC 1952), as profile.proto asks of files on
+// disk (output::OutputFile with gzip on).
 bool IsUncompressedPprofPath(std::string_view path);
 
 }  // namespace ptsnap::report

@@ -2,7 +2,6 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <zlib.h>
 
 #include <deque>
 #include <map>
@@ -168,27 +167,6 @@ TEST(Pprof, AnEmptyProfileIsStillValid) {
   EXPECT_TRUE(d.samples.empty());
   EXPECT_EQ(d.sample_types.size(), 2u);
   EXPECT_EQ(d.duration_ns, 0u);
-}
-
-TEST(Pprof, GzipIsAGzipMemberThatInflatesBack) {
-  std::string data(100000, 'x');
-  for (size_t i = 0; i < data.size(); i += 7) data[i] = static_cast<char>(i);
-  auto gz = Gzip(data);
-  ASSERT_TRUE(gz.has_value()) << gz.error().ToString();
-  ASSERT_GE(gz->size(), 18u);
-  EXPECT_EQ(static_cast<uint8_t>((*gz)[0]), 0x1f);  // RFC 1952 magic
-  EXPECT_EQ(static_cast<uint8_t>((*gz)[1]), 0x8b);
-  z_stream z{};
-  ASSERT_EQ(inflateInit2(&z, 15 + 16), Z_OK);
-  std::string back(data.size() + 16, '\0');
-  z.next_in = reinterpret_cast<Bytef*>(gz->data());
-  z.avail_in = static_cast<uInt>(gz->size());
-  z.next_out = reinterpret_cast<Bytef*>(back.data());
-  z.avail_out = static_cast<uInt>(back.size());
-  EXPECT_EQ(inflate(&z, Z_FINISH), Z_STREAM_END);
-  back.resize(z.total_out);
-  inflateEnd(&z);
-  EXPECT_EQ(back, data);
 }
 
 TEST(Pprof, OutputNames) {
