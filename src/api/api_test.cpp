@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -101,6 +102,24 @@ TEST(ApiEmulated, MissingTriggerSymbolIsReportedAtCreate) {
   EXPECT_FALSE(fs::exists(o.trace_dir)) << "Create must not start anything";
 }
 
+// Records `o` until the program exits (status 0 expected), then decodes
+// the whole trace into `slices`; `summary` gets the decode's summary.
+void RecordToTheEndAndDecode(const ptsnap::RecordingOptions& o, Slices& slices,
+                             std::optional<ptsnap::DecodeSummary>& summary) {
+  auto rec = ptsnap::Recording::Create(o);
+  ASSERT_TRUE(rec) << rec.error().ToString();
+  auto started = rec->Start();
+  ASSERT_TRUE(started) << started.error().ToString();
+  auto result = rec->Wait();
+  ASSERT_TRUE(result) << result.error().ToString();
+  EXPECT_EQ(result->program_status, 0);
+  auto decoder = ptsnap::Decoder::Open(o.trace_dir);
+  ASSERT_TRUE(decoder) << decoder.error().ToString();
+  auto decoded = decoder->Decode(slices);
+  ASSERT_TRUE(decoded) << decoded.error().ToString();
+  summary = std::move(*decoded);
+}
+
 // RecordingOptions::filter reaches the emulator: only work_a is traced.
 TEST(ApiEmulated, FilterTracesOnlyTheFunction) {
   ASSERT_FALSE(Program("filter").empty()) << "EMU_PROGRAMS_DIR is not set";
@@ -110,20 +129,14 @@ TEST(ApiEmulated, FilterTracesOnlyTheFunction) {
   o.command = {Program("filter").string()};
   o.trace_dir = tmp.path() / "trace";
   o.filter = "work_a";
-  auto rec = ptsnap::Recording::Create(o);
-  ASSERT_TRUE(rec) << rec.error().ToString();
-  ASSERT_TRUE(rec->Start());
-  auto result = rec->Wait();
-  ASSERT_TRUE(result) << result.error().ToString();
-  EXPECT_EQ(result->program_status, 0);
-  auto decoder = ptsnap::Decoder::Open(o.trace_dir);
-  ASSERT_TRUE(decoder) << decoder.error().ToString();
   Slices slices;
-  auto summary = decoder->Decode(slices);
-  ASSERT_TRUE(summary) << summary.error().ToString();
+  std::optional<ptsnap::DecodeSummary> summary;
+  RecordToTheEndAndDecode(o, slices, summary);
+  ASSERT_TRUE(summary);
   EXPECT_EQ(slices.calls["work_a"], 2);
   EXPECT_EQ(slices.calls.count("work_b"), 0u);
   EXPECT_EQ(summary->decode_errors, 0u);
+  EXPECT_FALSE(summary->sampled.has_value()) << "a PT trace has no sample figures";
   // A typo is reported at Create, before anything starts.
   o.filter = "work_c";
   o.trace_dir = tmp.path() / "trace2";
@@ -234,8 +247,8 @@ TEST(ApiEmulated, ASnapshotDecodesBeforeTheRecordingEnds) {
   EXPECT_EQ(result->snapshots, 3u);  // the two asked for and the one at the stop
 }
 
-// A sampled recording's decode summary carries the sample figures (and a
-// PT one's does not: ApiEmulated above leaves `sampled` empty).
+// A sampled recording's decode summary carries the sample figures (a PT
+// one's has none: ApiEmulated.FilterTracesOnlyTheFunction).
 TEST(ApiLive, SampledDecodeSummaryHasTheSampleFigures) {
   ASSERT_FALSE(Program("fib").empty()) << "EMU_PROGRAMS_DIR is not set";
   TempDir tmp;
@@ -246,19 +259,10 @@ TEST(ApiLive, SampledDecodeSummaryHasTheSampleFigures) {
   o.full_execution = true;
   o.command = {Program("fib").string(), "34"};
   o.trace_dir = tmp.path() / "trace";
-  auto rec = ptsnap::Recording::Create(o);
-  ASSERT_TRUE(rec) << rec.error().ToString();
-  auto started = rec->Start();
-  ASSERT_TRUE(started) << started.error().ToString();
-  auto result = rec->Wait();
-  ASSERT_TRUE(result) << result.error().ToString();
-  EXPECT_EQ(result->program_status, 0);
-
-  auto decoder = ptsnap::Decoder::Open(o.trace_dir);
-  ASSERT_TRUE(decoder) << decoder.error().ToString();
   Slices slices;
-  auto summary = decoder->Decode(slices);
-  ASSERT_TRUE(summary) << summary.error().ToString();
+  std::optional<ptsnap::DecodeSummary> summary;
+  RecordToTheEndAndDecode(o, slices, summary);
+  ASSERT_TRUE(summary);
   ASSERT_TRUE(summary->sampled.has_value());
   EXPECT_EQ(summary->sampled->callgraph, "fp");
   EXPECT_FALSE(summary->sampled->event.empty());

@@ -2,6 +2,8 @@
 
 #include <sys/stat.h>
 
+#include <cerrno>
+
 #include <algorithm>
 #include <utility>
 #include <variant>
@@ -100,10 +102,12 @@ MappedFile AddressSpaces::Resolve(int32_t pid, const std::string& filename,
   for (const auto& b : binaries_) {
     if (b.path != filename) continue;
     if (expected.empty()) expected = b.build_id;
-    if (b.copy.empty()) continue;
+    struct stat st;
+    if (b.copy.empty() || (::lstat((dir_ / b.copy).c_str(), &st) != 0 && errno == ENOENT))
+      continue;  // no copy: the file on this machine, below
     if (auto copy = trace::OpenOwnedFile(dir_, b.copy)) {
       path = dir_ / b.copy;
-    } else if (!copy.error().ToString().ends_with("does not exist")) {
+    } else {
       stats_.warnings.push_back("binary copy refused: " + copy.error().ToString());
     }
   }

@@ -121,11 +121,16 @@ Result<void> TraceWriter::AppendSideband(std::span<const std::byte> records) {
   return base::WriteAll(sideband_.get(), AsChars(records), (dir_ / manifest_.sideband).string());
 }
 
-Result<uint32_t> TraceWriter::AddStream(Stream info, std::span<const std::byte> data) {
+uint32_t TraceWriter::NameNewStream(Stream& info) const {
   uint32_t id = 0;
   for (const Stream& s : manifest_.streams) id = std::max(id, s.id + 1);
   info.id = id;
   info.file = StreamFile(info.kind, id);
+  return id;
+}
+
+Result<uint32_t> TraceWriter::AddStream(Stream info, std::span<const std::byte> data) {
+  const uint32_t id = NameNewStream(info);
   info.size = data.size();
   // The stream file first, then the manifest that lists it.
   PTSNAP_TRY(base::WriteFileAtomic(dir_ / info.file, AsChars(data), kFileMode));
@@ -135,10 +140,7 @@ Result<uint32_t> TraceWriter::AddStream(Stream info, std::span<const std::byte> 
 }
 
 Result<uint32_t> TraceWriter::BeginStream(Stream info) {
-  uint32_t id = 0;
-  for (const Stream& s : manifest_.streams) id = std::max(id, s.id + 1);
-  info.id = id;
-  info.file = StreamFile(info.kind, id);
+  const uint32_t id = NameNewStream(info);
   info.size = 0;
   const std::filesystem::path path = dir_ / info.file;
   base::UniqueFd fd(::open(
@@ -198,10 +200,7 @@ Result<void> TraceWriter::Finish(State state, std::string stop_error) {
 }
 
 Result<uint32_t> TraceWriter::AdoptStream(Stream info, const std::filesystem::path& file) {
-  uint32_t id = 0;
-  for (const Stream& s : manifest_.streams) id = std::max(id, s.id + 1);
-  info.id = id;
-  info.file = StreamFile(info.kind, id);
+  const uint32_t id = NameNewStream(info);
   const std::filesystem::path to = dir_ / info.file;
   struct stat st;
   if (::lstat(file.c_str(), &st) != 0) return Error::FromErrno("stat " + file.string());

@@ -88,6 +88,8 @@ class TraceWriter {
   [[nodiscard]] const std::filesystem::path& dir() const { return dir_; }
 
  private:
+  // The next stream id (one past the largest) and its file, set in `info`.
+  uint32_t NameNewStream(Stream& info) const;
   TraceWriter(std::filesystem::path dir, Manifest m, base::UniqueFd sideband)
       : dir_(std::move(dir)), manifest_(std::move(m)), sideband_(std::move(sideband)) {}
   std::filesystem::path dir_;

@@ -39,6 +39,15 @@ Manifest Initial() {
   return m;
 }
 
+// A complete trace at `dir` with streams 0 ("abcd") and 1 ("efgh").
+void WriteTwoStreams(const fs::path& dir) {
+  auto w = TraceWriter::Create(dir, Initial());
+  ASSERT_THAT(w, HasValue());
+  ASSERT_THAT(w->AddStream(Stream{}, Span("abcd")), HasValue());
+  ASSERT_THAT(w->AddStream(Stream{}, Span("efgh")), HasValue());
+  ASSERT_THAT(w->Finish(), HasValue());
+}
+
 mode_t ModeOf(const fs::path& p) {
   struct stat st;
   EXPECT_EQ(::stat(p.c_str(), &st), 0) << p;
@@ -238,14 +247,8 @@ TEST(TraceDirTest, ReaderErrorsSayWhatIsWrong) {
 
 TEST(TraceDirTest, StreamAndSidebandProblemsNameTheFile) {
   TempDir tmp;
-  fs::path dir = tmp.path() / "t";
-  {
-    auto w = TraceWriter::Create(dir, Initial());
-    ASSERT_THAT(w, HasValue());
-    ASSERT_THAT(w->AddStream(Stream{}, Span("abcd")), HasValue());
-    ASSERT_THAT(w->AddStream(Stream{}, Span("efgh")), HasValue());
-    ASSERT_THAT(w->Finish(), HasValue());
-  }
+  const fs::path dir = tmp.path() / "t";
+  ASSERT_NO_FATAL_FAILURE(WriteTwoStreams(dir));
   fs::remove(dir / "pt/0.pt");
   ASSERT_THAT(base::AppendFile(dir / "pt/1.pt", "more"), HasValue());
   auto r = TraceReader::Open(dir);
@@ -270,14 +273,8 @@ TEST(TraceDirTest, StreamAndSidebandProblemsNameTheFile) {
 // rather than blocking the reader.
 TEST(TraceDirTest, LinksAndSpecialFilesInATraceAreRefused) {
   TempDir tmp;
-  fs::path dir = tmp.path() / "t";
-  {
-    auto w = TraceWriter::Create(dir, Initial());
-    ASSERT_THAT(w, HasValue());
-    ASSERT_THAT(w->AddStream(Stream{}, Span("abcd")), HasValue());
-    ASSERT_THAT(w->AddStream(Stream{}, Span("efgh")), HasValue());
-    ASSERT_THAT(w->Finish(), HasValue());
-  }
+  const fs::path dir = tmp.path() / "t";
+  ASSERT_NO_FATAL_FAILURE(WriteTwoStreams(dir));
   ASSERT_THAT(base::WriteFileAtomic(tmp.path() / "secret", "abcd"), HasValue());
   fs::remove(dir / "pt/0.pt");
   fs::create_symlink(tmp.path() / "secret", dir / "pt/0.pt");
