@@ -78,8 +78,10 @@ int RunReport(const ReportArgs& a) {
       // A gzip member except for .pb (profile.proto), through the decoder's
       // own output file.
       auto f = output::OutputFile::Open(a.output, !report::IsUncompressedPprofPath(a.output));
-      Result<void> w = f ? Result<void>(Ok()) : Result<void>(std::move(f).error());
-      if (w) {
+      Result<void> w = Ok();
+      if (!f) {
+        w = std::move(f).error();
+      } else {
         (*f)->Write(report::EncodePprof(sink.Stacks(), sink.span_ns()));
         w = (*f)->Close();
       }
