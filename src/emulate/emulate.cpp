@@ -8,10 +8,7 @@
 #include <elf.h>
 #include <fcntl.h>
 #include <linux/perf_event.h>
-#include <sys/prctl.h>
 #include <sys/statvfs.h>
-#include <sys/utsname.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,6 +16,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <span>
 
 #include "base/file_util.h"
@@ -32,6 +30,7 @@
 #include "emulate/plugin_protocol.h"
 #include "emulate/virtual_cpu.h"
 #include "record/addr_filter.h"
+#include "record/recorder.h"
 #include "sys/pmu.h"
 #include "trace/trace_dir.h"
 
@@ -345,233 +344,227 @@ Result<EmulationPlan> PlanEmulation(const record::RecordOptions& opts) {
   return plan;
 }
 
+namespace {
+
+constexpr const char* kEmulatorLine =
+    " + ptsnap TCG plugin; virtual Intel family 6 model 0x9e (Kaby Lake); virtual TSC = 1 tick "
+    "per retired instruction of the thread, perf clock 1 ns per tick, core at the TSC rate (CBR "
+    "10), 10 MHz crystal (TSC:CTC 100:1)";
+
+// The emulator behind record::Record's session loop: a self-driven source
+// (record/pt_source.h). qemu-x86_64 runs the program with the plugin, which
+// writes events.<pid> logs and stream files into the trace directory's
+// emulator-work/ (plugin_protocol.h); PluginIngest moves them into the
+// trace as they come. Requests go to the plugin over a pipe: 's' a
+// snapshot, 'c' the end (the plugin takes the last snapshot and passes
+// SIGINT on to the program).
+class EmulatedSource final : public record::PtSource {
+ public:
+  EmulatedSource(EmulationPlan plan, bool full, const fs::path& trace_dir)
+      : plan_(std::move(plan)), full_(full), work_(trace_dir / "emulator-work") {}
+  ~EmulatedSource() override {
+    std::error_code ec;
+    if (finished_) fs::remove_all(work_, ec);
+  }
+  EmulatedSource(const EmulatedSource&) = delete;
+  EmulatedSource& operator=(const EmulatedSource&) = delete;
+
+  [[nodiscard]] bool self_driven() const override { return true; }
+  [[nodiscard]] bool host_vdso() const override { return false; }
+
+  Result<Launch> LaunchCommand(const std::vector<std::string>& command) override {
+    int ctl[2];
+    if (::pipe2(ctl, O_CLOEXEC) != 0) return Error::FromErrno("pipe");
+    ctl_read_.reset(ctl[0]);
+    ctl_write_.reset(ctl[1]);
+    std::string arg = Escape(plan_.plugin.string()) + ",out=" + Escape(work_.string());
+    for (const std::string& a : plan_.plugin_args) arg += "," + Escape(a);
+    arg += ",ctl=" + std::to_string(ctl_read_.get());
+    Launch l{{plan_.qemu.string(), "-plugin", arg, plan_.program.string()}, {ctl_read_.get()}};
+    for (size_t i = 1; i < command.size(); ++i) l.argv.push_back(command[i]);
+    PTSNAP_LOG(kInfo) << "emulating " << plan_.program.string() << " under " << plan_.qemu.string();
+    return l;
+  }
+
+  Result<void> Begin(trace::TraceWriter& writer) override {
+    ctl_read_.reset();  // the program holds it now
+    std::error_code ec;
+    fs::create_directories(work_, ec);
+    if (ec) return Error("creating " + work_.string() + ": " + ec.message());
+    ingest_.emplace(work_, writer);
+    return Ok();
+  }
+
+  Result<record::SidebandEvents> DrainSideband(trace::TraceWriter& /*writer*/) override {
+    if (!ingest_) return record::SidebandEvents{};
+    auto added = ingest_->Poll();
+    if (!added) return std::move(added).error().AddContext("reading the emulator's output");
+    Take(std::move(*added));
+    return NewMappings();
+  }
+
+  Result<void> RequestSnapshot(const std::string& detail) override {
+    if (full_)
+      return Error("--full-execution records everything: there is no ring buffer to snapshot");
+    Send('s');
+    ingest_->Asked(detail);
+    return Ok();
+  }
+  void RequestStop() override { Send('c'); }
+  std::vector<trace::Snapshot> TakenSnapshots() override { return std::exchange(taken_, {}); }
+
+  // What the plugin wrote at the end (exit snapshots, full-execution
+  // streams), and whether the program's end was the plugin's failure.
+  Result<void> TargetExited(int status) override {
+    PTSNAP_ASSIGN_OR_RETURN(std::vector<trace::Snapshot> last, ingest_->Finish());
+    Take(std::move(last));
+    if (!ingest_->saw_logs()) {
+      return Error("qemu-x86_64 did not load the ptsnap plugin (exit status " +
+                   std::to_string(status) + "; its message is above): check that " +
+                   plan_.qemu.string() + " is QEMU 7.x with plugin support");
+    }
+    // The plugin stops the emulation with status 125 when it cannot write
+    // (plugin.cpp, Die) and then never logs its end: ptsnap's failure, not
+    // the program's status.
+    if (status == 125 && !ingest_->done()) {
+      const fs::path dir = work_.parent_path();
+      struct statvfs fs_info {};
+      const bool full =
+          ::statvfs(dir.c_str(), &fs_info) == 0 &&
+          static_cast<uint64_t>(fs_info.f_bavail) * fs_info.f_frsize < (uint64_t{1} << 20);
+      return Error((full ? "the file system holding " + dir.string() +
+                               " is full (No space left on device): the emulator stopped recording"
+                         : std::string("the emulator's plugin failed (its message is above) and "
+                                       "stopped the recording")) +
+                   "; what it wrote is kept in " + dir.string() +
+                   " and decodes: free space or choose another --trace-dir");
+    }
+    return Ok();
+  }
+
+  // The processes the plugin followed, and what it retired per stream.
+  Result<void> Finish(trace::TraceWriter& writer) override {
+    if (!ingest_ || finished_) return Ok();
+    finished_ = true;
+    for (const auto& n : ingest_->notes()) PTSNAP_LOG(kWarning) << "emulator: " << n;
+    std::vector<int32_t>& pids = writer.manifest().pids;
+    for (const trace::Record& r : ingest_->records()) {
+      if (r.type != PERF_RECORD_COMM && r.type != PERF_RECORD_FORK) continue;
+      auto pid = static_cast<int32_t>(r.sample_id.pid);
+      if (std::find(pids.begin(), pids.end(), pid) == pids.end()) pids.push_back(pid);
+    }
+    // The integration tests and tools/bench-emulate compare these with a decode.
+    std::string stats;
+    for (const auto& st : ingest_->stream_stats())
+      stats += "stream " + std::to_string(st.id) + " " + std::to_string(st.tid) + " " +
+               std::to_string(st.insns) + " " + std::to_string(st.hash) + "\n";
+    if (auto r = base::WriteFileAtomic(writer.dir() / "emulator-stats.txt", stats); !r)
+      PTSNAP_LOG(kWarning) << "emulator statistics not kept: " << r.error().ToString();
+    return Ok();
+  }
+  [[nodiscard]] bool complete() const override { return ingest_ && ingest_->done(); }
+
+  // The plugin follows threads, triggers and the clock itself.
+  Result<void> AddThread(pid_t /*pid*/, pid_t /*tid*/, bool /*trace_pt*/) override { return Ok(); }
+  Result<void> AddCpu(int /*cpu*/) override {
+    return Error("--emulate traces one program: -a/--cpu (system-wide) needs hardware Intel PT");
+  }
+  Result<void> ArmTriggers(const std::vector<record::TriggerPoint>& /*points*/) override {
+    return Ok();
+  }
+  Result<void> EnableAll() override { return Ok(); }
+  Result<void> DrainAux(trace::TraceWriter& /*writer*/) override { return Ok(); }
+  Result<std::vector<record::TriggerHit>> PollTriggers() override {
+    return std::vector<record::TriggerHit>{};
+  }
+  Result<void> Snapshot(trace::TraceWriter& /*writer*/, uint32_t /*seq*/,
+                        bool /*resume*/) override {
+    return Error("the emulator takes its snapshots itself");
+  }
+  [[nodiscard]] uint64_t Now() const override { return 0; }  // virtual time is per thread
+  [[nodiscard]] size_t traced_threads() const override { return 1; }
+  [[nodiscard]] bool HasThread(pid_t /*tid*/) const override { return true; }
+  [[nodiscard]] std::optional<trace::TimeConv> time_conv() const override {
+    // Virtual clock: TSC ticks = retired instructions; perf ns = TSC ticks.
+    return trace::TimeConv{0, 1, 0, true};
+  }
+
+ private:
+  void Send(char c) { (void)!::write(ctl_write_.get(), &c, 1); }
+  void Take(std::vector<trace::Snapshot> added) {
+    for (trace::Snapshot& s : added) taken_.push_back(std::move(s));
+  }
+  // The files mapped since the last call, from the plugin's MMAP2 records.
+  record::SidebandEvents NewMappings() {
+    record::SidebandEvents ev;
+    const std::vector<trace::Record>& records = ingest_->records();
+    for (; records_seen_ < records.size(); ++records_seen_) {
+      const trace::Record& r = records[records_seen_];
+      ++ev.records;
+      if (r.type == PERF_RECORD_MMAP2)
+        ev.mapped_files.push_back(std::get<trace::Mmap2>(r.body).filename);
+    }
+    return ev;
+  }
+
+  EmulationPlan plan_;
+  bool full_;
+  fs::path work_;
+  base::UniqueFd ctl_read_, ctl_write_;
+  std::optional<PluginIngest> ingest_;
+  std::vector<trace::Snapshot> taken_;
+  size_t records_seen_ = 0;
+  bool finished_ = false;
+};
+
+}  // namespace
+
+record::Prepared PrepareEmulated(const EmulationPlan& plan, const record::RecordOptions& opts) {
+  record::Prepared p;
+  const perf::PtTimingResolved& timing = plan.attr.timing;
+  p.pt.pmu_type = plan.attr.attr.type;
+  p.pt.config = plan.attr.attr.config;
+  p.pt.tsc = timing.tsc;
+  p.pt.mtc = timing.mtc;
+  p.pt.mtc_freq = timing.mtc_period;
+  p.pt.cyc = timing.cyc;
+  p.pt.nom_freq = kNominalRatio;
+  p.pt.noretcomp = timing.noretcomp;
+  p.pt.psb_period = timing.psb_period;
+  p.pt.filter = plan.addr_filter;
+  p.scope = trace::Scope::kUser;
+  p.mode = opts.full_execution ? trace::Mode::kFull : trace::Mode::kSnapshot;
+  p.aux_bytes = opts.full_execution ? 0 : plan.snapshot_size;
+  p.warnings = plan.attr.warnings;
+  p.cpu.available = true;
+  p.cpu.vendor = "GenuineIntel";
+  p.cpu.family = kCpuFamily;
+  p.cpu.model = kCpuModel;
+  p.cpu.stepping = kCpuStepping;
+  p.cpu.leaf15 = sys::CpuidRegs{.eax = kCpuid15Eax, .ebx = kCpuid15Ebx};
+  p.emulator = "qemu-x86_64 " + plan.qemu_version + kEmulatorLine;
+  return p;
+}
+
+record::SourceFactory EmulatedSourceFactory(const EmulationPlan& plan,
+                                            const record::RecordOptions& opts,
+                                            const fs::path& trace_dir) {
+  return [plan, full = opts.full_execution,
+          trace_dir](const record::HardwareConfig&) -> Result<std::unique_ptr<record::PtSource>> {
+    return std::unique_ptr<record::PtSource>(
+        std::make_unique<EmulatedSource>(plan, full, trace_dir));
+  };
+}
+
 Result<int> RecordEmulated(const EmulationPlan& plan, const record::RecordOptions& opts,
                            const fs::path& trace_dir, record::Control& control,
                            const record::EventFn& events) {
   for (const auto& w : plan.attr.warnings) Emit(events, {record::Event::Kind::kWarning, w});
-  const fs::path& program = plan.program;
-  const fs::path& qemu = plan.qemu;
-  const fs::path& plugin = plan.plugin;
-  const std::string& version = plan.qemu_version;
-  const perf::PtAttr& attr = plan.attr;
-  const perf::PtTimingResolved& timing = attr.timing;
-  const uint64_t snapshot_size = plan.snapshot_size;
-  const uint32_t psb_raw = timing.psb_period;
-  const bool noretcomp = timing.noretcomp;
-  std::vector<std::string> pargs = plan.plugin_args;
-
-  // The trace directory and the plugin's work directory inside it.
-  trace::Manifest m;
-  m.source = trace::Source::kEmulated;
-  m.ptsnap_version = base::kVersion;
-  m.created_unix_ns = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                                std::chrono::system_clock::now().time_since_epoch())
-                                                .count());
-  m.command = opts.command;
-  utsname u{};
-  ::uname(&u);
-  m.kernel_release = u.release;
-  m.cpu = {"GenuineIntel", kCpuFamily, kCpuModel, kCpuStepping, kCpuid15Eax, kCpuid15Ebx};
-  m.pt.pmu_type = attr.attr.type;
-  m.pt.config = attr.attr.config;
-  m.pt.tsc = timing.tsc;
-  m.pt.mtc = timing.mtc;
-  m.pt.mtc_freq = timing.mtc_period;
-  m.pt.cyc = timing.cyc;
-  m.pt.nom_freq = kNominalRatio;
-  m.pt.noretcomp = noretcomp;
-  m.pt.psb_period = psb_raw;
-  m.pt.filter = plan.addr_filter;
-  m.scope = trace::Scope::kUser;
-  m.mode = opts.full_execution ? trace::Mode::kFull : trace::Mode::kSnapshot;
-  m.snapshot_size = opts.full_execution ? 0 : snapshot_size;
-  // Virtual clock: TSC ticks = retired instructions; perf ns = TSC ticks.
-  m.time_conv = {0, 1, 0, true};
-  m.emulator = "qemu-x86_64 " + version +
-               " + ptsnap TCG plugin; virtual Intel family 6 model 0x9e (Kaby Lake); virtual TSC "
-               "= 1 tick per retired instruction of the thread, perf clock 1 ns per tick, "
-               "core at the TSC rate (CBR 10), 10 MHz crystal (TSC:CTC 100:1)";
-  PTSNAP_ASSIGN_OR_RETURN(trace::TraceWriter writer, trace::TraceWriter::Create(trace_dir, m));
-  fs::path work = trace_dir / "emulator-work";
-  std::error_code ec;
-  fs::create_directories(work, ec);
-  if (ec) return Error("creating " + work.string() + ": " + ec.message());
-
-  int ctl[2];
-  if (::pipe2(ctl, O_CLOEXEC) != 0) return Error::FromErrno("pipe");
-  base::UniqueFd ctl_read(ctl[0]), ctl_write(ctl[1]);
-  pargs.push_back("ctl=" + std::to_string(ctl_read.get()));
-  std::string plugin_arg = Escape(plugin.string()) + ",out=" + Escape(work.string());
-  for (const auto& a : pargs) plugin_arg += "," + Escape(a);
-
-  std::vector<std::string> argv_s = {qemu.string(), "-plugin", plugin_arg, program.string()};
-  for (size_t i = 1; i < opts.command.size(); ++i) argv_s.push_back(opts.command[i]);
-  std::vector<char*> argv;
-  argv.reserve(argv_s.size() + 1);
-  for (auto& s : argv_s) argv.push_back(s.data());
-  argv.push_back(nullptr);
-  PTSNAP_LOG(kInfo) << "emulating " << program.string() << " under " << qemu.string();
-
-  const std::string exec_failed = "ptsnap: cannot run " + qemu.string() + ": ";
-  const pid_t parent = ::getpid();
-  pid_t child = ::fork();
-  if (child == 0) {
-    // Only async-signal-safe calls here: an agent's process has threads.
-    // qemu (and the program in it) dies with ptsnap's recording thread,
-    // as a hardware recording's child does (record/child.cpp).
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(127);
-    ::fcntl(ctl_read.get(), F_SETFD, 0);  // the plugin reads requests from it
-    ::execv(argv[0], argv.data());
-    const char* why = ::strerrordesc_np(errno);  // a static string: safe after fork
-    if (why == nullptr) why = "unknown error";
-    (void)!::write(2, exec_failed.data(), exec_failed.size());
-    (void)!::write(2, why, std::strlen(why));
-    (void)!::write(2, "\n", 1);
-    ::_exit(127);
-  }
-  if (child < 0) return Error::FromErrno("fork");
-  ctl_read.reset();
-  Emit(events, {record::Event::Kind::kStarted, "Emulating " + program.string() + "."});
-  // The control pipe carries the requests: 's' a snapshot, 'c' the end (the
-  // plugin takes the last snapshot and passes SIGINT on to the program).
-  auto send = [&](char c) { (void)!::write(ctl_write.get(), &c, 1); };
-  PluginIngest ingest(work, writer);
-  std::vector<uint64_t> waiting;  // tickets of asked snapshots, in the order asked
-  auto announce = [&](const std::vector<trace::Snapshot>& added) {
-    for (const trace::Snapshot& snap : added) {
-      Emit(events, {record::Event::Kind::kSnapshot,
-                    "Snapshot " + std::to_string(snap.seq) + " taken (" +
-                        std::string(trace::ToString(snap.reason)) +
-                        (snap.detail.empty() ? "" : ": " + snap.detail) + ").",
-                    snap.seq});
-      if (snap.reason != trace::SnapshotReason::kSignal || waiting.empty()) continue;
-      if (waiting.front() != 0) control.Complete(waiting.front(), snap.seq);
-      waiting.erase(waiting.begin());
-    }
-  };
-  bool stop_sent = false;
-  int status = 0;
-  for (;;) {
-    const pid_t w = ::waitpid(child, &status, WNOHANG);
-    if (w == child) break;
-    if (w < 0 && errno != EINTR) {
-      control.Close("waitpid failed");
-      return Error::FromErrno("waiting for qemu-x86_64");
-    }
-    control.Wait(std::chrono::milliseconds(10));
-    for (const record::Control::Pending& req : control.TakeSnapshotRequests()) {
-      if (opts.full_execution) {
-        control.Complete(req.ticket, Error("--full-execution records everything: there is no "
-                                           "ring buffer to snapshot"));
-        continue;
-      }
-      send('s');
-      ingest.Asked(req.ticket == 0 ? "SIGUSR2" : req.reason);
-      waiting.push_back(req.ticket);
-    }
-    if (control.stop_requested() && !stop_sent) {
-      send('c');
-      stop_sent = true;
-    }
-    auto added = ingest.Poll();
-    if (!added) {
-      ::kill(child, SIGKILL);
-      ::waitpid(child, nullptr, 0);
-      control.Close("reading the emulator's output failed");
-      (void)writer.Finish(trace::State::kInterrupted);
-      return std::move(added).error();
-    }
-    announce(*added);
-  }
-  control.Close("the program exited");
-  // docs/trace-format.md: a recording ended by a stop request is "interrupted".
-  const bool interrupted_by_user = stop_sent;
-  const int exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-
-  // What the plugin wrote at the end (exit snapshots, full-execution streams).
-  auto last = ingest.Finish();
-  if (!last) {
-    (void)writer.Finish(trace::State::kInterrupted);
-    return std::move(last).error();
-  }
-  announce(*last);
-  if (!ingest.saw_logs()) {
-    (void)writer.Finish(trace::State::kInterrupted);
-    return Error("qemu-x86_64 did not load the ptsnap plugin (exit status " +
-                 std::to_string(exit_code) + "; its message is above): check that " +
-                 qemu.string() + " is QEMU 7.x with plugin support");
-  }
-  // The plugin stops the emulation with status 125 when it cannot write
-  // (plugin.cpp, Die) and then never logs its end: ptsnap's failure, not the
-  // program's status.
-  std::string stop_error;
-  if (exit_code == 125 && !ingest.done()) {
-    struct statvfs fs_info {};
-    const bool full =
-        ::statvfs(trace_dir.c_str(), &fs_info) == 0 &&
-        static_cast<uint64_t>(fs_info.f_bavail) * fs_info.f_frsize < (uint64_t{1} << 20);
-    stop_error = full ? "the file system holding " + trace_dir.string() +
-                            " is full (No space left on device): the emulator stopped recording"
-                      : "the emulator's plugin failed (its message is above) and stopped the "
-                        "recording";
-  } else {
-    Emit(events,
-         {record::Event::Kind::kTargetExited,
-          opts.command[0] + " exited with status " + std::to_string(exit_code), 0, exit_code});
-  }
-  for (const auto& n : ingest.notes()) PTSNAP_LOG(kWarning) << "emulator: " << n;
-  const bool done = ingest.done();
-  const std::vector<trace::Record>& records = ingest.records();
-  std::string stats;
-  for (const auto& st : ingest.stream_stats())
-    stats += "stream " + std::to_string(st.id) + " " + std::to_string(st.tid) + " " +
-             std::to_string(st.insns) + " " + std::to_string(st.hash) + "\n";
-  std::vector<int32_t> pids;
-  for (const auto& r : records)
-    if (r.type == PERF_RECORD_COMM || r.type == PERF_RECORD_FORK) {
-      int32_t pid = static_cast<int32_t>(r.sample_id.pid);
-      if (std::find(pids.begin(), pids.end(), pid) == pids.end()) pids.push_back(pid);
-    }
-  writer.manifest().pids = pids;
-  // Every mapped file, with its build-id, copied with --copy-binaries.
-  for (const auto& r : records) {
-    if (r.type != PERF_RECORD_MMAP2) continue;
-    const auto& path = std::get<trace::Mmap2>(r.body).filename;
-    auto& bins = writer.manifest().binaries;
-    if (std::any_of(bins.begin(), bins.end(), [&](const auto& b) { return b.path == path; }))
-      continue;
-    trace::Binary b;
-    b.path = path;
-    b.build_id = elf::ReadBuildIdOf(path);
-    if (opts.copy_binaries && !b.build_id.empty()) {
-      fs::path rel = fs::path("binaries") / b.build_id / fs::path(path).filename();
-      fs::create_directories(trace_dir / rel.parent_path(), ec);
-      fs::copy_file(path, trace_dir / rel, fs::copy_options::overwrite_existing, ec);
-      if (ec) {
-        PTSNAP_LOG(kWarning) << "cannot copy " << path << ": " << ec.message();
-      } else {
-        b.copy = rel.string();
-      }
-    }
-    bins.push_back(std::move(b));
-  }
-  // What the plugin retired per stream: the integration tests and
-  // tools/bench-emulate compare it with a decode.
-  if (auto r = base::WriteFileAtomic(trace_dir / "emulator-stats.txt", stats); !r)
-    PTSNAP_LOG(kWarning) << "emulator statistics not kept: " << r.error().ToString();
-  fs::remove_all(work, ec);
-  // The guest's JIT maps (qemu-user passes /tmp through): docs/trace-format.md, jit/.
-  if (auto r = writer.CopyPerfMaps(pids); !r)
-    PTSNAP_LOG(kWarning) << "JIT symbol maps not copied: " << r.error().ToString();
-  if (!stop_error.empty()) {
-    PTSNAP_TRY(writer.Finish(trace::State::kInterrupted, stop_error));
-    return Error(stop_error + "; what it wrote is kept in " + trace_dir.string() +
-                 " and decodes: free space or choose another --trace-dir");
-  }
-  PTSNAP_TRY(writer.Finish(done && !interrupted_by_user ? trace::State::kComplete
-                                                        : trace::State::kInterrupted));
-  return exit_code;
+  auto out = record::Record(opts, PrepareEmulated(plan, opts), trace_dir, base::RootPath(), control,
+                            events, EmulatedSourceFactory(plan, opts, trace_dir));
+  control.Close("the recording ended");  // later requests fail at once
+  if (!out) return std::move(out).error();
+  return out->program_status;
 }
 
 }  // namespace ptsnap::emulate

@@ -12,6 +12,7 @@
 #include "ptsnap/result.h"
 #include "record/control.h"
 #include "record/options.h"
+#include "record/recorder.h"
 
 namespace ptsnap::emulate {
 
@@ -29,7 +30,17 @@ struct EmulationPlan {
 };
 Result<EmulationPlan> PlanEmulation(const record::RecordOptions& opts);
 
-// Records `opts.command` into `trace_dir` as `plan` says. Returns the
+// The recording `plan` describes, for record::Record's session loop: the
+// virtual CPU and PT configuration the manifest lists (Prepared), and the
+// emulator as the loop's PtSource (a self-driven one, record/pt_source.h)
+// writing into `trace_dir`.
+record::Prepared PrepareEmulated(const EmulationPlan& plan, const record::RecordOptions& opts);
+record::SourceFactory EmulatedSourceFactory(const EmulationPlan& plan,
+                                            const record::RecordOptions& opts,
+                                            const std::filesystem::path& trace_dir);
+
+// Records `opts.command` into `trace_dir` as `plan` says: record::Record
+// with the two above, after the plan's warnings. Returns the
 // program's exit status (as a shell would report it) once the trace
 // directory is complete. Installs no signal handlers: `control`'s snapshot
 // requests reach the plugin at once, and each snapshot the plugin takes is

@@ -41,7 +41,8 @@ pid_t WaitPid(pid_t pid, int* status, int options) {
   return r;
 }
 
-Result<Child> Child::Spawn(const std::vector<std::string>& argv, ForkFn fork_fn) {
+Result<Child> Child::Spawn(const std::vector<std::string>& argv, ForkFn fork_fn,
+                           const std::vector<int>& inherit_fds) {
   if (argv.empty()) return Error("no command to run (usage: ptsnap run [options] -- CMD ARGS...)");
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) return Error::FromErrno("pipe");
@@ -64,6 +65,7 @@ Result<Child> Child::Spawn(const std::vector<std::string>& argv, ForkFn fork_fn)
     if (::getppid() != parent) ::_exit(127);
     char c;
     if (::read(go, &c, 1) != 1) ::_exit(127);
+    for (int fd : inherit_fds) ::fcntl(fd, F_SETFD, 0);
     if (::ptrace(PTRACE_TRACEME, 0, nullptr, nullptr) != 0) {
       const ChildFailure f{Step::kTraceme, errno};
       [[maybe_unused]] auto n = ::write(err, &f, sizeof(f));

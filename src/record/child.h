@@ -32,8 +32,10 @@ class Child {
  public:
   // fork(2), injectable so tests can make it fail.
   using ForkFn = pid_t (*)();
-  // Every fd Spawn creates is closed again when it fails.
-  static Result<Child> Spawn(const std::vector<std::string>& argv, ForkFn fork_fn = &::fork);
+  // Every fd Spawn creates is closed again when it fails. `inherit_fds`
+  // (close-on-exec in ptsnap) stay open in the program.
+  static Result<Child> Spawn(const std::vector<std::string>& argv, ForkFn fork_fn = &::fork,
+                             const std::vector<int>& inherit_fds = {});
   Child(Child&& o) noexcept;
   Child& operator=(Child&&) = delete;
   // Kills (SIGKILL) and reaps the child unless it was waited for.

@@ -46,6 +46,19 @@ class ForwardingSource : public PtSource {
   [[nodiscard]] std::optional<trace::TimeConv> time_conv() const override {
     return to_->time_conv();
   }
+  [[nodiscard]] bool self_driven() const override { return to_->self_driven(); }
+  Result<Launch> LaunchCommand(const std::vector<std::string>& command) override {
+    return to_->LaunchCommand(command);
+  }
+  Result<void> Begin(trace::TraceWriter& w) override { return to_->Begin(w); }
+  Result<void> RequestSnapshot(const std::string& detail) override {
+    return to_->RequestSnapshot(detail);
+  }
+  void RequestStop() override { to_->RequestStop(); }
+  std::vector<trace::Snapshot> TakenSnapshots() override { return to_->TakenSnapshots(); }
+  Result<void> TargetExited(int status) override { return to_->TargetExited(status); }
+  [[nodiscard]] bool complete() const override { return to_->complete(); }
+  [[nodiscard]] bool host_vdso() const override { return to_->host_vdso(); }
 
  private:
   std::unique_ptr<PtSource> owned_;

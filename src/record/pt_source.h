@@ -1,8 +1,9 @@
 // PtSource: where a recording's Intel PT bytes and sideband come from. The
-// orchestration (recorder.h: threads, triggers, signals, snapshots, the trace
-// writer) talks only to this interface; HardwarePtSource implements it with
-// perf_event_open. The emulated source has its own entry point
-// (emulate/emulate.h) because qemu owns the traced process there.
+// one session loop (record::Record in recorder.h: the program, threads,
+// triggers, requests, snapshots, the trace writer) talks only to this
+// interface. HardwarePtSource implements it with perf_event_open,
+// SamplingSource with sampling events, and the emulator's source
+// (emulate/emulated_source.h) with qemu-user and ptsnap's TCG plugin.
 #pragma once
 
 #include <sys/types.h>
@@ -99,6 +100,49 @@ class PtSource {
   // perf clock <-> TSC (the user page of the first event), nullopt before
   // any event is mapped.
   [[nodiscard]] virtual std::optional<trace::TimeConv> time_conv() const = 0;
+
+  // --- A source that drives itself (the emulator) ---
+  // The emulator's plugin runs inside the traced process and does there what
+  // the session loop does for the kernel's events: it follows threads and
+  // forks, watches the trigger and the slow call, ends at --duration, and
+  // takes each snapshot at the exact instruction it is due, listing it in the
+  // writer as DrainSideband reads it. For such a source the loop resolves no
+  // trigger and opens no probe, starts the program through LaunchCommand,
+  // forwards requests (RequestSnapshot, RequestStop), announces what
+  // TakenSnapshots returns, and records until the program exits.
+  [[nodiscard]] virtual bool self_driven() const { return false; }
+  // How `command` is started with this source attached: the argv to exec
+  // and the fds the program must inherit.
+  struct Launch {
+    std::vector<std::string> argv;
+    std::vector<int> inherit_fds;
+  };
+  virtual Result<Launch> LaunchCommand(const std::vector<std::string>& command) {
+    return Launch{command, {}};
+  }
+  // The trace directory exists (`writer`), the program has not run yet.
+  virtual Result<void> Begin(trace::TraceWriter& /*writer*/) { return Ok(); }
+  // Self-driven: asks for a snapshot; it comes back from TakenSnapshots with
+  // reason kSignal (and `detail`). An error says why none will be taken.
+  virtual Result<void> RequestSnapshot(const std::string& /*detail*/) {
+    return Error("this source takes no snapshot on request");
+  }
+  // Self-driven: asks for the end (a last snapshot, then the program is
+  // told to stop as Ctrl-C would); the loop waits for the program to exit.
+  virtual void RequestStop() {}
+  // Self-driven: the snapshots listed in the writer since the last call.
+  virtual std::vector<trace::Snapshot> TakenSnapshots() { return {}; }
+  // Self-driven: the program exited with `status` (shell style); reads what
+  // the source wrote at the end. An error: the end was the source's failure,
+  // not the program's (Finish still follows).
+  virtual Result<void> TargetExited(int /*status*/) { return Ok(); }
+  // False when the recording fell short of its end without an error (the
+  // emulator: a process killed before its plugin finished): the trace is
+  // then "interrupted".
+  [[nodiscard]] virtual bool complete() const { return true; }
+  // Whether the trace holds a dump of ptsnap's own vDSO for each traced
+  // process (the host kernel's; an emulated guest has none).
+  [[nodiscard]] virtual bool host_vdso() const { return true; }
 };
 
 }  // namespace ptsnap::record

@@ -543,7 +543,7 @@ struct Session {
 // vdso is the kernel's, the same for every process of one ABI on this
 // kernel, so ptsnap dumps its own (getauxval(AT_SYSINFO_EHDR)) for each pid.
 void RecordBinaries(trace::TraceWriter& writer, const std::set<std::string>& files, bool copy,
-                    const std::vector<pid_t>& pids) {
+                    const std::vector<pid_t>& pids, bool host_vdso) {
   for (const std::string& f : files) {
     trace::Binary b;
     b.path = f;
@@ -567,6 +567,7 @@ void RecordBinaries(trace::TraceWriter& writer, const std::set<std::string>& fil
     }
     writer.manifest().binaries.push_back(std::move(b));
   }
+  if (!host_vdso) return;
   const auto vdso = static_cast<uintptr_t>(::getauxval(AT_SYSINFO_EHDR));
   if (vdso == 0) return;
   auto maps = sys::ReadProcMaps(base::RootPath(), 0);
@@ -657,12 +658,16 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
     return Ok();
   };
   const bool trace_threads = !system_wide;
+  // The emulator follows the program, its trigger and its end itself
+  // (pt_source.h, "A source that drives itself").
+  const bool self_driven = source->self_driven();
 
   std::optional<Child> child;
   std::vector<pid_t> pids;
   std::vector<TriggerPoint> points;
   if (run) {
-    PTSNAP_ASSIGN_OR_RETURN(Child c, Child::Spawn(opts.command));
+    PTSNAP_ASSIGN_OR_RETURN(PtSource::Launch launch, source->LaunchCommand(opts.command));
+    PTSNAP_ASSIGN_OR_RETURN(Child c, Child::Spawn(launch.argv, &::fork, launch.inherit_fds));
     child.emplace(std::move(c));
     pids.push_back(child->pid());
     if (system_wide) PTSNAP_TRY(open_cpus());
@@ -672,12 +677,13 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
     // enable_on_exec has fired; enabling again is a no-op for these events
     // but marks the source started, so threads found later start enabled.
     if (auto r = source->EnableAll(); !r) return ExplainThreadError(r.error(), prepared);
-    if (!opts.trigger.empty()) {
+    if (!opts.trigger.empty() && !self_driven) {
       auto resolved = ResolveTrigger(opts.trigger, child->pid());
       if (!resolved) return std::move(resolved).error().WithKind(ErrorKind::kTrigger);
       points = std::move(*resolved);
     }
   } else {
+    if (self_driven) return Error("this source records only a program it starts (run)");
     if (opts.pids.empty() && !system_wide) return Error("attach needs -p PID[,PID...] or -a");
     if (!opts.trigger.empty() && opts.pids.empty())
       return Error("--trigger needs -p PID: the process whose code holds the trigger");
@@ -763,7 +769,10 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
   }
 
   trace::Manifest m;
-  m.source = prepared.sampling ? trace::Source::kSampled : trace::Source::kHardware;
+  m.source = !prepared.emulator.empty() ? trace::Source::kEmulated
+             : prepared.sampling        ? trace::Source::kSampled
+                                        : trace::Source::kHardware;
+  m.emulator = prepared.emulator;
   if (prepared.sampling) m.sampling = prepared.sampling_info;
   m.ptsnap_version = base::kVersion;
   m.created_unix_ns = UnixNowNs();
@@ -790,7 +799,23 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
   Session session{opts, prepared, *source, writer, pids, 0, events};
   std::set<std::string> mapped_files;
   std::set<pid_t> vdso_pids(pids.begin(), pids.end());  // system-wide: every process seen
+  uint32_t taken_by_source = 0;                         // self-driven: snapshots announced
+  std::vector<uint64_t> waiting;  // self-driven: tickets of asked snapshots, in the order asked
+  auto announce_taken = [&] {
+    for (const trace::Snapshot& snap : source->TakenSnapshots()) {
+      ++taken_by_source;
+      Emit(events, {Event::Kind::kSnapshot,
+                    "Snapshot " + std::to_string(snap.seq) + " taken (" +
+                        std::string(trace::ToString(snap.reason)) +
+                        (snap.detail.empty() ? "" : ": " + snap.detail) + ").",
+                    snap.seq});
+      if (snap.reason != trace::SnapshotReason::kSignal || waiting.empty()) continue;
+      if (waiting.front() != 0) control.Complete(waiting.front(), snap.seq);
+      waiting.erase(waiting.begin());
+    }
+  };
   auto body = [&]() -> Result<void> {
+    PTSNAP_TRY(source->Begin(writer));
     // Mappings that existed before the events were opened: the traced
     // processes' (attach), or every process's (system-wide). Processes that
     // exit meanwhile are skipped.
@@ -842,6 +867,7 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
     std::string end_detail;
     bool recording = true;
     std::vector<pid_t> gone;
+    bool stop_sent = false;  // self-driven
     while (recording) {
       // Sleeps until a trigger's breakpoint fires, a request arrives, or
       // the next drain is due. A hit is handled first: Snapshot disables PT
@@ -874,6 +900,7 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
       }
       PTSNAP_ASSIGN_OR_RETURN(SidebandEvents ev, source->DrainSideband(writer));
       mapped_files.insert(ev.mapped_files.begin(), ev.mapped_files.end());
+      announce_taken();
       for (auto [pid, tid] : ev.new_threads) {
         if (system_wide) vdso_pids.insert(pid);
         if (slow_probes && !pids.empty() && pid == pids[0]) {
@@ -905,6 +932,15 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
       // after it unless it was the single snapshot of a triggerless run.
       bool single_taken = false;
       for (const Control::Pending& req : control.TakeSnapshotRequests()) {
+        if (self_driven) {
+          // Taken by the source when it next can; TakenSnapshots completes it.
+          if (auto r = source->RequestSnapshot(req.ticket == 0 ? "SIGUSR2" : req.reason); !r) {
+            control.Complete(req.ticket, std::move(r).error());
+          } else {
+            waiting.push_back(req.ticket);
+          }
+          continue;
+        }
         auto seq = session.TakeSnapshot(trace::SnapshotReason::kSignal,
                                         req.ticket == 0 ? "SIGUSR2" : req.reason, 0, 0,
                                         opts.multi_snapshot || req.ticket != 0);
@@ -913,17 +949,28 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
         if (!opts.multi_snapshot && req.ticket == 0) single_taken = true;
       }
       if (single_taken) break;
-      if (control.stop_requested()) {
+      if (control.stop_requested() && self_driven) {
+        // The source takes the last snapshot and stops the program; the
+        // recording ends when the program has exited.
+        if (!stop_sent) source->RequestStop();
+        stop_sent = true;
+        outcome.interrupted = true;
+      } else if (control.stop_requested()) {
         end_reason = trace::SnapshotReason::kCtrlC;
         outcome.interrupted = true;
         recording = false;
-      } else if (opts.duration && std::chrono::steady_clock::now() - start >= *opts.duration) {
+      } else if (opts.duration && !self_driven &&
+                 std::chrono::steady_clock::now() - start >= *opts.duration) {
         end_reason = trace::SnapshotReason::kDuration;
         end_detail = std::to_string(opts.duration->count()) + "ms";
         recording = false;
-      } else if (run) {
+      }
+      if (recording && run) {
         int status = 0;
         if (child->Poll(&status)) {
+          if (self_driven) {
+            PTSNAP_TRY(source->TargetExited(status));
+          }
           outcome.program_status = status;
           end_reason = trace::SnapshotReason::kExit;
           end_detail = "status " + std::to_string(status);
@@ -932,7 +979,7 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
                {Event::Kind::kTargetExited,
                 opts.command[0] + " exited with status " + std::to_string(status), 0, status});
         }
-      } else if (!pids.empty()) {
+      } else if (recording && !run && !pids.empty()) {
         bool all_gone = true;
         for (pid_t pid : pids) {
           const bool exited = std::find(gone.begin(), gone.end(), pid) != gone.end();
@@ -958,11 +1005,16 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
     }
     PTSNAP_ASSIGN_OR_RETURN(SidebandEvents last, source->DrainSideband(writer));
     mapped_files.insert(last.mapped_files.begin(), last.mapped_files.end());
-    if (end_reason && prepared.mode == trace::Mode::kSnapshot &&
-        (opts.trigger.empty() || session.seq == 0)) {
+    if (self_driven) {
+      // Its last snapshots (at the program's exit) were read by
+      // TargetExited and that DrainSideband.
+      announce_taken();
+      PTSNAP_TRY(source->Finish(writer));
+    } else if (end_reason && prepared.mode == trace::Mode::kSnapshot &&
+               (opts.trigger.empty() || session.seq == 0)) {
       PTSNAP_TRY(session.TakeSnapshot(*end_reason, end_detail, 0, 0, false));
     }
-    if (prepared.mode == trace::Mode::kFull) {
+    if (prepared.mode == trace::Mode::kFull && !self_driven) {
       PTSNAP_TRY(source->Finish(writer));
       PTSNAP_TRY(session.TakeSnapshot(trace::SnapshotReason::kFull,
                                       end_reason ? std::string(trace::ToString(*end_reason)) : "",
@@ -997,24 +1049,30 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
         PTSNAP_LOG(kInfo) << "slow-call probes: " << t.calls() << " call(s) of " << opts.trigger
                           << " timed, " << t.unmatched_returns() << " return(s) without entry";
     }
-    RecordBinaries(writer, mapped_files, opts.copy_binaries,
-                   std::vector<pid_t>(vdso_pids.begin(), vdso_pids.end()));
     return Ok();
   };
   auto result = body();
-  outcome.snapshots = session.seq;
-  // The traced processes' JIT maps as they are now (docs/trace-format.md, jit/).
+  if (!result && self_driven) (void)source->Finish(writer);  // what it wrote, tidied up
+  // What the trace needs to decode, also when recording failed: the mapped
+  // files' build-ids (and copies), the vDSO, the JIT maps as they are now
+  // (docs/trace-format.md, binaries/, vdso/, jit/).
+  RecordBinaries(writer, mapped_files, opts.copy_binaries,
+                 std::vector<pid_t>(vdso_pids.begin(), vdso_pids.end()), source->host_vdso());
+  outcome.snapshots = self_driven ? taken_by_source : session.seq;
   if (auto r = writer.CopyPerfMaps(writer.manifest().pids); !r)
     outcome.warnings.push_back("JIT symbol maps not copied: " + r.error().ToString());
   if (!result) {
-    auto fin = writer.Finish(trace::State::kInterrupted);
-    (void)fin;
+    // The cause stays in the manifest (`ptsnap info` shows it).
+    (void)writer.Finish(trace::State::kInterrupted, result.error().message());
+    // The emulator's errors say themselves where its data is.
+    if (self_driven) return std::move(result).error();
     return std::move(result).error().AddContext("recording (what was captured is kept in " +
                                                 trace_dir.string() + ")");
   }
-  // docs/trace-format.md: "interrupted" after Ctrl-C, else "complete".
-  PTSNAP_TRY(
-      writer.Finish(outcome.interrupted ? trace::State::kInterrupted : trace::State::kComplete));
+  // docs/trace-format.md: "interrupted" after Ctrl-C (or a source that fell
+  // short of its end), else "complete".
+  PTSNAP_TRY(writer.Finish(outcome.interrupted || !source->complete() ? trace::State::kInterrupted
+                                                                      : trace::State::kComplete));
   if (run && child) {
     int status = 0;
     if (!child->Poll(&status)) {

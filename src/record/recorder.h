@@ -50,6 +50,10 @@ struct Prepared {
   // ring size (data_pages) for explanations of a refused mmap.
   std::optional<SamplingConfig> sampling;
   trace::Sampling sampling_info;
+  // An emulated recording (emulate::PrepareEmulated): the manifest's
+  // `emulator` line, and `source` "emulated". `cpu` and `pt` are then the
+  // virtual CPU's.
+  std::string emulator;
 };
 
 // The explanations of what the machine refuses (no PMU, privileges, errnos
@@ -129,8 +133,10 @@ using SourceFactory = std::function<Result<std::unique_ptr<PtSource>>(const Hard
 // per CPU, mappings of every process synthesized from /proc/*/maps, the
 // program (run) or the processes of -p (attach) only hosting the trigger.
 // On failure after the directory was created, the directory is finished in
-// state "interrupted" so what was captured stays readable. `make_source`
-// defaults to HardwarePtSource::Create. Errors carry their ErrorKind:
+// state "interrupted" (the error in its stop_error) so what was captured
+// stays readable. `make_source` defaults to HardwarePtSource::Create (or
+// SamplingSource's); the emulator passes its own, a self-driven source
+// (pt_source.h). Errors carry their ErrorKind:
 // kTraceDirExists, kProcessGone, kTrigger, kPrivilege, kBufferMapping.
 // Snapshot requests from `control` are taken as they come (reason "signal");
 // progress, snapshots, data loss and the target's exit go to `events`.

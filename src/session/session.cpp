@@ -143,6 +143,7 @@ Result<Plan> PlanRecording(record::RecordOptions opts, const PlanEnv& env) {
   if (opts.emulate) {
     // The emulator checks the program and the trigger before its own pieces.
     PTSNAP_ASSIGN_OR_RETURN(plan.emulated, emulate::PlanEmulation(opts));
+    plan.warnings = plan.emulated->attr.warnings;
   } else {
     PTSNAP_TRY(CheckTarget(opts));
     sys::HostCpuid host;
@@ -192,21 +193,18 @@ Result<Outcome> RunRecording(Plan plan, record::Control& control, const record::
     Emit(events, {record::Event::Kind::kInfo, "Moved the previous recording " +
                                                   plan.trace_dir.string() + " to " + old.string()});
   }
+  // One session loop (record::Record) for every source: the emulator is a
+  // PtSource that drives itself (record/pt_source.h).
+  record::SourceFactory make_source;
+  record::Prepared prepared;
   if (plan.emulated) {
-    // The emulator reports its snapshots as events only: count them.
-    auto counting = [&](const record::Event& e) {
-      if (e.kind == record::Event::Kind::kSnapshot) ++out.snapshots;
-      Emit(events, e);
-    };
-    auto status =
-        emulate::RecordEmulated(*plan.emulated, plan.opts, plan.trace_dir, control, counting);
-    if (!status) return std::move(status).error();
-    out.program_status = *status;
-    out.interrupted = control.stop_requested();
-    return out;
+    prepared = emulate::PrepareEmulated(*plan.emulated, plan.opts);
+    make_source = emulate::EmulatedSourceFactory(*plan.emulated, plan.opts, plan.trace_dir);
+  } else {
+    prepared = std::move(*plan.hardware);
   }
-  auto r = record::Record(plan.opts, std::move(*plan.hardware), plan.trace_dir, env.root, control,
-                          events);
+  auto r = record::Record(plan.opts, std::move(prepared), plan.trace_dir, env.root, control, events,
+                          make_source);
   if (!r) return std::move(r).error();
   out.program_status = r->program_status;
   out.snapshots = r->snapshots;

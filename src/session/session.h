@@ -8,8 +8,9 @@
 // and its trigger, then the machine (the intel_pt PMU and privileges, or the
 // emulator's pieces). So `ptsnap run --trigger main -- /bin/true` on a
 // machine without PT reports the missing `main`, not the missing PMU.
-// RunRecording then drives the hardware session loop (record/recorder.h) or
-// the emulator (emulate/emulate.h) with the same Control and events.
+// RunRecording then runs the one session loop (record::Record) over the
+// plan's source: hardware PT, sampling, or the emulator (emulate/emulate.h,
+// a self-driven PtSource), with the same Control and events.
 #pragma once
 
 #include <filesystem>

@@ -17,9 +17,14 @@
 #include <atomic>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <set>
+#include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
+#include "base/unique_fd.h"
 #include "perf/attr.h"
 #include "perf/perf_event.h"
 #include "perf/ring_buffer.h"
@@ -1059,6 +1064,167 @@ TEST(Attach, SidebandIsOnBeforeTheMapsAreRead) {
   ASSERT_TRUE(at_all.has_value());
   EXPECT_EQ(*at_sideband, 0u) << "the mappings were read before the sideband was on";
   EXPECT_GT(*at_all, 0u) << "the synthesized mappings should be written before PT starts";
+}
+
+}  // namespace
+}  // namespace ptsnap::record
+
+// ---- A self-driven source (the emulator's shape, pt_source.h) -------------
+
+namespace ptsnap::record {
+namespace {
+
+// Starts `sh -c "read x <&FD; exit 3"`: the program ends when the source is
+// asked to stop (RequestStop writes a line to FD). It takes a snapshot at
+// each request, on the next drain, as the emulator's plugin does.
+class FakeSelfDrivenSource final : public PtSource {
+ public:
+  struct Seen {
+    bool began = false;
+    int finished = 0;
+    int exit_status = -1;
+    std::vector<std::string> asked;
+  };
+  FakeSelfDrivenSource(Seen* seen, std::optional<std::string> fail_at_exit)
+      : seen_(seen), fail_at_exit_(std::move(fail_at_exit)) {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) == 0) {
+      read_.reset(fds[0]);
+      write_.reset(fds[1]);
+    }
+  }
+  [[nodiscard]] bool self_driven() const override { return true; }
+  [[nodiscard]] bool host_vdso() const override { return false; }
+  Result<Launch> LaunchCommand(const std::vector<std::string>& /*command*/) override {
+    return Launch{{"/bin/sh", "-c", "read x <&" + std::to_string(read_.get()) + "; exit 3"},
+                  {read_.get()}};
+  }
+  Result<void> Begin(trace::TraceWriter& /*writer*/) override {
+    seen_->began = true;
+    read_.reset();
+    return Ok();
+  }
+  Result<void> RequestSnapshot(const std::string& detail) override {
+    seen_->asked.push_back(detail);
+    return Ok();
+  }
+  void RequestStop() override { (void)!::write(write_.get(), "\n", 1); }
+  Result<SidebandEvents> DrainSideband(trace::TraceWriter& writer) override {
+    for (; taken_ < seen_->asked.size(); ++taken_) {
+      trace::Snapshot s;
+      s.seq = static_cast<uint32_t>(taken_ + 1);
+      s.reason = trace::SnapshotReason::kSignal;
+      s.detail = seen_->asked[taken_];
+      PTSNAP_TRY(writer.AddSnapshot(s));
+      new_.push_back(s);
+    }
+    return SidebandEvents{};
+  }
+  std::vector<trace::Snapshot> TakenSnapshots() override { return std::exchange(new_, {}); }
+  Result<void> TargetExited(int status) override {
+    seen_->exit_status = status;
+    if (fail_at_exit_) return Error(*fail_at_exit_);
+    return Ok();
+  }
+  Result<void> Finish(trace::TraceWriter& /*writer*/) override {
+    ++seen_->finished;
+    return Ok();
+  }
+  // What the loop must not call for a self-driven source fails loudly.
+  Result<void> AddThread(pid_t, pid_t, bool) override { return Ok(); }
+  Result<void> AddCpu(int) override { return Error("AddCpu called"); }
+  Result<void> ArmTriggers(const std::vector<TriggerPoint>&) override {
+    return Error("ArmTriggers called");
+  }
+  Result<void> EnableAll() override { return Ok(); }
+  Result<void> DrainAux(trace::TraceWriter&) override { return Ok(); }
+  Result<std::vector<TriggerHit>> PollTriggers() override { return std::vector<TriggerHit>{}; }
+  Result<void> Snapshot(trace::TraceWriter&, uint32_t, bool) override {
+    return Error("Snapshot called: a self-driven source takes its own");
+  }
+  [[nodiscard]] uint64_t Now() const override { return 0; }
+  [[nodiscard]] size_t traced_threads() const override { return 1; }
+  [[nodiscard]] bool HasThread(pid_t) const override { return true; }
+  [[nodiscard]] std::optional<trace::TimeConv> time_conv() const override {
+    return trace::TimeConv{0, 1, 0, true};
+  }
+
+ private:
+  Seen* seen_;
+  std::optional<std::string> fail_at_exit_;
+  base::UniqueFd read_, write_;
+  size_t taken_ = 0;
+  std::vector<trace::Snapshot> new_;
+};
+
+struct SelfDrivenRun {
+  Result<Outcome> out = Error("not run");
+  Result<uint32_t> first = Error("not asked");
+  FakeSelfDrivenSource::Seen seen;
+};
+
+// One recording of the fake: once the trace directory exists a driver asks
+// for a snapshot, waits for its number, then asks for the end.
+void RunSelfDriven(const std::filesystem::path& dir, std::optional<std::string> fail_at_exit,
+                   SelfDrivenRun& run) {
+  RecordOptions opts;
+  opts.command = {"the-program"};   // the source's LaunchCommand replaces it
+  opts.trigger = "no_such_symbol";  // the source's business: never resolved by the loop
+  Prepared p;
+  p.emulator = "a fake self-driven source";
+  Control control;
+  std::thread driver([&] {
+    while (!std::filesystem::exists(dir / "manifest.json"))
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    run.first = control.Snapshot("first look");
+    control.RequestStop();
+  });
+  run.out = Record(opts, p, dir, base::RootPath(), control, nullptr,
+                   [&](const HardwareConfig&) -> Result<std::unique_ptr<PtSource>> {
+                     return std::unique_ptr<PtSource>(
+                         std::make_unique<FakeSelfDrivenSource>(&run.seen, fail_at_exit));
+                   });
+  driver.join();
+}
+
+TEST(SelfDriven, TheLoopForwardsRequestsAnnouncesItsSnapshotsAndWaitsForTheProgram) {
+  TempDir tmp;
+  SelfDrivenRun run;
+  RunSelfDriven(tmp.path() / "t", std::nullopt, run);
+  ASSERT_THAT(run.out, HasValue());
+  ASSERT_THAT(run.first, HasValue());
+  EXPECT_EQ(*run.first, 1u);
+  EXPECT_TRUE(run.seen.began);
+  EXPECT_EQ(run.seen.asked, std::vector<std::string>{"first look"});
+  EXPECT_EQ(run.seen.exit_status, 3) << "the stop request reached the program through its fd";
+  EXPECT_EQ(run.seen.finished, 1);
+  EXPECT_EQ(run.out->program_status, 3);
+  EXPECT_EQ(run.out->snapshots, 1u);
+  EXPECT_TRUE(run.out->interrupted);
+  auto reader = trace::TraceReader::Open(tmp.path() / "t");
+  ASSERT_THAT(reader, HasValue());
+  const trace::Manifest& m = reader->manifest();
+  EXPECT_EQ(m.source, trace::Source::kEmulated);
+  EXPECT_EQ(m.emulator, "a fake self-driven source");
+  EXPECT_EQ(m.state, trace::State::kInterrupted);
+  ASSERT_EQ(m.snapshots.size(), 1u) << "the loop adds no exit or ctrl-c snapshot of its own";
+  EXPECT_EQ(m.snapshots[0].detail, "first look");
+  EXPECT_FALSE(std::filesystem::exists(tmp.path() / "t" / "vdso")) << "no host vDSO for it";
+}
+
+TEST(SelfDriven, AFailureAtTheProgramsEndIsTheErrorAndStaysInTheManifest) {
+  TempDir tmp;
+  SelfDrivenRun run;
+  const std::string why = "the plugin stopped: disk full; what it wrote is kept";
+  RunSelfDriven(tmp.path() / "t", why, run);
+  ASSERT_FALSE(run.out);
+  EXPECT_EQ(run.out.error().message(), why) << "the source's message, with no context added";
+  EXPECT_EQ(run.seen.finished, 1) << "Finish still tidies up";
+  auto reader = trace::TraceReader::Open(tmp.path() / "t");
+  ASSERT_THAT(reader, HasValue());
+  EXPECT_EQ(reader->manifest().state, trace::State::kInterrupted);
+  EXPECT_EQ(reader->manifest().stop_error, why);
+  EXPECT_EQ(reader->manifest().snapshots.size(), 1u) << "what was taken stays listed";
 }
 
 }  // namespace
