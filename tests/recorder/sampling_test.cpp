@@ -425,4 +425,64 @@ TEST_F(Sampling, LbrWithoutLbrNamesTheOtherModes) {
   EXPECT_THAT(e.err, HasSubstr("use --callgraph-mode fp or dwarf"));
 }
 
+// ptsnap killed (SIGKILL) while `run` records a native program: the program
+// dies with it (PR_SET_PDEATHSIG, record/child.cpp), as qemu does under
+// --emulate, instead of running on untraced; the trace directory is left
+// in state "recording" with what it listed, and `ptsnap info` says it was
+// cut short. (perf record's workload would run on: see docs/recording.md.)
+TEST(SamplingCli, KilledPtsnapTakesItsNativeProgramWithIt) {
+  const char* bin = std::getenv("PTSNAP_BIN");
+  ASSERT_NE(bin, nullptr) << "PTSNAP_BIN is set by meson";
+  TempDir tmp;
+  const fs::path dir = tmp.path() / "killed";
+  const fs::path log = tmp.path() / "killed.log";
+  const pid_t ptsnap = ::fork();
+  ASSERT_GE(ptsnap, 0);
+  if (ptsnap == 0) {
+    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    ::execl(bin, bin, "run", "--sampling", "--no-decode", "--trace-dir", dir.c_str(), "--",
+            "/bin/sleep", "60", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  // Recording once the manifest exists; the program is the recording
+  // thread's child (/proc/PID/task/TID/children).
+  pid_t program = -1;
+  for (int i = 0; i < 500 && program <= 0; ++i) {
+    ::usleep(10'000);
+    if (!fs::exists(dir / "manifest.json")) continue;
+    std::error_code ec;
+    for (const auto& t : fs::directory_iterator("/proc/" + std::to_string(ptsnap) + "/task", ec)) {
+      std::FILE* f = std::fopen((t.path() / "children").c_str(), "r");
+      if (f == nullptr) continue;
+      int pid = 0;
+      if (std::fscanf(f, "%d", &pid) == 1) program = pid;
+      std::fclose(f);
+    }
+  }
+  ::kill(ptsnap, SIGKILL);
+  ::waitpid(ptsnap, nullptr, 0);
+  ASSERT_GT(program, 0) << "ptsnap never started the program";
+  bool gone = false;
+  for (int i = 0; i < 200 && !gone; ++i) {
+    // Gone, or a zombie of init's: its /proc/PID/stat state is Z or X.
+    std::FILE* f = std::fopen(("/proc/" + std::to_string(program) + "/stat").c_str(), "r");
+    char state = 'X';
+    if (f != nullptr) {
+      if (std::fscanf(f, "%*d %*s %c", &state) != 1) state = 'X';
+      std::fclose(f);
+    }
+    gone = state == 'Z' || state == 'X';
+    if (!gone) ::usleep(10'000);
+  }
+  EXPECT_TRUE(gone) << "the program (pid " << program << ") outlived ptsnap";
+  auto r = ::ptsnap::trace::TraceReader::Open(dir);
+  ASSERT_TRUE(r) << r.error().ToString();
+  EXPECT_EQ(r->manifest().state, ::ptsnap::trace::State::kRecording);
+  const auto info = ::ptsnap::testing::RunPtsnap("info '" + dir.string() + "'");
+  EXPECT_EQ(info.rc, 0) << info.out;
+  EXPECT_THAT(info.out, HasSubstr("cut short by a crash or kill"));
+}
+
 }  // namespace
