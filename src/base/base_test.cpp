@@ -205,8 +205,15 @@ TEST(ParseDurationNs, UnitsAndFractions) {
   EXPECT_EQ(ParseDurationNs("1h"), 3600000000000u);
   EXPECT_EQ(ParseDurationNs("3\xc2\xb5s"), 3000u);
   EXPECT_EQ(ParseDurationNs("0ms"), 0u);
-  for (const char* bad :
-       {"", "5", "ms", "1.2.3ms", "1 parsec", "-1ms", ".ms", "1e3ms", "99999999999h"})
+  EXPECT_EQ(ParseDurationNs(" 3 MS "), 3000000u);
+  EXPECT_EQ(ParseDurationNs("1.0000000004s"), 1000000000u);   // 9 decimals kept
+  EXPECT_EQ(ParseDurationNs("1.5ns"), 2u);                    // to the nearest ns
+  EXPECT_EQ(ParseDurationNs("0.123456789h"), 444444440400u);  // exact above a second
+  EXPECT_EQ(ParseDurationNs("5", "s"), 5000000000u);          // --duration's bare seconds
+  EXPECT_EQ(ParseDurationNs("2.5", "s"), 2500000000u);
+  EXPECT_EQ(ParseDurationNs("2ms", "s"), 2000000u);
+  for (const char* bad : {"", "5", "ms", "1.2.3ms", "1 parsec", "-1ms", ".ms", "1.ms", "1e3ms",
+                          "99999999999h", "99999999999999999999999ms"})
     EXPECT_FALSE(ParseDurationNs(bad)) << bad;
 }
 }  // namespace

@@ -1,7 +1,7 @@
 #include "base/string_util.h"
 
+#include <cctype>
 #include <charconv>
-#include <cmath>
 #include <cstdio>
 
 namespace ptsnap::base {
@@ -57,27 +57,44 @@ std::optional<uint64_t> ParseUint(std::string_view s, int base) {
   return v;
 }
 
-std::optional<uint64_t> ParseDurationNs(std::string_view s) {
-  s = Trim(s);
-  size_t n = 0;
-  while (n < s.size() && ((s[n] >= '0' && s[n] <= '9') || s[n] == '.')) ++n;
-  const std::string_view number = s.substr(0, n);
-  const std::string_view unit = Trim(s.substr(n));
-  double scale = 0;
-  if (unit == "ns") scale = 1;
-  if (unit == "us" || unit == "\xc2\xb5s") scale = 1e3;
-  if (unit == "ms") scale = 1e6;
-  if (unit == "s") scale = 1e9;
-  if (unit == "m" || unit == "min") scale = 60e9;
-  if (unit == "h") scale = 3600e9;
-  if (number.empty() || scale == 0 || number.find('.') != number.rfind('.') || number == ".")
-    return std::nullopt;
-  double v = 0;
-  auto [ptr, ec] = std::from_chars(number.data(), number.data() + number.size(), v);
-  if (ec != std::errc() || ptr != number.data() + number.size()) return std::nullopt;
-  const double ns = v * scale;
-  if (ns >= 9.2e18) return std::nullopt;  // llround's long long
-  return static_cast<uint64_t>(std::llround(ns));
+std::optional<uint64_t> ParseDurationNs(std::string_view text, std::string_view default_unit) {
+  const std::string_view s = Trim(text);
+  size_t i = 0;
+  uint64_t whole = 0;
+  size_t whole_digits = 0;
+  for (; i < s.size() && s[i] >= '0' && s[i] <= '9'; ++i, ++whole_digits) {
+    if (whole > (UINT64_MAX - 9) / 10) return std::nullopt;
+    whole = whole * 10 + static_cast<uint64_t>(s[i] - '0');
+  }
+  // Up to 9 decimals, kept as the exact fraction frac / scale.
+  uint64_t frac = 0, scale = 1;
+  if (i < s.size() && s[i] == '.') {
+    size_t frac_digits = 0;
+    for (++i; i < s.size() && s[i] >= '0' && s[i] <= '9'; ++i, ++frac_digits) {
+      if (frac_digits >= 9) continue;
+      frac = frac * 10 + static_cast<uint64_t>(s[i] - '0');
+      scale *= 10;
+    }
+    if (frac_digits == 0) return std::nullopt;
+  }
+  if (whole_digits == 0 && scale == 1) return std::nullopt;
+  std::string unit;
+  for (char c : s.substr(i))
+    if (c != ' ') unit += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (unit.empty()) unit = default_unit;
+  uint64_t mult = 0;
+  if (unit == "ns") mult = 1;
+  if (unit == "us" || unit == "\xc2\xb5s") mult = 1'000;
+  if (unit == "ms") mult = 1'000'000;
+  if (unit == "s") mult = 1'000'000'000;
+  if (unit == "m" || unit == "min") mult = 60'000'000'000;
+  if (unit == "h") mult = 3'600'000'000'000;
+  if (mult == 0 || whole > (UINT64_MAX - mult) / mult) return std::nullopt;
+  // Units of a second or more are multiples of 10^9, so of `scale`: exact.
+  // Below, frac * mult < 10^15 and rounds to the nearest ns.
+  const uint64_t frac_ns =
+      mult % scale == 0 ? frac * (mult / scale) : (frac * mult + scale / 2) / scale;
+  return whole * mult + frac_ns;
 }
 
 std::optional<int64_t> ParseInt(std::string_view s, int base) {

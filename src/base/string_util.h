@@ -21,10 +21,14 @@ namespace ptsnap::base {
 [[nodiscard]] std::optional<uint64_t> ParseUint(std::string_view s, int base = 10);
 [[nodiscard]] std::optional<int64_t> ParseInt(std::string_view s, int base = 10);
 
-// A duration with a unit: "800ns", "2.5us", "1ms", "1.5s", "2m", "1h"
-// ("µs" too; spaces between number and unit allowed). The unit is
-// required: a bare "5" is ambiguous. nullopt on junk or overflow.
-[[nodiscard]] std::optional<uint64_t> ParseDurationNs(std::string_view s);
+// The one duration parser of ptsnap's options, in ns: a number with up to 9
+// decimals (exact; below a second fractions of a ns round to the nearest)
+// and a unit, ns, us (or µs), ms, s, m (or min), h, in any case, spaces
+// allowed: "800ns", "2.5us", "1 MS", "1.5s", "2m", "1h". A number without a
+// unit takes `default_unit` (--duration: "s"); with none given it is
+// refused, as a bare "5" is ambiguous. nullopt on junk or overflow. Pure.
+[[nodiscard]] std::optional<uint64_t> ParseDurationNs(std::string_view s,
+                                                      std::string_view default_unit = "");
 
 // "0x1f" style.
 [[nodiscard]] std::string Hex(uint64_t v);

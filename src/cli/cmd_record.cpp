@@ -62,20 +62,12 @@ struct Args {
   bool include_kernel = false, kernel_only = false;
 };
 
+// --duration: a bare number is seconds, as magic-trace and perf users write it.
 Result<std::chrono::milliseconds> ParseDuration(std::string_view text) {
-  std::string_view s = base::Trim(text);
-  size_t digits = 0;
-  while (digits < s.size() && (std::isdigit(static_cast<unsigned char>(s[digits])) != 0)) ++digits;
-  auto n = base::ParseUint(s.substr(0, digits));
-  std::string_view unit = s.substr(digits);
-  uint64_t scale = 0;
-  if (unit.empty() || unit == "s") scale = 1000;
-  if (unit == "ms") scale = 1;
-  if (unit == "m" || unit == "min") scale = 60000;
-  if (unit == "h") scale = 3600000;
-  if (!n || scale == 0 || *n == 0)
-    return Error("bad --duration '" + std::string(text) + "': use e.g. 10s, 500ms, 2m");
-  return std::chrono::milliseconds(*n * scale);
+  const std::optional<uint64_t> ns = base::ParseDurationNs(text, "s");
+  if (!ns || *ns == 0)
+    return Error("bad --duration '" + std::string(text) + "': use e.g. 10s, 500ms, 2m, 1.5s");
+  return std::chrono::milliseconds((*ns + 999'999) / 1'000'000);
 }
 
 void Fail(const std::string& message) {
@@ -311,7 +303,8 @@ void AddShared(CLI::App* cmd, Args* a) {
                   "mtc_period, noretcomp, psb_period); default normal. With --sampling: low 1000, "
                   "normal 10000, high the kernel's maximum samples per second, or sample:N")
       ->capture_default_str();
-  cmd->add_option("--duration", a->duration, "Stop after this long, e.g. 10s, 500ms");
+  cmd->add_option("--duration", a->duration,
+                  "Stop after this long, e.g. 10s, 500ms, 2m (a bare number is seconds)");
   cmd->add_flag("--copy-binaries", o.copy_binaries, "Copy the mapped binaries into the trace dir");
   cmd->add_flag("--emulate", o.emulate,
                 "Record under the PT emulator (qemu-user) instead of hardware; user space only");

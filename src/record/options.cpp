@@ -27,57 +27,20 @@ Result<uint64_t> ParseSize(std::string_view text) {
 }
 
 Result<uint64_t> ParseDuration(std::string_view text) {
-  const std::string_view s = base::Trim(text);
-  auto bad = [&] {
-    return Error("bad duration '" + std::string(text) +
-                 "': use a number and a unit (ns, us, ms or s), e.g. 2ms, 500us, 1.5ms, 800ns");
-  };
-  size_t i = 0;
-  uint64_t whole = 0;
-  size_t whole_digits = 0;
-  while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) {
-    if (whole > (UINT64_MAX - 9) / 10) return bad();
-    whole = whole * 10 + static_cast<uint64_t>(s[i] - '0');
-    ++i;
-    ++whole_digits;
-  }
-  // Up to 9 decimals, kept as an exact fraction frac / 10^frac_digits.
-  uint64_t frac = 0, scale = 1;
-  size_t frac_digits = 0;
-  if (i < s.size() && s[i] == '.') {
-    ++i;
-    while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) {
-      if (frac_digits < 9) {
-        frac = frac * 10 + static_cast<uint64_t>(s[i] - '0');
-        scale *= 10;
-      }
-      ++frac_digits;
-      ++i;
-    }
-    if (frac_digits == 0) return bad();
-  }
-  if (whole_digits == 0 && frac_digits == 0) return bad();
-  std::string unit;
-  for (char c : s.substr(i))
-    if (c != ' ') unit += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  uint64_t mult = 0;
-  if (unit == "ns") mult = 1;
-  if (unit == "us" || unit == "\xc2\xb5s") mult = 1'000;
-  if (unit == "ms") mult = 1'000'000;
-  if (unit == "s") mult = 1'000'000'000;
-  if (mult == 0) {
-    if (unit.empty())
+  const std::optional<uint64_t> ns = base::ParseDurationNs(text);
+  if (!ns) {
+    if (base::ParseDurationNs(text, "ms"))
       return Error("bad duration '" + std::string(text) +
-                   "': give a unit (ns, us, ms or s), e.g. " + std::string(s) + "ms");
-    return bad();
+                   "': give a unit (ns, us, ms, s, m or h), e.g. " + std::string(base::Trim(text)) +
+                   "ms");
+    return Error("bad duration '" + std::string(text) +
+                 "': use a number and a unit (ns, us, ms, s, m or h), e.g. 2ms, 500us, 1.5ms, "
+                 "800ns");
   }
   constexpr uint64_t kDayNs = uint64_t{86400} * 1'000'000'000;
-  if (whole > kDayNs / mult)
-    return Error("duration '" + std::string(text) + "' is longer than a day");
-  const uint64_t ns = whole * mult + (frac * mult + scale / 2) / scale;
-  if (ns == 0) return Error("duration '" + std::string(text) + "' is shorter than 1 ns");
-  if (ns > kDayNs) return Error("duration '" + std::string(text) + "' is longer than a day");
-  return ns;
+  if (*ns == 0) return Error("duration '" + std::string(text) + "' is shorter than 1 ns");
+  if (*ns > kDayNs) return Error("duration '" + std::string(text) + "' is longer than a day");
+  return *ns;
 }
 
 uint64_t RoundToPowerOfTwoPages(uint64_t bytes, bool* rounded) {

@@ -54,10 +54,12 @@ TEST(Options, ParseDuration) {
   EXPECT_EQ(*ParseDuration(".5us"), 500u);
   EXPECT_EQ(*ParseDuration("1.0000000004s"), 1'000'000'000u);  // 9 decimals kept
   EXPECT_EQ(*ParseDuration("0.0015ms"), 1'500u);
-  EXPECT_EQ(*ParseDuration("1.5ns"), 2u);  // rounds to the nearest ns
-  EXPECT_THAT(ParseDuration("2"), HasErrorContaining("give a unit (ns, us, ms or s), e.g. 2ms"));
+  EXPECT_EQ(*ParseDuration("1.5ns"), 2u);               // rounds to the nearest ns
+  EXPECT_EQ(*ParseDuration("2min"), 120'000'000'000u);  // base::ParseDurationNs's units
+  EXPECT_THAT(ParseDuration("2"),
+              HasErrorContaining("give a unit (ns, us, ms, s, m or h), e.g. 2ms"));
   EXPECT_THAT(ParseDuration("fast"), HasErrorContaining("bad duration 'fast'"));
-  EXPECT_THAT(ParseDuration("2min"), HasErrorContaining("bad duration"));
+  EXPECT_THAT(ParseDuration("2 parsecs"), HasErrorContaining("bad duration"));
   EXPECT_THAT(ParseDuration("1.ms"), HasErrorContaining("bad duration"));
   EXPECT_THAT(ParseDuration("-1ms"), HasErrorContaining("bad duration"));
   EXPECT_THAT(ParseDuration("0ms"), HasErrorContaining("shorter than 1 ns"));

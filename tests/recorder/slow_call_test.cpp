@@ -206,7 +206,7 @@ TEST_F(SlowCall, SlowerThanWithoutAFunctionTriggerIsAUsageError) {
   e = Ptsnap({"run", "--sampling", "--trigger", "handle_request", "--slower-than", "2", "--",
               Prog(), "1", "0", "1", "1"});
   EXPECT_EQ(e.code, 2);
-  EXPECT_THAT(e.err, HasSubstr("give a unit (ns, us, ms or s)"));
+  EXPECT_THAT(e.err, HasSubstr("give a unit (ns, us, ms, s, m or h)"));
 }
 
 }  // namespace
