@@ -33,6 +33,7 @@
 #include "emulate/virtual_cpu.h"
 #include "record/addr_filter.h"
 #include "sys/pmu.h"
+#include "trace/jitdump.h"
 #include "trace/trace_dir.h"
 
 #ifndef PTSNAP_QEMU_PLUGIN_BUILD_PATH
@@ -341,6 +342,8 @@ Result<EmulationPlan> PlanEmulation(const record::RecordOptions& opts) {
   pargs.push_back("cyc_thresh=" + std::to_string(timing.cyc_thresh));
   pargs.push_back(std::string("multi=") + (opts.multi_snapshot ? "1" : "0"));
   if (std::getenv("PTSNAP_EMULATE_HASH") != nullptr) pargs.push_back("hash=1");
+  // Benchmark baseline: no JIT code capture (docs/emulation.md, "JIT code").
+  if (std::getenv("PTSNAP_EMULATE_NO_JIT") != nullptr) pargs.push_back("jit=0");
   if (opts.duration) pargs.push_back("duration_ms=" + std::to_string(opts.duration->count()));
   return plan;
 }
@@ -535,9 +538,17 @@ Result<int> RecordEmulated(const EmulationPlan& plan, const record::RecordOption
     }
   writer.manifest().pids = pids;
   // Every mapped file, with its build-id, copied with --copy-binaries.
+  std::vector<std::pair<int32_t, std::string>> jitdumps;
   for (const auto& r : records) {
     if (r.type != PERF_RECORD_MMAP2) continue;
     const auto& path = std::get<trace::Mmap2>(r.body).filename;
+    if (const auto pid = trace::JitdumpMarkerPid(path)) {
+      // A runtime's jitdump (its marker mapping): copied when recording
+      // ends, below, not as a binary.
+      if (std::find(jitdumps.begin(), jitdumps.end(), std::pair(*pid, path)) == jitdumps.end())
+        jitdumps.emplace_back(*pid, path);
+      continue;
+    }
     auto& bins = writer.manifest().binaries;
     if (std::any_of(bins.begin(), bins.end(), [&](const auto& b) { return b.path == path; }))
       continue;
@@ -564,6 +575,9 @@ Result<int> RecordEmulated(const EmulationPlan& plan, const record::RecordOption
   // The guest's JIT maps (qemu-user passes /tmp through): docs/trace-format.md, jit/.
   if (auto r = writer.CopyPerfMaps(pids); !r)
     PTSNAP_LOG(kWarning) << "JIT symbol maps not copied: " << r.error().ToString();
+  for (const auto& [pid, path] : jitdumps)
+    if (auto r = writer.CopyJitdump(pid, path); !r)
+      PTSNAP_LOG(kWarning) << "jitdump not copied: " << r.error().ToString();
   if (!stop_error.empty()) {
     PTSNAP_TRY(writer.Finish(trace::State::kInterrupted, stop_error));
     return Error(stop_error + "; what it wrote is kept in " + trace_dir.string() +
