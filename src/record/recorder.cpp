@@ -30,6 +30,7 @@
 #include "sys/kernel_version.h"
 #include "sys/perf_event.h"
 #include "sys/proc_maps.h"
+#include "trace/jitdump.h"
 #include "trace/perf_record.h"
 #include "trace/trace_dir.h"
 
@@ -996,6 +997,18 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
       if (session.seq == 0 || end_reason)
         PTSNAP_LOG(kInfo) << "slow-call probes: " << t.calls() << " call(s) of " << opts.trigger
                           << " timed, " << t.unmatched_returns() << " return(s) without entry";
+    }
+    // A runtime's jitdump (node --perf-prof, the JVM agent, .NET) shows as
+    // the marker mapping of its file: copied as a jitdump, not a binary.
+    for (auto it = mapped_files.begin(); it != mapped_files.end();) {
+      const auto pid = trace::JitdumpMarkerPid(*it);
+      if (!pid) {
+        ++it;
+        continue;
+      }
+      if (auto r = writer.CopyJitdump(*pid, *it); !r)
+        outcome.warnings.push_back("jitdump not copied: " + r.error().ToString());
+      it = mapped_files.erase(it);
     }
     RecordBinaries(writer, mapped_files, opts.copy_binaries,
                    std::vector<pid_t>(vdso_pids.begin(), vdso_pids.end()));
