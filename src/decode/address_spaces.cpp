@@ -10,7 +10,10 @@
 
 #include "base/check.h"
 #include "base/string_util.h"
+#include "trace/jit_code.h"
+#include "trace/jitdump.h"
 #include "trace/owned_file.h"
+#include "trace/trace_dir.h"
 
 namespace ptsnap::decode {
 namespace {
@@ -51,9 +54,12 @@ AddressSpaces::AddressSpaces(std::filesystem::path dir, std::vector<trace::Binar
 
 void AddressSpaces::Apply(const trace::Record& rec) {
   uint64_t time = rec.sample_id.time;
+  ApplyQueuedCode(time);
   if (const auto* m = std::get_if<trace::Mmap2>(&rec.body)) {
     std::string bid = (rec.misc & trace::kMiscMmapBuildId) ? base::HexBytes(m->build_id) : "";
     if ((m->prot & 4 /*PROT_EXEC*/) == 0 && m->prot != 0) return;
+    // A runtime's jitdump marker mapping (LoadJit reads the file): no code.
+    if (trace::JitdumpMarkerPid(m->filename)) return;
     AddMmap(static_cast<int32_t>(m->pid), time, m->addr, m->len, m->pgoff, m->filename, bid);
   } else if (const auto* m1 = std::get_if<trace::Mmap>(&rec.body)) {
     AddMmap(static_cast<int32_t>(m1->pid), time, m1->addr, m1->len, m1->pgoff, m1->filename, "");
@@ -81,6 +87,7 @@ void AddressSpaces::Apply(const trace::Record& rec) {
         PTSNAP_CHECK_OK(pt_image_copy(Image(space), Image(from)));
         code_maps_[space] = code_maps_[from];
         symbolizer_.ForkProcess(from, space);
+        if (auto it = jit_.find(from); it != jit_.end()) Jit(space) = *it->second;
       }
     }
   }
@@ -147,7 +154,24 @@ struct pt_image* AddressSpaces::Image(int32_t space) {
   // Copying or adding a cached section fails only on bad arguments (a null
   // image, an isid not in the cache): a bug, never a property of the trace.
   PTSNAP_CHECK_OK(pt_image_copy(image.get(), kernel_.image()));
+  AttachJit(space, image.get());
   return images_.emplace(space, std::move(image)).first->second.get();
+}
+
+JitMemory& AddressSpaces::Jit(int32_t space) {
+  std::unique_ptr<JitMemory>& j = jit_[space];
+  if (!j) {
+    j = std::make_unique<JitMemory>();
+    AttachJit(space, Image(space));
+  }
+  return *j;
+}
+
+void AddressSpaces::AttachJit(int32_t space, struct pt_image* image) {
+  auto it = jit_.find(space);
+  if (it == jit_.end() || !it->second) return;
+  // Fails only on a null image: a bug.
+  PTSNAP_CHECK_OK(pt_image_set_callback(image, ReadJitMemory, it->second.get()));
 }
 
 struct pt_image* AddressSpaces::Image(int32_t space, size_t pokes) {
@@ -159,6 +183,7 @@ struct pt_image* AddressSpaces::Image(int32_t space, size_t pokes) {
     PTSNAP_CHECK_OK(pt_image_copy(image.get(), prev));
     PTSNAP_CHECK_OK(
         pt_image_add_cached(image.get(), iscache_, kernel_.PokeIsid(v.size()), nullptr));
+    AttachJit(space, image.get());
     v.push_back(std::move(image));
   }
   return v[pokes - 1].get();
@@ -180,6 +205,7 @@ int32_t AddressSpaces::NewSpace(int32_t pid, uint64_t time, bool copy) {
     PTSNAP_CHECK_OK(pt_image_copy(image, Image(old)));
     code_maps_[id] = code_maps_[old];
     symbolizer_.ForkProcess(old, id);
+    if (auto it = jit_.find(old); it != jit_.end()) Jit(id) = *it->second;
   } else {
     exec_spaces_.insert(id);
   }
@@ -256,6 +282,144 @@ void AddressSpaces::AddMmap(int32_t pid, uint64_t time, uint64_t addr, uint64_t 
     isids_.emplace(key, isid);
   }
   PTSNAP_CHECK_OK(pt_image_add_cached(Image(space), iscache_, isid, nullptr));
+}
+
+}  // namespace ptsnap::decode
+
+namespace ptsnap::decode {
+
+const std::string* AddressSpaces::KeepJitFile(const std::filesystem::path& rel) {
+  struct stat st;
+  if (::lstat((dir_ / rel).c_str(), &st) != 0 && errno == ENOENT) return nullptr;
+  auto text = trace::ReadOwnedFile(dir_, rel, size_t{1} << 30);
+  if (!text) {
+    stats_.warnings.push_back("JIT code not decoded: " + text.error().ToString());
+    return nullptr;
+  }
+  jit_files_.push_back(std::make_unique<std::string>(std::move(*text)));
+  return jit_files_.back().get();
+}
+
+void AddressSpaces::LoadJit(const trace::Manifest& manifest) {
+  for (int32_t pid : manifest.pids) {
+    LoadJitdump(manifest, pid);
+    const std::filesystem::path rel = trace::JitCodePath({}, pid);
+    const std::string* text = KeepJitFile(rel);
+    if (text == nullptr) continue;
+    auto file = trace::ParseJitCode(*text);
+    if (!file) {
+      stats_.warnings.push_back((dir_ / rel).string() + ": " + file.error().ToString() +
+                                "; its JIT code is not decoded");
+      continue;
+    }
+    if (file->torn_tail)
+      stats_.warnings.push_back((dir_ / rel).string() +
+                                ": its last record is incomplete (the process died writing it) "
+                                "and was dropped");
+    for (const trace::JitCodeLoad& l : file->loads)
+      queued_code_.push_back(
+          {pid, l.time, l.addr, {reinterpret_cast<const uint8_t*>(l.code.data()), l.code.size()}});
+  }
+  std::stable_sort(queued_code_.begin() + static_cast<ptrdiff_t>(next_code_), queued_code_.end(),
+                   [](const QueuedCode& a, const QueuedCode& b) { return a.time < b.time; });
+}
+
+void AddressSpaces::LoadJitdump(const trace::Manifest& manifest, int32_t pid) {
+  const std::filesystem::path rel = trace::JitdumpPath({}, pid);
+  const std::string* text = KeepJitFile(rel);
+  if (text == nullptr) return;
+  const std::string where = (dir_ / rel).string() + ": ";
+  auto dump = trace::ParseJitdump(*text);
+  if (!dump) {
+    stats_.warnings.push_back(where + dump.error().ToString() + "; it is not used");
+    return;
+  }
+  if (!dump->malformed.empty())
+    stats_.warnings.push_back(where + dump->malformed + "; the records after it are not used");
+  const bool code = manifest.source != trace::Source::kEmulated;
+  const bool tsc = dump->header.arch_timestamp();
+  auto time = [&](uint64_t ts) {
+    return tsc && manifest.time_conv.time_mult != 0 ? trace::TscToPerfTime(manifest.time_conv, ts)
+                                                    : ts;
+  };
+  elf::SymbolTable names;
+  std::unordered_map<uint64_t, const trace::JitdumpCodeLoad*> by_index;
+  for (const trace::JitdumpCodeLoad& l : dump->loads) {
+    by_index[l.code_index] = &l;
+    if (!l.code.empty()) names.Add(elf::Symbol{l.code_addr, l.code.size(), l.name});
+    if (code)
+      queued_code_.push_back({pid,
+                              time(l.timestamp),
+                              l.code_addr,
+                              {reinterpret_cast<const uint8_t*>(l.code.data()), l.code.size()}});
+  }
+  // A move (the runtime's GC moved compiled code): the same code and name
+  // at the new address from then on.
+  for (const trace::JitdumpCodeMove& m : dump->moves) {
+    auto it = by_index.find(m.code_index);
+    if (it == by_index.end()) continue;
+    const trace::JitdumpCodeLoad& l = *it->second;
+    names.Add(elf::Symbol{m.new_code_addr, m.code_size, l.name});
+    if (code && m.code_size == l.code.size())
+      queued_code_.push_back({pid,
+                              time(m.timestamp),
+                              m.new_code_addr,
+                              {reinterpret_cast<const uint8_t*>(l.code.data()), l.code.size()}});
+  }
+  names.Finish();
+  jit_names_[pid].push_back(std::move(names));
+}
+
+void AddressSpaces::ApplyQueuedCode(uint64_t before) {
+  while (next_code_ < queued_code_.size() && queued_code_[next_code_].time <= before) {
+    const QueuedCode& q = queued_code_[next_code_++];
+    AddCode(q.pid, q.time, q.addr, q.code);
+  }
+}
+
+void AddressSpaces::FinishSideband(const std::vector<int32_t>& pids) {
+  ApplyQueuedCode(UINT64_MAX);
+  // JIT maps written by runtimes (perf's /tmp/perf-PID.map convention), as
+  // the recording host had them when recording ended: the trace's copies,
+  // for each space the process had (names are not versioned in time).
+  for (int32_t pid : pids) {
+    std::vector<int32_t> spaces;
+    if (auto it = epochs_.find(pid); it != epochs_.end()) {
+      for (const Epoch& e : it->second) spaces.push_back(e.space);
+    } else {
+      spaces.push_back(pid);
+    }
+    const auto map = trace::PerfMapPath(std::filesystem::path(), pid);
+    if (auto text = trace::ReadOwnedFile(dir_, map))
+      symbolizer_.AddPerfMap(spaces, ParsePerfMap(*text));
+    // The jitdump's names (LoadJitdump).
+    if (auto it = jit_names_.find(pid); it != jit_names_.end())
+      for (elf::SymbolTable& t : it->second) symbolizer_.AddPerfMap(spaces, std::move(t));
+  }
+}
+
+void AddressSpaces::AddCode(int32_t pid, uint64_t time, uint64_t addr,
+                            std::span<const uint8_t> code) {
+  if (code.empty() || IsKernelAddress(addr)) return;
+  int32_t space = CurrentSpace(pid);
+  const uint64_t end = addr + code.size();
+  auto held = jit_.find(space);
+  if (held != jit_.end() && held->second->Conflicts(addr, code)) {
+    stats_.jit_rewrites++;
+    const int32_t old = space;
+    space = NewSpace(pid, time, /*copy=*/true);
+    // Past kMaxSpaces the newest bytes overwrite the last space's.
+    if (space == old) stats_.jit_late_rewrites++;
+  }
+  JitMemory& mem = Jit(space);
+  // The Symbolizer names these pages "[jit]": perf map names, else
+  // "[jit @ 0xADDR]".
+  for (uint64_t page = addr & ~uint64_t{0xfff}; page < end; page += 0x1000) {
+    if (!mem.HoldsPage(page)) symbolizer_.AddMapping(space, page, 0x1000, 0, {}, "[jit]");
+  }
+  mem.Write(addr, code);
+  stats_.jit_loads++;
+  stats_.jit_bytes += code.size();
 }
 
 }  // namespace ptsnap::decode

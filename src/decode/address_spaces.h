@@ -14,11 +14,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
+#include "decode/jit_memory.h"
 #include "decode/kernel_image.h"
 #include "decode/libipt.h"
 #include "decode/stats.h"
@@ -59,7 +62,31 @@ class AddressSpaces {
   // and MMAP add a mapping, COMM with the exec flag starts an empty space,
   // FORK copies the parent's current space; every other record is ignored.
   // Missing or changed files are counted and warned about in the stats.
+  //
+  // Code loads queued by LoadJit are applied first, each before the first
+  // record later than it.
   void Apply(const trace::Record& rec);
+
+  // JIT code (docs/decoding.md, "JIT code") of each of the manifest's
+  // pids, queued to be added at its time: the code the emulator captured
+  // (DIR/jit/code-PID.bin, trace/jit_code.h) and, on hardware traces, the
+  // code loads of the runtime's jitdump (DIR/jit/jit-PID.dump,
+  // trace/jitdump.h; timestamps TSC or CLOCK_MONOTONIC, taken as the perf
+  // clock). Emulated traces take only names from a jitdump: its timestamps
+  // are the host's, not the virtual clock, and the capture has the bytes.
+  // Unreadable or malformed files are warnings in the stats (what parsed
+  // before the problem is kept); a torn last record is dropped.
+  void LoadJit(const trace::Manifest& manifest);
+  // After the last Apply: the code loads still queued, then the JIT symbol
+  // maps of `pids` (DIR/jit/perf-PID.map, the recording host's as recording
+  // ended) for every address space each process had.
+  void FinishSideband(const std::vector<int32_t>& pids);
+  // `code` ran from memory at `addr` in process `pid` from `time` on: held
+  // in the space's JitMemory (read by libipt where no section maps the
+  // address: a file section over the same addresses wins) and named "[jit]"
+  // for the Symbolizer. Bytes that differ from code held there start a new
+  // space (a copy) at `time`, as an mmap replacing code does.
+  void AddCode(int32_t pid, uint64_t time, uint64_t addr, std::span<const uint8_t> code);
 
   // The space `pid` had at `time`, and the time its next one starts
   // (UINT64_MAX: none). LastSpace: the one at the end of the recording.
@@ -90,6 +117,11 @@ class AddressSpaces {
   // The space's image (kernel sections copied in on creation).
   struct pt_image* Image(int32_t space);
   MappedFile Resolve(int32_t pid, const std::string& filename, const std::string& build_id);
+  // The space's JIT memory, created (and served to its image) on first use.
+  JitMemory& Jit(int32_t space);
+  // Serves the space's JIT memory, when it has one, to `image`.
+  void AttachJit(int32_t space, struct pt_image* image);
+  void ApplyQueuedCode(uint64_t before);
 
   std::filesystem::path dir_;
   std::vector<trace::Binary> binaries_;
@@ -118,6 +150,21 @@ class AddressSpaces {
   std::unordered_set<int32_t> exec_spaces_;
   std::unordered_map<std::string, int> isids_;  // "path@off+size@vaddr" -> isid
   std::unordered_map<int32_t, std::vector<UniqueImage>> poked_images_;  // by space: [k - 1]
+  std::unordered_map<int32_t, std::unique_ptr<JitMemory>> jit_;         // by space
+  // LoadJit's queue, in time order (stable: file order within a time), and
+  // the files' contents the loads point into.
+  struct QueuedCode {
+    int32_t pid = 0;
+    uint64_t time = 0, addr = 0;
+    std::span<const uint8_t> code;
+  };
+  std::vector<QueuedCode> queued_code_;
+  size_t next_code_ = 0;
+  std::vector<std::unique_ptr<std::string>> jit_files_;
+  std::unordered_map<int32_t, std::vector<elf::SymbolTable>> jit_names_;  // by pid: jitdump names
+  void LoadJitdump(const trace::Manifest& manifest, int32_t pid);
+  // The file `rel`, kept for the decode (nullptr: absent, or a warning).
+  const std::string* KeepJitFile(const std::filesystem::path& rel);
 };
 
 }  // namespace ptsnap::decode

@@ -64,6 +64,7 @@ Result<std::unique_ptr<PtDecoder>> PtDecoder::Create(const std::filesystem::path
                                                      const std::vector<trace::Record>& records) {
   std::unique_ptr<PtDecoder> d(new PtDecoder(dir, manifest));
   d->kernel_.Load(dir, manifest, d->symbolizer_, d->stats_);
+  d->spaces_.LoadJit(manifest);
   // Sideband in time order: fork copies the parent's address space, exec
   // starts a new one, mmaps add sections (or start a new space when they
   // replace mapped code), text pokes make new kernel image versions and
@@ -78,14 +79,8 @@ Result<std::unique_ptr<PtDecoder>> PtDecoder::Create(const std::filesystem::path
       d->spaces_.Apply(rec);
     }
   }
-  // JIT maps written by runtimes (perf's /tmp/perf-PID.map convention), as
-  // the recording host had them when recording ended: the trace's copies.
-  for (int32_t pid : manifest.pids) {
-    const auto map = trace::PerfMapPath(std::filesystem::path(), pid);
-    if (auto text = trace::ReadOwnedFile(dir, map); text) {
-      d->symbolizer_.AddPerfMap(d->LastSpace(pid), ParsePerfMap(*text));
-    }
-  }
+  // JIT code loads after the last record; JIT maps' names.
+  d->spaces_.FinishSideband(manifest.pids);
   return d;
 }
 

@@ -295,5 +295,74 @@ TEST(PtDecoderTest, PerfMapInTheTraceDirNamesJitCode) {
   EXPECT_FALSE((*plain)->symbolizer().Resolve(pid, 0x7f0000001010).known);
 }
 
+// Hardware traces take JIT code bytes from the runtime's jitdump: each
+// JIT_CODE_LOAD is added at its timestamp, and a load over different bytes
+// at the same address (code reused) starts a new address space there. Here
+// version 1 (nop; ret) runs four times, then the stream's TSC passes the
+// second load's time and version 2 (three nops; ret) runs twice: 4 * 2 +
+// 2 * 4 instructions, none unmapped.
+TEST(PtDecoderTest, JitdumpCodeLoadsDecodeAtTheirTimes) {
+  ptsnap::testing::TempDir tmp;
+  const int32_t pid = ::getpid();
+  const uint64_t a = 0x7f0000001000;
+  std::string dump;
+  auto u32 = [&](uint32_t v) { dump.append(reinterpret_cast<const char*>(&v), 4); };
+  auto u64 = [&](uint64_t v) { dump.append(reinterpret_cast<const char*>(&v), 8); };
+  u32(0x4A695444), u32(1), u32(40), u32(62), u32(0), u32(static_cast<uint32_t>(pid)), u64(0),
+      u64(0);
+  auto load = [&](uint64_t ts, const std::string& name, const std::string& code, uint64_t index) {
+    u32(0), u32(static_cast<uint32_t>(56 + name.size() + 1 + code.size())), u64(ts);
+    u32(static_cast<uint32_t>(pid)), u32(static_cast<uint32_t>(pid)), u64(a), u64(a),
+        u64(code.size()), u64(index);
+    dump += name;
+    dump.push_back('\0');
+    dump += code;
+  };
+  load(5, "jit_one", "\x90\xc3", 1);
+  load(150, "jit_two", "\x90\x90\x90\xc3", 2);
+  tmp.Write("host/jit-" + std::to_string(pid) + ".dump", dump);
+  auto p = testing::LoadCallsProgram();
+  {
+    trace::Manifest m = testing::CallsManifest(pid);
+    m.source = trace::Source::kHardware;  // an emulated trace takes only names from a jitdump
+    auto w = trace::TraceWriter::Create(tmp.path() / "trace", m);
+    ASSERT_THAT(w, HasValue());
+    ASSERT_THAT(w->CopyJitdump(pid, tmp.path() / "host" / ("jit-" + std::to_string(pid) + ".dump")),
+                HasValue());
+    ASSERT_THAT(w->Finish(), HasValue());
+  }
+  auto reader = trace::TraceReader::Open(tmp.path() / "trace");
+  ASSERT_THAT(reader, HasValue());
+  auto dec = PtDecoder::Create(reader->dir(), reader->manifest(), testing::CallsSideband(p, pid));
+  ASSERT_THAT(dec, HasValue());
+  testing::StreamBuilder b;
+  b.Psb(10);
+  b.TipPge(a);
+  for (int i = 0; i < 3; ++i) b.Tip(a);  // each ret returns to a
+  b.Tsc(200);
+  b.Tip(a);
+  b.Tip(a);
+  b.TipPgd();
+  const std::string stream = b.Finish();
+  ASSERT_THAT((*dec)->DecodeStream(pid, stream, [](const BranchEvent&) {}), HasValue());
+  const DecodeStats& st = (*dec)->stats();
+  EXPECT_EQ(st.errors, 0u);
+  EXPECT_EQ(st.instructions, 4u * 2 + 2u * 4);
+  EXPECT_EQ(st.jit_loads, 2u);
+  EXPECT_EQ(st.jit_rewrites, 1u);
+  EXPECT_TRUE((*dec)->symbolizer().Resolve(pid, a).known);
+
+  // The same dump in an emulated trace: names only (its timestamps are not
+  // the virtual clock; the emulator's capture has the bytes).
+  trace::Manifest emulated = reader->manifest();
+  emulated.source = trace::Source::kEmulated;
+  auto names_only = PtDecoder::Create(reader->dir(), emulated, testing::CallsSideband(p, pid));
+  ASSERT_THAT(names_only, HasValue());
+  ASSERT_THAT((*names_only)->DecodeStream(pid, stream, [](const BranchEvent&) {}), HasValue());
+  EXPECT_EQ((*names_only)->stats().jit_loads, 0u);
+  EXPECT_GE((*names_only)->stats().nomap_errors, 1u);
+  EXPECT_TRUE((*names_only)->symbolizer().Resolve(pid, a).known);
+}
+
 }  // namespace
 }  // namespace ptsnap::decode

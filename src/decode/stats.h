@@ -24,8 +24,13 @@ struct DecodeStats {
   uint64_t nomap_errors = 0;  // -pte_nomap: code not in any image section
   uint64_t build_id_mismatches = 0;
   uint64_t missing_files = 0;
-  uint64_t tsx_aborts = 0;            // transactions aborted: their speculative branches dropped
-  uint64_t thread_switches = 0;       // per-CPU streams: changes of the running thread applied
+  uint64_t tsx_aborts = 0;       // transactions aborted: their speculative branches dropped
+  uint64_t thread_switches = 0;  // per-CPU streams: changes of the running thread applied
+  // JIT code (docs/decoding.md, "JIT code"): code loads added to address
+  // spaces, their bytes, the loads that rewrote code held at their
+  // addresses (each a new address space from its time), and those past the
+  // limit of spaces per process (decoded as of the newest bytes).
+  uint64_t jit_loads = 0, jit_bytes = 0, jit_rewrites = 0, jit_late_rewrites = 0;
   std::vector<std::string> warnings;  // one line each; shown once in the summary
 };
 

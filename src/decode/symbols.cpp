@@ -191,6 +191,17 @@ void Symbolizer::AddPerfMap(int32_t pid, elf::SymbolTable table) {
   p.cache.clear();
 }
 
+void Symbolizer::AddPerfMap(std::span<const int32_t> pids, elf::SymbolTable table) {
+  if (pids.empty()) return;
+  AddPerfMap(pids[0], std::move(table));
+  const elf::SymbolTable* shared = Process(pids[0]).jit.back();
+  for (int32_t pid : pids.subspan(1)) {
+    auto& p = Process(pid);
+    p.jit.push_back(shared);
+    p.cache.clear();
+  }
+}
+
 void Symbolizer::ResetProcess(int32_t pid) {
   auto& p = Process(pid);
   p.maps.clear();
@@ -256,9 +267,14 @@ Resolved Symbolizer::Resolve(int32_t pid, uint64_t addr) {
   if (!r.known) {
     char buf[64];
     std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(addr));
-    std::string name = "[unknown @ " + std::string(buf);
-    if (r.dso != nullptr) name += " (" + *r.dso + ")";
-    name += "]";
+    std::string name;
+    if (r.dso != nullptr && *r.dso == "[jit]") {
+      name = "[jit @ " + std::string(buf) + "]";  // JIT code without a name
+    } else {
+      name = "[unknown @ " + std::string(buf);
+      if (r.dso != nullptr) name += " (" + *r.dso + ")";
+      name += "]";
+    }
     r.name = Intern(name);
     r.start = addr;
     r.end = addr + 1;

@@ -1,6 +1,7 @@
 // Symbolisation for decoded addresses: per process, which mapping holds an
 // address and which function of it; the kernel's functions from kallsyms;
-// JIT maps (/tmp/perf-PID.map text). The ELF files themselves are read by
+// JIT maps (/tmp/perf-PID.map text). Code in a "[jit]" mapping with no
+// name is "[jit @ 0xADDR]". The ELF files themselves are read by
 // elf::SymbolFile (elf/symbol_file.h), kallsyms text by sys::ParseKallsyms.
 #pragma once
 
@@ -9,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -62,6 +64,8 @@ class Symbolizer {
                   const std::filesystem::path& file, const std::string& dso);
   // JIT symbols for `pid` (a perf-PID.map: the trace's jit/ copy, trace_dir.h).
   void AddPerfMap(int32_t pid, elf::SymbolTable table);
+  // The same table for each of `pids` (every address space of one process).
+  void AddPerfMap(std::span<const int32_t> pids, elf::SymbolTable table);
   // Forgets a process's mappings (exec).
   void ResetProcess(int32_t pid);
   // Copies the parent's mappings (fork).

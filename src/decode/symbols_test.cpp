@@ -41,6 +41,27 @@ TEST(SymbolsTest, PerfMapWithAndWithoutPrefix) {
   EXPECT_EQ(t.Find(0x7f0000002008)->name, "Lfoo;::bar (x)");
 }
 
+// JIT code in a "[jit]" mapping: named by a JIT map where it has a name
+// (in every address space the map was given to), else "[jit @ 0xADDR]";
+// other code without a symbol stays "[unknown @ ...]".
+TEST(SymbolsTest, JitCodeIsNamedByTheMapOrByItsAddress) {
+  Symbolizer s;
+  s.AddMapping(1, 0x7f0000001000, 0x1000, 0, {}, "[jit]");
+  s.AddMapping(2, 0x7f0000001000, 0x1000, 0, {}, "[jit]");
+  const int32_t spaces[] = {1, 2};
+  s.AddPerfMap(spaces, ParsePerfMap("7f0000001100 20 JS:*hot\n"));
+  for (int32_t space : spaces) {
+    Resolved named = s.Resolve(space, 0x7f0000001104);
+    EXPECT_TRUE(named.known);
+    EXPECT_EQ(*named.name, "JS:*hot");
+    EXPECT_EQ(*named.dso, "[jit]");
+  }
+  Resolved unnamed = s.Resolve(1, 0x7f0000001800);
+  EXPECT_FALSE(unnamed.known);
+  EXPECT_EQ(*unnamed.name, "[jit @ 0x7f0000001800]");
+  EXPECT_EQ(*s.Resolve(1, 0x5000).name, "[unknown @ 0x5000]");
+}
+
 TEST(SymbolsTest, DemanglesCxxNames) {
   EXPECT_EQ(elf::Demangle("_ZN3foo3barEi"), "foo::bar(int)");
   EXPECT_EQ(elf::Demangle("main"), "main");

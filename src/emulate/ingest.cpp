@@ -10,6 +10,7 @@
 #include <variant>
 
 #include "base/file_util.h"
+#include "base/string_util.h"
 #include "base/unique_fd.h"
 #include "emulate/events.h"
 
@@ -142,7 +143,16 @@ Result<std::vector<trace::Snapshot>> PluginIngest::Poll() {
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(work_, ec)) {
     std::string name = e.path().filename().string();
-    if (name.rfind("events.", 0) == 0) names.push_back(std::move(name));
+    // A process's JIT code capture moves into the trace directory when it
+    // appears; the plugin goes on appending to it there.
+    constexpr std::string_view kJit = "jit-code.";
+    if (name.rfind("events.", 0) == 0) {
+      names.push_back(std::move(name));
+    } else if (name.starts_with(kJit)) {
+      auto pid = base::ParseUint(std::string_view(name).substr(kJit.size()), 10);
+      if (pid && *pid > 0 && *pid <= INT32_MAX)
+        PTSNAP_TRY(writer_.AdoptJitCode(static_cast<int32_t>(*pid), e.path()));
+    }
   }
   std::sort(names.begin(), names.end());
   std::vector<trace::Snapshot> added;

@@ -4,8 +4,10 @@
 
 #include <fstream>
 
+#include "base/file_util.h"
 #include "tests/support/result_matchers.h"
 #include "tests/support/temp_dir.h"
+#include "trace/jit_code.h"
 #include "trace/trace_dir.h"
 
 namespace ptsnap::emulate {
@@ -39,6 +41,30 @@ class IngestTest : public ::testing::Test {
   TempDir tmp_;
   std::optional<trace::TraceWriter> writer_;
 };
+
+// The plugin's JIT code capture moves into the trace directory's jit/ as
+// soon as it appears, and what the plugin appends after the move (through
+// its open descriptor) lands there too.
+TEST_F(IngestTest, JitCodeMovesIntoTheTraceDirectoryAndKeepsGrowing) {
+  PluginIngest ingest(work(), *writer_);
+  const std::string header = trace::JitCodeHeader();
+  const std::string rec = trace::FormatJitCodeRecord({.time = 5, .addr = 0x1000, .code = "\xc3"});
+  Append("jit-code.10", header);
+  std::ofstream plugin(work() / "jit-code.10", std::ios::app | std::ios::binary);
+  Append("events.10", "comm 0 10 10 1 prog\n");
+  ASSERT_TRUE(ingest.Poll());
+  const auto moved = trace::JitCodePath(tmp_.path() / "trace", 10);
+  EXPECT_FALSE(std::filesystem::exists(work() / "jit-code.10"));
+  ASSERT_TRUE(std::filesystem::exists(moved));
+  plugin << rec;
+  plugin.close();
+  auto text = base::ReadFile(moved);
+  ASSERT_TRUE(text);
+  auto f = trace::ParseJitCode(*text);
+  ASSERT_TRUE(f) << f.error().ToString();
+  ASSERT_EQ(f->loads.size(), 1u);
+  EXPECT_EQ(f->loads[0].addr, 0x1000u);
+}
 
 TEST_F(IngestTest, ASnapshotIsInTheTraceDirectoryOnceItsLineIsRead) {
   PluginIngest ingest(work(), *writer_);

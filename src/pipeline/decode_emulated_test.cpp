@@ -16,6 +16,7 @@
 #include "tests/support/events.h"
 #include "tests/support/result_matchers.h"
 #include "tests/support/temp_dir.h"
+#include "trace/trace_dir.h"
 
 namespace ptsnap::pipeline {
 
@@ -178,6 +179,7 @@ TEST_F(DecodeEmulated, TwoThreadsOnSeparateTracks) {
   }
   ASSERT_EQ(work_by_tid.size(), 2u) << text.substr(0, 3000);
   std::vector<int> counts;
+  counts.reserve(work_by_tid.size());
   for (auto& [tid, n] : work_by_tid) counts.push_back(n);
   std::sort(counts.begin(), counts.end());
   EXPECT_EQ(counts, (std::vector<int>{5, 7}));
@@ -258,6 +260,132 @@ TEST_F(DecodeEmulated, OverlappingSnapshotsAreShownOnce) {
   EXPECT_GT(rep.overlap_events_skipped, 0u);
   EXPECT_EQ(rep.decode.errors, 0u);
   EXPECT_EQ(CountLines(text, "[snapshot "), 4u);
+}
+
+// JIT code (tests/programs/emulate/jit.c): machine code written into an
+// anonymous buffer, called three times, overwritten with code of another
+// layout and called twice. The emulator captures each version's bytes when
+// they first run; the decode has no error, retires exactly what the
+// emulator retired, and shows the five calls under one "[jit @ 0x...]"
+// name, each version at its time: version 1 runs 1000 loop iterations
+// (~2000 instructions, one tick each), version 2 ten (~40).
+class DecodeEmulatedJit : public DecodeEmulated,
+                          public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(DecodeEmulatedJit, BothVersionsDecodeExactlyAtTheirTimes) {
+  DecodeReport rep;
+  std::string text = Run({PTSNAP_EMU_JIT, GetParam()}, &rep);
+  ASSERT_EQ(exit_code_, 0);
+  const auto dir = tmp_.path() / ("t" + std::to_string(n_ - 1));
+  EXPECT_EQ(rep.decode.errors, 0u) << text.substr(0, 2000);
+  EXPECT_EQ(rep.decode.nomap_errors, 0u);
+  // What the emulator retired, per stream (emulator-stats.txt).
+  auto stats = base::ReadFile(dir / "emulator-stats.txt");
+  ASSERT_TRUE(stats);
+  uint64_t retired = 0;
+  for (std::string_view line : base::Split(*stats, '\n')) {
+    auto f = base::Split(line, ' ');
+    if (f.size() == 5) retired += base::ParseUint(f[3]).value_or(0);
+  }
+  EXPECT_GT(retired, 6000u);
+  EXPECT_EQ(rep.decode.instructions, retired);
+  // Two versions at one address: a rewrite, so two address spaces.
+  EXPECT_GE(rep.decode.jit_loads, 2u);
+  EXPECT_GE(rep.decode.jit_rewrites, 1u);
+  EXPECT_TRUE(std::filesystem::exists(dir / "jit"));
+  std::vector<uint64_t> durations;
+  std::string name;
+  std::vector<uint64_t> begins;
+  for (const auto& l : Parse(text)) {
+    if (!l.name.starts_with("[jit @ 0x")) continue;
+    if (name.empty()) name = l.name;
+    EXPECT_EQ(l.name, name);
+    if (l.ph == 'B') begins.push_back(l.ts);
+    if (l.ph == 'E' && !begins.empty()) {
+      durations.push_back(l.ts - begins.back());
+      begins.pop_back();
+    }
+  }
+  ASSERT_EQ(durations.size(), 5u) << text.substr(0, 3000);
+  for (size_t i = 0; i < 3; ++i) EXPECT_GT(durations[i], 1900u) << i;
+  for (size_t i = 3; i < 5; ++i) EXPECT_LT(durations[i], 100u) << i;
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, DecodeEmulatedJit, ::testing::Values("rwx", "wx"));
+
+// Node.js (Debian's /usr/bin/node, V8) under the emulator: a hot loop
+// calling a named function, compiled by V8's baseline and optimizing JITs.
+// Without help from the runtime, every JIT block decodes from the bytes the
+// emulator captured, named "[jit @ 0x...]"; with --perf-prof
+// --perf-basic-prof (jitdump and perf map) the same code carries the JS
+// function's name. No hot loop call is lost to an unmapped-code error in
+// either. The program's last act is the loop (no console.log, which would
+// load and parse modules after it), so the default 4 MiB snapshot holds it.
+class DecodeEmulatedNode : public DecodeEmulated {
+ protected:
+  void SetUp() override {
+    if (!std::filesystem::exists(kNode)) GTEST_SKIP() << kNode << " is not installed (nodejs)";
+    // --perf-prof writes jit-PID.dump into the working directory.
+    old_cwd_ = std::filesystem::current_path();
+    std::filesystem::current_path(tmp_.path());
+  }
+  void TearDown() override {
+    if (!old_cwd_.empty()) std::filesystem::current_path(old_cwd_);
+    std::error_code ec;
+    for (int32_t pid : pids_)
+      std::filesystem::remove("/tmp/perf-" + std::to_string(pid) + ".map", ec);
+  }
+  std::string RunNode(std::vector<std::string> flags, DecodeReport& rep) {
+    std::vector<std::string> cmd = {kNode};
+    cmd.insert(cmd.end(), flags.begin(), flags.end());
+    cmd.push_back("-e");
+    cmd.push_back(
+        "function hotFunction(n) { let s = 0; for (let i = 0; i < n; i++) s += i % 7; return s; }"
+        " let t = 0; for (let k = 0; k < 2000; k++) t += hotFunction(500);"
+        " process.exitCode = t === 2988000 ? 0 : 1;");
+    record::RecordOptions o;  // a snapshot at exit
+    std::string text = Run(cmd, o, &rep);
+    auto reader = trace::TraceReader::Open(tmp_.path() / ("t" + std::to_string(n_ - 1)));
+    if (reader) pids_ = reader->manifest().pids;
+    return text;
+  }
+  static size_t Begins(const std::string& text, std::string_view prefix) {
+    size_t n = 0;
+    for (const auto& l : Parse(text)) n += l.ph == 'B' && l.name.starts_with(prefix);
+    return n;
+  }
+  static constexpr const char* kNode = "/usr/bin/node";
+  std::filesystem::path old_cwd_;
+  std::vector<int32_t> pids_;
+};
+
+TEST_F(DecodeEmulatedNode, JitCodeDecodesWithoutTheRuntimesHelp) {
+  DecodeReport rep;
+  std::string text = RunNode({}, rep);
+  ASSERT_EQ(exit_code_, 0);
+  EXPECT_EQ(rep.decode.errors, 0u);
+  EXPECT_EQ(rep.decode.nomap_errors, 0u);
+  EXPECT_GT(rep.decode.jit_loads, 100u);
+  EXPECT_GT(Begins(text, "[jit @ 0x"), 1000u) << "the 2000 hotFunction calls, most in JIT code";
+}
+
+TEST_F(DecodeEmulatedNode, PerfProfNamesTheJsFunction) {
+  DecodeReport rep;
+  std::string text = RunNode({"--perf-prof", "--perf-basic-prof"}, rep);
+  ASSERT_EQ(exit_code_, 0);
+  EXPECT_EQ(rep.decode.errors, 0u);
+  EXPECT_EQ(rep.decode.nomap_errors, 0u);
+  // Baseline (^) and optimized (*) code of hotFunction, named from the
+  // runtime's perf map and jitdump, both copied into jit/.
+  const size_t named = Begins(text, "JS:*hotFunction") + Begins(text, "JS:^hotFunction");
+  EXPECT_GT(named, 1000u);
+  ASSERT_FALSE(pids_.empty());
+  const auto dir = tmp_.path() / ("t" + std::to_string(n_ - 1));
+  EXPECT_TRUE(std::filesystem::exists(trace::JitdumpPath(dir, pids_[0])));
+  bool in_summary = false;
+  for (const auto& f : rep.top_self)
+    in_summary = in_summary || f.name.find("hotFunction") != std::string::npos;
+  EXPECT_TRUE(in_summary) << "the hottest JIT function is in the summary";
 }
 
 }  // namespace

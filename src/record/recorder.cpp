@@ -30,6 +30,7 @@
 #include "sys/kernel_version.h"
 #include "sys/perf_event.h"
 #include "sys/proc_maps.h"
+#include "trace/jitdump.h"
 #include "trace/perf_record.h"
 #include "trace/trace_dir.h"
 
@@ -1053,6 +1054,18 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
   };
   auto result = body();
   if (!result && self_driven) (void)source->Finish(writer);  // what it wrote, tidied up
+  // A runtime's jitdump (node --perf-prof, the JVM agent, .NET) shows as
+  // the marker mapping of its file: copied as a jitdump, not a binary.
+  for (auto it = mapped_files.begin(); it != mapped_files.end();) {
+    const auto pid = trace::JitdumpMarkerPid(*it);
+    if (!pid) {
+      ++it;
+      continue;
+    }
+    if (auto r = writer.CopyJitdump(*pid, *it); !r)
+      outcome.warnings.push_back("jitdump not copied: " + r.error().ToString());
+    it = mapped_files.erase(it);
+  }
   // What the trace needs to decode, also when recording failed: the mapped
   // files' build-ids (and copies), the vDSO, the JIT maps as they are now
   // (docs/trace-format.md, binaries/, vdso/, jit/).

@@ -10,6 +10,7 @@
 #include <system_error>
 
 #include "base/file_util.h"
+#include "trace/jit_code.h"
 #include "trace/owned_file.h"
 
 namespace ptsnap::trace {
@@ -71,6 +72,10 @@ std::string PerfMapName(int32_t pid) { return "perf-" + std::to_string(pid) + ".
 
 std::filesystem::path PerfMapPath(const std::filesystem::path& dir, int32_t pid) {
   return dir / kJitDir / PerfMapName(pid);
+}
+
+std::filesystem::path JitdumpPath(const std::filesystem::path& dir, int32_t pid) {
+  return dir / kJitDir / ("jit-" + std::to_string(pid) + ".dump");
 }
 
 // ---- TraceWriter ---------------------------------------------------------
@@ -229,6 +234,25 @@ Result<void> TraceWriter::CopyPerfMaps(std::span<const int32_t> pids,
     PTSNAP_TRY(MakeDirs(dir_ / kJitDir));
     PTSNAP_TRY(base::WriteFileAtomic(PerfMapPath(dir_, pid), text, kFileMode));
   }
+  return Ok();
+}
+
+Result<void> TraceWriter::CopyJitdump(int32_t pid, const std::filesystem::path& from) {
+  PTSNAP_ASSIGN_OR_RETURN(std::string data, base::ReadFile(from, size_t{1} << 30));
+  PTSNAP_TRY(MakeDirs(dir_ / kJitDir));
+  return base::WriteFileAtomic(JitdumpPath(dir_, pid), data, kFileMode);
+}
+
+Result<void> TraceWriter::AdoptJitCode(int32_t pid, const std::filesystem::path& file) {
+  PTSNAP_TRY(MakeDirs(dir_ / kJitDir));
+  const std::filesystem::path to = JitCodePath(dir_, pid);
+  if (::rename(file.c_str(), to.c_str()) != 0) {
+    if (errno != EXDEV) return Error::FromErrno("move " + file.string() + " to " + to.string());
+    PTSNAP_ASSIGN_OR_RETURN(std::string data, base::ReadFile(file));
+    PTSNAP_TRY(base::WriteFileAtomic(to, data, kFileMode));
+    ::unlink(file.c_str());
+  }
+  if (::chmod(to.c_str(), kFileMode) != 0) return Error::FromErrno("chmod " + to.string());
   return Ok();
 }
 

@@ -25,6 +25,8 @@ namespace ptsnap::trace {
 // the recording machine's /tmp/perf-PID.map (TraceWriter::CopyPerfMaps):
 // DIR/jit/perf-PID.map.
 std::filesystem::path PerfMapPath(const std::filesystem::path& dir, int32_t pid);
+// Where DIR keeps process `pid`'s jitdump: DIR/jit/jit-PID.dump.
+std::filesystem::path JitdumpPath(const std::filesystem::path& dir, int32_t pid);
 
 class TraceWriter {
  public:
@@ -84,6 +86,17 @@ class TraceWriter {
   // belong to the recording machine at that moment.
   Result<void> CopyPerfMaps(std::span<const int32_t> pids,
                             const std::filesystem::path& from = "/tmp");
+  // Copies the jitdump `from` (perf's format, trace/jitdump.h: what a
+  // runtime writes when asked to, found by the marker mapping of its file,
+  // JitdumpMarkerPid) of process `pid` to JitdumpPath(dir(), pid), mode
+  // 0600, jit/ created 0700. Call it when recording ends: the runtime
+  // appends to it as it compiles.
+  Result<void> CopyJitdump(int32_t pid, const std::filesystem::path& from);
+  // Moves the emulator's JIT code capture of process `pid` (`file`, which
+  // the plugin may go on appending to through its open descriptor) to
+  // JitCodePath(dir(), pid) (trace/jit_code.h), mode 0600, jit/ created
+  // 0700. A file on another file system is copied as it is now.
+  Result<void> AdoptJitCode(int32_t pid, const std::filesystem::path& file);
 
   [[nodiscard]] const std::filesystem::path& dir() const { return dir_; }
 

@@ -5,6 +5,7 @@
 // the trace directory from what it leaves in DIR:
 //   events.<pid>            one message per line (plugin_protocol.h)
 //   pt-<pid>-<tid>-<seq>.pt stream bytes (seq 0: full-execution stream)
+//   jit-code.<pid>          code run from memory no file backs (trace/jit_code.h)
 //
 // Only per-TB exec callbacks are registered. A block's exit (fall-through,
 // conditional, direct, indirect, return, far) is classified at translation
@@ -54,10 +55,12 @@
 #include "base/unique_fd.h"
 #include "elf/segments.h"
 #include "emulate/exit_class.h"
+#include "emulate/jit_shadow.h"
 #include "emulate/plugin/qemu_plugin_api.h"
 #include "emulate/plugin_protocol.h"
 #include "emulate/pt_stream.h"
 #include "emulate/virtual_cpu.h"
+#include "trace/jit_code.h"
 
 extern "C" {
 __attribute__((visibility("default"))) int qemu_plugin_version = PTSNAP_QEMU_PLUGIN_API_VERSION;
@@ -74,8 +77,16 @@ constexpr uint8_t kFlagTrigger = 1, kFlagStop = 2, kFlagSlow = 4;
 // --filter: the block starts inside a `filter` range / a `tracestop` range.
 constexpr uint8_t kFlagInFilter = 8, kFlagTraceStop = 16;
 
+// A block of code from memory no file backs whose bytes differ from what
+// was captured there so far: captured when it first runs.
+struct JitPending {
+  std::vector<uint8_t> code;
+  std::atomic<bool> done{false};
+};
+
 struct TbInfo {
   uint64_t start = 0, last_ip = 0, fallthrough = 0, target = 0;
+  JitPending* jit = nullptr;  // null: code from a file (or nothing to capture)
   uint32_t ninsn = 0;
   ExitKind kind = ExitKind::kNone;
   bool pushes = false;
@@ -95,6 +106,7 @@ struct Options {
   uint64_t mtc_freq = 0, cyc_thresh = 0;
   bool multi = false;
   bool hash = false;
+  bool jit = true;  // capture code run from memory no file backs (jit=0: off, a benchmark baseline)
   uint64_t duration_ms = 0;
   int ctl_fd = -1;
   std::vector<uint64_t> trigger, stop;  // link-time addresses in the main binary
@@ -207,6 +219,44 @@ uint64_t g_slow_rt = 0;
 std::atomic<uint64_t> g_slow_skipped{0};  // every thread's, for the note at exit
 uint64_t g_pending_ctid[kMaxVcpus];       // clone's child_tid with CLONE_CHILD_CLEARTID
 uint64_t g_pending_mmap[kMaxVcpus][4];  // prot, fd, len, offset of an mmap in flight; prot 0 = none
+uint64_t g_pending_unmap[kMaxVcpus][2];  // addr, len of a munmap or MAP_FIXED anonymous mmap
+
+// JIT code capture (docs/emulation.md, "JIT code"). g_file_code: the
+// executable file mappings, [lo, hi): blocks outside them run from
+// anonymous or written memory and have their bytes captured, once per
+// distinct content (g_shadow), into jit-code.<pid>.
+std::mutex g_jit_mu;
+std::vector<std::pair<uint64_t, uint64_t>> g_file_code;
+JitShadow g_shadow;
+base::UniqueFd g_jit_fd;
+std::atomic<uint64_t> g_jit_records{0}, g_jit_bytes{0};
+
+void AddFileCode(uint64_t lo, uint64_t hi) {
+  std::lock_guard lock(g_jit_mu);
+  g_file_code.emplace_back(lo, hi);
+}
+
+// [lo, hi) no longer maps a file (munmap, an anonymous MAP_FIXED mmap).
+void RemoveFileCode(uint64_t lo, uint64_t hi) {
+  std::lock_guard lock(g_jit_mu);
+  std::vector<std::pair<uint64_t, uint64_t>> kept;
+  for (auto [a, b] : g_file_code) {
+    if (b <= lo || a >= hi) {
+      kept.emplace_back(a, b);
+      continue;
+    }
+    if (a < lo) kept.emplace_back(a, lo);
+    if (b > hi) kept.emplace_back(hi, b);
+  }
+  g_file_code = std::move(kept);
+}
+
+bool InFileCode(uint64_t addr) {
+  std::lock_guard lock(g_jit_mu);
+  for (auto [a, b] : g_file_code)
+    if (addr >= a && addr < b) return true;
+  return false;
+}
 
 // --filter ranges at their run-time addresses, [lo, hi), added whenever a
 // file a filter names is mapped executable: what the kernel does with a
@@ -281,6 +331,37 @@ void OpenEvents() {
   std::string path = g_opts.out + "/events." + std::to_string(g_pid);
   g_events.reset(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
   if (!g_events) Die("cannot write %s: %s", path.c_str(), std::strerror(errno));
+}
+
+// Block `tb` (with captured bytes pending) runs for the first time, on
+// thread `t` at time `now`: its bytes are recorded unless an earlier
+// translation recorded the same ones. Returns true when they rewrite
+// captured code: the stream must mark the time there (OnTbExec).
+bool CaptureJit(const ThreadState* t, const TbInfo* tb, uint64_t now) {
+  JitPending* jit = tb->jit;
+  if (jit->done.exchange(true, std::memory_order_relaxed)) return false;
+  std::lock_guard lock(g_jit_mu);
+  const JitShadow::Change change = g_shadow.Update(tb->start, jit->code);
+  if (change == JitShadow::Change::kSame) return false;
+  if (!g_jit_fd) {
+    const std::string path = g_opts.out + "/" + trace::JitCodeWorkName(g_pid);
+    g_jit_fd.reset(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600));
+    if (!g_jit_fd) Die("cannot write %s: %s", path.c_str(), std::strerror(errno));
+    if (!base::WriteAll(g_jit_fd.get(), trace::JitCodeHeader(), "JIT code"))
+      Die("writing the JIT code file failed");
+  }
+  const bool replaces = change == JitShadow::Change::kReplaces;
+  trace::JitCodeLoad load{
+      .time = now,
+      .addr = tb->start,
+      .tid = U32(t->tid),
+      .flags = replaces ? trace::kJitCodeReplaces : 0,
+      .code = {reinterpret_cast<const char*>(jit->code.data()), jit->code.size()}};
+  if (!base::WriteAll(g_jit_fd.get(), trace::FormatJitCodeRecord(load), "JIT code"))
+    Die("writing the JIT code file failed");
+  g_jit_records.fetch_add(1, std::memory_order_relaxed);
+  g_jit_bytes.fetch_add(jit->code.size(), std::memory_order_relaxed);
+  return replaces;
 }
 
 void WriteStream(int fd, std::span<const uint8_t> bytes) {
@@ -393,7 +474,10 @@ void EmitMmap2(uint64_t time, uint64_t addr, uint64_t len, uint64_t pgoff, const
                int prot, int flags) {
   struct stat st {};
   ::stat(path, &st);
-  if (prot & PROT_EXEC) MapFilterRanges(addr, len, pgoff, path);
+  if (prot & PROT_EXEC) {
+    MapFilterRanges(addr, len, pgoff, path);
+    AddFileCode(addr, addr + len);
+  }
   Report(MmapMessage{.time = time,
                      .pid = U32(g_pid),
                      .tid = U32(::gettid()),
@@ -723,6 +807,12 @@ void OnTbExec(unsigned vcpu, void* udata) {
     }
   }
 
+  // Rewritten code: a PSB+ at its first instruction (its FUP), with a TSC
+  // of this moment, so the decoder switches to the new bytes exactly here
+  // even when a direct branch (no packet) led into them.
+  const bool rewritten = tb->jit != nullptr && !tb->jit->done.load(std::memory_order_relaxed) &&
+                         CaptureJit(t, tb, now);
+
   if (trace_stop) t->trace_stopped = true;
   const uint64_t tsc = now;
   t->clock += tb->ninsn;
@@ -739,7 +829,7 @@ void OnTbExec(unsigned vcpu, void* udata) {
     }
     t->pt.Pge(tb->start, tsc);
     t->enabled = true;
-  } else if (t->pt.pending() >= g_opts.psb_period) {
+  } else if (t->pt.pending() >= g_opts.psb_period || rewritten) {
     t->pt.FlushTnt();
     Drain(t);
     t->pt.Psb(tsc, true, tb->start);
@@ -793,6 +883,29 @@ void OnTbTrans(qemu_plugin_id_t, qemu_plugin_tb* tb) {
     if (a == info->start) info->flags |= kFlagStop;
   if (g_slow_rt != 0 && g_slow_rt == info->start) info->flags |= kFlagSlow;
   info->flags |= FilterFlags(info->start);
+  if (g_opts.jit && info->ninsn > 0 && (info->start >> 63) == 0 && !InFileCode(info->start)) {
+    // Code from memory no file backs: its bytes, instruction by instruction
+    // (contiguous within a block), unless they were captured already.
+    std::vector<uint8_t> code;
+    uint64_t next = info->start;
+    for (size_t i = 0; i < info->ninsn; ++i) {
+      qemu_plugin_insn* insn = qemu_plugin_tb_get_insn(tb, i);
+      if (qemu_plugin_insn_vaddr(insn) != next) break;
+      const size_t size = qemu_plugin_insn_size(insn);
+      const auto* bytes = static_cast<const uint8_t*>(qemu_plugin_insn_data(insn));
+      code.insert(code.end(), bytes, bytes + size);
+      next += size;
+    }
+    bool same = false;
+    {
+      std::lock_guard lock(g_jit_mu);
+      same = g_shadow.Compare(info->start, code) == JitShadow::Change::kSame;
+    }
+    if (!same && !code.empty()) {
+      info->jit = new JitPending;  // lives as long as the block
+      info->jit->code = std::move(code);
+    }
+  }
   if (info->ninsn == 0) {
     delete info;
     return;
@@ -869,7 +982,15 @@ void OnSyscall(qemu_plugin_id_t, unsigned vcpu, int64_t num, uint64_t a1, uint64
       g_clear_tid[static_cast<pid_t>(::gettid())] = a1;
       break;
     }
+    case __NR_munmap:  // munmap(addr, len)
+      g_pending_unmap[vcpu][0] = a1;
+      g_pending_unmap[vcpu][1] = a2;
+      break;
     case __NR_mmap:  // mmap(addr, len, prot, flags, fd, off)
+      if ((a4 & MAP_FIXED) && static_cast<int64_t>(a5) < 0) {
+        g_pending_unmap[vcpu][0] = a1;
+        g_pending_unmap[vcpu][1] = a2;
+      }
       if ((a3 & PROT_EXEC) && static_cast<int64_t>(a5) >= 0) {
         g_pending_mmap[vcpu][0] = a3 | (uint64_t{1} << 32);
         g_pending_mmap[vcpu][1] = a5;
@@ -918,6 +1039,11 @@ void OnSyscallRet(qemu_plugin_id_t, unsigned vcpu, int64_t num, int64_t ret) {
     g_clear_tid[static_cast<pid_t>(ret)] = g_pending_ctid[vcpu];
   }
   const uint64_t now = self != nullptr ? self->clock : Now();
+  if ((num == __NR_munmap || num == __NR_mmap) && g_pending_unmap[vcpu][1] != 0) {
+    const uint64_t lo = g_pending_unmap[vcpu][0], len = g_pending_unmap[vcpu][1];
+    g_pending_unmap[vcpu][0] = g_pending_unmap[vcpu][1] = 0;
+    if (ret >= 0) RemoveFileCode(lo, lo + ((len + 0xfff) & ~uint64_t{0xfff}));
+  }
   if (num == __NR_mmap) {
     uint64_t prot = g_pending_mmap[vcpu][0];
     g_pending_mmap[vcpu][0] = 0;
@@ -939,6 +1065,12 @@ void OnSyscallRet(qemu_plugin_id_t, unsigned vcpu, int64_t num, int64_t ret) {
       pid_t parent = g_pid;
       pid_t ptid = t ? t->tid : parent;
       OpenEvents();
+      {
+        // The child's own capture file; it knows the code its parent
+        // captured (its memory is a copy).
+        std::lock_guard jit_lock(g_jit_mu);
+        g_jit_fd.reset();
+      }
       std::lock_guard lock(g_mu);
       for (auto*& s : g_threads) s = nullptr;  // the parent's threads: not ours
       g_finished.clear();
@@ -1094,6 +1226,8 @@ int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t* info, int argc, 
       if (v == "1") g_flags.store(kStopped);
     } else if (k == "hash") {
       g_opts.hash = v == "1";
+    } else if (k == "jit") {
+      g_opts.jit = v != "0";
     } else if (k == "duration_ms") {
       ok = ParseU64(v, &g_opts.duration_ms);
     } else if (k == "ctl") {
