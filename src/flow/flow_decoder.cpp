@@ -247,9 +247,10 @@ struct BlockEntry {
   bool is_direct = false;
   bool pushes = false;  // a call that pushes its return address (retcomp)
   // Chained successors, filled as they are first taken.
-  BlockEntry* next_taken = nullptr;  // direct target / taken jcc / last indirect target
-  BlockEntry* next_fall = nullptr;   // not-taken jcc / return's last target
-  uint64_t ind_ip = 0;               // next_taken's ip for indirect branches
+  BlockEntry* next_taken = nullptr;  // direct target / taken jcc
+  BlockEntry* next_fall = nullptr;   // not-taken jcc / a call's return site
+  bool start_cached = false;         // libipt has `ip` cached (stays so)
+  ExecMode mode = ExecMode::k64;     // decoded for
   std::vector<uint8_t> sizes;        // of each instruction (for libipt's first pass)
 };
 
@@ -445,6 +446,7 @@ struct FlowDecoder::State {
   bool enabled = false, process_event = false, speculative = false;
   Event event;  // decoder->event
   std::array<uint64_t, 65> retstack{};
+  std::array<BlockEntry*, 65> retentry{};  // the return site's block, when known
   uint8_t rs_top = 0, rs_bottom = 0;
 
   // --- the driving loop (StreamDecoder's) ---
@@ -1211,8 +1213,9 @@ struct FlowDecoder::State {
 
   // ===== block layer =====
 
-  void RetPush(uint64_t a) {
+  void RetPush(uint64_t a, BlockEntry* site = nullptr) {
     retstack[rs_top] = a;
+    retentry[rs_top] = site;
     rs_top = rs_top == 64 ? 0 : rs_top + 1;
     if (rs_bottom == rs_top) rs_bottom = rs_bottom == 64 ? 0 : rs_bottom + 1;
   }
@@ -1220,6 +1223,7 @@ struct FlowDecoder::State {
     if (rs_top == rs_bottom) return kErrRetstackEmpty;
     rs_top = rs_top == 0 ? 64 : rs_top - 1;
     *a = retstack[rs_top];
+    hint = retentry[rs_top];
     return 0;
   }
 
@@ -1360,6 +1364,7 @@ struct FlowDecoder::State {
     if (BlockEntry* e = cache.Find(at)) return e;
     BlockEntry be;
     be.ip = at;
+    be.mode = mode;
     uint64_t cur = at;
     uint8_t buf[64];
     size_t have = 0, off = 0;
@@ -1423,15 +1428,18 @@ struct FlowDecoder::State {
   }
 
   // The branch that ends `e`'s block: the next IP, from trace if needed.
-  int Decide(const BlockEntry* e, bool first_pass) {
+  // Leaves the next block's entry in `hint` when it is known cheaply.
+  int Decide(BlockEntry* e, bool first_pass) {
     ip = e->end_ip;
+    hint = nullptr;
     const uint64_t fall = e->end_ip + e->size;
-    if (e->pushes) RetPush(fall);
+    if (e->pushes) RetPush(fall, Successor(&e->next_fall, fall));
     switch (e->iclass) {
       case InsnClass::kCall:
       case InsnClass::kJump:
         if (e->is_direct) {
           ip = e->target;
+          hint = Successor(&e->next_taken, ip);
           return 0;
         }
         break;
@@ -1440,7 +1448,13 @@ struct FlowDecoder::State {
         const int st = CondBranch(&taken);
         if (st < 0) return st;
         status = st;
-        ip = taken ? e->target : fall;
+        if (taken) {
+          ip = e->target;
+          hint = Successor(&e->next_taken, ip);
+        } else {
+          ip = fall;
+          hint = Successor(&e->next_fall, ip);
+        }
         return 0;
       }
       case InsnClass::kReturn: {
@@ -1462,8 +1476,15 @@ struct FlowDecoder::State {
     // libipt checks for a suppressed IP only on its first pass
     // (pt_blk_proceed_with_trace), not from its cache.
     if (first_pass && (st & kStatusIpSuppressed) != 0) return kErrNoIp;
+    // A one-entry target cache for indirect branches.
+    if (e->next_taken != nullptr && e->next_taken->ip == ip) {
+      hint = e->next_taken;
+    } else {
+      hint = e->next_taken = Lookup(ip);
+    }
     return 0;
   }
+  BlockEntry* hint = nullptr;  // the entry for `ip`, when Decide knew it
 
   // libipt's first pass through the block at e->ip
   // (pt_blk_proceed_no_event_fill_cache): the block ends early at an
@@ -1649,7 +1670,7 @@ struct FlowDecoder::State {
       return ProceedEvent(b);
     }
     if (!enabled) return (status & kStatusEos) != 0 ? kErrEosCode : kErrNoEnable;
-    const int e = ProceedNoEvent(b, Lookup(ip));
+    const int e = ProceedNoEvent(b, Entry());
     if (e < 0) return e;
     return ProceedTrailingEvent(true);
   }
@@ -1760,6 +1781,106 @@ struct FlowDecoder::State {
     return ProceedTrailingEvent(false);
   }
 
+  // ===== the fast path =====
+
+  // Whether Fast may run: tracing on, no event pending or being processed,
+  // nothing to report (the state after an uneventful block).
+  [[nodiscard]] bool CanRunFast() const {
+    return phase == Phase::kSegment && status_out == 0 && !process_event && enabled &&
+           (status & (kStatusEventPending | kStatusEos)) == 0;
+  }
+
+  // The entry for `ip`: the hint when it matches.
+  BlockEntry* Entry() {
+    BlockEntry* h = hint;
+    hint = nullptr;
+    if (h != nullptr && h->ip == ip && h->mode == mode) return h;
+    return Lookup(ip);
+  }
+
+  BlockEntry* Successor(BlockEntry** slot, uint64_t at) {
+    BlockEntry* e = *slot;
+    if (e == nullptr) *slot = e = Lookup(at);
+    return e;
+  }
+
+  // NextBlock for blocks libipt serves from its cache (start cached, no
+  // decode error), chained through successor hints instead of lookups, and
+  // with conditional branches and compressed returns taken straight from
+  // the cached TNT bits when no tick is due. Appends up to `room` blocks
+  // (and an error item after the last on failure); returns when the state
+  // needs the general Step (an event, the end, a first pass).
+  size_t Fast(Item* out, size_t room, uint64_t* insns_out) {
+    size_t k = 0;
+    const ExecMode m = mode;
+    while (k < room) {
+      BlockEntry* e = Entry();
+      if (!e->start_cached) {
+        if (!libipt_cached.Contains(e->ip)) {
+          hint = e;
+          break;
+        }
+        e->start_cached = true;
+      }
+      if (e->error != 0 || e->ninsn > 1024) {
+        hint = e;
+        break;
+      }
+      Item& b = out[k++];
+      b = Item();
+      b.kind = ItemKind::kBlock;
+      b.ip = e->ip;
+      b.end_ip = e->end_ip;
+      b.ninsn = static_cast<uint16_t>(e->ninsn);
+      b.iclass = e->iclass;
+      b.mode = m;
+      b.speculative = speculative;
+      fast_insns += e->ninsn;
+      const InsnClass c = e->iclass;
+      if ((c == InsnClass::kCondJump || c == InsnClass::kReturn) && tnt_index > 1 &&
+          last_tsc == event.tsc) {
+        // The bit is cached, more follow, no tick: nothing else can happen.
+        const bool taken = (tnt_bits & tnt_index) != 0;
+        if (c == InsnClass::kCondJump) {
+          tnt_index >>= 1;
+          status = 0;
+          const uint64_t fall = e->end_ip + e->size;
+          if (taken) {
+            ip = e->target;
+            hint = Successor(&e->next_taken, ip);
+          } else {
+            ip = fall;
+            hint = Successor(&e->next_fall, ip);
+          }
+          continue;
+        }
+        if (taken && rs_top != rs_bottom) {
+          tnt_index >>= 1;
+          status = 0;
+          rs_top = rs_top == 0 ? 64 : rs_top - 1;
+          ip = retstack[rs_top];
+          hint = retentry[rs_top];
+          continue;
+        }
+      }
+      int st = Decide(e, /*first_pass=*/false);
+      if (st >= 0) st = ProceedTrailingEvent(true);
+      status_out = st;
+      if (st < 0) {
+        EndSegment(out, &k, st);
+        break;
+      }
+      if (st != 0 || !CanRunFast()) break;
+    }
+    return Emitted(k, insns_out);
+  }
+  size_t Emitted(size_t k, uint64_t* insns_out) {
+    *insns_out += fast_insns;
+    fast_insns = 0;
+    return k;
+  }
+  uint64_t fast_insns = 0;
+
   // ===== the driving loop =====
 
   static Item ErrorItem(int code) {
@@ -1852,6 +1973,10 @@ size_t FlowDecoder::cached_blocks() const {
 size_t FlowDecoder::Decode(Item* out, size_t max) {
   size_t n = 0;
   while (n + 2 <= max) {
+    if (s_->CanRunFast()) {
+      n += s_->Fast(out + n, max - n - 2, &instructions_);
+      if (n + 2 > max) break;
+    }
     if (!s_->Step(out, &n, &instructions_)) break;
   }
   return n;

@@ -1,10 +1,11 @@
 // Flow decoder speed against libipt's bare block loop, on the same streams.
 //
 //   flow_bench [--repeat N] [--timer-resolution PRESET] TRACE_DIR
-//   flow_bench [--repeat N] [--timer-resolution PRESET] --emulate PROGRAM [ARGS...]
+//   flow_bench [--repeat N] [--timer-resolution PRESET] [--keep DIR] --emulate PROGRAM [ARGS...]
 //
 // With --emulate it first records PROGRAM under the emulated PT source (full
-// execution, the given timer preset) into a temporary trace directory. For
+// execution, the given timer preset) into a temporary trace directory (or
+// DIR with --keep, left in place for later runs on TRACE_DIR). For
 // every stream of the trace it runs (a) libipt's bare loop as src/decode
 // drives it (pt_blk_sync_forward, pt_blk_event, pt_blk_next; nothing done
 // with the blocks), its block cache warm after the first run, and (b) the
@@ -74,12 +75,16 @@ uint64_t FlowLoop(const struct pt_config& cfg, flow::CodeReader* code) {
 
 int main(int argc, char** argv) {
   int repeat = 3;
-  std::string dir, label, timer = "normal";
+  std::string dir, label, keep, only, timer = "normal";
   std::string tmpdir;
   std::vector<std::string> command;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--repeat") == 0 && i + 1 < argc) {
       repeat = std::atoi(argv[++i]);
+    } else if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
+      only = argv[++i];  // "flow" or "libipt": one decoder (for profiles)
+    } else if (std::strcmp(argv[i], "--keep") == 0 && i + 1 < argc) {
+      keep = argv[++i];
     } else if (std::strcmp(argv[i], "--timer-resolution") == 0 && i + 1 < argc) {
       timer = argv[++i];
     } else if (std::strcmp(argv[i], "--emulate") == 0 && i + 1 < argc) {
@@ -99,10 +104,14 @@ int main(int argc, char** argv) {
       return 2;
     }
     o.timer = *t;
-    char tmpl[] = "/tmp/ptsnap-flow-bench-XXXXXX";
-    if (::mkdtemp(tmpl) == nullptr) return 1;
-    tmpdir = tmpl;
-    dir = tmpdir + "/trace";
+    if (keep.empty()) {
+      char tmpl[] = "/tmp/ptsnap-flow-bench-XXXXXX";
+      if (::mkdtemp(tmpl) == nullptr) return 1;
+      tmpdir = tmpl;
+      dir = tmpdir + "/trace";
+    } else {
+      dir = keep;
+    }
     const double t0 = Now();
     auto r = emulate::RecordEmulated(o, dir);
     if (!r) {
@@ -133,12 +142,13 @@ int main(int argc, char** argv) {
   for (int r = 0; r < repeat + 1; ++r) {  // the first run warms libipt's block cache
     double t = Now();
     uint64_t n = 0;
-    for (size_t k = 0; k < in->streams.size(); ++k)
+    for (size_t k = 0; k < in->streams.size() && only != "flow"; ++k)
       n += LibiptLoop(in->streams[k].config, images[k]);
     const double lib_s = Now() - t;
     t = Now();
     uint64_t m = 0;
-    for (auto& s : in->streams) m += FlowLoop(s.config, s.code.get());
+    for (size_t k = 0; k < in->streams.size() && only != "libipt"; ++k)
+      m += FlowLoop(in->streams[k].config, in->streams[k].code.get());
     const double flow_s = Now() - t;
     if (r == 0) continue;
     lib_best = std::min(lib_best, lib_s);
@@ -153,11 +163,11 @@ int main(int argc, char** argv) {
               lib_insns / lib_best / 1e6);
   std::printf("  flow decoder:       %.3f s  %.1f M insn/s  (%.2fx libipt)\n", flow_best,
               flow_insns / flow_best / 1e6, (flow_insns / flow_best) / (lib_insns / lib_best));
-  if (lib_insns != flow_insns) {
+  if (lib_insns != flow_insns && only.empty()) {
     std::printf("  MISMATCH: libipt %llu instructions, flow %llu\n",
                 static_cast<unsigned long long>(lib_insns),
                 static_cast<unsigned long long>(flow_insns));
   }
   if (!tmpdir.empty()) std::filesystem::remove_all(tmpdir);
-  return lib_insns == flow_insns ? 0 : 1;
+  return lib_insns == flow_insns || !only.empty() ? 0 : 1;
 }
