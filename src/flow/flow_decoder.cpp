@@ -576,7 +576,16 @@ struct FlowDecoder::State {
       case PacketType::kPad: pos += 1; return 0;
       case PacketType::kPsb: return DecodePsb();
       case PacketType::kTip: return DecodeTip();
-      case PacketType::kTnt8:
+      case PacketType::kTnt8: {
+        // Up to 6 outcomes below a stop bit, shifted left once.
+        const unsigned v = static_cast<unsigned>(*pos) >> 1;
+        if (tnt_index != 0) return kErrBadContext;
+        const int bits = 31 - __builtin_clz(v);
+        tnt_bits = v & ((1u << bits) - 1);
+        tnt_index = uint64_t{1} << (bits - 1);
+        pos += 1;
+        return 0;
+      }
       case PacketType::kTnt64: {
         const int size = Read(&p);
         if (size < 0) return size;
@@ -1036,6 +1045,36 @@ struct FlowDecoder::State {
   }
 
   int ReadAhead() {
+    // Inline first: the packets that dominate between branches (1-byte CYC,
+    // MTC) are applied, a TNT-8 ends the read-ahead; anything else takes
+    // the general loop below. Same effect, fewer dispatches.
+    while (pos != nullptr && pos < cfg.end) {
+      const uint8_t b = *pos;
+      if ((b & 7) == 3) {  // CYC without extension bytes
+        const int e = time.Cyc(b >> 3, cfg.timing);
+        if (e < 0) {
+          have_next = true;
+          next = PacketType::kCyc;
+          return e;
+        }
+        ++pos;
+      } else if (b == 0x59 && cfg.end - pos >= 2) {  // MTC
+        const int e = time.Mtc(pos[1], cfg.timing);
+        if (e < 0) {
+          have_next = true;
+          next = PacketType::kMtc;
+          return e;
+        }
+        pos += 2;
+      } else {
+        if ((b & 1) == 0 && b != 0 && b != 2) {
+          have_next = true;
+          next = PacketType::kTnt8;
+          return 0;
+        }
+        break;
+      }
+    }
     for (;;) {
       const int e = Fetch();
       if (e != 0) return e;
@@ -1865,6 +1904,12 @@ struct FlowDecoder::State {
       }
       int st = Decide(e, /*first_pass=*/false);
       if (st >= 0) st = ProceedTrailingEvent(true);
+      // Events the block raised (mostly ticks): delivered here as Step
+      // would, one pt_blk_event each.
+      while (st > 0 && (st & kStatusEventPending) != 0 && k < room) {
+        st = UserEvent(&out[k]);
+        if (st >= 0) ++k;
+      }
       status_out = st;
       if (st < 0) {
         EndSegment(out, &k, st);
