@@ -236,23 +236,24 @@ inline int NextIpNoTrace(const Insn& insn, uint64_t* ip) {
 // including the first branch (libipt with end_on_call/end_on_jump ends a
 // block at every branch), or up to an instruction that cannot be decoded.
 
-struct BlockEntry {
-  uint64_t ip = 0;      // start
-  uint64_t end_ip = 0;  // last instruction
-  uint64_t target = 0;  // direct branch target
-  uint32_t ninsn = 0;   // instructions including the last
-  int error = 0;        // != 0: the instruction after end_ip (or at ip) fails so
-  uint8_t size = 0;     // of the last instruction
+struct alignas(64) BlockEntry {  // one cache line, hot fields first
+  uint64_t ip = 0;               // start
+  uint64_t end_ip = 0;           // last instruction
+  uint64_t target = 0;           // direct branch target
+  // Chained successors, filled as they are first taken.
+  BlockEntry* next_taken = nullptr;  // direct target / taken jcc / last indirect target
+  BlockEntry* next_fall = nullptr;   // not-taken jcc / a call's return site
+  uint32_t ninsn = 0;                // instructions including the last
+  int error = 0;                     // != 0: the instruction after end_ip (or at ip) fails so
+  uint32_t sizes_at = 0;             // where its instructions' sizes start in State::insn_sizes
+  uint8_t size = 0;                  // of the last instruction
   InsnClass iclass = InsnClass::kOther;
   bool is_direct = false;
-  bool pushes = false;  // a call that pushes its return address (retcomp)
-  // Chained successors, filled as they are first taken.
-  BlockEntry* next_taken = nullptr;  // direct target / taken jcc
-  BlockEntry* next_fall = nullptr;   // not-taken jcc / a call's return site
-  bool start_cached = false;         // libipt has `ip` cached (stays so)
-  ExecMode mode = ExecMode::k64;     // decoded for
-  std::vector<uint8_t> sizes;        // of each instruction (for libipt's first pass)
+  bool pushes = false;            // a call that pushes its return address (retcomp)
+  bool start_cached = false;      // libipt has `ip` cached (stays so)
+  ExecMode mode = ExecMode::k64;  // decoded for
 };
+static_assert(sizeof(BlockEntry) == 64);
 
 // The instruction addresses libipt's block cache holds an entry for. Its
 // blocks differ on the first pass through code (pt_blk_proceed_no_event_
@@ -421,6 +422,7 @@ struct FlowDecoder::State {
   CodeReader* code;
   std::array<BlockCache, 4> caches;  // by ExecMode
   AddressSet libipt_cached;          // what libipt's block cache would hold (AddressSet)
+  std::vector<uint8_t> insn_sizes;   // every cached block's instruction sizes, in order
 
   // --- query layer (pt_query_decoder) ---
   const uint8_t* pos = nullptr;   // null: never synchronised
@@ -1404,6 +1406,7 @@ struct FlowDecoder::State {
     BlockEntry be;
     be.ip = at;
     be.mode = mode;
+    be.sizes_at = static_cast<uint32_t>(insn_sizes.size());
     uint64_t cur = at;
     uint8_t buf[64];
     size_t have = 0, off = 0;
@@ -1432,7 +1435,7 @@ struct FlowDecoder::State {
         break;
       }
       be.ninsn++;
-      be.sizes.push_back(insn.size);
+      insn_sizes.push_back(insn.size);
       be.end_ip = cur;
       be.size = insn.size;
       be.iclass = insn.iclass;
@@ -1547,10 +1550,10 @@ struct FlowDecoder::State {
       if (!last || e->error != 0) {
         if (k == 1023) {  // out of steps: a trampoline ends the block
           AddRun(e->ip, e, k + 1);
-          ip = a + e->sizes[k];
+          ip = a + insn_sizes[e->sizes_at + k];
           return 0;
         }
-        a += e->sizes[k];
+        a += insn_sizes[e->sizes_at + k];
         continue;
       }
       // The branch at the end.
@@ -1573,7 +1576,7 @@ struct FlowDecoder::State {
   void AddRun(uint64_t a, const BlockEntry* e, uint32_t count) {
     for (uint32_t k = 0; k < count; ++k) {
       libipt_cached.Insert(a);
-      a += e->sizes[k];
+      a += insn_sizes[e->sizes_at + k];
     }
   }
   [[nodiscard]] Insn LastInsn(const BlockEntry& e) const {
@@ -2007,6 +2010,7 @@ FlowDecoder::~FlowDecoder() = default;
 
 void FlowDecoder::InvalidateCode() {
   for (auto& c : s_->caches) c.Clear();
+  s_->insn_sizes.clear();
   s_->libipt_cached.Clear();
 }
 size_t FlowDecoder::cached_blocks() const {
