@@ -1052,14 +1052,30 @@ struct FlowDecoder::State {
     // the general loop below. Same effect, fewer dispatches.
     while (pos != nullptr && pos < cfg.end) {
       const uint8_t b = *pos;
-      if ((b & 7) == 3) {  // CYC without extension bytes
-        const int e = time.Cyc(b >> 3, cfg.timing);
+      if ((b & 3) == 3) {  // CYC: 5 bits, then 7 per extension byte
+        uint64_t value = b >> 3;
+        const uint8_t* q = pos + 1;
+        if ((b & 4) != 0) {
+          unsigned shl = 5;
+          bool more = true;
+          while (more && q < cfg.end && shl <= 40) {
+            value |= static_cast<uint64_t>(*q >> 1) << shl;
+            more = (*q & 1) != 0;
+            ++q;
+            shl += 7;
+          }
+          // Cut off, very long, or SKD007's CYC-before-OVF: the general path.
+          if (more || (cfg.errata.skd007 && q - pos == 2 && (value & ~uint64_t{0x1f}) == 0x20 &&
+                       q < cfg.end && *q == 0xf3))
+            break;
+        }
+        const int e = time.Cyc(value, cfg.timing);
         if (e < 0) {
           have_next = true;
           next = PacketType::kCyc;
           return e;
         }
-        ++pos;
+        pos = q;
       } else if (b == 0x59 && cfg.end - pos >= 2) {  // MTC
         const int e = time.Mtc(pos[1], cfg.timing);
         if (e < 0) {
@@ -1879,9 +1895,10 @@ struct FlowDecoder::State {
       b.speculative = speculative;
       fast_insns += e->ninsn;
       const InsnClass c = e->iclass;
-      if ((c == InsnClass::kCondJump || c == InsnClass::kReturn) && tnt_index > 1 &&
-          last_tsc == event.tsc) {
-        // The bit is cached, more follow, no tick: nothing else can happen.
+      // The bit is cached and no tick is due; more bits follow, or the next
+      // packet is a TNT-8 (the query then reports nothing pending either).
+      if ((c == InsnClass::kCondJump || c == InsnClass::kReturn) && last_tsc == event.tsc &&
+          (tnt_index > 1 || (tnt_index == 1 && have_next && next == PacketType::kTnt8))) {
         const bool taken = (tnt_bits & tnt_index) != 0;
         if (c == InsnClass::kCondJump) {
           tnt_index >>= 1;
@@ -1906,6 +1923,21 @@ struct FlowDecoder::State {
         }
       }
       int st = Decide(e, /*first_pass=*/false);
+      if (st >= 0 && process_event && event.type == EventType::kTick &&
+          (status & (kStatusEventPending | kStatusEos)) == 0 && k < room) {
+        // Only a tick is due: pt_blk_next reports it pending, pt_blk_event
+        // returns it and finds nothing after it.
+        Item& t = out[k++];
+        t = Item();
+        t.kind = ItemKind::kEvent;
+        t.event = EventType::kTick;
+        t.ip = event.ip;
+        t.has_tsc = event.has_tsc;
+        t.tsc = event.tsc;
+        process_event = false;
+        status_out = 0;
+        continue;
+      }
       if (st >= 0) st = ProceedTrailingEvent(true);
       // Events the block raised (mostly ticks): delivered here as Step
       // would, one pt_blk_event each.
