@@ -1,0 +1,2066 @@
+// The flow decoder. Its structure follows libipt 2.0's layering, because
+// exactness against libipt is the contract (flow_decoder.h): a query layer
+// (libipt/src/pt_query_decoder.c: packets, the event queue with its
+// bindings, read-ahead, the TNT cache, time) under a block layer
+// (libipt/src/pt_block_decoder.c: proceeding through code to the next
+// decision point or event). The speed comes from the block layer: a block
+// cache keyed by address holding each block's instruction count, last
+// instruction and successors, decoded once with Zydis, and a fast path for
+// the common case (TNT bits cached, no event pending).
+#include "flow/flow_decoder.h"
+
+#include <Zydis/Zydis.h>
+
+#include <array>
+#include <cstring>
+#include <deque>
+
+#include "flow/packets.h"
+
+namespace ptsnap::flow {
+
+bool operator==(const Item& a, const Item& b) {
+  if (a.kind != b.kind) return false;
+  switch (a.kind) {
+    case ItemKind::kSync: return a.offset == b.offset;
+    case ItemKind::kError: return a.error == b.error;
+    case ItemKind::kBlock:
+      return a.ip == b.ip && a.end_ip == b.end_ip && a.ninsn == b.ninsn && a.mode == b.mode &&
+             a.speculative == b.speculative &&
+             (a.iclass == b.iclass || a.iclass == InsnClass::kError ||
+              b.iclass == InsnClass::kError);
+    case ItemKind::kEvent: break;
+  }
+  if (a.event != b.event || a.ip_suppressed != b.ip_suppressed ||
+      a.status_update != b.status_update || a.has_tsc != b.has_tsc || a.tsc != b.tsc)
+    return false;
+  switch (a.event) {
+    case EventType::kEnabled: return a.ip == b.ip && a.resumed == b.resumed;
+    case EventType::kAsyncDisabled:
+    case EventType::kAsyncBranch: return a.ip == b.ip && a.to == b.to;
+    case EventType::kExecMode: return a.ip == b.ip && a.mode == b.mode;
+    case EventType::kTsx:
+      return a.ip == b.ip && a.speculative == b.speculative && a.aborted == b.aborted;
+    case EventType::kCbr: return a.ratio == b.ratio;
+    case EventType::kDisabled:
+    case EventType::kOverflow:
+    case EventType::kTick: return a.ip == b.ip;
+    default: return true;
+  }
+}
+
+namespace {
+
+constexpr int kStatusEventPending = 1;  // pts_event_pending
+constexpr int kStatusIpSuppressed = 2;  // pts_ip_suppressed
+constexpr int kStatusEos = 4;           // pts_eos
+
+// ---------------------------------------------------------------------------
+// Instructions: what libipt's instruction length decoder (pt_ild) tells the
+// block decoder, from Zydis.
+
+struct Insn {
+  uint64_t ip = 0;
+  uint8_t size = 0;
+  InsnClass iclass = InsnClass::kError;
+  bool is_direct = false;  // near call/jump/jcc with a relative target
+  bool changes_cr3 = false;
+  bool vm_entry = false;  // VMLAUNCH/VMRESUME
+  int64_t disp = 0;       // relative branches: target = ip + size + disp
+};
+
+const ZydisDecoder& ZydisFor(ExecMode mode) {
+  static const std::array<ZydisDecoder, 4> decoders = [] {
+    std::array<ZydisDecoder, 4> d{};
+    // libipt's length decoder treats an unknown mode like 16-bit code.
+    ZydisDecoderInit(&d[0], ZYDIS_MACHINE_MODE_LEGACY_16, ZYDIS_STACK_WIDTH_16);
+    ZydisDecoderInit(&d[1], ZYDIS_MACHINE_MODE_LEGACY_16, ZYDIS_STACK_WIDTH_16);
+    ZydisDecoderInit(&d[2], ZYDIS_MACHINE_MODE_LEGACY_32, ZYDIS_STACK_WIDTH_32);
+    ZydisDecoderInit(&d[3], ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
+    return d;
+  }();
+  return decoders[static_cast<size_t>(mode) & 3];
+}
+
+// Encodings invalid in 64-bit mode that libipt's table-driven length
+// decoder (pt_ild) still sizes: one-byte opcodes of 32-bit mode, and group
+// opcodes with an undefined ModRM.reg (sized like their /0 form). Zydis
+// refuses them. Returns the length (0: not such an instruction).
+size_t InvalidIn64Length(const uint8_t* bytes, size_t n, InsnClass* iclass) {
+  size_t i = 0;
+  while (i < n && i < 14) {
+    const uint8_t b = bytes[i];
+    const bool legacy = b == 0x66 || b == 0x67 || b == 0xf2 || b == 0xf3 || b == 0xf0 ||
+                        b == 0x2e || b == 0x36 || b == 0x3e || b == 0x26 || b == 0x64 || b == 0x65;
+    if (!legacy && (b & 0xf0) != 0x40) break;
+    ++i;
+  }
+  if (i >= n) return 0;
+  *iclass = InsnClass::kOther;
+  switch (bytes[i]) {
+    case 0x06:
+    case 0x07:
+    case 0x0e:
+    case 0x16:
+    case 0x17:
+    case 0x1e:
+    case 0x1f:
+    case 0x27:
+    case 0x2f:
+    case 0x37:
+    case 0x3f:
+    case 0x60:
+    case 0x61:
+    case 0xd6: return i + 1;
+    case 0xce: *iclass = InsnClass::kFarCall; return i + 1;  // INTO
+    case 0xd4:
+    case 0xd5: return i + 2 <= n ? i + 2 : 0;                                 // AAM, AAD
+    case 0x9a: *iclass = InsnClass::kFarCall; return i + 7 <= n ? i + 7 : 0;  // CALL ptr16:32
+    case 0xea: *iclass = InsnClass::kFarJump; return i + 7 <= n ? i + 7 : 0;  // JMP ptr16:32
+    case 0x82:
+    case 0x8f:
+    case 0xc6:
+    case 0xc7:
+    case 0xfe:
+    case 0xff: {
+      if (i + 1 >= n) return 0;
+      uint8_t tmp[15];
+      const size_t m = n < sizeof tmp ? n : sizeof tmp;
+      std::memcpy(tmp, bytes, m);
+      if (tmp[i] == 0x82) {
+        tmp[i] = 0x80;
+      } else {
+        tmp[i + 1] = static_cast<uint8_t>(tmp[i + 1] & ~0x38);  // ModRM.reg = 0
+      }
+      ZydisDecodedInstruction zi;
+      if (!ZYAN_SUCCESS(
+              ZydisDecoderDecodeInstruction(&ZydisFor(ExecMode::k64), nullptr, tmp, m, &zi)))
+        return 0;
+      return zi.length;
+    }
+    default: return 0;
+  }
+}
+
+// Decodes the instruction at `ip` from `bytes` (n of them). False when it
+// cannot be decoded (libipt: -pte_bad_insn).
+bool DecodeInsn(const uint8_t* bytes, size_t n, uint64_t ip, ExecMode mode, Insn* out) {
+  ZydisDecodedInstruction zi;
+  out->ip = ip;
+  out->is_direct = false;
+  out->disp = 0;
+  out->changes_cr3 = false;
+  out->vm_entry = false;
+  if (!ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(&ZydisFor(mode), nullptr, bytes, n, &zi))) {
+    if (mode != ExecMode::k64) return false;
+    InsnClass c = InsnClass::kOther;
+    const size_t len = InvalidIn64Length(bytes, n, &c);
+    if (len == 0) return false;
+    out->size = static_cast<uint8_t>(len);
+    out->iclass = c;
+    return true;
+  }
+  out->size = zi.length;
+  out->vm_entry = zi.mnemonic == ZYDIS_MNEMONIC_VMLAUNCH || zi.mnemonic == ZYDIS_MNEMONIC_VMRESUME;
+  const bool far = zi.meta.branch_type == ZYDIS_BRANCH_TYPE_FAR;
+  const bool relative = (zi.attributes & ZYDIS_ATTRIB_IS_RELATIVE) != 0;
+  auto set_rel = [&] {
+    if (relative && zi.raw.imm[0].is_relative) {
+      out->is_direct = true;
+      out->disp = zi.raw.imm[0].value.s;
+    }
+  };
+  switch (zi.mnemonic) {
+    case ZYDIS_MNEMONIC_SYSCALL:
+    case ZYDIS_MNEMONIC_SYSENTER:
+    case ZYDIS_MNEMONIC_INT:
+    case ZYDIS_MNEMONIC_INT1:
+    case ZYDIS_MNEMONIC_INT3:
+    case ZYDIS_MNEMONIC_INTO:
+    case ZYDIS_MNEMONIC_VMCALL:
+    case ZYDIS_MNEMONIC_VMMCALL: out->iclass = InsnClass::kFarCall; return true;
+    case ZYDIS_MNEMONIC_SYSRET:
+    case ZYDIS_MNEMONIC_SYSEXIT:
+    case ZYDIS_MNEMONIC_IRET:
+    case ZYDIS_MNEMONIC_IRETD:
+    case ZYDIS_MNEMONIC_IRETQ:
+    case ZYDIS_MNEMONIC_VMLAUNCH:
+    case ZYDIS_MNEMONIC_VMRESUME: out->iclass = InsnClass::kFarReturn; return true;
+    case ZYDIS_MNEMONIC_CALL:
+      out->iclass = far ? InsnClass::kFarCall : InsnClass::kCall;
+      if (!far) set_rel();
+      return true;
+    case ZYDIS_MNEMONIC_RET:
+      out->iclass = far ? InsnClass::kFarReturn : InsnClass::kReturn;
+      return true;
+    case ZYDIS_MNEMONIC_JMP:
+      out->iclass = far ? InsnClass::kFarJump : InsnClass::kJump;
+      if (!far) set_rel();
+      return true;
+    case ZYDIS_MNEMONIC_PTWRITE: out->iclass = InsnClass::kPtwrite; return true;
+    case ZYDIS_MNEMONIC_MOV:
+      // MOV CR3, r64 (0f 22 /3).
+      if (zi.opcode_map == ZYDIS_OPCODE_MAP_0F && zi.opcode == 0x22 && zi.raw.modrm.reg == 3)
+        out->changes_cr3 = true;
+      break;
+    default: break;
+  }
+  if (zi.meta.category == ZYDIS_CATEGORY_COND_BR) {
+    out->iclass = InsnClass::kCondJump;
+    set_rel();
+    return true;
+  }
+  out->iclass = InsnClass::kOther;
+  return true;
+}
+
+// libipt's pt_insn_next_ip: the next IP without trace, or -pte_bad_query.
+inline int NextIpNoTrace(const Insn& insn, uint64_t* ip) {
+  switch (insn.iclass) {
+    case InsnClass::kOther:
+    case InsnClass::kPtwrite: *ip = insn.ip + insn.size; return 0;
+    case InsnClass::kCall:
+    case InsnClass::kJump:
+      if (insn.is_direct) {
+        *ip = insn.ip + insn.size + static_cast<uint64_t>(insn.disp);
+        return 0;
+      }
+      return kErrBadQuery;
+    case InsnClass::kError: return kErrBadInsn;
+    default: return kErrBadQuery;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// The block cache: for a start address, the straight-line run up to and
+// including the first branch (libipt with end_on_call/end_on_jump ends a
+// block at every branch), or up to an instruction that cannot be decoded.
+
+struct alignas(64) BlockEntry {  // one cache line, hot fields first
+  uint64_t ip = 0;               // start
+  uint64_t end_ip = 0;           // last instruction
+  uint64_t target = 0;           // direct branch target
+  // Chained successors, filled as they are first taken.
+  BlockEntry* next_taken = nullptr;  // direct target / taken jcc / last indirect target
+  BlockEntry* next_fall = nullptr;   // not-taken jcc / a call's return site
+  uint32_t ninsn = 0;                // instructions including the last
+  int error = 0;                     // != 0: the instruction after end_ip (or at ip) fails so
+  uint32_t sizes_at = 0;             // where its instructions' sizes start in State::insn_sizes
+  uint8_t size = 0;                  // of the last instruction
+  InsnClass iclass = InsnClass::kOther;
+  bool is_direct = false;
+  bool pushes = false;            // a call that pushes its return address (retcomp)
+  bool start_cached = false;      // libipt has `ip` cached (stays so)
+  ExecMode mode = ExecMode::k64;  // decoded for
+};
+static_assert(sizeof(BlockEntry) == 64);
+
+// The instruction addresses libipt's block cache holds an entry for. Its
+// blocks differ on the first pass through code (pt_blk_proceed_no_event_
+// fill_cache): a block then ends where it reaches an address already
+// cached, after 1024 instructions, and a suppressed TIP there is an error.
+class AddressSet {
+ public:
+  [[nodiscard]] bool Contains(uint64_t a) const {
+    if (a == 0) return have_zero_;
+    if (table_.empty()) return false;
+    for (size_t i = Hash(a) & mask_;; i = (i + 1) & mask_) {
+      if (table_[i] == a) return true;
+      if (table_[i] == 0) return false;
+    }
+  }
+  void Insert(uint64_t a) {
+    if (a == 0) {
+      have_zero_ = true;
+      return;
+    }
+    if ((count_ + 1) * 2 > table_.size()) Grow();
+    if (Put(a)) ++count_;
+  }
+  void Clear() {
+    table_.clear();
+    count_ = 0;
+    mask_ = 0;
+    have_zero_ = false;
+  }
+
+ private:
+  static size_t Hash(uint64_t a) { return static_cast<size_t>((a * 0x9E3779B97F4A7C15ull) >> 32); }
+  bool Put(uint64_t a) {
+    for (size_t i = Hash(a) & mask_;; i = (i + 1) & mask_) {
+      if (table_[i] == a) return false;
+      if (table_[i] == 0) {
+        table_[i] = a;
+        return true;
+      }
+    }
+  }
+  void Grow() {
+    std::vector<uint64_t> old = std::move(table_);
+    table_.assign(old.empty() ? 8192 : old.size() * 2, 0);
+    mask_ = table_.size() - 1;
+    for (uint64_t a : old) {
+      if (a != 0) Put(a);
+    }
+  }
+  std::vector<uint64_t> table_;
+  size_t count_ = 0, mask_ = 0;
+  bool have_zero_ = false;
+};
+
+class BlockCache {
+ public:
+  BlockEntry* Find(uint64_t ip) const {
+    if (table_.empty()) return nullptr;
+    size_t i = Hash(ip) & mask_;
+    for (;;) {
+      BlockEntry* e = table_[i];
+      if (e == nullptr) return nullptr;
+      if (e->ip == ip) return e;
+      i = (i + 1) & mask_;
+    }
+  }
+  BlockEntry* Insert(const BlockEntry& be) {
+    if ((count_ + 1) * 2 > table_.size()) Grow();
+    store_.push_back(be);
+    BlockEntry* e = &store_.back();
+    Place(e);
+    ++count_;
+    return e;
+  }
+  void Clear() {
+    table_.clear();
+    store_.clear();
+    count_ = 0;
+    mask_ = 0;
+  }
+  [[nodiscard]] size_t size() const { return count_; }
+
+ private:
+  static size_t Hash(uint64_t ip) {
+    return static_cast<size_t>((ip * 0x9E3779B97F4A7C15ull) >> 40);
+  }
+  void Place(BlockEntry* e) {
+    size_t i = Hash(e->ip) & mask_;
+    while (table_[i] != nullptr) i = (i + 1) & mask_;
+    table_[i] = e;
+  }
+  void Grow() {
+    const size_t n = table_.empty() ? 4096 : table_.size() * 2;
+    table_.assign(n, nullptr);
+    mask_ = n - 1;
+    for (BlockEntry& e : store_) Place(&e);
+  }
+  std::vector<BlockEntry*> table_;
+  std::deque<BlockEntry> store_;
+  size_t count_ = 0;
+  size_t mask_ = 0;
+};
+
+// ---------------------------------------------------------------------------
+// Events as the query layer builds them (libipt's struct pt_event).
+
+struct Event {
+  EventType type = EventType::kEnabled;
+  bool ip_suppressed = false, status_update = false, has_tsc = false;
+  bool resumed = false, speculative = false, aborted = false;
+  ExecMode mode = ExecMode::kUnknown;
+  uint8_t ratio = 0;
+  uint64_t ip = 0, to = 0;  // see Item
+  uint64_t tsc = 0;
+};
+
+// libipt's event queue: FIFOs per binding (the packet that delivers them).
+enum Binding { kBindPsbend, kBindTip, kBindFup, kBindCount };
+constexpr size_t kEvqMax = 8;
+
+struct EventQueue {
+  std::array<std::array<Event, kEvqMax>, kBindCount> ev;
+  std::array<uint8_t, kBindCount> begin{}, end{};
+  Event standalone;
+
+  void Init() {
+    begin.fill(0);
+    end.fill(0);
+  }
+  Event* Enqueue(Binding b) {
+    const uint8_t e = end[b];
+    const uint8_t next = static_cast<uint8_t>((e + 1) % kEvqMax);
+    if (next == begin[b]) return nullptr;
+    end[b] = next;
+    ev[b][e] = Event();
+    return &ev[b][e];
+  }
+  Event* Dequeue(Binding b) {
+    if (begin[b] == end[b]) return nullptr;
+    Event* e = &ev[b][begin[b]];
+    begin[b] = static_cast<uint8_t>((begin[b] + 1) % kEvqMax);
+    return e;
+  }
+  [[nodiscard]] bool Pending(Binding b) const { return begin[b] != end[b]; }
+  void Clear(Binding b) { begin[b] = end[b] = 0; }
+  Event* Standalone() {
+    standalone = Event();
+    return &standalone;
+  }
+};
+
+ExecMode ModeFromBits(uint8_t bits) {
+  const bool csl = (bits & 1) != 0, csd = (bits & 2) != 0;
+  if (csl) return csd ? ExecMode::kUnknown : ExecMode::k64;
+  return csd ? ExecMode::k32 : ExecMode::k16;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+
+struct FlowDecoder::State {
+  State(const Config& c, CodeReader* r) : cfg(c), code(r) {}
+
+  Config cfg;
+  CodeReader* code;
+  std::array<BlockCache, 4> caches;  // by ExecMode
+  AddressSet libipt_cached;          // what libipt's block cache would hold (AddressSet)
+  std::vector<uint8_t> insn_sizes;   // every cached block's instruction sizes, in order
+
+  // --- query layer (pt_query_decoder) ---
+  const uint8_t* pos = nullptr;   // null: never synchronised
+  const uint8_t* sync = nullptr;  // the last PSB synchronised on
+  bool have_next = false;         // decoder->next != NULL
+  PacketType next = PacketType::kPad;
+  struct {
+    uint64_t ip = 0;
+    bool have = false, suppressed = false;
+  } last_ip;
+  uint64_t tnt_bits = 0, tnt_index = 0;  // pt_tnt_cache
+  Timing time;
+  bool last_have_tsc = false;  // decoder->last_time's query
+  uint64_t last_tsc = 0;
+  EventQueue evq;
+  Event* q_event = nullptr;  // decoder->event: set by a decode function
+  bool q_enabled = false, consume_packet = false;
+
+  // --- block layer (pt_block_decoder) ---
+  uint64_t ip = 0;
+  ExecMode mode = ExecMode::kUnknown;
+  int status = 0;
+  bool enabled = false, process_event = false, speculative = false;
+  Event event;  // decoder->event
+  std::array<uint64_t, 65> retstack{};
+  std::array<BlockEntry*, 65> retentry{};  // the return site's block, when known
+  uint8_t rs_top = 0, rs_bottom = 0;
+
+  // --- the driving loop (StreamDecoder's) ---
+  enum class Phase : uint8_t { kSync, kSegment, kDone } phase = Phase::kSync;
+  uint64_t last_sync = ~uint64_t{0};
+  uint64_t insns = 0;
+
+  // ===== query layer =====
+
+  [[nodiscard]] uint64_t Offset(const uint8_t* p) const {
+    return static_cast<uint64_t>(p - cfg.begin);
+  }
+
+  int Fetch() {
+    have_next = false;
+    if (pos == nullptr || pos < cfg.begin || pos > cfg.end) return kErrNoSync;
+    int e = FetchType(pos, cfg.end, &next);
+    if (e < 0) return e;
+    have_next = true;
+    return 0;
+  }
+
+  [[nodiscard]] static bool IsTip(PacketType t) { return t == PacketType::kTip; }
+  [[nodiscard]] static bool IsTnt(PacketType t) {
+    return t == PacketType::kTnt8 || t == PacketType::kTnt64;
+  }
+
+  [[nodiscard]] bool WillEvent() const {
+    if (!have_next) return false;
+    switch (next) {
+      case PacketType::kTipPge:
+      case PacketType::kTipPgd:
+      case PacketType::kPip:
+      case PacketType::kOvf:
+      case PacketType::kMode:
+      case PacketType::kCbr:
+      case PacketType::kStop:
+      case PacketType::kVmcs:
+      case PacketType::kMnt:
+      case PacketType::kExstop:
+      case PacketType::kMwait:
+      case PacketType::kPwre:
+      case PacketType::kPwrx:
+      case PacketType::kPtw: return true;
+      case PacketType::kPsbEnd: return evq.Pending(kBindPsbend);
+      case PacketType::kTip: return evq.Pending(kBindTip);
+      case PacketType::kFup: return evq.Pending(kBindFup);
+      default: return false;
+    }
+  }
+  [[nodiscard]] bool WillEos() const {
+    if (have_next) return false;
+    PacketType t;
+    return pos != nullptr && FetchType(pos, cfg.end, &t) == kErrEos;
+  }
+  [[nodiscard]] int StatusFlags() const {
+    int flags = 0;
+    if (tnt_index == 0) {
+      if (WillEvent()) flags |= kStatusEventPending;
+      if (WillEos()) flags |= kStatusEos;
+    }
+    return flags;
+  }
+  [[nodiscard]] int ProvokeFetchError() const {
+    if (pos == nullptr || pos < cfg.begin || pos > cfg.end) return kErrNoSync;
+    PacketType t;
+    const int e = FetchType(pos, cfg.end, &t);
+    return e < 0 ? e : kErrInternal;
+  }
+
+  void EventTime(Event* ev) const {
+    ev->tsc = time.tsc();
+    ev->has_tsc = time.have_tsc();
+  }
+  // pt_qry_event_ip
+  void EventIp(uint64_t* out, Event* ev) const {
+    if (!last_ip.have || last_ip.suppressed) {
+      *out = 0;
+      ev->ip_suppressed = true;
+    } else {
+      *out = last_ip.ip;
+    }
+  }
+  int LastIpQuery(uint64_t* out) const {
+    if (!last_ip.have) {
+      *out = 0;
+      return kErrNoIp;
+    }
+    if (last_ip.suppressed) {
+      *out = 0;
+      return -12;  // pte_ip_suppressed
+    }
+    *out = last_ip.ip;
+    return 0;
+  }
+  void UpdateLastIp(unsigned ipc, uint64_t v) {
+    switch (ipc) {
+      case 0: last_ip.suppressed = true; return;
+      case 1: last_ip.ip = (last_ip.ip & ~0xffffull) | (v & 0xffffull); break;
+      case 2: last_ip.ip = (last_ip.ip & ~0xffffffffull) | (v & 0xffffffffull); break;
+      case 3:
+        last_ip.ip = (v & (1ull << 47)) != 0 ? v | ~0xffffffffffffull : v & 0xffffffffffffull;
+        break;
+      case 4: last_ip.ip = (last_ip.ip & ~0xffffffffffffull) | (v & 0xffffffffffffull); break;
+      case 6: last_ip.ip = v; break;
+      default: return;  // reserved: the parser refused it
+    }
+    last_ip.have = true;
+    last_ip.suppressed = false;
+  }
+
+  // Parses the packet at pos (its type already fetched).
+  int Read(Packet* p) const { return ParsePacket(pos, cfg.end, p); }
+
+  int DecodeIp(Packet* p) {
+    const int size = Read(p);
+    if (size < 0) return size;
+    UpdateLastIp(p->ipc, p->payload);
+    return size;
+  }
+
+  // dfun->decode for the packet at pos.
+  int DecodeNext() {
+    Packet p;
+    switch (next) {
+      case PacketType::kUnknown: return -4;  // pte_bad_opc
+      case PacketType::kPad: pos += 1; return 0;
+      case PacketType::kPsb: return DecodePsb();
+      case PacketType::kTip: return DecodeTip();
+      case PacketType::kTnt8: {
+        // Up to 6 outcomes below a stop bit, shifted left once.
+        const unsigned v = static_cast<unsigned>(*pos) >> 1;
+        if (tnt_index != 0) return kErrBadContext;
+        const int bits = 31 - __builtin_clz(v);
+        tnt_bits = v & ((1u << bits) - 1);
+        tnt_index = uint64_t{1} << (bits - 1);
+        pos += 1;
+        return 0;
+      }
+      case PacketType::kTnt64: {
+        const int size = Read(&p);
+        if (size < 0) return size;
+        if (tnt_index != 0) return kErrBadContext;
+        if (p.tnt_bits == 0) return kErrBadPacket;
+        tnt_bits = p.payload;
+        tnt_index = uint64_t{1} << (p.tnt_bits - 1);
+        pos += size;
+        return 0;
+      }
+      case PacketType::kTipPge: return DecodeTipPge();
+      case PacketType::kTipPgd: return DecodeTipPgd();
+      case PacketType::kFup: return DecodeFup();
+      case PacketType::kOvf: return DecodeOvf();
+      case PacketType::kMode: {
+        const int size = Read(&p);
+        if (size < 0) return size;
+        Event* ev;
+        if (p.mode_leaf == 0) {
+          ev = evq.Enqueue(kBindTip);
+          if (ev == nullptr) return kErrNoMem;
+          ev->type = EventType::kExecMode;
+          ev->mode = ModeFromBits(p.mode_bits);
+        } else {
+          if (!q_enabled) {
+            ev = evq.Standalone();
+            ev->ip = 0;
+            ev->ip_suppressed = true;
+            q_event = ev;
+          } else {
+            ev = evq.Enqueue(kBindFup);
+            if (ev == nullptr) return kErrNoMem;
+          }
+          ev->type = EventType::kTsx;
+          ev->speculative = (p.mode_bits & 1) != 0;
+          ev->aborted = (p.mode_bits & 2) != 0;
+        }
+        EventTime(ev);
+        pos += size;
+        return 0;
+      }
+      case PacketType::kPsbEnd: {
+        const int st = ProcessPendingPsbEvents();
+        if (st != 0) return st < 0 ? st : 0;
+        pos += 2;
+        return 0;
+      }
+      case PacketType::kTsc: {
+        const int size = Read(&p);
+        if (size < 0) return size;
+        const int e = time.Tsc(p.payload, false, cfg.timing);
+        if (e < 0) return e;
+        pos += size;
+        return 0;
+      }
+      case PacketType::kCbr: {
+        const int size = Read(&p);
+        if (size < 0) return size;
+        const int e = time.Cbr(static_cast<uint8_t>(p.payload), false, cfg.timing);
+        if (e < 0) return e;
+        Event* ev = evq.Standalone();
+        ev->type = EventType::kCbr;
+        ev->ratio = static_cast<uint8_t>(p.payload);
+        q_event = ev;
+        EventTime(ev);
+        pos += size;
+        return 0;
+      }
+      case PacketType::kTma: return DecodeTma();
+      case PacketType::kMtc: {
+        const int size = Read(&p);
+        if (size < 0) return size;
+        const int e = time.Mtc(static_cast<uint8_t>(p.payload), cfg.timing);
+        if (e < 0) return e;
+        pos += size;
+        return 0;
+      }
+      case PacketType::kCyc: {
+        const int size = Read(&p);
+        if (size < 0) return size;
+        // SKD007: a 2-byte CYC whose second byte is an OVF's 0xf3 is a
+        // 1-byte CYC followed by the OVF.
+        if (cfg.errata.skd007 && size == 2 && (p.payload & ~uint64_t{0x1f}) == 0x20 &&
+            pos + size < cfg.end && pos[size] == 0xf3) {
+          pos += 1;
+          return 0;
+        }
+        const int e = time.Cyc(p.payload, cfg.timing);
+        if (e < 0) return e;
+        pos += size;
+        return 0;
+      }
+      case PacketType::kStop: {
+        Event* ev = evq.Standalone();
+        ev->type = EventType::kStop;
+        q_event = ev;
+        EventTime(ev);
+        pos += 2;
+        return 0;
+      }
+      // Power events: libipt gives them no time.
+      case PacketType::kPwre:
+      case PacketType::kPwrx: {
+        const int size = Read(&p);
+        if (size < 0) return size;
+        Event* ev = evq.Standalone();
+        ev->type = next == PacketType::kPwre ? EventType::kPwre : EventType::kPwrx;
+        q_event = ev;
+        pos += size;
+        return 0;
+      }
+      case PacketType::kMnt: {
+        const int size = Read(&p);
+        if (size < 0) return size;
+        Event* ev = evq.Standalone();
+        ev->type = EventType::kMnt;
+        q_event = ev;
+        EventTime(ev);
+        pos += size;
+        return 0;
+      }
+      default: return kErrUnsupported;
+    }
+  }
+
+  int DecodeTma() {
+    Packet p;
+    const int size = Read(&p);
+    if (size < 0) return size;
+    const int e = time.Tma(static_cast<uint16_t>(p.payload), p.fc, cfg.timing);
+    if (e < 0) return e;
+    pos += size;
+    return 0;
+  }
+
+  // dfun->header inside PSB+.
+  int DecodeHeader() {
+    Packet p;
+    switch (next) {
+      case PacketType::kPad: pos += 1; return 0;
+      case PacketType::kFup: {
+        const int size = Read(&p);
+        if (size < 0) return size;
+        if (cfg.errata.bdm70 && !q_enabled) {
+          // BDM70: a FUP in a PSB+ while tracing is disabled, right before
+          // the TIP.PGE: ignore it.
+          const int e = ScanBdm70(pos + size);
+          if (e < 0) return e;
+          if (e > 0) {
+            pos += size;
+            return 0;
+          }
+        }
+        UpdateLastIp(p.ipc, p.payload);
+        if (p.ipc != 0) q_enabled = true;
+        pos += size;
+        return 0;
+      }
+      case PacketType::kMode: {
+        const int size = Read(&p);
+        if (size < 0) return size;
+        Event* ev = evq.Enqueue(kBindPsbend);
+        if (ev == nullptr) return kErrNoMem;
+        if (p.mode_leaf == 0) {
+          ev->type = EventType::kExecMode;
+          ev->mode = ModeFromBits(p.mode_bits);
+        } else {
+          ev->type = EventType::kTsx;
+          ev->speculative = (p.mode_bits & 1) != 0;
+          ev->aborted = (p.mode_bits & 2) != 0;
+        }
+        pos += size;
+        return 0;
+      }
+      case PacketType::kTsc: {
+        const int size = Read(&p);
+        if (size < 0) return size;
+        const int e = time.Tsc(p.payload, true, cfg.timing);
+        if (e < 0) return e;
+        pos += size;
+        return 0;
+      }
+      case PacketType::kCbr: {
+        const int size = Read(&p);
+        if (size < 0) return size;
+        const int e = time.Cbr(static_cast<uint8_t>(p.payload), true, cfg.timing);
+        if (e < 0) return e;
+        Event* ev = evq.Enqueue(kBindPsbend);
+        if (ev == nullptr) return kErrNoMem;
+        ev->type = EventType::kCbr;
+        ev->ratio = static_cast<uint8_t>(p.payload);
+        pos += size;
+        return 0;
+      }
+      case PacketType::kTma: return DecodeTma();
+      case PacketType::kMtc:
+      case PacketType::kCyc: return DecodeNext();
+      case PacketType::kUnknown: return -4;
+      case PacketType::kMnt: {
+        const int size = Read(&p);
+        if (size < 0) return size;
+        Event* ev = evq.Enqueue(kBindPsbend);
+        if (ev == nullptr) return kErrNoMem;
+        ev->type = EventType::kMnt;
+        pos += size;
+        return 0;
+      }
+      case PacketType::kPip:
+      case PacketType::kVmcs: return kErrUnsupported;
+      default: return kErrBadContext;  // no header function
+    }
+  }
+
+  // check_erratum_bdm70: 1 when a TIP.PGE follows with only status packets
+  // in between.
+  int ScanBdm70(const uint8_t* p) const {
+    for (;;) {
+      if (p >= cfg.end) return 0;
+      Packet pk;
+      const int size = ParsePacket(p, cfg.end, &pk);
+      if (size < 0) return size == kErrEosCode ? 0 : size;
+      switch (pk.type) {
+        case PacketType::kTipPge: return 1;
+        case PacketType::kPad:
+        case PacketType::kTsc:
+        case PacketType::kCbr:
+        case PacketType::kPsbEnd:
+        case PacketType::kPip:
+        case PacketType::kMode:
+        case PacketType::kVmcs:
+        case PacketType::kTma:
+        case PacketType::kMtc:
+        case PacketType::kCyc:
+        case PacketType::kMnt: break;
+        default: return 0;
+      }
+      p += size;
+    }
+  }
+
+  int ReadPsbHeader() {
+    last_ip = {};
+    for (;;) {
+      const int e = Fetch();
+      if (e != 0) return e;
+      if (next == PacketType::kPsbEnd || next == PacketType::kOvf) return 0;
+      const int h = DecodeHeader();
+      if (h != 0) return h;
+    }
+  }
+
+  int DecodePsb() {
+    const uint8_t* at = pos;
+    Packet p;
+    const int size = Read(&p);
+    if (size < 0) return size;
+    time.Psb(cfg.timing);
+    pos += size;
+    const int e = ReadPsbHeader();
+    if (e < 0) {
+      pos = at;
+      evq.Clear(kBindPsbend);
+      have_next = true;
+      next = PacketType::kPsb;
+      return e;
+    }
+    return 0;
+  }
+
+  int ProcessPendingPsbEvents() {
+    Event* ev = evq.Dequeue(kBindPsbend);
+    if (ev == nullptr) return 0;
+    ev->status_update = true;
+    EventTime(ev);
+    switch (ev->type) {
+      case EventType::kExecMode:
+      case EventType::kTsx: EventIp(&ev->ip, ev); break;
+      case EventType::kCbr: break;
+      case EventType::kMnt: ev->status_update = false; break;
+      default: return kErrInternal;
+    }
+    q_event = ev;
+    return 1;
+  }
+
+  int DecodeTip() {
+    Packet p;
+    const int size = DecodeIp(&p);
+    if (size < 0) return size;
+    Event* ev = evq.Dequeue(kBindTip);
+    if (ev != nullptr) {
+      switch (ev->type) {
+        case EventType::kAsyncBranch:
+          consume_packet = true;
+          EventIp(&ev->to, ev);
+          break;
+        case EventType::kExecMode: EventIp(&ev->ip, ev); break;
+        default: return kErrBadContext;
+      }
+      q_event = ev;
+      if (evq.Pending(kBindTip)) return 0;
+      if (!consume_packet) return 0;
+      consume_packet = false;
+    }
+    pos += size;
+    return 0;
+  }
+
+  int DecodeTipPge() {
+    Packet p;
+    const int size = DecodeIp(&p);
+    if (size < 0) return size;
+    Event* ev = nullptr;
+    if (!consume_packet) {
+      ev = evq.Standalone();
+      ev->type = EventType::kEnabled;
+      if (LastIpQuery(&ev->ip) < 0) return kErrBadPacket;
+      EventTime(ev);
+      tnt_bits = tnt_index = 0;
+      consume_packet = true;
+      q_enabled = true;
+    } else {
+      ev = evq.Dequeue(kBindTip);
+      if (ev != nullptr) {
+        if (ev->type != EventType::kExecMode) return kErrBadContext;
+        EventIp(&ev->ip, ev);
+      }
+    }
+    if (ev == nullptr) return kErrInternal;
+    q_event = ev;
+    if (evq.Pending(kBindTip)) return 0;
+    if (!consume_packet) return kErrInternal;
+    consume_packet = false;
+    pos += size;
+    return 0;
+  }
+
+  int DecodeTipPgd() {
+    Packet p;
+    const int size = DecodeIp(&p);
+    if (size < 0) return size;
+    Event* ev = evq.Dequeue(kBindTip);
+    if (ev != nullptr) {
+      switch (ev->type) {
+        case EventType::kAsyncBranch: {
+          const uint64_t at = ev->ip;
+          ev->type = EventType::kAsyncDisabled;
+          ev->ip = at;
+          EventIp(&ev->to, ev);
+          break;
+        }
+        case EventType::kExecMode: ev->ip_suppressed = true; break;
+        default: return kErrBadContext;
+      }
+    } else {
+      ev = evq.Standalone();
+      ev->type = EventType::kDisabled;
+      EventIp(&ev->ip, ev);
+      EventTime(ev);
+    }
+    q_event = ev;
+    if (evq.Pending(kBindTip)) return 0;
+    q_enabled = false;
+    pos += size;
+    return 0;
+  }
+
+  int DecodeFup() {
+    Packet p;
+    const int size = DecodeIp(&p);
+    if (size < 0) return size;
+    Event* ev = evq.Dequeue(kBindFup);
+    if (ev != nullptr) {
+      switch (ev->type) {
+        case EventType::kOverflow: {
+          consume_packet = true;
+          const int e = LastIpQuery(&ev->ip);
+          if (e < 0) return e;
+          break;
+        }
+        case EventType::kTsx:
+          if (!ev->aborted) consume_packet = true;
+          EventIp(&ev->ip, ev);
+          break;
+        default: return kErrInternal;
+      }
+      q_event = ev;
+      if (evq.Pending(kBindFup)) return 0;
+      if (!consume_packet) return 0;
+      consume_packet = false;
+    } else {
+      uint64_t from = 0;
+      const int e = LastIpQuery(&from);
+      if (e < 0) return e;
+      ev = evq.Enqueue(kBindTip);
+      if (ev == nullptr) return kErrNoMem;
+      ev->type = EventType::kAsyncBranch;
+      ev->ip = from;
+      EventTime(ev);
+    }
+    pos += size;
+    return 0;
+  }
+
+  // pt_pkt_find_ovf_fup from `p`: 1 a FUP follows, 0 none, or an error.
+  int FindOvfFup(const uint8_t* p) const {
+    for (;;) {
+      if (p >= cfg.end) return kErrEosCode;
+      Packet pk;
+      const int size = ParsePacket(p, cfg.end, &pk);
+      if (size < 0) return size;
+      switch (pk.type) {
+        case PacketType::kFup: return 1;
+        case PacketType::kPad:
+        case PacketType::kMnt:
+        case PacketType::kCbr:
+        case PacketType::kTsc:
+        case PacketType::kTma:
+        case PacketType::kMtc:
+        case PacketType::kCyc: break;
+        case PacketType::kPsbEnd:
+        case PacketType::kTip:
+        case PacketType::kTipPgd:
+        case PacketType::kTnt8:
+        case PacketType::kTnt64: return kErrBadContext;
+        default: return 0;
+      }
+      p += size;
+    }
+  }
+
+  int DecodeOvf() {
+    const int st = ProcessPendingPsbEvents();
+    if (st != 0) return st < 0 ? st : 0;
+    const Timing t = time;
+    QueryReset();
+    time = t;
+    pos += 2;
+    const int found = FindOvfFup(pos);
+    if (found <= 0) {
+      if (cfg.errata.skd010) return kErrUnsupported;  // libipt scans for where to resume
+      if (found < 0 && found != kErrEosCode) return found;
+      Event* ev = evq.Standalone();
+      ev->type = EventType::kOverflow;
+      ev->ip_suppressed = true;
+      q_enabled = false;
+      q_event = ev;
+      EventTime(ev);
+      return 0;
+    }
+    Event* ev = evq.Enqueue(kBindFup);
+    if (ev == nullptr) return kErrInternal;
+    ev->type = EventType::kOverflow;
+    q_enabled = true;
+    EventTime(ev);
+    return 0;
+  }
+
+  int ReadAhead() {
+    // Inline first: the packets that dominate between branches (1-byte CYC,
+    // MTC) are applied, a TNT-8 ends the read-ahead; anything else takes
+    // the general loop below. Same effect, fewer dispatches.
+    while (pos != nullptr && pos < cfg.end) {
+      const uint8_t b = *pos;
+      if ((b & 3) == 3) {  // CYC: 5 bits, then 7 per extension byte
+        uint64_t value = b >> 3;
+        const uint8_t* q = pos + 1;
+        if ((b & 4) != 0) {
+          unsigned shl = 5;
+          bool more = true;
+          while (more && q < cfg.end && shl <= 40) {
+            value |= static_cast<uint64_t>(*q >> 1) << shl;
+            more = (*q & 1) != 0;
+            ++q;
+            shl += 7;
+          }
+          // Cut off, very long, or SKD007's CYC-before-OVF: the general path.
+          if (more || (cfg.errata.skd007 && q - pos == 2 && (value & ~uint64_t{0x1f}) == 0x20 &&
+                       q < cfg.end && *q == 0xf3))
+            break;
+        }
+        const int e = time.Cyc(value, cfg.timing);
+        if (e < 0) {
+          have_next = true;
+          next = PacketType::kCyc;
+          return e;
+        }
+        pos = q;
+      } else if (b == 0x59 && cfg.end - pos >= 2) {  // MTC
+        const int e = time.Mtc(pos[1], cfg.timing);
+        if (e < 0) {
+          have_next = true;
+          next = PacketType::kMtc;
+          return e;
+        }
+        pos += 2;
+      } else {
+        if ((b & 1) == 0 && b != 0 && b != 2) {
+          have_next = true;
+          next = PacketType::kTnt8;
+          return 0;
+        }
+        break;
+      }
+    }
+    for (;;) {
+      const int e = Fetch();
+      if (e != 0) return e;
+      if (IsTip(next) || IsTnt(next)) return 0;
+      if (WillEvent()) return 0;
+      const int d = DecodeNext();
+      if (d != 0) {
+        if (d == kErrEosCode) {
+          pos = cfg.end;
+          have_next = false;
+        }
+        return d;
+      }
+    }
+  }
+
+  void QueryReset() {
+    q_enabled = false;
+    consume_packet = false;
+    q_event = nullptr;
+    last_ip = {};
+    tnt_bits = tnt_index = 0;
+    time.Reset();
+    last_have_tsc = false;
+    last_tsc = 0;
+    evq.Init();
+  }
+  void SaveLastTime() {
+    last_have_tsc = time.have_tsc();
+    last_tsc = time.tsc();
+  }
+
+  int CacheTnt() {
+    for (;;) {
+      if (!have_next) return ProvokeFetchError();
+      if (WillEvent()) return kErrBadQuery;
+      if (IsTip(next)) return kErrBadQuery;
+      q_event = nullptr;
+      const int e = DecodeNext();
+      if (e != 0) return e;
+      if (q_event != nullptr) return kErrEventIgnored;
+      if (IsTnt(next)) break;
+      const int r = ReadAhead();
+      if (r != 0) return r;
+    }
+    SaveLastTime();
+    const int r = ReadAhead();
+    if (r < 0 && r != kErrEosCode) return r;
+    return 0;
+  }
+
+  int QueryCond(bool* taken) {
+    if (tnt_index == 0) {
+      const int e = CacheTnt();
+      if (e < 0) return e;
+    }
+    if (tnt_index == 0) return kErrBadQuery;
+    *taken = (tnt_bits & tnt_index) != 0;
+    tnt_index >>= 1;
+    return StatusFlags();
+  }
+
+  int QueryIndirect(uint64_t* addr) {
+    int flags = 0;
+    for (;;) {
+      if (!have_next) return ProvokeFetchError();
+      if (WillEvent()) return kErrBadQuery;
+      q_event = nullptr;
+      if (IsTnt(next) && tnt_index != 0) return kErrBadQuery;
+      const bool tip = IsTip(next);
+      const int e = DecodeNext();
+      if (e != 0) return e;
+      if (q_event != nullptr) return kErrEventIgnored;
+      if (tip) {
+        uint64_t ip2 = 0;
+        if (LastIpQuery(&ip2) < 0) {
+          flags |= kStatusIpSuppressed;
+        } else {
+          *addr = ip2;
+        }
+        break;
+      }
+      const int r = ReadAhead();
+      if (r != 0) return r;
+    }
+    SaveLastTime();
+    const int r = ReadAhead();
+    if (r < 0 && r != kErrEosCode) return r;
+    return flags | StatusFlags();
+  }
+
+  int QueryEvent(Event* out) {
+    if (tnt_index != 0) return kErrBadQuery;
+    for (;;) {
+      if (!have_next) return ProvokeFetchError();
+      if ((IsTip(next) || IsTnt(next)) && !WillEvent()) return kErrBadQuery;
+      q_event = nullptr;
+      const int e = DecodeNext();
+      if (e != 0) return e;
+      if (q_event != nullptr) {
+        *out = *q_event;
+        break;
+      }
+      const int r = ReadAhead();
+      if (r != 0) return r;
+    }
+    SaveLastTime();
+    const int r = ReadAhead();
+    if (r < 0 && r != kErrEosCode) return r;
+    return StatusFlags();
+  }
+
+  // pt_sync_forward: the PSB libipt finds searching from `from`.
+  const uint8_t* SyncForward(const uint8_t* from) const {
+    static constexpr uint64_t kPattern0 = 0x8202820282028202ull;
+    static constexpr uint64_t kPattern1 = 0x0282028202820282ull;
+    const uint8_t* start = from;
+    auto addr = reinterpret_cast<uintptr_t>(from);
+    const uint8_t* p = from + ((8 - (addr & 7)) & 7);
+    for (;;) {
+      const uint8_t* current = p;
+      if (cfg.end - p < 8) return nullptr;
+      p += 8;
+      uint64_t val;
+      std::memcpy(&val, current, 8);
+      if (val != kPattern0 && val != kPattern1) continue;
+      // pt_find_psb from p.
+      // (libipt reads the byte at `end` here; ptsnap's buffers end in a 0.)
+      const uint8_t* q = p;
+      if (q >= cfg.end || *q != 0x02) ++q;
+      for (; q + 1 < cfg.end; q += 2) {
+        if (q[0] != 0x02 || q[1] != 0x82) break;
+      }
+      q -= 16;
+      if (q < cfg.begin) continue;
+      if (q[0] != 0x02 || q[1] != 0x82) continue;
+      Packet pk;
+      if (ParsePacket(q, cfg.end, &pk) < 0) continue;
+      if (q < start) continue;
+      return q;
+    }
+  }
+
+  int QueryStart(const uint8_t* at, uint64_t* addr) {
+    QueryReset();
+    sync = at;
+    pos = at;
+    int e = Fetch();
+    if (e != 0) return e;
+    if (next != PacketType::kPsb) return kErrNoSync;
+    e = DecodeNext();
+    if (e < 0) return e;
+    // The start address before reading ahead (an adjacent PSB+ may change
+    // the IP); if there is none yet, whatever read-ahead found.
+    const bool filled = LastIpQuery(addr) == 0;
+    e = ReadAhead();
+    if (e < 0) return e;
+    int st = StatusFlags();
+    if (!filled && LastIpQuery(addr) < 0) st |= kStatusIpSuppressed;
+    return st;
+  }
+
+  int QuerySyncForward(uint64_t* addr) {
+    const uint8_t* p = pos != nullptr ? pos : cfg.begin;
+    if (p == sync) p += 16;
+    if (p < cfg.begin) return kErrInternal;
+    ptrdiff_t space = p - cfg.begin;
+    if (space >= 16) space = 15;
+    p -= space;
+    if (p > cfg.end) return kErrInternal;
+    const uint8_t* s = SyncForward(p);
+    if (s == nullptr) return kErrEosCode;
+    return QueryStart(s, addr);
+  }
+
+  // ===== block layer =====
+
+  void RetPush(uint64_t a, BlockEntry* site = nullptr) {
+    retstack[rs_top] = a;
+    retentry[rs_top] = site;
+    rs_top = rs_top == 64 ? 0 : rs_top + 1;
+    if (rs_bottom == rs_top) rs_bottom = rs_bottom == 64 ? 0 : rs_bottom + 1;
+  }
+  int RetPop(uint64_t* a) {
+    if (rs_top == rs_bottom) return kErrRetstackEmpty;
+    rs_top = rs_top == 0 ? 64 : rs_top - 1;
+    *a = retstack[rs_top];
+    hint = retentry[rs_top];
+    return 0;
+  }
+
+  int BlkStatus(int flags) const {
+    if (!enabled) flags |= kStatusIpSuppressed;
+    if ((status & kStatusEos) != 0 && !process_event) flags |= kStatusEos;
+    return flags;
+  }
+
+  int Tick(uint64_t at) {
+    if (!enabled) return kErrInternal;
+    if (process_event) return 0;
+    const uint64_t tsc = last_tsc;
+    if (tsc == event.tsc) return 0;
+    event = Event();
+    event.type = EventType::kTick;
+    event.ip = at;
+    event.has_tsc = last_have_tsc;
+    event.tsc = tsc;
+    process_event = true;
+    return 1;
+  }
+  int CondBranch(bool* taken) {
+    const int st = QueryCond(taken);
+    if (st < 0) return st;
+    const int e = Tick(ip);
+    if (e < 0) return e;
+    return st;
+  }
+  int IndirectBranch(uint64_t* target) {
+    const uint64_t at = ip;
+    const int st = QueryIndirect(target);
+    if (st < 0) return st;
+    const int e = Tick(at);
+    if (e < 0) return e;
+    return st;
+  }
+
+  // Reads and decodes the instruction at `at`.
+  int ReadInsn(uint64_t at, Insn* insn) const {
+    uint8_t buf[15];
+    const size_t n = code->Read(at, buf, sizeof buf);
+    if (n == 0) return kErrNoMap;
+    if (mode == ExecMode::kUnknown) return kErrBadInsn;  // pt_ild needs a mode
+    if (!DecodeInsn(buf, n, at, mode, insn)) return kErrBadInsn;
+    return 0;
+  }
+
+  void LogCall(const Insn& insn) {
+    if (insn.iclass != InsnClass::kCall) return;
+    if (insn.is_direct && insn.disp == 0) return;
+    RetPush(insn.ip + insn.size);
+  }
+
+  // pt_blk_proceed_one_insn
+  int ProceedOneInsn(Item* b, Insn* insn) {
+    if (b->ninsn == 0xffff) return 0;
+    const int e = ReadInsn(ip, insn);
+    if (e < 0) return e;
+    LogCall(*insn);
+    b->iclass = insn->iclass;
+    b->end_ip = insn->ip;
+    b->ninsn = static_cast<uint16_t>(b->ninsn + 1);
+    return 1;
+  }
+  [[nodiscard]] static bool EndsBlock(const Insn& insn) {
+    return insn.iclass == InsnClass::kCall || insn.iclass == InsnClass::kJump;
+  }
+  template <class Pred>
+  int ProceedToInsn(Item* b, Insn* insn, Pred pred) {
+    for (;;) {
+      int st = ProceedOneInsn(b, insn);
+      if (st <= 0) return st;
+      if (pred(*insn)) return 1;
+      st = NextIpNoTrace(*insn, &ip);
+      if (st < 0) return st;
+      if (EndsBlock(*insn)) return 0;
+    }
+  }
+  int ProceedToIp(Item* b, Insn* insn, uint64_t target) {
+    for (;;) {
+      if (ip == target) return 1;
+      int st = ProceedOneInsn(b, insn);
+      if (st <= 0) return st;
+      st = NextIpNoTrace(*insn, &ip);
+      if (st < 0) return st;
+      if (EndsBlock(*insn)) return ip == target ? 1 : 0;
+    }
+  }
+  // pt_blk_next_ip
+  int NextIpWithTrace(const Insn& insn, uint64_t* out) {
+    switch (insn.iclass) {
+      case InsnClass::kCondJump: {
+        bool taken = false;
+        const int st = CondBranch(&taken);
+        if (st < 0) return st;
+        uint64_t n = insn.ip + insn.size;
+        if (taken) n += static_cast<uint64_t>(insn.disp);
+        *out = n;
+        return st;
+      }
+      case InsnClass::kReturn: {
+        bool taken = false;
+        const int st = CondBranch(&taken);
+        if (st < 0) {
+          if (st != kErrBadQuery) return st;
+          break;
+        }
+        if (!taken) return kErrBadRetcomp;
+        const int e = RetPop(out);
+        if (e < 0) return e;
+        return st;
+      }
+      case InsnClass::kJump:
+      case InsnClass::kCall:
+        if (insn.is_direct) return kErrInternal;
+        break;
+      case InsnClass::kFarCall:
+      case InsnClass::kFarReturn:
+      case InsnClass::kFarJump: break;
+      case InsnClass::kPtwrite:
+      case InsnClass::kOther: return kErrInternal;
+      case InsnClass::kError: return kErrBadInsn;
+    }
+    return IndirectBranch(out);
+  }
+  int ProceedWithTrace(const Insn& insn) {
+    const int st = NextIpWithTrace(insn, &ip);
+    if (st < 0) return st;
+    status = st;
+    if ((st & kStatusIpSuppressed) != 0) return kErrNoIp;
+    return 0;
+  }
+
+  // A cache entry for the block at `at`.
+  BlockEntry* Lookup(uint64_t at) {
+    BlockCache& cache = caches[static_cast<size_t>(mode) & 3];
+    if (BlockEntry* e = cache.Find(at)) return e;
+    BlockEntry be;
+    be.ip = at;
+    be.mode = mode;
+    be.sizes_at = static_cast<uint32_t>(insn_sizes.size());
+    uint64_t cur = at;
+    uint8_t buf[64];
+    size_t have = 0, off = 0;
+    uint64_t buf_ip = 0;
+    for (;;) {
+      if (be.ninsn == 0xffff) {
+        be.error = 1;  // split: continue in a new block (not an error)
+        break;
+      }
+      if (have - off < 15) {
+        buf_ip = cur;
+        have = code->Read(cur, buf, sizeof buf);
+        off = 0;
+      }
+      Insn insn;
+      if (have - off == 0) {
+        be.error = kErrNoMap;
+        break;
+      }
+      if (mode == ExecMode::kUnknown) {
+        be.error = kErrBadInsn;  // pt_ild needs a mode
+        break;
+      }
+      if (!DecodeInsn(buf + off, have - off, cur, mode, &insn)) {
+        be.error = kErrBadInsn;
+        break;
+      }
+      be.ninsn++;
+      insn_sizes.push_back(insn.size);
+      be.end_ip = cur;
+      be.size = insn.size;
+      be.iclass = insn.iclass;
+      be.is_direct = insn.is_direct;
+      be.target = insn.ip + insn.size + static_cast<uint64_t>(insn.disp);
+      be.pushes = insn.iclass == InsnClass::kCall && !(insn.is_direct && insn.disp == 0);
+      if (insn.iclass != InsnClass::kOther && insn.iclass != InsnClass::kPtwrite) break;
+      cur += insn.size;
+      off = static_cast<size_t>(cur - buf_ip);
+    }
+    return cache.Insert(be);
+  }
+
+  // pt_blk_proceed_no_event: to the next decision point. Through libipt's
+  // cache where libipt has the start address cached, else as libipt's first
+  // pass, which fills its cache (Fill).
+  int ProceedNoEvent(Item* b, BlockEntry* e) {
+    if (!libipt_cached.Contains(e->ip)) return Fill(b, e);
+    if (e->ninsn > 0) {
+      if (e->ninsn > 1024) return kErrUnsupported;  // see flow_decoder.h
+      b->ninsn = static_cast<uint16_t>(e->ninsn);
+      b->end_ip = e->end_ip;
+      b->iclass = e->iclass;
+    }
+    if (e->error != 0) {
+      // The instruction after the last one (or the first) cannot be
+      // decoded: libipt returns the block so far with the error.
+      ip = e->ninsn > 0 ? e->end_ip + e->size : e->ip;
+      return e->error == 1 ? kErrUnsupported : e->error;
+    }
+    return Decide(e, /*first_pass=*/false);
+  }
+
+  // The branch that ends `e`'s block: the next IP, from trace if needed.
+  // Leaves the next block's entry in `hint` when it is known cheaply.
+  int Decide(BlockEntry* e, bool first_pass) {
+    ip = e->end_ip;
+    hint = nullptr;
+    const uint64_t fall = e->end_ip + e->size;
+    if (e->pushes) RetPush(fall, Successor(&e->next_fall, fall));
+    switch (e->iclass) {
+      case InsnClass::kCall:
+      case InsnClass::kJump:
+        if (e->is_direct) {
+          ip = e->target;
+          hint = Successor(&e->next_taken, ip);
+          return 0;
+        }
+        break;
+      case InsnClass::kCondJump: {
+        bool taken = false;
+        const int st = CondBranch(&taken);
+        if (st < 0) return st;
+        status = st;
+        if (taken) {
+          ip = e->target;
+          hint = Successor(&e->next_taken, ip);
+        } else {
+          ip = fall;
+          hint = Successor(&e->next_fall, ip);
+        }
+        return 0;
+      }
+      case InsnClass::kReturn: {
+        bool taken = false;
+        const int st = CondBranch(&taken);
+        if (st < 0) {
+          if (st != kErrBadQuery) return st;
+          break;
+        }
+        status = st;
+        if (!taken) return kErrBadRetcomp;
+        return RetPop(&ip);
+      }
+      default: break;
+    }
+    const int st = IndirectBranch(&ip);
+    if (st < 0) return st;
+    status = st;
+    // libipt checks for a suppressed IP only on its first pass
+    // (pt_blk_proceed_with_trace), not from its cache.
+    if (first_pass && (st & kStatusIpSuppressed) != 0) return kErrNoIp;
+    // A one-entry target cache for indirect branches.
+    if (e->next_taken != nullptr && e->next_taken->ip == ip) {
+      hint = e->next_taken;
+    } else {
+      hint = e->next_taken = Lookup(ip);
+    }
+    return 0;
+  }
+  BlockEntry* hint = nullptr;  // the entry for `ip`, when Decide knew it
+
+  // libipt's first pass through the block at e->ip
+  // (pt_blk_proceed_no_event_fill_cache): the block ends early at an
+  // address libipt already caches and after 1024 instructions; addresses
+  // join its cache unless the pass fails.
+  int Fill(Item* b, BlockEntry* e) {
+    uint64_t a = e->ip;
+    const uint32_t n = e->ninsn;
+    for (uint32_t k = 0; k < n; ++k) {
+      const bool last = k + 1 == n;
+      if (k > 0 && libipt_cached.Contains(a)) {
+        b->ninsn = static_cast<uint16_t>(k);
+        b->iclass = InsnClass::kOther;
+        AddRun(e->ip, e, k);
+        ip = a;
+        return 0;
+      }
+      b->ninsn = static_cast<uint16_t>(k + 1);
+      b->end_ip = a;
+      b->iclass = last && e->error == 0 ? e->iclass : InsnClass::kOther;
+      if (!last || e->error != 0) {
+        if (k == 1023) {  // out of steps: a trampoline ends the block
+          AddRun(e->ip, e, k + 1);
+          ip = a + insn_sizes[e->sizes_at + k];
+          return 0;
+        }
+        a += insn_sizes[e->sizes_at + k];
+        continue;
+      }
+      // The branch at the end.
+      const bool needs_trace =
+          !((e->iclass == InsnClass::kCall || e->iclass == InsnClass::kJump) && e->is_direct);
+      if (!needs_trace) {
+        AddRun(e->ip, e, n);
+        return Decide(e, true);
+      }
+      libipt_cached.Insert(a);
+      const int st = Decide(e, true);
+      if (st < 0) return st;
+      AddRun(e->ip, e, n - 1);
+      return 0;
+    }
+    // The entry ends in an undecodable instruction (or is empty).
+    ip = a;
+    return e->error == 1 ? kErrUnsupported : e->error;
+  }
+  void AddRun(uint64_t a, const BlockEntry* e, uint32_t count) {
+    for (uint32_t k = 0; k < count; ++k) {
+      libipt_cached.Insert(a);
+      a += insn_sizes[e->sizes_at + k];
+    }
+  }
+  [[nodiscard]] Insn LastInsn(const BlockEntry& e) const {
+    Insn i;
+    i.ip = e.end_ip;
+    i.size = e.size;
+    i.iclass = e.iclass;
+    i.is_direct = e.is_direct;
+    i.disp = static_cast<int64_t>(e.target - (e.end_ip + e.size));
+    return i;
+  }
+  int SetDisableResumeIp(const Insn& insn) {
+    if (insn.iclass == InsnClass::kCall || insn.iclass == InsnClass::kFarCall) {
+      ip = insn.ip + insn.size;
+    } else {
+      ip = 0;
+    }
+    return 0;
+  }
+
+  int ProceedEvent(Item* b) {
+    Insn insn;
+    Event& ev = event;
+    int st = 0;
+    switch (ev.type) {
+      case EventType::kEnabled: break;
+      case EventType::kDisabled:
+        if (ev.ip_suppressed) {
+          if (cfg.addr_filter && cfg.errata.skl014) return kErrUnsupported;
+          st = ProceedToInsn(b, &insn, [](const Insn& i) { return i.changes_cr3; });
+        } else {
+          st = ProceedToIp(b, &insn, ev.ip);
+        }
+        if (st <= 0) {
+          if (st != kErrBadQuery) return st;
+          SetDisableResumeIp(insn);
+        }
+        break;
+      case EventType::kAsyncDisabled:
+        st = ProceedToIp(b, &insn, ev.ip);
+        if (st <= 0) return st;
+        if (cfg.errata.skd022 && Skd022()) return ProceedEvent(b);
+        break;
+      case EventType::kAsyncBranch:
+        st = ProceedToIp(b, &insn, ev.ip);
+        if (st <= 0) return st;
+        break;
+      case EventType::kOverflow: break;
+      case EventType::kExecMode:
+        if (!ev.ip_suppressed) {
+          st = ProceedToIp(b, &insn, ev.ip);
+          if (st == kErrBadQuery) st = ProceedWithTrace(insn);
+          if (st < 0) return st;
+          if (ip != ev.ip) return 0;
+        }
+        break;
+      case EventType::kTsx:
+        if (ev.ip_suppressed) break;
+        st = ProceedToIp(b, &insn, ev.ip);
+        if (st <= 0) return st;
+        break;
+      case EventType::kStop:
+      case EventType::kPwre:
+      case EventType::kPwrx:
+      case EventType::kTick:
+      case EventType::kCbr:
+      case EventType::kMnt: break;
+      default: return kErrUnsupported;
+    }
+    return BlkStatus(kStatusEventPending);
+  }
+
+  // pt_blk_handle_erratum_skd022: an async disable at VMLAUNCH/VMRESUME is
+  // a synchronous one. True when it changed the event.
+  bool Skd022() {
+    Insn insn;
+    if (ReadInsn(event.ip, &insn) < 0 || !insn.vm_entry) return false;
+    event.type = EventType::kDisabled;
+    event.ip = event.to;
+    return true;
+  }
+
+  int FetchEvent() {
+    if (process_event) return 1;
+    if ((status & kStatusEventPending) == 0) return 0;
+    const int st = QueryEvent(&event);
+    if (st < 0) return st;
+    process_event = true;
+    status = st;
+    return 1;
+  }
+
+  int ProceedTrailingEvent(bool have_block) {
+    const int st = FetchEvent();
+    if (st <= 0) {
+      if (st < 0) return st;
+      return BlkStatus(0);
+    }
+    Event& ev = event;
+    switch (ev.type) {
+      case EventType::kDisabled: break;
+      case EventType::kEnabled:
+      case EventType::kOverflow:
+      case EventType::kStop:
+      case EventType::kPwre:
+      case EventType::kPwrx:
+      case EventType::kTick:
+      case EventType::kCbr:
+      case EventType::kMnt: return BlkStatus(kStatusEventPending);
+      case EventType::kAsyncDisabled:
+        if (ip != ev.ip) break;
+        if (cfg.errata.skd022 && Skd022()) break;
+        return BlkStatus(kStatusEventPending);
+      case EventType::kAsyncBranch:
+        if (ip != ev.ip) break;
+        return BlkStatus(kStatusEventPending);
+      case EventType::kExecMode:
+        if (!ev.ip_suppressed && ip != ev.ip) break;
+        return BlkStatus(kStatusEventPending);
+      case EventType::kTsx:
+        if (!ev.ip_suppressed && ip != ev.ip) break;
+        return BlkStatus(kStatusEventPending);
+      default: return kErrUnsupported;
+    }
+    (void)have_block;
+    return BlkStatus(0);
+  }
+
+  int Proceed(Item* b) {
+    const int st = FetchEvent();
+    if (st != 0) {
+      if (st < 0) return st;
+      return ProceedEvent(b);
+    }
+    if (!enabled) return (status & kStatusEos) != 0 ? kErrEosCode : kErrNoEnable;
+    const int e = ProceedNoEvent(b, Entry());
+    if (e < 0) return e;
+    return ProceedTrailingEvent(true);
+  }
+
+  int NextBlock(Item* b) {
+    *b = Item();
+    b->kind = ItemKind::kBlock;
+    b->ip = ip;
+    b->mode = mode;
+    b->speculative = speculative;
+    return Proceed(b);
+  }
+
+  int UserEvent(Item* out) {
+    if (!process_event) return kErrBadQuery;
+    Event& ev = event;
+    switch (ev.type) {
+      case EventType::kEnabled:
+        if (ev.ip == ip) ev.resumed = true;
+        if (ev.status_update) return kErrBadContext;
+        if (ev.ip_suppressed) return kErrNoIp;
+        if (enabled) return kErrBadContext;
+        ip = ev.ip;
+        enabled = true;
+        process_event = false;
+        break;
+      case EventType::kAsyncDisabled:
+      case EventType::kDisabled:
+        if (ev.type == EventType::kAsyncDisabled && ip != ev.ip) return kErrBadQuery;
+        if (ev.status_update) return kErrBadContext;
+        if (!enabled) return kErrBadContext;
+        enabled = false;
+        process_event = false;
+        break;
+      case EventType::kAsyncBranch:
+        if (ip != ev.ip) return kErrBadQuery;
+        if (ev.status_update) return kErrBadContext;
+        if (!enabled) return kErrBadContext;
+        ip = ev.to;
+        process_event = false;
+        break;
+      case EventType::kOverflow:
+        if (ev.status_update) return kErrBadContext;
+        if (ev.ip_suppressed) {
+          enabled = false;
+          ip = 0;
+        } else {
+          enabled = true;
+          ip = ev.ip;
+        }
+        speculative = false;
+        process_event = false;
+        break;
+      case EventType::kExecMode:
+        if (!ev.ip_suppressed && ip != ev.ip) return kErrBadQuery;
+        if (ev.status_update && enabled && mode != ExecMode::kUnknown && mode != ev.mode)
+          return kErrBadStatusUpdate;
+        mode = ev.mode;
+        process_event = false;
+        break;
+      case EventType::kTsx:
+        if (!ev.ip_suppressed && ip != ev.ip) return kErrBadQuery;
+        speculative = ev.speculative;
+        process_event = false;
+        break;
+      case EventType::kStop:
+        if (ev.status_update) return kErrBadContext;
+        if (enabled) return kErrBadContext;
+        process_event = false;
+        break;
+      case EventType::kPwre:
+      case EventType::kPwrx:
+      case EventType::kTick:
+      case EventType::kCbr:
+      case EventType::kMnt: process_event = false; break;
+      default: return kErrUnsupported;
+    }
+    *out = Item();
+    out->kind = ItemKind::kEvent;
+    out->event = ev.type;
+    out->ip_suppressed = ev.ip_suppressed;
+    out->status_update = ev.status_update;
+    out->has_tsc = ev.has_tsc;
+    out->tsc = ev.tsc;
+    out->ip = ev.ip;
+    out->to = ev.to;
+    out->mode = ev.mode;
+    out->speculative = ev.speculative;
+    out->aborted = ev.aborted;
+    out->resumed = ev.resumed;
+    out->ratio = ev.ratio;
+    return ProceedTrailingEvent(false);
+  }
+
+  int BlkSyncForward() {
+    mode = ExecMode::kUnknown;
+    ip = 0;
+    status = 0;
+    enabled = false;
+    process_event = false;
+    speculative = false;
+    event = Event();
+    rs_top = rs_bottom = 0;
+    const int st = QuerySyncForward(&ip);
+    if (st < 0) return st;
+    status = st;
+    if ((st & kStatusIpSuppressed) == 0) enabled = true;
+    return ProceedTrailingEvent(false);
+  }
+
+  // ===== the fast path =====
+
+  // Whether Fast may run: tracing on, no event pending or being processed,
+  // nothing to report (the state after an uneventful block).
+  [[nodiscard]] bool CanRunFast() const {
+    return phase == Phase::kSegment && status_out == 0 && !process_event && enabled &&
+           (status & (kStatusEventPending | kStatusEos)) == 0;
+  }
+
+  // The entry for `ip`: the hint when it matches.
+  BlockEntry* Entry() {
+    BlockEntry* h = hint;
+    hint = nullptr;
+    if (h != nullptr && h->ip == ip && h->mode == mode) return h;
+    return Lookup(ip);
+  }
+
+  BlockEntry* Successor(BlockEntry** slot, uint64_t at) {
+    BlockEntry* e = *slot;
+    if (e == nullptr) *slot = e = Lookup(at);
+    return e;
+  }
+
+  // NextBlock for blocks libipt serves from its cache (start cached, no
+  // decode error), chained through successor hints instead of lookups, and
+  // with conditional branches and compressed returns taken straight from
+  // the cached TNT bits when no tick is due. Appends up to `room` blocks
+  // (and an error item after the last on failure); returns when the state
+  // needs the general Step (an event, the end, a first pass).
+  size_t Fast(Item* out, size_t room, uint64_t* insns_out) {
+    size_t k = 0;
+    const ExecMode m = mode;
+    while (k < room) {
+      BlockEntry* e = Entry();
+      if (!e->start_cached) {
+        if (!libipt_cached.Contains(e->ip)) {
+          hint = e;
+          break;
+        }
+        e->start_cached = true;
+      }
+      if (e->error != 0 || e->ninsn > 1024) {
+        hint = e;
+        break;
+      }
+      Item& b = out[k++];
+      b = Item();
+      b.kind = ItemKind::kBlock;
+      b.ip = e->ip;
+      b.end_ip = e->end_ip;
+      b.ninsn = static_cast<uint16_t>(e->ninsn);
+      b.iclass = e->iclass;
+      b.mode = m;
+      b.speculative = speculative;
+      fast_insns += e->ninsn;
+      const InsnClass c = e->iclass;
+      // The bit is cached and no tick is due; more bits follow, or the next
+      // packet is a TNT-8 (the query then reports nothing pending either).
+      if ((c == InsnClass::kCondJump || c == InsnClass::kReturn) && last_tsc == event.tsc &&
+          (tnt_index > 1 || (tnt_index == 1 && have_next && next == PacketType::kTnt8))) {
+        const bool taken = (tnt_bits & tnt_index) != 0;
+        if (c == InsnClass::kCondJump) {
+          tnt_index >>= 1;
+          status = 0;
+          const uint64_t fall = e->end_ip + e->size;
+          if (taken) {
+            ip = e->target;
+            hint = Successor(&e->next_taken, ip);
+          } else {
+            ip = fall;
+            hint = Successor(&e->next_fall, ip);
+          }
+          continue;
+        }
+        if (taken && rs_top != rs_bottom) {
+          tnt_index >>= 1;
+          status = 0;
+          rs_top = rs_top == 0 ? 64 : rs_top - 1;
+          ip = retstack[rs_top];
+          hint = retentry[rs_top];
+          continue;
+        }
+      }
+      int st = Decide(e, /*first_pass=*/false);
+      if (st >= 0 && process_event && event.type == EventType::kTick &&
+          (status & (kStatusEventPending | kStatusEos)) == 0 && k < room) {
+        // Only a tick is due: pt_blk_next reports it pending, pt_blk_event
+        // returns it and finds nothing after it.
+        Item& t = out[k++];
+        t = Item();
+        t.kind = ItemKind::kEvent;
+        t.event = EventType::kTick;
+        t.ip = event.ip;
+        t.has_tsc = event.has_tsc;
+        t.tsc = event.tsc;
+        process_event = false;
+        status_out = 0;
+        continue;
+      }
+      if (st >= 0) st = ProceedTrailingEvent(true);
+      // Events the block raised (mostly ticks): delivered here as Step
+      // would, one pt_blk_event each.
+      while (st > 0 && (st & kStatusEventPending) != 0 && k < room) {
+        st = UserEvent(&out[k]);
+        if (st >= 0) ++k;
+      }
+      status_out = st;
+      if (st < 0) {
+        EndSegment(out, &k, st);
+        break;
+      }
+      if (st != 0 || !CanRunFast()) break;
+    }
+    return Emitted(k, insns_out);
+  }
+  size_t Emitted(size_t k, uint64_t* insns_out) {
+    *insns_out += fast_insns;
+    fast_insns = 0;
+    return k;
+  }
+  uint64_t fast_insns = 0;
+
+  // ===== the driving loop =====
+
+  static Item ErrorItem(int code) {
+    Item i;
+    i.kind = ItemKind::kError;
+    i.error = code;
+    return i;
+  }
+
+  void EndSegment(Item* out, size_t* n, int code) {
+    if (code == kErrEosCode) {
+      phase = Phase::kDone;
+      return;
+    }
+    out[(*n)++] = ErrorItem(code);
+    last_sync = sync != nullptr ? Offset(sync) : 0;
+    phase = Phase::kSync;
+  }
+
+  // One step of StreamDecoder::Step; appends 0-2 items to out.
+  bool Step(Item* out, size_t* n, uint64_t* insns_out) {
+    if (phase == Phase::kSegment) {
+      if ((status_out & kStatusEventPending) != 0) {
+        const int st = UserEvent(&out[*n]);
+        status_out = st;
+        if (st < 0) {
+          EndSegment(out, n, st);
+          return phase != Phase::kDone;
+        }
+        ++*n;
+        return true;
+      }
+      if ((status_out & kStatusEos) != 0) {
+        phase = Phase::kDone;
+        return false;
+      }
+      Item& b = out[*n];
+      const int st = NextBlock(&b);
+      status_out = st;
+      if (b.ninsn > 0) {
+        *insns_out += b.ninsn;
+        ++*n;
+      }
+      if (st < 0) {
+        EndSegment(out, n, st);
+        return phase != Phase::kDone;
+      }
+      return true;
+    }
+    if (phase == Phase::kDone) return false;
+    const int st = BlkSyncForward();
+    if (st < 0) {
+      if (st == kErrEosCode) {
+        phase = Phase::kDone;
+        return false;
+      }
+      const uint64_t off = pos != nullptr ? Offset(pos) : 0;
+      if (off == last_sync) {
+        phase = Phase::kDone;
+        return false;
+      }
+      last_sync = off;
+      return true;
+    }
+    status_out = st;
+    Item& s = out[(*n)++];
+    s = Item();
+    s.kind = ItemKind::kSync;
+    s.offset = Offset(sync);
+    phase = Phase::kSegment;
+    return true;
+  }
+  int status_out = 0;  // the status the loop holds (StreamDecoder::status_)
+};
+
+FlowDecoder::FlowDecoder(const Config& config, CodeReader* code)
+    : s_(std::make_unique<State>(config, code)) {}
+FlowDecoder::~FlowDecoder() = default;
+
+void FlowDecoder::InvalidateCode() {
+  for (auto& c : s_->caches) c.Clear();
+  s_->insn_sizes.clear();
+  s_->libipt_cached.Clear();
+}
+size_t FlowDecoder::cached_blocks() const {
+  size_t n = 0;
+  for (const auto& c : s_->caches) n += c.size();
+  return n;
+}
+
+size_t FlowDecoder::Decode(Item* out, size_t max) {
+  size_t n = 0;
+  while (n + 2 <= max) {
+    if (s_->CanRunFast()) {
+      n += s_->Fast(out + n, max - n - 2, &instructions_);
+      if (n + 2 > max) break;
+    }
+    if (!s_->Step(out, &n, &instructions_)) break;
+  }
+  return n;
+}
+
+}  // namespace ptsnap::flow

@@ -1,0 +1,188 @@
+// ptsnap's own Intel PT flow decoder: the stream of one logical CPU (or one
+// thread) turned into the blocks and events libipt 2.0's block decoder
+// (pt_blk_*) yields for it, configured as ptsnap configures libipt
+// (decode/libipt.h MakePtConfig: end_on_call, end_on_jump, tick events),
+// in the same order and with the same fields: the flow decoder is a drop-in
+// source for what src/decode's StreamDecoder consumes, several times faster.
+//
+// What "the same" means (the contract the differential tests check,
+// flow_diff_test.cpp and flow_diff_fuzzer.cpp, against libipt_oracle.h):
+// both decoders are driven by the same loop (the one StreamDecoder runs:
+// sync forward; drain pending events; next block; on an error, report it
+// and sync forward from the decoder's position), and yield one Item per
+//   - successful sync: its PSB's stream offset;
+//   - non-empty block: ip, end_ip, ninsn, mode, speculative and the class of
+//     its last instruction (libipt may leave that class at kError, "not
+//     provided", for blocks from its block cache; then any class matches);
+//   - event: its type, ip_suppressed, status_update, the payload fields of
+//     the types below, has_tsc and tsc (libipt's time estimate, including
+//     MTC and CYC: timing.h);
+//   - error: the libipt error code (negative), where the loop reports one.
+// Two runs are equal when their Item sequences are equal up to and including
+// the first error, and the next sync offset after it is the same.
+//
+// Handled as libipt handles them: PSB+ (TSC, TMA, CBR, MODE, FUP, MTC, CYC,
+// PAD), TNT-8/TNT-64, TIP with return compression through a 64-entry
+// return stack, TIP.PGE/PGD (also FUP+TIP.PGD: async disable), FUP+TIP
+// (async branch), MODE.Exec/MODE.TSX, OVF (with and without a FUP), CBR,
+// TraceStop, tick events, PSB sync and resync at the next PSB after an
+// error. Recognised but not decoded: PIP, VMCS, PTW, PWRE/PWRX, EXSTOP,
+// MWAIT, MNT: a stream that contains one yields kErrUnsupported there (and
+// resyncs), so it never yields something libipt would not. Errata: see
+// Errata below. Only 64-bit code. Not modelled: instructions
+// that cross a region boundary of the code reader, blocks longer than 65535
+// instructions, and libipt's uncached path's block split after 1024
+// instructions on the first pass through straight-line code.
+//
+// Code comes from a CodeReader (the caller's memory image). Blocks are
+// decoded once per address with Zydis into a cache, with their successors
+// chained; InvalidateCode() drops the cache when the image changes.
+// Not thread-safe; one decoder per stream.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "flow/timing.h"
+
+namespace ptsnap::flow {
+
+// libipt's error codes, negated (pt_error_code), for the ones we produce.
+inline constexpr int kErrInternal = -1;
+inline constexpr int kErrNoSync = -3;
+inline constexpr int kErrBadContext = -6;
+inline constexpr int kErrEosCode = -7;
+inline constexpr int kErrBadQuery = -8;
+inline constexpr int kErrNoMem = -9;
+inline constexpr int kErrNoIp = -11;
+inline constexpr int kErrNoMap = -13;
+inline constexpr int kErrBadInsn = -14;
+inline constexpr int kErrRetstackEmpty = -20;
+inline constexpr int kErrBadRetcomp = -21;
+inline constexpr int kErrBadStatusUpdate = -22;
+inline constexpr int kErrNoEnable = -23;
+inline constexpr int kErrEventIgnored = -24;
+inline constexpr int kErrOverflow = -25;
+// Ours: a packet the flow decoder recognises but does not decode yet.
+inline constexpr int kErrUnsupported = -100;
+
+// As libipt's pt_insn_class.
+enum class InsnClass : uint8_t {
+  kError,
+  kOther,
+  kCall,
+  kReturn,
+  kJump,
+  kCondJump,
+  kFarCall,
+  kFarReturn,
+  kFarJump,
+  kPtwrite,
+};
+
+// As libipt's pt_event_type.
+enum class EventType : uint8_t {
+  kEnabled,
+  kDisabled,
+  kAsyncDisabled,
+  kAsyncBranch,
+  kPaging,
+  kAsyncPaging,
+  kOverflow,
+  kExecMode,
+  kTsx,
+  kStop,
+  kVmcs,
+  kAsyncVmcs,
+  kExstop,
+  kMwait,
+  kPwre,
+  kPwrx,
+  kPtwrite,
+  kTick,
+  kCbr,
+  kMnt,
+};
+
+// As libipt's pt_exec_mode.
+enum class ExecMode : uint8_t { kUnknown, k16, k32, k64 };
+
+enum class ItemKind : uint8_t { kSync, kBlock, kEvent, kError };
+
+// One unit of output. Fields by kind:
+//   kSync:  offset (of the PSB).
+//   kBlock: ip, end_ip, ninsn, mode, iclass, speculative.
+//   kEvent: event, ip_suppressed, status_update, has_tsc, tsc and
+//     kEnabled: ip, resumed; kDisabled: ip; kAsyncDisabled: ip (at), to (ip);
+//     kAsyncBranch: ip (from), to; kOverflow: ip; kExecMode: ip, mode;
+//     kTsx: ip, speculative, aborted; kTick: ip; kCbr: ratio.
+//   kError: error (negative code), offset (decoder position).
+struct Item {
+  ItemKind kind = ItemKind::kBlock;
+  EventType event = EventType::kEnabled;
+  InsnClass iclass = InsnClass::kError;
+  ExecMode mode = ExecMode::kUnknown;
+  bool speculative = false, aborted = false, resumed = false;
+  bool ip_suppressed = false, status_update = false, has_tsc = false;
+  uint16_t ninsn = 0;
+  uint8_t ratio = 0;
+  int error = 0;
+  uint64_t ip = 0, end_ip = 0, to = 0;
+  uint64_t tsc = 0;
+  uint64_t offset = 0;
+};
+bool operator==(const Item& a, const Item& b);  // the contract above (iclass kError matches any)
+
+// The caller's code: Read copies up to `size` bytes at `ip` into `buf` and
+// returns how many it could (0: nothing mapped there). Called once per new
+// block (and on slow paths), never for bytes the cache already holds.
+class CodeReader {
+ public:
+  virtual ~CodeReader() = default;
+  virtual size_t Read(uint64_t ip, uint8_t* buf, size_t size) = 0;
+};
+
+// libipt's errata workarounds (pt_cpu_errata) the flow decoder applies for
+// the CPUs ptsnap names (the emulator's Kaby Lake among them). SKD010 (an
+// OVF without a FUP) and SKL014 (with address filters) are recognised and
+// reported as kErrUnsupported where they would change the outcome.
+struct Errata {
+  bool bdm70 = false, skd007 = false, skd010 = false, skd022 = false, skl014 = false;
+};
+
+struct Config {
+  const uint8_t* begin = nullptr;  // the stream; must outlive the decoder
+  const uint8_t* end = nullptr;
+  TimingConfig timing;  // with timing.skl168
+  Errata errata;
+  bool addr_filter = false;  // IA32_RTIT_CTL.ADDRn_CFG configured (libipt addr_cfg != 0)
+};
+
+class FlowDecoder {
+ public:
+  // `code` must outlive the decoder.
+  FlowDecoder(const Config& config, CodeReader* code);
+  ~FlowDecoder();
+  FlowDecoder(const FlowDecoder&) = delete;
+  FlowDecoder& operator=(const FlowDecoder&) = delete;
+
+  // Appends up to `max` items to `out` (at least one unless the stream is
+  // done) and returns how many; 0 at the end.
+  size_t Decode(Item* out, size_t max);
+  // The code image changed: forget every cached block.
+  void InvalidateCode();
+
+  // Counters (for benchmarks and stats).
+  [[nodiscard]] uint64_t instructions() const { return instructions_; }
+  [[nodiscard]] size_t cached_blocks() const;
+
+  struct State;  // private
+
+ private:
+  std::unique_ptr<State> s_;
+  uint64_t instructions_ = 0;
+};
+
+}  // namespace ptsnap::flow

@@ -1,0 +1,76 @@
+// Differential fuzzer: libipt's block decoder and the flow decoder over the
+// same mutated PT stream and the same code (a fixed 4 KiB blob of calls,
+// conditional, indirect and far branches, returns and a zero-displacement
+// call at 0x400000), configured with or without timing by the first byte.
+// They must agree as flow_decoder.h defines it (libipt_oracle.h Compare);
+// streams where ours stops at a packet it does not decode yet count as
+// agreeing up to there. Seeds: tests/fuzz/corpus/flow_diff/.
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "flow/libipt_oracle.h"
+
+namespace {
+
+using ptsnap::flow::CodeImage;
+
+constexpr uint64_t kCodeBase = 0x400000;
+
+CodeImage* Code() {
+  static CodeImage* image = [] {
+    // call +10; je +3; jmp *rax; ret; jmp -12; syscall; nop;
+    // test rax,rax; jne -15; call *rax; ret; call +0; pop rax; lret
+    static const uint8_t kPattern[] = {0xe8, 0x0a, 0x00, 0x00, 0x00, 0x74, 0x03, 0xff, 0xe0, 0xc3,
+                                       0xeb, 0xf4, 0x0f, 0x05, 0x90, 0x48, 0x85, 0xc0, 0x75, 0xf1,
+                                       0xff, 0xd0, 0xc3, 0xe8, 0x00, 0x00, 0x00, 0x00, 0x58, 0xcb};
+    std::string blob;
+    while (blob.size() < 4096)
+      blob.append(reinterpret_cast<const char*>(kPattern), sizeof kPattern);
+    blob.resize(4096);
+    char path[] = "/tmp/ptsnap-flow-fuzz-XXXXXX";
+    const int fd = ::mkstemp(path);
+    if (fd < 0 || ::write(fd, blob.data(), blob.size()) != static_cast<ssize_t>(blob.size()))
+      std::abort();
+    ::close(fd);
+    auto* c = new CodeImage();
+    if (!c->AddFile(path, 0, blob.size(), kCodeBase)) std::abort();
+    return c;
+  }();
+  return image;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace ptsnap::flow;
+  if (size < 1) return 0;
+  const uint8_t mode = data[0];
+  const std::string bytes(reinterpret_cast<const char*>(data) + 1, size - 1);  // NUL after end
+  struct pt_config cfg;
+  pt_config_init(&cfg);
+  cfg.flags.variant.block.end_on_call = 1;
+  cfg.flags.variant.block.end_on_jump = 1;
+  cfg.flags.variant.block.enable_tick_events = 1;
+  if ((mode & 1) != 0) {
+    cfg.cpuid_0x15_eax = 2;
+    cfg.cpuid_0x15_ebx = 200;
+    cfg.mtc_freq = static_cast<uint8_t>((mode >> 1) & 7);
+    cfg.nom_freq = static_cast<uint8_t>(mode >> 4);
+  }
+  cfg.begin = reinterpret_cast<uint8_t*>(const_cast<char*>(bytes.data()));
+  cfg.end = cfg.begin + bytes.size();
+  const auto lib = DecodeWithLibipt(cfg, Code()->NewLibiptImage());
+  const auto ours = DecodeWithFlow(cfg, Code());
+  Code()->FreeLibiptImages();
+  const Comparison c = Compare(lib, ours);
+  if (!c.equal) {
+    std::fprintf(stderr, "flow decoder differs from libipt:\n%s", c.message.c_str());
+    __builtin_trap();
+  }
+  return 0;
+}

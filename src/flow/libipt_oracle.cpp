@@ -1,0 +1,279 @@
+#include "flow/libipt_oracle.h"
+
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+
+namespace ptsnap::flow {
+
+CodeImage::CodeImage() = default;
+
+CodeImage::~CodeImage() { FreeLibiptImages(); }
+
+void CodeImage::FreeLibiptImages() {
+  for (auto* i : images_) pt_image_free(i);
+  for (auto* c : caches_) pt_iscache_free(c);
+  images_.clear();
+  caches_.clear();
+}
+
+Result<void> CodeImage::AddFile(const std::string& path, uint64_t offset, uint64_t size,
+                                uint64_t vaddr) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Error("cannot open " + path);
+  in.seekg(static_cast<std::streamoff>(offset));
+  Region r;
+  r.vaddr = vaddr;
+  r.path = path;
+  r.offset = offset;
+  r.bytes.resize(size);
+  in.read(r.bytes.data(), static_cast<std::streamsize>(size));
+  r.bytes.resize(static_cast<size_t>(in.gcount()));
+  regions_.push_back(std::move(r));
+  return Ok();
+}
+
+size_t CodeImage::Read(uint64_t ip, uint8_t* buf, size_t size) {
+  for (const Region& r : regions_) {
+    if (ip >= r.vaddr && ip - r.vaddr < r.bytes.size()) {
+      const size_t off = ip - r.vaddr;
+      const size_t n = std::min(size, r.bytes.size() - off);
+      std::memcpy(buf, r.bytes.data() + off, n);
+      return n;
+    }
+  }
+  return 0;
+}
+
+struct pt_image* CodeImage::NewLibiptImage() {
+  struct pt_image_section_cache* cache = pt_iscache_alloc(nullptr);
+  struct pt_image* image = pt_image_alloc(nullptr);
+  caches_.push_back(cache);
+  images_.push_back(image);
+  for (const Region& r : regions_) {
+    const int isid = pt_iscache_add_file(cache, r.path.c_str(), r.offset, r.bytes.size(), r.vaddr);
+    if (isid > 0) pt_image_add_cached(image, cache, isid, nullptr);
+  }
+  return image;
+}
+
+namespace {
+
+Item FromBlock(const struct pt_block& b) {
+  Item i;
+  i.kind = ItemKind::kBlock;
+  i.ip = b.ip;
+  i.end_ip = b.end_ip;
+  i.ninsn = b.ninsn;
+  i.mode = static_cast<ExecMode>(b.mode);
+  i.iclass = static_cast<InsnClass>(b.iclass);
+  i.speculative = b.speculative != 0;
+  return i;
+}
+
+Item FromEvent(const struct pt_event& ev) {
+  Item i;
+  i.kind = ItemKind::kEvent;
+  i.event = static_cast<EventType>(ev.type);
+  i.ip_suppressed = ev.ip_suppressed != 0;
+  i.status_update = ev.status_update != 0;
+  i.has_tsc = ev.has_tsc != 0;
+  i.tsc = ev.tsc;
+  switch (ev.type) {
+    case ptev_enabled:
+      i.ip = ev.variant.enabled.ip;
+      i.resumed = ev.variant.enabled.resumed != 0;
+      break;
+    case ptev_disabled: i.ip = ev.variant.disabled.ip; break;
+    case ptev_async_disabled:
+      i.ip = ev.variant.async_disabled.at;
+      i.to = ev.variant.async_disabled.ip;
+      break;
+    case ptev_async_branch:
+      i.ip = ev.variant.async_branch.from;
+      i.to = ev.variant.async_branch.to;
+      break;
+    case ptev_overflow: i.ip = ev.variant.overflow.ip; break;
+    case ptev_exec_mode:
+      i.ip = ev.variant.exec_mode.ip;
+      i.mode = static_cast<ExecMode>(ev.variant.exec_mode.mode);
+      break;
+    case ptev_tsx:
+      i.ip = ev.variant.tsx.ip;
+      i.speculative = ev.variant.tsx.speculative != 0;
+      i.aborted = ev.variant.tsx.aborted != 0;
+      break;
+    case ptev_tick: i.ip = ev.variant.tick.ip; break;
+    case ptev_cbr: i.ratio = ev.variant.cbr.ratio; break;
+    default: break;
+  }
+  return i;
+}
+
+Item ErrorItem(int code) {
+  Item i;
+  i.kind = ItemKind::kError;
+  i.error = code;
+  return i;
+}
+
+}  // namespace
+
+std::vector<Item> DecodeWithLibipt(const struct pt_config& cfg, struct pt_image* image) {
+  std::vector<Item> out;
+  struct pt_block_decoder* dec = pt_blk_alloc_decoder(&cfg);
+  if (dec == nullptr) return out;
+  pt_blk_set_image(dec, image);
+  // StreamDecoder::Step's loop (src/decode/pt_decoder.cpp).
+  enum class State { kSync, kSegment, kDone } state = State::kSync;
+  int status = 0;
+  uint64_t last_sync = ~uint64_t{0};
+  auto end_segment = [&](int st) {
+    if (st == -pte_eos) {
+      state = State::kDone;
+      return;
+    }
+    out.push_back(ErrorItem(st));
+    uint64_t off = 0;
+    if (pt_blk_get_sync_offset(dec, &off) < 0) off = 0;
+    last_sync = off;
+    state = State::kSync;
+  };
+  while (state != State::kDone) {
+    if (state == State::kSegment) {
+      if ((status & pts_event_pending) != 0) {
+        struct pt_event ev;
+        status = pt_blk_event(dec, &ev, sizeof ev);
+        if (status < 0) {
+          end_segment(status);
+          continue;
+        }
+        out.push_back(FromEvent(ev));
+        continue;
+      }
+      if ((status & pts_eos) != 0) break;
+      struct pt_block block;
+      status = pt_blk_next(dec, &block, sizeof block);
+      if (block.ninsn > 0) out.push_back(FromBlock(block));
+      if (status < 0) end_segment(status);
+      continue;
+    }
+    const int st = pt_blk_sync_forward(dec);
+    if (st < 0) {
+      if (st == -pte_eos) break;
+      uint64_t off = 0;
+      if (pt_blk_get_offset(dec, &off) < 0) off = 0;
+      if (off == last_sync) break;
+      last_sync = off;
+      continue;
+    }
+    status = st;
+    uint64_t off = 0;
+    pt_blk_get_sync_offset(dec, &off);
+    Item s;
+    s.kind = ItemKind::kSync;
+    s.offset = off;
+    out.push_back(s);
+    state = State::kSegment;
+  }
+  pt_blk_free_decoder(dec);
+  return out;
+}
+
+Config FlowConfig(const struct pt_config& cfg) {
+  Config c;
+  c.begin = cfg.begin;
+  c.end = cfg.end;
+  c.timing.cpuid_15_eax = cfg.cpuid_0x15_eax;
+  c.timing.cpuid_15_ebx = cfg.cpuid_0x15_ebx;
+  c.timing.mtc_freq = cfg.mtc_freq;
+  c.timing.nom_freq = cfg.nom_freq;
+  c.timing.skl168 = cfg.errata.skl168 != 0;
+  c.errata.bdm70 = cfg.errata.bdm70 != 0;
+  c.errata.skd007 = cfg.errata.skd007 != 0;
+  c.errata.skd010 = cfg.errata.skd010 != 0;
+  c.errata.skd022 = cfg.errata.skd022 != 0;
+  c.errata.skl014 = cfg.errata.skl014 != 0;
+  c.addr_filter = cfg.addr_filter.config.addr_cfg != 0;
+  return c;
+}
+
+std::vector<Item> DecodeWithFlow(const struct pt_config& cfg, CodeReader* code) {
+  FlowDecoder dec(FlowConfig(cfg), code);
+  std::vector<Item> out;
+  Item buf[256];
+  for (;;) {
+    const size_t n = dec.Decode(buf, 256);
+    if (n == 0) break;
+    out.insert(out.end(), buf, buf + n);
+  }
+  return out;
+}
+
+std::string ToString(const Item& i) {
+  char b[256];
+  switch (i.kind) {
+    case ItemKind::kSync: std::snprintf(b, sizeof b, "sync @%" PRIu64, i.offset); break;
+    case ItemKind::kError: std::snprintf(b, sizeof b, "error %d", i.error); break;
+    case ItemKind::kBlock:
+      std::snprintf(b, sizeof b, "block 0x%" PRIx64 "-0x%" PRIx64 " n=%u class=%d mode=%d%s", i.ip,
+                    i.end_ip, i.ninsn, static_cast<int>(i.iclass), static_cast<int>(i.mode),
+                    i.speculative ? " spec" : "");
+      break;
+    case ItemKind::kEvent:
+      std::snprintf(b, sizeof b,
+                    "event %d ip=0x%" PRIx64 " to=0x%" PRIx64 "%s%s tsc=%s%" PRIu64
+                    " mode=%d ratio=%u%s%s%s",
+                    static_cast<int>(i.event), i.ip, i.to, i.ip_suppressed ? " suppressed" : "",
+                    i.status_update ? " status" : "", i.has_tsc ? "" : "(none)", i.tsc,
+                    static_cast<int>(i.mode), i.ratio, i.speculative ? " spec" : "",
+                    i.aborted ? " abort" : "", i.resumed ? " resumed" : "");
+      break;
+  }
+  return b;
+}
+
+Comparison Compare(const std::vector<Item>& libipt, const std::vector<Item>& ours) {
+  Comparison c;
+  c.items = libipt.size();
+  for (const Item& i : libipt) c.errors += i.kind == ItemKind::kError;
+  const size_t n = std::min(libipt.size(), ours.size());
+  size_t i = 0;
+  while (i < n && libipt[i] == ours[i]) ++i;
+  c.index = i;
+  if (i == libipt.size() && i == ours.size()) {
+    c.equal = c.all_equal = true;
+    return c;
+  }
+  std::string m = "first difference at item " + std::to_string(i) + " of " +
+                  std::to_string(libipt.size()) + " (ours " + std::to_string(ours.size()) + ")\n";
+  const size_t from = i >= 4 ? i - 4 : 0;
+  for (size_t k = from; k < i + 3; ++k) {
+    m += "  [" + std::to_string(k) +
+         "] libipt: " + (k < libipt.size() ? ToString(libipt[k]) : std::string("-")) + "\n";
+    m += "  [" + std::to_string(k) +
+         "] ours:   " + (k < ours.size() ? ToString(ours[k]) : std::string("-")) + "\n";
+  }
+  c.message = m;
+  if (i < ours.size() && ours[i].kind == ItemKind::kError && ours[i].error == kErrUnsupported) {
+    c.equal = true;
+    c.unsupported = true;
+    return c;
+  }
+  // Where is the first error (in libipt's run)? Equal through it and the
+  // next sync is the contract.
+  size_t first_error = libipt.size();
+  for (size_t k = 0; k < libipt.size(); ++k) {
+    if (libipt[k].kind == ItemKind::kError) {
+      first_error = k;
+      break;
+    }
+  }
+  size_t resync = first_error;
+  while (resync < libipt.size() && libipt[resync].kind != ItemKind::kSync) ++resync;
+  if (first_error < libipt.size() && i > resync) c.equal = true;
+  return c;
+}
+
+}  // namespace ptsnap::flow
