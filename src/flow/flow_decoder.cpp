@@ -1710,8 +1710,6 @@ struct FlowDecoder::State {
         if (ip != ev.ip) break;
         return BlkStatus(kStatusEventPending);
       case EventType::kExecMode:
-        if (!ev.ip_suppressed && ip != ev.ip) break;
-        return BlkStatus(kStatusEventPending);
       case EventType::kTsx:
         if (!ev.ip_suppressed && ip != ev.ip) break;
         return BlkStatus(kStatusEventPending);

@@ -1,5 +1,7 @@
 #include "flow/libipt_oracle.h"
 
+#include <algorithm>
+
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -39,7 +41,7 @@ size_t CodeImage::Read(uint64_t ip, uint8_t* buf, size_t size) {
     if (ip >= r.vaddr && ip - r.vaddr < r.bytes.size()) {
       const size_t off = ip - r.vaddr;
       const size_t n = std::min(size, r.bytes.size() - off);
-      std::memcpy(buf, r.bytes.data() + off, n);
+      std::copy_n(r.bytes.data() + off, n, buf);  // code bytes, not a string
       return n;
     }
   }
