@@ -386,7 +386,8 @@ struct EventQueue {
   Event* Enqueue(Binding b) {
     const uint8_t e = end[b];
     const uint8_t next = static_cast<uint8_t>((e + 1) % kEvqMax);
-    if (next == begin[b]) return nullptr;
+    // libipt keeps a gap of one: at most kEvqMax - 2 queued (pt_evq_enqueue).
+    if (next == begin[b] || (next + 1) % kEvqMax == begin[b]) return nullptr;
     end[b] = next;
     ev[b][e] = Event();
     return &ev[b][e];
@@ -1025,6 +1026,7 @@ struct FlowDecoder::State {
     const Timing t = time;
     QueryReset();
     time = t;
+    time.ResetCalibration();
     pos += 2;
     const int found = FindOvfFup(pos);
     if (found <= 0) {
@@ -1415,10 +1417,14 @@ struct FlowDecoder::State {
     return 0;
   }
 
-  // A cache entry for the block at `at`.
+  // A cache entry for the block at `at`. Like libipt's block cache it is
+  // keyed by address alone: once libipt has an address cached it serves
+  // the entry in the mode it was decoded in, whatever the current mode; an
+  // entry libipt would not have yet is decoded again in the current mode.
   BlockEntry* Lookup(uint64_t at) {
-    BlockCache& cache = caches[static_cast<size_t>(mode) & 3];
-    if (BlockEntry* e = cache.Find(at)) return e;
+    BlockCache& cache = caches[0];
+    BlockEntry* old = cache.Find(at);
+    if (old != nullptr && (old->mode == mode || libipt_cached.Contains(at))) return old;
     BlockEntry be;
     be.ip = at;
     be.mode = mode;
@@ -1462,6 +1468,10 @@ struct FlowDecoder::State {
       cur += insn.size;
       off = static_cast<size_t>(cur - buf_ip);
     }
+    if (old != nullptr) {
+      *old = be;
+      return old;
+    }
     return cache.Insert(be);
   }
 
@@ -1475,6 +1485,7 @@ struct FlowDecoder::State {
       b->ninsn = static_cast<uint16_t>(e->ninsn);
       b->end_ip = e->end_ip;
       b->iclass = e->iclass;
+      b->mode = e->mode;  // libipt: the cache entry's
     }
     if (e->error != 0) {
       // The instruction after the last one (or the first) cannot be
@@ -1850,7 +1861,7 @@ struct FlowDecoder::State {
   BlockEntry* Entry() {
     BlockEntry* h = hint;
     hint = nullptr;
-    if (h != nullptr && h->ip == ip && h->mode == mode) return h;
+    if (h != nullptr && h->ip == ip && (h->mode == mode || h->start_cached)) return h;
     return Lookup(ip);
   }
 
@@ -1868,7 +1879,6 @@ struct FlowDecoder::State {
   // needs the general Step (an event, the end, a first pass).
   size_t Fast(Item* out, size_t room, uint64_t* insns_out) {
     size_t k = 0;
-    const ExecMode m = mode;
     while (k < room) {
       BlockEntry* e = Entry();
       if (!e->start_cached) {
@@ -1889,7 +1899,7 @@ struct FlowDecoder::State {
       b.end_ip = e->end_ip;
       b.ninsn = static_cast<uint16_t>(e->ninsn);
       b.iclass = e->iclass;
-      b.mode = m;
+      b.mode = e->mode;  // libipt: the cache entry's
       b.speculative = speculative;
       fast_insns += e->ninsn;
       const InsnClass c = e->iclass;
@@ -2015,6 +2025,9 @@ struct FlowDecoder::State {
         phase = Phase::kDone;
         return false;
       }
+      // libipt reports nothing here; a packet we do not decode is reported
+      // so that comparisons stop at it (flow_decoder.h).
+      if (st == kErrUnsupported) out[(*n)++] = ErrorItem(st);
       const uint64_t off = pos != nullptr ? Offset(pos) : 0;
       if (off == last_sync) {
         phase = Phase::kDone;

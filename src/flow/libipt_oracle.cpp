@@ -4,6 +4,7 @@
 
 #include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 
@@ -250,7 +251,7 @@ Comparison Compare(const std::vector<Item>& libipt, const std::vector<Item>& our
   }
   std::string m = "first difference at item " + std::to_string(i) + " of " +
                   std::to_string(libipt.size()) + " (ours " + std::to_string(ours.size()) + ")\n";
-  const size_t from = i >= 4 ? i - 4 : 0;
+  const size_t from = i >= 4 ? i - (getenv("FLOW_CONTEXT") ? 40 : 4) : 0;
   for (size_t k = from; k < i + 3; ++k) {
     m += "  [" + std::to_string(k) +
          "] libipt: " + (k < libipt.size() ? ToString(libipt[k]) : std::string("-")) + "\n";

@@ -20,6 +20,9 @@ struct TimingConfig {
 class Timing {
  public:
   void Reset() { *this = Timing(); }
+  // Forgets the calibration only (libipt keeps the time but not its
+  // calibration across an OVF).
+  void ResetCalibration() { CalReset(); }
   // `header`: the packet is inside a PSB+ (calibration differs there).
   // Each returns 0 or a negative libipt-style error (-5 bad packet,
   // -6 bad context); configuration gaps are ignored as libipt does.
