@@ -4,15 +4,15 @@
 
 #include <cstring>
 
+#include "base/le_bytes.h"
+
 namespace ptsnap::exporter {
 
 namespace {
 
 template <typename T>
 void Put(std::string& out, T v) {
-  char buf[sizeof(T)];
-  std::memcpy(buf, &v, sizeof(T));  // x86-64: little-endian, as perf.data on this host
-  out.append(buf, sizeof(T));
+  base::AppendLe(out, v);
 }
 
 template <typename T>
@@ -39,16 +39,6 @@ std::string SerializeAttr(const Attr& a) {
 }
 
 }  // namespace
-
-template <typename T>
-T LoadLe(std::string_view s, size_t off) {
-  T v;
-  std::memcpy(&v, s.data() + off, sizeof(T));
-  return v;
-}
-template uint16_t LoadLe<uint16_t>(std::string_view, size_t);
-template uint32_t LoadLe<uint32_t>(std::string_view, size_t);
-template uint64_t LoadLe<uint64_t>(std::string_view, size_t);
 
 std::string MakeHeader(uint32_t type, uint16_t misc, uint16_t size) {
   std::string out;

@@ -24,6 +24,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/le_bytes.h"
 #include "ptsnap/result.h"
 
 namespace ptsnap::exporter {
@@ -177,7 +178,6 @@ struct AuxtraceIndexEntry {
 Result<std::vector<AuxtraceIndexEntry>> ParseAuxtraceIndex(std::string_view body);
 
 // Reads a little-endian integer at `off` of `s` (caller checked the bounds).
-template <typename T>
-T LoadLe(std::string_view s, size_t off);
+using base::LoadLe;
 
 }  // namespace ptsnap::exporter

@@ -1,25 +1,12 @@
 #include "trace/jit_code.h"
 
-#include <cstring>
+#include <string>
+
+#include "base/le_bytes.h"
 
 namespace ptsnap::trace {
-namespace {
-
-template <typename T>
-void Put(std::string& out, T v) {
-  char b[sizeof(T)];
-  std::memcpy(b, &v, sizeof(T));  // x86-64 only: host order is little-endian
-  out.append(b, sizeof(T));
-}
-
-template <typename T>
-T Get(std::string_view s, size_t at) {
-  T v;
-  std::memcpy(&v, s.data() + at, sizeof(T));
-  return v;
-}
-
-}  // namespace
+using base::AppendLe;
+using base::LoadLe;
 
 std::filesystem::path JitCodePath(const std::filesystem::path& dir, int32_t pid) {
   return dir / "jit" / ("code-" + std::to_string(pid) + ".bin");
@@ -29,8 +16,8 @@ std::string JitCodeWorkName(int32_t pid) { return "jit-code." + std::to_string(p
 
 std::string JitCodeHeader() {
   std::string out(kJitCodeMagic);
-  Put<uint32_t>(out, kJitCodeVersion);
-  Put<uint32_t>(out, kJitCodeHeaderSize);
+  AppendLe<uint32_t>(out, kJitCodeVersion);
+  AppendLe<uint32_t>(out, kJitCodeHeaderSize);
   return out;
 }
 
@@ -39,12 +26,12 @@ std::string FormatJitCodeRecord(const JitCodeLoad& load) {
   const size_t size = (kJitCodeRecordHeaderSize + n + 7) & ~size_t{7};
   std::string out;
   out.reserve(size);
-  Put<uint32_t>(out, static_cast<uint32_t>(size));
-  Put<uint32_t>(out, static_cast<uint32_t>(n));
-  Put<uint64_t>(out, load.time);
-  Put<uint64_t>(out, load.addr);
-  Put<uint32_t>(out, load.tid);
-  Put<uint32_t>(out, load.flags);
+  AppendLe<uint32_t>(out, static_cast<uint32_t>(size));
+  AppendLe<uint32_t>(out, static_cast<uint32_t>(n));
+  AppendLe<uint64_t>(out, load.time);
+  AppendLe<uint64_t>(out, load.addr);
+  AppendLe<uint32_t>(out, load.tid);
+  AppendLe<uint32_t>(out, load.flags);
   out.append(load.code);
   out.resize(size, '\0');
   return out;
@@ -53,11 +40,11 @@ std::string FormatJitCodeRecord(const JitCodeLoad& load) {
 Result<JitCodeFile> ParseJitCode(std::string_view text) {
   if (text.size() < kJitCodeHeaderSize || text.substr(0, kJitCodeMagic.size()) != kJitCodeMagic)
     return Error("not a ptsnap JIT code file (bad magic)");
-  const auto version = Get<uint32_t>(text, 8);
+  const auto version = LoadLe<uint32_t>(text, 8);
   if (version != kJitCodeVersion)
     return Error("unsupported version " + std::to_string(version) + " (this ptsnap reads " +
                  std::to_string(kJitCodeVersion) + ")");
-  const auto header = Get<uint32_t>(text, 12);
+  const auto header = LoadLe<uint32_t>(text, 12);
   if (header < kJitCodeHeaderSize || header > text.size())
     return Error("bad header size " + std::to_string(header));
   JitCodeFile out;
@@ -68,8 +55,8 @@ Result<JitCodeFile> ParseJitCode(std::string_view text) {
       out.torn_tail = true;
       break;
     }
-    const auto size = Get<uint32_t>(text, at);
-    const auto n = Get<uint32_t>(text, at + 4);
+    const auto size = LoadLe<uint32_t>(text, at);
+    const auto n = LoadLe<uint32_t>(text, at + 4);
     if (n > kJitCodeMaxSize)
       return Error(where + "code size " + std::to_string(n) + " is too large");
     if (size % 8 != 0 || size < kJitCodeRecordHeaderSize + n ||
@@ -81,10 +68,10 @@ Result<JitCodeFile> ParseJitCode(std::string_view text) {
       break;
     }
     JitCodeLoad load;
-    load.time = Get<uint64_t>(text, at + 8);
-    load.addr = Get<uint64_t>(text, at + 16);
-    load.tid = Get<uint32_t>(text, at + 24);
-    load.flags = Get<uint32_t>(text, at + 28);
+    load.time = LoadLe<uint64_t>(text, at + 8);
+    load.addr = LoadLe<uint64_t>(text, at + 16);
+    load.tid = LoadLe<uint32_t>(text, at + 24);
+    load.flags = LoadLe<uint32_t>(text, at + 28);
     if (n == 0) return Error(where + "no code");
     if (load.addr + n < load.addr) return Error(where + "code wraps around the address space");
     load.code = text.substr(at + kJitCodeRecordHeaderSize, n);
