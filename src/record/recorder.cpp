@@ -505,6 +505,12 @@ Result<std::string> SynthesizeSideband(pid_t pid, uint64_t time) {
 
 namespace {
 
+// The line announcing a snapshot: "Snapshot 2 taken (signal: SIGUSR2)."
+std::string SnapshotLine(const trace::Snapshot& s) {
+  return "Snapshot " + std::to_string(s.seq) + " taken (" + std::string(trace::ToString(s.reason)) +
+         (s.detail.empty() ? "" : ": " + s.detail) + ").";
+}
+
 struct Session {
   const RecordOptions& opts;
   Prepared& prepared;
@@ -530,9 +536,7 @@ struct Session {
       s.call_begin = call->begin;
       s.call_ns = call->end - call->begin;
     }
-    std::string line = "Snapshot " + std::to_string(seq) + " taken (" +
-                       std::string(trace::ToString(s.reason)) +
-                       (s.detail.empty() ? "" : ": " + s.detail) + ").";
+    std::string line = SnapshotLine(s);
     PTSNAP_TRY(writer.AddSnapshot(std::move(s)));
     Emit(events, {Event::Kind::kSnapshot, std::move(line), seq});
     return seq;
@@ -556,9 +560,8 @@ void RecordBinaries(trace::TraceWriter& writer, const std::set<std::string>& fil
       b.build_id = elf::ReadBuildId(std::as_bytes(std::span(bytes->data(), bytes->size())));
       const std::string rel = "binaries/" + (b.build_id.empty() ? "no-build-id" : b.build_id) +
                               "/" + std::filesystem::path(f).filename().string();
-      std::error_code ec;
-      std::filesystem::create_directories((writer.dir() / rel).parent_path(), ec);
-      if (auto w = base::WriteFileAtomic(writer.dir() / rel, *bytes, 0644); w) {
+      (void)trace::MakeTraceDirs((writer.dir() / rel).parent_path());  // WriteFileAtomic says why
+      if (auto w = base::WriteFileAtomic(writer.dir() / rel, *bytes, 0600); w) {
         b.copy = rel;
       } else {
         PTSNAP_LOG(kWarning) << "--copy-binaries: " << w.error().ToString();
@@ -579,7 +582,7 @@ void RecordBinaries(trace::TraceWriter& writer, const std::set<std::string>& fil
     std::string image(reinterpret_cast<const char*>(vdso),  // NOLINT(performance-no-int-to-ptr)
                       m.end - m.start);
     std::error_code ec;
-    std::filesystem::create_directories(writer.dir() / "vdso", ec);
+    (void)trace::MakeTraceDirs(writer.dir() / "vdso");  // WriteFileAtomic says why
     // One file, hard-linked under every pid (system-wide mode lists many).
     std::filesystem::path first;
     for (pid_t pid : pids) {
@@ -588,7 +591,7 @@ void RecordBinaries(trace::TraceWriter& writer, const std::set<std::string>& fil
         std::filesystem::create_hard_link(first, path, ec);
         if (!ec) continue;
       }
-      if (auto w = base::WriteFileAtomic(path, image, 0644); !w) {
+      if (auto w = base::WriteFileAtomic(path, image, 0600); !w) {
         PTSNAP_LOG(kWarning) << "vdso dump: " << w.error().ToString();
       } else if (first.empty()) {
         first = path;
@@ -800,16 +803,10 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
   Session session{opts, prepared, *source, writer, pids, 0, events};
   std::set<std::string> mapped_files;
   std::set<pid_t> vdso_pids(pids.begin(), pids.end());  // system-wide: every process seen
-  uint32_t taken_by_source = 0;                         // self-driven: snapshots announced
   std::vector<uint64_t> waiting;  // self-driven: tickets of asked snapshots, in the order asked
   auto announce_taken = [&] {
     for (const trace::Snapshot& snap : source->TakenSnapshots()) {
-      ++taken_by_source;
-      Emit(events, {Event::Kind::kSnapshot,
-                    "Snapshot " + std::to_string(snap.seq) + " taken (" +
-                        std::string(trace::ToString(snap.reason)) +
-                        (snap.detail.empty() ? "" : ": " + snap.detail) + ").",
-                    snap.seq});
+      Emit(events, {Event::Kind::kSnapshot, SnapshotLine(snap), snap.seq});
       if (snap.reason != trace::SnapshotReason::kSignal || waiting.empty()) continue;
       if (waiting.front() != 0) control.Complete(waiting.front(), snap.seq);
       waiting.erase(waiting.begin());
@@ -1071,7 +1068,8 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
   // (docs/trace-format.md, binaries/, vdso/, jit/).
   RecordBinaries(writer, mapped_files, opts.copy_binaries,
                  std::vector<pid_t>(vdso_pids.begin(), vdso_pids.end()), source->host_vdso());
-  outcome.snapshots = self_driven ? taken_by_source : session.seq;
+  // Every snapshot taken is in the manifest (a self-driven source's too).
+  outcome.snapshots = static_cast<uint32_t>(writer.manifest().snapshots.size());
   if (auto r = writer.CopyPerfMaps(writer.manifest().pids); !r)
     outcome.warnings.push_back("JIT symbol maps not copied: " + r.error().ToString());
   if (!result) {
