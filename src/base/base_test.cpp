@@ -138,6 +138,21 @@ TEST(FileUtilTest, ReadTrimmedAndAtomicWrite) {
   EXPECT_EQ(FindInPath(dirs, "missing"), std::nullopt);
 }
 
+TEST(FileUtilTest, SudoOwnerNeedsTwoDecimalIdsAndIsNeverRoot) {
+  const auto o = ParseSudoOwner("1000", "1001");
+  ASSERT_TRUE(o.has_value());
+  EXPECT_EQ(o->uid, 1000U);
+  EXPECT_EQ(o->gid, 1001U);
+  EXPECT_FALSE(ParseSudoOwner(nullptr, "1"));
+  EXPECT_FALSE(ParseSudoOwner("1", nullptr));
+  EXPECT_FALSE(ParseSudoOwner("", "1"));
+  EXPECT_FALSE(ParseSudoOwner("0", "0"));  // sudo as root: nothing to give
+  EXPECT_FALSE(ParseSudoOwner("-1", "1"));
+  EXPECT_FALSE(ParseSudoOwner("12a", "1"));
+  EXPECT_FALSE(ParseSudoOwner("4294967295", "1"));  // (uid_t)-1: chown's "unchanged"
+  EXPECT_FALSE(ParseSudoOwner("99999999999999999999", "1"));
+}
+
 TEST(StringsTest, ParsesStrictly) {
   EXPECT_EQ(ParseUint("42\n"), 42u);
   EXPECT_EQ(ParseUint("0x1f", 0), 31u);

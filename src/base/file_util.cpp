@@ -5,7 +5,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <system_error>
 
+#include "base/log.h"
 #include "base/string_util.h"
 #include "base/unique_fd.h"
 
@@ -88,6 +93,7 @@ Result<void> WriteFileAtomic(const std::filesystem::path& path, std::string_view
     UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode));
     if (!fd) return Error::FromErrno("create " + tmp.string());
     if (::fchmod(fd.get(), mode) != 0) return Error::FromErrno("chmod " + tmp.string());
+    GiveToInvoker(fd.get());
     if (auto r = WriteAll(fd.get(), data, tmp.string()); !r) {
       ::unlink(tmp.c_str());
       return r;
@@ -117,6 +123,65 @@ Result<void> AppendFile(const std::filesystem::path& path, std::string_view data
   UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
   if (!fd) return Error::FromErrno("open " + path.string());
   return WriteAll(fd.get(), data, path.string());
+}
+
+namespace {
+std::optional<uint32_t> ParseId(const char* s) {
+  if (s == nullptr || *s == '\0') return std::nullopt;
+  uint64_t v = 0;
+  for (const char* p = s; *p != '\0'; ++p) {
+    if (*p < '0' || *p > '9') return std::nullopt;
+    v = v * 10 + static_cast<uint64_t>(*p - '0');
+    if (v >= UINT32_MAX) return std::nullopt;  // (uid_t)-1 means "unchanged" to chown
+  }
+  return static_cast<uint32_t>(v);
+}
+
+void ReportChownFailure(const std::string& what) {
+  const int err = errno;
+  static bool said = false;  // once: the same cause fails for every file
+  if (said) return;
+  said = true;
+  PTSNAP_LOG(kWarning) << "could not give " << what << " to the user who ran sudo ("
+                       << std::strerror(err) << "); files stay root's";
+}
+}  // namespace
+
+std::optional<Owner> ParseSudoOwner(const char* sudo_uid, const char* sudo_gid) {
+  const auto uid = ParseId(sudo_uid);
+  const auto gid = ParseId(sudo_gid);
+  if (!uid || !gid || *uid == 0) return std::nullopt;
+  return Owner{*uid, *gid};
+}
+
+std::optional<Owner> InvokingUser() {
+  static const std::optional<Owner> owner = []() -> std::optional<Owner> {
+    if (::getuid() != 0) return std::nullopt;
+    return ParseSudoOwner(std::getenv("SUDO_UID"),
+                          std::getenv("SUDO_GID"));  // NOLINT(concurrency-mt-unsafe)
+  }();
+  return owner;
+}
+
+void GiveToInvoker(int fd) {
+  const auto owner = InvokingUser();
+  if (owner && ::fchown(fd, owner->uid, owner->gid) != 0) ReportChownFailure("a file");
+}
+
+void GiveToInvoker(const std::filesystem::path& path) {
+  const auto owner = InvokingUser();
+  if (owner && ::lchown(path.c_str(), owner->uid, owner->gid) != 0)
+    ReportChownFailure(path.string());
+}
+
+void GiveTreeToInvoker(const std::filesystem::path& dir) {
+  if (!InvokingUser()) return;
+  GiveToInvoker(dir);
+  std::error_code ec;
+  // The iterator does not follow directory links; lchown changes a link, never its target.
+  for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec))
+    GiveToInvoker(it->path());
 }
 
 }  // namespace ptsnap::base

@@ -1,6 +1,8 @@
 // Small file helpers. All return Result with the path in the error context.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstddef>
 #include <filesystem>
 #include <optional>
@@ -43,5 +45,28 @@ Result<void> WriteAll(int fd, std::string_view data, const std::string& what);
 
 // Appends to (creating) `path`.
 Result<void> AppendFile(const std::filesystem::path& path, std::string_view data);
+
+// ---- Files for the user who ran sudo ----------------------------------------
+// Under `sudo ptsnap ...` every file and directory ptsnap creates belongs to
+// the invoking user (SUDO_UID/SUDO_GID), not root, so they can read, decode
+// and remove their own traces. Only while ptsnap runs as root (sudo's real
+// uid): anyone else's SUDO_UID is ignored.
+struct Owner {
+  uid_t uid = 0;
+  gid_t gid = 0;
+};
+// The owner from sudo's variables (both must be decimal ids; root's own id
+// or a malformed value: nullopt). Pure, for tests.
+std::optional<Owner> ParseSudoOwner(const char* sudo_uid, const char* sudo_gid);
+// ParseSudoOwner of this process's environment, when its real uid is 0.
+std::optional<Owner> InvokingUser();
+// Best effort (a failure is logged, never fatal: the file is still
+// written, only root's): give `fd`, or `path` without following a link,
+// to the invoking user. No-ops without one.
+void GiveToInvoker(int fd);
+void GiveToInvoker(const std::filesystem::path& path);
+// The same for `dir` and everything below it, links themselves not
+// followed: files written by others on ptsnap's behalf (the emulator's).
+void GiveTreeToInvoker(const std::filesystem::path& dir);
 
 }  // namespace ptsnap::base

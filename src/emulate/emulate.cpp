@@ -460,7 +460,7 @@ class EmulatedSource final : public record::PtSource {
     for (const auto& st : ingest_->stream_stats())
       stats += "stream " + std::to_string(st.id) + " " + std::to_string(st.tid) + " " +
                std::to_string(st.insns) + " " + std::to_string(st.hash) + "\n";
-    if (auto r = base::WriteFileAtomic(writer.dir() / "emulator-stats.txt", stats); !r)
+    if (auto r = base::WriteFileAtomic(writer.dir() / "emulator-stats.txt", stats, 0600); !r)
       PTSNAP_LOG(kWarning) << "emulator statistics not kept: " << r.error().ToString();
     return Ok();
   }

@@ -654,6 +654,7 @@ Result<ExportReport> ExportTrace(const fs::path& trace_dir, const fs::path& out,
     fs::permissions(to, fs::perms::owner_read | fs::perms::owner_write, ec);
   }
   PTSNAP_TRY_CTX(base::WriteFileAtomic(out / "data", bytes), "writing " + (out / "data").string());
+  base::GiveTreeToInvoker(out);
   report.data_file = out / "data";
   report.bytes = bytes.size();
   return report;

@@ -6,6 +6,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "base/file_util.h"
+
 namespace ptsnap::output {
 
 namespace {
@@ -16,8 +18,12 @@ bool EndsWith(std::string_view s, std::string_view suffix) {
 
 Result<std::unique_ptr<OutputFile>> OutputFile::Open(const std::filesystem::path& path,
                                                      std::optional<bool> gzip) {
+  // A file this call creates goes to the user who ran sudo; an existing
+  // one keeps its owner.
+  const bool existed = ::access(path.c_str(), F_OK) == 0;
   base::UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   if (!fd) return Error::FromErrno("opening " + path.string() + " for writing");
+  if (!existed) base::GiveToInvoker(fd.get());
   gzFile gz = nullptr;
   if (gzip.value_or(EndsWith(path.string(), ".gz"))) {
     gz = gzdopen(fd.release(), "wb6");  // level 6, as magic-trace

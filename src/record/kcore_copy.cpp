@@ -11,6 +11,7 @@
 #include "probe/probe.h"
 #include "sys/kallsyms.h"
 #include "sys/kcore_image.h"
+#include "trace/trace_dir.h"
 
 namespace ptsnap::record {
 namespace {
@@ -99,10 +100,7 @@ Result<uint64_t> CopyKernelSymbols(const base::RootPath& root,
         "/proc/kallsyms shows only zero addresses (kptr_restrict, or no CAP_SYSLOG); "
         "run as root or set sysctl kernel.kptr_restrict=0");
   auto modules = base::ReadFile(root.Resolve("/proc/modules"));
-  std::error_code ec;
-  std::filesystem::create_directories(out_dir, ec);
-  if (ec) return Error::FromErrno("creating " + out_dir.string(), ec.value());
-  ::chmod(out_dir.c_str(), 0700);
+  PTSNAP_TRY(trace::MakeTraceDirs(out_dir));
   PTSNAP_TRY(base::WriteFileAtomic(out_dir / "kallsyms", kallsyms_text, 0600));
   PTSNAP_TRY(base::WriteFileAtomic(out_dir / "modules", modules ? *modules : "", 0600));
   return syms.text ? *syms.text : syms.stext.value_or(0);
@@ -156,10 +154,7 @@ Result<KcoreCopy> CopyKcore(const base::RootPath& root, const std::filesystem::p
                    std::to_string(r.start) + ".." + std::to_string(r.end));
   }
 
-  std::error_code ec;
-  std::filesystem::create_directories(out_dir, ec);
-  if (ec) return Error::FromErrno("creating " + out_dir.string(), ec.value());
-  ::chmod(out_dir.c_str(), 0700);
+  PTSNAP_TRY(trace::MakeTraceDirs(out_dir));
   PTSNAP_TRY(base::WriteFileAtomic(out_dir / "kallsyms", kallsyms_text, 0600));
   PTSNAP_TRY(base::WriteFileAtomic(out_dir / "modules", modules_text, 0600));
   const uint16_t machine = kcore->header().machine != 0 ? kcore->header().machine : EM_X86_64;

@@ -41,23 +41,6 @@ std::span<const std::byte> AsBytes(std::string_view s) {
   return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
 }
 
-// mkdir -p with mode 0700 for every directory it creates; an existing `dir`
-// is tightened to 0700 too.
-Result<void> MakeDirs(const std::filesystem::path& dir) {
-  std::filesystem::path p;
-  for (const auto& part : dir) {
-    p /= part;
-    if (::mkdir(p.c_str(), kDirMode) != 0 && errno != EEXIST) {
-      return Error::FromErrno("create directory " + p.string());
-    }
-  }
-  struct stat st;
-  if (::stat(dir.c_str(), &st) != 0) return Error::FromErrno("stat " + dir.string());
-  if (!S_ISDIR(st.st_mode)) return Error(dir.string() + " exists and is not a directory");
-  if (::chmod(dir.c_str(), kDirMode) != 0) return Error::FromErrno("chmod " + dir.string());
-  return Ok();
-}
-
 std::string StreamName(const Stream& s) {
   return "stream " + std::to_string(s.id) + " (" + s.file + ")";
 }
@@ -68,7 +51,44 @@ bool AllZero(std::span<const std::byte> bytes) {
 
 std::string PerfMapName(int32_t pid) { return "perf-" + std::to_string(pid) + ".map"; }
 
+// Moves `file` (a regular file someone else wrote for this trace: the
+// emulator's) to `to` with the trace's mode and owner; across filesystems
+// by copy. Returns its size.
+Result<uint64_t> MoveIntoTrace(const std::filesystem::path& file, const std::filesystem::path& to) {
+  struct stat st;
+  if (::lstat(file.c_str(), &st) != 0) return Error::FromErrno("stat " + file.string());
+  if (!S_ISREG(st.st_mode)) return Error(file.string() + " is not a regular file");
+  if (::rename(file.c_str(), to.c_str()) != 0) {
+    if (errno != EXDEV) return Error::FromErrno("move " + file.string() + " to " + to.string());
+    PTSNAP_ASSIGN_OR_RETURN(std::string data,
+                            base::ReadFile(file, static_cast<size_t>(st.st_size) + 1));
+    PTSNAP_TRY(base::WriteFileAtomic(to, data, kFileMode));
+    ::unlink(file.c_str());
+  }
+  if (::chmod(to.c_str(), kFileMode) != 0) return Error::FromErrno("chmod " + to.string());
+  base::GiveToInvoker(to);
+  return static_cast<uint64_t>(st.st_size);
+}
+
 }  // namespace
+
+Result<void> MakeTraceDirs(const std::filesystem::path& dir) {
+  std::filesystem::path p;
+  for (const auto& part : dir) {
+    p /= part;
+    if (::mkdir(p.c_str(), kDirMode) == 0) {
+      base::GiveToInvoker(p);
+    } else if (errno != EEXIST) {
+      return Error::FromErrno("create directory " + p.string());
+    }
+  }
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0) return Error::FromErrno("stat " + dir.string());
+  if (!S_ISDIR(st.st_mode)) return Error(dir.string() + " exists and is not a directory");
+  if (::chmod(dir.c_str(), kDirMode) != 0) return Error::FromErrno("chmod " + dir.string());
+  base::GiveToInvoker(dir);
+  return Ok();
+}
 
 std::filesystem::path PerfMapPath(const std::filesystem::path& dir, int32_t pid) {
   return dir / kJitDir / PerfMapName(pid);
@@ -81,7 +101,7 @@ std::filesystem::path JitdumpPath(const std::filesystem::path& dir, int32_t pid)
 // ---- TraceWriter ---------------------------------------------------------
 
 Result<TraceWriter> TraceWriter::Create(const std::filesystem::path& dir, Manifest initial) {
-  PTSNAP_TRY(MakeDirs(dir));
+  PTSNAP_TRY(MakeTraceDirs(dir));
   std::filesystem::path manifest_path = dir / kManifestFile;
   struct stat st;
   if (::lstat(manifest_path.c_str(), &st) == 0) {
@@ -95,7 +115,7 @@ Result<TraceWriter> TraceWriter::Create(const std::filesystem::path& dir, Manife
   if (initial.sideband.find('/') != std::string::npos || initial.sideband == "..") {
     return Error("sideband file name \"" + initial.sideband + "\" must be a plain file name");
   }
-  PTSNAP_TRY(MakeDirs(dir / (initial.source == Source::kSampled ? kSamplesDir : kStreamDir)));
+  PTSNAP_TRY(MakeTraceDirs(dir / (initial.source == Source::kSampled ? kSamplesDir : kStreamDir)));
 
   // O_TRUNC: leftovers of an earlier attempt that never wrote a manifest
   // must not be read as this recording's sideband.
@@ -109,6 +129,7 @@ Result<TraceWriter> TraceWriter::Create(const std::filesystem::path& dir, Manife
   if (!fd) return Error::FromErrno("create " + sideband_path.string());
   if (::fchmod(fd.get(), kFileMode) != 0)
     return Error::FromErrno("chmod " + sideband_path.string());
+  base::GiveToInvoker(fd.get());
 
   // Room for the last manifest when the disk fills (Flush). Best effort: a
   // disk already too full for it fails at the first manifest anyway.
@@ -152,6 +173,7 @@ Result<uint32_t> TraceWriter::BeginStream(Stream info) {
       path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_APPEND | O_CLOEXEC, kFileMode));
   if (!fd) return Error::FromErrno("create " + path.string());
   if (::fchmod(fd.get(), kFileMode) != 0) return Error::FromErrno("chmod " + path.string());
+  base::GiveToInvoker(fd.get());
   open_streams_.emplace_back(id, std::move(fd));
   manifest_.streams.push_back(std::move(info));
   PTSNAP_TRY(Flush());
@@ -201,24 +223,16 @@ Result<void> TraceWriter::Finish(State state, std::string stop_error) {
   ::unlink((dir_ / kReserveFile).c_str());
   manifest_.state = state;
   manifest_.stop_error = std::move(stop_error);
+  // What others wrote for us (the emulator's files, directories made with
+  // std::filesystem) goes to the sudo user too.
+  base::GiveTreeToInvoker(dir_);
   return Flush();
 }
 
 Result<uint32_t> TraceWriter::AdoptStream(Stream info, const std::filesystem::path& file) {
   const uint32_t id = NameNewStream(info);
-  const std::filesystem::path to = dir_ / info.file;
-  struct stat st;
-  if (::lstat(file.c_str(), &st) != 0) return Error::FromErrno("stat " + file.string());
-  if (!S_ISREG(st.st_mode)) return Error(file.string() + " is not a regular file");
-  if (::rename(file.c_str(), to.c_str()) != 0) {
-    if (errno != EXDEV) return Error::FromErrno("move " + file.string() + " to " + to.string());
-    PTSNAP_ASSIGN_OR_RETURN(std::string data,
-                            base::ReadFile(file, static_cast<size_t>(st.st_size) + 1));
-    PTSNAP_TRY(base::WriteFileAtomic(to, data, kFileMode));
-    ::unlink(file.c_str());
-  }
-  if (::chmod(to.c_str(), kFileMode) != 0) return Error::FromErrno("chmod " + to.string());
-  info.size = static_cast<uint64_t>(st.st_size);
+  PTSNAP_ASSIGN_OR_RETURN(const uint64_t size, MoveIntoTrace(file, dir_ / info.file));
+  info.size = size;
   manifest_.streams.push_back(std::move(info));
   PTSNAP_TRY(Flush());
   return id;
@@ -231,7 +245,7 @@ Result<void> TraceWriter::CopyPerfMaps(std::span<const int32_t> pids,
     if (::access(src.c_str(), F_OK) != 0 && errno == ENOENT) continue;  // no JIT in that process
     // The decoder reads at most this much of a map (base::ReadFile's default).
     PTSNAP_ASSIGN_OR_RETURN(std::string text, base::ReadFile(src));
-    PTSNAP_TRY(MakeDirs(dir_ / kJitDir));
+    PTSNAP_TRY(MakeTraceDirs(dir_ / kJitDir));
     PTSNAP_TRY(base::WriteFileAtomic(PerfMapPath(dir_, pid), text, kFileMode));
   }
   return Ok();
@@ -239,20 +253,13 @@ Result<void> TraceWriter::CopyPerfMaps(std::span<const int32_t> pids,
 
 Result<void> TraceWriter::CopyJitdump(int32_t pid, const std::filesystem::path& from) {
   PTSNAP_ASSIGN_OR_RETURN(std::string data, base::ReadFile(from, size_t{1} << 30));
-  PTSNAP_TRY(MakeDirs(dir_ / kJitDir));
+  PTSNAP_TRY(MakeTraceDirs(dir_ / kJitDir));
   return base::WriteFileAtomic(JitdumpPath(dir_, pid), data, kFileMode);
 }
 
 Result<void> TraceWriter::AdoptJitCode(int32_t pid, const std::filesystem::path& file) {
-  PTSNAP_TRY(MakeDirs(dir_ / kJitDir));
-  const std::filesystem::path to = JitCodePath(dir_, pid);
-  if (::rename(file.c_str(), to.c_str()) != 0) {
-    if (errno != EXDEV) return Error::FromErrno("move " + file.string() + " to " + to.string());
-    PTSNAP_ASSIGN_OR_RETURN(std::string data, base::ReadFile(file));
-    PTSNAP_TRY(base::WriteFileAtomic(to, data, kFileMode));
-    ::unlink(file.c_str());
-  }
-  if (::chmod(to.c_str(), kFileMode) != 0) return Error::FromErrno("chmod " + to.string());
+  PTSNAP_TRY(MakeTraceDirs(dir_ / kJitDir));
+  PTSNAP_TRY(MoveIntoTrace(file, JitCodePath(dir_, pid)));
   return Ok();
 }
 

@@ -24,6 +24,10 @@ namespace ptsnap::trace {
 // Where a trace directory keeps process `pid`'s JIT symbol map, copied from
 // the recording machine's /tmp/perf-PID.map (TraceWriter::CopyPerfMaps):
 // DIR/jit/perf-PID.map.
+// mkdir -p for a directory in a trace: mode 0700 for every directory it
+// creates (an existing `dir` is tightened to 0700 too), given to the user
+// who ran sudo (base::GiveToInvoker).
+Result<void> MakeTraceDirs(const std::filesystem::path& dir);
 std::filesystem::path PerfMapPath(const std::filesystem::path& dir, int32_t pid);
 // Where DIR keeps process `pid`'s jitdump: DIR/jit/jit-PID.dump.
 std::filesystem::path JitdumpPath(const std::filesystem::path& dir, int32_t pid);

@@ -11,6 +11,7 @@
 #include <linux/perf_event.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -25,6 +26,7 @@
 #include <vector>
 
 #include "tests/support/run_ptsnap.h"
+#include "tests/support/shell.h"
 #include "tests/support/temp_dir.h"
 #include "trace/perf_record.h"
 #include "trace/trace_dir.h"
@@ -483,6 +485,72 @@ TEST(SamplingCli, KilledPtsnapTakesItsNativeProgramWithIt) {
   const auto info = ::ptsnap::testing::RunPtsnap("info '" + dir.string() + "'");
   EXPECT_EQ(info.rc, 0) << info.out;
   EXPECT_THAT(info.out, HasSubstr("cut short by a crash or kill"));
+}
+
+// Under sudo (SUDO_UID/SUDO_GID with real uid 0) every file and directory
+// ptsnap creates belongs to the user who ran sudo: the trace directory and
+// all below it (the emulator's files moved in, binary copies), and the
+// decoded output; the trace keeps its modes (0700 directories, 0600 files).
+TEST(SamplingCli, UnderSudoEveryFileBelongsToTheInvokingUser) {
+  if (::getuid() != 0) GTEST_SKIP() << "needs root (sudo's real uid) to give files away";
+  const char* bin = std::getenv("PTSNAP_BIN");
+  ASSERT_NE(bin, nullptr) << "PTSNAP_BIN is set by meson";
+  TempDir tmp;
+  const fs::path dir = tmp.path() / "sudo.ptsnap";
+  const fs::path out = tmp.path() / "sudo.fxt";
+  const auto run = ::ptsnap::testing::RunShellRaw(
+      "SUDO_UID=4242 SUDO_GID=4343 '" + std::string(bin) + "' run --emulate --copy-binaries " +
+      "--trace-dir '" + dir.string() + "' -o '" + out.string() + "' -- /bin/true 2>&1");
+  ASSERT_EQ(run.status, 0) << run.out;
+  size_t files = 0, dirs = 0;
+  auto check = [&](const fs::path& p, bool in_trace) {
+    struct stat st;
+    ASSERT_EQ(::lstat(p.c_str(), &st), 0) << p;
+    EXPECT_EQ(st.st_uid, 4242U) << p << " is not the sudo user's";
+    EXPECT_EQ(st.st_gid, 4343U) << p;
+    if (!in_trace) return;
+    if (S_ISDIR(st.st_mode)) {
+      ++dirs;
+      EXPECT_EQ(st.st_mode & 07777, 0700U) << p;
+    } else if (S_ISREG(st.st_mode)) {
+      ++files;
+      EXPECT_EQ(st.st_mode & 077, 0U) << p << " is readable by others";
+    }
+  };
+  check(dir, true);
+  for (const auto& e : fs::recursive_directory_iterator(dir)) check(e.path(), true);
+  check(out, false);
+  EXPECT_GE(files, 4U) << "manifest, sideband, a stream and binary copies";
+  EXPECT_GE(dirs, 3U) << "the trace, pt/ and binaries/";
+  EXPECT_TRUE(fs::exists(dir / "binaries")) << "--copy-binaries copied nothing";
+}
+
+// Where the owner cannot change (a user namespace that maps only root, as a
+// filesystem without owners would refuse it), ptsnap warns once and goes
+// on: the output is written, root's.
+TEST(SamplingCli, UnderSudoAFailedChangeOfOwnerIsOneWarning) {
+  if (::getuid() != 0) GTEST_SKIP() << "needs root (sudo's real uid) to give files away";
+  if (::ptsnap::testing::RunShellRaw("unshare -r true 2>&1").status != 0)
+    GTEST_SKIP() << "unshare -r (a user namespace) is not allowed here";
+  const char* bin = std::getenv("PTSNAP_BIN");
+  ASSERT_NE(bin, nullptr) << "PTSNAP_BIN is set by meson";
+  TempDir tmp;
+  const fs::path dir = tmp.path() / "t.ptsnap";
+  const fs::path out = tmp.path() / "t.fxt";
+  Exit rec =
+      Ptsnap({"run", "--emulate", "--no-decode", "--trace-dir", dir.string(), "--", "/bin/true"});
+  ASSERT_EQ(rec.code, 0) << rec.err;
+  const auto run = ::ptsnap::testing::RunShellRaw("unshare -r env SUDO_UID=4242 SUDO_GID=4343 '" +
+                                                  std::string(bin) + "' decode '" + dir.string() +
+                                                  "' -o '" + out.string() + "' 2>&1");
+  ASSERT_EQ(run.status, 0) << run.out;
+  EXPECT_THAT(run.out, HasSubstr("to the user who ran sudo (Invalid argument); files stay root's"));
+  size_t warnings = 0;
+  for (size_t at = run.out.find("who ran sudo"); at != std::string::npos;
+       at = run.out.find("who ran sudo", at + 1))
+    ++warnings;
+  EXPECT_EQ(warnings, 1U) << run.out;
+  EXPECT_GT(fs::file_size(out), 0U);
 }
 
 }  // namespace
