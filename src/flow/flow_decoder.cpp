@@ -20,7 +20,7 @@
 namespace ptsnap::flow {
 
 bool operator==(const Item& a, const Item& b) {
-  if (a.kind != b.kind) return false;
+  if (a.kind != b.kind || a.has_now != b.has_now || a.now != b.now) return false;
   switch (a.kind) {
     case ItemKind::kSync: return a.offset == b.offset;
     case ItemKind::kError: return a.error == b.error;
@@ -1919,6 +1919,7 @@ struct FlowDecoder::State {
             ip = fall;
             hint = Successor(&e->next_fall, ip);
           }
+          Stamp(&b);
           continue;
         }
         if (taken && rs_top != rs_bottom) {
@@ -1927,6 +1928,7 @@ struct FlowDecoder::State {
           rs_top = rs_top == 0 ? 64 : rs_top - 1;
           ip = retstack[rs_top];
           hint = retentry[rs_top];
+          Stamp(&b);
           continue;
         }
       }
@@ -1942,20 +1944,24 @@ struct FlowDecoder::State {
         t.ip = event.ip;
         t.has_tsc = event.has_tsc;
         t.tsc = event.tsc;
+        Stamp(&b);
+        Stamp(&t);
         process_event = false;
         status_out = 0;
         continue;
       }
       if (st >= 0) st = ProceedTrailingEvent(true);
+      Stamp(&b);
       // Events the block raised (mostly ticks): delivered here as Step
       // would, one pt_blk_event each.
       while (st > 0 && (st & kStatusEventPending) != 0 && k < room) {
         st = UserEvent(&out[k]);
-        if (st >= 0) ++k;
+        if (st >= 0) Stamp(&out[k++]);
       }
       status_out = st;
       if (st < 0) {
         EndSegment(out, &k, st);
+        Stamp(&out[k - 1]);
         break;
       }
       if (st != 0 || !CanRunFast()) break;
@@ -1968,6 +1974,14 @@ struct FlowDecoder::State {
     return k;
   }
   uint64_t fast_insns = 0;
+
+  // Item::now: pt_blk_time at this point, which is pt_qry_time: the query
+  // layer's last_time (the estimate saved when the latest query began,
+  // before its read-ahead).
+  void Stamp(Item* it) const {
+    it->has_now = last_have_tsc;
+    it->now = it->has_now ? last_tsc : 0;
+  }
 
   // ===== the driving loop =====
 
@@ -2069,7 +2083,10 @@ size_t FlowDecoder::Decode(Item* out, size_t max) {
       n += s_->Fast(out + n, max - n - 2, &instructions_);
       if (n + 2 > max) break;
     }
-    if (!s_->Step(out, &n, &instructions_)) break;
+    const size_t before = n;
+    const bool more = s_->Step(out, &n, &instructions_);
+    for (size_t i = before; i < n; ++i) s_->Stamp(&out[i]);
+    if (!more) break;
   }
   return n;
 }

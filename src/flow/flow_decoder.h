@@ -18,6 +18,8 @@
 //     the types below, has_tsc and tsc (libipt's time estimate, including
 //     MTC and CYC: timing.h);
 //   - error: the libipt error code (negative), where the loop reports one.
+// and, on every item, the time pt_blk_time reports right after the call
+// that produced it (Item::now: what StreamDecoder's Now() reads there).
 // Two runs are equal when their Item sequences are equal up to and including
 // the first error, and the next sync offset after it is the same.
 //
@@ -119,6 +121,10 @@ enum class ItemKind : uint8_t { kSync, kBlock, kEvent, kError };
 //     kAsyncBranch: ip (from), to; kOverflow: ip; kExecMode: ip, mode;
 //     kTsx: ip, speculative, aborted; kTick: ip; kCbr: ratio.
 //   kError: error (negative code), offset (decoder position).
+// Every kind: has_now, now: libipt's pt_blk_time right after the call that
+// produced the item (its query layer reads ahead, so this can be later than
+// an event's own tsc); has_now false where pt_blk_time says -pte_no_time.
+// A block followed by an error item shares the error's call, and its now.
 struct Item {
   ItemKind kind = ItemKind::kBlock;
   EventType event = EventType::kEnabled;
@@ -126,12 +132,14 @@ struct Item {
   ExecMode mode = ExecMode::kUnknown;
   bool speculative = false, aborted = false, resumed = false;
   bool ip_suppressed = false, status_update = false, has_tsc = false;
+  bool has_now = false;
   uint16_t ninsn = 0;
   uint8_t ratio = 0;
   int error = 0;
   uint64_t ip = 0, end_ip = 0, to = 0;
   uint64_t tsc = 0;
   uint64_t offset = 0;
+  uint64_t now = 0;
 };
 bool operator==(const Item& a, const Item& b);  // the contract above (iclass kError matches any)
 

@@ -132,12 +132,20 @@ std::vector<Item> DecodeWithLibipt(const struct pt_config& cfg, struct pt_image*
   enum class State { kSync, kSegment, kDone } state = State::kSync;
   int status = 0;
   uint64_t last_sync = ~uint64_t{0};
+  // Item::now: pt_blk_time right after the call that produced the item.
+  auto stamped = [&](Item i) {
+    uint64_t tsc = 0;
+    uint32_t lost_mtc = 0, lost_cyc = 0;
+    i.has_now = pt_blk_time(dec, &tsc, &lost_mtc, &lost_cyc) >= 0;
+    i.now = i.has_now ? tsc : 0;
+    return i;
+  };
   auto end_segment = [&](int st) {
     if (st == -pte_eos) {
       state = State::kDone;
       return;
     }
-    out.push_back(ErrorItem(st));
+    out.push_back(stamped(ErrorItem(st)));
     uint64_t off = 0;
     if (pt_blk_get_sync_offset(dec, &off) < 0) off = 0;
     last_sync = off;
@@ -152,13 +160,13 @@ std::vector<Item> DecodeWithLibipt(const struct pt_config& cfg, struct pt_image*
           end_segment(status);
           continue;
         }
-        out.push_back(FromEvent(ev));
+        out.push_back(stamped(FromEvent(ev)));
         continue;
       }
       if ((status & pts_eos) != 0) break;
       struct pt_block block;
       status = pt_blk_next(dec, &block, sizeof block);
-      if (block.ninsn > 0) out.push_back(FromBlock(block));
+      if (block.ninsn > 0) out.push_back(stamped(FromBlock(block)));
       if (status < 0) end_segment(status);
       continue;
     }
@@ -177,7 +185,7 @@ std::vector<Item> DecodeWithLibipt(const struct pt_config& cfg, struct pt_image*
     Item s;
     s.kind = ItemKind::kSync;
     s.offset = off;
-    out.push_back(s);
+    out.push_back(stamped(s));
     state = State::kSegment;
   }
   pt_blk_free_decoder(dec);
@@ -216,6 +224,7 @@ std::vector<Item> DecodeWithFlow(const struct pt_config& cfg, CodeReader* code) 
 
 std::string ToString(const Item& i) {
   char b[256];
+  std::string now = i.has_now ? " now=" + std::to_string(i.now) : " now=(none)";
   switch (i.kind) {
     case ItemKind::kSync: std::snprintf(b, sizeof b, "sync @%" PRIu64, i.offset); break;
     case ItemKind::kError: std::snprintf(b, sizeof b, "error %d", i.error); break;
@@ -234,7 +243,7 @@ std::string ToString(const Item& i) {
                     i.aborted ? " abort" : "", i.resumed ? " resumed" : "");
       break;
   }
-  return b;
+  return b + now;
 }
 
 Comparison Compare(const std::vector<Item>& libipt, const std::vector<Item>& ours) {
