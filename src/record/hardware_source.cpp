@@ -324,7 +324,8 @@ Result<void> HardwarePtSource::Snapshot(trace::TraceWriter& writer, uint32_t seq
     return Ok();
   };
   steps.write = [&](const trace::Stream& s, const std::vector<std::byte>& bytes) -> Result<void> {
-    auto id = writer.AddStream(s, bytes);
+    // Listed by the AddSnapshot that follows (Session::TakeSnapshot).
+    auto id = writer.AddStreamUnlisted(s, bytes);
     if (!id) return std::move(id).error();
     return Ok();
   };

@@ -85,7 +85,8 @@ class PtSource {
   // millisecond at full rate).
   [[nodiscard]] virtual std::vector<int> WakeFds() const { return {}; }
   // Snapshot mode: disables PT, copies every ring into a stream tagged with
-  // `seq`, and re-enables PT when `resume`.
+  // `seq`, and re-enables PT when `resume`. The streams are written but not
+  // yet listed: the caller's AddSnapshot rewrites the manifest once.
   virtual Result<void> Snapshot(trace::TraceWriter& writer, uint32_t seq, bool resume) = 0;
   // Full mode: stops PT and drains what is left (sideband included, so the
   // last AUX records are counted). Snapshot mode: nothing. Closes nothing;

@@ -715,18 +715,28 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
       if (!resolved) return std::move(resolved).error().WithKind(ErrorKind::kTrigger);
       points = std::move(*resolved);
     }
-    for (pid_t pid : pids) {
-      auto tids = ListThreads(pid);
-      if (!tids) {
-        return Error("process " + std::to_string(pid) + " exited before ptsnap could attach (" +
-                     tids.error().ToString() + ")")
-            .WithKind(ErrorKind::kProcessGone);
-      }
-      for (pid_t tid : *tids) {
-        if (auto r =
-                source->AddThread(pid, tid, trace_threads && (opts.multi_thread || tid == pid));
-            !r)
-          return ExplainThreadError(r.error(), prepared);
+    // Two passes: a thread created before its creator's event opened is
+    // in no FORK record, so the second listing catches it. A thread other
+    // than the main one that exits between the listing and its open
+    // (ESRCH) is not an error: a process that starts and ends threads
+    // all the time must still be attachable.
+    for (int pass = 0; pass < 2; ++pass) {
+      for (pid_t pid : pids) {
+        auto tids = ListThreads(pid);
+        if (!tids) {
+          return Error("process " + std::to_string(pid) + " exited before ptsnap could attach (" +
+                       tids.error().ToString() + ")")
+              .WithKind(ErrorKind::kProcessGone);
+        }
+        for (pid_t tid : *tids) {
+          if (source->HasThread(tid)) continue;
+          if (auto r =
+                  source->AddThread(pid, tid, trace_threads && (opts.multi_thread || tid == pid));
+              !r) {
+            if (r.error().errnum() == ESRCH && tid != pid) continue;
+            return ExplainThreadError(r.error(), prepared);
+          }
+        }
       }
     }
     // System-wide attach enables the CPUs' events after the mappings are

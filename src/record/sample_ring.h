@@ -19,7 +19,9 @@ namespace ptsnap::record {
 
 class SampleRing {
  public:
-  // `capacity` bytes of records (the snapshot size); at least 1.
+  // `capacity` bytes of records (the snapshot size); at least 1. Memory is
+  // taken as records arrive (allocated() <= max(2 x bytes held, 64 KiB)
+  // until the ring is full), not up front.
   explicit SampleRing(size_t capacity);
 
   // Appends one whole record (header included). Older records are dropped
@@ -32,14 +34,17 @@ class SampleRing {
 
   [[nodiscard]] size_t bytes() const { return used_; }
   [[nodiscard]] size_t records() const { return sizes_.size(); }
-  [[nodiscard]] size_t capacity() const { return buf_.size(); }
+  [[nodiscard]] size_t capacity() const { return capacity_; }
+  // Bytes of memory the ring holds now: capacity() once it has filled.
+  [[nodiscard]] size_t allocated() const { return buf_.size(); }
   // Samples were dropped since the ring was made (sticky, like a PT
   // snapshot's wrap): the oldest sample held is not the first one taken.
   [[nodiscard]] bool wrapped() const { return dropped_ > 0; }
   [[nodiscard]] uint64_t dropped() const { return dropped_; }
 
  private:
-  std::vector<std::byte> buf_;  // circular; records may straddle the end
+  size_t capacity_;
+  std::vector<std::byte> buf_;  // circular once capacity_ long; records may straddle the end
   std::deque<size_t> sizes_;    // sizes of the records held, oldest first
   size_t start_ = 0;            // offset of the oldest record
   size_t used_ = 0;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <linux/perf_event.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace ptsnap::record {
@@ -78,6 +79,32 @@ TEST(SampleRing, ACopyLeavesTheRingAsItWas) {
   EXPECT_EQ(ring.Copy(), ring.Copy());
   ring.Push(Rec(24, 2));
   EXPECT_THAT(Tags(ring.Copy()), ::testing::ElementsAre(1, 2));
+}
+
+TEST(SampleRing, MemoryGrowsWithTheSamplesNotTheSnapshotSize) {
+  // 1,000 threads that hardly run must not cost 1,000 snapshot sizes
+  // (64 MiB: 64 GiB before the ring grew on demand).
+  SampleRing idle(size_t{64} << 20);
+  idle.Push(Rec(600, 1));
+  EXPECT_LE(idle.allocated(), size_t{64} << 10);
+  EXPECT_EQ(idle.capacity(), size_t{64} << 20);
+
+  // Growth keeps every record, in order, and stops at the capacity; the
+  // ring then wraps as before.
+  constexpr size_t kCap = 200000;
+  SampleRing ring(kCap);
+  for (int i = 0; i < 190; ++i) {
+    ring.Push(Rec(1000, static_cast<uint8_t>(i)));
+    EXPECT_LE(ring.allocated(), std::max<size_t>(2 * ring.bytes(), size_t{64} << 10));
+  }
+  EXPECT_FALSE(ring.wrapped());
+  EXPECT_EQ(ring.records(), 190u);
+  for (int i = 190; i < 450; ++i) ring.Push(Rec(1000, static_cast<uint8_t>(i)));
+  EXPECT_EQ(ring.allocated(), kCap);
+  EXPECT_TRUE(ring.wrapped());
+  std::vector<int> want;
+  for (int i = 250; i < 450; ++i) want.push_back(i % 256);
+  EXPECT_THAT(Tags(ring.Copy()), ::testing::ElementsAreArray(want));
 }
 
 }  // namespace

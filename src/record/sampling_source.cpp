@@ -217,7 +217,8 @@ Result<void> SamplingSource::Snapshot(trace::TraceWriter& writer, uint32_t seq, 
     s.cpu = u.cpu;
     s.snapshot = seq;
     s.wrapped = u.samples->wrapped();
-    auto id = writer.AddStream(s, u.samples->Copy());
+    // Listed by the AddSnapshot that follows (Session::TakeSnapshot).
+    auto id = writer.AddStreamUnlisted(s, u.samples->Copy());
     if (!id) {
       r = std::move(id).error();
       break;

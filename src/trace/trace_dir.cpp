@@ -156,12 +156,17 @@ uint32_t TraceWriter::NameNewStream(Stream& info) const {
 }
 
 Result<uint32_t> TraceWriter::AddStream(Stream info, std::span<const std::byte> data) {
+  PTSNAP_ASSIGN_OR_RETURN(uint32_t id, AddStreamUnlisted(std::move(info), data));
+  PTSNAP_TRY(Flush());
+  return id;
+}
+
+Result<uint32_t> TraceWriter::AddStreamUnlisted(Stream info, std::span<const std::byte> data) {
   const uint32_t id = NameNewStream(info);
   info.size = data.size();
-  // The stream file first, then the manifest that lists it.
+  // The stream file first, then (at the next Flush) the manifest that lists it.
   PTSNAP_TRY(base::WriteFileAtomic(dir_ / info.file, AsChars(data), kFileMode));
   manifest_.streams.push_back(std::move(info));
-  PTSNAP_TRY(Flush());
   return id;
 }
 

@@ -54,6 +54,11 @@ class TraceWriter {
   // the manifest and rewrites the manifest. Returns the stream id (ids are
   // 0, 1, 2, ... in the order added; the file is "pt/<id>.pt").
   Result<uint32_t> AddStream(Stream info, std::span<const std::byte> data);
+  // As AddStream, but the manifest is not rewritten: the stream is listed by
+  // the next Flush (AddSnapshot, Finish). A snapshot of N threads' streams
+  // then writes the manifest once, not N + 1 times (with 1,000 threads the
+  // rewrites, each of the whole manifest, were most of a snapshot's cost).
+  Result<uint32_t> AddStreamUnlisted(Stream info, std::span<const std::byte> data);
   // Streaming (full-execution mode): BeginStream creates an empty stream
   // file, lists it (size 0) and rewrites the manifest; AppendStream appends
   // to it and raises its size in the in-memory manifest only. Flush (or any

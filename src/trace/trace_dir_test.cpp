@@ -54,6 +54,32 @@ mode_t ModeOf(const fs::path& p) {
   return st.st_mode & 07777;
 }
 
+TEST(TraceDirTest, UnlistedStreamsAreListedByTheSnapshotThatFollows) {
+  // A snapshot's streams, then one manifest write (AddSnapshot) for all.
+  TempDir tmp;
+  fs::path dir = tmp.path() / "trace";
+  auto w = TraceWriter::Create(dir, Initial());
+  ASSERT_THAT(w, HasValue());
+  ASSERT_THAT(w->AddStreamUnlisted(Stream{.tid = 1, .snapshot = 1}, Span("abcd")), HasValue());
+  auto id = w->AddStreamUnlisted(Stream{.tid = 2, .snapshot = 1}, Span("efgh"));
+  ASSERT_THAT(id, HasValue());
+  EXPECT_EQ(*id, 1u);
+  {
+    // Written, not yet listed: a crash now leaves a manifest without them.
+    EXPECT_TRUE(fs::exists(dir / "pt" / "1.pt"));
+    auto r = TraceReader::Open(dir);
+    ASSERT_THAT(r, HasValue());
+    EXPECT_TRUE(r->manifest().streams.empty());
+  }
+  ASSERT_THAT(w->AddSnapshot(Snapshot{.seq = 1, .reason = SnapshotReason::kSignal}), HasValue());
+  auto r = TraceReader::Open(dir);
+  ASSERT_THAT(r, HasValue());
+  ASSERT_EQ(r->manifest().streams.size(), 2u);
+  EXPECT_EQ(r->manifest().streams[1].tid, 2);
+  EXPECT_EQ(r->manifest().streams[1].size, 4u);
+  EXPECT_EQ(r->manifest().snapshots.size(), 1u);
+}
+
 TEST(TraceDirTest, WritesAndReadsBackACompleteTrace) {
   TempDir tmp;
   fs::path dir = tmp.path() / "nested" / "trace";
