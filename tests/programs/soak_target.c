@@ -90,7 +90,8 @@ int main(int argc, char** argv) {
     soak_work(2000);
     Nap(1000);
     clock_gettime(CLOCK_MONOTONIC, &now);
-    if (seconds > 0 && (double)(now.tv_sec - t0.tv_sec) + (double)(now.tv_nsec - t0.tv_nsec) / 1e9 >= seconds)
+    if (seconds > 0 &&
+        (double)(now.tv_sec - t0.tv_sec) + (double)(now.tv_nsec - t0.tv_nsec) / 1e9 >= seconds)
       break;
   }
   stop = 1;
