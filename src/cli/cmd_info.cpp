@@ -71,12 +71,19 @@ std::string StreamOwner(const trace::Stream& s) {
   return out;
 }
 
-// The stream file as found on disk: "" when it matches the manifest.
-std::string StreamProblem(const std::filesystem::path& dir, const trace::Stream& s) {
+// The stream file as found on disk: "" when it matches the manifest. A
+// recording that did not end complete may hold bytes after its last flush,
+// which decoding leaves out (TraceReader::ReadStream): `*unread` counts them.
+std::string StreamProblem(const std::filesystem::path& dir, const trace::Stream& s,
+                          trace::State state, uint64_t* unread) {
+  *unread = 0;
   struct stat st;
   if (::stat((dir / s.file).c_str(), &st) != 0) return "MISSING";
-  if (static_cast<uint64_t>(st.st_size) != s.size) {
-    return "SIZE MISMATCH: file has " + std::to_string(st.st_size) + " bytes";
+  const auto size = static_cast<uint64_t>(st.st_size);
+  if (size > s.size && state != trace::State::kComplete) {
+    *unread = size - s.size;
+  } else if (size != s.size) {
+    return "SIZE MISMATCH: file has " + std::to_string(size) + " bytes";
   }
   return "";
 }
@@ -153,7 +160,10 @@ int RunInfo(const InfoOptions& opt) {
                        std::to_string(s.snapshot) + " " + Bytes(s.size);
     if (s.wrapped) line += " wrapped";
     if (s.lost_bytes != 0) line += " lost " + std::to_string(s.lost_bytes) + " bytes";
-    std::string problem = StreamProblem(reader->dir(), s);
+    uint64_t unread = 0;
+    std::string problem = StreamProblem(reader->dir(), s, m.state, &unread);
+    if (unread != 0)
+      line += " (+" + std::to_string(unread) + " bytes after the last flush, not read)";
     if (!problem.empty()) {
       line += " [" + problem + "]";
       // ReadStream words the error the way decode will meet it.

@@ -822,6 +822,7 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
       waiting.erase(waiting.begin());
     }
   };
+  bool resumed = false;  // run: the program is running (not stopped at its exec)
   auto body = [&]() -> Result<void> {
     PTSNAP_TRY(source->Begin(writer));
     // Mappings that existed before the events were opened: the traced
@@ -854,6 +855,7 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
     CopyKernel(prepared, root, writer);
     if (run) {
       PTSNAP_TRY(child->Resume());
+      resumed = true;
     } else {
       PTSNAP_TRY(source->EnableAll());
       if (system_wide) {
@@ -1083,12 +1085,33 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
   if (auto r = writer.CopyPerfMaps(writer.manifest().pids); !r)
     outcome.warnings.push_back("JIT symbol maps not copied: " + r.error().ToString());
   if (!result) {
+    Error err = std::move(result).error();
     // The cause stays in the manifest (`ptsnap info` shows it).
-    (void)writer.Finish(trace::State::kInterrupted, result.error().message());
+    (void)writer.Finish(trace::State::kInterrupted, err.ToString());
     // The emulator's errors say themselves where its data is.
-    if (self_driven) return std::move(result).error();
-    return std::move(result).error().AddContext("recording (what was captured is kept in " +
-                                                trace_dir.string() + ")");
+    if (self_driven) return err;
+    const std::string kept = "what was captured is kept in " + trace_dir.string();
+    if (err.errnum() == ENOSPC) {
+      err = Error("the file system holding " + trace_dir.string() + " is full (" + err.ToString() +
+                  "): recording stopped; " + kept +
+                  " and decodes: free space or choose another --trace-dir");
+    } else {
+      err.AddContext("recording (" + kept + ")");
+    }
+    // A program that was running when recording failed runs on untraced,
+    // as it would have without ptsnap, and `run` waits for it as usual.
+    int status = 0;
+    if (run && child && resumed && !child->Poll(&status)) {
+      source.reset();  // its events close: nothing is traced any more
+      slow_probes.reset();
+      Emit(events, {Event::Kind::kWarning, err.ToString() + "; " + opts.command[0] +
+                                               " runs on untraced; waiting for it to exit"});
+      status = child->Wait();
+      err = Error(err.ToString() + "; " + opts.command[0] +
+                  " ran on untraced and exited with status " + std::to_string(status))
+                .WithKind(err.kind());
+    }
+    return err;
   }
   // docs/trace-format.md: "interrupted" after Ctrl-C (or a source that fell
   // short of its end), else "complete".

@@ -70,6 +70,16 @@ Result<uint64_t> MoveIntoTrace(const std::filesystem::path& file, const std::fil
   return static_cast<uint64_t>(st.st_size);
 }
 
+// Appends all of `data` or nothing: a write cut short (a full disk) is
+// truncated away again, so a file never holds more than what was listed
+// plus whole appends, and the space it took is free for the manifest.
+Result<void> AppendWhole(int fd, std::span<const std::byte> data, const std::string& path) {
+  const off_t before = ::lseek(fd, 0, SEEK_END);
+  auto written = base::WriteAll(fd, AsChars(data), path);
+  if (!written && before >= 0) (void)::ftruncate(fd, before);
+  return written;
+}
+
 }  // namespace
 
 Result<void> MakeTraceDirs(const std::filesystem::path& dir) {
@@ -144,7 +154,7 @@ Result<TraceWriter> TraceWriter::Create(const std::filesystem::path& dir, Manife
 
 Result<void> TraceWriter::AppendSideband(std::span<const std::byte> records) {
   if (!sideband_) return Error("sideband file is not open");
-  return base::WriteAll(sideband_.get(), AsChars(records), (dir_ / manifest_.sideband).string());
+  return AppendWhole(sideband_.get(), records, (dir_ / manifest_.sideband).string());
 }
 
 uint32_t TraceWriter::NameNewStream(Stream& info) const {
@@ -197,7 +207,7 @@ Result<void> TraceWriter::AppendStream(uint32_t id, std::span<const std::byte> d
   for (const auto& [sid, f] : open_streams_)
     if (sid == id) fd = f.get();
   if (s == nullptr || fd < 0) return Error("stream " + std::to_string(id) + " is not open");
-  PTSNAP_TRY(base::WriteAll(fd, AsChars(data), (dir_ / s->file).string()));
+  PTSNAP_TRY(AppendWhole(fd, data, (dir_ / s->file).string()));
   s->size += data.size();
   return Ok();
 }
@@ -300,7 +310,9 @@ Result<std::string> TraceReader::ReadStream(const Stream& stream) const {
   if (!fd) return std::move(fd).error().AddContext(StreamName(stream));
   if (::fstat(fd->get(), &st) != 0)
     return Error::FromErrno(StreamName(stream) + ": stat " + path.string());
-  const bool cut_short = manifest_.state == State::kRecording;
+  // A recording that did not end complete (killed, or stopped by an
+  // error) may have bytes after the last flush: only the listed ones count.
+  const bool cut_short = manifest_.state != State::kComplete;
   if (static_cast<uint64_t>(st.st_size) != stream.size &&
       !(cut_short && static_cast<uint64_t>(st.st_size) > stream.size)) {
     return Error(StreamName(stream) + " has " + std::to_string(st.st_size) +

@@ -200,6 +200,36 @@ TEST(TraceDirTest, LeftoverSidebandWithoutManifestIsReplaced) {
   EXPECT_EQ(sb->truncated_tail, 0u);
 }
 
+// A recording stopped by an error (a full disk) ends "interrupted" and may
+// have bytes past the listed size, as a killed one does: only the listed
+// bytes are read. A complete trace with extra bytes was changed: refused.
+TEST(TraceDirTest, AnInterruptedStreamIsReadUpToItsListedSize) {
+  for (State state : {State::kInterrupted, State::kComplete}) {
+    TempDir tmp;
+    fs::path dir = tmp.path() / "t";
+    {
+      auto w = TraceWriter::Create(dir, Initial());
+      ASSERT_THAT(w, HasValue());
+      auto id = w->BeginStream(Stream{.tid = 1});
+      ASSERT_THAT(id, HasValue());
+      ASSERT_THAT(w->AppendStream(*id, Span("LISTED")), HasValue());
+      ASSERT_THAT(w->Finish(state, "write pt/0.pt: No space left on device"), HasValue());
+    }
+    ASSERT_THAT(base::AppendFile(dir / "pt/0.pt", "torn"), HasValue());
+    auto r = TraceReader::Open(dir);
+    ASSERT_THAT(r, HasValue());
+    auto data = r->ReadStream(r->manifest().streams[0]);
+    if (state == State::kInterrupted) {
+      ASSERT_THAT(data, HasValue());
+      EXPECT_EQ(*data, "LISTED");
+    } else {
+      ASSERT_FALSE(data.has_value());
+      EXPECT_THAT(data.error().message(),
+                  ::testing::HasSubstr("has 10 bytes but the manifest says 6"));
+    }
+  }
+}
+
 TEST(TraceDirTest, CrashedRecordingIsReadableWithATornSidebandTail) {
   TempDir tmp;
   fs::path dir = tmp.path() / "crashed";

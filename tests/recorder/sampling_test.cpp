@@ -427,6 +427,49 @@ TEST_F(Sampling, LbrWithoutLbrNamesTheOtherModes) {
   EXPECT_THAT(e.err, HasSubstr("use --callgraph-mode fp or dwarf"));
 }
 
+// The trace directory's file system fills up (a 1 MiB tmpfs) while a
+// full-execution recording streams dwarf samples (about 8 KiB each): one
+// error naming the full disk, exit 1; the program is not killed with the
+// recording but runs on untraced to its own end (status 0); the trace lists
+// whole samples only (a write cut short is taken back), state interrupted
+// with the cause, and `ptsnap info` reads it without complaint.
+TEST_F(Sampling, DiskFullStopsTheRecordingAndTheProgramRunsOnUnharmed) {
+  if (::geteuid() != 0) GTEST_SKIP() << "mounting a small tmpfs needs root";
+  const fs::path mnt = dir_.path() / "small";
+  fs::create_directories(mnt);
+  ASSERT_EQ(std::system(("mount -t tmpfs -o size=1m tmpfs '" + mnt.string() + "'").c_str()), 0);
+  struct Unmount {
+    fs::path p;
+    ~Unmount() { (void)std::system(("umount -l '" + p.string() + "'").c_str()); }
+  } unmount{mnt};
+  const std::string dir = (mnt / "t").string();
+  Exit e = Ptsnap({"run", "--sampling", "--callgraph-mode", "dwarf", "--full-execution",
+                   "--timer-resolution", "sample:4000", "--no-decode", "--trace-dir", dir, "--",
+                   Spin(), "1000"});
+  EXPECT_EQ(e.code, 1) << e.err;
+  EXPECT_THAT(e.err, HasSubstr("ptsnap: error: the file system holding " + dir + " is full ("));
+  EXPECT_THAT(e.err, HasSubstr("No space left on device): recording stopped; what was captured "
+                               "is kept in " +
+                               dir + " and decodes: free space or choose another --trace-dir; " +
+                               Spin() + " ran on untraced and exited with status 0\n"));
+  auto r = ptsnap::trace::TraceReader::Open(dir);
+  ASSERT_TRUE(r.has_value()) << r.error().ToString();
+  const auto& m = r->manifest();
+  EXPECT_EQ(m.state, ptsnap::trace::State::kInterrupted);
+  EXPECT_THAT(m.stop_error, HasSubstr("No space left on device"));
+  ASSERT_EQ(m.streams.size(), 1u);
+  auto bytes = r->ReadStream(m.streams[0]);
+  ASSERT_TRUE(bytes.has_value()) << bytes.error().ToString();
+  EXPECT_EQ(bytes->size(), m.streams[0].size);
+  EXPECT_EQ(fs::file_size(fs::path(dir) / m.streams[0].file), m.streams[0].size)
+      << "the torn write was truncated away";
+  EXPECT_GT(ParseSamples(*bytes, m.sampling->sample_type).size(), 10u);
+  const auto info = ::ptsnap::testing::RunPtsnap("info '" + dir + "'");
+  EXPECT_EQ(info.rc, 0) << info.out;
+  EXPECT_THAT(info.out, HasSubstr("No space left on device"));
+  EXPECT_THAT(info.out, Not(HasSubstr("MISMATCH")));
+}
+
 // ptsnap killed (SIGKILL) while `run` records a native program: the program
 // dies with it (PR_SET_PDEATHSIG, record/child.cpp), as qemu does under
 // --emulate, instead of running on untraced; the trace directory is left
