@@ -8,6 +8,7 @@
 #include "base/log.h"
 #include "base/version.h"
 #include "cli/command.h"
+#include "record/child.h"
 
 namespace ptsnap::cli {
 // One line per subcommand; each is defined in its cmd_*.cpp.
@@ -45,6 +46,7 @@ int Main(int argc, char** argv) {
     return app.exit(e) == 0 ? kExitOk : kExitUsage;
   }
   ptsnap::base::SetVerbosity(verbosity);
+  ptsnap::record::RaiseFdLimit();  // 1,000+ traced threads need more than 1024 fds
   return selected ? selected() : kExitUsage;
 }
 

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -31,7 +32,20 @@ struct ChildFailure {
   int errnum;
 };
 
+// The soft RLIMIT_NOFILE before RaiseFdLimit, for the programs ptsnap
+// starts; unset while it was not raised.
+std::optional<rlimit> g_fd_limit_before;
+
 }  // namespace
+
+void RaiseFdLimit() {
+  rlimit lim{};
+  if (g_fd_limit_before || ::getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur >= lim.rlim_max)
+    return;
+  const rlimit before = lim;
+  lim.rlim_cur = lim.rlim_max;
+  if (::setrlimit(RLIMIT_NOFILE, &lim) == 0) g_fd_limit_before = before;
+}
 
 pid_t WaitPid(pid_t pid, int* status, int options) {
   pid_t r;
@@ -66,6 +80,7 @@ Result<Child> Child::Spawn(const std::vector<std::string>& argv, ForkFn fork_fn,
     char c;
     if (::read(go, &c, 1) != 1) ::_exit(127);
     for (int fd : inherit_fds) ::fcntl(fd, F_SETFD, 0);
+    if (g_fd_limit_before) ::setrlimit(RLIMIT_NOFILE, &*g_fd_limit_before);
     if (::ptrace(PTRACE_TRACEME, 0, nullptr, nullptr) != 0) {
       const ChildFailure f{Step::kTraceme, errno};
       [[maybe_unused]] auto n = ::write(err, &f, sizeof(f));

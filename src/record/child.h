@@ -24,6 +24,13 @@
 
 namespace ptsnap::record {
 
+// ptsnap holds an fd or more per traced thread: the CLI raises its soft
+// RLIMIT_NOFILE to the hard limit once, at its start (perf raises it when it
+// runs out, rlimit__increase_nofile). The programs Spawn starts get back the
+// soft limit they would have had. The library never calls it on its own: an
+// agent's limits are the agent's.
+void RaiseFdLimit();
+
 // waitpid(2), retried while a signal interrupts it (EINTR: the recorder's
 // handlers are installed without SA_RESTART). Returns what waitpid returns.
 pid_t WaitPid(pid_t pid, int* status, int options);

@@ -1,8 +1,10 @@
 #include "record/recorder.h"
 
+#include <dirent.h>
 #include <signal.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -67,6 +69,53 @@ Error ExplainThreadError(const Error& e, const Prepared& p) {
                " (" + e.ToString() + ")")
       .WithKind(kind);
 }
+
+// Every traced thread holds fds (its events, its ring, its breakpoints and
+// probes) and the trace's files need a few of their own (a snapshot's stream,
+// the manifest's temporary, the directory to fsync, binary copies). Threads
+// are only added while kFdsForWriting stay free: running out leaves threads
+// untraced (or fails attach before recording) instead of failing the
+// snapshot that keeps the rest. Counting /proc/self/fd is O(fds), so it is
+// recounted only when an estimate (kFdsPerThread per thread added since)
+// comes near the limit.
+class FdBudget {
+ public:
+  static constexpr int64_t kFdsForWriting = 16;
+  static constexpr int64_t kFdsPerThread = 4;
+
+  Result<void> TakeForThread() {
+    rlimit lim{};
+    if (::getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY) return Ok();
+    const auto limit = static_cast<int64_t>(lim.rlim_cur);
+    if (counted_ < 0 || counted_ + kFdsPerThread * (added_ + 1) + kFdsForWriting > limit) {
+      counted_ = CountOpenFds();
+      added_ = 0;
+      if (counted_ < 0) return Ok();  // no /proc/self/fd: the kernel's EMFILE decides
+      if (counted_ + kFdsPerThread + kFdsForWriting > limit) {
+        return Error("keeping " + std::to_string(kFdsForWriting) +
+                         " fds free for writing the trace (" + std::to_string(counted_) + " of " +
+                         std::to_string(limit) + " open)",
+                     EMFILE);
+      }
+    }
+    ++added_;
+    return Ok();
+  }
+
+ private:
+  static int64_t CountOpenFds() {
+    DIR* d = ::opendir("/proc/self/fd");
+    if (d == nullptr) return -1;
+    int64_t n = -1;  // the directory's own fd
+    while (const dirent* e = ::readdir(d))
+      if (e->d_name[0] != '.') ++n;
+    ::closedir(d);
+    return n;
+  }
+
+  int64_t counted_ = -1;
+  int64_t added_ = 0;
+};
 
 // A refused uprobe: privilege (the uprobe PMU needs CAP_PERFMON or
 // CAP_SYS_ADMIN, or perf_event_paranoid -1) or what the kernel said.
@@ -667,6 +716,7 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
   const bool self_driven = source->self_driven();
 
   std::optional<Child> child;
+  FdBudget fd_budget;
   std::vector<pid_t> pids;
   std::vector<TriggerPoint> points;
   if (run) {
@@ -730,6 +780,8 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
         }
         for (pid_t tid : *tids) {
           if (source->HasThread(tid)) continue;
+          if (auto fds = fd_budget.TakeForThread(); !fds)
+            return ExplainThreadError(fds.error(), prepared);
           if (auto r =
                   source->AddThread(pid, tid, trace_threads && (opts.multi_thread || tid == pid));
               !r) {
@@ -822,7 +874,9 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
       waiting.erase(waiting.begin());
     }
   };
-  bool resumed = false;  // run: the program is running (not stopped at its exec)
+  bool resumed = false;           // run: the program is running (not stopped at its exec)
+  uint64_t untraced_threads = 0;  // threads found while recording that could not be traced
+  std::string first_untraced;     // and why the first one could not
   auto body = [&]() -> Result<void> {
     PTSNAP_TRY(source->Begin(writer));
     // Mappings that existed before the events were opened: the traced
@@ -920,8 +974,20 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
         }
         if (std::find(pids.begin(), pids.end(), pid) == pids.end() || source->HasThread(tid))
           continue;
-        if (auto r = source->AddThread(pid, tid, trace_threads && opts.multi_thread); !r)
-          PTSNAP_LOG(kInfo) << "new thread " << tid << " not traced: " << r.error().ToString();
+        auto r = fd_budget.TakeForThread();
+        if (r) r = source->AddThread(pid, tid, trace_threads && opts.multi_thread);
+        if (!r) {
+          // A thread that has exited already is no loss; any other refusal
+          // (no fds left, no locked memory) leaves it out of the trace.
+          const Error why = ExplainThreadError(r.error(), prepared);
+          if (why.kind() != ErrorKind::kProcessGone && untraced_threads++ == 0) {
+            first_untraced = why.ToString();
+            Emit(events, {Event::Kind::kWarning, "new thread " + std::to_string(tid) +
+                                                     " is not traced: " + first_untraced});
+          } else {
+            PTSNAP_LOG(kInfo) << "new thread " << tid << " not traced: " << why.ToString();
+          }
+        }
       }
       for (pid_t tid : ev.exited_threads) {
         if (slow_probes) slow_probes->ThreadExited(tid);
@@ -1042,6 +1108,11 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
                           "; the trace has gaps there (`truncated` and `lost_bytes` per stream in "
                           "manifest.json); a larger --snapshot-size helps"});
     }
+    if (untraced_threads != 0)
+      outcome.warnings.push_back(std::to_string(untraced_threads) +
+                                 " thread(s) created while recording were not traced (the "
+                                 "trace has none of their samples or PT); the first: " +
+                                 first_untraced);
     if (slow_probes) {
       const SlowCallTracker& t = slow_probes->tracker();
       if (t.skipped() != 0)

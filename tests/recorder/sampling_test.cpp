@@ -470,6 +470,44 @@ TEST_F(Sampling, DiskFullStopsTheRecordingAndTheProgramRunsOnUnharmed) {
   EXPECT_THAT(info.out, Not(HasSubstr("MISMATCH")));
 }
 
+// Threads the program creates beyond what the fd limit allows are left out
+// with one warning and a count at the end; the recording itself goes on and
+// its snapshot is written (ptsnap keeps fds free for the trace's files:
+// before, the snapshot's stream file failed with EMFILE and the recording
+// was lost).
+TEST_F(Sampling, ThreadsBeyondTheFdLimitAreLeftOutWithOneWarning) {
+  const auto run = ::ptsnap::testing::RunShell(
+      "prlimit --nofile=24 '" + std::string(std::getenv("PTSNAP_BIN")) +
+      "' run --sampling --multi-thread --callgraph-mode fp --no-decode --trace-dir '" + Dir() +
+      "' -- '" + Spin() + "' 300 16");
+  EXPECT_EQ(run.status, 0) << run.out;
+  size_t warnings = 0;
+  for (size_t at = run.out.find("is not traced: too many open files"); at != std::string::npos;
+       at = run.out.find("is not traced: too many open files", at + 1))
+    ++warnings;
+  EXPECT_EQ(warnings, 1u) << run.out;
+  EXPECT_THAT(run.out, HasSubstr("keeping 16 fds free for writing the trace"));
+  EXPECT_THAT(run.out, HasSubstr("thread(s) created while recording were not traced"));
+  auto r = ptsnap::trace::TraceReader::Open(Dir());
+  ASSERT_TRUE(r.has_value()) << r.error().ToString();
+  EXPECT_EQ(r->manifest().state, ptsnap::trace::State::kComplete);
+  EXPECT_EQ(r->manifest().snapshots.size(), 1u);
+  EXPECT_FALSE(AllSamples(*r).empty());
+}
+
+// ptsnap raises its own soft fd limit to the hard one (1,000+ threads need
+// more than 1024 fds); the program it starts keeps the soft limit it would
+// have had.
+TEST_F(Sampling, PtsnapRaisesItsFdLimitButNotTheProgramsOne) {
+  const auto run = ::ptsnap::testing::RunShell(
+      "ulimit -Sn 256 && ulimit -Hn 2048 && '" + std::string(std::getenv("PTSNAP_BIN")) +
+      "' run --sampling --callgraph-mode fp --no-decode --trace-dir '" + Dir() +
+      "' -- sh -c 'grep \"Max open files\" /proc/$PPID/limits; echo program $(ulimit -Sn)'");
+  EXPECT_EQ(run.status, 0) << run.out;
+  EXPECT_THAT(run.out, ::testing::ContainsRegex("Max open files +2048 +2048")) << "ptsnap's own";
+  EXPECT_THAT(run.out, HasSubstr("program 256\n"));
+}
+
 // ptsnap killed (SIGKILL) while `run` records a native program: the program
 // dies with it (PR_SET_PDEATHSIG, record/child.cpp), as qemu does under
 // --emulate, instead of running on untraced; the trace directory is left
