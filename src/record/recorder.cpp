@@ -339,9 +339,10 @@ Result<Prepared> PrepareSampling(const RecordOptions& opts, const base::RootPath
                  " per CPU, RLIMIT_MEMLOCK " +
                  (priv.memlock_bytes ? base::ExactSize(*priv.memlock_bytes)
                                      : std::string("unknown")) +
-                 "); raise it (`sysctl -w kernel.perf_event_mlock_kb=2048` or `ulimit -l`), run as "
-                 "root, " +
-                 "or use --callgraph-mode fp (smaller samples)")
+                 "); raise it (`sysctl -w kernel.perf_event_mlock_kb=2048` or `ulimit -l`)" +
+                 (cg.mode == perf::CallgraphMode::kFp
+                      ? std::string(" or run as root")
+                      : std::string(", run as root, or use --callgraph-mode fp (smaller samples)")))
         .WithKind(ErrorKind::kBufferMapping);
   p.sampling = sc;
 

@@ -453,7 +453,16 @@ TEST(PrepareSampling, AnMlockBudgetWithoutRoomForARingFailsFirst) {
   EXPECT_THAT(PrepareSampling(o, base::RootPath(d.path()), cpuid, Opens(false, false)),
               AllOf(HasErrorContaining("the perf mlock budget leaves no room for a sampling ring"),
                     HasErrorContaining("RLIMIT_MEMLOCK 16 KiB"), HasErrorContaining("ulimit -l"),
+                    HasErrorContaining("or use --callgraph-mode fp (smaller samples)"),
                     HasErrorKind(ErrorKind::kBufferMapping)));
+  // Already fp: the smaller samples are not offered again.
+  d.Write("proc/self/limits",
+          "Limit                     Soft Limit           Hard Limit           Units\n"
+          "Max locked memory         4096                 4096                 bytes\n");
+  o.callgraph_mode = "fp";
+  auto fp = PrepareSampling(o, base::RootPath(d.path()), cpuid, Opens(false, false));
+  ASSERT_FALSE(fp.has_value());
+  EXPECT_THAT(fp.error().ToString(), ::testing::EndsWith("or `ulimit -l`) or run as root"));
 }
 
 TEST(SamplingDataPages, SizedByRateAndRecordWithinTheBudget) {
