@@ -743,7 +743,8 @@ Result<void> ApplyChange(Manifest& m, StreamIndex& index, const Obj& line) {
   // The fields are checked as a whole manifest's: the current ones with
   // these replaced, parsed by ParseTree (without the lists, which it would
   // copy).
-  Json fields = ToJson(m, false);
+  // Through text, so that every value has the type a manifest file's has.
+  Json fields = Json::parse(Dump(ToJson(m, false), -1));
   for (const auto& [key, value] : line.Find("set")->items()) {
     if (ListKey(key)) return FieldError(FieldPath(set.path(), key), "cannot be set");
     fields[key] = value;
