@@ -275,9 +275,10 @@ ManifestChange TraceWriter::Changes(uint64_t seq, const ManifestFields& fields) 
     if (std::find(listed_fields_.begin(), listed_fields_.end(), field) == listed_fields_.end())
       c.set.push_back(field);
   }
-  for (const auto& [key, value] : listed_fields_) {
-    if (std::none_of(fields.begin(), fields.end(), [&](const auto& f) { return f.first == key; }))
-      c.set.emplace_back(key, "null");
+  for (const auto& listed : listed_fields_) {
+    if (std::none_of(fields.begin(), fields.end(),
+                     [&](const auto& f) { return f.first == listed.first; }))
+      c.set.emplace_back(listed.first, "null");
   }
   return c;
 }
