@@ -4,6 +4,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <type_traits>
+#include <unordered_map>
 
 #include "base/string_util.h"
 
@@ -219,6 +220,82 @@ constexpr SnapshotReason kSnapshotReasons[] = {
 constexpr KcoreStatus kKcoreStatuses[] = {KcoreStatus::kNotNeeded, KcoreStatus::kCopied,
                                           KcoreStatus::kDisabled, KcoreStatus::kUnavailable};
 
+// One element of `snapshots` (manifest.json or a journal line).
+Result<Snapshot> ParseSnapshot(const Json& e, const std::string& path) {
+  PTSNAP_ASSIGN_OR_RETURN(Obj o, AsObject(e, path));
+  Snapshot s;
+  PTSNAP_TRY(o.Uint("seq", s.seq, true));
+  PTSNAP_TRY(o.Enum("reason", s.reason, kSnapshotReasons, false));
+  PTSNAP_TRY(o.String("detail", s.detail));
+  PTSNAP_TRY(o.Uint("time", s.time));
+  PTSNAP_TRY(o.Uint("tid", s.tid));
+  PTSNAP_TRY(o.Uint("call_begin", s.call_begin));
+  PTSNAP_TRY(o.Uint("call_ns", s.call_ns));
+  return s;
+}
+
+// One element of `streams` (manifest.json or a journal line).
+Result<Stream> ParseStream(const Json& e, const std::string& path) {
+  PTSNAP_ASSIGN_OR_RETURN(Obj o, AsObject(e, path));
+  Stream s;
+  PTSNAP_TRY(o.Uint("id", s.id, true));
+  PTSNAP_TRY(o.Enum("kind", s.kind, kStreamKinds, false));
+  PTSNAP_TRY(o.RelativePath("file", s.file, true));
+  if (s.file.empty()) return FieldError(path + ".file", "must name a file");
+  PTSNAP_TRY(o.Int("pid", s.pid));
+  PTSNAP_TRY(o.Int("tid", s.tid));
+  PTSNAP_TRY(o.Int("cpu", s.cpu));
+  PTSNAP_TRY(o.Uint("snapshot", s.snapshot));
+  PTSNAP_TRY(o.Uint("size", s.size, true));
+  PTSNAP_TRY(o.Bool("wrapped", s.wrapped));
+  PTSNAP_TRY(o.Uint("lost_bytes", s.lost_bytes));
+  PTSNAP_TRY(o.Uint("truncated", s.truncated));
+  return s;
+}
+
+// The listed streams by id and by file, so that adding one is checked in
+// constant time (a soak lists thousands).
+class StreamIndex {
+ public:
+  StreamIndex() = default;
+  explicit StreamIndex(const Manifest& m) {
+    for (size_t k = 0; k < m.streams.size(); ++k) {
+      ids_.emplace(m.streams[k].id, k);
+      files_.emplace(m.streams[k].file, k);
+    }
+  }
+
+  // Appends `s` to m.streams. Two entries for one id or one file would
+  // decode the same bytes twice (or let a hand-made manifest alias
+  // streams): refused.
+  Result<void> Add(Manifest& m, Stream s, const std::string& path) {
+    const size_t k = m.streams.size();
+    if (auto it = ids_.find(s.id); it != ids_.end()) {
+      return FieldError(path + ".id", "duplicate stream id " + std::to_string(s.id) + " (streams[" +
+                                          std::to_string(it->second) + "] has it)");
+    }
+    if (auto it = files_.find(s.file); it != files_.end()) {
+      return FieldError(path + ".file", "file " + s.file + " is listed twice (streams[" +
+                                            std::to_string(it->second) + "] has it)");
+    }
+    ids_.emplace(s.id, k);
+    files_.emplace(s.file, k);
+    m.streams.push_back(std::move(s));
+    return Ok();
+  }
+
+  // The index in m.streams of stream `id`, if listed.
+  [[nodiscard]] std::optional<size_t> Find(uint32_t id) const {
+    auto it = ids_.find(id);
+    if (it == ids_.end()) return std::nullopt;
+    return it->second;
+  }
+
+ private:
+  std::unordered_map<uint32_t, size_t> ids_;
+  std::unordered_map<std::string, size_t> files_;
+};
+
 Result<Manifest> ParseTree(const Json& root) {
   Manifest m;
   if (!root.is_object()) return Error("not a JSON object");
@@ -305,48 +382,17 @@ Result<Manifest> ParseTree(const Json& root) {
   PTSNAP_TRY(r.Array(
       "snapshots",
       [&](const Json& e, const std::string& path) -> Result<void> {
-        PTSNAP_ASSIGN_OR_RETURN(Obj o, AsObject(e, path));
-        Snapshot s;
-        PTSNAP_TRY(o.Uint("seq", s.seq, true));
-        PTSNAP_TRY(o.Enum("reason", s.reason, kSnapshotReasons, false));
-        PTSNAP_TRY(o.String("detail", s.detail));
-        PTSNAP_TRY(o.Uint("time", s.time));
-        PTSNAP_TRY(o.Uint("tid", s.tid));
-        PTSNAP_TRY(o.Uint("call_begin", s.call_begin));
-        PTSNAP_TRY(o.Uint("call_ns", s.call_ns));
+        PTSNAP_ASSIGN_OR_RETURN(Snapshot s, ParseSnapshot(e, path));
         m.snapshots.push_back(std::move(s));
         return Ok();
       },
       true));
+  StreamIndex index;
   PTSNAP_TRY(r.Array(
       "streams",
       [&](const Json& e, const std::string& path) -> Result<void> {
-        PTSNAP_ASSIGN_OR_RETURN(Obj o, AsObject(e, path));
-        Stream s;
-        PTSNAP_TRY(o.Uint("id", s.id, true));
-        PTSNAP_TRY(o.Enum("kind", s.kind, kStreamKinds, false));
-        PTSNAP_TRY(o.RelativePath("file", s.file, true));
-        if (s.file.empty()) return FieldError(path + ".file", "must name a file");
-        PTSNAP_TRY(o.Int("pid", s.pid));
-        PTSNAP_TRY(o.Int("tid", s.tid));
-        PTSNAP_TRY(o.Int("cpu", s.cpu));
-        PTSNAP_TRY(o.Uint("snapshot", s.snapshot));
-        PTSNAP_TRY(o.Uint("size", s.size, true));
-        PTSNAP_TRY(o.Bool("wrapped", s.wrapped));
-        PTSNAP_TRY(o.Uint("lost_bytes", s.lost_bytes));
-        PTSNAP_TRY(o.Uint("truncated", s.truncated));
-        // Two entries for one id or one file would decode the same bytes
-        // twice (or let a hand-made manifest alias streams): refused.
-        for (size_t k = 0; k < m.streams.size(); ++k) {
-          if (m.streams[k].id == s.id)
-            return FieldError(path + ".id", "duplicate stream id " + std::to_string(s.id) +
-                                                " (streams[" + std::to_string(k) + "] has it)");
-          if (m.streams[k].file == s.file)
-            return FieldError(path + ".file", "file " + s.file + " is listed twice (streams[" +
-                                                  std::to_string(k) + "] has it)");
-        }
-        m.streams.push_back(std::move(s));
-        return Ok();
+        PTSNAP_ASSIGN_OR_RETURN(Stream s, ParseStream(e, path));
+        return index.Add(m, std::move(s), path);
       },
       true));
   PTSNAP_TRY(r.Uint("lost_records", m.lost_records));
@@ -384,6 +430,7 @@ Result<Manifest> ParseTree(const Json& root) {
   }
   if (m.source == Source::kSampled && !m.sampling)
     return FieldError("sampling", "missing (source is \"sampled\")");
+  PTSNAP_TRY(r.Uint("journal_seq", m.journal_seq));
   return m;
 }
 
@@ -486,7 +533,39 @@ uint64_t PerfTimeToTsc(const TimeConv& tc, uint64_t ns) {
   return static_cast<uint64_t>(tsc);
 }
 
-std::string SerializeManifest(const Manifest& m) {
+namespace {
+
+Json SnapshotJson(const Snapshot& s) {
+  Json j_snap = {{"seq", s.seq},
+                 {"reason", ToString(s.reason)},
+                 {"detail", s.detail},
+                 {"time", s.time},
+                 {"tid", s.tid}};
+  // Only slow-call snapshots have them (older readers ignore them).
+  if (s.call_ns != 0 || s.call_begin != 0) {
+    j_snap["call_begin"] = s.call_begin;
+    j_snap["call_ns"] = s.call_ns;
+  }
+  return j_snap;
+}
+
+Json StreamJson(const Stream& s) {
+  return {{"id", s.id},
+          {"kind", ToString(s.kind)},
+          {"file", s.file},
+          {"pid", s.pid},
+          {"tid", s.tid},
+          {"cpu", s.cpu},
+          {"snapshot", s.snapshot},
+          {"size", s.size},
+          {"wrapped", s.wrapped},
+          {"lost_bytes", s.lost_bytes},
+          {"truncated", s.truncated}};
+}
+
+// The manifest as JSON; without `snapshots`, `streams` and `journal_seq`
+// unless `lists`.
+Json ToJson(const Manifest& m, bool lists) {
   Json j;
   j["format"] = kFormat;
   j["version"] = m.version;
@@ -525,36 +604,14 @@ std::string SerializeManifest(const Manifest& m) {
                     {"time_shift", m.time_conv.time_shift},
                     {"cap_user_time_zero", m.time_conv.cap_user_time_zero}};
   j["sideband"] = m.sideband;
-  Json snapshots = Json::array();
-  for (const Snapshot& s : m.snapshots) {
-    Json j_snap = {{"seq", s.seq},
-                   {"reason", ToString(s.reason)},
-                   {"detail", s.detail},
-                   {"time", s.time},
-                   {"tid", s.tid}};
-    // Only slow-call snapshots have them (older readers ignore them).
-    if (s.call_ns != 0 || s.call_begin != 0) {
-      j_snap["call_begin"] = s.call_begin;
-      j_snap["call_ns"] = s.call_ns;
-    }
-    snapshots.push_back(std::move(j_snap));
+  if (lists) {
+    Json snapshots = Json::array();
+    for (const Snapshot& s : m.snapshots) snapshots.push_back(SnapshotJson(s));
+    j["snapshots"] = std::move(snapshots);
+    Json streams = Json::array();
+    for (const Stream& s : m.streams) streams.push_back(StreamJson(s));
+    j["streams"] = std::move(streams);
   }
-  j["snapshots"] = std::move(snapshots);
-  Json streams = Json::array();
-  for (const Stream& s : m.streams) {
-    streams.push_back({{"id", s.id},
-                       {"kind", ToString(s.kind)},
-                       {"file", s.file},
-                       {"pid", s.pid},
-                       {"tid", s.tid},
-                       {"cpu", s.cpu},
-                       {"snapshot", s.snapshot},
-                       {"size", s.size},
-                       {"wrapped", s.wrapped},
-                       {"lost_bytes", s.lost_bytes},
-                       {"truncated", s.truncated}});
-  }
-  j["streams"] = std::move(streams);
   j["lost_records"] = m.lost_records;
   j["aux_truncated"] = m.aux_truncated;
   j["kcore"] = {
@@ -580,9 +637,59 @@ std::string SerializeManifest(const Manifest& m) {
   } else {
     j["sampling"] = nullptr;
   }
-  // Paths and argv need not be UTF-8; replace invalid bytes instead of
-  // throwing (JSON strings must be UTF-8).
-  return j.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
+  if (lists) j["journal_seq"] = m.journal_seq;
+  return j;
+}
+
+// Paths and argv need not be UTF-8; replace invalid bytes instead of
+// throwing (JSON strings must be UTF-8).
+std::string Dump(const Json& j, int indent) {
+  return j.dump(indent, ' ', false, Json::error_handler_t::replace);
+}
+
+}  // namespace
+
+std::string SerializeManifest(const Manifest& m) { return Dump(ToJson(m, true), 2) + "\n"; }
+
+ManifestFields SerializeManifestFields(const Manifest& m) {
+  ManifestFields fields;
+  const Json j = ToJson(m, false);
+  for (const auto& [key, value] : j.items()) fields.emplace_back(key, Dump(value, -1));
+  return fields;
+}
+
+std::string SerializeManifestChange(const ManifestChange& c) {
+  Json j;
+  j["seq"] = c.seq;
+  if (!c.snapshots.empty()) {
+    Json snapshots = Json::array();
+    for (const Snapshot& s : c.snapshots) snapshots.push_back(SnapshotJson(s));
+    j["snapshots"] = std::move(snapshots);
+  }
+  if (!c.streams.empty()) {
+    Json streams = Json::array();
+    for (const Stream& s : c.streams) streams.push_back(StreamJson(s));
+    j["streams"] = std::move(streams);
+  }
+  if (!c.sizes.empty()) {
+    Json sizes = Json::array();
+    for (const StreamSize& s : c.sizes) {
+      sizes.push_back({{"id", s.id},
+                       {"size", s.size},
+                       {"lost_bytes", s.lost_bytes},
+                       {"truncated", s.truncated}});
+    }
+    j["sizes"] = std::move(sizes);
+  }
+  if (!c.set.empty()) {
+    Json set = Json::object();
+    for (const auto& [key, value] : c.set) {
+      Json v = Json::parse(value, nullptr, /*allow_exceptions=*/false);
+      set[key] = v.is_discarded() ? Json(nullptr) : std::move(v);
+    }
+    j["set"] = std::move(set);
+  }
+  return Dump(j, -1) + "\n";
 }
 
 Result<Manifest> ParseManifest(std::string_view json) {
@@ -595,6 +702,105 @@ Result<Manifest> ParseManifest(std::string_view json) {
     std::string what = e.what();
     auto pos = what.find("] ");
     return Error("not valid JSON: " + (pos == std::string::npos ? what : what.substr(pos + 2)));
+  } catch (const std::exception& e) {
+    return Error(std::string("unreadable: ") + e.what());
+  }
+}
+
+namespace {
+
+// The keys a journal line's `set` may not hold: the lists change by their
+// own entries, journal_seq by the lines' seq.
+bool ListKey(std::string_view key) {
+  return key == "snapshots" || key == "streams" || key == "journal_seq";
+}
+
+// Applies one parsed journal line (its seq already checked).
+Result<void> ApplyChange(Manifest& m, StreamIndex& index, const Obj& line) {
+  PTSNAP_TRY(line.Array("snapshots", [&](const Json& e, const std::string& path) -> Result<void> {
+    PTSNAP_ASSIGN_OR_RETURN(Snapshot s, ParseSnapshot(e, path));
+    m.snapshots.push_back(std::move(s));
+    return Ok();
+  }));
+  PTSNAP_TRY(line.Array("streams", [&](const Json& e, const std::string& path) -> Result<void> {
+    PTSNAP_ASSIGN_OR_RETURN(Stream s, ParseStream(e, path));
+    return index.Add(m, std::move(s), path);
+  }));
+  PTSNAP_TRY(line.Array("sizes", [&](const Json& e, const std::string& path) -> Result<void> {
+    PTSNAP_ASSIGN_OR_RETURN(Obj o, AsObject(e, path));
+    uint32_t id = 0;
+    PTSNAP_TRY(o.Uint("id", id, true));
+    std::optional<size_t> k = index.Find(id);
+    if (!k) return FieldError(path + ".id", "no stream " + std::to_string(id) + " is listed");
+    Stream& s = m.streams[*k];
+    PTSNAP_TRY(o.Uint("size", s.size, true));
+    PTSNAP_TRY(o.Uint("lost_bytes", s.lost_bytes));
+    PTSNAP_TRY(o.Uint("truncated", s.truncated));
+    return Ok();
+  }));
+  if (line.Find("set") == nullptr) return Ok();
+  PTSNAP_ASSIGN_OR_RETURN(Obj set, line.Object("set"));
+  // The fields are checked as a whole manifest's: the current ones with
+  // these replaced, parsed by ParseTree (without the lists, which it would
+  // copy).
+  // Through text, so that every value has the type a manifest file's has.
+  Json fields = Json::parse(Dump(ToJson(m, false), -1));
+  for (const auto& [key, value] : line.Find("set")->items()) {
+    if (ListKey(key)) return FieldError(FieldPath(set.path(), key), "cannot be set");
+    fields[key] = value;
+  }
+  fields["snapshots"] = Json::array();
+  fields["streams"] = Json::array();
+  auto parsed = ParseTree(fields);
+  if (!parsed) return std::move(parsed).error().AddContext("set");
+  parsed->snapshots = std::move(m.snapshots);
+  parsed->streams = std::move(m.streams);
+  parsed->journal_seq = m.journal_seq;
+  m = std::move(*parsed);
+  return Ok();
+}
+
+Result<void> ReplayJournal(Manifest& m, std::string_view text) {
+  StreamIndex index(m);
+  const uint64_t base = m.journal_seq;
+  size_t pos = 0;
+  for (size_t line_no = 1; pos < text.size(); ++line_no) {
+    const size_t end = text.find('\n', pos);
+    if (end == std::string_view::npos) break;  // torn: the newline never came
+    const std::string_view line = text.substr(pos, end - pos);
+    pos = end + 1;
+    const std::string where = "line " + std::to_string(line_no);
+    Json j = Json::parse(line.begin(), line.end(), nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) {
+      if (pos == text.size()) break;  // torn: the last line, cut short
+      return Error(where + ": not valid JSON (and not the last line, which a crash may tear)");
+    }
+    if (!j.is_object()) return Error(where + ": not a JSON object");
+    Obj o(j, "");
+    uint64_t seq = 0;
+    if (auto r = o.Uint("seq", seq, true); !r) return std::move(r).error().AddContext(where);
+    if (seq <= m.journal_seq) {
+      // Already in manifest.json: a compaction stopped before it emptied
+      // the journal.
+      if (m.journal_seq == base) continue;
+      return Error(where + ": seq " + std::to_string(seq) + " does not follow " +
+                   std::to_string(m.journal_seq));
+    }
+    if (seq != m.journal_seq + 1) {
+      return Error(where + ": seq " + std::to_string(seq) + " does not follow " +
+                   std::to_string(m.journal_seq) + " (a line is missing)");
+    }
+    if (auto r = ApplyChange(m, index, o); !r) return std::move(r).error().AddContext(where);
+    m.journal_seq = seq;
+  }
+  return Ok();
+}
+
+}  // namespace
+
+Result<void> ApplyJournal(Manifest& m, std::string_view text) {
+  try {
+    return ReplayJournal(m, text);
   } catch (const std::exception& e) {
     return Error(std::string("unreadable: ") + e.what());
   }

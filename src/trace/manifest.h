@@ -3,13 +3,16 @@
 //
 // SerializeManifest/ParseManifest are pure; ParseManifest rejects unknown
 // major versions and wrong types with an error naming the field, and never
-// crashes on arbitrary bytes (fuzzed in manifest_fuzzer).
+// crashes on arbitrary bytes (fuzzed in manifest_fuzzer). The same holds for
+// the journal (manifest.journal: SerializeManifestChange, ApplyJournal),
+// which lists what changed since manifest.json was last written.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "ptsnap/result.h"
@@ -178,10 +181,59 @@ struct Manifest {
   std::vector<Binary> binaries;
   std::string emulator;              // emulated source: "qemu-x86_64 7.2 + ptsnap plugin", else ""
   std::optional<Sampling> sampling;  // source "sampled" only
+  // The last journal line this manifest holds: manifest.journal lines with
+  // a seq up to this one are already in it (docs/trace-format.md, "The
+  // journal"). 0 when none.
+  uint64_t journal_seq = 0;
   friend bool operator==(const Manifest&, const Manifest&) = default;
 };
 
 std::string SerializeManifest(const Manifest& m);  // pretty JSON
 Result<Manifest> ParseManifest(std::string_view json);
+
+// ---- the journal: manifest.journal -----------------------------------------
+
+// The manifest's top-level fields other than `streams`, `snapshots` and
+// `journal_seq`, each as its key and its compact JSON value, in the order
+// SerializeManifest writes them. A writer compares two of these to find the
+// fields that changed (lost counts, kcore, binaries, state, ...).
+using ManifestFields = std::vector<std::pair<std::string, std::string>>;
+ManifestFields SerializeManifestFields(const Manifest& m);
+
+// The growing figures of a stream listed earlier (full-execution mode).
+struct StreamSize {
+  uint32_t id = 0;
+  uint64_t size = 0;
+  uint64_t lost_bytes = 0;
+  uint32_t truncated = 0;
+  friend bool operator==(const StreamSize&, const StreamSize&) = default;
+};
+
+// One journal line: what changed since the previous line (or manifest.json).
+struct ManifestChange {
+  uint64_t seq = 0;                 // one more than the previous line's
+  std::vector<Snapshot> snapshots;  // taken since
+  std::vector<Stream> streams;      // listed since
+  std::vector<StreamSize> sizes;    // of streams listed before
+  // Top-level fields that changed: key and JSON value, as
+  // SerializeManifestFields gives them ("null": back to the default).
+  ManifestFields set;
+  [[nodiscard]] bool empty() const {
+    return snapshots.empty() && streams.empty() && sizes.empty() && set.empty();
+  }
+};
+
+// One compact JSON object ending in '\n'.
+std::string SerializeManifestChange(const ManifestChange& c);
+
+// Replays the journal `text` onto `m` (parsed from manifest.json): each line
+// whose seq is above m.journal_seq, which must then count up by one; lines at
+// or below it are already in the manifest and skipped. Sets m.journal_seq to
+// the last line applied. The last line is ignored when it is torn (no
+// trailing newline, or not JSON): what a crash mid-append leaves. Any other
+// bad line is an error "line N: ..." with the same checks as ParseManifest
+// (paths inside the directory, no duplicate stream ids or files, types and
+// ranges); on error `m` may hold part of the journal.
+Result<void> ApplyJournal(Manifest& m, std::string_view text);
 
 }  // namespace ptsnap::trace

@@ -1,13 +1,15 @@
-// Fuzzes ParseManifest; a manifest that parses must serialise and parse back
-// to the same value.
+// Fuzzes ParseManifest and ApplyJournal; a manifest that parses (with its
+// journal replayed) must serialise and parse back to the same value.
 //
 // Two input modes. Text starting with a byte below 0x80 (every seed: '{') is
-// parsed as it is. Otherwise byte 1 picks a field of a valid manifest and the
-// rest is JSON for its new value, so the field checks (types, ranges, paths)
-// are reached far more often than random text would.
+// parsed as it is: up to a NUL as manifest.json, and what follows the NUL (if
+// any) as manifest.journal. Otherwise byte 1 picks a field of a valid
+// manifest and the rest is JSON for its new value, so the field checks
+// (types, ranges, paths) are reached far more often than random text would.
 #include <cstddef>
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -17,11 +19,21 @@ namespace {
 
 using ptsnap::trace::Manifest;
 
-void CheckRoundTrip(std::string_view text) {
+void CheckRoundTrip(std::string_view text, std::optional<std::string_view> journal = {}) {
   auto m = ptsnap::trace::ParseManifest(text);
   if (!m) return;
+  if (journal && !ptsnap::trace::ApplyJournal(*m, *journal)) return;
   auto again = ptsnap::trace::ParseManifest(ptsnap::trace::SerializeManifest(*m));
   if (!again || !(*again == *m)) __builtin_trap();
+  // Its fields journalled as a writer would (every one "changed") must
+  // replay onto it unchanged: a journal line's `set` reads like the file.
+  ptsnap::trace::ManifestChange all{.seq = m->journal_seq + 1,
+                                    .set = ptsnap::trace::SerializeManifestFields(*m)};
+  Manifest replayed = *again;
+  if (!ptsnap::trace::ApplyJournal(replayed, ptsnap::trace::SerializeManifestChange(all)))
+    __builtin_trap();
+  replayed.journal_seq = m->journal_seq;
+  if (!(replayed == *m)) __builtin_trap();
 }
 
 const nlohmann::json& Template() {
@@ -92,7 +104,12 @@ constexpr const char* kFields[] = {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view in(reinterpret_cast<const char*>(data), size);
   if (size < 2 || data[0] < 0x80) {
-    CheckRoundTrip(in);
+    const size_t nul = in.find('\0');
+    if (nul == std::string_view::npos) {
+      CheckRoundTrip(in);
+    } else {
+      CheckRoundTrip(in.substr(0, nul), in.substr(nul + 1));
+    }
     return 0;
   }
   const char* field = kFields[data[1] % (sizeof kFields / sizeof kFields[0])];

@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <limits>
 #include <nlohmann/json.hpp>
 
@@ -77,6 +78,7 @@ Manifest FullManifest() {
   m.kcore = {.status = KcoreStatus::kCopied, .reason = "", .dir = "kcore"};
   m.binaries = {{.path = "/bin/ls", .build_id = "abcdef", .copy = "binaries/abcdef/ls"}};
   m.emulator = "qemu-x86_64 7.2 + ptsnap plugin";
+  m.journal_seq = 12;
   return m;
 }
 
@@ -241,6 +243,71 @@ uint64_t DocFormula(const TimeConv& tc, uint64_t tsc) {
   uint64_t quot = tsc >> tc.time_shift;
   uint64_t rem = tsc & ((uint64_t{1} << tc.time_shift) - 1);
   return tc.time_zero + quot * tc.time_mult + ((rem * tc.time_mult) >> tc.time_shift);
+}
+
+TEST(JournalTest, ReplaysWhatChangedAfterTheManifest) {
+  Manifest m = FullManifest();  // journal_seq 12
+  Manifest want = m;
+  ManifestChange old{.seq = 12};
+  old.streams = {m.streams[0]};  // in the manifest already: skipped, not a duplicate
+  ManifestChange next{.seq = 13};
+  next.snapshots = {{.seq = 2, .reason = SnapshotReason::kSignal, .detail = "SIGUSR2"}};
+  next.streams = {{.id = 7, .file = "pt/7.pt", .tid = 9, .snapshot = 2, .size = 10}};
+  next.sizes = {{.id = 1, .size = 500, .lost_bytes = 80, .truncated = 3}};
+  Manifest edited = m;
+  edited.lost_records = 9;
+  edited.state = State::kComplete;
+  for (const auto& field : SerializeManifestFields(edited)) {
+    if (field.first == "lost_records" || field.first == "state") next.set.push_back(field);
+  }
+  ManifestChange last{.seq = 14};
+  last.set = {{"emulator", "null"}};
+  const std::string text =
+      SerializeManifestChange(old) + SerializeManifestChange(next) + SerializeManifestChange(last);
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 3);
+
+  ASSERT_THAT(ApplyJournal(m, text), HasValue());
+  want.snapshots.push_back(next.snapshots[0]);
+  want.streams.push_back(next.streams[0]);
+  want.streams[1].size = 500;
+  want.streams[1].lost_bytes = 80;
+  want.streams[1].truncated = 3;
+  want.lost_records = 9;
+  want.state = State::kComplete;
+  want.emulator = "";
+  want.journal_seq = 14;
+  EXPECT_EQ(m, want);
+  // The result written as one manifest reads back the same.
+  auto again = ParseManifest(SerializeManifest(m));
+  ASSERT_THAT(again, HasValue());
+  EXPECT_EQ(*again, want);
+}
+
+TEST(JournalTest, ATornLastLineIsIgnoredAndOtherDamageIsAnError) {
+  Manifest base = FullManifest();
+  const std::string line13 = SerializeManifestChange(
+      {.seq = 13, .snapshots = {{.seq = 2, .reason = SnapshotReason::kSignal}}});
+  Manifest m = base;
+  ASSERT_THAT(ApplyJournal(m, line13 + R"({"seq":14,"snaps)"), HasValue());
+  EXPECT_EQ(m.snapshots.size(), base.snapshots.size() + 1);
+  EXPECT_EQ(m.journal_seq, 13u);
+  m = base;
+  EXPECT_THAT(ApplyJournal(m, line13 + "{\"seq\":14,\n" + line13),
+              HasErrorContaining("line 2: not valid JSON"));
+  m = base;
+  EXPECT_THAT(ApplyJournal(m, line13 + line13),
+              HasErrorContaining("line 2: seq 13 does not follow 13"));
+  m = base;
+  EXPECT_THAT(ApplyJournal(m, "[1]\n"), HasErrorContaining("line 1: not a JSON object"));
+  m = base;
+  EXPECT_THAT(ApplyJournal(m, "{}\n"), HasErrorContaining("line 1: field 'seq': missing"));
+  m = base;
+  EXPECT_THAT(ApplyJournal(m, R"({"seq":13,"set":{"lost_records":"many"}})"
+                              "\n"),
+              HasErrorContaining("line 1: set: field 'lost_records': expected a hex string"));
+  m = base;
+  ASSERT_THAT(ApplyJournal(m, ""), HasValue());
+  EXPECT_EQ(m, base);
 }
 
 TEST(TimeConvTest, MatchesTheKernelFormula) {

@@ -17,6 +17,15 @@ namespace ptsnap::trace {
 namespace {
 
 constexpr char kManifestFile[] = "manifest.json";
+constexpr char kJournalFile[] = "manifest.journal";
+// The journal may grow to manifest.json's size, and to this much while the
+// manifest is smaller, before a Flush compacts it. Compactions then write
+// at most about twice the journal's bytes: amortised, a Flush costs a
+// constant factor of its own line, however many streams came before.
+constexpr uint64_t kMinJournalBytes = 64 << 10;
+// A manifest.journal is at most as large as manifest.json (see above); this
+// bounds what a reader takes in from a hostile one.
+constexpr size_t kMaxManifestBytes = size_t{64} << 20;
 constexpr char kReserveFile[] = ".reserve";
 constexpr char kStreamDir[] = "pt";
 constexpr char kSamplesDir[] = "samples";
@@ -141,13 +150,21 @@ Result<TraceWriter> TraceWriter::Create(const std::filesystem::path& dir, Manife
     return Error::FromErrno("chmod " + sideband_path.string());
   base::GiveToInvoker(fd.get());
 
+  // A journal without a manifest belongs to no trace (nor ever to this one).
+  std::filesystem::path journal_path = dir / kJournalFile;
+  if (::unlink(journal_path.c_str()) != 0 && errno != ENOENT)
+    return Error::FromErrno("remove " + journal_path.string());
+
   // Room for the last manifest when the disk fills (Flush). Best effort: a
   // disk already too full for it fails at the first manifest anyway.
   (void)base::WriteFileAtomic(dir / kReserveFile, std::string(kReserveBytes, '\0'), kFileMode);
 
   initial.version = kManifestVersion;
   initial.state = State::kRecording;
+  initial.journal_seq = 0;
   TraceWriter w(dir, std::move(initial), std::move(fd));
+  for (const Stream& s : w.manifest_.streams)
+    w.next_stream_id_ = std::max(w.next_stream_id_, s.id + 1);
   PTSNAP_TRY(w.Flush());
   return w;
 }
@@ -157,12 +174,16 @@ Result<void> TraceWriter::AppendSideband(std::span<const std::byte> records) {
   return AppendWhole(sideband_.get(), records, (dir_ / manifest_.sideband).string());
 }
 
-uint32_t TraceWriter::NameNewStream(Stream& info) const {
-  uint32_t id = 0;
-  for (const Stream& s : manifest_.streams) id = std::max(id, s.id + 1);
+uint32_t TraceWriter::NameNewStream(Stream& info) {
+  const uint32_t id = next_stream_id_;
   info.id = id;
   info.file = StreamFile(info.kind, id);
   return id;
+}
+
+void TraceWriter::List(Stream info) {
+  next_stream_id_ = std::max(next_stream_id_, info.id + 1);
+  manifest_.streams.push_back(std::move(info));
 }
 
 Result<uint32_t> TraceWriter::AddStream(Stream info, std::span<const std::byte> data) {
@@ -176,7 +197,7 @@ Result<uint32_t> TraceWriter::AddStreamUnlisted(Stream info, std::span<const std
   info.size = data.size();
   // The stream file first, then (at the next Flush) the manifest that lists it.
   PTSNAP_TRY(base::WriteFileAtomic(dir_ / info.file, AsChars(data), kFileMode));
-  manifest_.streams.push_back(std::move(info));
+  List(std::move(info));
   return id;
 }
 
@@ -190,15 +211,25 @@ Result<uint32_t> TraceWriter::BeginStream(Stream info) {
   if (::fchmod(fd.get(), kFileMode) != 0) return Error::FromErrno("chmod " + path.string());
   base::GiveToInvoker(fd.get());
   open_streams_.emplace_back(id, std::move(fd));
-  manifest_.streams.push_back(std::move(info));
+  List(std::move(info));
   PTSNAP_TRY(Flush());
   return id;
 }
 
 Stream* TraceWriter::FindStream(uint32_t id) {
-  for (Stream& s : manifest_.streams)
-    if (s.id == id) return &s;
-  return nullptr;
+  Stream* found = nullptr;
+  // Ids are given out in order, so stream `id` is usually at index `id`.
+  if (id < manifest_.streams.size() && manifest_.streams[id].id == id) {
+    found = &manifest_.streams[id];
+  } else {
+    for (Stream& s : manifest_.streams)
+      if (s.id == id) found = &s;
+  }
+  // The caller may change it: the next Flush writes its figures.
+  if (found != nullptr &&
+      std::find(touched_streams_.begin(), touched_streams_.end(), id) == touched_streams_.end())
+    touched_streams_.push_back(id);
+  return found;
 }
 
 Result<void> TraceWriter::AppendStream(uint32_t id, std::span<const std::byte> data) {
@@ -217,7 +248,7 @@ Result<void> TraceWriter::AddSnapshot(Snapshot snap) {
   return Flush();
 }
 
-Result<void> TraceWriter::Flush() {
+Result<void> TraceWriter::SyncData() {
   // Sideband records the manifest may refer to reach the disk first.
   if (sideband_ && ::fdatasync(sideband_.get()) != 0 && errno != EINVAL) {
     return Error::FromErrno("fsync " + (dir_ / manifest_.sideband).string());
@@ -226,13 +257,141 @@ Result<void> TraceWriter::Flush() {
     if (::fdatasync(fd.get()) != 0 && errno != EINVAL)
       return Error::FromErrno("fsync stream " + std::to_string(id));
   }
+  return Ok();
+}
+
+ManifestChange TraceWriter::Changes(uint64_t seq, const ManifestFields& fields) const {
+  ManifestChange c;
+  c.seq = seq;
+  c.snapshots.assign(manifest_.snapshots.begin() + static_cast<ptrdiff_t>(listed_snapshots_),
+                     manifest_.snapshots.end());
+  c.streams.assign(manifest_.streams.begin() + static_cast<ptrdiff_t>(listed_streams_),
+                   manifest_.streams.end());
+  for (uint32_t id : touched_streams_) {
+    const Stream* s = nullptr;
+    if (id < listed_streams_ && manifest_.streams[id].id == id) {
+      s = &manifest_.streams[id];
+    } else {
+      for (size_t k = 0; k < listed_streams_ && s == nullptr; ++k)
+        if (manifest_.streams[k].id == id) s = &manifest_.streams[k];
+    }
+    // Streams listed since are in c.streams whole.
+    if (s == nullptr) continue;
+    c.sizes.push_back(
+        {.id = id, .size = s->size, .lost_bytes = s->lost_bytes, .truncated = s->truncated});
+  }
+  // A handful of fields, compared as the JSON they are written as.
+  for (const auto& field : fields) {
+    if (std::find(listed_fields_.begin(), listed_fields_.end(), field) == listed_fields_.end())
+      c.set.push_back(field);
+  }
+  for (const auto& listed : listed_fields_) {
+    if (std::none_of(fields.begin(), fields.end(),
+                     [&](const auto& f) { return f.first == listed.first; }))
+      c.set.emplace_back(listed.first, "null");
+  }
+  return c;
+}
+
+void TraceWriter::MarkWritten(uint64_t seq, ManifestFields fields) {
+  journal_seq_ = seq;
+  listed_streams_ = manifest_.streams.size();
+  listed_snapshots_ = manifest_.snapshots.size();
+  listed_fields_ = std::move(fields);
+  touched_streams_.clear();
+}
+
+Result<void> TraceWriter::Compact(uint64_t seq) {
+  const uint64_t before = manifest_.journal_seq;
+  manifest_.journal_seq = seq;
   const std::string text = SerializeManifest(manifest_);
   auto written = base::WriteFileAtomic(dir_ / kManifestFile, text, kFileMode);
   if (!written && written.error().errnum() == ENOSPC &&
       ::unlink((dir_ / kReserveFile).c_str()) == 0)
     written = base::WriteFileAtomic(dir_ / kManifestFile, text, kFileMode);
-  return written;
+  if (!written) {
+    manifest_.journal_seq = before;
+    // A full disk fails before the rename: manifest.json is as it was.
+    // Anything else may have replaced it; only a rewrite is safe then.
+    if (written.error().errnum() != ENOSPC) manifest_file_bytes_ = 0;
+    return written;
+  }
+  manifest_bytes_written_ += text.size();
+  manifest_file_bytes_ = text.size();
+  // Only now, with the new manifest renamed into place (and its directory
+  // synced), may the journal go: a crash in between leaves lines the
+  // manifest holds already, which readers skip by their seq.
+  if (journal_ && journal_bytes_ > 0) {
+    if (::ftruncate(journal_.get(), 0) != 0 || ::fdatasync(journal_.get()) != 0) {
+      manifest_file_bytes_ = 0;  // compact again at the next Flush
+      return Error::FromErrno("truncate " + (dir_ / kJournalFile).string());
+    }
+  }
+  journal_bytes_ = 0;
+  return Ok();
 }
+
+Result<void> TraceWriter::AppendJournalOnce(std::string_view line) {
+  const std::filesystem::path path = dir_ / kJournalFile;
+  if (!journal_) {
+    base::UniqueFd fd(::open(
+        path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_APPEND | O_CLOEXEC, kFileMode));
+    if (!fd) return Error::FromErrno("create " + path.string());
+    if (::fchmod(fd.get(), kFileMode) != 0) return Error::FromErrno("chmod " + path.string());
+    base::GiveToInvoker(fd.get());
+    journal_ = std::move(fd);
+  }
+  auto written = base::WriteAll(journal_.get(), line, path.string());
+  if (written && ::fdatasync(journal_.get()) != 0 && errno != EINVAL)
+    written = Error::FromErrno("fsync " + path.string());
+  if (!written) {
+    // Cut a partial line back off: later lines must not follow a torn one.
+    // If even that fails, the next Flush rewrites the manifest and empties
+    // the journal.
+    if (::ftruncate(journal_.get(), static_cast<off_t>(journal_bytes_)) != 0)
+      manifest_file_bytes_ = 0;
+    return written;
+  }
+  journal_bytes_ += line.size();
+  manifest_bytes_written_ += line.size();
+  return Ok();
+}
+
+Result<void> TraceWriter::AppendJournal(std::string_view line) {
+  auto appended = AppendJournalOnce(line);
+  if (!appended && appended.error().errnum() == ENOSPC &&
+      ::unlink((dir_ / kReserveFile).c_str()) == 0)
+    appended = AppendJournalOnce(line);
+  return appended;
+}
+
+Result<void> TraceWriter::Write(bool compact) {
+  PTSNAP_TRY(SyncData());
+  const uint64_t seq = journal_seq_ + 1;
+  ManifestFields fields = SerializeManifestFields(manifest_);
+  ManifestChange change = Changes(seq, fields);
+  if (!compact && manifest_file_bytes_ != 0 && change.empty()) {
+    touched_streams_.clear();
+    return Ok();
+  }
+  const std::string line = SerializeManifestChange(change);
+  if (compact || manifest_file_bytes_ == 0 ||
+      journal_bytes_ + line.size() > std::max(manifest_file_bytes_, kMinJournalBytes)) {
+    auto compacted = Compact(seq);
+    if (compacted) {
+      MarkWritten(seq, std::move(fields));
+      return Ok();
+    }
+    // No room for the whole manifest, and manifest.json is as it was: the
+    // line says the same in far less room.
+    if (compacted.error().errnum() != ENOSPC || manifest_file_bytes_ == 0) return compacted;
+  }
+  PTSNAP_TRY(AppendJournal(line));
+  MarkWritten(seq, std::move(fields));
+  return Ok();
+}
+
+Result<void> TraceWriter::Flush() { return Write(/*compact=*/false); }
 
 Result<void> TraceWriter::Finish(State state, std::string stop_error) {
   ::unlink((dir_ / kReserveFile).c_str());
@@ -241,14 +400,20 @@ Result<void> TraceWriter::Finish(State state, std::string stop_error) {
   // What others wrote for us (the emulator's files, directories made with
   // std::filesystem) goes to the sudo user too.
   base::GiveTreeToInvoker(dir_);
-  return Flush();
+  PTSNAP_TRY(Write(/*compact=*/true));
+  if (journal_bytes_ == 0) {
+    // manifest.json holds everything: the (empty) journal goes.
+    journal_.reset();
+    ::unlink((dir_ / kJournalFile).c_str());
+  }
+  return Ok();
 }
 
 Result<uint32_t> TraceWriter::AdoptStream(Stream info, const std::filesystem::path& file) {
   const uint32_t id = NameNewStream(info);
   PTSNAP_ASSIGN_OR_RETURN(const uint64_t size, MoveIntoTrace(file, dir_ / info.file));
   info.size = size;
-  manifest_.streams.push_back(std::move(info));
+  List(std::move(info));
   PTSNAP_TRY(Flush());
   return id;
 }
@@ -293,9 +458,18 @@ Result<TraceReader> TraceReader::Open(const std::filesystem::path& dir) {
   if (::access(manifest_path.c_str(), F_OK) != 0 && errno == ENOENT) {
     return Error(dir.string() + " is not a ptsnap trace directory (no manifest.json)");
   }
-  PTSNAP_ASSIGN_OR_RETURN(std::string text, ReadOwnedFile(dir, kManifestFile, size_t{64} << 20));
+  PTSNAP_ASSIGN_OR_RETURN(std::string text, ReadOwnedFile(dir, kManifestFile, kMaxManifestBytes));
   auto m = ParseManifest(text);
   if (!m) return std::move(m).error().AddContext(manifest_path.string());
+  // What changed after manifest.json was last written (a recording still
+  // going, or cut short): manifest.journal, when there is one.
+  const std::filesystem::path journal_path = dir / kJournalFile;
+  if (::lstat(journal_path.c_str(), &st) == 0 || errno != ENOENT) {
+    PTSNAP_ASSIGN_OR_RETURN(std::string journal,
+                            ReadOwnedFile(dir, kJournalFile, kMaxManifestBytes));
+    if (auto r = ApplyJournal(*m, journal); !r)
+      return std::move(r).error().AddContext(journal_path.string());
+  }
   return TraceReader(dir, std::move(*m));
 }
 

@@ -1,8 +1,10 @@
 // Writing and reading trace directories (docs/trace-format.md).
 //
 // Crash safety: streams and sideband are written before the manifest that
-// lists them, and the manifest is replaced atomically (rename), so at any
-// moment the directory holds a readable trace of what was captured so far.
+// lists them; the manifest is replaced atomically (rename) or, between such
+// rewrites, what changed is appended to manifest.journal (one line, synced),
+// so at any moment the directory holds a readable trace of what was
+// captured so far.
 #pragma once
 
 #include <cstddef>
@@ -77,16 +79,36 @@ class TraceWriter {
   Stream* FindStream(uint32_t id);
   // Records a snapshot and rewrites the manifest.
   Result<void> AddSnapshot(Snapshot snap);
-  // Any other manifest change (lost counts, kcore, binaries): edit, then Flush.
+  // Any other manifest change (lost counts, kcore, binaries): edit, then
+  // Flush. Streams change only through FindStream (or the calls above) and
+  // snapshots through AddSnapshot: Flush writes the streams those touched,
+  // not all of them.
   Manifest& manifest() { return manifest_; }
-  // Flush fdatasyncs the sideband first, so the manifest never refers to
-  // records that are not on disk.
+  // Makes the manifest on disk say what manifest() says. It fdatasyncs the
+  // sideband and open streams first, so the manifest never refers to
+  // records that are not on disk. Then it appends one line to
+  // manifest.journal with what changed since the last Flush (new streams
+  // and snapshots, the figures of streams FindStream or AppendStream
+  // touched, changed top-level fields) and fdatasyncs it: the cost does not
+  // grow with the streams listed before. When the journal has grown past
+  // manifest.json's size (and at the first Flush) it compacts instead:
+  // manifest.json is rewritten atomically with everything, then the
+  // journal emptied. A compaction that meets a full disk removes `.reserve`
+  // and retries, then falls back to a journal line; a line that meets one
+  // is cut back (no torn line is left mid-journal), `.reserve` removed and
+  // the line tried once more. Nothing changed: nothing is written.
   Result<void> Flush();
   // Sets the final state (and, for a recording ptsnap's own failure
-  // stopped, `stop_error`) and rewrites the manifest. The space reserved
-  // for this last manifest (see Create) is released first, so a recording
-  // that filled the disk still ends with a manifest listing what it wrote.
+  // stopped, `stop_error`) and compacts: manifest.json lists everything and
+  // manifest.journal is removed. The space reserved for this last manifest
+  // (see Create) is released first, so a recording that filled the disk
+  // still ends with a manifest listing what it wrote (when even the
+  // rewrite does not fit, the final state is a journal line instead, and
+  // the journal stays).
   Result<void> Finish(State state = State::kComplete, std::string stop_error = "");
+  // Bytes written to manifest.json and manifest.journal so far (the figure
+  // behind the per-snapshot cost; tests and benchmarks read it).
+  [[nodiscard]] uint64_t manifest_bytes_written() const { return manifest_bytes_written_; }
   // Copies each `from`/perf-PID.map (the JIT symbol maps runtimes write, in
   // perf's convention) of `pids` to PerfMapPath(dir(), pid), mode 0600
   // (jit/ created 0700 when there is one). A map that does not exist is
@@ -111,18 +133,51 @@ class TraceWriter {
 
  private:
   // The next stream id (one past the largest) and its file, set in `info`.
-  uint32_t NameNewStream(Stream& info) const;
+  uint32_t NameNewStream(Stream& info);
   TraceWriter(std::filesystem::path dir, Manifest m, base::UniqueFd sideband)
       : dir_(std::move(dir)), manifest_(std::move(m)), sideband_(std::move(sideband)) {}
+  // Appends `info` to the manifest (in memory).
+  void List(Stream info);
+  // fdatasyncs the sideband and the open streams.
+  Result<void> SyncData();
+  // Flush; `compact`: rewrite manifest.json even when a line would do.
+  Result<void> Write(bool compact);
+  // What changed since the last Flush, as the journal line `seq`; `fields`:
+  // SerializeManifestFields of manifest_.
+  ManifestChange Changes(uint64_t seq, const ManifestFields& fields) const;
+  // After a write: what manifest_ says is on disk.
+  void MarkWritten(uint64_t seq, ManifestFields fields);
+  // Rewrites manifest.json with everything (journal_seq `seq`), then empties
+  // the journal.
+  Result<void> Compact(uint64_t seq);
+  // Appends `line` to the journal and syncs it.
+  Result<void> AppendJournal(std::string_view line);
+  Result<void> AppendJournalOnce(std::string_view line);
+
   std::filesystem::path dir_;
   Manifest manifest_;
   base::UniqueFd sideband_;
   std::vector<std::pair<uint32_t, base::UniqueFd>> open_streams_;  // BeginStream'ed files
+  base::UniqueFd journal_;  // manifest.journal (O_APPEND), opened at its first line
+  // As of the last Flush: the journal's last line (manifest.journal_seq
+  // after a compaction), its bytes, manifest.json's bytes (0: not yet
+  // written), the streams and snapshots listed, the top-level fields.
+  uint64_t journal_seq_ = 0;
+  uint64_t journal_bytes_ = 0;
+  uint64_t manifest_file_bytes_ = 0;
+  size_t listed_streams_ = 0;
+  size_t listed_snapshots_ = 0;
+  ManifestFields listed_fields_;
+  std::vector<uint32_t> touched_streams_;  // ids FindStream/AppendStream handed out since
+  uint32_t next_stream_id_ = 0;
+  uint64_t manifest_bytes_written_ = 0;
 };
 
 class TraceReader {
  public:
-  // Reads and validates manifest.json. Errors say what is missing or corrupt
+  // Reads and validates manifest.json, then replays manifest.journal when
+  // there is one (ApplyJournal: a torn last line is ignored; errors are
+  // "DIR/manifest.journal: line N: ..."). Errors say what is missing or corrupt
   // and that the directory is not a ptsnap trace when there is no manifest:
   // "DIR does not exist", "DIR is not a ptsnap trace directory (no
   // manifest.json)", "DIR/manifest.json: unsupported version N (this ptsnap

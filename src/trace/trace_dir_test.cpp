@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <filesystem>
 
 #include "base/file_util.h"
@@ -391,6 +393,254 @@ TEST(TraceDirTest, StreamsGrowAsTheyAreAppendedAndSurviveACrash) {
   auto data = r->ReadStream(r->manifest().streams[0]);
   ASSERT_THAT(data, HasValue());
   EXPECT_EQ(*data, "abcdef");  // what the manifest lists, nothing more
+}
+
+// ---- manifest.journal ------------------------------------------------------
+
+// A recording of `snapshots` snapshots of `per_snapshot` streams each.
+void RecordSnapshots(TraceWriter& w, uint32_t snapshots, uint32_t per_snapshot) {
+  const uint32_t first = static_cast<uint32_t>(w.manifest().snapshots.size()) + 1;
+  for (uint32_t seq = first; seq < first + snapshots; ++seq) {
+    for (uint32_t i = 0; i < per_snapshot; ++i) {
+      ASSERT_THAT(w.AddStreamUnlisted(
+                      Stream{.pid = 42, .tid = static_cast<int32_t>(100 + i), .snapshot = seq},
+                      Span("PTDATA")),
+                  HasValue());
+    }
+    ASSERT_THAT(w.AddSnapshot(Snapshot{.seq = seq, .reason = SnapshotReason::kSignal}), HasValue());
+  }
+}
+
+// Bytes written to manifest.json and manifest.journal by one snapshot of 10
+// streams after `listed` + 10 streams (`listed` in the initial manifest, to
+// keep the test quick: no files behind them; then a snapshot of 10).
+uint64_t SnapshotBytes(const fs::path& dir, uint32_t listed, uint64_t* whole_manifest) {
+  Manifest initial = Initial();
+  for (uint32_t id = 0; id < listed; ++id) {
+    initial.streams.push_back(Stream{.id = id,
+                                     .file = "pt/" + std::to_string(id) + ".pt",
+                                     .pid = 42,
+                                     .tid = static_cast<int32_t>(id),
+                                     .snapshot = 1,
+                                     .size = 6});
+  }
+  auto w = TraceWriter::Create(dir, std::move(initial));
+  EXPECT_THAT(w, HasValue());
+  if (!w) return 0;
+  RecordSnapshots(*w, 1, 10);  // the snapshots before: past Create's first manifest
+  const uint64_t before = w->manifest_bytes_written();
+  RecordSnapshots(*w, 1, 10);
+  // What one snapshot cost before the journal: the whole manifest, rewritten.
+  *whole_manifest = SerializeManifest(w->manifest()).size();
+  return w->manifest_bytes_written() - before;
+}
+
+TEST(TraceDirTest, SnapshotCostDoesNotGrowWithTheStreamsListedBefore) {
+  TempDir tmp;
+  uint64_t whole_small = 0, whole_large = 0;
+  const uint64_t small = SnapshotBytes(tmp.path() / "small", 0, &whole_small);
+  const uint64_t large = SnapshotBytes(tmp.path() / "large", 4'990, &whole_large);
+  std::printf(
+      "bytes written by a snapshot of 10 streams: %llu after 10 streams, %llu after "
+      "5,000 (a whole-manifest rewrite: %llu and %llu)\n",
+      static_cast<unsigned long long>(small), static_cast<unsigned long long>(large),
+      static_cast<unsigned long long>(whole_small), static_cast<unsigned long long>(whole_large));
+  EXPECT_GT(small, 0u);
+  EXPECT_LT(small, 4096u);
+  // The ids have more digits; nothing else differs.
+  EXPECT_LE(large, small + 200);
+  EXPECT_GT(whole_large, 100 * large);  // what the journal saves
+}
+
+TEST(TraceDirTest, CompactionsKeepTheAverageSnapshotCostConstant) {
+  // The journal fills and is compacted into manifest.json on the way; the
+  // bytes written stay a constant factor of the lines' (a rewrite per
+  // snapshot would cost the whole manifest each time). 2,000 streams listed
+  // at the start and snapshots with a long detail fill the journal quickly
+  // without thousands of stream files to sync.
+  TempDir tmp;
+  fs::path dir = tmp.path() / "t";
+  Manifest initial = Initial();
+  for (uint32_t id = 0; id < 2'000; ++id)
+    initial.streams.push_back(
+        Stream{.id = id, .file = "pt/" + std::to_string(id) + ".pt", .tid = 1, .size = 6});
+  auto w = TraceWriter::Create(dir, std::move(initial));
+  ASSERT_THAT(w, HasValue());
+  const uint64_t start = w->manifest_bytes_written();
+  const fs::path journal = dir / "manifest.journal";
+  uint64_t line_bytes = 0, journal_max = 0, last = 0;
+  int compactions = 0;
+  constexpr uint32_t kSnapshots = 80;
+  for (uint32_t seq = 1; seq <= kSnapshots; ++seq) {
+    ASSERT_THAT(w->AddStreamUnlisted(Stream{.tid = 1, .snapshot = seq}, Span("PTDATA")),
+                HasValue());
+    Snapshot snap{
+        .seq = seq, .reason = SnapshotReason::kTrigger, .detail = std::string(16 << 10, 'x')};
+    line_bytes += SerializeManifestChange(
+                      {.seq = 1, .snapshots = {snap}, .streams = {w->manifest().streams.back()}})
+                      .size();
+    ASSERT_THAT(w->AddSnapshot(std::move(snap)), HasValue());
+    const uint64_t size = fs::exists(journal) ? fs::file_size(journal) : 0;
+    if (size < last) ++compactions;
+    last = size;
+    journal_max = std::max(journal_max, size);
+  }
+  const uint64_t written = w->manifest_bytes_written() - start;
+  const uint64_t manifest = SerializeManifest(w->manifest()).size();
+  std::printf(
+      "%u snapshots: %llu bytes written per snapshot on average, lines %llu (the "
+      "manifest is now %llu), %d compactions\n",
+      kSnapshots, static_cast<unsigned long long>(written / kSnapshots),
+      static_cast<unsigned long long>(line_bytes / kSnapshots),
+      static_cast<unsigned long long>(manifest), compactions);
+  EXPECT_GE(compactions, 1);
+  EXPECT_LT(written, 4 * line_bytes);
+  EXPECT_LT(written / kSnapshots * 10, manifest);
+  // The journal never outgrows manifest.json by more than a line.
+  EXPECT_LT(journal_max, fs::file_size(dir / "manifest.json") + (20 << 10));
+  auto r = TraceReader::Open(dir);
+  ASSERT_THAT(r, HasValue());
+  EXPECT_EQ(r->manifest().snapshots.size(), kSnapshots);
+  EXPECT_EQ(r->manifest().streams.size(), 2'000u + kSnapshots);
+}
+
+TEST(TraceDirTest, AKilledRecorderLeavesEverySnapshotReadable) {
+  TempDir tmp;
+  fs::path dir = tmp.path() / "t";
+  {
+    auto w = TraceWriter::Create(dir, Initial());
+    ASSERT_THAT(w, HasValue());
+    RecordSnapshots(*w, 30, 3);
+    w->manifest().lost_records = 7;
+    ASSERT_THAT(w->Flush(), HasValue());
+    // SIGKILL: no Finish. The last changes are only in the journal.
+  }
+  ASSERT_TRUE(fs::exists(dir / "manifest.journal"));
+  auto alone = ParseManifest(*base::ReadFile(dir / "manifest.json"));
+  ASSERT_THAT(alone, HasValue());
+  EXPECT_LT(alone->snapshots.size(), 30u);
+  auto r = TraceReader::Open(dir);
+  ASSERT_THAT(r, HasValue());
+  const Manifest& m = r->manifest();
+  EXPECT_EQ(m.state, State::kRecording);
+  ASSERT_EQ(m.snapshots.size(), 30u);
+  EXPECT_EQ(m.snapshots[29].seq, 30u);
+  ASSERT_EQ(m.streams.size(), 90u);
+  EXPECT_EQ(m.streams[89].snapshot, 30u);
+  EXPECT_EQ(m.lost_records, 7u);
+  for (const Stream& s : m.streams) EXPECT_THAT(r->ReadStream(s), HasValue()) << s.file;
+}
+
+TEST(TraceDirTest, FinishLeavesOneCompactManifestAndNoJournal) {
+  TempDir tmp;
+  fs::path dir = tmp.path() / "t";
+  auto w = TraceWriter::Create(dir, Initial());
+  ASSERT_THAT(w, HasValue());
+  RecordSnapshots(*w, 5, 2);
+  ASSERT_TRUE(fs::exists(dir / "manifest.journal"));
+  ASSERT_THAT(w->Finish(), HasValue());
+  EXPECT_FALSE(fs::exists(dir / "manifest.journal"));
+  EXPECT_FALSE(fs::exists(dir / ".reserve"));
+  // manifest.json alone says everything (what an older reader reads).
+  auto m = ParseManifest(*base::ReadFile(dir / "manifest.json"));
+  ASSERT_THAT(m, HasValue());
+  EXPECT_EQ(m->state, State::kComplete);
+  EXPECT_EQ(m->snapshots.size(), 5u);
+  EXPECT_EQ(m->streams.size(), 10u);
+  EXPECT_GT(m->journal_seq, 5u);  // Create, five snapshots, Finish
+}
+
+TEST(TraceDirTest, JournalLeftByACompactionIsNotCountedTwice) {
+  // The compaction renamed the new manifest into place, then the power went
+  // before the journal was emptied: its lines are in manifest.json already.
+  TempDir tmp;
+  fs::path dir = tmp.path() / "t";
+  auto w = TraceWriter::Create(dir, Initial());
+  ASSERT_THAT(w, HasValue());
+  RecordSnapshots(*w, 5, 2);
+  auto journal = base::ReadFile(dir / "manifest.journal");
+  ASSERT_THAT(journal, HasValue());
+  ASSERT_THAT(w->Finish(), HasValue());
+  ASSERT_THAT(base::WriteFileAtomic(dir / "manifest.journal", *journal), HasValue());
+  auto r = TraceReader::Open(dir);
+  ASSERT_THAT(r, HasValue());
+  EXPECT_EQ(r->manifest().snapshots.size(), 5u);
+  EXPECT_EQ(r->manifest().streams.size(), 10u);
+}
+
+TEST(TraceDirTest, ATornLastJournalLineIsIgnored) {
+  TempDir tmp;
+  fs::path dir = tmp.path() / "t";
+  {
+    auto w = TraceWriter::Create(dir, Initial());
+    ASSERT_THAT(w, HasValue());
+    RecordSnapshots(*w, 4, 1);
+  }
+  const fs::path journal = dir / "manifest.journal";
+  auto whole = base::ReadFile(journal);
+  ASSERT_THAT(whole, HasValue());
+  // Killed mid-append: the next line, without its end.
+  const std::string torn = R"({"seq":99,"snapshots":[{"seq":5,"reason":"sig)";
+  ASSERT_THAT(base::WriteFileAtomic(journal, *whole + torn), HasValue());
+  auto r = TraceReader::Open(dir);
+  ASSERT_THAT(r, HasValue());
+  EXPECT_EQ(r->manifest().snapshots.size(), 4u);
+  EXPECT_EQ(r->manifest().streams.size(), 4u);
+  // Zero-filled blocks a power loss left, ended by a newline: as torn.
+  ASSERT_THAT(base::WriteFileAtomic(journal, *whole + std::string(100, '\0') + "\n"), HasValue());
+  EXPECT_THAT(TraceReader::Open(dir), HasValue());
+  // A bad line with lines after it is damage, not a crash: an error naming
+  // the file and the line.
+  const size_t lines = static_cast<size_t>(std::count(whole->begin(), whole->end(), '\n'));
+  ASSERT_THAT(base::WriteFileAtomic(journal, *whole + torn + "\n" + *whole), HasValue());
+  EXPECT_THAT(TraceReader::Open(dir),
+              HasErrorContaining("manifest.journal: line " + std::to_string(lines + 1) +
+                                 ": not valid JSON"));
+}
+
+TEST(TraceDirTest, HostileJournalLinesAreRefusedLikeManifestEntries) {
+  TempDir tmp;
+  fs::path dir = tmp.path() / "t";
+  {
+    auto w = TraceWriter::Create(dir, Initial());
+    ASSERT_THAT(w, HasValue());
+    ASSERT_THAT(w->AddStream(Stream{.tid = 1}, Span("abcd")), HasValue());
+    ASSERT_THAT(w->Finish(), HasValue());
+  }
+  auto m = ParseManifest(*base::ReadFile(dir / "manifest.json"));
+  ASSERT_THAT(m, HasValue());
+  const std::string next = std::to_string(m->journal_seq + 1);
+  auto open_with = [&](const std::string& line) {
+    EXPECT_THAT(base::WriteFileAtomic(dir / "manifest.journal", line + "\n"), HasValue());
+    return TraceReader::Open(dir);
+  };
+  EXPECT_THAT(
+      open_with(R"({"seq":)" + next +
+                R"(,"streams":[{"id":5,"file":"../../etc/passwd","size":1}]})"),
+      HasErrorContaining("manifest.journal: line 1: field 'streams[0].file': must be a path "
+                         "inside the trace directory"));
+  EXPECT_THAT(
+      open_with(R"({"seq":)" + next + R"(,"streams":[{"id":0,"file":"pt/9.pt","size":1}]})"),
+      HasErrorContaining("manifest.journal: line 1: field 'streams[0].id': duplicate "
+                         "stream id 0 (streams[0] has it)"));
+  EXPECT_THAT(
+      open_with(R"({"seq":)" + next + R"(,"streams":[{"id":3,"file":"pt/0.pt","size":1}]})"),
+      HasErrorContaining("field 'streams[0].file': file pt/0.pt is listed twice"));
+  EXPECT_THAT(open_with(R"({"seq":)" + next + R"(,"sizes":[{"id":8,"size":1}]})"),
+              HasErrorContaining("line 1: field 'sizes[0].id': no stream 8 is listed"));
+  EXPECT_THAT(open_with(R"({"seq":)" + next + R"(,"set":{"sideband":"/etc/shadow"}})"),
+              HasErrorContaining("line 1: set: field 'sideband': must be a path inside"));
+  EXPECT_THAT(open_with(R"({"seq":)" + next + R"(,"set":{"streams":[]}})"),
+              HasErrorContaining("line 1: field 'set.streams': cannot be set"));
+  EXPECT_THAT(
+      open_with(R"({"seq":)" + std::to_string(m->journal_seq + 2) + "}"),
+      HasErrorContaining("line 1: seq " + std::to_string(m->journal_seq + 2) + " does not follow " +
+                         std::to_string(m->journal_seq) + " (a line is missing)"));
+  // A size beyond the file is caught where a manifest's is: reading it.
+  auto r = open_with(R"({"seq":)" + next + R"(,"sizes":[{"id":0,"size":99}]})");
+  ASSERT_THAT(r, HasValue());
+  EXPECT_THAT(r->ReadStream(r->manifest().streams[0]),
+              HasErrorContaining("has 4 bytes but the manifest says 99"));
 }
 
 // JIT maps travel with the trace: the traced processes' /tmp/perf-PID.map
