@@ -863,14 +863,9 @@ TEST_F(Emulate, DiskFullStopsCleanlyAndKeepsWhatWasWritten) {
   if (::geteuid() != 0) GTEST_SKIP() << "mounting a small tmpfs needs root";
   const char* bin = std::getenv("PTSNAP_BIN");
   ASSERT_NE(bin, nullptr) << "PTSNAP_BIN is set by meson";
-  const fs::path mnt = tmp_.path() / "small";
-  fs::create_directories(mnt);
-  ASSERT_EQ(std::system(("mount -t tmpfs -o size=8m tmpfs '" + mnt.string() + "'").c_str()), 0);
-  struct Unmount {
-    fs::path p;
-    ~Unmount() { (void)std::system(("umount -l '" + p.string() + "'").c_str()); }
-  } unmount{mnt};
-  const fs::path dir = mnt / "t";
+  const ::ptsnap::testing::SmallTmpfs small(tmp_.path() / "small", "8m");
+  ASSERT_TRUE(small.mounted()) << "mount -t tmpfs failed as root";
+  const fs::path dir = small.path() / "t";
   const fs::path log = tmp_.path() / "full.log";
   const std::string cmd = std::string(bin) + " run --emulate --full-execution --no-decode " +
                           "--trace-dir '" + dir.string() + "' -- '" + Program("fib").string() +

@@ -605,12 +605,9 @@ Json ToJson(const Manifest& m, bool lists) {
                     {"cap_user_time_zero", m.time_conv.cap_user_time_zero}};
   j["sideband"] = m.sideband;
   if (lists) {
-    Json snapshots = Json::array();
-    for (const Snapshot& s : m.snapshots) snapshots.push_back(SnapshotJson(s));
-    j["snapshots"] = std::move(snapshots);
-    Json streams = Json::array();
-    for (const Stream& s : m.streams) streams.push_back(StreamJson(s));
-    j["streams"] = std::move(streams);
+    // Placeholders: SerializeManifest writes the elements into the text.
+    j["snapshots"] = Json::array();
+    j["streams"] = Json::array();
   }
   j["lost_records"] = m.lost_records;
   j["aux_truncated"] = m.aux_truncated;
@@ -649,7 +646,36 @@ std::string Dump(const Json& j, int indent) {
 
 }  // namespace
 
-std::string SerializeManifest(const Manifest& m) { return Dump(ToJson(m, true), 2) + "\n"; }
+// The lists are most of a long recording's manifest (17,000 streams after 10
+// minutes of snapshots every 100 ms): their elements are dumped one at a
+// time into the text, never held as one JSON tree of everything (a tree is
+// several times the text, and the recorder's RSS kept its peak). The text
+// is what dumping the whole tree with indent 2 gives.
+std::string SerializeManifest(const Manifest& m) {
+  std::string text = Dump(ToJson(m, true), 2) + "\n";
+  const auto splice = [&text](const std::string& key, const auto& items, auto to_json) {
+    if (items.empty()) return;
+    const std::string placeholder = "\n  \"" + key + "\": []";
+    const size_t at = text.find(placeholder);
+    if (at == std::string::npos) return;
+    std::string list = "\n  \"" + key + "\": [";
+    bool first = true;
+    for (const auto& item : items) {
+      list += first ? "\n    " : ",\n    ";
+      first = false;
+      const std::string one = Dump(to_json(item), 2);
+      for (char c : one) {
+        list += c;
+        if (c == '\n') list += "    ";
+      }
+    }
+    list += "\n  ]";
+    text.replace(at, placeholder.size(), list);
+  };
+  splice("snapshots", m.snapshots, SnapshotJson);
+  splice("streams", m.streams, StreamJson);
+  return text;
+}
 
 ManifestFields SerializeManifestFields(const Manifest& m) {
   ManifestFields fields;

@@ -95,6 +95,26 @@ TEST(ManifestTest, RoundTripsEveryField) {
   EXPECT_EQ(*parsed_defaults, defaults);
 }
 
+// SerializeManifest writes the lists element by element (no tree of the
+// whole manifest): the text is byte for byte what dumping one tree with
+// indent 2 gives, with several snapshots and streams and with none.
+TEST(ManifestTest, TheTextIsTheWholeTreesDump) {
+  Manifest m = FullManifest();
+  for (uint32_t i = 0; i < 3; ++i) {
+    Stream s = m.streams.at(0);
+    s.id = 100 + i;
+    s.file = "pt/" + std::to_string(s.id) + ".pt";
+    m.streams.push_back(s);
+    m.snapshots.push_back(m.snapshots.at(0));
+    m.snapshots.back().seq = 100 + i;
+  }
+  ASSERT_GE(m.streams.size(), 4u);
+  for (const Manifest& one : {m, Manifest{}}) {
+    const std::string text = SerializeManifest(one);
+    EXPECT_EQ(text, nlohmann::ordered_json::parse(text).dump(2) + "\n");
+  }
+}
+
 TEST(ManifestTest, RoundTripsASampledRecording) {
   Manifest m = FullManifest();
   m.source = Source::kSampled;

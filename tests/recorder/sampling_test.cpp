@@ -435,14 +435,9 @@ TEST_F(Sampling, LbrWithoutLbrNamesTheOtherModes) {
 // with the cause, and `ptsnap info` reads it without complaint.
 TEST_F(Sampling, DiskFullStopsTheRecordingAndTheProgramRunsOnUnharmed) {
   if (::geteuid() != 0) GTEST_SKIP() << "mounting a small tmpfs needs root";
-  const fs::path mnt = dir_.path() / "small";
-  fs::create_directories(mnt);
-  ASSERT_EQ(std::system(("mount -t tmpfs -o size=1m tmpfs '" + mnt.string() + "'").c_str()), 0);
-  struct Unmount {
-    fs::path p;
-    ~Unmount() { (void)std::system(("umount -l '" + p.string() + "'").c_str()); }
-  } unmount{mnt};
-  const std::string dir = (mnt / "t").string();
+  const ::ptsnap::testing::SmallTmpfs small(dir_.path() / "small", "1m");
+  ASSERT_TRUE(small.mounted()) << "mount -t tmpfs failed as root";
+  const std::string dir = (small.path() / "t").string();
   Exit e = Ptsnap({"run", "--sampling", "--callgraph-mode", "dwarf", "--full-execution",
                    "--timer-resolution", "sample:4000", "--no-decode", "--trace-dir", dir, "--",
                    Spin(), "1000"});

@@ -54,4 +54,29 @@ class TempDir {
   std::filesystem::path path_;
 };
 
+// A tmpfs of `size` (mount's syntax: "1m", "8m") mounted at `at` (created)
+// for disk-full tests, unmounted (lazily) on destruction. Needs root:
+// mounted() is false, and the test should skip saying so, without it.
+class SmallTmpfs {
+ public:
+  SmallTmpfs(std::filesystem::path at, const std::string& size) : at_(std::move(at)) {
+    std::filesystem::create_directories(at_);
+    mounted_ =
+        std::system(("mount -t tmpfs -o size=" + size + " tmpfs '" + at_.string() + "' 2>/dev/null")
+                        .c_str()) == 0;
+  }
+  ~SmallTmpfs() {
+    if (mounted_) (void)std::system(("umount -l '" + at_.string() + "'").c_str());
+  }
+  SmallTmpfs(const SmallTmpfs&) = delete;
+  SmallTmpfs& operator=(const SmallTmpfs&) = delete;
+
+  [[nodiscard]] bool mounted() const { return mounted_; }
+  [[nodiscard]] const std::filesystem::path& path() const { return at_; }
+
+ private:
+  std::filesystem::path at_;
+  bool mounted_ = false;
+};
+
 }  // namespace ptsnap::testing
