@@ -710,7 +710,12 @@ struct FlowDecoder::State {
         pos += size;
         return 0;
       }
-      default: return kErrUnsupported;
+      default: {
+        // A malformed one is libipt's packet error, not ours to skip.
+        const int size = Read(&p);
+        if (size < 0) return size;
+        return kErrUnsupported;
+      }
     }
   }
 
@@ -1193,9 +1198,9 @@ struct FlowDecoder::State {
       if ((IsTip(next) || IsTnt(next)) && !WillEvent()) return kErrBadQuery;
       q_event = nullptr;
       const int e = DecodeNext();
-      // An event packet we do not decode (PTW, PIP, VMCS, ...): libipt
-      // decodes it and saves the time there, which the block it reports
-      // with it carries (none of those packets changes the time).
+      // A well-formed event packet we do not decode (PTW, PIP, VMCS, ...):
+      // libipt decodes it and saves the time there, which the block it
+      // reports with it carries (none of those packets changes the time).
       if (e == kErrUnsupported) SaveLastTime();
       if (e != 0) return e;
       if (q_event != nullptr) {
