@@ -1198,10 +1198,6 @@ struct FlowDecoder::State {
       if ((IsTip(next) || IsTnt(next)) && !WillEvent()) return kErrBadQuery;
       q_event = nullptr;
       const int e = DecodeNext();
-      // A well-formed event packet we do not decode (PTW, PIP, VMCS, ...):
-      // libipt decodes it and saves the time there, which the block it
-      // reports with it carries (none of those packets changes the time).
-      if (e == kErrUnsupported) SaveLastTime();
       if (e != 0) return e;
       if (q_event != nullptr) {
         *out = *q_event;
