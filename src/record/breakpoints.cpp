@@ -1,21 +1,100 @@
 #include "record/breakpoints.h"
 
+#include <linux/perf_event.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <cstring>
 
 #include "base/log.h"
+#include "base/unique_fd.h"
 #include "perf/attr.h"
+#include "record/slow_calls.h"
+#include "sys/pmu.h"
 
 namespace ptsnap::record {
 
+namespace {
+// The function ExecuteBreakpointsFire() calls under a breakpoint.
+[[gnu::noinline]] int BreakpointSelfTest(int x) {
+  asm volatile("" ::: "memory");  // keeps the call and the function's first instruction
+  return x + 1;
+}
+}  // namespace
+
+bool ExecuteBreakpointsFire() {
+  static const bool fire = [] {
+    int (*volatile fn)(int) = &BreakpointSelfTest;
+    perf_event_attr attr = perf::BuildBreakpointAttr(reinterpret_cast<uintptr_t>(fn));
+    attr.sample_period = 0;  // counting only: no ring to fill
+    attr.sample_type = 0;
+    attr.wakeup_events = 0;
+    attr.disabled = 0;
+    base::UniqueFd fd(
+        static_cast<int>(::syscall(SYS_perf_event_open, &attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC)));
+    if (!fd) return true;  // cannot tell: the trigger's own open reports why
+    int sum = 0;
+    for (int i = 0; i < 3; ++i) sum += fn(i);
+    uint64_t count = 0;
+    if (::read(fd.get(), &count, sizeof count) != static_cast<ssize_t>(sizeof count)) return true;
+    PTSNAP_LOG(kDebug) << "execute breakpoint self-test: " << count << " of 3 calls counted ("
+                       << sum << ")";
+    return count > 0;
+  }();
+  return fire;
+}
+
+namespace {
+bool force_uprobes = false;
+}  // namespace
+
+void ForceTriggerUprobesForTesting(bool force) { force_uprobes = force; }
+
+namespace {
+// An entry uprobe on the trigger's function; `file` must outlive the open
+// (config1 points at it).
+Result<perf_event_attr> TriggerUprobeAttr(pid_t tid, const TriggerPoint& p, std::string& file) {
+  PTSNAP_ASSIGN_OR_RETURN(ProbeTarget target, ResolveProbeTarget(p.symbol, tid));
+  static const sys::PmuInfo pmu = sys::ReadPmu(base::RootPath(), "uprobe");
+  file = target.file.string();
+  PTSNAP_ASSIGN_OR_RETURN(perf_event_attr attr,
+                          perf::BuildUprobeAttr(pmu, file.c_str(), target.offset, false, false));
+  // The breakpoint's sample layout, so Poll reads both alike: the sampled
+  // IP of an entry uprobe is the probed instruction, the trigger's address.
+  attr.sample_type = perf::kBreakpointSampleType;
+  attr.sample_regs_user = 0;
+  attr.exclude_kernel = 1;
+  attr.disabled = 1;
+  return attr;
+}
+}  // namespace
+
 Result<void> TriggerBreakpoints::Add(pid_t tid, const std::vector<TriggerPoint>& points,
                                      bool single_shot) {
+  const bool breakpoints_fire = !force_uprobes && ExecuteBreakpointsFire();
   for (const TriggerPoint& p : points) {
-    perf_event_attr attr = perf::BuildBreakpointAttr(p.address);
-    auto ev = perf::PerfEvent::Open(
-        attr, tid, -1, perf::MapSpec{1, 0, false},
-        "trigger breakpoint " + p.description + " on tid " + std::to_string(tid));
-    if (!ev) return std::move(ev).error();
     Breakpoint bp;
+    std::string file;  // a uprobe's path, read by the kernel during the open
+    perf_event_attr attr = perf::BuildBreakpointAttr(p.address);
+    std::string kind = "trigger breakpoint ";
+    if (!breakpoints_fire && !p.symbol.empty()) {
+      static bool said = false;
+      if (!said && !force_uprobes) {
+        PTSNAP_LOG(kInfo) << "this machine counts no hardware execute breakpoint hits (its "
+                             "hypervisor keeps the debug registers); triggers are entry uprobes";
+        said = true;
+      }
+      PTSNAP_ASSIGN_OR_RETURN(attr, TriggerUprobeAttr(tid, p, file));
+      kind = "trigger uprobe ";
+    } else if (!breakpoints_fire) {
+      PTSNAP_LOG(kWarning) << "trigger " << p.description
+                           << ": this machine counts no hardware execute breakpoint hits (its "
+                              "hypervisor keeps the debug registers), and an addr: trigger cannot "
+                              "be a uprobe: it will not fire; name a function instead";
+    }
+    auto ev = perf::PerfEvent::Open(attr, tid, -1, perf::MapSpec{1, 0, false},
+                                    kind + p.description + " on tid " + std::to_string(tid));
+    if (!ev) return std::move(ev).error();
     bp.event = std::make_unique<perf::PerfEvent>(std::move(*ev));
     bp.ring = std::make_unique<perf::DataRingReader>(bp.event->header(), bp.event->data());
     bp.symbol = p.symbol;

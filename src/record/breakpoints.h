@@ -4,6 +4,16 @@
 // (perf::BuildBreakpointAttr), each with a one-page ring that receives its
 // samples (wakeup_events 1, so the ring's fd wakes the session's poll()).
 // Threads only: a CPU-wide breakpoint would fire in every process.
+//
+// Some hypervisors do not pass the debug registers through (Firecracker
+// guests, seen on our own CI VMs): the kernel opens execute breakpoints
+// there, but they never count a hit, so a trigger would silently never
+// fire. ExecuteBreakpointsFire() finds that out once per process by
+// calling a function of ptsnap's own under a breakpoint; where it counts
+// nothing, a trigger on a function symbol is armed as an entry uprobe on
+// the same code instead (one int3 trap per call, as a breakpoint costs a
+// debug trap), with the same one-sample-per-hit ring. `addr:` triggers
+// have no file offset and stay breakpoints, with a warning.
 #pragma once
 
 #include <sys/types.h>
@@ -20,9 +30,17 @@
 
 namespace ptsnap::record {
 
+// True unless an execute breakpoint on a function of this process counts
+// no hit when the function is called (the result is kept; an open the
+// kernel refuses counts as true, so the real open reports the error).
+bool ExecuteBreakpointsFire();
+// Tests: arm every function trigger as a uprobe, whatever the self-test said.
+void ForceTriggerUprobesForTesting(bool force);
+
 class TriggerBreakpoints {
  public:
-  // Opens and enables a breakpoint on `tid` for each point. `single_shot`:
+  // Opens and enables a breakpoint (or, where breakpoints do not fire, an
+  // entry uprobe) on `tid` for each point. `single_shot`:
   // each fires once and then disables itself (PERF_EVENT_IOC_REFRESH 1, as
   // magic-trace does). Errors name the point and the thread.
   Result<void> Add(pid_t tid, const std::vector<TriggerPoint>& points, bool single_shot);

@@ -29,6 +29,7 @@
 #include "perf/perf_event.h"
 #include "perf/ring_buffer.h"
 #include "record/aux_stream.h"
+#include "record/breakpoints.h"
 #include "record/child.h"
 #include "record/elf_symbols.h"
 #include "record/forwarding_source.h"
@@ -160,8 +161,10 @@ TEST(Sideband, DummyEventOnSpawnedChildCapturesMmap2CommAndExit) {
   EXPECT_TRUE(exit_seen);
 }
 
-TEST(Trigger, HardwareBreakpointFiresOnTheWorkerThread) {
-  REQUIRE_TARGET();
+// Where this host's hypervisor keeps the debug registers (breakpoints count
+// nothing), the breakpoints below are armed as uprobes: TriggerUprobes
+// checks the uprobe path on every host, these the host's own choice.
+void TriggersFireOnTheWorkerThread() {
   WaitingTarget t;
   ASSERT_GT(t.worker, 0) << "trigger_target did not start";
   HardwareConfig cfg;
@@ -200,6 +203,20 @@ TEST(Trigger, HardwareBreakpointFiresOnTheWorkerThread) {
   }
   EXPECT_EQ(worker_hits, 3);
   EXPECT_EQ(stop_hits, 1);
+}
+
+TEST(Trigger, HardwareBreakpointFiresOnTheWorkerThread) {
+  REQUIRE_TARGET();
+  TriggersFireOnTheWorkerThread();
+}
+
+TEST(Trigger, UprobeTriggersFireOnTheWorkerThreadLikeBreakpoints) {
+  REQUIRE_TARGET();
+  ForceTriggerUprobesForTesting(true);
+  struct Reset {
+    ~Reset() { ForceTriggerUprobesForTesting(false); }
+  } reset;
+  TriggersFireOnTheWorkerThread();
 }
 
 // A single-shot trigger (no --multi-snapshot) traps once per thread: the
