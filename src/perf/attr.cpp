@@ -305,6 +305,24 @@ perf_event_attr BuildTrackingAttr(bool trace_kernel, bool enable_on_exec,
   return a;
 }
 
+std::optional<perf_event_attr> BuildKernelSidebandAttr(
+    const std::optional<sys::KernelVersion>& kernel) {
+  const perf_event_attr tracking = BuildTrackingAttr(true, false, kernel);
+  if (tracking.ksymbol == 0 && tracking.text_poke == 0) return std::nullopt;
+  perf_event_attr a{};
+  a.size = sizeof(a);
+  a.type = PERF_TYPE_SOFTWARE;
+  a.config = PERF_COUNT_SW_DUMMY;
+  a.sample_period = 1;
+  a.sample_type = trace::kSampleType;
+  a.sample_id_all = 1;
+  a.exclude_kernel = 1;
+  a.exclude_hv = 1;
+  a.ksymbol = tracking.ksymbol;
+  a.text_poke = tracking.text_poke;
+  return a;
+}
+
 std::string_view ToString(CallgraphMode m) {
   switch (m) {
     case CallgraphMode::kFp: return "fp";
