@@ -86,12 +86,11 @@ void HardwarePtSource::OpenKernelSideband() {
     t.cpu = cpu;
     // perf_event_open(pid -1, cpu): every task on the CPU, so every task's
     // code patches and BPF loads (kernel/events/core.c perf_iterate_sb).
-    auto r = OpenSidebandOnly(t, attr,
-                              "KSYMBOL/TEXT_POKE (dummy) event on CPU " + std::to_string(cpu),
-                              config_.kernel_sideband_pages);
+    auto r =
+        OpenSidebandOnly(t, attr, "KSYMBOL/TEXT_POKE (dummy) event on CPU " + std::to_string(cpu),
+                         config_.kernel_sideband_pages);
     if (!r) {
-      PTSNAP_LOG(kWarning) << KernelSidebandWarning("opening one failed: " +
-                                                    r.error().ToString());
+      PTSNAP_LOG(kWarning) << KernelSidebandWarning("opening one failed: " + r.error().ToString());
       kernel_sideband_.clear();
       config_.tracking_attr.ksymbol = attr.ksymbol;
       config_.tracking_attr.text_poke = attr.text_poke;
@@ -157,8 +156,8 @@ Result<void> HardwarePtSource::OpenEvents(Thread& t, const std::string& what) {
 Result<void> HardwarePtSource::OpenSidebandOnly(Thread& t, const perf_event_attr& attr,
                                                 const std::string& what, size_t pages) {
   const pid_t pid_arg = t.cpu >= 0 ? -1 : t.tid;
-  auto tr = perf::PerfEvent::Open(attr, pid_arg, t.cpu,
-                                  perf::MapSpec{pages, 0, false}, "sideband (dummy) event " + what);
+  auto tr = perf::PerfEvent::Open(attr, pid_arg, t.cpu, perf::MapSpec{pages, 0, false},
+                                  "sideband (dummy) event " + what);
   if (!tr) return std::move(tr).error();
   t.tracking = std::make_unique<perf::PerfEvent>(std::move(*tr));
   t.ring = std::make_unique<perf::DataRingReader>(t.tracking->header(), t.tracking->data());
@@ -177,8 +176,8 @@ Result<void> HardwarePtSource::AddThread(pid_t pid, pid_t tid, bool trace_pt) {
     // locked with the header page) keeps many threads inside an
     // unprivileged user's mlock budget. Not fatal: the thread then only
     // hosts its breakpoints, as before.
-    if (auto r = OpenSidebandOnly(t, config_.tracking_attr, "for " + Tid(tid) + " (sideband only)",
-                                  1);
+    if (auto r =
+            OpenSidebandOnly(t, config_.tracking_attr, "for " + Tid(tid) + " (sideband only)", 1);
         !r)
       PTSNAP_LOG(kInfo) << "no sideband for " << Tid(tid) << ": " << r.error().ToString();
   }
@@ -241,7 +240,8 @@ Result<SidebandEvents> HardwarePtSource::DrainSideband(trace::TraceWriter& write
       batch_.insert(batch_.end(), rec.begin(), rec.end());
       (void)perf::AccountRecord(rec, stats_);  // LOST records count; no AUX here
     });
-    if (!n) PTSNAP_LOG(kWarning) << "kernel sideband of CPU " << t.cpu << ": " << n.error().ToString();
+    if (!n)
+      PTSNAP_LOG(kWarning) << "kernel sideband of CPU " << t.cpu << ": " << n.error().ToString();
     if (n) ev.records += *n;
   }
   for (auto& [key, th] : units_) {

@@ -568,9 +568,8 @@ TEST(Prepare, PerThreadKernelScopeCollectsTextPokeOnEveryCpu) {
   EXPECT_FALSE(p->hw.kernel_sideband_attr.has_value());
   EXPECT_EQ(p->hw.tracking_attr.ksymbol, 1u);
   EXPECT_EQ(p->hw.tracking_attr.text_poke, 1u);
-  EXPECT_THAT(p->warnings,
-              Contains(AllOf(HasSubstr("may decode wrongly"),
-                             HasSubstr("kernel.perf_event_paranoid <= 0 (it is 1)"))));
+  EXPECT_THAT(p->warnings, Contains(AllOf(HasSubstr("may decode wrongly"),
+                                          HasSubstr("kernel.perf_event_paranoid <= 0 (it is 1)"))));
 
   // --all-cpus: the tracking events are CPU-wide and keep the bits.
   WriteRoot(d, 2);

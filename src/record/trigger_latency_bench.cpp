@@ -135,12 +135,12 @@ int RunOnce(bool wake, const char* label) {
   if (::mkdtemp(tmpl) == nullptr) return std::perror("mkdtemp"), 1;
   const std::filesystem::path dir = std::filesystem::path(tmpl) / "t";
   Control control;
-  auto out = Record(
-      opts, p, dir, base::RootPath(), control, nullptr,
-      [&](const HardwareConfig& cfg) -> Result<std::unique_ptr<PtSource>> {
-        PTSNAP_ASSIGN_OR_RETURN(auto hw, HardwarePtSource::Create(cfg));
-        return std::unique_ptr<PtSource>(std::make_unique<Timed>(std::move(hw), s, wake, &lat, &busy));
-      });
+  auto out = Record(opts, p, dir, base::RootPath(), control, nullptr,
+                    [&](const HardwareConfig& cfg) -> Result<std::unique_ptr<PtSource>> {
+                      PTSNAP_ASSIGN_OR_RETURN(auto hw, HardwarePtSource::Create(cfg));
+                      return std::unique_ptr<PtSource>(
+                          std::make_unique<Timed>(std::move(hw), s, wake, &lat, &busy));
+                    });
   int st = 0;
   ::waitpid(child, &st, 0);
   std::error_code ec;

@@ -9,9 +9,9 @@
 //
 // Prints the PT event's block, then the tracking (dummy) event's, then (a
 // per-thread kernel scope with the privilege for CPU-wide events) the
-// KSYMBOL/TEXT_POKE dummy's, each under perf's "perf_event_attr:" header; warnings (e.g. a timer preset
-// downgraded) go to stderr. Exit 1 with the error when Prepare refuses.
-// Used by perf_attr_agree (tests/perf/perf_attr_agree_test.cpp).
+// KSYMBOL/TEXT_POKE dummy's, each under perf's "perf_event_attr:" header; warnings (e.g. a timer
+// preset downgraded) go to stderr. Exit 1 with the error when Prepare refuses. Used by
+// perf_attr_agree (tests/perf/perf_attr_agree_test.cpp).
 #include <cstdio>
 #include <cstdlib>
 #include <string>

@@ -245,8 +245,7 @@ void Compare(const std::string& where, bool all_cpus, const char* event, const F
 // close together (another build of perf): the test then skips.
 // Each immediate is found as the operand of a movabs (REX.W 0x48/0x49, then
 // 0xb8-0xbf), which tells it from the string literals perf also holds.
-size_t FindMovabsImmediate(const std::string& bin, std::string_view imm, size_t from,
-                           int* count) {
+size_t FindMovabsImmediate(const std::string& bin, std::string_view imm, size_t from, int* count) {
   size_t found = std::string::npos;
   *count = 0;
   for (size_t i = bin.find(imm, from); i != std::string::npos; i = bin.find(imm, i + 1)) {
@@ -343,9 +342,10 @@ TEST_F(PerfAttrAgree, EveryPresetScopeAndModeMatchesPerfOrIsAllowlisted) {
       sh << "'" << attr_dump << "' --root / --timer " << c.timer << " --scope " << c.scope
          << (c.full ? " --full" : "") << (c.all_cpus ? " --all-cpus" : "")
          << " --snapshot-size 4194304 >" << out << ".ptsnap 2>" << out << ".ptsnap.err || true\n";
-      sh << "PTSNAP_FAKE_PMU_TYPE=" << pmu.type << " LD_PRELOAD='" << shim << "' '" << perf_ << "' record -vv "
-         << (c.all_cpus ? "-a" : "--per-thread") << (c.full ? "" : " -S") << " -m ,4M -o " << out
-         << ".data -e '" << PerfEvent(pmu, c) << "' -- true >" << out << ".perf 2>&1 || true\n";
+      sh << "PTSNAP_FAKE_PMU_TYPE=" << pmu.type << " LD_PRELOAD='" << shim << "' '" << perf_
+         << "' record -vv " << (c.all_cpus ? "-a" : "--per-thread") << (c.full ? "" : " -S")
+         << " -m ,4M -o " << out << ".data -e '" << PerfEvent(pmu, c) << "' -- true >" << out
+         << ".perf 2>&1 || true\n";
     }
     const fs::path script = tmp.path() / "run.sh";
     std::ofstream(script) << sh.str();
@@ -429,7 +429,8 @@ TEST_F(PerfAttrAgree, EveryPresetScopeAndModeMatchesPerfOrIsAllowlisted) {
   std::printf(
       "perf_attr_agree: %d configurations (2 PMUs x 3 presets x 3 scopes x snapshot/full x "
       "per-thread/all-cpus), %d fields "
-      "compared on the PT, tracking and per-thread text_poke events, %d agree, %d differ as allowlisted (%zu entries)\n",
+      "compared on the PT, tracking and per-thread text_poke events, %d agree, %d differ as "
+      "allowlisted (%zu entries)\n",
       t.configs, t.fields, t.agree, t.allowed, kAllowed.size());
 }
 

@@ -4,11 +4,11 @@
 // children (perf_event_paranoid <= 2, or root).
 #include <fcntl.h>
 #include <gmock/gmock.h>
-#include <linux/bpf.h>
-#include <sys/syscall.h>
 #include <gtest/gtest.h>
+#include <linux/bpf.h>
 #include <signal.h>
 #include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
