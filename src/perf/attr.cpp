@@ -307,19 +307,18 @@ perf_event_attr BuildTrackingAttr(bool trace_kernel, bool enable_on_exec,
 
 std::optional<perf_event_attr> BuildKernelSidebandAttr(
     const std::optional<sys::KernelVersion>& kernel) {
-  const perf_event_attr tracking = BuildTrackingAttr(true, false, kernel);
-  if (tracking.ksymbol == 0 && tracking.text_poke == 0) return std::nullopt;
-  perf_event_attr a{};
-  a.size = sizeof(a);
-  a.type = PERF_TYPE_SOFTWARE;
-  a.config = PERF_COUNT_SW_DUMMY;
-  a.sample_period = 1;
-  a.sample_type = trace::kSampleType;
-  a.sample_id_all = 1;
-  a.exclude_kernel = 1;
-  a.exclude_hv = 1;
-  a.ksymbol = tracking.ksymbol;
-  a.text_poke = tracking.text_poke;
+  // The tracking event's dummy, trailer and gated bits, without its
+  // per-task records (every task's on the CPU would flood the ring).
+  perf_event_attr a = BuildTrackingAttr(true, false, kernel);
+  if (a.ksymbol == 0 && a.text_poke == 0) return std::nullopt;
+  a.mmap = 0;
+  a.mmap2 = 0;
+  a.comm = 0;
+  a.comm_exec = 0;
+  a.task = 0;
+  a.context_switch = 0;
+  a.exclude_kernel = 1;  // dummy:u; the two match functions read only their bits
+  a.disabled = 0;        // perf's `immediate`
   return a;
 }
 
