@@ -305,6 +305,23 @@ perf_event_attr BuildTrackingAttr(bool trace_kernel, bool enable_on_exec,
   return a;
 }
 
+std::optional<perf_event_attr> BuildKernelSidebandAttr(
+    const std::optional<sys::KernelVersion>& kernel) {
+  // The tracking event's dummy, trailer and gated bits, without its
+  // per-task records (every task's on the CPU would flood the ring).
+  perf_event_attr a = BuildTrackingAttr(true, false, kernel);
+  if (a.ksymbol == 0 && a.text_poke == 0) return std::nullopt;
+  a.mmap = 0;
+  a.mmap2 = 0;
+  a.comm = 0;
+  a.comm_exec = 0;
+  a.task = 0;
+  a.context_switch = 0;
+  a.exclude_kernel = 1;  // dummy:u; the two match functions read only their bits
+  a.disabled = 0;        // perf's `immediate`
+  return a;
+}
+
 std::string_view ToString(CallgraphMode m) {
   switch (m) {
     case CallgraphMode::kFp: return "fp";

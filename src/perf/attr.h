@@ -86,6 +86,22 @@ uint64_t PsbPeriodBytes(bool topa_multiple_entries, uint32_t psb_period);
 perf_event_attr BuildTrackingAttr(bool trace_kernel, bool enable_on_exec,
                                   const std::optional<sys::KernelVersion>& kernel = std::nullopt);
 
+// The CPU-wide dummy that collects PERF_RECORD_KSYMBOL and TEXT_POKE for a
+// per-thread recording that traces the kernel, one per CPU (pid -1), each
+// with its own ring (a CPU-wide event cannot SET_OUTPUT into a per-thread
+// ring). The kernel sends these records only to CPU-wide events and to the
+// current task's (perf_iterate_sb; hw-path-review.md 5b), so a per-thread
+// tracking event misses the code patches and BPF loads of every other task.
+// perf's record__config_text_poke, field for field where it matters:
+// dummy:u (exclude_kernel: the match functions read only the two bits),
+// sample_period 1, TIME in sample_type, and enabled from the open
+// (`immediate`: disabled 0), so a patch made between the kcore copy and the
+// start of tracing is not missed. sample_type is trace::kSampleType, the
+// one trailer sideband.data holds. The bits are gated on `kernel` as
+// BuildTrackingAttr gates them; nullopt when it knows neither (before 5.1).
+std::optional<perf_event_attr> BuildKernelSidebandAttr(
+    const std::optional<sys::KernelVersion>& kernel);
+
 // ---- Sampling (--sampling: stack samples without PT) ----------------------
 
 // How a sample's call stack is taken (magic-trace's -callgraph-mode, perf's

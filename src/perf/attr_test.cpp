@@ -413,6 +413,47 @@ TEST(BuildTrackingAttr, KernelBitsFollowTheKernelVersion) {
   EXPECT_EQ(user.text_poke, 0u);
 }
 
+// perf's text_poke dummy (record__config_text_poke): what the kernel
+// delivers to it and when it starts are what a user would notice.
+TEST(BuildKernelSidebandAttr, ACpuWideDummyForKsymbolAndTextPokeEnabledFromTheOpen) {
+  auto a = BuildKernelSidebandAttr(Kernel("6.13.0"));
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(a->type, PERF_TYPE_SOFTWARE);
+  EXPECT_EQ(a->config, PERF_COUNT_SW_DUMMY);
+  EXPECT_EQ(a->ksymbol, 1u);
+  EXPECT_EQ(a->text_poke, 1u);
+  // Enabled at the open (perf's `immediate`): a patch between the kcore
+  // copy and the start of tracing is recorded.
+  EXPECT_EQ(a->disabled, 0u);
+  EXPECT_EQ(a->enable_on_exec, 0u);
+  // Only the two record types: no task's mmaps, comms or switches (those
+  // come from the per-thread tracking events; here they would be every
+  // task's on the CPU).
+  EXPECT_EQ(a->mmap, 0u);
+  EXPECT_EQ(a->mmap2, 0u);
+  EXPECT_EQ(a->comm, 0u);
+  EXPECT_EQ(a->task, 0u);
+  EXPECT_EQ(a->context_switch, 0u);
+  // The trailer every record of sideband.data carries (TIME orders them).
+  EXPECT_EQ(a->sample_id_all, 1u);
+  EXPECT_EQ(a->sample_type, trace::kSampleType);
+  EXPECT_EQ(a->sample_period, 1u);
+  EXPECT_EQ(a->exclude_kernel, 1u);  // dummy:u, as perf's
+}
+
+TEST(BuildKernelSidebandAttr, BitsFollowTheKernelVersion) {
+  EXPECT_FALSE(BuildKernelSidebandAttr(Kernel("4.19.0-25-amd64")).has_value());
+  for (const char* release : {"5.4.0-1103-aws", "5.8.18"}) {
+    auto a = BuildKernelSidebandAttr(Kernel(release));
+    ASSERT_TRUE(a.has_value()) << release;
+    EXPECT_EQ(a->ksymbol, 1u) << release;
+    EXPECT_EQ(a->text_poke, 0u) << release;
+  }
+  auto unknown = BuildKernelSidebandAttr(std::nullopt);
+  ASSERT_TRUE(unknown.has_value());
+  EXPECT_EQ(unknown->text_poke, 1u);
+}
+
 TEST(BuildBreakpointAttr, ExecuteBreakpointOfLongLength) {
   perf_event_attr a = BuildBreakpointAttr(0x401136);
   EXPECT_EQ(a.type, PERF_TYPE_BREAKPOINT);

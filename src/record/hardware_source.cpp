@@ -43,6 +43,13 @@ void NoteSidebandRecord(std::span<const std::byte> rec, SidebandEvents& ev) {
   }
 }
 
+std::string KernelSidebandWarning(const std::string& why) {
+  return "kernel code that other tasks patch while recording (static keys, ftrace, kprobes, BPF "
+         "programs) may decode wrongly, with the bytes of the kcore copy: their TEXT_POKE and "
+         "KSYMBOL records need a CPU-wide event, and " +
+         why + "; root or --all-cpus records them";
+}
+
 AuxRestart AuxRestartAfterDrain(bool truncated_seen, bool finishing) {
   if (finishing) return AuxRestart::kNone;
   return truncated_seen ? AuxRestart::kDisableEnable : AuxRestart::kEnable;
@@ -64,7 +71,33 @@ trace::TimeConv ReadTimeConv(const perf_event_mmap_page* page) {
 }
 
 Result<std::unique_ptr<HardwarePtSource>> HardwarePtSource::Create(HardwareConfig config) {
-  return std::unique_ptr<HardwarePtSource>(new HardwarePtSource(std::move(config)));
+  auto source = std::unique_ptr<HardwarePtSource>(new HardwarePtSource(std::move(config)));
+  source->OpenKernelSideband();
+  return source;
+}
+
+void HardwarePtSource::OpenKernelSideband() {
+  if (!config_.kernel_sideband_attr) return;
+  const perf_event_attr& attr = *config_.kernel_sideband_attr;
+  for (int cpu : config_.kernel_sideband_cpus) {
+    Thread t;
+    t.pid = -1;
+    t.tid = -1;
+    t.cpu = cpu;
+    // perf_event_open(pid -1, cpu): every task on the CPU, so every task's
+    // code patches and BPF loads (kernel/events/core.c perf_iterate_sb).
+    auto r =
+        OpenSidebandOnly(t, attr, "KSYMBOL/TEXT_POKE (dummy) event on CPU " + std::to_string(cpu),
+                         config_.kernel_sideband_pages);
+    if (!r) {
+      PTSNAP_LOG(kWarning) << KernelSidebandWarning("opening one failed: " + r.error().ToString());
+      kernel_sideband_.clear();
+      config_.tracking_attr.ksymbol = attr.ksymbol;
+      config_.tracking_attr.text_poke = attr.text_poke;
+      return;
+    }
+    kernel_sideband_.push_back(std::move(t));
+  }
 }
 
 size_t HardwarePtSource::traced_threads() const {
@@ -115,15 +148,16 @@ Result<void> HardwarePtSource::OpenEvents(Thread& t, const std::string& what) {
       t.snapshot = std::make_unique<perf::AuxSnapshotReader>(t.pt->header(), t.pt->aux());
     }
   } else {
-    PTSNAP_TRY(OpenSidebandOnly(t, what, config_.data_pages));
+    PTSNAP_TRY(OpenSidebandOnly(t, config_.tracking_attr, what, config_.data_pages));
   }
   return Ok();
 }
 
-Result<void> HardwarePtSource::OpenSidebandOnly(Thread& t, const std::string& what, size_t pages) {
+Result<void> HardwarePtSource::OpenSidebandOnly(Thread& t, const perf_event_attr& attr,
+                                                const std::string& what, size_t pages) {
   const pid_t pid_arg = t.cpu >= 0 ? -1 : t.tid;
-  auto tr = perf::PerfEvent::Open(config_.tracking_attr, pid_arg, t.cpu,
-                                  perf::MapSpec{pages, 0, false}, "sideband (dummy) event " + what);
+  auto tr = perf::PerfEvent::Open(attr, pid_arg, t.cpu, perf::MapSpec{pages, 0, false},
+                                  "sideband (dummy) event " + what);
   if (!tr) return std::move(tr).error();
   t.tracking = std::make_unique<perf::PerfEvent>(std::move(*tr));
   t.ring = std::make_unique<perf::DataRingReader>(t.tracking->header(), t.tracking->data());
@@ -142,7 +176,9 @@ Result<void> HardwarePtSource::AddThread(pid_t pid, pid_t tid, bool trace_pt) {
     // locked with the header page) keeps many threads inside an
     // unprivileged user's mlock budget. Not fatal: the thread then only
     // hosts its breakpoints, as before.
-    if (auto r = OpenSidebandOnly(t, "for " + Tid(tid) + " (sideband only)", 1); !r)
+    if (auto r =
+            OpenSidebandOnly(t, config_.tracking_attr, "for " + Tid(tid) + " (sideband only)", 1);
+        !r)
       PTSNAP_LOG(kInfo) << "no sideband for " << Tid(tid) << ": " << r.error().ToString();
   }
   PTSNAP_TRY(AddBreakpoints(t, triggers_));
@@ -196,6 +232,18 @@ Result<void> HardwarePtSource::EnableAll() {
 Result<SidebandEvents> HardwarePtSource::DrainSideband(trace::TraceWriter& writer) {
   SidebandEvents ev;
   batch_.clear();
+  // The CPU-wide KSYMBOL/TEXT_POKE rings first; sideband.data is read back
+  // sorted by time (TraceReader::ReadSideband), so their records take their
+  // place among the threads' whatever the order of the rings.
+  for (Thread& t : kernel_sideband_) {
+    auto n = t.ring->Drain([&](std::span<const std::byte> rec) {
+      batch_.insert(batch_.end(), rec.begin(), rec.end());
+      (void)perf::AccountRecord(rec, stats_);  // LOST records count; no AUX here
+    });
+    if (!n)
+      PTSNAP_LOG(kWarning) << "kernel sideband of CPU " << t.cpu << ": " << n.error().ToString();
+    if (n) ev.records += *n;
+  }
   for (auto& [key, th] : units_) {
     Thread& t = th;  // clang 14 lambdas cannot capture structured bindings
     if (!t.ring) continue;

@@ -48,11 +48,26 @@ struct HardwareConfig {
   // recorded and the traced thread's later code in it decodes. Off
   // system-wide, where the CPUs' events see every task already.
   bool sideband_for_untraced_threads = false;
+  // Per-thread recordings that trace the kernel: perf::BuildKernelSidebandAttr's
+  // CPU-wide dummy, opened by Create on each of these CPUs with a ring of
+  // its own (kernel_sideband_pages data pages), drained with the rest of the
+  // sideband. The tracking attr then leaves ksymbol and text_poke to it. A
+  // refused open (privilege, locked memory) is logged as a warning, and the
+  // tracking events get the two bits back: the traced threads' own records,
+  // as without these events.
+  std::optional<perf_event_attr> kernel_sideband_attr;
+  std::vector<int> kernel_sideband_cpus;
+  size_t kernel_sideband_pages = 16;
   // --filter in the kernel's syntax (record/addr_filter.h), set with
   // PERF_EVENT_IOC_SET_FILTER on every intel_pt event before it is enabled;
   // "" for none.
   std::string addr_filter;
 };
+
+// The one-line warning of a per-thread kernel-scope recording without the
+// CPU-wide KSYMBOL/TEXT_POKE events (HardwareConfig): what may decode
+// wrongly, and `why` they are missing. Pure.
+std::string KernelSidebandWarning(const std::string& why);
 
 // Full-execution mode: what to do with a PT event once its AUX area has been
 // drained (hw-path-review.md 3c). perf re-enables after every read
@@ -113,6 +128,8 @@ class HardwarePtSource final : public PtSource {
 
   [[nodiscard]] const perf::RingStats& stats() const { return stats_; }
   [[nodiscard]] size_t traced_cpus() const;
+  // CPUs whose KSYMBOL/TEXT_POKE event is open (HardwareConfig).
+  [[nodiscard]] size_t kernel_sideband_cpus() const { return kernel_sideband_.size(); }
 
  private:
   explicit HardwarePtSource(HardwareConfig config) : config_(std::move(config)) {}
@@ -134,14 +151,19 @@ class HardwarePtSource final : public PtSource {
   Result<void> AddBreakpoints(Thread& t, const std::vector<TriggerPoint>& points);
   // Opens the PT and tracking events of `t` on (t.tid, t.cpu) with rings.
   Result<void> OpenEvents(Thread& t, const std::string& what);
-  // A sideband (dummy) event with its own ring of `pages` data pages, no PT.
-  Result<void> OpenSidebandOnly(Thread& t, const std::string& what, size_t pages);
+  // A sideband event (`attr`, a dummy) with its own ring of `pages` data
+  // pages, no PT.
+  Result<void> OpenSidebandOnly(Thread& t, const perf_event_attr& attr, const std::string& what,
+                                size_t pages);
+  // Create: the per-CPU KSYMBOL/TEXT_POKE events, or the fallback.
+  void OpenKernelSideband();
   // Full mode: drains t's AUX area, then restarts its PT event as
   // AuxRestartAfterDrain says.
   Result<void> DrainAndRestart(Thread& t, trace::TraceWriter& writer);
 
   HardwareConfig config_;
   std::map<Key, Thread> units_;
+  std::vector<Thread> kernel_sideband_;  // one per CPU: ring only, no PT
   std::vector<TriggerPoint> triggers_;
   std::vector<Key> exited_;  // oldest first
   perf::RingStats stats_;

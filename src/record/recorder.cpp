@@ -461,6 +461,26 @@ Result<Prepared> Prepare(const RecordOptions& opts, const base::RootPath& root,
 
   p.hw.pt_attr = attr.attr;
   p.hw.tracking_attr = perf::BuildTrackingAttr(kernel, ao.enable_on_exec, kv);
+  // Per-thread, a kernel scope needs TEXT_POKE and KSYMBOL from every task,
+  // which only CPU-wide events get (perf: "Text poke must be collected on
+  // all CPUs"); --all-cpus tracking events are CPU-wide already.
+  if (kernel && !system_wide) {
+    if (auto ks = perf::BuildKernelSidebandAttr(kv)) {
+      auto cpu_wide = probe::CheckSystemWidePrivilege(priv);
+      if (cpu_wide && online && !online->empty()) {
+        p.hw.kernel_sideband_attr = *ks;
+        p.hw.kernel_sideband_cpus = *online;
+        p.hw.tracking_attr.ksymbol = 0;
+        p.hw.tracking_attr.text_poke = 0;
+      } else {
+        p.warnings.push_back(KernelSidebandWarning(
+            cpu_wide ? "the online CPUs are unknown (" + online.error().ToString() + ")"
+                     : "that needs CAP_PERFMON or CAP_SYS_ADMIN (root), or "
+                       "kernel.perf_event_paranoid <= 0 (it is " +
+                           probe::ParanoidText(priv) + ")"));
+      }
+    }
+  }
   p.hw.data_pages = privileged ? 128 : 32;
   p.hw.aux_pages = p.aux_bytes / 4096;
   p.hw.full_execution = opts.full_execution;

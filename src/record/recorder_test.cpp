@@ -30,6 +30,7 @@ using ::ptsnap::testing::HasErrorKind;
 using ::ptsnap::testing::HasValue;
 using ::ptsnap::testing::TempDir;
 using ::testing::AllOf;
+using ::testing::Contains;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -519,6 +520,70 @@ TEST(Prepare, TrackingAttrBitsFollowTheKernelRelease) {
   ASSERT_THAT(p, HasValue());
   EXPECT_EQ(p->hw.tracking_attr.ksymbol, 1u);
   EXPECT_EQ(p->hw.tracking_attr.text_poke, 1u);
+  // Where the CPU-wide events open (the CPUs are known), they carry the
+  // bits, gated the same way.
+  d.Write("sys/devices/system/cpu/online", "0-1\n");
+  d.Write("proc/sys/kernel/osrelease", "5.4.0-1103-aws\n");
+  p = Prepare(o, base::RootPath(d.path()), cpuid);
+  ASSERT_THAT(p, HasValue());
+  ASSERT_TRUE(p->hw.kernel_sideband_attr.has_value());
+  EXPECT_EQ(p->hw.kernel_sideband_attr->ksymbol, 1u);
+  EXPECT_EQ(p->hw.kernel_sideband_attr->text_poke, 0u);
+  d.Write("proc/sys/kernel/osrelease", "4.19.0\n");
+  p = Prepare(o, base::RootPath(d.path()), cpuid);
+  ASSERT_THAT(p, HasValue());
+  EXPECT_FALSE(p->hw.kernel_sideband_attr.has_value());  // no record type to ask for
+}
+
+// Per-thread kernel scope: TEXT_POKE and KSYMBOL reach only CPU-wide events
+// and the current task's, so Prepare asks for a CPU-wide dummy on every
+// online CPU where the privileges allow one (as perf does), and says what
+// may decode wrongly where they do not.
+TEST(Prepare, PerThreadKernelScopeCollectsTextPokeOnEveryCpu) {
+  TempDir d;
+  WritePmu(d);
+  WriteRoot(d, 2);
+  d.Write("sys/devices/system/cpu/online", "0-3\n");
+  d.Write("proc/sys/kernel/osrelease", "6.13.0\n");
+  ::ptsnap::testing::FakeCpuid cpuid;
+  RecordOptions o;
+  o.command = {"/bin/true"};
+  o.scope = trace::Scope::kUserKernel;
+  auto p = Prepare(o, base::RootPath(d.path()), cpuid);
+  ASSERT_THAT(p, HasValue());
+  ASSERT_TRUE(p->hw.kernel_sideband_attr.has_value());
+  EXPECT_EQ(p->hw.kernel_sideband_attr->ksymbol, 1u);
+  EXPECT_EQ(p->hw.kernel_sideband_attr->text_poke, 1u);
+  EXPECT_EQ(p->hw.kernel_sideband_cpus, (std::vector<int>{0, 1, 2, 3}));
+  // Not twice: the per-thread tracking events leave both to it.
+  EXPECT_EQ(p->hw.tracking_attr.ksymbol, 0u);
+  EXPECT_EQ(p->hw.tracking_attr.text_poke, 0u);
+  for (const std::string& w : p->warnings) EXPECT_THAT(w, Not(HasSubstr("may decode wrongly")));
+
+  // paranoid 1 allows a kernel scope but no CPU-wide event: the tracking
+  // events keep the bits (the threads' own records) and one line says why.
+  WriteUser(d, 1);
+  p = Prepare(o, base::RootPath(d.path()), cpuid);
+  ASSERT_THAT(p, HasValue());
+  EXPECT_FALSE(p->hw.kernel_sideband_attr.has_value());
+  EXPECT_EQ(p->hw.tracking_attr.ksymbol, 1u);
+  EXPECT_EQ(p->hw.tracking_attr.text_poke, 1u);
+  EXPECT_THAT(p->warnings, Contains(AllOf(HasSubstr("may decode wrongly"),
+                                          HasSubstr("kernel.perf_event_paranoid <= 0 (it is 1)"))));
+
+  // --all-cpus: the tracking events are CPU-wide and keep the bits.
+  WriteRoot(d, 2);
+  o.all_cpus = true;
+  p = Prepare(o, base::RootPath(d.path()), cpuid);
+  ASSERT_THAT(p, HasValue());
+  EXPECT_FALSE(p->hw.kernel_sideband_attr.has_value());
+  EXPECT_EQ(p->hw.tracking_attr.text_poke, 1u);
+  // User scope: nothing of the kernel's.
+  o.all_cpus = false;
+  o.scope = trace::Scope::kUser;
+  p = Prepare(o, base::RootPath(d.path()), cpuid);
+  ASSERT_THAT(p, HasValue());
+  EXPECT_FALSE(p->hw.kernel_sideband_attr.has_value());
 }
 
 TEST(Prepare, FullExecutionNeedsAtLeast8KiB) {

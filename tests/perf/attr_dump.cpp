@@ -7,14 +7,16 @@
 //             [--scope user|kernel|both] [--full] [--all-cpus]
 //             [--snapshot-size BYTES]
 //
-// Prints the PT event's block, then the tracking (dummy) event's, each
-// under perf's "perf_event_attr:" header; warnings (e.g. a timer preset
-// downgraded) go to stderr. Exit 1 with the error when Prepare refuses.
-// Used by perf_attr_agree (tests/perf/perf_attr_agree_test.cpp).
+// Prints the PT event's block, then the tracking (dummy) event's, then (a
+// per-thread kernel scope with the privilege for CPU-wide events) the
+// KSYMBOL/TEXT_POKE dummy's, each under perf's "perf_event_attr:" header; warnings (e.g. a timer
+// preset downgraded) go to stderr. Exit 1 with the error when Prepare refuses. Used by
+// perf_attr_agree (tests/perf/perf_attr_agree_test.cpp).
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/root_path.h"
 #include "base/string_util.h"
@@ -89,7 +91,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "attr_dump: Prepare built no PT event\n");
     return 1;
   }
-  for (const perf_event_attr* a : {&*p->hw.pt_attr, &p->hw.tracking_attr}) {
+  std::vector<const perf_event_attr*> attrs = {&*p->hw.pt_attr, &p->hw.tracking_attr};
+  if (p->hw.kernel_sideband_attr) attrs.push_back(&*p->hw.kernel_sideband_attr);
+  for (const perf_event_attr* a : attrs) {
     std::printf("%sperf_event_attr:\n%s%s", kDashes, perf::FormatAttrLikePerf(*a).c_str(), kDashes);
   }
   return 0;

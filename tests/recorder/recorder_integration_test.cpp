@@ -5,14 +5,17 @@
 #include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <linux/bpf.h>
 #include <signal.h>
 #include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <sched.h>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include <atomic>
 #include <filesystem>
@@ -36,6 +39,7 @@
 #include "record/hardware_source.h"
 #include "record/recorder.h"
 #include "sys/cpus.h"
+#include "sys/kernel_version.h"
 #include "tests/support/result_matchers.h"
 #include "tests/support/temp_dir.h"
 #include "trace/perf_record.h"
@@ -975,6 +979,110 @@ size_t CountOpenFds() {
 // so the recording follows it) while the real sideband source records it
 // with --multi-thread: each followed thread's events are closed at its
 // exit, so the fds come back down instead of growing by a thousand.
+// A two-instruction socket filter (r0 = 0; exit) named `name`, loaded with
+// bpf(2): with the JIT on, the kernel announces its image with
+// PERF_RECORD_KSYMBOL (perf_event_bpf_event) to every event that asked for
+// ksymbol and sees the loading task. -1 and errno when refused.
+int LoadTinyBpfProgram(const char* name) {
+  bpf_insn insns[2] = {};
+  insns[0].code = BPF_ALU64 | BPF_MOV | BPF_K;  // r0 = 0
+  insns[1].code = BPF_JMP | BPF_EXIT;
+  bpf_attr a{};
+  a.prog_type = BPF_PROG_TYPE_SOCKET_FILTER;
+  a.insns = reinterpret_cast<uintptr_t>(insns);
+  a.insn_cnt = 2;
+  static const char kLicense[] = "GPL";
+  a.license = reinterpret_cast<uintptr_t>(kLicense);
+  std::strncpy(a.prog_name, name, sizeof(a.prog_name) - 1);
+  return static_cast<int>(::syscall(__NR_bpf, BPF_PROG_LOAD, &a, sizeof(a)));
+}
+
+// hw-path-review.md 5b: KSYMBOL and TEXT_POKE reach only CPU-wide events and
+// the current task's. A per-thread kernel-scope recording of one process
+// opens a CPU-wide dummy on every CPU for them (perf's text_poke dummy), so
+// a BPF program another task loads while recording is in the sideband; with
+// the bits only on the per-thread tracking event (before) it is not.
+TEST(KernelSideband, AnotherTasksBpfLoadReachesTheTraceThroughTheCpuWideEvents) {
+  REQUIRE_TARGET();
+  auto online = sys::ReadOnlineCpus(base::RootPath());
+  ASSERT_THAT(online, HasValue());
+  if (const int probe = LoadTinyBpfProgram("ptsnap_probe"); probe < 0) {
+    GTEST_SKIP() << "bpf(BPF_PROG_LOAD) refused here (" << std::strerror(errno)
+                 << "): no KSYMBOL to provoke";
+  } else {
+    ::close(probe);
+  }
+  const auto kv = sys::ReadKernelVersion(base::RootPath());
+  ASSERT_THAT(kv, HasValue());
+  // Counts the BPF programs named `name` in the trace's sideband; `cpu_wide`:
+  // as Prepare sets it up with the privilege for CPU-wide events, else as
+  // before (ksymbol on the per-thread tracking event only).
+  auto ksymbols_seen = [&](bool cpu_wide, const char* name, size_t* cpus_open) -> int {
+    TempDir dir;
+    WaitingTarget target;  // the traced process: it loads nothing
+    EXPECT_GT(target.pid, 0);
+    RecordOptions opts;
+    opts.pids = {target.pid};
+    opts.duration = std::chrono::seconds(60);  // a safety net: the loader stops it
+    Prepared p;
+    p.hw.tracking_attr = perf::BuildTrackingAttr(true, false, *kv);
+    p.hw.data_pages = 16;
+    if (cpu_wide) {
+      p.hw.kernel_sideband_attr = perf::BuildKernelSidebandAttr(*kv);
+      p.hw.kernel_sideband_cpus = *online;
+      p.hw.tracking_attr.ksymbol = 0;
+      p.hw.tracking_attr.text_poke = 0;
+    }
+    Control control;
+    std::thread loader([&] {
+      // Until the recording runs (its manifest exists), or 30 s if it failed.
+      for (int i = 0; i < 30000 && !std::filesystem::exists(dir.path() / "k" / "manifest.json");
+           ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      const int fd = LoadTinyBpfProgram(name);  // this test's task, not the target
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));  // a few drains
+      if (fd >= 0) ::close(fd);
+      control.RequestStop();
+    });
+    auto out = Record(opts, p, dir.path() / "k", base::RootPath(), control, nullptr,
+                      [&](const HardwareConfig& cfg) -> Result<std::unique_ptr<PtSource>> {
+                        PTSNAP_ASSIGN_OR_RETURN(auto hw, HardwarePtSource::Create(cfg));
+                        *cpus_open = hw->kernel_sideband_cpus();
+                        return std::unique_ptr<PtSource>(std::move(hw));
+                      });
+    loader.join();
+    EXPECT_THAT(out, HasValue());
+    auto reader = trace::TraceReader::Open(dir.path() / "k");
+    EXPECT_THAT(reader, HasValue());
+    if (!reader) return -1;
+    auto sb = reader->ReadSideband();
+    EXPECT_THAT(sb, HasValue());
+    if (!sb) return -1;
+    int seen = 0;
+    uint64_t last_time = 0;
+    for (const auto& r : sb->records) {
+      EXPECT_GE(r.sample_id.time, last_time) << "sideband out of time order";
+      last_time = r.sample_id.time;
+      const auto* k = std::get_if<trace::Ksymbol>(&r.body);
+      // Its load; the unload (flags UNREGISTER) may follow when it is closed.
+      if (k != nullptr && k->name.find(name) != std::string::npos &&
+          (k->flags & PERF_RECORD_KSYMBOL_FLAGS_UNREGISTER) == 0) {
+        ++seen;
+        EXPECT_NE(k->addr, 0u);
+        EXPECT_GT(k->len, 0u);
+      }
+    }
+    return seen;
+  };
+  size_t cpus_open = 0;
+  EXPECT_EQ(ksymbols_seen(false, "ptsnap_before", &cpus_open), 0)
+      << "the per-thread event saw another task's BPF load: the test proves nothing here";
+  EXPECT_EQ(cpus_open, 0u);
+  EXPECT_EQ(ksymbols_seen(true, "ptsnap_after", &cpus_open), 1)
+      << "the BPF program this test loaded is not in the sideband";
+  EXPECT_EQ(cpus_open, online->size());
+}
+
 TEST(Threads, ExitedThreadsEventsAreClosed) {
   TempDir dir;
   RecordOptions opts;
