@@ -8,12 +8,12 @@
 namespace ptsnap::record {
 
 Result<void> TriggerBreakpoints::Add(pid_t tid, const std::vector<TriggerPoint>& points,
-                                     bool single_shot) {
+                                     bool single_shot, int pause_group) {
   for (const TriggerPoint& p : points) {
-    perf_event_attr attr = perf::BuildBreakpointAttr(p.address);
+    perf_event_attr attr = perf::BuildBreakpointAttr(p.address, pause_group >= 0);
     auto ev = perf::PerfEvent::Open(
         attr, tid, -1, perf::MapSpec{1, 0, false},
-        "trigger breakpoint " + p.description + " on tid " + std::to_string(tid));
+        "trigger breakpoint " + p.description + " on tid " + std::to_string(tid), pause_group);
     if (!ev) return std::move(ev).error();
     Breakpoint bp;
     bp.event = std::make_unique<perf::PerfEvent>(std::move(*ev));
