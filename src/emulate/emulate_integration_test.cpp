@@ -157,6 +157,34 @@ class Emulate : public ::testing::Test {
     return d->insns;
   }
 
+  // Instructions decoded inside each function `names` of emu_`program`,
+  // entries of `watch` decoded ("WATCH calls"), and every instruction ("all").
+  std::map<std::string, uint64_t> FunctionCounts(const Recorded& r, const std::string& program,
+                                                 const std::vector<std::string>& names,
+                                                 const std::string& watch) {
+    const fs::path prog = Program(program);
+    DecodeCheckOptions o = CpuOptions(r);
+    for (const auto& n : names) {
+      auto f = ResolveFunction(prog, n);
+      EXPECT_TRUE(f) << n;
+      const uint64_t at = RuntimeAddress(r, prog, n);
+      o.ranges.push_back({at, at + (f ? f->size : 0)});
+    }
+    o.watch = {RuntimeAddress(r, prog, watch)};
+    std::map<std::string, uint64_t> out;
+    for (const auto& s : r.manifest.streams) {
+      const auto& bytes = r.data.at(s.id);
+      auto d = DecodeCheck({reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()},
+                           r.sections, o);
+      EXPECT_TRUE(d) << (d ? "" : d.error().ToString());
+      if (!d) continue;
+      for (size_t i = 0; i < names.size(); ++i) out[names[i]] += d->range_counts[i];
+      out[watch + " calls"] += d->watch_counts[o.watch[0]];
+      out["all"] += d->insns;
+    }
+    return out;
+  }
+
   uint64_t WatchCount(const Recorded& r, uint32_t stream, uint64_t addr) {
     DecodeCheckOptions o = CpuOptions(r);
     o.watch = {addr};
@@ -1032,28 +1060,7 @@ class EmulateFilter : public Emulate {
  protected:
   // Instructions decoded inside each function of emu_filter, and entries of work_a.
   std::map<std::string, uint64_t> Counts(const Recorded& r) {
-    const fs::path prog = Program("filter");
-    const std::vector<std::string> names = {"main", "work_a", "work_b", "leaf_a", "leaf_b"};
-    DecodeCheckOptions o = CpuOptions(r);
-    for (const auto& n : names) {
-      auto f = ResolveFunction(prog, n);
-      EXPECT_TRUE(f) << n;
-      const uint64_t at = RuntimeAddress(r, prog, n);
-      o.ranges.push_back({at, at + (f ? f->size : 0)});
-    }
-    o.watch = {RuntimeAddress(r, prog, "work_a")};
-    std::map<std::string, uint64_t> out;
-    for (const auto& s : r.manifest.streams) {
-      const auto& bytes = r.data.at(s.id);
-      auto d = DecodeCheck({reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()},
-                           r.sections, o);
-      EXPECT_TRUE(d) << (d ? "" : d.error().ToString());
-      if (!d) continue;
-      for (size_t i = 0; i < names.size(); ++i) out[names[i]] += d->range_counts[i];
-      out["work_a calls"] += d->watch_counts[o.watch[0]];
-      out["all"] += d->insns;
-    }
-    return out;
+    return FunctionCounts(r, "filter", {"main", "work_a", "work_b", "leaf_a", "leaf_b"}, "work_a");
   }
   record::RecordOptions With(const std::string& filter, bool full = false) {
     record::RecordOptions o;
@@ -1163,28 +1170,7 @@ class EmulateOnlyIn : public Emulate {
   // Instructions decoded inside each function of emu_only_in, calls of hot
   // (entries decoded), and every instruction.
   std::map<std::string, uint64_t> Counts(const Recorded& r) {
-    const fs::path prog = Program("only_in");
-    const std::vector<std::string> names = {"main", "other_work", "hot", "hot_leaf"};
-    DecodeCheckOptions o = CpuOptions(r);
-    for (const auto& n : names) {
-      auto f = ResolveFunction(prog, n);
-      EXPECT_TRUE(f) << n;
-      const uint64_t at = RuntimeAddress(r, prog, n);
-      o.ranges.push_back({at, at + (f ? f->size : 0)});
-    }
-    o.watch = {RuntimeAddress(r, prog, "hot")};
-    std::map<std::string, uint64_t> out;
-    for (const auto& s : r.manifest.streams) {
-      const auto& bytes = r.data.at(s.id);
-      auto d = DecodeCheck({reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()},
-                           r.sections, o);
-      EXPECT_TRUE(d) << (d ? "" : d.error().ToString());
-      if (!d) continue;
-      for (size_t i = 0; i < names.size(); ++i) out[names[i]] += d->range_counts[i];
-      out["hot calls"] += d->watch_counts[o.watch[0]];
-      out["all"] += d->insns;
-    }
-    return out;
+    return FunctionCounts(r, "only_in", {"main", "other_work", "hot", "hot_leaf"}, "hot");
   }
   static record::RecordOptions OnlyIn(const std::string& func, uint64_t ring = 0) {
     record::RecordOptions o;
