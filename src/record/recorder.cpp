@@ -460,8 +460,12 @@ Result<Prepared> Prepare(const RecordOptions& opts, const base::RootPath& root,
   // --filter: resolved against the program's files, checked against the
   // PMU, and set on each intel_pt event before it is enabled.
   RecordOptions filtered = opts;
-  if (!only_in.fallback_filter.empty())
+  if (!only_in.fallback_filter.empty()) {
+    // A short-form --filter (one function name) is written out, so the two join.
+    if (!filtered.filter.empty() && filtered.filter.find_first_of(" \t,") == std::string::npos)
+      filtered.filter = "filter " + filtered.filter;
     filtered.filter += (filtered.filter.empty() ? "" : ",") + only_in.fallback_filter;
+  }
   PTSNAP_ASSIGN_OR_RETURN(std::vector<ResolvedAddrFilter> filters,
                           ResolveRecordingFilters(filtered));
   PTSNAP_TRY(CheckAddrFilterSupport(filters, pmu));

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -344,6 +345,12 @@ TEST(Prepare, OnlyInUsesAuxPauseFrom613AndAFilterBefore) {
                   "--only-in ptsnap_only_in_target: this kernel (6.12) has no AUX pause/resume "
                   "(Linux 6.13+): tracing only ptsnap_only_in_target's own code instead (as "
                   "--filter ptsnap_only_in_target: the functions it calls are not traced)"));
+  // With a --filter of its own, short form too: both ranges.
+  o.filter = "ptsnap_only_in_target";
+  p = Prepare(o, base::RootPath(d.path()), cpuid);
+  ASSERT_THAT(p, HasValue());
+  EXPECT_EQ(std::count(p->hw.addr_filter.begin(), p->hw.addr_filter.end(), ','), 1);
+  o.filter = "";
   // The fallback needs IP filtering.
   d.Write(std::string(kDev) + "caps/ip_filtering", "0\n");
   EXPECT_THAT(Prepare(o, base::RootPath(d.path()), cpuid),
