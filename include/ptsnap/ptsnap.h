@@ -69,6 +69,7 @@ PTSNAP_API int ptsnap_probe_pt_available(void);
  *   "trigger"          symbol, "addr:HEX" or "." (ptsnap/stop_indicator.h)
  *   "filter"           address filters, `ptsnap run --filter`'s syntax ("work_a",
  *                      "filter FUNC @ FILE, tracestop FUNC"); checked at create
+ *   "only-in"          trace only while this function runs (`--only-in`); checked at create
  *   "snapshot-size"    bytes or "4M", "256K"
  *   "timer-resolution" low | normal | high | custom:KEY=VAL,... (sampling: sample:N too)
  *   "full-execution", "multi-snapshot", "multi-thread", "copy-binaries"  booleans

@@ -73,6 +73,11 @@ struct RecordingOptions {
   // or just a function name of the program; docs/recording.md, "Filters").
   // Empty: no filter.
   std::string filter;
+  // Trace only while this function runs, everything it calls included
+  // (`--only-in`; Linux 6.13+ pauses Intel PT outside it, older kernels
+  // filter to the function's own code instead; docs/recording.md,
+  // "Catching the slow call"). Empty: no such limit.
+  std::string only_in;
   bool multi_snapshot = false;            // the trigger snapshots every time, not only the first
   bool multi_thread = false;              // trace every thread (default: the main thread)
   std::chrono::milliseconds duration{0};  // stop after this long; 0: no limit

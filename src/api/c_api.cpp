@@ -152,6 +152,10 @@ ptsnap_status SetOption(ptsnap::RecordingOptions& o, std::string_view key, std::
     o.filter = std::string(value);  // parsed and resolved at ptsnap_recording_create()
     return PTSNAP_OK;
   }
+  if (key == "only-in") {
+    o.only_in = std::string(value);  // looked up at ptsnap_recording_create()
+    return PTSNAP_OK;
+  }
   if (key == "slower-than") {
     auto ns = ptsnap::record::ParseDuration(value);
     if (!ns) return Invalid("option \"slower-than\": " + ns.error().ToString());
@@ -200,13 +204,13 @@ ptsnap_status SetOption(ptsnap::RecordingOptions& o, std::string_view key, std::
     o.stop_signal = *sig;
     return PTSNAP_OK;
   }
-  return Invalid(
-      "unknown option \"" + std::string(key) +
-      "\" (known: emulate, sampling, callgraph-mode, trace-dir, trigger, filter, slower-than, "
-      "snapshot-size, "
-      "timer-resolution, "
-      "full-execution, multi-snapshot, multi-thread, duration-ms, copy-binaries, pid, "
-      "scope, stop-signal)");
+  return Invalid("unknown option \"" + std::string(key) +
+                 "\" (known: emulate, sampling, callgraph-mode, trace-dir, trigger, filter, "
+                 "only-in, slower-than, "
+                 "snapshot-size, "
+                 "timer-resolution, "
+                 "full-execution, multi-snapshot, multi-thread, duration-ms, copy-binaries, pid, "
+                 "scope, stop-signal)");
 }
 
 class EventForwarder final : public ptsnap::RecordingListener {

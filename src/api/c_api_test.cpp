@@ -37,6 +37,7 @@ TEST(CApi, KnownOptionsAreAccepted) {
                                                         {"trace-dir", "/tmp/x"},
                                                         {"trigger", "main"},
                                                         {"filter", "filter main, tracestop f"},
+                                                        {"only-in", "handle_request"},
                                                         {"snapshot-size", "4M"},
                                                         {"timer-resolution", "high"},
                                                         {"full-execution", "false"},

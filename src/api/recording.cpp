@@ -57,6 +57,7 @@ Result<record::RecordOptions> ToRecordOptions(const RecordingOptions& o) {
   r.trigger = o.trigger;
   r.slower_than_ns = o.slower_than_ns;
   r.filter = o.filter;
+  r.only_in = o.only_in;
   r.multi_snapshot = o.multi_snapshot;
   r.multi_thread = o.multi_thread;
   if (o.duration.count() > 0) r.duration = o.duration;

@@ -210,6 +210,7 @@ int RunRecord(Args& a, bool attach) {
   ro.full_execution = o.full_execution;
   ro.trigger = o.trigger;
   ro.filter = o.filter;
+  ro.only_in = o.only_in;
   if (!a.slower_than.empty()) {
     auto ns = record::ParseDuration(a.slower_than);
     if (!ns) return Fail("--slower-than: " + ns.error().ToString()), kExitUsage;
@@ -278,6 +279,11 @@ void AddShared(CLI::App* cmd, Args* a) {
                   "syntax): a function of the program (--filter work_a), or 'filter FUNC [@ "
                   "FILE]', 'tracestop FUNC', 'filter 0xOFFSET/SIZE @ FILE', several separated by "
                   "commas; at most nr_addr_filters ranges (2 under --emulate)");
+  cmd->add_option("--only-in", o.only_in,
+                  "Trace only while this function runs, everything it calls included: Intel PT is "
+                  "paused outside it (Linux 6.13+ AUX pause/resume on its entry and return "
+                  "probes; older kernels: --filter FUNC, its own code only), so the ring holds "
+                  "many more of its calls");
   cmd->add_flag("--multi-snapshot", o.multi_snapshot,
                 "Snapshot every time the trigger fires (or SIGUSR2 arrives), not only the first");
   cmd->add_flag("--multi-thread", o.multi_thread,

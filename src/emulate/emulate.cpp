@@ -294,6 +294,19 @@ Result<EmulationPlan> PlanEmulation(const record::RecordOptions& opts) {
     }
   }
 
+  // --only-in: the plugin pauses tracing outside the function as Linux
+  // 6.13's AUX pause does on hardware (resumed at its entry, paused at its
+  // return), so the virtual CPU needs no kernel fallback.
+  if (!opts.only_in.empty()) {
+    auto a = ResolveSymbol(program, opts.only_in);
+    if (!a)
+      return Error("--only-in " + opts.only_in + ": no such function in " + program.string() +
+                   "'s symbol table (emulation resolves it in the main program only; check the "
+                   "spelling with `nm " +
+                   program.string() + "`)");
+    plan.plugin_args.push_back("only_in=" + std::to_string(*a));
+  }
+
   // --filter, resolved and checked as on a Kaby Lake (two ranges), then
   // mapped by the plugin wherever the files are mapped, as the kernel does.
   if (!opts.filter.empty()) {

@@ -157,6 +157,34 @@ class Emulate : public ::testing::Test {
     return d->insns;
   }
 
+  // Instructions decoded inside each function `names` of emu_`program`,
+  // entries of `watch` decoded ("WATCH calls"), and every instruction ("all").
+  std::map<std::string, uint64_t> FunctionCounts(const Recorded& r, const std::string& program,
+                                                 const std::vector<std::string>& names,
+                                                 const std::string& watch) {
+    const fs::path prog = Program(program);
+    DecodeCheckOptions o = CpuOptions(r);
+    for (const auto& n : names) {
+      auto f = ResolveFunction(prog, n);
+      EXPECT_TRUE(f) << n;
+      const uint64_t at = RuntimeAddress(r, prog, n);
+      o.ranges.push_back({at, at + (f ? f->size : 0)});
+    }
+    o.watch = {RuntimeAddress(r, prog, watch)};
+    std::map<std::string, uint64_t> out;
+    for (const auto& s : r.manifest.streams) {
+      const auto& bytes = r.data.at(s.id);
+      auto d = DecodeCheck({reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()},
+                           r.sections, o);
+      EXPECT_TRUE(d) << (d ? "" : d.error().ToString());
+      if (!d) continue;
+      for (size_t i = 0; i < names.size(); ++i) out[names[i]] += d->range_counts[i];
+      out[watch + " calls"] += d->watch_counts[o.watch[0]];
+      out["all"] += d->insns;
+    }
+    return out;
+  }
+
   uint64_t WatchCount(const Recorded& r, uint32_t stream, uint64_t addr) {
     DecodeCheckOptions o = CpuOptions(r);
     o.watch = {addr};
@@ -510,6 +538,40 @@ TEST_F(Emulate, SlowerThanSnapshotsTheSlowCallAndNoOther) {
   const uint32_t id = r.manifest.streams[0].id;
   EXPECT_EQ(WatchCount(r, id, RuntimeAddress(r, prog, "handle_request")), 31u);
   EXPECT_EQ(WatchCount(r, id, RuntimeAddress(r, prog, "work")), 31u);
+}
+
+// A ring too small for the slow call keeps its end only: the decode says
+// so in the summary and the snapshot marker, with the fix; a ring that
+// holds it says nothing.
+TEST_F(Emulate, SlowerThanSaysWhenTheRingCannotHoldTheCall) {
+  const char* bin = std::getenv("PTSNAP_BIN");
+  ASSERT_NE(bin, nullptr) << "PTSNAP_BIN is set by meson";
+  for (const std::string size : {"16K", "4M"}) {
+    SCOPED_TRACE(size);
+    const fs::path out = tmp_.path() / ("cut-" + size + ".events");
+    const fs::path log = tmp_.path() / ("cut-" + size + ".log");
+    const std::string cmd = std::string(bin) +
+                            " run --emulate --trigger handle_request --slower-than 100us "
+                            "--snapshot-size " +
+                            size + " -o '" + out.string() + "' -- '" +
+                            Program("slow_call").string() + "' 100 30 2000 100000 > '" +
+                            log.string() + "' 2>&1";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << *base::ReadFile(log);
+    const std::string said = *base::ReadFile(log);
+    const std::string events = *base::ReadFile(out);
+    if (size == "16K") {
+      EXPECT_THAT(said, ::testing::HasSubstr("warning: snapshot 1: the slow call began at "));
+      EXPECT_THAT(said,
+                  ::testing::HasSubstr("later): the call's start is not in the trace; use a bigger "
+                                       "--snapshot-size (this recording's: 16 KiB per thread)"));
+      EXPECT_THAT(events, ::testing::HasSubstr(
+                              "before the snapshot starts: use a bigger --snapshot-size]"));
+    } else {
+      EXPECT_THAT(said, ::testing::Not(::testing::HasSubstr("use a bigger --snapshot-size")));
+      EXPECT_THAT(events, ::testing::HasSubstr("[snapshot 1: slow-call handle_request took "));
+      EXPECT_THAT(events, ::testing::Not(::testing::HasSubstr("before the snapshot starts")));
+    }
+  }
 }
 
 TEST_F(Emulate, SlowerThanEveryCallTakesOnlyTheExitSnapshot) {
@@ -998,28 +1060,7 @@ class EmulateFilter : public Emulate {
  protected:
   // Instructions decoded inside each function of emu_filter, and entries of work_a.
   std::map<std::string, uint64_t> Counts(const Recorded& r) {
-    const fs::path prog = Program("filter");
-    const std::vector<std::string> names = {"main", "work_a", "work_b", "leaf_a", "leaf_b"};
-    DecodeCheckOptions o = CpuOptions(r);
-    for (const auto& n : names) {
-      auto f = ResolveFunction(prog, n);
-      EXPECT_TRUE(f) << n;
-      const uint64_t at = RuntimeAddress(r, prog, n);
-      o.ranges.push_back({at, at + (f ? f->size : 0)});
-    }
-    o.watch = {RuntimeAddress(r, prog, "work_a")};
-    std::map<std::string, uint64_t> out;
-    for (const auto& s : r.manifest.streams) {
-      const auto& bytes = r.data.at(s.id);
-      auto d = DecodeCheck({reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()},
-                           r.sections, o);
-      EXPECT_TRUE(d) << (d ? "" : d.error().ToString());
-      if (!d) continue;
-      for (size_t i = 0; i < names.size(); ++i) out[names[i]] += d->range_counts[i];
-      out["work_a calls"] += d->watch_counts[o.watch[0]];
-      out["all"] += d->insns;
-    }
-    return out;
+    return FunctionCounts(r, "filter", {"main", "work_a", "work_b", "leaf_a", "leaf_b"}, "work_a");
   }
   record::RecordOptions With(const std::string& filter, bool full = false) {
     record::RecordOptions o;
@@ -1117,6 +1158,67 @@ TEST_F(EmulateFilter, CliRunWithFilterShowsOnlyTheFunction) {
   EXPECT_EQ(count("work_b"), 0u);
   EXPECT_EQ(count("leaf_b"), 0u);
   EXPECT_GT(count("leaf_a"), 0u);  // work_a's calls, each into untraced code
+}
+
+// --only-in: the plugin pauses tracing outside the function as Linux 6.13's
+// AUX pause/resume does on hardware (resumed at its entry, paused where it
+// returns): TIP.PGD at the pause, PSB+ and TIP.PGE at the resume. The
+// streams decode exactly and hold the function and what it calls, nothing
+// else; a gap between two calls is untraced time, not lost data.
+class EmulateOnlyIn : public Emulate {
+ protected:
+  // Instructions decoded inside each function of emu_only_in, calls of hot
+  // (entries decoded), and every instruction.
+  std::map<std::string, uint64_t> Counts(const Recorded& r) {
+    return FunctionCounts(r, "only_in", {"main", "other_work", "hot", "hot_leaf"}, "hot");
+  }
+  static record::RecordOptions OnlyIn(const std::string& func, uint64_t ring = 0) {
+    record::RecordOptions o;
+    o.only_in = func;
+    o.snapshot_size = ring;
+    o.full_execution = ring == 0;
+    return o;
+  }
+};
+
+TEST_F(EmulateOnlyIn, TracesTheFunctionAndWhatItCallsOnly) {
+  auto r = Record({Program("only_in").string(), "200"}, OnlyIn("hot"));
+  EXPECT_EQ(r.exit_code, 0);
+  ExpectExact(r);  // instructions and addresses: exactly what the plugin retired in hot
+  if (HasFatalFailure()) return;
+  auto c = Counts(r);
+  EXPECT_EQ(c["hot calls"], 200u);  // every call, each traced from its entry
+  EXPECT_GT(c["hot_leaf"], 0u);     // called from hot: traced (--filter hot would not)
+  EXPECT_EQ(c["hot"] + c["hot_leaf"], c["all"]);
+  EXPECT_EQ(c["other_work"], 0u);
+  EXPECT_EQ(c["main"], 0u);
+}
+
+// The point of --only-in: a ring of a given size holds many more calls of
+// the function, because the work between them takes no room.
+TEST_F(EmulateOnlyIn, TheRingHoldsManyMoreCallsOfTheFunction) {
+  const std::vector<std::string> cmd = {Program("only_in").string(), "1000"};
+  record::RecordOptions plain;
+  plain.snapshot_size = 64 << 10;
+  auto without = Record(cmd, plain);
+  auto with = Record(cmd, OnlyIn("hot", 64 << 10));
+  // The ring kept the newest calls only: every stream decodes cleanly from
+  // its first PSB (the plugin's totals count the whole run).
+  for (const auto& s : with.manifest.streams) EXPECT_GT(CleanDecodeInsns(with, s.id), 1000u);
+  const uint64_t calls_without = Counts(without)["hot calls"];
+  const uint64_t calls_with = Counts(with)["hot calls"];
+  EXPECT_GT(calls_without, 0u);
+  EXPECT_GE(calls_with, 10 * calls_without) << "without --only-in: " << calls_without;
+  EXPECT_EQ(Counts(with)["other_work"], 0u);
+}
+
+TEST_F(EmulateOnlyIn, UnknownFunctionIsReportedBeforeAnythingRuns) {
+  record::RecordOptions o = OnlyIn("no_such_fn");
+  o.command = {Program("only_in").string()};
+  auto plan = PlanEmulation(o);
+  ASSERT_FALSE(plan);
+  EXPECT_THAT(plan.error().ToString(),
+              ::testing::HasSubstr("--only-in no_such_fn: no such function in "));
 }
 
 }  // namespace

@@ -115,6 +115,14 @@ class PtStream {
   // first. Tracing was off (TraceEn cleared while the thread was away), so
   // the cycle counter and the MTC schedule restart from `tsc`.
   void Pge(uint64_t ip, uint64_t tsc);
+  // TraceEn set again after a pause (--only-in's resume, before the PSB+
+  // and TIP.PGE that follow): the cycle counter restarts at `tsc`, so no
+  // CYC counts the untraced time and the next bytes start with the PSB.
+  void RestartCycles(uint64_t tsc) {
+    FlushTnt();
+    if (tsc > now_) now_ = tsc;
+    last_cyc_ = tsc;
+  }
   // Tracing disabled at a far transfer (syscall) with the IP suppressed, as a
   // user-only trace shows it. Clears the return stack.
   void PgdSuppressed();

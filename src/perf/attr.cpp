@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cctype>
 #include <climits>
+#include <cstddef>
+#include <cstring>
 
 #include "base/string_util.h"
 #include "trace/perf_record.h"
@@ -268,6 +270,7 @@ Result<PtAttr> BuildPtAttr(const sys::PmuInfo& pmu, const PtAttrOptions& opts) {
   a.enable_on_exec = opts.enable_on_exec ? 1 : 0;
   a.sample_id_all = 1;
   a.sample_type = trace::kSampleType;
+  if (opts.start_paused) SetAuxAction(a, kAuxStartPaused);
   if (opts.full_execution) {
     // perf: auxtrace_mmap_pages * page_size / 4, capped at UINT_MAX.
     a.aux_watermark = static_cast<uint32_t>(std::min<uint64_t>(opts.aux_size / 4, UINT_MAX));
@@ -452,7 +455,25 @@ perf_event_attr BuildSamplingAttr(const SamplingAttrOptions& opts) {
   return a;
 }
 
-perf_event_attr BuildBreakpointAttr(uint64_t addr) {
+static_assert(offsetof(perf_event_attr, aux_sample_size) + 4 == kAuxActionOffset &&
+                  kAuxActionOffset + 4 <= sizeof(perf_event_attr),
+              "aux_action is the u32 after aux_sample_size");
+
+void SetAuxAction(perf_event_attr& attr, uint32_t action) {
+  std::memcpy(reinterpret_cast<char*>(&attr) + kAuxActionOffset, &action, sizeof(action));
+}
+
+uint32_t AuxAction(const perf_event_attr& attr) {
+  uint32_t action = 0;
+  std::memcpy(&action, reinterpret_cast<const char*>(&attr) + kAuxActionOffset, sizeof(action));
+  return action;
+}
+
+bool HasAuxPause(const std::optional<sys::KernelVersion>& kernel) {
+  return kernel && kernel->AtLeast(6, 13);
+}
+
+perf_event_attr BuildBreakpointAttr(uint64_t addr, bool aux_pause) {
   perf_event_attr a{};
   a.size = sizeof(a);
   a.type = PERF_TYPE_BREAKPOINT;
@@ -465,6 +486,7 @@ perf_event_attr BuildBreakpointAttr(uint64_t addr) {
   a.exclude_kernel = 1;
   a.exclude_hv = 1;
   a.disabled = 1;
+  if (aux_pause) SetAuxAction(a, kAuxPause);
   return a;
 }
 
@@ -492,6 +514,20 @@ Result<perf_event_attr> BuildUprobeAttr(const sys::PmuInfo& uprobe_pmu, const ch
   a.sample_regs_user = uint64_t{1} << kX86RegSp;
   a.wakeup_events = 1;
   a.inherit = inherit ? 1 : 0;
+  return a;
+}
+
+Result<perf_event_attr> BuildAuxActionUprobeAttr(const sys::PmuInfo& uprobe_pmu, const char* path,
+                                                 uint64_t offset, bool retprobe) {
+  PTSNAP_ASSIGN_OR_RETURN(perf_event_attr a,
+                          BuildUprobeAttr(uprobe_pmu, path, offset, retprobe, false));
+  a.sample_type = 0;
+  a.sample_regs_user = 0;
+  a.wakeup_events = 0;
+  // Enabled with its group: it counts only while the intel_pt leader is
+  // scheduled (the leader opens disabled, or with enable_on_exec).
+  a.disabled = 0;
+  SetAuxAction(a, retprobe ? kAuxPause : kAuxResume);
   return a;
 }
 

@@ -49,6 +49,9 @@ struct PtAttrOptions {
   bool full_execution = false;  // sets aux_watermark = aux_size / 4
   uint64_t aux_size = 0;        // bytes of the AUX area
   bool enable_on_exec = false;  // `run`: start when the child execs
+  // --only-in on Linux 6.13+: the event opens with AUX tracing paused
+  // (aux_start_paused); the group's aux_resume event starts it.
+  bool start_paused = false;
   PtTiming timing;
 };
 
@@ -101,6 +104,29 @@ perf_event_attr BuildTrackingAttr(bool trace_kernel, bool enable_on_exec,
 // BuildTrackingAttr gates them; nullopt when it knows neither (before 5.1).
 std::optional<perf_event_attr> BuildKernelSidebandAttr(
     const std::optional<sys::KernelVersion>& kernel);
+
+// ---- AUX pause and resume (Linux 6.13+) -----------------------------------
+// perf_event_attr's `aux_action` word (uapi linux/perf_event.h of 6.13,
+// commit 18d92bb57c39 "perf/core: Add aux_pause, aux_resume,
+// aux_start_paused"): the u32 after aux_sample_size, which older headers
+// (and kernels) call __reserved_3. Bit 0 aux_start_paused (on the AUX event:
+// open paused), bit 1 aux_pause and bit 2 aux_resume (on another event of
+// the AUX event's group: when it overflows, pause or resume the group
+// leader's AUX tracing; kernel/events/core.c __perf_event_overflow). The
+// kernel refuses (perf_event_open): aux_pause with aux_resume (EINVAL), a
+// pause/resume event whose group leader is not an AUX event of a PMU with
+// PERF_PMU_CAP_AUX_PAUSE (perf_get_aux_event: EINVAL), aux_start_paused on
+// such a PMU (EOPNOTSUPP); kernels before 6.13 refuse any bit of the word
+// (perf_copy_attr: EINVAL). Set through these helpers, which work with any
+// header.
+inline constexpr uint32_t kAuxStartPaused = 1u << 0;
+inline constexpr uint32_t kAuxPause = 1u << 1;
+inline constexpr uint32_t kAuxResume = 1u << 2;
+inline constexpr size_t kAuxActionOffset = 116;  // after aux_sample_size (112)
+void SetAuxAction(perf_event_attr& attr, uint32_t action);
+uint32_t AuxAction(const perf_event_attr& attr);
+// Whether `kernel` has AUX pause/resume (6.13+; unknown: no).
+bool HasAuxPause(const std::optional<sys::KernelVersion>& kernel);
 
 // ---- Sampling (--sampling: stack samples without PT) ----------------------
 
@@ -176,7 +202,9 @@ perf_event_attr BuildSamplingAttr(const SamplingAttrOptions& opts);
 
 // A user-space execute breakpoint at `addr` that samples every hit
 // (sample_period 1, wakeup_events 1) with BreakpointSample's fields.
-perf_event_attr BuildBreakpointAttr(uint64_t addr);
+// `aux_pause` (6.13+, opened in the intel_pt event's group): a hit pauses
+// that event's AUX tracing in the kernel, before the reader wakes.
+perf_event_attr BuildBreakpointAttr(uint64_t addr, bool aux_pause = false);
 
 // PERF_RECORD_SAMPLE body for BuildBreakpointAttr's sample_type
 // (IP | TID | TIME | CPU, in the kernel's order).
@@ -214,7 +242,17 @@ struct UprobeSample {
 };
 inline constexpr uint64_t kUprobeSampleType =
     PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_REGS_USER;
-inline constexpr int kX86RegSp = 7;  // arch/x86/include/uapi/asm/perf_regs.h PERF_REG_X86_SP
+inline constexpr int kX86RegSp = 7;
+
+// --only-in on 6.13+: an entry probe (`retprobe` false) that resumes, or a
+// return probe that pauses, the AUX tracing of the intel_pt event whose
+// group it joins (aux_resume / aux_pause; sample_period 1, so every hit
+// overflows). No samples are read: sample_type 0, never mapped. Not
+// inherited (a group member follows its leader's thread or CPU). Errors as
+// BuildUprobeAttr's.
+Result<perf_event_attr> BuildAuxActionUprobeAttr(
+    const sys::PmuInfo& uprobe_pmu, const char* path, uint64_t offset,
+    bool retprobe);  // arch/x86/include/uapi/asm/perf_regs.h PERF_REG_X86_SP
 static_assert(sizeof(UprobeSample) == 32, "layout must match kUprobeSampleType");
 
 }  // namespace ptsnap::perf

@@ -517,5 +517,70 @@ TEST(BuildUprobeAttr, MissingPmuOrRetprobeTermIsAnError) {
               HasErrorContaining("no usable retprobe format term"));
 }
 
+// Linux 6.13's aux_action word: the u32 at byte 116, after aux_sample_size
+// (uapi linux/perf_event.h: aux_start_paused bit 0, aux_pause 1, aux_resume
+// 2), whatever the build's header calls it.
+TEST(AuxAction, BitsSitInTheWordAfterAuxSampleSize) {
+  perf_event_attr a{};
+  SetAuxAction(a, kAuxPause);
+  const auto* bytes = reinterpret_cast<const uint8_t*>(&a);
+  EXPECT_EQ(bytes[116], 2u);
+  EXPECT_EQ(bytes[115], 0u);
+  EXPECT_EQ(bytes[117], 0u);
+  EXPECT_EQ(a.aux_sample_size, 0u);
+  EXPECT_EQ(a.sig_data, 0u);
+  EXPECT_EQ(AuxAction(a), kAuxPause);
+  EXPECT_EQ(kAuxStartPaused | kAuxPause | kAuxResume, 7u);
+}
+
+TEST(AuxAction, OnlyLinux613AndLaterHaveIt) {
+  EXPECT_FALSE(HasAuxPause(std::nullopt));
+  EXPECT_FALSE(HasAuxPause(sys::KernelVersion{6, 12, 9}));
+  EXPECT_TRUE(HasAuxPause(sys::KernelVersion{6, 13, 0}));
+  EXPECT_TRUE(HasAuxPause(sys::KernelVersion{7, 0, 0}));
+}
+
+TEST(BuildPtAttr, StartPausedOnlyWhenAsked) {
+  TempDir d;
+  WriteFullPmu(d);
+  auto plain = BuildPtAttr(Read(d), Opts("low"));
+  ASSERT_THAT(plain, HasValue());
+  EXPECT_EQ(AuxAction(plain->attr), 0u);  // kernels before 6.13 refuse any bit of it
+  PtAttrOptions o = Opts("low");
+  o.start_paused = true;
+  auto paused = BuildPtAttr(Read(d), o);
+  ASSERT_THAT(paused, HasValue());
+  EXPECT_EQ(AuxAction(paused->attr), kAuxStartPaused);
+  EXPECT_EQ(paused->attr.config, plain->attr.config);
+}
+
+TEST(BuildBreakpointAttr, PausesTheGroupsAuxOnlyWhenAsked) {
+  EXPECT_EQ(AuxAction(BuildBreakpointAttr(0x401000)), 0u);
+  perf_event_attr a = BuildBreakpointAttr(0x401000, true);
+  EXPECT_EQ(AuxAction(a), kAuxPause);
+  EXPECT_EQ(a.sample_period, 1u);  // every hit overflows, so every hit pauses
+  EXPECT_EQ(a.bp_addr, 0x401000u);
+}
+
+TEST(BuildAuxActionUprobeAttr, EntryResumesReturnPauses) {
+  auto entry = BuildAuxActionUprobeAttr(UprobePmu(), nullptr, 0x1139, false);
+  ASSERT_TRUE(entry) << entry.error().ToString();
+  EXPECT_EQ(AuxAction(*entry), kAuxResume);
+  EXPECT_EQ(entry->type, 8u);
+  EXPECT_EQ(entry->config, 0u);
+  EXPECT_EQ(entry->config2, 0x1139u);
+  EXPECT_EQ(entry->sample_period, 1u);
+  EXPECT_EQ(entry->sample_type, 0u);  // never read: unmapped group members
+  EXPECT_EQ(entry->wakeup_events, 0u);
+  EXPECT_EQ(entry->inherit, 0u);
+  EXPECT_EQ(entry->disabled, 0u);  // on with its group's leader
+  auto ret = BuildAuxActionUprobeAttr(UprobePmu(), nullptr, 0x1139, true);
+  ASSERT_TRUE(ret) << ret.error().ToString();
+  EXPECT_EQ(AuxAction(*ret), kAuxPause);  // never both: the kernel's EINVAL
+  EXPECT_EQ(ret->config, 1u);             // the retprobe format bit
+  EXPECT_THAT(BuildAuxActionUprobeAttr(sys::PmuInfo{}, nullptr, 0, false),
+              HasErrorContaining("no uprobe PMU"));
+}
+
 }  // namespace
 }  // namespace ptsnap::perf

@@ -43,8 +43,8 @@ PerfEvent::~PerfEvent() {
 }
 
 Result<PerfEvent> PerfEvent::Open(const perf_event_attr& attr, pid_t pid, int cpu,
-                                  const MapSpec& map, std::string what) {
-  auto fd = sys::PerfEventOpen(attr, pid, cpu, -1);
+                                  const MapSpec& map, std::string what, int group_fd) {
+  auto fd = sys::PerfEventOpen(attr, pid, cpu, group_fd);
   if (!fd) return std::move(fd).error().AddContext("opening " + what);
   PerfEvent ev(std::move(*fd), std::move(what));
   if (map.data_pages == 0) return ev;

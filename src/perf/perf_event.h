@@ -29,10 +29,12 @@ struct MapSpec {
 
 class PerfEvent {
  public:
-  // perf_event_open(attr, pid, cpu) then the mappings in `map`. `what` names
-  // the event in errors ("intel_pt event for tid 42"). Errors keep errno.
+  // perf_event_open(attr, pid, cpu, group_fd) then the mappings in `map`.
+  // `what` names the event in errors ("intel_pt event for tid 42"). Errors
+  // keep errno. `group_fd` -1: its own group; else a member of that
+  // leader's group (same pid and cpu as the leader, or EINVAL).
   static Result<PerfEvent> Open(const perf_event_attr& attr, pid_t pid, int cpu, const MapSpec& map,
-                                std::string what);
+                                std::string what, int group_fd = -1);
 
   PerfEvent(PerfEvent&&) noexcept = default;
   PerfEvent& operator=(PerfEvent&&) noexcept;

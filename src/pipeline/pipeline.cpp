@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <optional>
@@ -69,6 +70,15 @@ std::string FlagDuration(uint64_t ns) {
   if (ns != 0 && ns % 1'000'000 == 0) return std::to_string(ns / 1'000'000) + "ms";
   if (ns != 0 && ns % 1'000 == 0) return std::to_string(ns / 1'000) + "us";
   return std::to_string(ns) + "ns";
+}
+
+// A perf-clock time as seconds with nanoseconds: "4711.000123456 s".
+std::string PerfClockTime(uint64_t ns) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%llu.%09llu s",
+                static_cast<unsigned long long>(ns / 1'000'000'000),
+                static_cast<unsigned long long>(ns % 1'000'000'000));
+  return buf;
 }
 
 }  // namespace
@@ -205,7 +215,22 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
       seen.clear();
       run = {};
     };
+    // --slower-than: the first time the slow call's thread shows in its
+    // snapshot, to tell whether the ring reached back to the call's start.
+    std::map<uint32_t, uint64_t> slow_thread_start;  // snapshot -> time
+    int32_t slow_tid = -1;                           // the thread being watched, -1: none
+    uint64_t* slow_start = nullptr;
+    auto watch_slow_call = [&](uint32_t snapshot) {
+      slow_tid = -1;
+      slow_start = nullptr;
+      auto it = snaps.find(snapshot);
+      if (it == snaps.end() || it->second->call_ns == 0) return;
+      slow_tid = static_cast<int32_t>(it->second->tid);
+      slow_start = &slow_thread_start.emplace(snapshot, UINT64_MAX).first->second;
+    };
     auto on_event = [&](const decode::BranchEvent& e) {
+      if (slow_start != nullptr && e.tid == slow_tid && e.time != 0 && e.time < *slow_start)
+        *slow_start = e.time;
       if (skip_overlap && e.time != 0) {
         if (const auto thread = std::make_pair(e.pid, e.tid); thread != run.thread) {
           auto c = covered.find(thread);
@@ -232,9 +257,14 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
       auto it = snaps.find(snapshot);
       if (it == snaps.end() || m.mode != trace::Mode::kSnapshot) return "";
       const trace::Snapshot& sn = *it->second;
+      std::string cut;
+      if (auto t = slow_thread_start.find(snapshot);
+          t != slow_thread_start.end() && t->second != UINT64_MAX && t->second > sn.call_begin)
+        cut = "; it began " + FormatDuration(t->second - sn.call_begin) +
+              " before the snapshot starts: use a bigger --snapshot-size";
       return "[snapshot " + std::to_string(sn.seq) + ": " +
              std::string(trace::ToString(sn.reason)) + (sn.detail.empty() ? "" : " " + sn.detail) +
-             "]";
+             cut + "]";
     };
     for (size_t i = 0; i < streams.size();) {
       const trace::Stream& s = streams[i];
@@ -260,6 +290,7 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
         }
         for (size_t k = 0; k < group.size(); ++k) group[k].bytes = held[k];
         model.BeginSegment(0, -1 - s.cpu);
+        watch_slow_call(s.snapshot);
         PTSNAP_TRY(decoder->DecodeCpuStreams(group, on_event));
         for (size_t k = i; k < j; ++k) done_bytes += streams[k].size;
         if (auto name = end_marker(s.snapshot); !name.empty()) {
@@ -283,6 +314,7 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
         report.warnings.push_back(bytes.error().ToString());
         continue;
       }
+      watch_slow_call(s.snapshot);
       PTSNAP_TRY(decoder->DecodeStream(pid, tid, *bytes, on_event));
       done_bytes += s.size;
       if (auto name = end_marker(s.snapshot); !name.empty()) {
@@ -291,6 +323,18 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
       model.EndSegment();
       end_snapshot_segment();
       if (options.progress) options.progress(done_bytes, total_bytes);
+    }
+    // The ring could not hold the whole slow call: say so with the fix.
+    for (const auto& [seq, first] : slow_thread_start) {
+      const trace::Snapshot& sn = *snaps[seq];
+      if (first == UINT64_MAX || first <= sn.call_begin) continue;
+      report.warnings.push_back(
+          "snapshot " + std::to_string(seq) + ": the slow call began at " +
+          PerfClockTime(sn.call_begin) + ", the snapshot starts at " + PerfClockTime(first) + " (" +
+          FormatDuration(first - sn.call_begin) +
+          " later): the call's start is not in the trace; use a bigger --snapshot-size (this "
+          "recording's: " +
+          base::ExactSize(m.snapshot_size) + " per thread)");
     }
   }
   bool have_triggers = false;

@@ -70,12 +70,12 @@ Result<perf_event_attr> TriggerUprobeAttr(pid_t tid, const TriggerPoint& p, std:
 }  // namespace
 
 Result<void> TriggerBreakpoints::Add(pid_t tid, const std::vector<TriggerPoint>& points,
-                                     bool single_shot) {
+                                     bool single_shot, int pause_group) {
   const bool breakpoints_fire = !force_uprobes && ExecuteBreakpointsFire();
   for (const TriggerPoint& p : points) {
     Breakpoint bp;
     std::string file;  // a uprobe's path, read by the kernel during the open
-    perf_event_attr attr = perf::BuildBreakpointAttr(p.address);
+    perf_event_attr attr = perf::BuildBreakpointAttr(p.address, pause_group >= 0);
     std::string kind = "trigger breakpoint ";
     if (!breakpoints_fire && !p.symbol.empty()) {
       static bool said = false;
@@ -85,6 +85,7 @@ Result<void> TriggerBreakpoints::Add(pid_t tid, const std::vector<TriggerPoint>&
         said = true;
       }
       PTSNAP_ASSIGN_OR_RETURN(attr, TriggerUprobeAttr(tid, p, file));
+      if (pause_group >= 0) perf::SetAuxAction(attr, perf::kAuxPause);
       kind = "trigger uprobe ";
     } else if (!breakpoints_fire) {
       PTSNAP_LOG(kWarning) << "trigger " << p.description
@@ -92,8 +93,9 @@ Result<void> TriggerBreakpoints::Add(pid_t tid, const std::vector<TriggerPoint>&
                               "hypervisor keeps the debug registers), and an addr: trigger cannot "
                               "be a uprobe: it will not fire; name a function instead";
     }
-    auto ev = perf::PerfEvent::Open(attr, tid, -1, perf::MapSpec{1, 0, false},
-                                    kind + p.description + " on tid " + std::to_string(tid));
+    auto ev =
+        perf::PerfEvent::Open(attr, tid, -1, perf::MapSpec{1, 0, false},
+                              kind + p.description + " on tid " + std::to_string(tid), pause_group);
     if (!ev) return std::move(ev).error();
     bp.event = std::make_unique<perf::PerfEvent>(std::move(*ev));
     bp.ring = std::make_unique<perf::DataRingReader>(bp.event->header(), bp.event->data());

@@ -42,8 +42,12 @@ class TriggerBreakpoints {
   // Opens and enables a breakpoint (or, where breakpoints do not fire, an
   // entry uprobe) on `tid` for each point. `single_shot`:
   // each fires once and then disables itself (PERF_EVENT_IOC_REFRESH 1, as
-  // magic-trace does). Errors name the point and the thread.
-  Result<void> Add(pid_t tid, const std::vector<TriggerPoint>& points, bool single_shot);
+  // magic-trace does). `pause_group` >= 0 (Linux 6.13+): the fd of the
+  // thread's intel_pt event; each breakpoint joins its group with
+  // aux_pause, so a hit stops the AUX ring in the kernel before the reader
+  // wakes (perf::BuildBreakpointAttr). Errors name the point and the thread.
+  Result<void> Add(pid_t tid, const std::vector<TriggerPoint>& points, bool single_shot,
+                   int pause_group = -1);
   // Appends the hits since the last call to `hits`; a corrupt ring is
   // logged, not fatal.
   void Poll(pid_t tid, std::vector<TriggerHit>& hits);

@@ -114,7 +114,31 @@ size_t HardwarePtSource::traced_cpus() const {
 
 Result<void> HardwarePtSource::AddBreakpoints(Thread& t, const std::vector<TriggerPoint>& points) {
   if (t.cpu >= 0) return Ok();  // a CPU-wide breakpoint would fire in every process
-  return t.breakpoints.Add(t.tid, points, config_.single_shot_triggers);
+  // A thread without PT (breakpoints only) has no group to pause.
+  const int pause_group = config_.trigger_aux_pause && t.pt ? t.pt->fd() : -1;
+  return t.breakpoints.Add(t.tid, points, config_.single_shot_triggers, pause_group);
+}
+
+Result<std::vector<perf::PerfEvent>> OpenAuxActionProbes(const AuxActionProbes& probes,
+                                                         int leader_fd, pid_t pid, int cpu,
+                                                         const std::string& where,
+                                                         const GroupMemberOpener& open) {
+  std::vector<perf::PerfEvent> out;
+  // Resume first: a pause without its resume open would leave the event
+  // paused for good, which is what it starts as anyway.
+  for (bool ret : {false, true}) {
+    perf_event_attr attr = ret ? probes.pause : probes.resume;
+    // perf_uprobe_init copies the path (strndup_user) during the open.
+    attr.config1 = reinterpret_cast<uintptr_t>(probes.path.c_str());
+    const std::string what =
+        std::string(ret ? "return probe (aux_pause)" : "entry probe (aux_resume)") + " on " +
+        probes.symbol + " " + where;
+    auto ev = open ? open(attr, pid, cpu, leader_fd, what)
+                   : perf::PerfEvent::Open(attr, pid, cpu, perf::MapSpec{}, what, leader_fd);
+    if (!ev) return std::move(ev).error();
+    out.push_back(std::move(*ev));
+  }
+  return out;
 }
 
 Result<void> HardwarePtSource::OpenEvents(Thread& t, const std::string& what) {
@@ -130,6 +154,11 @@ Result<void> HardwarePtSource::OpenEvents(Thread& t, const std::string& what) {
     // Address filters go on the disabled event, before it is enabled
     // (pt-kernel-interface.md 5.1; perf sets them the same way).
     if (!config_.addr_filter.empty()) PTSNAP_TRY(t.pt->SetFilter(config_.addr_filter));
+    // --only-in: the group's members, on the leader's (pid, cpu).
+    if (config_.only_in) {
+      PTSNAP_ASSIGN_OR_RETURN(
+          t.aux_probes, OpenAuxActionProbes(*config_.only_in, t.pt->fd(), pid_arg, t.cpu, what));
+    }
     auto tr = perf::PerfEvent::Open(config_.tracking_attr, pid_arg, t.cpu, perf::MapSpec{},
                                     "sideband (dummy) event " + what);
     if (!tr) return std::move(tr).error();

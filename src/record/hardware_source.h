@@ -33,6 +33,35 @@
 
 namespace ptsnap::record {
 
+// --only-in on Linux 6.13+: an entry uprobe that resumes and a return
+// uprobe that pauses the AUX tracing of the intel_pt event whose group they
+// join (perf::BuildAuxActionUprobeAttr; the intel_pt event opens with
+// aux_start_paused).
+struct AuxActionProbes {
+  std::string symbol;  // for messages
+  std::string path;    // the file holding it: config1 points here while they open
+  uint64_t offset = 0;
+  perf_event_attr resume{};  // entry probe, aux_resume (config1 0 until opened)
+  perf_event_attr pause{};   // return probe, aux_pause
+};
+
+// Opens a member of a group: perf::PerfEvent::Open without mappings (tests
+// pass a fake that records the calls).
+using GroupMemberOpener = std::function<Result<perf::PerfEvent>(
+    const perf_event_attr& attr, pid_t pid, int cpu, int group_fd, const std::string& what)>;
+
+// Opens `probes`' resume then pause event as members of the group led by
+// `leader_fd`, the intel_pt event of (pid, cpu): the kernel wants the AUX
+// event as group leader and every member on the leader's task and CPU
+// (perf_get_aux_event; perf_event_open's group checks), so they are opened
+// right after each intel_pt event, on the same (pid, cpu): per thread
+// (tid, -1), system-wide (-1, cpu). Unmapped: their hits are not read.
+// `open` null: the real perf_event_open. Errors name the probe and where.
+Result<std::vector<perf::PerfEvent>> OpenAuxActionProbes(const AuxActionProbes& probes,
+                                                         int leader_fd, pid_t pid, int cpu,
+                                                         const std::string& where,
+                                                         const GroupMemberOpener& open = nullptr);
+
 struct HardwareConfig {
   std::optional<perf_event_attr> pt_attr;  // absent: sideband only
   perf_event_attr tracking_attr{};
@@ -62,6 +91,15 @@ struct HardwareConfig {
   // PERF_EVENT_IOC_SET_FILTER on every intel_pt event before it is enabled;
   // "" for none.
   std::string addr_filter;
+  // --only-in on 6.13+: opened with every intel_pt event, in its group.
+  std::optional<AuxActionProbes> only_in;
+  // 6.13+, one snapshot: each trigger breakpoint joins its thread's intel_pt
+  // group with aux_pause, so the ring stops at the hit itself. Not with
+  // --multi-snapshot: a paused event stays paused through IOC_DISABLE and
+  // IOC_ENABLE (pt_config_start skips TraceEn while hw.aux_paused) and only
+  // an aux_resume event resumes it, so tracing would not go on after the
+  // first snapshot.
+  bool trigger_aux_pause = false;
 };
 
 // The one-line warning of a per-thread kernel-scope recording without the
@@ -139,6 +177,7 @@ class HardwarePtSource final : public PtSource {
     pid_t pid = 0, tid = 0;
     int cpu = -1;
     std::unique_ptr<perf::PerfEvent> pt;         // may be null (sideband only / breakpoints only)
+    std::vector<perf::PerfEvent> aux_probes;     // --only-in: members of pt's group (closed first)
     std::unique_ptr<perf::PerfEvent> tracking;   // may be null (breakpoints only)
     std::unique_ptr<perf::DataRingReader> ring;  // the ring the tracking records land in
     std::unique_ptr<perf::AuxSnapshotReader> snapshot;

@@ -41,6 +41,12 @@ struct RecordOptions {
   // for none; resolved against the program's files when the recording is
   // planned.
   std::string filter;
+  // --only-in FUNC: Intel PT runs only while FUNC runs (everything it
+  // calls included) and is paused the rest of the time: Linux 6.13+'s AUX
+  // pause/resume (an entry probe resumes, a return probe pauses; the PT
+  // event opens paused), or, on older kernels, `--filter FUNC` with a
+  // note. Under --emulate the plugin does the same. "" for none.
+  std::string only_in;
   bool multi_snapshot = false;
   bool multi_thread = false;
   bool full_execution = false;

@@ -26,6 +26,7 @@
 #include "record/child.h"
 #include "record/elf_symbols.h"
 #include "record/kcore_copy.h"
+#include "record/only_in.h"
 #include "record/slow_calls.h"
 #include "sys/cpus.h"
 #include "sys/kallsyms.h"
@@ -443,6 +444,11 @@ Result<Prepared> Prepare(const RecordOptions& opts, const base::RootPath& root,
   // before letting it exec.
   ao.enable_on_exec = !opts.command.empty() && !system_wide;
   ao.timing = opts.timer;
+  // --only-in: AUX pause/resume (6.13+: the event opens paused), else an
+  // address filter on the function, with a note (record/only_in.h).
+  PTSNAP_ASSIGN_OR_RETURN(OnlyInPlan only_in, PlanOnlyIn(opts, root, kv, pmu, system_wide));
+  ao.start_paused = only_in.probes.has_value();
+  if (!only_in.note.empty()) p.warnings.push_back(only_in.note);
   PTSNAP_ASSIGN_OR_RETURN(perf::PtAttr attr, perf::BuildPtAttr(pmu, ao));
   p.warnings.insert(p.warnings.end(), attr.warnings.begin(), attr.warnings.end());
   if (!opts.full_execution) {
@@ -453,7 +459,15 @@ Result<Prepared> Prepare(const RecordOptions& opts, const base::RootPath& root,
 
   // --filter: resolved against the program's files, checked against the
   // PMU, and set on each intel_pt event before it is enabled.
-  PTSNAP_ASSIGN_OR_RETURN(std::vector<ResolvedAddrFilter> filters, ResolveRecordingFilters(opts));
+  RecordOptions filtered = opts;
+  if (!only_in.fallback_filter.empty()) {
+    // A short-form --filter (one function name) is written out, so the two join.
+    if (!filtered.filter.empty() && filtered.filter.find_first_of(" \t,") == std::string::npos)
+      filtered.filter = "filter " + filtered.filter;
+    filtered.filter += (filtered.filter.empty() ? "" : ",") + only_in.fallback_filter;
+  }
+  PTSNAP_ASSIGN_OR_RETURN(std::vector<ResolvedAddrFilter> filters,
+                          ResolveRecordingFilters(filtered));
   PTSNAP_TRY(CheckAddrFilterSupport(filters, pmu));
   if (!filters.empty()) {
     PTSNAP_ASSIGN_OR_RETURN(p.hw.addr_filter, FormatKernelAddrFilters(filters));
@@ -485,6 +499,9 @@ Result<Prepared> Prepare(const RecordOptions& opts, const base::RootPath& root,
   p.hw.aux_pages = p.aux_bytes / 4096;
   p.hw.full_execution = opts.full_execution;
   p.hw.single_shot_triggers = !opts.multi_snapshot;
+  p.hw.only_in = std::move(only_in.probes);
+  // #22: a single snapshot's trigger pauses PT in the kernel at the hit.
+  p.hw.trigger_aux_pause = perf::HasAuxPause(kv) && !opts.multi_snapshot && !opts.full_execution;
   p.hw.sideband_for_untraced_threads = !system_wide;
   p.mode = opts.full_execution ? trace::Mode::kFull : trace::Mode::kSnapshot;
 

@@ -9,10 +9,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 
+#include "base/string_util.h"
 #include "probe/probe.h"
 #include "record/child.h"
 #include "record/hardware_source.h"
@@ -277,6 +279,88 @@ TEST(Prepare, FilterBecomesTheKernelsFilterString) {
   p = Prepare(o, base::RootPath(d.path()), cpuid);
   ASSERT_THAT(p, HasValue());
   EXPECT_EQ(p->hw.addr_filter, "");
+}
+
+}  // namespace
+}  // namespace ptsnap::record
+
+// A function of this test binary for --only-in to find.
+extern "C" __attribute__((noinline, used)) int ptsnap_only_in_target(int x) { return x * 3 + 1; }
+
+namespace ptsnap::record {
+namespace {
+
+void WriteUprobePmu(const TempDir& d) {
+  d.Write("sys/bus/event_source/devices/uprobe/type", "9\n");
+  d.Write("sys/bus/event_source/devices/uprobe/format/retprobe", "config:0\n");
+}
+
+// --only-in per kernel release: 6.13+ opens the PT event paused with an
+// entry uprobe (aux_resume) and a return uprobe (aux_pause) for its group;
+// 6.12 falls back to an address filter on the function, with one note.
+TEST(Prepare, OnlyInUsesAuxPauseFrom613AndAFilterBefore) {
+  TempDir d;
+  WritePmu(d);
+  WriteUser(d, 2);
+  WriteUprobePmu(d);
+  d.Write(std::string(kDev) + "caps/ip_filtering", "1\n");
+  d.Write(std::string(kDev) + "nr_addr_filters", "2\n");
+  ::ptsnap::testing::FakeCpuid cpuid;
+  RecordOptions o;
+  o.command = {"/proc/self/exe"};
+  o.only_in = "ptsnap_only_in_target";
+  const std::string self = std::filesystem::canonical("/proc/self/exe").string();
+
+  d.Write("proc/sys/kernel/osrelease", "6.13.0\n");
+  auto p = Prepare(o, base::RootPath(d.path()), cpuid);
+  ASSERT_THAT(p, HasValue());
+  ASSERT_TRUE(p->hw.only_in.has_value());
+  EXPECT_EQ(perf::AuxAction(*p->hw.pt_attr), perf::kAuxStartPaused);
+  const AuxActionProbes& probes = *p->hw.only_in;
+  EXPECT_EQ(probes.path, self);
+  EXPECT_NE(probes.offset, 0u);
+  EXPECT_EQ(probes.resume.type, 9u);
+  EXPECT_EQ(perf::AuxAction(probes.resume), perf::kAuxResume);
+  EXPECT_EQ(probes.resume.config, 0u);
+  EXPECT_EQ(probes.resume.config2, probes.offset);
+  EXPECT_EQ(perf::AuxAction(probes.pause), perf::kAuxPause);
+  EXPECT_EQ(probes.pause.config, 1u);  // retprobe
+  EXPECT_EQ(p->hw.addr_filter, "");
+  EXPECT_THAT(p->warnings, Not(::testing::Contains(HasSubstr("--only-in"))));
+  // #22: a single snapshot's trigger pauses PT at the hit, on 6.13+ only.
+  EXPECT_TRUE(p->hw.trigger_aux_pause);
+  o.multi_snapshot = true;
+  EXPECT_FALSE(Prepare(o, base::RootPath(d.path()), cpuid)->hw.trigger_aux_pause);
+  o.multi_snapshot = false;
+
+  d.Write("proc/sys/kernel/osrelease", "6.12.9\n");
+  p = Prepare(o, base::RootPath(d.path()), cpuid);
+  ASSERT_THAT(p, HasValue());
+  EXPECT_FALSE(p->hw.only_in.has_value());
+  EXPECT_EQ(perf::AuxAction(*p->hw.pt_attr), 0u);  // 6.12 refuses the bit (EINVAL)
+  EXPECT_FALSE(p->hw.trigger_aux_pause);
+  EXPECT_THAT(p->hw.addr_filter, ::testing::StartsWith("filter " + base::Hex(probes.offset) + "/"));
+  EXPECT_THAT(p->hw.addr_filter, ::testing::EndsWith("@" + self));
+  EXPECT_THAT(p->warnings,
+              ::testing::Contains(
+                  "--only-in ptsnap_only_in_target: this kernel (6.12) has no AUX pause/resume "
+                  "(Linux 6.13+): tracing only ptsnap_only_in_target's own code instead (as "
+                  "--filter ptsnap_only_in_target: the functions it calls are not traced)"));
+  // With a --filter of its own, short form too: both ranges.
+  o.filter = "ptsnap_only_in_target";
+  p = Prepare(o, base::RootPath(d.path()), cpuid);
+  ASSERT_THAT(p, HasValue());
+  EXPECT_EQ(std::count(p->hw.addr_filter.begin(), p->hw.addr_filter.end(), ','), 1);
+  o.filter = "";
+  // The fallback needs IP filtering.
+  d.Write(std::string(kDev) + "caps/ip_filtering", "0\n");
+  EXPECT_THAT(Prepare(o, base::RootPath(d.path()), cpuid),
+              HasErrorContaining("has no IP filtering for the fallback"));
+
+  o.only_in = "no_such_function_here";
+  EXPECT_THAT(Prepare(o, base::RootPath(d.path()), cpuid),
+              AllOf(HasErrorContaining("--only-in: no function named 'no_such_function_here' in"),
+                    HasErrorKind(ErrorKind::kTrigger)));
 }
 
 // The default buffer size shares the user's mlock budget among the buffers

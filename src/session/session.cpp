@@ -7,6 +7,7 @@
 
 #include "record/addr_filter.h"
 #include "record/elf_symbols.h"
+#include "record/only_in.h"
 #include "sys/pmu.h"
 
 namespace ptsnap::session {
@@ -45,6 +46,13 @@ Result<void> CheckCombination(const record::RecordOptions& o) {
           "--filter needs per-thread tracing: the kernel takes address filters on a file only "
           "for events bound to a task, not system-wide ones (-a/--cpu); drop one of them");
   }
+  if (!o.only_in.empty()) {
+    if (o.only_in.find_first_of(" \t,@/") != std::string::npos)
+      return Error(
+          "--only-in takes one function name of the program (e.g. --only-in "
+          "handle_request), not '" +
+          o.only_in + "' (address ranges are --filter's)");
+  }
   if (o.slower_than_ns != 0) {
     if (o.trigger.empty())
       return Error(
@@ -74,6 +82,10 @@ Result<void> CheckSamplingOptions(const record::RecordOptions& o) {
     return Error(
         "--timer-resolution sample:N can only be used with --sampling (did you forget "
         "--sampling?)");
+  if (o.sampling && !o.only_in.empty())
+    return Error(
+        "--only-in pauses Intel PT outside a function; --sampling takes stack samples without "
+        "PT (attach picks it where there is no Intel PT): drop --only-in, or use run --emulate");
   if (o.sampling && o.timer.preset == "custom")
     return Error(
         "--timer-resolution custom:... sets Intel PT timing packets and cannot be used with "
@@ -95,6 +107,7 @@ Result<void> CheckTarget(const record::RecordOptions& o) {
       if (!r) return std::move(r).error().WithKind(ErrorKind::kTrigger);
     }
     PTSNAP_TRY(record::ResolveRecordingFilters(o));
+    if (!o.only_in.empty()) PTSNAP_TRY(record::FindOnlyInFunction(o));
     return Ok();
   }
   auto exe = record::FindExecutable(o.command[0]);
@@ -102,6 +115,7 @@ Result<void> CheckTarget(const record::RecordOptions& o) {
   if (auto r = record::CheckTriggerInFile(o.trigger, *exe); !r)
     return std::move(r).error().WithKind(ErrorKind::kTrigger);
   PTSNAP_TRY(record::ResolveRecordingFilters(o));
+  if (!o.only_in.empty()) PTSNAP_TRY(record::FindOnlyInFunction(o));
   return Ok();
 }
 

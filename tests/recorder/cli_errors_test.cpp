@@ -180,6 +180,22 @@ TEST_F(CliErrors, FilterErrorsComeFirst) {
   ExpectEmpty();
 }
 
+// --only-in: a malformed name and a missing function are reported before
+// the machine is looked at (here: no Intel PT), so a typo is a typo.
+TEST_F(CliErrors, OnlyInErrorsComeFirst) {
+  Exit range = Ptsnap(dir_.path(), {"run", "--only-in", "0x1000/16", "--", "/bin/true"});
+  EXPECT_EQ(range.code, 2);
+  EXPECT_THAT(range.err, HasSubstr("--only-in takes one function name of the program"));
+  Exit sampling =
+      Ptsnap(dir_.path(), {"run", "--sampling", "--only-in", "main", "--", "/bin/true"});
+  EXPECT_EQ(sampling.code, 2);
+  EXPECT_THAT(sampling.err, HasSubstr("--only-in pauses Intel PT outside a function"));
+  Exit missing = Ptsnap(dir_.path(), {"run", "--only-in", "no_such_fn", "--", "/bin/true"});
+  EXPECT_EQ(missing.code, 1);
+  EXPECT_THAT(missing.err, HasSubstr("--only-in: no function named 'no_such_fn' in "));
+  ExpectEmpty();
+}
+
 // `run -a` keeps the no-PMU error; `attach -a` falls back to sampling
 // every CPU (magic-trace's rule), said in one line.
 TEST_F(CliErrors, SystemWideWithoutPtIsTheNoPmuErrorForRunAndSamplesForAttach) {

@@ -23,6 +23,7 @@
 #include "pipeline/pipeline.h"
 #include "record/recorder.h"
 #include "sys/cpuid.h"
+#include "sys/kernel_version.h"
 #include "tests/support/events.h"
 #include "tests/support/result_matchers.h"
 #include "tests/support/shell.h"
@@ -149,6 +150,36 @@ TEST_F(Hardware, FullExecutionKeepsEverything) {
   EXPECT_THAT(Calls(ev, "(anonymous namespace)::Worker(void*)"), ::testing::ElementsAre(1));
   EXPECT_THAT(Calls(ev, "ptsnap_test_target"), ::testing::ElementsAre(3));
   EXPECT_THAT(Calls(ev, "ptsnap_take_snapshot"), ::testing::ElementsAre(1));
+}
+
+// --only-in on Linux 6.13+: the intel_pt event opens paused, the entry
+// uprobe on ptsnap_test_target resumes it and the return uprobe pauses it
+// (members of its group): the whole run holds the worker's 3 calls of it
+// and nothing of main or the worker's own loop.
+TEST_F(Hardware, OnlyInTracesOnlyWhileTheFunctionRuns) {
+  auto kv = sys::ReadKernelVersion(base::RootPath());
+  if (!kv || !perf::HasAuxPause(*kv))
+    GTEST_SKIP() << "AUX pause/resume needs Linux 6.13+ (this kernel: "
+                 << (kv ? std::to_string(kv->major) + "." + std::to_string(kv->minor) : "unknown")
+                 << "); the --filter fallback is covered by the unit tests";
+  TempDir dir;
+  RecordOptions o;
+  o.command = {target_, "3", "delay"};
+  o.only_in = "ptsnap_test_target";
+  o.multi_thread = true;
+  o.full_execution = true;
+  o.timer.preset = "low";
+  auto out = Run(o, dir.path() / "o");
+  ASSERT_THAT(out, HasValue());
+  auto ev = Decode(dir.path() / "o");
+  int target = 0, main = 0;
+  for (const auto& e : ev) {
+    if (e.kind != 'B') continue;
+    target += e.name == "ptsnap_test_target";
+    main += e.name == "main";
+  }
+  EXPECT_EQ(target, 3);  // each call, traced from its entry
+  EXPECT_EQ(main, 0);    // paused outside it
 }
 
 // System-wide: one stream per CPU (tid -1), CPU-wide switch records, PSBs.

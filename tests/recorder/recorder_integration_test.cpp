@@ -225,6 +225,68 @@ TEST(Trigger, UprobeTriggersFireOnTheWorkerThreadLikeBreakpoints) {
 
 // A single-shot trigger (no --multi-snapshot) traps once per thread: the
 // worker calls the function three times, one hit comes back.
+// --only-in on 6.13+: the entry probe (aux_resume) then the return probe
+// (aux_pause) open as members of the intel_pt event's group, on its thread
+// or CPU, with the path for config1 (the kernel's group rules:
+// perf_get_aux_event, perf_event_open's same-task/same-CPU checks). A fake
+// opener records each call (and opens a software dummy in its place: no PT
+// here).
+TEST(OnlyIn, ProbesOpenAfterTheLeaderAsMembersOfItsGroup) {
+  AuxActionProbes probes;
+  probes.symbol = "handle_request";
+  probes.path = "/usr/bin/server";
+  probes.offset = 0x1139;
+  probes.resume.type = probes.pause.type = 9;
+  perf::SetAuxAction(probes.resume, perf::kAuxResume);
+  perf::SetAuxAction(probes.pause, perf::kAuxPause);
+  struct Call {
+    perf_event_attr attr;
+    pid_t pid;
+    int cpu, group;
+    std::string what;
+    std::string path;  // what config1 pointed at during the open
+  };
+  std::vector<Call> calls;
+  GroupMemberOpener fake = [&](const perf_event_attr& attr, pid_t pid, int cpu, int group,
+                               const std::string& what) -> Result<perf::PerfEvent> {
+    calls.push_back(
+        {attr, pid, cpu, group, what,
+         reinterpret_cast<const char*>(attr.config1)});  // NOLINT(performance-no-int-to-ptr)
+    perf_event_attr dummy{};
+    dummy.size = sizeof(dummy);
+    dummy.type = PERF_TYPE_SOFTWARE;
+    dummy.config = PERF_COUNT_SW_DUMMY;
+    dummy.disabled = 1;
+    return perf::PerfEvent::Open(dummy, 0, -1, perf::MapSpec{}, what);
+  };
+  for (auto [pid, cpu] : {std::pair{4242, -1}, std::pair{-1, 3}}) {
+    calls.clear();
+    auto opened = OpenAuxActionProbes(probes, 17, pid, cpu, "for tid 4242", fake);
+    ASSERT_THAT(opened, HasValue());
+    EXPECT_EQ(opened->size(), 2u);
+    ASSERT_EQ(calls.size(), 2u);
+    EXPECT_EQ(perf::AuxAction(calls[0].attr), perf::kAuxResume);  // the resume first
+    EXPECT_EQ(perf::AuxAction(calls[1].attr), perf::kAuxPause);
+    for (const Call& c : calls) {
+      EXPECT_EQ(c.group, 17);  // the intel_pt event leads the group
+      EXPECT_EQ(c.pid, pid);   // on the leader's task...
+      EXPECT_EQ(c.cpu, cpu);   // ...and CPU
+      EXPECT_EQ(c.path, "/usr/bin/server");
+      EXPECT_EQ(c.attr.type, 9u);
+    }
+    EXPECT_THAT(calls[0].what,
+                HasSubstr("entry probe (aux_resume) on handle_request for tid 4242"));
+    EXPECT_THAT(calls[1].what, HasSubstr("return probe (aux_pause) on handle_request"));
+  }
+  // A refused member fails the unit with what was refused.
+  GroupMemberOpener refuse = [](const perf_event_attr&, pid_t, int, int,
+                                const std::string& what) -> Result<perf::PerfEvent> {
+    return Error("opening " + what + ": Invalid argument", EINVAL);
+  };
+  EXPECT_THAT(OpenAuxActionProbes(probes, 17, 4242, -1, "for tid 4242", refuse),
+              ::ptsnap::testing::HasErrorContaining("entry probe (aux_resume) on handle_request"));
+}
+
 TEST(Trigger, SingleShotBreakpointFiresOnce) {
   REQUIRE_TARGET();
   WaitingTarget t;

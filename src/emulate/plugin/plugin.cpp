@@ -76,6 +76,8 @@ constexpr unsigned kMaxVcpus = 4096;
 constexpr uint8_t kFlagTrigger = 1, kFlagStop = 2, kFlagSlow = 4;
 // --filter: the block starts inside a `filter` range / a `tracestop` range.
 constexpr uint8_t kFlagInFilter = 8, kFlagTraceStop = 16;
+// --only-in: the block is the function's entry.
+constexpr uint8_t kFlagOnlyIn = 32;
 
 // A block of code from memory no file backs whose bytes differ from what
 // was captured there so far: captured when it first runs.
@@ -119,6 +121,8 @@ struct Options {
   // one of them is a `filter` range (tracing only inside those).
   std::vector<FilterRange> filters;
   bool filtering = false;
+  // --only-in: the function (link-time address in the main binary); 0: off.
+  uint64_t only_in = 0;
 };
 
 // --slower-than's bookkeeping, per thread. `returns` is a shadow of the
@@ -154,6 +158,10 @@ struct ThreadState {
   uint64_t clock = 0;                          // this thread's virtual time (TSC ticks)
   uint64_t insns = 0, hash = kStreamHashSeed;  // retired by this thread
   SlowCalls slow;
+  // --only-in: tracing is paused (it starts so, as aux_start_paused), and
+  // the frames entered at the function's entry whose return pauses it.
+  bool paused = true;
+  std::vector<SlowCallEntry> only_in;
   // Drained PSB-aligned chunks (snapshot ring) or the full-mode file.
   std::mutex mu;
   std::deque<std::vector<uint8_t>> ring;
@@ -216,6 +224,7 @@ pid_t g_pid = 0;
 std::atomic<bool> g_images_done{false};
 std::vector<uint64_t> g_trigger_rt, g_stop_rt;
 uint64_t g_slow_rt = 0;
+uint64_t g_only_in_rt = 0;
 std::atomic<uint64_t> g_slow_skipped{0};  // every thread's, for the note at exit
 uint64_t g_pending_ctid[kMaxVcpus];       // clone's child_tid with CLONE_CHILD_CLEARTID
 uint64_t g_pending_mmap[kMaxVcpus][4];  // prot, fd, len, offset of an mmap in flight; prot 0 = none
@@ -532,6 +541,7 @@ void DescribeImages() {
   for (uint64_t a : g_opts.trigger) g_trigger_rt.push_back(a + bias);
   for (uint64_t a : g_opts.stop) g_stop_rt.push_back(a + bias);
   if (g_opts.slow_ns != 0) g_slow_rt = g_opts.slow + bias;
+  if (g_opts.only_in != 0) g_only_in_rt = g_opts.only_in + bias;
 }
 
 ThreadState* StartThread(unsigned vcpu) {
@@ -598,27 +608,26 @@ void HandleRequests(ThreadState* self, int flags) {
   if (flags & kReqCtrlC) ::kill(::getpid(), SIGINT);
 }
 
-// --slower-than at the start of block `tb` of thread `t` (t->prev retired
-// just now, t->clock is this block's start): follows the call or return
-// that led here, starts measuring when `tb` is the slow function's entry,
-// and returns the call that returned here when it was slow (and the rate
-// limit lets it through), else nullopt.
-std::optional<SlowCallEntry> SlowCallStep(ThreadState* t, const TbInfo* tb) {
+// The shadow return stack (SlowCalls::returns) follows the call or return
+// that led from t->prev to `tb` (t->prev retired just now): a call pushes
+// its return address, a return pops down to the nearest frame that returns
+// to `tb` (a return elsewhere, to a pushed address or a coroutine switch,
+// leaves it alone). Shared by --slower-than and --only-in.
+void ShadowStep(ThreadState* t, const TbInfo* tb) {
   SlowCalls& sc = t->slow;
   const TbInfo* p = t->prev;
-  std::optional<SlowCallEntry> slow;
   if ((p->kind == ExitKind::kDirectCall || p->kind == ExitKind::kIndirectCall) && p->pushes) {
     if (sc.returns.size() >= kMaxShadowDepth) {
       // Runaway depth: forget the outermost frames (and calls begun there).
       constexpr size_t kDrop = 1024;
       sc.returns.erase(sc.returns.begin(), sc.returns.begin() + kDrop);
-      std::erase_if(sc.entries, [](const SlowCallEntry& e) { return e.depth <= kDrop; });
-      for (SlowCallEntry& e : sc.entries) e.depth -= kDrop;
+      for (std::vector<SlowCallEntry>* watched : {&sc.entries, &t->only_in}) {
+        std::erase_if(*watched, [](const SlowCallEntry& e) { return e.depth <= kDrop; });
+        for (SlowCallEntry& e : *watched) e.depth -= kDrop;
+      }
     }
     sc.returns.push_back(p->fallthrough);
   } else if (p->kind == ExitKind::kRet) {
-    // The nearest frame that returns here; a return elsewhere (a pushed
-    // address, a coroutine switch) leaves the shadow alone.
     constexpr size_t kSearch = 256;
     const size_t n = sc.returns.size();
     for (size_t i = n; i > 0 && n - i < kSearch; --i) {
@@ -626,24 +635,72 @@ std::optional<SlowCallEntry> SlowCallStep(ThreadState* t, const TbInfo* tb) {
       sc.returns.resize(i - 1);
       break;
     }
-    while (!sc.entries.empty() && sc.entries.back().depth > sc.returns.size()) {
-      const SlowCallEntry e = sc.entries.back();
-      sc.entries.pop_back();
-      if (e.ret != tb->start || e.depth != sc.returns.size() + 1) continue;  // unwound
-      const uint64_t length = t->clock - e.begin;
-      if (length < g_opts.slow_ns || slow) continue;
-      const uint64_t gap = std::max<uint64_t>(g_opts.slow_ns, 10'000'000);
-      if (sc.snapped && t->clock - sc.last_snap < gap) {
-        ++sc.skipped;
-        g_slow_skipped.fetch_add(1, std::memory_order_relaxed);
-        continue;
-      }
-      slow = e;
-    }
+  }
+}
+
+// After a return to `target` left the shadow `depth` deep: pops the watched
+// frames deeper than that, calling ended(frame, returned): `returned` when
+// the return went to the frame's return address, false when the frame was
+// unwound past (longjmp, an exception) without returning.
+template <typename Ended>
+void EndWatchedFrames(std::vector<SlowCallEntry>& watched, size_t depth, uint64_t target,
+                      Ended&& ended) {
+  while (!watched.empty() && watched.back().depth > depth) {
+    const SlowCallEntry e = watched.back();
+    watched.pop_back();
+    ended(e, e.ret == target && e.depth == depth + 1);
+  }
+}
+
+// --slower-than at the start of block `tb` of thread `t` (t->prev retired
+// just now, ShadowStep has followed it, t->clock is this block's start):
+// starts measuring when `tb` is the slow function's entry, and returns the
+// call that returned here when it was slow (and the rate limit lets it
+// through), else nullopt.
+std::optional<SlowCallEntry> SlowCallStep(ThreadState* t, const TbInfo* tb) {
+  SlowCalls& sc = t->slow;
+  std::optional<SlowCallEntry> slow;
+  if (t->prev->kind == ExitKind::kRet) {
+    EndWatchedFrames(sc.entries, sc.returns.size(), tb->start,
+                     [&](const SlowCallEntry& e, bool returned) {
+                       if (!returned) return;
+                       const uint64_t length = t->clock - e.begin;
+                       if (length < g_opts.slow_ns || slow) return;
+                       const uint64_t gap = std::max<uint64_t>(g_opts.slow_ns, 10'000'000);
+                       if (sc.snapped && t->clock - sc.last_snap < gap) {
+                         ++sc.skipped;
+                         g_slow_skipped.fetch_add(1, std::memory_order_relaxed);
+                         return;
+                       }
+                       slow = e;
+                     });
   }
   if ((tb->flags & kFlagSlow) && !sc.returns.empty())
     sc.entries.push_back({sc.returns.back(), sc.returns.size(), t->clock});
   return slow;
+}
+
+// --only-in at the start of block `tb` (after ShadowStep): as Linux 6.13's
+// AUX pause/resume with a uprobe on the function's entry (aux_resume) and a
+// uretprobe (aux_pause). A return through a frame entered at the entry
+// pauses tracing (the uretprobe fires there: in a recursion, at the
+// innermost return, as on hardware), the entry resumes it; a frame unwound
+// past without returning pauses nothing (no uretprobe fires). Returns true
+// when tracing resumes at `tb` after being paused.
+bool OnlyInStep(ThreadState* t, const TbInfo* tb) {
+  const bool was_paused = t->paused;
+  if (t->prev != nullptr && t->prev->kind == ExitKind::kRet) {
+    EndWatchedFrames(t->only_in, t->slow.returns.size(), tb->start,
+                     [&](const SlowCallEntry&, bool returned) {
+                       if (returned) t->paused = true;
+                     });
+  }
+  if (tb->flags & kFlagOnlyIn) {
+    if (!t->slow.returns.empty())
+      t->only_in.push_back({t->slow.returns.back(), t->slow.returns.size(), t->clock});
+    t->paused = false;
+  }
+  return was_paused && !t->paused;
 }
 
 // "handle_request took 5.123 ms (from +1.000 ms, thread 42)", and the calls
@@ -708,11 +765,17 @@ void OnTbExec(unsigned vcpu, void* udata) {
   // A rep string instruction's next iteration: it retires once in PT.
   if (t->prev != nullptr && t->prev->kind == ExitKind::kRep && tb->start == t->prev->last_ip)
     return;
+  if ((g_opts.slow_ns != 0 || g_opts.only_in != 0) && t->prev != nullptr) ShadowStep(t, tb);
+  // --only-in: paused outside the function (TIP.PGD at the return that
+  // pauses, PSB+ and TIP.PGE at the entry that resumes: what clearing and
+  // setting TraceEn in pt_event_stop/pt_event_start gives the decoder).
+  const bool resumed = g_opts.only_in != 0 && OnlyInStep(t, tb);
   // --filter: whether this block is traced (tracing on only inside the
   // filter ranges, never again once a tracestop range was entered).
   const bool trace_stop = (tb->flags & kFlagTraceStop) != 0 && !t->trace_stopped;
-  const bool traced =
-      !t->trace_stopped && !trace_stop && (!g_opts.filtering || (tb->flags & kFlagInFilter) != 0);
+  const bool traced = !t->trace_stopped && !trace_stop &&
+                      (!g_opts.filtering || (tb->flags & kFlagInFilter) != 0) &&
+                      (g_opts.only_in == 0 || !t->paused);
   if (t->enabled && !traced) {
     t->pt.SetTime(now);
     LeaveFilter(t, t->prev, tb);
@@ -821,9 +884,11 @@ void OnTbExec(unsigned vcpu, void* udata) {
     return;
   }
   if (!t->enabled) {
-    if (!t->started || t->pt.pending() >= g_opts.psb_period) {
+    if (!t->started || t->pt.pending() >= g_opts.psb_period || resumed) {
       t->pt.FlushTnt();
       Drain(t);
+      // A resume starts a new ring chunk at its PSB (no CYC for the pause).
+      if (resumed) t->pt.RestartCycles(tsc);
       t->pt.Psb(tsc, false, 0);
       t->started = true;
     }
@@ -882,6 +947,7 @@ void OnTbTrans(qemu_plugin_id_t, qemu_plugin_tb* tb) {
   for (uint64_t a : g_stop_rt)
     if (a == info->start) info->flags |= kFlagStop;
   if (g_slow_rt != 0 && g_slow_rt == info->start) info->flags |= kFlagSlow;
+  if (g_only_in_rt != 0 && g_only_in_rt == info->start) info->flags |= kFlagOnlyIn;
   info->flags |= FilterFlags(info->start);
   if (g_opts.jit && info->ninsn > 0 && (info->start >> 63) == 0 && !InFileCode(info->start)) {
     // Code from memory no file backs: its bytes, instruction by instruction
@@ -1251,6 +1317,8 @@ int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t* info, int argc, 
         g_opts.filtering = g_opts.filtering || !f->trace_stop;
         g_opts.filters.push_back(std::move(*f));
       }
+    } else if (k == "only_in") {
+      ok = ParseU64(v, &g_opts.only_in) && g_opts.only_in != 0;
     } else if (k == "stop") {
       ok = ParseU64(v, &n);
       g_opts.stop.push_back(n);
