@@ -30,7 +30,8 @@ void CheckJournalLines(std::string_view journal) {
     auto c = ptsnap::trace::ParseManifestChange(line);
     if (!c) continue;
     const std::string text = ptsnap::trace::SerializeManifestChange(*c);
-    auto again = ptsnap::trace::ParseManifestChange(std::string_view(text).substr(0, text.size() - 1));
+    auto again =
+        ptsnap::trace::ParseManifestChange(std::string_view(text).substr(0, text.size() - 1));
     if (!again || ptsnap::trace::SerializeManifestChange(*again) != text) __builtin_trap();
   }
 }

@@ -7,10 +7,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <functional>
-#include <optional>
-#include <utility>
 #include <limits>
+#include <optional>
 #include <system_error>
+#include <utility>
 
 #include "base/file_util.h"
 #include "base/string_util.h"
@@ -182,7 +182,8 @@ Result<uint64_t> ScanManifestList(int fd, const std::string& what, std::string_v
     }
   }
   if (at != At::kAfter || !journal_seq)
-    return Error(what + ": no complete \"" + std::string(key) + "\" list or journal_seq (not as ptsnap wrote it)");
+    return Error(what + ": no complete \"" + std::string(key) +
+                 "\" list or journal_seq (not as ptsnap wrote it)");
   return *journal_seq;
 }
 
@@ -457,14 +458,15 @@ Result<void> TraceWriter::WriteCompacted(uint64_t seq, const base::WriteChunkFn&
   PTSNAP_TRY(put(frame.head));
   uint64_t on_disk_seq = 0;
   if (old) {
-    PTSNAP_ASSIGN_OR_RETURN(on_disk_seq,
-                            ScanManifestList(old.get(), manifest_path.string(), "snapshots", element));
+    PTSNAP_ASSIGN_OR_RETURN(
+        on_disk_seq, ScanManifestList(old.get(), manifest_path.string(), "snapshots", element));
   }
   if (journal) {
     PTSNAP_TRY(ScanJournal(journal.get(), journal_path.string(), journal_bytes_, on_disk_seq,
                            [&](const ManifestChange& c) -> Result<void> {
                              for (const Snapshot& s : c.snapshots)
-                               PTSNAP_TRY(put(SerializeManifestElement(s, std::exchange(first, false))));
+                               PTSNAP_TRY(
+                                   put(SerializeManifestElement(s, std::exchange(first, false))));
                              return Ok();
                            }));
   }
@@ -478,7 +480,8 @@ Result<void> TraceWriter::WriteCompacted(uint64_t seq, const base::WriteChunkFn&
   first = true;
   const auto stream = [&](const Stream& s) -> Result<void> {
     const std::optional<size_t> k = StreamIndexOf(s.id);
-    return put(SerializeManifestElement(k ? manifest_.streams[*k] : s, std::exchange(first, false)));
+    return put(
+        SerializeManifestElement(k ? manifest_.streams[*k] : s, std::exchange(first, false)));
   };
   if (old) {
     PTSNAP_TRY(ScanManifestList(old.get(), manifest_path.string(), "streams",

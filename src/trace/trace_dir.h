@@ -113,10 +113,11 @@ class TraceWriter {
   // journal emptied; the compaction streams, reading the lists back from
   // manifest.json and the journal's lines after its journal_seq element by
   // element as it writes (the streams in memory with their current
-  // figures), so ptsnap's memory does not grow with them. A compaction that meets a full disk removes `.reserve`
-  // and retries, then falls back to a journal line; a line that meets one
-  // is cut back (no torn line is left mid-journal), `.reserve` removed and
-  // the line tried once more. Nothing changed: nothing is written.
+  // figures), so ptsnap's memory does not grow with them. A compaction
+  // that meets a full disk removes `.reserve` and retries, then falls back
+  // to a journal line; a line that meets one is cut back (no torn line is
+  // left mid-journal), `.reserve` removed and the line tried once more.
+  // Nothing changed: nothing is written.
   Result<void> Flush();
   // Sets the final state (and, for a recording ptsnap's own failure
   // stopped, `stop_error`) and compacts: manifest.json lists everything and
