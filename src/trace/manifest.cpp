@@ -772,6 +772,25 @@ Result<Stream> ParseManifestStream(std::string_view json) {
   }
 }
 
+namespace {
+
+// A journal line's `snapshots` and `streams`, each element checked as in
+// manifest.json (the ids and files against each other are not).
+Result<void> ParseChangeLists(const Obj& line, ManifestChange& c) {
+  PTSNAP_TRY(line.Array("snapshots", [&](const Json& e, const std::string& path) -> Result<void> {
+    PTSNAP_ASSIGN_OR_RETURN(Snapshot s, ParseSnapshot(e, path));
+    c.snapshots.push_back(std::move(s));
+    return Ok();
+  }));
+  return line.Array("streams", [&](const Json& e, const std::string& path) -> Result<void> {
+    PTSNAP_ASSIGN_OR_RETURN(Stream s, ParseStream(e, path));
+    c.streams.push_back(std::move(s));
+    return Ok();
+  });
+}
+
+}  // namespace
+
 Result<ManifestChange> ParseManifestChange(std::string_view line) {
   Json j = Json::parse(line.begin(), line.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return Error("not valid JSON");
@@ -780,16 +799,7 @@ Result<ManifestChange> ParseManifestChange(std::string_view line) {
     Obj o(j, "");
     ManifestChange c;
     PTSNAP_TRY(o.Uint("seq", c.seq, true));
-    PTSNAP_TRY(o.Array("snapshots", [&](const Json& e, const std::string& path) -> Result<void> {
-      PTSNAP_ASSIGN_OR_RETURN(Snapshot s, ParseSnapshot(e, path));
-      c.snapshots.push_back(std::move(s));
-      return Ok();
-    }));
-    PTSNAP_TRY(o.Array("streams", [&](const Json& e, const std::string& path) -> Result<void> {
-      PTSNAP_ASSIGN_OR_RETURN(Stream s, ParseStream(e, path));
-      c.streams.push_back(std::move(s));
-      return Ok();
-    }));
+    PTSNAP_TRY(ParseChangeLists(o, c));
     PTSNAP_TRY(o.Array("sizes", [&](const Json& e, const std::string& path) -> Result<void> {
       PTSNAP_ASSIGN_OR_RETURN(Obj so, AsObject(e, path));
       StreamSize size;
@@ -820,15 +830,12 @@ bool ListKey(std::string_view key) {
 
 // Applies one parsed journal line (its seq already checked).
 Result<void> ApplyChange(Manifest& m, StreamIndex& index, const Obj& line) {
-  PTSNAP_TRY(line.Array("snapshots", [&](const Json& e, const std::string& path) -> Result<void> {
-    PTSNAP_ASSIGN_OR_RETURN(Snapshot s, ParseSnapshot(e, path));
-    m.snapshots.push_back(std::move(s));
-    return Ok();
-  }));
-  PTSNAP_TRY(line.Array("streams", [&](const Json& e, const std::string& path) -> Result<void> {
-    PTSNAP_ASSIGN_OR_RETURN(Stream s, ParseStream(e, path));
-    return index.Add(m, std::move(s), path);
-  }));
+  ManifestChange c;
+  PTSNAP_TRY(ParseChangeLists(line, c));
+  for (Snapshot& s : c.snapshots) m.snapshots.push_back(std::move(s));
+  for (size_t i = 0; i < c.streams.size(); ++i)
+    PTSNAP_TRY(index.Add(m, std::move(c.streams[i]),
+                         FieldPath(line.path(), "streams") + "[" + std::to_string(i) + "]"));
   PTSNAP_TRY(line.Array("sizes", [&](const Json& e, const std::string& path) -> Result<void> {
     PTSNAP_ASSIGN_OR_RETURN(Obj o, AsObject(e, path));
     uint32_t id = 0;
