@@ -84,6 +84,13 @@ Result<std::string> ReadFileTrimmed(const std::filesystem::path& path) {
 
 Result<void> WriteFileAtomic(const std::filesystem::path& path, std::string_view data,
                              mode_t mode) {
+  return WriteFileAtomicWith(path, mode, [data](const WriteChunkFn& write) { return write(data); });
+}
+
+Result<void> WriteFileAtomicWith(const std::filesystem::path& path, mode_t mode,
+                                 const std::function<Result<void>(const WriteChunkFn&)>& produce,
+                                 bool* renamed) {
+  if (renamed != nullptr) *renamed = false;
   std::filesystem::path tmp = path;
   tmp += ".tmp." + std::to_string(::getpid());
   {
@@ -94,7 +101,9 @@ Result<void> WriteFileAtomic(const std::filesystem::path& path, std::string_view
     if (!fd) return Error::FromErrno("create " + tmp.string());
     if (::fchmod(fd.get(), mode) != 0) return Error::FromErrno("chmod " + tmp.string());
     GiveToInvoker(fd.get());
-    if (auto r = WriteAll(fd.get(), data, tmp.string()); !r) {
+    const std::string what = tmp.string();
+    if (auto r = produce([&](std::string_view data) { return WriteAll(fd.get(), data, what); });
+        !r) {
       ::unlink(tmp.c_str());
       return r;
     }
@@ -109,6 +118,7 @@ Result<void> WriteFileAtomic(const std::filesystem::path& path, std::string_view
     ::unlink(tmp.c_str());
     return Error::FromErrno("rename to " + path.string(), e);
   }
+  if (renamed != nullptr) *renamed = true;
   // The rename itself reaches the disk with the directory (power loss must
   // not bring back the old file, or none).
   std::filesystem::path parent = path.parent_path();

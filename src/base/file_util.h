@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -38,6 +39,17 @@ Result<std::string> ReadFileTrimmed(const std::filesystem::path& path);
 // `mode` is applied to the new file.
 Result<void> WriteFileAtomic(const std::filesystem::path& path, std::string_view data,
                              mode_t mode = 0644);
+
+// As WriteFileAtomic, but the bytes come from `produce`, which writes them
+// through the function it is handed, piece by piece, as often as it likes:
+// a large file is never held whole. An error from `produce` or from a write
+// removes the temporary file and is returned. `renamed` (when given) says
+// whether the new file took `path`'s place; an error after that is the
+// directory's sync.
+using WriteChunkFn = std::function<Result<void>(std::string_view)>;
+Result<void> WriteFileAtomicWith(const std::filesystem::path& path, mode_t mode,
+                                 const std::function<Result<void>(const WriteChunkFn&)>& produce,
+                                 bool* renamed = nullptr);
 
 // write(2) all of `data` to `fd`, retrying short writes and EINTR. `what`
 // names the destination in the error ("write WHAT: No space left on device").

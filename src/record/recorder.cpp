@@ -1134,6 +1134,7 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
                                       end_reason ? std::string(trace::ToString(*end_reason)) : "",
                                       0, 0, false));
       uint64_t truncated = 0, lost = 0;
+      // A full-execution recording's streams all stay in the writer's memory.
       for (const trace::Stream& s : writer.manifest().streams) {
         truncated += s.truncated;
         lost += s.lost_bytes;
@@ -1190,7 +1191,7 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
   RecordBinaries(writer, mapped_files, opts.copy_binaries,
                  std::vector<pid_t>(vdso_pids.begin(), vdso_pids.end()), source->host_vdso());
   // Every snapshot taken is in the manifest (a self-driven source's too).
-  outcome.snapshots = static_cast<uint32_t>(writer.manifest().snapshots.size());
+  outcome.snapshots = writer.snapshot_count();
   if (auto r = writer.CopyPerfMaps(writer.manifest().pids); !r)
     outcome.warnings.push_back("JIT symbol maps not copied: " + r.error().ToString());
   if (!result) {

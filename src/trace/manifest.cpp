@@ -644,36 +644,65 @@ std::string Dump(const Json& j, int indent) {
   return j.dump(indent, ' ', false, Json::error_handler_t::replace);
 }
 
+constexpr std::string_view kSnapshotsPlaceholder = "\n  \"snapshots\": []";
+constexpr std::string_view kStreamsPlaceholder = "\n  \"streams\": []";
+
+// An element's object as it stands in the file: dumped with indent 2, each
+// line after the first indented 4 more (the list's).
+std::string ElementBody(const Json& j) {
+  const std::string one = Dump(j, 2);
+  std::string body;
+  body.reserve(one.size() + one.size() / 8);
+  for (char c : one) {
+    body += c;
+    if (c == '\n') body += "    ";
+  }
+  return body;
+}
+
 }  // namespace
+
+ManifestFrame SerializeManifestFrame(const Manifest& m) {
+  const std::string text = Dump(ToJson(m, true), 2) + "\n";
+  // The placeholders are written once each: the top-level keys, at indent 2
+  // (no string holds a raw newline).
+  const size_t snaps = text.find(kSnapshotsPlaceholder);
+  const size_t streams = text.find(kStreamsPlaceholder, snaps);
+  const size_t snaps_open = snaps + kSnapshotsPlaceholder.size() - 1;  // at ']'
+  const size_t streams_open = streams + kStreamsPlaceholder.size() - 1;
+  return {.head = text.substr(0, snaps_open),
+          .middle = text.substr(snaps_open + 1, streams_open - snaps_open - 1),
+          .tail = text.substr(streams_open + 1)};
+}
+
+std::string ManifestElementSeparator(bool first) { return first ? "\n    " : ",\n    "; }
+
+std::string SerializeManifestElement(const Snapshot& s, bool first) {
+  return ManifestElementSeparator(first) + ElementBody(SnapshotJson(s));
+}
+
+std::string SerializeManifestElement(const Stream& s, bool first) {
+  return ManifestElementSeparator(first) + ElementBody(StreamJson(s));
+}
+
+std::string_view ManifestListEnd(bool empty) { return empty ? "]" : "\n  ]"; }
 
 // The lists are most of a long recording's manifest (17,000 streams after 10
 // minutes of snapshots every 100 ms): their elements are dumped one at a
 // time into the text, never held as one JSON tree of everything (a tree is
-// several times the text, and the recorder's RSS kept its peak). The text
-// is what dumping the whole tree with indent 2 gives.
+// several times the text). The text is what dumping the whole tree with
+// indent 2 gives.
 std::string SerializeManifest(const Manifest& m) {
-  std::string text = Dump(ToJson(m, true), 2) + "\n";
-  const auto splice = [&text](const std::string& key, const auto& items, auto to_json) {
-    if (items.empty()) return;
-    const std::string placeholder = "\n  \"" + key + "\": []";
-    const size_t at = text.find(placeholder);
-    if (at == std::string::npos) return;
-    std::string list = "\n  \"" + key + "\": [";
-    bool first = true;
-    for (const auto& item : items) {
-      list += first ? "\n    " : ",\n    ";
-      first = false;
-      const std::string one = Dump(to_json(item), 2);
-      for (char c : one) {
-        list += c;
-        if (c == '\n') list += "    ";
-      }
-    }
-    list += "\n  ]";
-    text.replace(at, placeholder.size(), list);
-  };
-  splice("snapshots", m.snapshots, SnapshotJson);
-  splice("streams", m.streams, StreamJson);
+  const ManifestFrame frame = SerializeManifestFrame(m);
+  std::string text = frame.head;
+  for (size_t k = 0; k < m.snapshots.size(); ++k)
+    text += SerializeManifestElement(m.snapshots[k], k == 0);
+  text += ManifestListEnd(m.snapshots.empty());
+  text += frame.middle;
+  for (size_t k = 0; k < m.streams.size(); ++k)
+    text += SerializeManifestElement(m.streams[k], k == 0);
+  text += ManifestListEnd(m.streams.empty());
+  text += frame.tail;
   return text;
 }
 
@@ -733,6 +762,64 @@ Result<Manifest> ParseManifest(std::string_view json) {
   }
 }
 
+Result<Stream> ParseManifestStream(std::string_view json) {
+  Json j = Json::parse(json.begin(), json.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return Error("stream: not valid JSON");
+  try {
+    return ParseStream(j, "streams[]");
+  } catch (const std::exception& e) {
+    return Error(std::string("unreadable: ") + e.what());
+  }
+}
+
+namespace {
+
+// A journal line's `snapshots` and `streams`, each element checked as in
+// manifest.json (the ids and files against each other are not).
+Result<void> ParseChangeLists(const Obj& line, ManifestChange& c) {
+  PTSNAP_TRY(line.Array("snapshots", [&](const Json& e, const std::string& path) -> Result<void> {
+    PTSNAP_ASSIGN_OR_RETURN(Snapshot s, ParseSnapshot(e, path));
+    c.snapshots.push_back(std::move(s));
+    return Ok();
+  }));
+  return line.Array("streams", [&](const Json& e, const std::string& path) -> Result<void> {
+    PTSNAP_ASSIGN_OR_RETURN(Stream s, ParseStream(e, path));
+    c.streams.push_back(std::move(s));
+    return Ok();
+  });
+}
+
+}  // namespace
+
+Result<ManifestChange> ParseManifestChange(std::string_view line) {
+  Json j = Json::parse(line.begin(), line.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return Error("not valid JSON");
+  if (!j.is_object()) return Error("not a JSON object");
+  try {
+    Obj o(j, "");
+    ManifestChange c;
+    PTSNAP_TRY(o.Uint("seq", c.seq, true));
+    PTSNAP_TRY(ParseChangeLists(o, c));
+    PTSNAP_TRY(o.Array("sizes", [&](const Json& e, const std::string& path) -> Result<void> {
+      PTSNAP_ASSIGN_OR_RETURN(Obj so, AsObject(e, path));
+      StreamSize size;
+      PTSNAP_TRY(so.Uint("id", size.id, true));
+      PTSNAP_TRY(so.Uint("size", size.size, true));
+      PTSNAP_TRY(so.Uint("lost_bytes", size.lost_bytes));
+      PTSNAP_TRY(so.Uint("truncated", size.truncated));
+      c.sizes.push_back(size);
+      return Ok();
+    }));
+    if (const Json* set = o.Find("set"); set != nullptr) {
+      if (!set->is_object()) return FieldError("set", "expected an object");
+      for (const auto& [key, value] : set->items()) c.set.emplace_back(key, Dump(value, -1));
+    }
+    return c;
+  } catch (const std::exception& e) {
+    return Error(std::string("unreadable: ") + e.what());
+  }
+}
+
 namespace {
 
 // The keys a journal line's `set` may not hold: the lists change by their
@@ -743,15 +830,12 @@ bool ListKey(std::string_view key) {
 
 // Applies one parsed journal line (its seq already checked).
 Result<void> ApplyChange(Manifest& m, StreamIndex& index, const Obj& line) {
-  PTSNAP_TRY(line.Array("snapshots", [&](const Json& e, const std::string& path) -> Result<void> {
-    PTSNAP_ASSIGN_OR_RETURN(Snapshot s, ParseSnapshot(e, path));
-    m.snapshots.push_back(std::move(s));
-    return Ok();
-  }));
-  PTSNAP_TRY(line.Array("streams", [&](const Json& e, const std::string& path) -> Result<void> {
-    PTSNAP_ASSIGN_OR_RETURN(Stream s, ParseStream(e, path));
-    return index.Add(m, std::move(s), path);
-  }));
+  ManifestChange c;
+  PTSNAP_TRY(ParseChangeLists(line, c));
+  for (Snapshot& s : c.snapshots) m.snapshots.push_back(std::move(s));
+  for (size_t i = 0; i < c.streams.size(); ++i)
+    PTSNAP_TRY(index.Add(m, std::move(c.streams[i]),
+                         FieldPath(line.path(), "streams") + "[" + std::to_string(i) + "]"));
   PTSNAP_TRY(line.Array("sizes", [&](const Json& e, const std::string& path) -> Result<void> {
     PTSNAP_ASSIGN_OR_RETURN(Obj o, AsObject(e, path));
     uint32_t id = 0;

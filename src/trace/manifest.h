@@ -191,6 +191,28 @@ struct Manifest {
 std::string SerializeManifest(const Manifest& m);  // pretty JSON
 Result<Manifest> ParseManifest(std::string_view json);
 
+// SerializeManifest's text in pieces, for a writer that produces the lists
+// element by element without holding them (TraceWriter's compaction):
+//   head + snapshot elements + ListEnd + middle + stream elements + ListEnd
+//   + tail
+// is SerializeManifest(m) for m with those lists. m's own lists are ignored.
+struct ManifestFrame {
+  std::string head;    // up to and including `"snapshots": [`
+  std::string middle;  // after the snapshots list, up to and including `"streams": [`
+  std::string tail;    // after the streams list, to the end
+};
+ManifestFrame SerializeManifestFrame(const Manifest& m);
+// One list element as SerializeManifest writes it: the separator (none for
+// the `first`) and the element's indented JSON object ("{" ... "}", as it
+// stands in the file). ManifestElementSeparator is the separator alone.
+std::string SerializeManifestElement(const Snapshot& s, bool first);
+std::string SerializeManifestElement(const Stream& s, bool first);
+std::string ManifestElementSeparator(bool first);
+// How a list of SerializeManifest ends: "]" when it is empty, "\n  ]" otherwise.
+std::string_view ManifestListEnd(bool empty);
+// One element of `streams` (its JSON object text), with ParseManifest's checks.
+Result<Stream> ParseManifestStream(std::string_view json);
+
 // ---- the journal: manifest.journal -----------------------------------------
 
 // The manifest's top-level fields other than `streams`, `snapshots` and
@@ -225,6 +247,12 @@ struct ManifestChange {
 
 // One compact JSON object ending in '\n'.
 std::string SerializeManifestChange(const ManifestChange& c);
+
+// One journal line (without its newline) as written: seq, snapshots,
+// streams and sizes with ParseManifest's checks on each element; `set` as
+// its keys and compact JSON values, unchecked (ApplyJournal checks them
+// against a manifest). Lines that are not one JSON object are an error.
+Result<ManifestChange> ParseManifestChange(std::string_view line);
 
 // Replays the journal `text` onto `m` (parsed from manifest.json): each line
 // whose seq is above m.journal_seq, which must then count up by one; lines at

@@ -1,5 +1,8 @@
 // Fuzzes ParseManifest and ApplyJournal; a manifest that parses (with its
-// journal replayed) must serialise and parse back to the same value.
+// journal replayed) must serialise and parse back to the same value, and so
+// must each of its streams alone (ParseManifestStream, what a compaction
+// reads back). Each journal line goes through ParseManifestChange too: one
+// that parses must serialise and parse back to the same line.
 //
 // Two input modes. Text starting with a byte below 0x80 (every seed: '{') is
 // parsed as it is: up to a NUL as manifest.json, and what follows the NUL (if
@@ -19,12 +22,33 @@ namespace {
 
 using ptsnap::trace::Manifest;
 
+void CheckJournalLines(std::string_view journal) {
+  while (!journal.empty()) {
+    const size_t end = journal.find('\n');
+    const std::string_view line = journal.substr(0, end);
+    journal = end == std::string_view::npos ? std::string_view() : journal.substr(end + 1);
+    auto c = ptsnap::trace::ParseManifestChange(line);
+    if (!c) continue;
+    const std::string text = ptsnap::trace::SerializeManifestChange(*c);
+    auto again =
+        ptsnap::trace::ParseManifestChange(std::string_view(text).substr(0, text.size() - 1));
+    if (!again || ptsnap::trace::SerializeManifestChange(*again) != text) __builtin_trap();
+  }
+}
+
 void CheckRoundTrip(std::string_view text, std::optional<std::string_view> journal = {}) {
+  if (journal) CheckJournalLines(*journal);
   auto m = ptsnap::trace::ParseManifest(text);
   if (!m) return;
   if (journal && !ptsnap::trace::ApplyJournal(*m, *journal)) return;
   auto again = ptsnap::trace::ParseManifest(ptsnap::trace::SerializeManifest(*m));
   if (!again || !(*again == *m)) __builtin_trap();
+  const size_t separator = ptsnap::trace::ManifestElementSeparator(true).size();
+  for (const ptsnap::trace::Stream& s : m->streams) {
+    auto one = ptsnap::trace::ParseManifestStream(
+        ptsnap::trace::SerializeManifestElement(s, true).substr(separator));
+    if (!one || !(*one == s)) __builtin_trap();
+  }
   // Its fields journalled as a writer would (every one "changed") must
   // replay onto it unchanged: a journal line's `set` reads like the file.
   ptsnap::trace::ManifestChange all{.seq = m->journal_seq + 1,

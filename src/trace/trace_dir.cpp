@@ -6,10 +6,14 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <functional>
 #include <limits>
+#include <optional>
 #include <system_error>
+#include <utility>
 
 #include "base/file_util.h"
+#include "base/string_util.h"
 #include "trace/jit_code.h"
 #include "trace/owned_file.h"
 
@@ -87,6 +91,117 @@ Result<void> AppendWhole(int fd, std::span<const std::byte> data, const std::str
   auto written = base::WriteAll(fd, AsChars(data), path);
   if (!written && before >= 0) (void)::ftruncate(fd, before);
   return written;
+}
+
+// Reads a file line by line through a window of kChunk bytes (a longer line
+// is held whole): a manifest or journal is never read in at once.
+class LineReader {
+ public:
+  LineReader(int fd, std::string what, uint64_t limit)
+      : fd_(fd), what_(std::move(what)), left_(limit) {}
+
+  // The next line, without its newline, in `line` (valid until the next
+  // call); false at the end. Bytes after the last newline (a torn line) are
+  // not returned.
+  Result<bool> Next(std::string_view& line) {
+    for (;;) {
+      const size_t nl = buf_.find('\n', pos_);
+      if (nl != std::string::npos) {
+        line = std::string_view(buf_).substr(pos_, nl - pos_);
+        pos_ = nl + 1;
+        return true;
+      }
+      buf_.erase(0, pos_);
+      pos_ = 0;
+      if (left_ == 0) return false;
+      const size_t want = static_cast<size_t>(std::min<uint64_t>(left_, kChunk));
+      const size_t had = buf_.size();
+      buf_.resize(had + want);
+      ssize_t n = 0;
+      do {
+        n = ::read(fd_, buf_.data() + had, want);
+      } while (n < 0 && errno == EINTR);
+      if (n < 0) return Error::FromErrno("read " + what_);
+      buf_.resize(had + static_cast<size_t>(n));
+      left_ = n == 0 ? 0 : left_ - static_cast<uint64_t>(n);
+    }
+  }
+
+ private:
+  static constexpr size_t kChunk = 64 << 10;
+  int fd_;
+  std::string what_;
+  uint64_t left_;
+  std::string buf_;
+  size_t pos_ = 0;
+};
+
+using ElementFn = std::function<Result<void>(std::string_view)>;
+
+// Calls `fn` with the text of each element of the list `key` ("snapshots"
+// or "streams") of the manifest.json `fd`, as it stands in the file ("{" to
+// "}", inner lines indented), and returns the file's journal_seq. The file
+// is the writer's own, in SerializeManifest's layout (an element's lines are
+// indented deeper than its braces; no string holds a raw newline): that
+// layout is relied on, and anything else is an error.
+Result<uint64_t> ScanManifestList(int fd, const std::string& what, std::string_view key,
+                                  const ElementFn& fn) {
+  if (::lseek(fd, 0, SEEK_SET) != 0) return Error::FromErrno("seek " + what);
+  LineReader lines(fd, what, std::numeric_limits<uint64_t>::max());
+  const std::string open = "  \"" + std::string(key) + "\": [";
+  constexpr std::string_view kJournalSeq = "  \"journal_seq\": ";
+  enum class At { kBefore, kIn, kAfter } at = At::kBefore;
+  std::string element;  // the element being read; empty between elements
+  std::optional<uint64_t> journal_seq;
+  std::string_view line;
+  for (;;) {
+    PTSNAP_ASSIGN_OR_RETURN(const bool more, lines.Next(line));
+    if (!more) break;
+    if (at == At::kIn) {
+      if (!element.empty()) {
+        element += '\n';
+        if (line == "    }" || line == "    },") {
+          element += "    }";
+          PTSNAP_TRY(fn(element));
+          element.clear();
+        } else {
+          element += line;
+        }
+      } else if (line == "    {") {
+        element = "{";
+      } else if (line == "  ]," || line == "  ]") {
+        at = At::kAfter;
+      } else {
+        return Error(what + ": unexpected text in the list \"" + std::string(key) +
+                     "\" (not as ptsnap wrote it)");
+      }
+    } else if (at == At::kBefore && line.starts_with(open)) {
+      at = line == open ? At::kIn : At::kAfter;  // "[]": empty
+    } else if (line.starts_with(kJournalSeq)) {
+      journal_seq = base::ParseUint(line.substr(kJournalSeq.size()));
+    }
+  }
+  if (at != At::kAfter || !journal_seq)
+    return Error(what + ": no complete \"" + std::string(key) +
+                 "\" list or journal_seq (not as ptsnap wrote it)");
+  return *journal_seq;
+}
+
+// Calls `fn` with each line among the first `bytes` of the journal `fd`
+// whose seq is above `after` (the lines before are in manifest.json).
+Result<void> ScanJournal(int fd, const std::string& what, uint64_t bytes, uint64_t after,
+                         const std::function<Result<void>(const ManifestChange&)>& fn) {
+  if (::lseek(fd, 0, SEEK_SET) != 0) return Error::FromErrno("seek " + what);
+  LineReader lines(fd, what, bytes);
+  std::string_view line;
+  for (size_t line_no = 1;; ++line_no) {
+    PTSNAP_ASSIGN_OR_RETURN(const bool more, lines.Next(line));
+    if (!more) return Ok();
+    auto change = ParseManifestChange(line);
+    if (!change)
+      return std::move(change).error().AddContext(what + ": line " + std::to_string(line_no));
+    if (change->seq > after) PTSNAP_TRY(fn(*change));
+  }
 }
 
 }  // namespace
@@ -216,20 +331,21 @@ Result<uint32_t> TraceWriter::BeginStream(Stream info) {
   return id;
 }
 
+std::optional<size_t> TraceWriter::StreamIndexOf(uint32_t id) const {
+  // Newest first: the streams being grown are the latest (and those in
+  // memory are a full-execution recording's threads, or one snapshot's).
+  for (size_t k = manifest_.streams.size(); k-- > 0;)
+    if (manifest_.streams[k].id == id) return k;
+  return std::nullopt;
+}
+
 Stream* TraceWriter::FindStream(uint32_t id) {
-  Stream* found = nullptr;
-  // Ids are given out in order, so stream `id` is usually at index `id`.
-  if (id < manifest_.streams.size() && manifest_.streams[id].id == id) {
-    found = &manifest_.streams[id];
-  } else {
-    for (Stream& s : manifest_.streams)
-      if (s.id == id) found = &s;
-  }
+  const std::optional<size_t> k = StreamIndexOf(id);
+  if (!k) return nullptr;
   // The caller may change it: the next Flush writes its figures.
-  if (found != nullptr &&
-      std::find(touched_streams_.begin(), touched_streams_.end(), id) == touched_streams_.end())
+  if (std::find(touched_streams_.begin(), touched_streams_.end(), id) == touched_streams_.end())
     touched_streams_.push_back(id);
-  return found;
+  return &manifest_.streams[*k];
 }
 
 Result<void> TraceWriter::AppendStream(uint32_t id, std::span<const std::byte> data) {
@@ -263,22 +379,16 @@ Result<void> TraceWriter::SyncData() {
 ManifestChange TraceWriter::Changes(uint64_t seq, const ManifestFields& fields) const {
   ManifestChange c;
   c.seq = seq;
-  c.snapshots.assign(manifest_.snapshots.begin() + static_cast<ptrdiff_t>(listed_snapshots_),
-                     manifest_.snapshots.end());
+  c.snapshots = manifest_.snapshots;
   c.streams.assign(manifest_.streams.begin() + static_cast<ptrdiff_t>(listed_streams_),
                    manifest_.streams.end());
   for (uint32_t id : touched_streams_) {
-    const Stream* s = nullptr;
-    if (id < listed_streams_ && manifest_.streams[id].id == id) {
-      s = &manifest_.streams[id];
-    } else {
-      for (size_t k = 0; k < listed_streams_ && s == nullptr; ++k)
-        if (manifest_.streams[k].id == id) s = &manifest_.streams[k];
-    }
     // Streams listed since are in c.streams whole.
-    if (s == nullptr) continue;
+    const std::optional<size_t> k = StreamIndexOf(id);
+    if (!k || *k >= listed_streams_) continue;
+    const Stream& s = manifest_.streams[*k];
     c.sizes.push_back(
-        {.id = id, .size = s->size, .lost_bytes = s->lost_bytes, .truncated = s->truncated});
+        {.id = id, .size = s.size, .lost_bytes = s.lost_bytes, .truncated = s.truncated});
   }
   // A handful of fields, compared as the JSON they are written as.
   for (const auto& field : fields) {
@@ -295,29 +405,134 @@ ManifestChange TraceWriter::Changes(uint64_t seq, const ManifestFields& fields) 
 
 void TraceWriter::MarkWritten(uint64_t seq, ManifestFields fields) {
   journal_seq_ = seq;
+  snapshots_listed_ += static_cast<uint32_t>(manifest_.snapshots.size());
+  streams_listed_ += static_cast<uint32_t>(manifest_.streams.size() - listed_streams_);
+  manifest_.snapshots.clear();
+  // A snapshot's streams are whole when listed: from now on they are on
+  // disk only. Full-execution streams stay, to grow.
+  std::erase_if(manifest_.streams, [](const Stream& s) { return s.snapshot != 0; });
   listed_streams_ = manifest_.streams.size();
-  listed_snapshots_ = manifest_.snapshots.size();
   listed_fields_ = std::move(fields);
   touched_streams_.clear();
 }
 
-Result<void> TraceWriter::Compact(uint64_t seq) {
-  const uint64_t before = manifest_.journal_seq;
+Result<void> TraceWriter::WriteCompacted(uint64_t seq, const base::WriteChunkFn& write,
+                                         uint64_t& bytes) {
+  // In pieces of about kChunk bytes: the text is never held whole.
+  constexpr size_t kChunk = 64 << 10;
+  std::string out;
+  bytes = 0;
+  const auto put = [&](std::string_view piece) -> Result<void> {
+    out += piece;
+    if (out.size() < kChunk) return Ok();
+    bytes += out.size();
+    PTSNAP_TRY(write(out));
+    out.clear();
+    return Ok();
+  };
+  const std::filesystem::path manifest_path = dir_ / kManifestFile;
+  const std::filesystem::path journal_path = dir_ / kJournalFile;
+  // What is on disk: manifest.json (none before the first compaction) and
+  // the journal's lines after its journal_seq (a compaction that stopped
+  // before emptying the journal leaves lines it holds already).
+  base::UniqueFd old(::open(manifest_path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  if (!old && errno != ENOENT) return Error::FromErrno("open " + manifest_path.string());
+  base::UniqueFd journal;
+  if (journal_bytes_ > 0) {
+    journal.reset(::open(journal_path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+    if (!journal) return Error::FromErrno("open " + journal_path.string());
+  }
+
+  // The top-level fields (SerializeManifestFrame ignores the lists).
+  const uint64_t journal_seq_before = manifest_.journal_seq;
   manifest_.journal_seq = seq;
-  const std::string text = SerializeManifest(manifest_);
-  auto written = base::WriteFileAtomic(dir_ / kManifestFile, text, kFileMode);
-  if (!written && written.error().errnum() == ENOSPC &&
+  const ManifestFrame frame = SerializeManifestFrame(manifest_);
+  manifest_.journal_seq = journal_seq_before;
+
+  bool first = true;
+  const auto element = [&](std::string_view text) -> Result<void> {
+    PTSNAP_TRY(put(ManifestElementSeparator(first)));
+    first = false;
+    return put(text);
+  };
+  PTSNAP_TRY(put(frame.head));
+  uint64_t on_disk_seq = 0;
+  if (old) {
+    PTSNAP_ASSIGN_OR_RETURN(
+        on_disk_seq, ScanManifestList(old.get(), manifest_path.string(), "snapshots", element));
+  }
+  if (journal) {
+    PTSNAP_TRY(ScanJournal(journal.get(), journal_path.string(), journal_bytes_, on_disk_seq,
+                           [&](const ManifestChange& c) -> Result<void> {
+                             for (const Snapshot& s : c.snapshots)
+                               PTSNAP_TRY(
+                                   put(SerializeManifestElement(s, std::exchange(first, false))));
+                             return Ok();
+                           }));
+  }
+  for (const Snapshot& s : manifest_.snapshots)
+    PTSNAP_TRY(put(SerializeManifestElement(s, std::exchange(first, false))));
+  PTSNAP_TRY(put(ManifestListEnd(first)));
+  PTSNAP_TRY(put(frame.middle));
+
+  // Streams: those in memory (full-execution ones, which grow) with their
+  // current figures, in their place; the others as they were listed.
+  first = true;
+  const auto stream = [&](const Stream& s) -> Result<void> {
+    const std::optional<size_t> k = StreamIndexOf(s.id);
+    return put(
+        SerializeManifestElement(k ? manifest_.streams[*k] : s, std::exchange(first, false)));
+  };
+  if (old) {
+    PTSNAP_TRY(ScanManifestList(old.get(), manifest_path.string(), "streams",
+                                [&](std::string_view text) -> Result<void> {
+                                  if (listed_streams_ == 0) return element(text);
+                                  PTSNAP_ASSIGN_OR_RETURN(Stream s, ParseManifestStream(text));
+                                  return stream(s);
+                                }));
+  }
+  if (journal) {
+    PTSNAP_TRY(ScanJournal(journal.get(), journal_path.string(), journal_bytes_, on_disk_seq,
+                           [&](const ManifestChange& c) -> Result<void> {
+                             for (const Stream& s : c.streams) PTSNAP_TRY(stream(s));
+                             return Ok();
+                           }));
+  }
+  for (size_t k = listed_streams_; k < manifest_.streams.size(); ++k)
+    PTSNAP_TRY(put(SerializeManifestElement(manifest_.streams[k], std::exchange(first, false))));
+  PTSNAP_TRY(put(ManifestListEnd(first)));
+  PTSNAP_TRY(put(frame.tail));
+  bytes += out.size();
+  return write(out);
+}
+
+Result<void> TraceWriter::Compact(uint64_t seq, ManifestFields& fields) {
+  const std::filesystem::path path = dir_ / kManifestFile;
+  uint64_t bytes = 0;
+  bool renamed = false;
+  const auto produce = [&](const base::WriteChunkFn& write) {
+    return WriteCompacted(seq, write, bytes);
+  };
+  auto written = base::WriteFileAtomicWith(path, kFileMode, produce, &renamed);
+  if (!written && !renamed && written.error().errnum() == ENOSPC &&
       ::unlink((dir_ / kReserveFile).c_str()) == 0)
-    written = base::WriteFileAtomic(dir_ / kManifestFile, text, kFileMode);
-  if (!written) {
-    manifest_.journal_seq = before;
-    // A full disk fails before the rename: manifest.json is as it was.
-    // Anything else may have replaced it; only a rewrite is safe then.
+    written = base::WriteFileAtomicWith(path, kFileMode, produce, &renamed);
+  if (!renamed) {
+    // manifest.json is as it was (the rename never happened). A full disk
+    // falls back to a journal line (Write); anything else compacts again at
+    // the next Flush.
     if (written.error().errnum() != ENOSPC) manifest_file_bytes_ = 0;
     return written;
   }
-  manifest_bytes_written_ += text.size();
-  manifest_file_bytes_ = text.size();
+  // The new manifest holds everything up to `seq`, whatever follows.
+  manifest_.journal_seq = seq;
+  manifest_bytes_written_ += bytes;
+  manifest_file_bytes_ = bytes;
+  MarkWritten(seq, std::move(fields));
+  if (!written) {
+    manifest_file_bytes_ = 0;  // the directory's sync failed: compact again
+    return written;
+  }
   // Only now, with the new manifest renamed into place (and its directory
   // synced), may the journal go: a crash in between leaves lines the
   // manifest holds already, which readers skip by their seq.
@@ -377,14 +592,12 @@ Result<void> TraceWriter::Write(bool compact) {
   const std::string line = SerializeManifestChange(change);
   if (compact || manifest_file_bytes_ == 0 ||
       journal_bytes_ + line.size() > std::max(manifest_file_bytes_, kMinJournalBytes)) {
-    auto compacted = Compact(seq);
-    if (compacted) {
-      MarkWritten(seq, std::move(fields));
-      return Ok();
-    }
+    auto compacted = Compact(seq, fields);
+    if (compacted) return Ok();
     // No room for the whole manifest, and manifest.json is as it was: the
     // line says the same in far less room.
-    if (compacted.error().errnum() != ENOSPC || manifest_file_bytes_ == 0) return compacted;
+    if (compacted.error().errnum() != ENOSPC || manifest_file_bytes_ == 0 || journal_seq_ == seq)
+      return compacted;
   }
   PTSNAP_TRY(AppendJournal(line));
   MarkWritten(seq, std::move(fields));

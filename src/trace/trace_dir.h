@@ -10,12 +10,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "base/file_util.h"
 #include "base/unique_fd.h"
 #include "ptsnap/result.h"
 #include "trace/manifest.h"
@@ -75,15 +77,30 @@ class TraceWriter {
   // another file system is copied. Then rewrites the manifest.
   Result<uint32_t> AdoptStream(Stream info, const std::filesystem::path& file);
   Result<void> AppendStream(uint32_t id, std::span<const std::byte> data);
-  // The manifest entry of stream `id` (nullptr when there is none).
+  // The in-memory entry of stream `id`, which the caller may change (the
+  // next Flush writes its figures): a full-execution stream (snapshot 0,
+  // which may grow), or any stream the next Flush is still to list. nullptr
+  // otherwise: a snapshot's streams are whole when listed, and once listed
+  // the writer keeps them on disk only (its memory does not grow with the
+  // streams of a long recording).
   Stream* FindStream(uint32_t id);
   // Records a snapshot and rewrites the manifest.
   Result<void> AddSnapshot(Snapshot snap);
   // Any other manifest change (lost counts, kcore, binaries): edit, then
   // Flush. Streams change only through FindStream (or the calls above) and
   // snapshots through AddSnapshot: Flush writes the streams those touched,
-  // not all of them.
+  // not all of them. The lists here are only what the writer keeps in
+  // memory: `streams` the entries FindStream finds (all of a full-execution
+  // recording's), `snapshots` those the next Flush is to list. The rest is
+  // on disk (manifest.json and manifest.journal), read back when compacting.
   Manifest& manifest() { return manifest_; }
+  // Snapshots and streams listed so far, on disk or to be by the next Flush.
+  [[nodiscard]] uint32_t snapshot_count() const {
+    return snapshots_listed_ + static_cast<uint32_t>(manifest_.snapshots.size());
+  }
+  [[nodiscard]] uint32_t stream_count() const {
+    return streams_listed_ + static_cast<uint32_t>(manifest_.streams.size() - listed_streams_);
+  }
   // Makes the manifest on disk say what manifest() says. It fdatasyncs the
   // sideband and open streams first, so the manifest never refers to
   // records that are not on disk. Then it appends one line to
@@ -93,10 +110,14 @@ class TraceWriter {
   // grow with the streams listed before. When the journal has grown past
   // manifest.json's size (and at the first Flush) it compacts instead:
   // manifest.json is rewritten atomically with everything, then the
-  // journal emptied. A compaction that meets a full disk removes `.reserve`
-  // and retries, then falls back to a journal line; a line that meets one
-  // is cut back (no torn line is left mid-journal), `.reserve` removed and
-  // the line tried once more. Nothing changed: nothing is written.
+  // journal emptied; the compaction streams, reading the lists back from
+  // manifest.json and the journal's lines after its journal_seq element by
+  // element as it writes (the streams in memory with their current
+  // figures), so ptsnap's memory does not grow with them. A compaction
+  // that meets a full disk removes `.reserve` and retries, then falls back
+  // to a journal line; a line that meets one is cut back (no torn line is
+  // left mid-journal), `.reserve` removed and the line tried once more.
+  // Nothing changed: nothing is written.
   Result<void> Flush();
   // Sets the final state (and, for a recording ptsnap's own failure
   // stopped, `stop_error`) and compacts: manifest.json lists everything and
@@ -145,11 +166,17 @@ class TraceWriter {
   // What changed since the last Flush, as the journal line `seq`; `fields`:
   // SerializeManifestFields of manifest_.
   ManifestChange Changes(uint64_t seq, const ManifestFields& fields) const;
-  // After a write: what manifest_ says is on disk.
+  // After a write: what manifest_ says is on disk. A snapshot's streams
+  // leave memory.
   void MarkWritten(uint64_t seq, ManifestFields fields);
   // Rewrites manifest.json with everything (journal_seq `seq`), then empties
-  // the journal.
-  Result<void> Compact(uint64_t seq);
+  // the journal; MarkWritten once the new manifest is in place (also when
+  // an error follows).
+  Result<void> Compact(uint64_t seq, ManifestFields& fields);
+  // The new manifest.json's text, to `write`; its byte count to `bytes`.
+  Result<void> WriteCompacted(uint64_t seq, const base::WriteChunkFn& write, uint64_t& bytes);
+  // The index in manifest_.streams of stream `id`, if in memory.
+  [[nodiscard]] std::optional<size_t> StreamIndexOf(uint32_t id) const;
   // Appends `line` to the journal and syncs it.
   Result<void> AppendJournal(std::string_view line);
   Result<void> AppendJournalOnce(std::string_view line);
@@ -161,12 +188,15 @@ class TraceWriter {
   base::UniqueFd journal_;  // manifest.journal (O_APPEND), opened at its first line
   // As of the last Flush: the journal's last line (manifest.journal_seq
   // after a compaction), its bytes, manifest.json's bytes (0: not yet
-  // written), the streams and snapshots listed, the top-level fields.
+  // written, or compact at the next Flush), the entries of manifest_.streams
+  // already listed (the first ones), the snapshots and streams listed in
+  // all, the top-level fields.
   uint64_t journal_seq_ = 0;
   uint64_t journal_bytes_ = 0;
   uint64_t manifest_file_bytes_ = 0;
   size_t listed_streams_ = 0;
-  size_t listed_snapshots_ = 0;
+  uint32_t snapshots_listed_ = 0;
+  uint32_t streams_listed_ = 0;
   ManifestFields listed_fields_;
   std::vector<uint32_t> touched_streams_;  // ids FindStream/AppendStream handed out since
   uint32_t next_stream_id_ = 0;

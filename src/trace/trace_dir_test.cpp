@@ -399,7 +399,7 @@ TEST(TraceDirTest, StreamsGrowAsTheyAreAppendedAndSurviveACrash) {
 
 // A recording of `snapshots` snapshots of `per_snapshot` streams each.
 void RecordSnapshots(TraceWriter& w, uint32_t snapshots, uint32_t per_snapshot) {
-  const uint32_t first = static_cast<uint32_t>(w.manifest().snapshots.size()) + 1;
+  const uint32_t first = w.snapshot_count() + 1;
   for (uint32_t seq = first; seq < first + snapshots; ++seq) {
     for (uint32_t i = 0; i < per_snapshot; ++i) {
       ASSERT_THAT(w.AddStreamUnlisted(
@@ -431,7 +431,11 @@ uint64_t SnapshotBytes(const fs::path& dir, uint32_t listed, uint64_t* whole_man
   const uint64_t before = w->manifest_bytes_written();
   RecordSnapshots(*w, 1, 10);
   // What one snapshot cost before the journal: the whole manifest, rewritten.
-  *whole_manifest = SerializeManifest(w->manifest()).size();
+  // (The writer keeps the lists on disk: read them back.)
+  auto r = TraceReader::Open(dir);
+  EXPECT_THAT(r, HasValue());
+  if (!r) return 0;
+  *whole_manifest = SerializeManifest(r->manifest()).size();
   return w->manifest_bytes_written() - before;
 }
 
@@ -548,6 +552,47 @@ TEST(TraceDirTest, FinishLeavesOneCompactManifestAndNoJournal) {
   EXPECT_EQ(m->snapshots.size(), 5u);
   EXPECT_EQ(m->streams.size(), 10u);
   EXPECT_GT(m->journal_seq, 5u);  // Create, five snapshots, Finish
+}
+
+TEST(TraceDirTest, CompactionListsEachStreamOnceInOrderWithItsLatestFigures) {
+  // The writer keeps only the streams that may grow (full-execution ones)
+  // in memory; compacting reads the others back from manifest.json and the
+  // journal, and writes the growing ones with their figures of now.
+  TempDir tmp;
+  fs::path dir = tmp.path() / "t";
+  Manifest initial = Initial();
+  initial.streams.push_back(Stream{.id = 0, .file = "pt/0.pt", .cpu = 0});  // in manifest.json
+  auto w = TraceWriter::Create(dir, std::move(initial));
+  ASSERT_THAT(w, HasValue());
+  ASSERT_THAT(base::WriteFileAtomic(dir / "pt/0.pt", "xyz"), HasValue());
+  auto grown = w->BeginStream(Stream{.cpu = 1});  // listed by a journal line
+  ASSERT_THAT(grown, HasValue());
+  ASSERT_THAT(w->AppendStream(*grown, Span("abc")), HasValue());
+  RecordSnapshots(*w, 2, 2);  // streams 2-5, then on disk only
+  EXPECT_EQ(w->FindStream(2), nullptr);
+  EXPECT_EQ(w->stream_count(), 6u);
+  EXPECT_EQ(w->snapshot_count(), 2u);
+  ASSERT_THAT(w->AppendStream(*grown, Span("def")), HasValue());
+  Stream* first = w->FindStream(0);
+  ASSERT_NE(first, nullptr);
+  first->size = 3;
+  first->truncated = 1;
+  first->lost_bytes = 5;
+  ASSERT_THAT(w->Finish(), HasValue());
+  auto m = ParseManifest(*base::ReadFile(dir / "manifest.json"));
+  ASSERT_THAT(m, HasValue());
+  ASSERT_EQ(m->streams.size(), 6u);
+  for (uint32_t k = 0; k < 6; ++k) EXPECT_EQ(m->streams[k].id, k);
+  EXPECT_EQ(m->streams[0].size, 3u);
+  EXPECT_EQ(m->streams[0].truncated, 1u);
+  EXPECT_EQ(m->streams[0].lost_bytes, 5u);
+  EXPECT_EQ(m->streams[1].size, 6u);
+  EXPECT_EQ(m->streams[1].cpu, 1);
+  EXPECT_EQ(m->streams[5].snapshot, 2u);
+  ASSERT_EQ(m->snapshots.size(), 2u);
+  EXPECT_EQ(m->snapshots[1].seq, 2u);
+  // The text is SerializeManifest's, as if it had been written whole.
+  EXPECT_EQ(*base::ReadFile(dir / "manifest.json"), SerializeManifest(*m));
 }
 
 TEST(TraceDirTest, JournalLeftByACompactionIsNotCountedTwice) {
