@@ -95,7 +95,7 @@ enum class PtDecoderKind : uint8_t { kOurs, kLibipt };
 struct DecodeOptions {
   uint32_t snapshot = 0;  // only this snapshot's streams; 0: all of them
   PtDecoderKind decoder = PtDecoderKind::kOurs;
-  size_t top = 5;         // entries in top_total and top_self
+  size_t top = 5;  // entries in top_total and top_self
   // Called now and then with (PT bytes decoded, total PT bytes).
   std::function<void(uint64_t, uint64_t)> progress;
   // WriteFile only: thin the timeline as `ptsnap decode --max-depth N

@@ -39,10 +39,10 @@ namespace ptsnap::cli {
 // `ptsnap decode`'s flags for the viewer (docs/decoding.md, "Sized for the
 // viewer").
 struct ViewFlags {
-  size_t max_depth = 0;      // --max-depth: 0, no limit
-  std::string min_duration;  // --min-duration: "" none, else a duration ("1us")
-  bool open = false;         // --open: serve the file to ui.perfetto.dev afterwards
-  uint16_t port = 9001;      // --port, for --open
+  size_t max_depth = 0;          // --max-depth: 0, no limit
+  std::string min_duration;      // --min-duration: "" none, else a duration ("1us")
+  bool open = false;             // --open: serve the file to ui.perfetto.dev afterwards
+  uint16_t port = 9001;          // --port, for --open
   std::string decoder = "ours";  // --decoder: ours or libipt
 };
 

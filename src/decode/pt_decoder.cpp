@@ -227,7 +227,7 @@ class StreamDecoder {
         Retarget(Now(), /*thread=*/true);
         return true;
       case flow::ItemKind::kBlock: {
-        struct pt_block b{};
+        struct pt_block b {};
         b.ip = it.ip;
         b.end_ip = it.end_ip;
         b.ninsn = it.ninsn;
@@ -258,7 +258,7 @@ class StreamDecoder {
     return true;
   }
   static struct pt_event ToEvent(const flow::Item& it) {
-    struct pt_event ev{};
+    struct pt_event ev {};
     ev.type = static_cast<enum pt_event_type>(it.event);
     ev.ip_suppressed = it.ip_suppressed ? 1 : 0;
     ev.status_update = it.status_update ? 1 : 0;

@@ -82,8 +82,8 @@ TEST(PtDecoderTest, DecodesTheCallsProgram) {
 
 Decoded DecodeCallsWith(const std::string& stream, PtDecoder::Engine engine) {
   auto p = testing::LoadCallsProgram();
-  auto dec =
-      PtDecoder::Create("/nonexistent", testing::CallsManifest(100), testing::CallsSideband(p, 100));
+  auto dec = PtDecoder::Create("/nonexistent", testing::CallsManifest(100),
+                               testing::CallsSideband(p, 100));
   EXPECT_THAT(dec, HasValue());
   (*dec)->set_engine(engine);
   Decoded d;
@@ -97,8 +97,8 @@ Decoded DecodeCallsWith(const std::string& stream, PtDecoder::Engine engine) {
 std::string Describe(const BranchEvent& e) {
   return std::string(ToString(e.kind)) + " " + std::to_string(e.from) + "->" +
          std::to_string(e.to) + " t=" + std::to_string(e.time) + " n=" + std::to_string(e.insns) +
-         (e.syscall ? " syscall" : "") + " " + std::to_string(e.pid) + "/" +
-         std::to_string(e.tid) + "@" + std::to_string(e.space) + " " + e.message;
+         (e.syscall ? " syscall" : "") + " " + std::to_string(e.pid) + "/" + std::to_string(e.tid) +
+         "@" + std::to_string(e.space) + " " + e.message;
 }
 
 // The same events and counts from ptsnap's flow decoder and from libipt.

@@ -94,7 +94,8 @@ Decoded Decode(const Scenario& sc, const TraceOptions& opts, const std::filesyst
   EXPECT_THAT(lr, HasValue());
   if (lr) {
     auto ltext = format == "fxt" ? output::ReadMaybeGzip(lo.output) : base::ReadFile(lo.output);
-    EXPECT_TRUE(ltext.has_value() && *ltext == d.text) << "--decoder libipt wrote another " << format;
+    EXPECT_TRUE(ltext.has_value() && *ltext == d.text)
+        << "--decoder libipt wrote another " << format;
     EXPECT_EQ(lr->decode.instructions, r->decode.instructions);
     EXPECT_EQ(lr->decode.errors, r->decode.errors);
     EXPECT_EQ(lr->slices, r->slices);
