@@ -88,9 +88,14 @@ struct DecodeSummary {
   [[nodiscard]] std::string ToJson() const;
 };
 
+// Which decoder turns PT into control flow (`ptsnap decode --decoder`,
+// docs/decoding.md "Decoders"): ptsnap's own, or libipt's; the same output.
+enum class PtDecoderKind : uint8_t { kOurs, kLibipt };
+
 struct DecodeOptions {
   uint32_t snapshot = 0;  // only this snapshot's streams; 0: all of them
-  size_t top = 5;         // entries in top_total and top_self
+  PtDecoderKind decoder = PtDecoderKind::kOurs;
+  size_t top = 5;  // entries in top_total and top_self
   // Called now and then with (PT bytes decoded, total PT bytes).
   std::function<void(uint64_t, uint64_t)> progress;
   // WriteFile only: thin the timeline as `ptsnap decode --max-depth N
@@ -118,6 +123,10 @@ class PTSNAP_API Decoder {
   Result<DecodeSummary> Decode(DecodeListener& listener);
 
   [[nodiscard]] const std::filesystem::path& trace_dir() const;
+  // The options Open was given; set_options changes them for the next
+  // WriteFile or Decode (the snapshot is not checked again).
+  [[nodiscard]] const DecodeOptions& options() const;
+  void set_options(DecodeOptions options);
 
  private:
   struct Impl;

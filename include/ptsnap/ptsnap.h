@@ -162,6 +162,11 @@ typedef struct ptsnap_decoder ptsnap_decoder;
  * N. Errors: not a trace directory, a corrupt manifest, no such snapshot. */
 PTSNAP_API ptsnap_status ptsnap_decoder_open(const char* trace_dir, uint32_t snapshot,
                                              ptsnap_decoder** out);
+/* Sets a decode option by its `ptsnap decode` flag name, without the
+ * dashes: "decoder" ("ours" or "libipt"). Errors (PTSNAP_ERR_INVALID_ARGUMENT): an
+ * unknown key or value. */
+PTSNAP_API ptsnap_status ptsnap_decoder_set(ptsnap_decoder* decoder, const char* key,
+                                            const char* value);
 /* Decodes, calling `callbacks` (may be NULL) on this thread. With
  * `summary_json` non-NULL, `*summary_json` gets the summary (counts, hottest
  * functions: DecodeSummary::ToJson()); free it with ptsnap_free(). */

@@ -428,6 +428,27 @@ ptsnap_status ptsnap_decoder_open(const char* trace_dir, uint32_t snapshot, ptsn
   });
 }
 
+ptsnap_status ptsnap_decoder_set(ptsnap_decoder* decoder, const char* key, const char* value) {
+  return Guard([&] {
+    if (decoder == nullptr || key == nullptr || value == nullptr)
+      return Invalid("ptsnap_decoder_set: decoder, key and value must not be NULL");
+    const std::string_view k(key), v(value);
+    if (k != "decoder")
+      return Invalid("unknown decode option \"" + std::string(k) + "\" (known: decoder)");
+    ptsnap::DecodeOptions o = decoder->decoder->options();
+    if (v == "ours") {
+      o.decoder = ptsnap::PtDecoderKind::kOurs;
+    } else if (v == "libipt") {
+      o.decoder = ptsnap::PtDecoderKind::kLibipt;
+    } else {
+      return Invalid("option \"decoder\": bad value \"" + std::string(v) +
+                     "\" (expected ours or libipt)");
+    }
+    decoder->decoder->set_options(std::move(o));
+    return PTSNAP_OK;
+  });
+}
+
 ptsnap_status ptsnap_decoder_decode(ptsnap_decoder* decoder,
                                     const ptsnap_decode_callbacks* callbacks, void* user,
                                     char** summary_json) {

@@ -215,6 +215,22 @@ TEST(CApiEmulated, RecordSnapshotStopDecode) {
   ASSERT_EQ(ptsnap_decoder_write(d, out.c_str(), nullptr, nullptr), PTSNAP_OK)
       << ptsnap_last_error();
   EXPECT_GT(fs::file_size(out), 0u);
+
+  // The decode flag by its name: libipt's decoder gives the same summary.
+  EXPECT_EQ(ptsnap_decoder_set(d, "decoder", "fast"), PTSNAP_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(ptsnap_last_error()).find("bad value \"fast\" (expected ours or libipt)"),
+            std::string::npos);
+  EXPECT_EQ(ptsnap_decoder_set(d, "engine", "ours"), PTSNAP_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(ptsnap_last_error()).find("unknown decode option \"engine\""),
+            std::string::npos);
+  ASSERT_EQ(ptsnap_decoder_set(d, "decoder", "libipt"), PTSNAP_OK) << ptsnap_last_error();
+  char* libipt_summary = nullptr;
+  ASSERT_EQ(ptsnap_decoder_decode(d, nullptr, nullptr, &libipt_summary), PTSNAP_OK)
+      << ptsnap_last_error();
+  auto lj = nlohmann::json::parse(libipt_summary);
+  ptsnap_free(libipt_summary);
+  EXPECT_EQ(lj["slices"], j["slices"]);
+  EXPECT_EQ(lj["instructions"], j["instructions"]);
   ptsnap_decoder_free(d);
 }
 

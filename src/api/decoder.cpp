@@ -99,6 +99,8 @@ struct Decoder::Impl {
     o.format = std::string(format);
     o.sink = sink;
     o.snapshot = options.snapshot;
+    o.decoder = options.decoder == PtDecoderKind::kLibipt ? decode::PtDecoder::Engine::kLibipt
+                                                          : decode::PtDecoder::Engine::kOurs;
     o.top = options.top;
     o.progress = options.progress;
     o.thin.max_depth = options.max_depth;
@@ -137,6 +139,8 @@ Result<DecodeSummary> Decoder::Decode(DecodeListener& listener) {
 }
 
 const std::filesystem::path& Decoder::trace_dir() const { return impl_->trace_dir; }
+const DecodeOptions& Decoder::options() const { return impl_->options; }
+void Decoder::set_options(DecodeOptions options) { impl_->options = std::move(options); }
 
 std::string DecodeSummary::ToJson() const {
   auto fns = [](const std::vector<FunctionTime>& v) {

@@ -41,6 +41,7 @@ int DecodeAndReport(const std::filesystem::path& trace_dir, const std::filesyste
     options.thin.min_duration_ns = *ns;
   }
   options.snapshot = snapshot;
+  options.decoder = DecoderEngine(view.decoder);
   options.output = output.empty() ? std::filesystem::path("trace.fxt.gz") : output;
   options.format = format;
   if (!format.empty() && format != "fxt" && format != "json" && format != "events") {
@@ -81,6 +82,19 @@ int DecodeAndReport(const std::filesystem::path& trace_dir, const std::filesyste
   return kExitOk;
 }
 
+void AddDecoderFlag(CLI::App* cmd, std::string* decoder) {
+  cmd->add_option("--decoder", *decoder,
+                  "PT decoder: ours (ptsnap's own, several times faster) or libipt (the "
+                  "reference); both give the same timeline")
+      ->check(CLI::IsMember({"ours", "libipt"}))
+      ->capture_default_str();
+}
+
+decode::PtDecoder::Engine DecoderEngine(const std::string& decoder) {
+  return decoder == "libipt" ? decode::PtDecoder::Engine::kLibipt
+                             : decode::PtDecoder::Engine::kOurs;
+}
+
 void AddDecodeCommand(CLI::App& app, CommandFn* selected) {
   struct Args {
     std::string dir, output = "trace.fxt.gz", format;
@@ -107,6 +121,7 @@ void AddDecodeCommand(CLI::App& app, CommandFn* selected) {
   cmd->add_option("--min-duration", args->view.min_duration,
                   "Thin the timeline: leave out calls shorter than this (e.g. 1us, 0.5ms), and "
                   "so everything under them; the summary counts what was left out");
+  AddDecoderFlag(cmd, &args->view.decoder);
   cmd->add_flag("--open", args->view.open,
                 "After decoding, serve the file on 127.0.0.1 for ui.perfetto.dev and print the "
                 "link that opens it (as `ptsnap serve`)");

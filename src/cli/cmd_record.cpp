@@ -59,6 +59,7 @@ constexpr std::pair<const char*, const char*> kMagicTraceFlags[] = {
 struct Args {
   record::RecordOptions opts;
   std::string snapshot_size, timer = "normal", duration, pids, format, cpus, slower_than;
+  std::string decoder = "ours";
   bool include_kernel = false, kernel_only = false;
 };
 
@@ -252,7 +253,10 @@ int RunRecord(Args& a, bool attach) {
   // stdout: `ptsnap run -- gen | sink` must pass gen's bytes through
   // untouched. `run` exits with the program's status, as `perf record`
   // does, unless ptsnap itself failed (docs/errors.md).
-  const int ours = o.no_decode ? kExitOk : DecodeAndReport(trace_dir, output, a.format, 0, stderr);
+  ViewFlags view;
+  view.decoder = a.decoder;
+  const int ours =
+      o.no_decode ? kExitOk : DecodeAndReport(trace_dir, output, a.format, 0, stderr, view);
   if (ours != kExitOk || attach) return ours;
   return result->program_status;
 }
@@ -263,6 +267,7 @@ void AddShared(CLI::App* cmd, Args* a) {
       "-o,--output", o.output,
       "Decoded trace file (default trace.fxt.gz; .fxt, .json, .events, optionally .gz)");
   cmd->add_option("--format", a->format, "Output format, overriding the -o suffix");
+  AddDecoderFlag(cmd, &a->decoder);
   cmd->add_option("--trace-dir", o.trace_dir,
                   "Where the raw recording is kept (default: beside the output, e.g. "
                   "trace.ptsnap/); must not exist");

@@ -23,6 +23,7 @@ struct ReportArgs {
   bool per_thread = false, json = false;
   size_t slowest = 0, depth = 3, limit = 20;
   std::string sort = "total", since, until, output;
+  std::string decoder = "ours";
   uint32_t snapshot = 0;
 };
 
@@ -67,6 +68,7 @@ int RunReport(const ReportArgs& a) {
   pipeline::DecodeOptions d;
   d.sink = &sink;
   d.snapshot = a.snapshot;
+  d.decoder = DecoderEngine(a.decoder);
   auto decoded = pipeline::DecodeTraceDir(a.dir, d);
   if (!decoded) {
     std::fprintf(stderr, "ptsnap: error: decoding %s: %s\n", a.dir.c_str(),
@@ -145,6 +147,7 @@ void AddReportCommand(CLI::App& app, CommandFn* selected) {
                   "Count only calls that start this long after the first call, e.g. 10ms");
   cmd->add_option("--until", a->until,
                   "Count only calls that end before this long after the first call");
+  AddDecoderFlag(cmd, &a->decoder);
   cmd->add_option("--snapshot", a->snapshot, "Only snapshot N (`ptsnap info` lists them)")
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--json", a->json, "Print JSON (docs/report.md) instead of text");

@@ -32,16 +32,25 @@ inline constexpr int kExitInterrupted = 130;  // Ctrl-C
 #include <filesystem>
 #include <string>
 
+#include "decode/pt_decoder.h"
+
 namespace ptsnap::cli {
 
 // `ptsnap decode`'s flags for the viewer (docs/decoding.md, "Sized for the
 // viewer").
 struct ViewFlags {
-  size_t max_depth = 0;      // --max-depth: 0, no limit
-  std::string min_duration;  // --min-duration: "" none, else a duration ("1us")
-  bool open = false;         // --open: serve the file to ui.perfetto.dev afterwards
-  uint16_t port = 9001;      // --port, for --open
+  size_t max_depth = 0;          // --max-depth: 0, no limit
+  std::string min_duration;      // --min-duration: "" none, else a duration ("1us")
+  bool open = false;             // --open: serve the file to ui.perfetto.dev afterwards
+  uint16_t port = 9001;          // --port, for --open
+  std::string decoder = "ours";  // --decoder: ours or libipt
 };
+
+// --decoder ours|libipt (decode, run, attach, report): which PT decoder
+// (docs/decoding.md, "Decoders"). Defined in cmd_decode.cpp.
+void AddDecoderFlag(CLI::App* cmd, std::string* decoder);
+// The pipeline's engine for a --decoder value AddDecoderFlag accepted.
+decode::PtDecoder::Engine DecoderEngine(const std::string& decoder);
 
 // Decodes a trace directory into `output` (format from --format, else from
 // the suffix: .fxt, .json, .events, each optionally .gz) and prints the

@@ -44,13 +44,27 @@ bool BuildIdsMatch(const std::string& a, const std::string& b) {
 
 AddressSpaces::AddressSpaces(std::filesystem::path dir, std::vector<trace::Binary> binaries,
                              struct pt_image_section_cache* iscache, const KernelImage& kernel,
-                             Symbolizer& symbolizer, DecodeStats& stats)
+                             Symbolizer& symbolizer, DecodeStats& stats, ImageViews* views)
     : dir_(std::move(dir)),
       binaries_(std::move(binaries)),
       iscache_(iscache),
       kernel_(kernel),
       symbolizer_(symbolizer),
-      stats_(stats) {}
+      stats_(stats),
+      views_(views) {}
+
+// Copying an image or adding a cached section fails only on bad arguments
+// (a null image, an isid not in the cache): a bug, never a property of the
+// trace.
+void AddressSpaces::CopyImage(struct pt_image* dst, const struct pt_image* src) {
+  PTSNAP_CHECK_OK(pt_image_copy(dst, src));
+  if (views_ != nullptr) views_->Copy(dst, src);
+}
+
+void AddressSpaces::AddSection(struct pt_image* image, int isid) {
+  PTSNAP_CHECK_OK(pt_image_add_cached(image, iscache_, isid, nullptr));
+  if (views_ != nullptr) views_->Add(image, isid);
+}
 
 void AddressSpaces::Apply(const trace::Record& rec) {
   uint64_t time = rec.sample_id.time;
@@ -84,7 +98,7 @@ void AddressSpaces::Apply(const trace::Record& rec) {
       if (space != from) {
         // Copying an image fails only on bad arguments (a null image): a
         // bug, never a property of the trace.
-        PTSNAP_CHECK_OK(pt_image_copy(Image(space), Image(from)));
+        CopyImage(Image(space), Image(from));
         code_maps_[space] = code_maps_[from];
         symbolizer_.ForkProcess(from, space);
         if (auto it = jit_.find(from); it != jit_.end()) Jit(space) = *it->second;
@@ -153,7 +167,7 @@ struct pt_image* AddressSpaces::Image(int32_t space) {
   UniqueImage image = NewImage(std::to_string(space).c_str());
   // Copying or adding a cached section fails only on bad arguments (a null
   // image, an isid not in the cache): a bug, never a property of the trace.
-  PTSNAP_CHECK_OK(pt_image_copy(image.get(), kernel_.image()));
+  CopyImage(image.get(), kernel_.image());
   AttachJit(space, image.get());
   return images_.emplace(space, std::move(image)).first->second.get();
 }
@@ -172,6 +186,7 @@ void AddressSpaces::AttachJit(int32_t space, struct pt_image* image) {
   if (it == jit_.end() || !it->second) return;
   // Fails only on a null image: a bug.
   PTSNAP_CHECK_OK(pt_image_set_callback(image, ReadJitMemory, it->second.get()));
+  if (views_ != nullptr) views_->SetJit(image, it->second.get());
 }
 
 struct pt_image* AddressSpaces::Image(int32_t space, size_t pokes) {
@@ -180,9 +195,8 @@ struct pt_image* AddressSpaces::Image(int32_t space, size_t pokes) {
   while (v.size() < pokes) {
     struct pt_image* prev = v.empty() ? Image(space) : v.back().get();
     UniqueImage image = NewImage(nullptr);
-    PTSNAP_CHECK_OK(pt_image_copy(image.get(), prev));
-    PTSNAP_CHECK_OK(
-        pt_image_add_cached(image.get(), iscache_, kernel_.PokeIsid(v.size()), nullptr));
+    CopyImage(image.get(), prev);
+    AddSection(image.get(), kernel_.PokeIsid(v.size()));
     AttachJit(space, image.get());
     v.push_back(std::move(image));
   }
@@ -202,7 +216,7 @@ int32_t AddressSpaces::NewSpace(int32_t pid, uint64_t time, bool copy) {
   int32_t id = next_space_++;
   struct pt_image* image = Image(id);
   if (copy) {
-    PTSNAP_CHECK_OK(pt_image_copy(image, Image(old)));
+    CopyImage(image, Image(old));
     code_maps_[id] = code_maps_[old];
     symbolizer_.ForkProcess(old, id);
     if (auto it = jit_.find(old); it != jit_.end()) Jit(id) = *it->second;
@@ -280,8 +294,9 @@ void AddressSpaces::AddMmap(int32_t pid, uint64_t time, uint64_t addr, uint64_t 
       return;
     }
     isids_.emplace(key, isid);
+    if (views_ != nullptr) views_->Section(isid, addr, n);
   }
-  PTSNAP_CHECK_OK(pt_image_add_cached(Image(space), iscache_, isid, nullptr));
+  AddSection(Image(space), isid);
 }
 
 }  // namespace ptsnap::decode

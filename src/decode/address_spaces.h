@@ -21,6 +21,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "decode/image_view.h"
 #include "decode/jit_memory.h"
 #include "decode/kernel_image.h"
 #include "decode/libipt.h"
@@ -51,10 +52,11 @@ struct MappedFile {
 class AddressSpaces {
  public:
   // `dir` is the trace directory (binaries/, vdso/); `binaries` the
-  // manifest's list (build-ids, copies).
+  // manifest's list (build-ids, copies). `views` (optional, must outlive
+  // it) mirrors every image's sections (image_view.h).
   AddressSpaces(std::filesystem::path dir, std::vector<trace::Binary> binaries,
                 struct pt_image_section_cache* iscache, const KernelImage& kernel,
-                Symbolizer& symbolizer, DecodeStats& stats);
+                Symbolizer& symbolizer, DecodeStats& stats, ImageViews* views = nullptr);
   AddressSpaces(const AddressSpaces&) = delete;
   AddressSpaces& operator=(const AddressSpaces&) = delete;
 
@@ -129,6 +131,10 @@ class AddressSpaces {
   const KernelImage& kernel_;
   Symbolizer& symbolizer_;
   DecodeStats& stats_;
+  ImageViews* views_;
+  // pt_image_copy and pt_image_add_cached, mirrored in views_.
+  void CopyImage(struct pt_image* dst, const struct pt_image* src);
+  void AddSection(struct pt_image* image, int isid);
 
   std::unordered_map<int32_t, UniqueImage> images_;  // by space
   // Each process's address spaces in time order: {start time, space}.

@@ -15,8 +15,8 @@
 
 namespace ptsnap::decode {
 
-KernelImage::KernelImage(struct pt_image_section_cache* iscache)
-    : iscache_(iscache), image_(NewImage("kernel")) {}
+KernelImage::KernelImage(struct pt_image_section_cache* iscache, ImageViews* views)
+    : iscache_(iscache), views_(views), image_(NewImage("kernel")) {}
 
 void KernelImage::Load(const std::filesystem::path& dir, const trace::Manifest& m,
                        Symbolizer& symbolizer, DecodeStats& stats) {
@@ -50,6 +50,10 @@ void KernelImage::Load(const std::filesystem::path& dir, const trace::Manifest& 
     // Adding a cached section fails only on bad arguments (a null image, an
     // isid not in the cache): a bug, never a property of the trace.
     PTSNAP_CHECK_OK(pt_image_add_cached(image_.get(), iscache_, isid, nullptr));
+    if (views_ != nullptr) {
+      views_->Section(isid, seg.vaddr, seg.filesz);
+      views_->Add(image_.get(), isid);
+    }
     kcore_segments_.push_back({seg.vaddr, seg.filesz, isid});
   }
 }
@@ -112,6 +116,7 @@ void KernelImage::AddTextPoke(uint64_t time, const trace::TextPoke& poke, Decode
                              ": libipt: " + LibiptError(isid));
     return;
   }
+  if (views_ != nullptr) views_->Section(isid, lo, bytes.size());
   poke_fds_.push_back(std::move(fd));
   pokes_.push_back({time, isid});
 }

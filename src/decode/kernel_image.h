@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "base/unique_fd.h"
+#include "decode/image_view.h"
 #include "decode/libipt.h"
 #include "decode/stats.h"
 #include "decode/symbols.h"
@@ -26,7 +27,8 @@ namespace ptsnap::decode {
 class KernelImage {
  public:
   // An image without sections, adding to `iscache` (which must outlive it).
-  explicit KernelImage(struct pt_image_section_cache* iscache);
+  // `views` (optional, must outlive it) mirrors its sections (image_view.h).
+  explicit KernelImage(struct pt_image_section_cache* iscache, ImageViews* views = nullptr);
 
   // When the manifest says the kcore was copied: kallsyms from `dir`'s
   // kcore directory go to `symbolizer`, and the kcore copy's kernel text
@@ -56,6 +58,7 @@ class KernelImage {
 
  private:
   struct pt_image_section_cache* iscache_;
+  ImageViews* views_;
   UniqueImage image_;
   struct KcoreSegment {
     uint64_t vaddr = 0, size = 0;

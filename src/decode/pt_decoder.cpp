@@ -11,6 +11,8 @@
 #include "base/check.h"
 #include "base/file_util.h"
 #include "decode/classify.h"
+#include "flow/flow_decoder.h"
+#include "flow/libipt_config.h"
 #include "trace/owned_file.h"
 #include "trace/trace_dir.h"
 
@@ -37,8 +39,9 @@ PtDecoder::PtDecoder(const std::filesystem::path& dir, const trace::Manifest& m)
     : dir_(dir),
       manifest_(m),
       iscache_(NewIscache("ptsnap")),
-      kernel_(iscache_.get()),
-      spaces_(dir_, manifest_.binaries, iscache_.get(), kernel_, symbolizer_, stats_) {}
+      views_(iscache_.get()),
+      kernel_(iscache_.get(), &views_),
+      spaces_(dir_, manifest_.binaries, iscache_.get(), kernel_, symbolizer_, stats_, &views_) {}
 
 PtDecoder::~PtDecoder() = default;
 
@@ -95,16 +98,29 @@ class StreamDecoder {
  public:
   // `cpu` >= 0: a per-CPU stream, its thread from the switch sideband;
   // else `thread` for the whole stream.
-  StreamDecoder(PtDecoder* owner, UniqueBlockDecoder dec, PtDecoder::ThreadId thread, int32_t cpu,
-                const PtDecoder::Sink* sink)
+  // `dec` null: ptsnap's flow decoder over `bytes` (src/flow), reading the
+  // same images through the owner's ImageViews. `skip`: events of this
+  // stream already delivered (by a flow decoder that stopped at what it
+  // does not decode): decoded again, not delivered again.
+  StreamDecoder(PtDecoder* owner, UniqueBlockDecoder dec, std::string_view bytes,
+                PtDecoder::ThreadId thread, int32_t cpu, const PtDecoder::Sink* sink,
+                uint64_t skip = 0)
       : owner_(owner),
         dec_(std::move(dec)),
+        bytes_(bytes),
         cpu_(cpu),
         thread_(thread),
         sink_(sink),
-        stats_(owner->mutable_stats()),
+        stats_(own_stats_),
+        skip_(skip),
         cycle_accurate_(owner->cycle_accurate()),
-        mtc_period_ns_(owner->MtcPeriodNs()) {}
+        mtc_period_ns_(owner->MtcPeriodNs()) {
+    if (!dec_) {
+      code_.views = &owner->views();
+      code_.image = owner->KernelImageForFlow();
+      flow_ = std::make_unique<flow::FlowDecoder>(owner->FlowConfig(bytes), &code_);
+    }
+  }
   StreamDecoder(const StreamDecoder&) = delete;
   StreamDecoder& operator=(const StreamDecoder&) = delete;
 
@@ -119,6 +135,11 @@ class StreamDecoder {
     return !queue_.empty();
   }
   std::deque<BranchEvent>& queue() { return queue_; }
+  // The flow decoder met what it does not decode: this stream must be
+  // decoded again with libipt, skipping delivered() events. Nothing of it
+  // is counted in the owner's stats but those delivered events.
+  [[nodiscard]] bool needs_libipt() const { return needs_libipt_; }
+  [[nodiscard]] uint64_t delivered() const { return delivered_; }
 
  private:
   enum class State : uint8_t { kSync, kSegment, kDone };
@@ -132,6 +153,7 @@ class StreamDecoder {
   };
 
   bool Step() {
+    if (flow_) return StepFlow();
     if (state_ == State::kSegment) {
       if (status_ & pts_event_pending) {
         struct pt_event ev;
@@ -174,6 +196,104 @@ class StreamDecoder {
     Retarget(Now(), /*thread=*/true);
     return true;
   }
+  // The flow decoder's items, one at a time, handled as Step handles what
+  // libipt's calls return (the flow decoder runs the same loop).
+  bool StepFlow() {
+    if (state_ == State::kDone) return false;
+    if (item_i_ == item_n_) {
+      // Images change between blocks: one step at a time while a change
+      // may come (the flow decoder would otherwise decode ahead).
+      const bool may_change = next_change_ != UINT64_MAX || cpu_ >= 0;
+      if (may_change && flow_->BlockNext() && next_change_ != UINT64_MAX) {
+        uint64_t now = Now();
+        if (now >= next_change_) Retarget(now, /*thread=*/false);
+      }
+      item_n_ = flow_->Decode(items_.data(), may_change ? 2 : items_.size());
+      item_i_ = 0;
+      if (item_n_ == 0) return Done();
+    }
+    const flow::Item& it = items_[item_i_++];
+    flow_has_now_ = it.has_now;
+    flow_now_ = it.now;
+    switch (it.kind) {
+      case flow::ItemKind::kSync:
+        flow_sync_ = it.offset;
+        if (skipping_) {
+          if (it.offset > skip_from_) stats_.undecoded_bytes += it.offset - skip_from_;
+          skipping_ = false;
+        }
+        have_prev_ = false;
+        state_ = State::kSegment;
+        Retarget(Now(), /*thread=*/true);
+        return true;
+      case flow::ItemKind::kBlock: {
+        struct pt_block b {};
+        b.ip = it.ip;
+        b.end_ip = it.end_ip;
+        b.ninsn = it.ninsn;
+        b.mode = static_cast<enum pt_exec_mode>(it.mode);
+        b.iclass = static_cast<enum pt_insn_class>(it.iclass);
+        b.speculative = it.speculative ? 1 : 0;
+        if (b.iclass == ptic_error) {
+          uint8_t buf[16];
+          const size_t n = code_.Read(b.end_ip, buf, sizeof buf);
+          b.iclass = n == 0 ? ptic_error : ClassifyInstruction(buf, n, b.mode);
+        }
+        HandleBlock(b);
+        return true;
+      }
+      case flow::ItemKind::kEvent: HandleEvent(ToEvent(it)); return true;
+      case flow::ItemKind::kError:
+        if (it.error == flow::kErrUnsupported) {
+          needs_libipt_ = true;
+          state_ = State::kDone;
+          return false;
+        }
+        Error(it.error);
+        skip_from_ = it.offset;
+        skipping_ = true;
+        state_ = State::kSync;
+        return true;
+    }
+    return true;
+  }
+  static struct pt_event ToEvent(const flow::Item& it) {
+    struct pt_event ev {};
+    ev.type = static_cast<enum pt_event_type>(it.event);
+    ev.ip_suppressed = it.ip_suppressed ? 1 : 0;
+    ev.status_update = it.status_update ? 1 : 0;
+    ev.has_tsc = it.has_tsc ? 1 : 0;
+    ev.tsc = it.tsc;
+    switch (it.event) {
+      case flow::EventType::kEnabled:
+        ev.variant.enabled.ip = it.ip;
+        ev.variant.enabled.resumed = it.resumed ? 1 : 0;
+        break;
+      case flow::EventType::kDisabled: ev.variant.disabled.ip = it.ip; break;
+      case flow::EventType::kAsyncDisabled:
+        ev.variant.async_disabled.at = it.ip;
+        ev.variant.async_disabled.ip = it.to;
+        break;
+      case flow::EventType::kAsyncBranch:
+        ev.variant.async_branch.from = it.ip;
+        ev.variant.async_branch.to = it.to;
+        break;
+      case flow::EventType::kOverflow: ev.variant.overflow.ip = it.ip; break;
+      case flow::EventType::kExecMode:
+        ev.variant.exec_mode.ip = it.ip;
+        ev.variant.exec_mode.mode = static_cast<enum pt_exec_mode>(it.mode);
+        break;
+      case flow::EventType::kTsx:
+        ev.variant.tsx.ip = it.ip;
+        ev.variant.tsx.speculative = it.speculative ? 1 : 0;
+        ev.variant.tsx.aborted = it.aborted ? 1 : 0;
+        break;
+      case flow::EventType::kTick: ev.variant.tick.ip = it.ip; break;
+      case flow::EventType::kCbr: ev.variant.cbr.ratio = it.ratio; break;
+      default: break;
+    }
+    return ev;
+  }
   bool EndSegment(int status) {
     if (status == -pte_eos) return Done();
     Error(status);
@@ -187,14 +307,14 @@ class StreamDecoder {
   }
   bool Done() {
     if (skipping_) {  // no further sync point: the rest is undecoded
-      const struct pt_config* c = pt_blk_get_config(dec_.get());
-      const auto size = c != nullptr ? static_cast<uint64_t>(c->end - c->begin) : 0;
+      const uint64_t size = bytes_.size();
       if (size > skip_from_) stats_.undecoded_bytes += size - skip_from_;
       skipping_ = false;
     }
     DropTransaction();  // its outcome is not in the trace
     ResolvePending(0, /*have_next=*/false);
     state_ = State::kDone;
+    MergeStats(owner_->mutable_stats(), own_stats_);
     return false;
   }
 
@@ -225,10 +345,22 @@ class StreamDecoder {
     space_ = space;
     applied_pokes_ = k;
     have_image_ = true;
-    PTSNAP_CHECK_OK(pt_blk_set_image(dec_.get(), owner_->PokedImage(space, k)));
+    struct pt_image* image = owner_->PokedImage(space, k);
+    if (flow_) {
+      if (image != code_.image) {
+        code_.image = image;
+        flow_->InvalidateCode();
+      }
+      return;
+    }
+    PTSNAP_CHECK_OK(pt_blk_set_image(dec_.get(), image));
   }
 
   uint64_t Now() {
+    if (flow_) {
+      if (flow_has_now_ && flow_now_ != 0) Advance(owner_->TscToNs(flow_now_));
+      return last_time_;
+    }
     uint64_t tsc = 0;
     uint32_t lost_mtc = 0, lost_cyc = 0;
     int r = pt_blk_time(dec_.get(), &tsc, &lost_mtc, &lost_cyc);
@@ -257,8 +389,11 @@ class StreamDecoder {
   // this one by the instructions retired before each.
   void Anchor(uint64_t pos, uint64_t time) {
     if (have_anchor_ && time < anchor_time_) time = anchor_time_;
-    if (have_anchor_ && !gap_since_anchor_ && pos > anchor_pos_)
+    if (have_anchor_ && !gap_since_anchor_ && pos > anchor_pos_) {
       owner_->AddRate(time - anchor_time_, pos - anchor_pos_);
+      rate_ns_ += time - anchor_time_;
+      rate_insns_ += pos - anchor_pos_;
+    }
     ResolvePending(time, /*have_next=*/true, pos);
     have_anchor_ = true;
     anchor_pos_ = pos;
@@ -352,7 +487,12 @@ class StreamDecoder {
     Deliver(pe.e);
   }
   void Deliver(const BranchEvent& e) {
-    stats_.events++;
+    delivered_++;
+    if (skip_ > 0) {  // delivered before, by the flow decoder
+      skip_--;
+      return;
+    }
+    owner_->mutable_stats().events++;
     if (sink_ != nullptr) {
       (*sink_)(e);
     } else {
@@ -550,8 +690,43 @@ class StreamDecoder {
     }
   }
 
+  // What the flow decoder reads: an image's bytes as libipt reads them.
+  struct ViewReader : flow::CodeReader {
+    const ImageViews* views = nullptr;
+    const struct pt_image* image = nullptr;
+    size_t Read(uint64_t ip, uint8_t* buf, size_t size) override {
+      return views->Read(image, ip, buf, size);
+    }
+  };
+  static void MergeStats(DecodeStats& to, const DecodeStats& s) {
+    to.undecoded_bytes += s.undecoded_bytes;
+    to.blocks += s.blocks;
+    to.instructions += s.instructions;
+    to.errors += s.errors;
+    to.nomap_errors += s.nomap_errors;
+    to.overflows += s.overflows;
+    to.tsx_aborts += s.tsx_aborts;
+    to.thread_switches += s.thread_switches;
+  }
+
+ public:
+  // Takes back what this stream added to the owner's rate (a stream decoded
+  // again with libipt adds it again).
+  void TakeBackRate() { owner_->AddRate(-rate_ns_, -rate_insns_); }
+
+ private:
   PtDecoder* owner_;
   UniqueBlockDecoder dec_;
+  std::string_view bytes_;
+  std::unique_ptr<flow::FlowDecoder> flow_;
+  ViewReader code_;
+  std::array<flow::Item, 256> items_{};
+  size_t item_i_ = 0, item_n_ = 0;
+  bool flow_has_now_ = false;
+  uint64_t flow_now_ = 0, flow_sync_ = 0;
+  bool needs_libipt_ = false;
+  uint64_t delivered_ = 0;
+  uint64_t rate_ns_ = 0, rate_insns_ = 0;
   int32_t cpu_;
   PtDecoder::ThreadId thread_;
   bool have_thread_ = false;
@@ -560,7 +735,11 @@ class StreamDecoder {
   size_t applied_pokes_ = 0;
   uint64_t next_change_ = 0;  // next poke or space change; UINT64_MAX: none
   const PtDecoder::Sink* sink_;
+  // Counted here and added to the owner's at the end (not at all when the
+  // stream is decoded again); events delivered are counted as they go.
+  DecodeStats own_stats_;
   DecodeStats& stats_;
+  uint64_t skip_;
   State state_ = State::kSync;
   int status_ = 0;
   uint64_t last_sync_ = ~uint64_t{0};
@@ -600,31 +779,73 @@ Result<UniqueBlockDecoder> PtDecoder::AllocDecoder(std::string_view bytes) {
   return dec;
 }
 
+flow::Config PtDecoder::FlowConfig(std::string_view bytes) const {
+  struct pt_config cfg = MakePtConfig(manifest_);
+  cfg.begin = reinterpret_cast<uint8_t*>(const_cast<char*>(bytes.data()));
+  cfg.end = cfg.begin + bytes.size();
+  return flow::FlowConfig(cfg);
+}
+
 Result<void> PtDecoder::DecodeStream(int32_t pid, int32_t tid, std::string_view bytes,
                                      const Sink& sink) {
   stats_.pt_bytes += bytes.size();
   if (bytes.empty()) return Ok();
+  const ThreadId thread{pid, tid};
+  uint64_t skip = 0;
+  if (use_flow_) {
+    StreamDecoder ours(this, nullptr, bytes, thread, -1, &sink);
+    ours.Run();
+    if (!ours.needs_libipt()) return Ok();
+    ours.TakeBackRate();
+    stats_.flow_fallbacks++;
+    skip = ours.delivered();
+  }
   PTSNAP_ASSIGN_OR_RETURN(UniqueBlockDecoder dec, AllocDecoder(bytes));
-  StreamDecoder(this, std::move(dec), ThreadId{pid, tid}, -1, &sink).Run();
+  StreamDecoder(this, std::move(dec), bytes, thread, -1, &sink, skip).Run();
   return Ok();
 }
 
 Result<void> PtDecoder::DecodeCpuStreams(const std::vector<CpuStream>& streams, const Sink& sink) {
   std::vector<std::unique_ptr<StreamDecoder>> decoders;
+  std::vector<std::string_view> streams_bytes;
+  std::vector<int32_t> streams_cpu;
   for (const CpuStream& s : streams) {
     stats_.pt_bytes += s.bytes.size();
     if (s.bytes.empty()) continue;
-    PTSNAP_ASSIGN_OR_RETURN(UniqueBlockDecoder dec, AllocDecoder(s.bytes));
-    decoders.push_back(std::make_unique<StreamDecoder>(this, std::move(dec),
+    streams_bytes.push_back(s.bytes);
+    streams_cpu.push_back(s.cpu);
+    UniqueBlockDecoder dec;
+    if (!use_flow_) {
+      PTSNAP_ASSIGN_OR_RETURN(dec, AllocDecoder(s.bytes));
+    }
+    decoders.push_back(std::make_unique<StreamDecoder>(this, std::move(dec), s.bytes,
                                                        ThreadId{0, -1 - s.cpu}, s.cpu, nullptr));
   }
+  // Fills stream i's queue; a flow decoder that stops at what it does not
+  // decode hands its stream to libipt, which decodes it again from the
+  // start and goes on after the events already queued.
+  auto fill = [&](size_t i) -> Result<bool> {
+    bool more = decoders[i]->Fill();
+    if (!decoders[i]->needs_libipt()) return more;
+    StreamDecoder& ours = *decoders[i];
+    ours.TakeBackRate();
+    stats_.flow_fallbacks++;
+    PTSNAP_ASSIGN_OR_RETURN(UniqueBlockDecoder dec, AllocDecoder(streams_bytes[i]));
+    auto libipt = std::make_unique<StreamDecoder>(this, std::move(dec), streams_bytes[i],
+                                                  ThreadId{0, -1 - streams_cpu[i]}, streams_cpu[i],
+                                                  nullptr, ours.delivered());
+    libipt->queue() = std::move(ours.queue());
+    decoders[i] = std::move(libipt);
+    return decoders[i]->Fill();
+  };
   // Merge by time: always deliver the earliest queued event (ties: the
   // first stream), so each thread's events arrive in time order. A heap of
   // (time of the stream's next event, stream).
   using Head = std::pair<uint64_t, size_t>;
   std::priority_queue<Head, std::vector<Head>, std::greater<Head>> heads;
   for (size_t i = 0; i < decoders.size(); ++i) {
-    if (decoders[i]->Fill()) heads.emplace(decoders[i]->queue().front().time, i);
+    PTSNAP_ASSIGN_OR_RETURN(bool more, fill(i));
+    if (more) heads.emplace(decoders[i]->queue().front().time, i);
   }
   while (!heads.empty()) {
     size_t i = heads.top().second;
@@ -632,7 +853,8 @@ Result<void> PtDecoder::DecodeCpuStreams(const std::vector<CpuStream>& streams, 
     StreamDecoder& d = *decoders[i];
     sink(d.queue().front());
     d.queue().pop_front();
-    if (d.Fill()) heads.emplace(d.queue().front().time, i);
+    PTSNAP_ASSIGN_OR_RETURN(bool more, fill(i));
+    if (more) heads.emplace(decoders[i]->queue().front().time, i);
   }
   return Ok();
 }

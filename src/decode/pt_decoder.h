@@ -23,11 +23,13 @@
 #include <vector>
 
 #include "decode/address_spaces.h"
+#include "decode/image_view.h"
 #include "decode/kernel_image.h"
 #include "decode/libipt.h"
 #include "decode/schedule.h"
 #include "decode/stats.h"
 #include "decode/symbols.h"
+#include "flow/flow_decoder.h"
 #include "ptsnap/result.h"
 #include "trace/manifest.h"
 #include "trace/perf_record.h"
@@ -83,6 +85,13 @@ class PtDecoder {
   ~PtDecoder();
   PtDecoder(const PtDecoder&) = delete;
   PtDecoder& operator=(const PtDecoder&) = delete;
+
+  // Which decoder turns PT into blocks: ptsnap's own (src/flow, the
+  // default) or libipt's block decoder. Both yield the same events; a
+  // stream ours stops in (a packet or case it does not decode) is decoded
+  // again with libipt, counted in stats().flow_fallbacks.
+  enum class Engine : uint8_t { kOurs, kLibipt };
+  void set_engine(Engine e) { use_flow_ = e == Engine::kOurs; }
 
   using Sink = std::function<void(const BranchEvent&)>;
   // Decodes `bytes` (one stream, thread `pid`/`tid`) and calls `sink` for
@@ -173,10 +182,16 @@ class PtDecoder {
     return spaces_.Image(space, k);
   }
 
- private:
-  PtDecoder(const std::filesystem::path& dir, const trace::Manifest& m);
   // A block decoder over `bytes` with the kernel image set.
   Result<UniqueBlockDecoder> AllocDecoder(std::string_view bytes);
+  // For the flow decoder: the images' bytes, the image a stream starts
+  // with, and its configuration over `bytes`.
+  [[nodiscard]] const ImageViews& views() const { return views_; }
+  [[nodiscard]] const struct pt_image* KernelImageForFlow() const { return kernel_.image(); }
+  [[nodiscard]] flow::Config FlowConfig(std::string_view bytes) const;
+
+ private:
+  PtDecoder(const std::filesystem::path& dir, const trace::Manifest& m);
 
   std::filesystem::path dir_;
   trace::Manifest manifest_;
@@ -184,10 +199,12 @@ class PtDecoder {
   DecodeStats stats_;
   // Declared before every image (kernel_, spaces_) so that it outlives them.
   UniqueIscache iscache_;
+  ImageViews views_;  // what every image holds, for the flow decoder
   KernelImage kernel_;
   AddressSpaces spaces_;
   Schedule schedule_;
   uint64_t rate_ns_ = 0, rate_insns_ = 0;
+  bool use_flow_ = true;
 };
 
 }  // namespace ptsnap::decode

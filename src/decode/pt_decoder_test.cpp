@@ -80,6 +80,71 @@ TEST(PtDecoderTest, DecodesTheCallsProgram) {
   EXPECT_GT(d.stats.instructions, 100u);
 }
 
+Decoded DecodeCallsWith(const std::string& stream, PtDecoder::Engine engine) {
+  auto p = testing::LoadCallsProgram();
+  auto dec = PtDecoder::Create("/nonexistent", testing::CallsManifest(100),
+                               testing::CallsSideband(p, 100));
+  EXPECT_THAT(dec, HasValue());
+  (*dec)->set_engine(engine);
+  Decoded d;
+  EXPECT_THAT(
+      (*dec)->DecodeStream(100, stream, [&](const BranchEvent& e) { d.events.push_back(e); }),
+      HasValue());
+  d.stats = (*dec)->stats();
+  return d;
+}
+
+std::string Describe(const BranchEvent& e) {
+  return std::string(ToString(e.kind)) + " " + std::to_string(e.from) + "->" +
+         std::to_string(e.to) + " t=" + std::to_string(e.time) + " n=" + std::to_string(e.insns) +
+         (e.syscall ? " syscall" : "") + " " + std::to_string(e.pid) + "/" + std::to_string(e.tid) +
+         "@" + std::to_string(e.space) + " " + e.message;
+}
+
+// The same events and counts from ptsnap's flow decoder and from libipt.
+void ExpectSameAsLibipt(const std::string& stream, uint64_t fallbacks) {
+  Decoded lib = DecodeCallsWith(stream, PtDecoder::Engine::kLibipt);
+  Decoded ours = DecodeCallsWith(stream, PtDecoder::Engine::kOurs);
+  ASSERT_FALSE(lib.events.empty());
+  ASSERT_EQ(lib.events.size(), ours.events.size());
+  for (size_t i = 0; i < lib.events.size(); ++i)
+    ASSERT_EQ(Describe(lib.events[i]), Describe(ours.events[i])) << "event " << i;
+  EXPECT_EQ(lib.stats.instructions, ours.stats.instructions);
+  EXPECT_EQ(lib.stats.events, ours.stats.events);
+  EXPECT_EQ(lib.stats.errors, ours.stats.errors);
+  EXPECT_EQ(lib.stats.undecoded_bytes, ours.stats.undecoded_bytes);
+  EXPECT_EQ(lib.stats.flow_fallbacks, 0u);
+  EXPECT_EQ(ours.stats.flow_fallbacks, fallbacks);
+}
+
+TEST(PtDecoderTest, OursAndLibiptGiveTheSameEvents) {
+  auto p = testing::LoadCallsProgram();
+  const std::string good = testing::CallsProgramStream(p);
+  ExpectSameAsLibipt(good, 0);
+  // An error and the resync after it.
+  testing::StreamBuilder b;
+  b.Psb(500);
+  b.TipPge(p.Sym("_start"));
+  b.Raw(std::string("\xd9\xd9\xd9\xd9", 4));
+  ExpectSameAsLibipt(b.Finish() + good, 0);
+}
+
+// A packet ptsnap's flow decoder does not decode (here PIP, a CR3 write)
+// in the middle of a stream: the events it delivered before are libipt's,
+// and libipt decodes the stream again from the start, delivering only what
+// follows them; one fallback is counted.
+TEST(PtDecoderTest, APacketOursDoesNotDecodeFallsBackToLibiptExactly) {
+  auto p = testing::LoadCallsProgram();
+  const std::string good = testing::CallsProgramStream(p);
+  testing::StreamBuilder b;
+  b.Psb(5000);
+  b.Raw(std::string("\x02\x43\x00\x10\x00\x00\x00\x00", 8));  // PIP, CR3 0x1000
+  const std::string stream = good + b.Finish() + testing::CallsProgramStream(p, 6000);
+  ExpectSameAsLibipt(stream, 1);
+  Decoded ours = DecodeCallsWith(stream, PtDecoder::Engine::kOurs);
+  EXPECT_EQ(Count(ours, BranchKind::kCall), 2 * (4 + 1 + 25 + 2));
+}
+
 TEST(PtDecoderTest, CorruptBytesBecomeAnErrorAndDecodingResyncs) {
   auto p = testing::LoadCallsProgram();
   std::string good = testing::CallsProgramStream(p);

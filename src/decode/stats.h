@@ -26,6 +26,9 @@ struct DecodeStats {
   uint64_t missing_files = 0;
   uint64_t tsx_aborts = 0;       // transactions aborted: their speculative branches dropped
   uint64_t thread_switches = 0;  // per-CPU streams: changes of the running thread applied
+  // Streams ptsnap's flow decoder stopped in (a packet or case it does not
+  // decode: PIP, VMCS, PTW, power events, ...), decoded again with libipt.
+  uint64_t flow_fallbacks = 0;
   // JIT code (docs/decoding.md, "JIT code"): code loads added to address
   // spaces, their bytes, the loads that rewrote code held at their
   // addresses (each a new address space from its time), and those past the

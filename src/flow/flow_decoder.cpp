@@ -2002,7 +2002,9 @@ struct FlowDecoder::State {
       phase = Phase::kDone;
       return;
     }
-    out[(*n)++] = ErrorItem(code);
+    Item& e = out[(*n)++];
+    e = ErrorItem(code);
+    e.offset = pos != nullptr ? Offset(pos) : 0;
     last_sync = sync != nullptr ? Offset(sync) : 0;
     phase = Phase::kSync;
   }
@@ -2071,9 +2073,17 @@ FlowDecoder::FlowDecoder(const Config& config, CodeReader* code)
 FlowDecoder::~FlowDecoder() = default;
 
 void FlowDecoder::InvalidateCode() {
+  // Nothing may point into the cleared caches: the next block's hint and
+  // the return-site entries (the addresses on the return stack stay).
+  s_->hint = nullptr;
+  s_->retentry.fill(nullptr);
   for (auto& c : s_->caches) c.Clear();
   s_->insn_sizes.clear();
   s_->libipt_cached.Clear();
+}
+bool FlowDecoder::BlockNext() const {
+  return s_->phase == State::Phase::kSegment &&
+         (s_->status_out & (kStatusEventPending | kStatusEos)) == 0;
 }
 size_t FlowDecoder::cached_blocks() const {
   size_t n = 0;

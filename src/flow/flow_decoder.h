@@ -181,6 +181,9 @@ class FlowDecoder {
   size_t Decode(Item* out, size_t max);
   // The code image changed: forget every cached block.
   void InvalidateCode();
+  // Whether the next Decode step decodes a block (no event pending, in a
+  // segment): where StreamDecoder switches images between blocks.
+  [[nodiscard]] bool BlockNext() const;
 
   // Counters (for benchmarks and stats).
   [[nodiscard]] uint64_t instructions() const { return instructions_; }

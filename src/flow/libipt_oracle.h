@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "flow/flow_decoder.h"
+#include "flow/libipt_config.h"
 #include "ptsnap/result.h"
 
 namespace ptsnap::flow {
@@ -54,7 +55,6 @@ class CodeImage : public CodeReader {
 std::vector<Item> DecodeWithLibipt(const struct pt_config& cfg, struct pt_image* image);
 // Ours over the same bytes and configuration.
 std::vector<Item> DecodeWithFlow(const struct pt_config& cfg, CodeReader* code);
-Config FlowConfig(const struct pt_config& cfg);
 
 // One line per item ("block 0x401000-0x401010 n=5 cond", "event tick ...").
 std::string ToString(const Item& item);

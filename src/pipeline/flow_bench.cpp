@@ -11,7 +11,12 @@
 // with the blocks), its block cache warm after the first run, and (b) the
 // flow decoder (src/flow) with a cold cache each run, items dropped. Prints
 // the best of N runs as instructions/s for both and their ratio, and checks
-// that both saw the same instructions.
+// that both saw the same instructions. Then what `ptsnap decode TRACE_DIR`
+// does end to end (pipeline::DecodeTraceDir to an uncompressed .fxt file,
+// and the summary; the default trace.fxt.gz adds zlib's time, the same for
+// both decoders), (c) with --decoder libipt and (d)
+// with --decoder ours, best of N each, as instructions/s and as ratios to
+// (a). --row LABEL prints one table row of those figures too (tools/decode-speed).
 #include <unistd.h>
 
 #include <chrono>
@@ -26,6 +31,7 @@
 #include "flow/flow_decoder.h"
 #include "flow/libipt_oracle.h"
 #include "perf/attr.h"
+#include "pipeline/pipeline.h"
 #include "tests/flow/trace_input.h"
 
 using namespace ptsnap;
@@ -75,7 +81,7 @@ uint64_t FlowLoop(const struct pt_config& cfg, flow::CodeReader* code) {
 
 int main(int argc, char** argv) {
   int repeat = 3;
-  std::string dir, label, keep, only, timer = "normal";
+  std::string dir, label, keep, only, timer = "normal", row;
   std::string tmpdir;
   std::vector<std::string> command;
   for (int i = 1; i < argc; ++i) {
@@ -83,6 +89,8 @@ int main(int argc, char** argv) {
       repeat = std::atoi(argv[++i]);
     } else if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
       only = argv[++i];  // "flow" or "libipt": one decoder (for profiles)
+    } else if (std::strcmp(argv[i], "--row") == 0 && i + 1 < argc) {
+      row = argv[++i];
     } else if (std::strcmp(argv[i], "--keep") == 0 && i + 1 < argc) {
       keep = argv[++i];
     } else if (std::strcmp(argv[i], "--timer-resolution") == 0 && i + 1 < argc) {
@@ -167,6 +175,51 @@ int main(int argc, char** argv) {
     std::printf("  MISMATCH: libipt %llu instructions, flow %llu\n",
                 static_cast<unsigned long long>(lib_insns),
                 static_cast<unsigned long long>(flow_insns));
+  }
+  // (c), (d): ptsnap decode end to end, each decoder.
+  double pipe_best[2] = {1e30, 1e30};
+  uint64_t pipe_insns[2] = {0, 0}, fallbacks = 0;
+  char out_tmpl[] = "/tmp/ptsnap-flow-bench-out-XXXXXX";
+  const std::string out_dir = only.empty() && ::mkdtemp(out_tmpl) != nullptr ? out_tmpl : "";
+  for (int r = 0; r < repeat && !out_dir.empty(); ++r) {
+    for (int e = 0; e < 2; ++e) {
+      pipeline::DecodeOptions d;
+      d.output = out_dir + "/trace.fxt";
+      d.decoder = e == 0 ? decode::PtDecoder::Engine::kLibipt : decode::PtDecoder::Engine::kOurs;
+      const double t = Now();
+      auto rep = pipeline::DecodeTraceDir(dir, d);
+      if (!rep) {
+        std::fprintf(stderr, "decode: %s\n", rep.error().ToString().c_str());
+        return 1;
+      }
+      const std::string summary = pipeline::FormatReport(*rep);
+      pipe_best[e] = std::min(pipe_best[e], Now() - t);
+      pipe_insns[e] = rep->decode.instructions;
+      if (e == 1) fallbacks = rep->decode.flow_fallbacks;
+    }
+  }
+  if (!out_dir.empty()) {
+    std::filesystem::remove_all(out_dir);
+    const double a = lib_insns / lib_best;
+    std::printf("  ptsnap decode --decoder libipt: %.3f s  %.1f M insn/s  (%.2fx the loop)\n",
+                pipe_best[0], pipe_insns[0] / pipe_best[0] / 1e6, pipe_insns[0] / pipe_best[0] / a);
+    std::printf(
+        "  ptsnap decode --decoder ours:   %.3f s  %.1f M insn/s  (%.2fx the loop, %.2fx "
+        "--decoder libipt)%s\n",
+        pipe_best[1], pipe_insns[1] / pipe_best[1] / 1e6, pipe_insns[1] / pipe_best[1] / a,
+        pipe_best[0] / pipe_best[1], fallbacks != 0 ? "  (libipt fallbacks!)" : "");
+    if (!row.empty()) {
+      std::printf("| %s | %s | %.1f M | %.1f | %.1f (%.2fx) | %.1f (%.2fx) | %.1f (%.2fx) |\n",
+                  row.c_str(), timer.c_str(), lib_insns / 1e6, a / 1e6,
+                  flow_insns / flow_best / 1e6, (flow_insns / flow_best) / a,
+                  pipe_insns[0] / pipe_best[0] / 1e6, pipe_insns[0] / pipe_best[0] / a,
+                  pipe_insns[1] / pipe_best[1] / 1e6, pipe_insns[1] / pipe_best[1] / a);
+    }
+    if (pipe_insns[0] != pipe_insns[1] || pipe_insns[0] != lib_insns) {
+      std::printf("  MISMATCH: ptsnap decode libipt %llu instructions, ours %llu\n",
+                  static_cast<unsigned long long>(pipe_insns[0]),
+                  static_cast<unsigned long long>(pipe_insns[1]));
+    }
   }
   if (!tmpdir.empty()) std::filesystem::remove_all(tmpdir);
   return lib_insns == flow_insns || !only.empty() ? 0 : 1;

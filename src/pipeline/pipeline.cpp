@@ -110,6 +110,7 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
                               sb.error().ToString());
   }
   PTSNAP_ASSIGN_OR_RETURN(auto decoder, decode::PtDecoder::Create(trace_dir, m, records));
+  decoder->set_engine(options.decoder);
 
   std::unique_ptr<OutputFile> out;
   std::unique_ptr<Writer> writer;
@@ -427,6 +428,11 @@ std::string FormatReport(const DecodeReport& r) {
               ? ", aborted TSX transactions (dropped): " + std::to_string(r.decode.tsx_aborts)
               : std::string()) +
          ".");
+  }
+  if (r.decode.flow_fallbacks != 0) {
+    line("Decoded with libipt: " + std::to_string(r.decode.flow_fallbacks) +
+         " stream(s) with a packet or case ptsnap's own decoder does not decode "
+         "(docs/decoding.md, \"Decoders\").");
   }
   if (r.overlap_events_skipped != 0) {
     line("Snapshot overlap: " + std::to_string(r.overlap_events_skipped) +

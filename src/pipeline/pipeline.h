@@ -32,6 +32,9 @@ struct DecodeOptions {
   // Thins what goes to the output file (not `sink`, not the summary):
   // --max-depth, --min-duration (thin_sink.h).
   ThinOptions thin;
+  // --decoder: ptsnap's own flow decoder or libipt's (the same events;
+  // docs/decoding.md, "Decoders").
+  decode::PtDecoder::Engine decoder = decode::PtDecoder::Engine::kOurs;
 };
 
 // Above this many bytes (before compression) an FXT or JSON file is past

@@ -85,6 +85,24 @@ Decoded Decode(const Scenario& sc, const TraceOptions& opts, const std::filesyst
   auto text = format == "fxt" ? output::ReadMaybeGzip(o.output) : base::ReadFile(o.output);
   EXPECT_THAT(text, HasValue());
   if (text) d.text = *text;
+  // The default decoder is ptsnap's own: libipt, the oracle, must write the
+  // same file and count the same (docs/decoding.md, "Decoders").
+  pipeline::DecodeOptions lo = o;
+  lo.output = dir / ("out-libipt." + format);
+  lo.decoder = decode::PtDecoder::Engine::kLibipt;
+  auto lr = pipeline::DecodeTraceDir(dir / "trace", lo);
+  EXPECT_THAT(lr, HasValue());
+  if (lr) {
+    auto ltext = format == "fxt" ? output::ReadMaybeGzip(lo.output) : base::ReadFile(lo.output);
+    EXPECT_TRUE(ltext.has_value() && *ltext == d.text)
+        << "--decoder libipt wrote another " << format;
+    EXPECT_EQ(lr->decode.instructions, r->decode.instructions);
+    EXPECT_EQ(lr->decode.errors, r->decode.errors);
+    EXPECT_EQ(lr->slices, r->slices);
+    std::printf("decoded: %llu instructions; streams ours left to libipt: %llu\n",
+                static_cast<unsigned long long>(r->decode.instructions),
+                static_cast<unsigned long long>(r->decode.flow_fallbacks));
+  }
   if (format == "events") {
     // Kind and name of each B, E and I.
     for (const auto& e : ::ptsnap::testing::ParseEvents(d.text)) {

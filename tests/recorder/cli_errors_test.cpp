@@ -145,6 +145,21 @@ TEST_F(CliErrors, BadOptionValuesAreUsageErrors) {
   ExpectEmpty();
 }
 
+// --decoder is ours or libipt, for decode, run, attach and report; a bad
+// value fails before anything is recorded or read.
+TEST_F(CliErrors, BadDecoderIsAUsageError) {
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"decode", "--decoder", "fast", "no-such-dir"},
+                                             {"run", "--decoder", "fast", "--", "/bin/true"},
+                                             {"attach", "--decoder", "fast", "-p", "1"},
+                                             {"report", "--decoder", "fast", "no-such-dir"}}) {
+    Exit e = Ptsnap(dir_.path(), args);
+    EXPECT_EQ(e.code, 2) << args[0];
+    EXPECT_THAT(e.err, HasSubstr("--decoder: fast not in {ours,libipt}")) << args[0];
+  }
+  ExpectEmpty();
+}
+
 TEST_F(CliErrors, SystemWideUsageErrors) {
   Exit none = Ptsnap(dir_.path(), {"attach"});
   EXPECT_EQ(none.code, 2);

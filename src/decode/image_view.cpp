@@ -1,0 +1,52 @@
+#include "decode/image_view.h"
+
+#include <algorithm>
+
+namespace ptsnap::decode {
+
+void ImageViews::Section(int isid, uint64_t vaddr, uint64_t size) {
+  isids_[isid] = Sec{isid, vaddr, size};
+}
+
+void ImageViews::Add(const struct pt_image* image, int isid) {
+  auto it = isids_.find(isid);
+  if (it == isids_.end()) return;
+  std::vector<Sec>& v = views_[image].sections;
+  // libipt keeps an identical section where it is.
+  if (std::any_of(v.begin(), v.end(), [&](const Sec& s) { return s.isid == isid; })) return;
+  v.push_back(it->second);
+}
+
+void ImageViews::Copy(const struct pt_image* dst, const struct pt_image* src) {
+  auto it = views_.find(src);
+  if (it == views_.end()) return;
+  const std::vector<Sec> from = it->second.sections;  // dst may rehash views_
+  for (const Sec& s : from) Add(dst, s.isid);
+}
+
+void ImageViews::SetJit(const struct pt_image* image, const JitMemory* jit) {
+  views_[image].jit = jit;
+}
+
+size_t ImageViews::Read(const struct pt_image* image, uint64_t ip, uint8_t* buf,
+                        size_t size) const {
+  auto it = views_.find(image);
+  if (it == views_.end()) return 0;
+  const View& view = it->second;
+  for (size_t i = view.sections.size(); i-- > 0;) {
+    const Sec& s = view.sections[i];
+    if (ip < s.vaddr || ip - s.vaddr >= s.size) continue;
+    uint64_t end = s.vaddr + s.size;
+    // A later section split this one where it starts.
+    for (size_t j = i + 1; j < view.sections.size(); ++j) {
+      const Sec& later = view.sections[j];
+      if (later.vaddr > ip && later.vaddr < end) end = later.vaddr;
+    }
+    const auto want = static_cast<size_t>(std::min<uint64_t>(size, end - ip));
+    const int r = pt_iscache_read(iscache_, buf, want, s.isid, ip);
+    return r > 0 ? static_cast<size_t>(r) : 0;
+  }
+  return view.jit != nullptr ? view.jit->Read(buf, size, ip) : 0;
+}
+
+}  // namespace ptsnap::decode

@@ -1,0 +1,100 @@
+// `ptsnap decode --decoder ours` against `--decoder libipt`, end to end: the
+// emulated recordings the suite makes (fib, threads, signals, a C++
+// exception, fork, a jump table, JIT code, CPython, `ls -lR`), with the
+// default timing (CYC) and --timer-resolution low (MTC), each decoded by
+// the whole pipeline with both decoders. What a user sees must be the
+// same: every slice with its times, the summary's counts and instructions.
+// libipt is the oracle (docs/decoding.md, "Decoders").
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "base/file_util.h"
+#include "emulate/emulate.h"
+#include "perf/attr.h"
+#include "pipeline/pipeline.h"
+#include "tests/support/temp_dir.h"
+
+namespace ptsnap::pipeline {
+namespace {
+
+using Engine = decode::PtDecoder::Engine;
+
+class DecodeEngines : public ::testing::TestWithParam<const char*> {
+ protected:
+  struct Decoded {
+    DecodeReport report;
+    std::string events;
+  };
+  Decoded Decode(const std::filesystem::path& dir, Engine engine, const char* name) {
+    DecodeOptions d;
+    d.output = dir.string() + name + ".events";
+    d.decoder = engine;
+    Decoded out;
+    auto rep = DecodeTraceDir(dir, d);
+    EXPECT_TRUE(rep.has_value()) << rep.error().ToString();
+    if (!rep) return out;
+    out.report = *rep;
+    auto text = base::ReadFile(d.output, size_t{1} << 30);
+    EXPECT_TRUE(text.has_value());
+    if (text) out.events = *text;
+    return out;
+  }
+  void Check(std::vector<std::string> cmd) {
+    record::RecordOptions o;
+    o.full_execution = true;
+    o.command = cmd;
+    auto timing = perf::ParseTiming(GetParam());
+    ASSERT_TRUE(timing.has_value());
+    o.timer = *timing;
+    const auto dir = tmp_.path() / ("t" + std::to_string(n_++));
+    auto r = emulate::RecordEmulated(o, dir);
+    ASSERT_TRUE(r.has_value()) << r.error().ToString();
+    const Decoded lib = Decode(dir, Engine::kLibipt, "-libipt");
+    const Decoded ours = Decode(dir, Engine::kOurs, "-ours");
+    const decode::DecodeStats &a = lib.report.decode, &b = ours.report.decode;
+    EXPECT_GT(a.instructions, 1000u) << cmd[0];
+    // Exact without falling back to libipt.
+    EXPECT_EQ(b.flow_fallbacks, 0u) << cmd[0];
+    EXPECT_EQ(a.instructions, b.instructions) << cmd[0];
+    EXPECT_EQ(a.errors, b.errors) << cmd[0];
+    EXPECT_EQ(a.nomap_errors, b.nomap_errors) << cmd[0];
+    EXPECT_EQ(a.overflows, b.overflows) << cmd[0];
+    EXPECT_EQ(a.undecoded_bytes, b.undecoded_bytes) << cmd[0];
+    EXPECT_EQ(a.tsx_aborts, b.tsx_aborts) << cmd[0];
+    EXPECT_EQ(lib.report.slices, ours.report.slices) << cmd[0];
+    EXPECT_EQ(lib.report.threads, ours.report.threads) << cmd[0];
+    EXPECT_EQ(lib.report.first_ns, ours.report.first_ns) << cmd[0];
+    EXPECT_EQ(lib.report.last_ns, ours.report.last_ns) << cmd[0];
+    EXPECT_FALSE(lib.events.empty());
+    // Every slice, its thread and its times.
+    EXPECT_TRUE(lib.events == ours.events) << cmd[0] << ": the timelines differ";
+    // The summary a user reads (but for the file each wrote).
+    DecodeReport same_file = ours.report;
+    same_file.output = lib.report.output;
+    EXPECT_EQ(FormatReport(lib.report), FormatReport(same_file)) << cmd[0];
+    std::printf("%s (%s): %llu instructions, %llu slices, equal\n", cmd[0].c_str(), GetParam(),
+                static_cast<unsigned long long>(a.instructions),
+                static_cast<unsigned long long>(lib.report.slices));
+  }
+  ::ptsnap::testing::TempDir tmp_;
+  int n_ = 0;
+};
+
+TEST_P(DecodeEngines, Fib) { Check({PTSNAP_EMU_FIB, "20"}); }
+TEST_P(DecodeEngines, Threads) { Check({PTSNAP_EMU_THREADS}); }
+TEST_P(DecodeEngines, Signals) { Check({PTSNAP_EMU_SIGNAL}); }
+TEST_P(DecodeEngines, Exception) { Check({PTSNAP_EMU_EXCEPTION}); }
+TEST_P(DecodeEngines, Fork) { Check({PTSNAP_EMU_FORK}); }
+TEST_P(DecodeEngines, Switch) { Check({PTSNAP_EMU_SWITCH}); }
+TEST_P(DecodeEngines, Jit) { Check({PTSNAP_EMU_JIT}); }
+TEST_P(DecodeEngines, Python) {
+  Check({"/usr/bin/python3", "-S", "-c", "import json; print(len(json.dumps(list(range(300)))))"});
+}
+TEST_P(DecodeEngines, LsRecursive) { Check({"/bin/ls", "-lR", "/usr/share/doc/libipt2"}); }
+
+INSTANTIATE_TEST_SUITE_P(Timing, DecodeEngines, ::testing::Values("normal", "low"));
+
+}  // namespace
+}  // namespace ptsnap::pipeline
