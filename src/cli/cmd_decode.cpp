@@ -41,6 +41,7 @@ int DecodeAndReport(const std::filesystem::path& trace_dir, const std::filesyste
     options.thin.min_duration_ns = *ns;
   }
   options.snapshot = snapshot;
+  options.inline_frames = !view.no_inline;
   options.output = output.empty() ? std::filesystem::path("trace.fxt.gz") : output;
   options.format = format;
   if (!format.empty() && format != "fxt" && format != "json" && format != "events") {
@@ -107,6 +108,9 @@ void AddDecodeCommand(CLI::App& app, CommandFn* selected) {
   cmd->add_option("--min-duration", args->view.min_duration,
                   "Thin the timeline: leave out calls shorter than this (e.g. 1us, 0.5ms), and "
                   "so everything under them; the summary counts what was left out");
+  cmd->add_flag("--no-inline", args->view.no_inline,
+                "No frames for inlined calls (by default, where the binary has DWARF, code the "
+                "compiler inlined shows as a frame named \"NAME (inlined)\" in its caller)");
   cmd->add_flag("--open", args->view.open,
                 "After decoding, serve the file on 127.0.0.1 for ui.perfetto.dev and print the "
                 "link that opens it (as `ptsnap serve`)");

@@ -41,6 +41,7 @@ struct ViewFlags {
   std::string min_duration;  // --min-duration: "" none, else a duration ("1us")
   bool open = false;         // --open: serve the file to ui.perfetto.dev afterwards
   uint16_t port = 9001;      // --port, for --open
+  bool no_inline = false;    // --no-inline: no frames for inlined calls
 };
 
 // Decodes a trace directory into `output` (format from --format, else from

@@ -32,6 +32,9 @@ struct DecodeOptions {
   // Thins what goes to the output file (not `sink`, not the summary):
   // --max-depth, --min-duration (thin_sink.h).
   ThinOptions thin;
+  // Inlined calls as frames where DWARF has them (--no-inline: false;
+  // model::CallStackModel::SetInlineFrames).
+  bool inline_frames = true;
 };
 
 // Above this many bytes (before compression) an FXT or JSON file is past
