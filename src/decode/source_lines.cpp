@@ -136,7 +136,8 @@ void CollectInlined(Dwarf_Die* parent, InlineScope* enclosing, uint32_t depth, I
         lowest = std::min<uint64_t>(lowest, start);
       }
       Dwarf_Addr entry = 0;
-      scope.entry = dwarf_entrypc(&child, &entry) == 0 ? entry : (lowest != UINT64_MAX ? lowest : 0);
+      scope.entry =
+          dwarf_entrypc(&child, &entry) == 0 ? entry : (lowest != UINT64_MAX ? lowest : 0);
       CollectInlined(&child, &scope, depth + 1, table, ranges);
     } else if (tag == DW_TAG_lexical_block) {
       CollectInlined(&child, enclosing, depth, table, ranges);

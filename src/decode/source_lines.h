@@ -53,9 +53,9 @@ struct InlineTable {
 
 // Builds the intervals from each scope's ranges (pure; for tests too):
 // deeper scopes win where ranges overlap; adjacent pieces of one scope merge.
-void BuildInlineIntervals(InlineTable& table,
-                          const std::vector<std::pair<InlineScope*, std::pair<uint64_t, uint64_t>>>&
-                              ranges);
+void BuildInlineIntervals(
+    InlineTable& table,
+    const std::vector<std::pair<InlineScope*, std::pair<uint64_t, uint64_t>>>& ranges);
 
 // One ELF (or separate debug) file opened with libdw.
 class DwarfFile {

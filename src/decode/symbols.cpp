@@ -376,8 +376,8 @@ const InlineRuns* Symbolizer::Inlines(int32_t pid, uint64_t fn_start, uint64_t s
         }
         bool outer_only = true;
         for (size_t k = i + 1; k < last && outer_only; ++k) {
-          outer_only = Encloses(x, runs[k].leaf) || runs[k].leaf == nullptr ||
-                       Encloses(runs[k].leaf, x);
+          outer_only =
+              Encloses(x, runs[k].leaf) || runs[k].leaf == nullptr || Encloses(runs[k].leaf, x);
         }
         if (!outer_only) continue;
         for (size_t k = i + 1; k < last; ++k) {

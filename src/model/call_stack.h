@@ -177,9 +177,9 @@ class CallStackModel {
   // Where the code the next event ends started (the last event's `to`); 0: unknown.
   uint64_t block_start_ = 0;
   std::vector<const decode::InlineScope*> chain_;  // SyncInline's scratch
-  std::map<int32_t, uint64_t> exits_;  // SetExitTimes
-  bool started_ = false;               // any event seen in this segment
-  uint64_t now_ = 0;                   // current raw time
+  std::map<int32_t, uint64_t> exits_;              // SetExitTimes
+  bool started_ = false;                           // any event seen in this segment
+  uint64_t now_ = 0;                               // current raw time
   uint64_t create_time_ = 0;
   std::vector<Frame> stack_;
   std::vector<std::vector<Frame>> inactive_;  // stacks saved by syscalls/interrupts

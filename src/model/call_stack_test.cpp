@@ -504,8 +504,8 @@ TEST(CallStackTest, NoInlineFramesWhenTurnedOff) {
   h.Ev(BranchKind::kCall, 100, h.main + 4, h.caller.start);
   h.Ev(BranchKind::kReturn, 200, h.caller.end - 1, h.main + 9);
   h.model.EndSegment(300);
-  EXPECT_THAT(h.sink.lines,
-              ElementsAre("B loop_caller call", "E loop_caller return", "E main close", "B main inferred"));
+  EXPECT_THAT(h.sink.lines, ElementsAre("B loop_caller call", "E loop_caller return",
+                                        "E main close", "B main inferred"));
 }
 
 }  // namespace
