@@ -289,6 +289,29 @@ TEST(FxtTest, ThousandThreadsAndHundredThousandNamesRoundTrip) {
   EXPECT_EQ(t->max_string_index, kFxtMaxStringIndex);
 }
 
+TEST(FxtTest, InlineFramesCarryTheInlinedArg) {
+  ::ptsnap::testing::TempDir dir;
+  auto path = dir.path() / "t.fxt";
+  std::string caller = "loop_caller", inlined = "inl_step (inlined)";
+  {
+    auto out = OutputFile::Open(path);
+    FxtWriter w(out->get());
+    w.OnSlice(S(model::Slice::kBegin, 1, &caller));
+    model::Slice b = S(model::Slice::kBegin, 2, &inlined);
+    b.inlined = true;
+    b.address = 0x11af;
+    w.OnSlice(b);
+    ASSERT_THAT(w.Finish(), HasValue());
+  }
+  auto t = ParseFxt(*ReadMaybeGzip(path));
+  ASSERT_THAT(t, HasValue());
+  ASSERT_EQ(t->events.size(), 2u);
+  EXPECT_EQ(t->events[0].args.count("inlined"), 0u);
+  ASSERT_EQ(t->events[1].args.count("inlined"), 1u);
+  EXPECT_EQ(t->events[1].args.at("inlined").str, "true");
+  EXPECT_EQ(t->events[1].args.at("address").value, 0x11afu);
+}
+
 TEST(FxtTest, ReaderRejectsBrokenFiles) {
   EXPECT_THAT(ParseFxt("not fxt at all"), HasErrorContaining("magic"));
   std::string magic("\x10\x00\x04\x46\x78\x54\x16\x00", 8);
