@@ -1,5 +1,5 @@
 // `ptsnap decode TRACE_DIR [-o FILE] [--format fxt|json|events] [--snapshot N]
-// [--max-depth N] [--min-duration D] [--open [--port P]]` and DecodeAndReport,
+// [--max-depth N] [--min-duration D] [--no-inline] [--open [--port P]]` and DecodeAndReport,
 // which `run`/`attach` call after recording.
 #include <unistd.h>
 

@@ -56,20 +56,22 @@ class ViaSink : public SliceSink {
 // fnN lives at 0x1000 * (N + 1), 0x100 bytes, via a JIT map.
 uint64_t Fn(int n, uint64_t off = 0) { return 0x1000 * static_cast<uint64_t>(n + 1) + off; }
 
+void Feed(CallStackModel& model, BranchKind k, uint64_t t, uint64_t from, uint64_t to) {
+  BranchEvent e;
+  e.kind = k;
+  e.time = t;
+  e.from = from;
+  e.to = to;
+  model.OnEvent(e);
+}
+
 struct Harness {
   Harness() : model(&symbols, &sink) {
     symbols.AddPerfMap(1, decode::ParsePerfMap("1000 100 fn0\n2000 100 fn1\n3000 100 fn2\n"
                                                "4000 100 fn3\n5000 100 fn4\n"));
     model.BeginSegment(1, 1);
   }
-  void Ev(BranchKind k, uint64_t t, uint64_t from, uint64_t to) {
-    BranchEvent e;
-    e.kind = k;
-    e.time = t;
-    e.from = from;
-    e.to = to;
-    model.OnEvent(e);
-  }
+  void Ev(BranchKind k, uint64_t t, uint64_t from, uint64_t to) { Feed(model, k, t, from, to); }
   decode::Symbolizer symbols;
   TextSink sink;
   CallStackModel model;
@@ -453,14 +455,7 @@ struct InlineHarness {
       if (sym.name == "loop_caller") caller = symbols.Resolve(1, kBase + sym.start);
     }
   }
-  void Ev(BranchKind k, uint64_t t, uint64_t from, uint64_t to) {
-    BranchEvent e;
-    e.kind = k;
-    e.time = t;
-    e.from = from;
-    e.to = to;
-    model.OnEvent(e);
-  }
+  void Ev(BranchKind k, uint64_t t, uint64_t from, uint64_t to) { Feed(model, k, t, from, to); }
   decode::Symbolizer symbols;
   ViaSink sink;
   CallStackModel model;
