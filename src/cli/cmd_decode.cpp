@@ -1,5 +1,5 @@
 // `ptsnap decode TRACE_DIR [-o FILE] [--format fxt|json|events] [--snapshot N]
-// [--max-depth N] [--min-duration D] [--open [--port P]]` and DecodeAndReport,
+// [--max-depth N] [--min-duration D] [--no-inline] [--open [--port P]]` and DecodeAndReport,
 // which `run`/`attach` call after recording.
 #include <unistd.h>
 
@@ -42,6 +42,7 @@ int DecodeAndReport(const std::filesystem::path& trace_dir, const std::filesyste
   }
   options.snapshot = snapshot;
   options.decoder = DecoderEngine(view.decoder);
+  options.inline_frames = !view.no_inline;
   options.output = output.empty() ? std::filesystem::path("trace.fxt.gz") : output;
   options.format = format;
   if (!format.empty() && format != "fxt" && format != "json" && format != "events") {
@@ -122,6 +123,9 @@ void AddDecodeCommand(CLI::App& app, CommandFn* selected) {
                   "Thin the timeline: leave out calls shorter than this (e.g. 1us, 0.5ms), and "
                   "so everything under them; the summary counts what was left out");
   AddDecoderFlag(cmd, &args->view.decoder);
+  cmd->add_flag("--no-inline", args->view.no_inline,
+                "No frames for inlined calls (by default, where the binary has DWARF, code the "
+                "compiler inlined shows as a frame named \"NAME (inlined)\" in its caller)");
   cmd->add_flag("--open", args->view.open,
                 "After decoding, serve the file on 127.0.0.1 for ui.perfetto.dev and print the "
                 "link that opens it (as `ptsnap serve`)");

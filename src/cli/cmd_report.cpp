@@ -20,7 +20,7 @@ namespace {
 struct ReportArgs {
   std::string dir;
   std::vector<std::string> functions;
-  bool per_thread = false, json = false;
+  bool per_thread = false, json = false, no_inline = false;
   size_t slowest = 0, depth = 3, limit = 20;
   std::string sort = "total", since, until, output;
   std::string decoder = "ours";
@@ -69,6 +69,7 @@ int RunReport(const ReportArgs& a) {
   d.sink = &sink;
   d.snapshot = a.snapshot;
   d.decoder = DecoderEngine(a.decoder);
+  d.inline_frames = !a.no_inline;
   auto decoded = pipeline::DecodeTraceDir(a.dir, d);
   if (!decoded) {
     std::fprintf(stderr, "ptsnap: error: decoding %s: %s\n", a.dir.c_str(),
@@ -150,6 +151,10 @@ void AddReportCommand(CLI::App& app, CommandFn* selected) {
   AddDecoderFlag(cmd, &a->decoder);
   cmd->add_option("--snapshot", a->snapshot, "Only snapshot N (`ptsnap info` lists them)")
       ->check(CLI::PositiveNumber);
+  cmd->add_flag("--no-inline", a->no_inline,
+                "No rows for inlined calls (by default, where the binary has DWARF, code the "
+                "compiler inlined counts as \"NAME (inlined)\", its time not its caller's self "
+                "time)");
   cmd->add_flag("--json", a->json, "Print JSON (docs/report.md) instead of text");
   cmd->add_option("-o,--output", a->output,
                   "Also write the stacks weighted by self time: FILE.folded (collapsed stacks for "

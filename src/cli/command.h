@@ -44,6 +44,7 @@ struct ViewFlags {
   bool open = false;             // --open: serve the file to ui.perfetto.dev afterwards
   uint16_t port = 9001;          // --port, for --open
   std::string decoder = "ours";  // --decoder: ours or libipt
+  bool no_inline = false;        // --no-inline: no frames for inlined calls
 };
 
 // --decoder ours|libipt (decode, run, attach, report): which PT decoder

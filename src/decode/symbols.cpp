@@ -54,6 +54,13 @@ class ProcessSymbols {
   std::vector<const elf::SymbolTable*> jit;
   std::vector<std::unique_ptr<elf::SymbolTable>> jit_owned;
   std::unordered_map<uint64_t, Resolved> cache;
+  struct PairHash {
+    size_t operator()(const std::pair<uint64_t, uint64_t>& p) const {
+      return std::hash<uint64_t>()(p.first * 0x9e3779b97f4a7c15ull ^ p.second);
+    }
+  };
+  // Symbolizer::Inlines by block; null: nothing inlined along it.
+  std::unordered_map<std::pair<uint64_t, uint64_t>, std::unique_ptr<InlineRuns>, PairHash> inlines;
 
   const Mapping* Find(uint64_t addr) const {
     auto it = maps.upper_bound(addr);
@@ -90,6 +97,7 @@ class ProcessSymbols {
     }
     maps[m.start] = m;
     cache.clear();
+    inlines.clear();
   }
 };
 
@@ -206,6 +214,7 @@ void Symbolizer::ResetProcess(int32_t pid) {
   auto& p = Process(pid);
   p.maps.clear();
   p.cache.clear();
+  p.inlines.clear();
 }
 
 void Symbolizer::ForkProcess(int32_t parent, int32_t child) {
@@ -215,6 +224,7 @@ void Symbolizer::ForkProcess(int32_t parent, int32_t child) {
   dst.maps = src.maps;
   dst.jit = src.jit;
   dst.cache.clear();
+  dst.inlines.clear();
 }
 
 uint32_t Symbolizer::FunctionId(const std::string* dso, uint64_t start, const std::string* name) {
@@ -285,16 +295,13 @@ Resolved Symbolizer::Resolve(int32_t pid, uint64_t addr) {
   return r;
 }
 
-const SourceLocation* Symbolizer::SourceLine(int32_t pid, uint64_t addr) {
-  if (addr == 0 || IsKernelAddress(addr)) return nullptr;
-  const Mapping* m = Process(pid).Find(addr);
-  if (m == nullptr || m->elf == nullptr) return nullptr;
-  const std::filesystem::path& path = m->elf->path();
+DwarfFile* Symbolizer::Dwarf(const Mapping& m) {
+  const std::filesystem::path& path = m.elf->path();
   auto it = dwarves_.find(path.string());
   if (it == dwarves_.end()) {
     std::unique_ptr<DwarfFile> dw = DwarfFile::Open(path);
     if (dw == nullptr) {
-      for (const auto& c : DebugCandidates(path, *m->elf)) {
+      for (const auto& c : DebugCandidates(path, *m.elf)) {
         std::error_code ec;
         if (c == path || !std::filesystem::is_regular_file(c, ec)) continue;
         if ((dw = DwarfFile::Open(c)) != nullptr) break;
@@ -302,8 +309,99 @@ const SourceLocation* Symbolizer::SourceLine(int32_t pid, uint64_t addr) {
     }
     it = dwarves_.emplace(path.string(), std::move(dw)).first;
   }
-  if (it->second == nullptr) return nullptr;
-  return it->second->Lookup(addr - static_cast<uint64_t>(m->bias));
+  return it->second.get();
+}
+
+const SourceLocation* Symbolizer::SourceLine(int32_t pid, uint64_t addr) {
+  if (addr == 0 || IsKernelAddress(addr)) return nullptr;
+  const Mapping* m = Process(pid).Find(addr);
+  if (m == nullptr || m->elf == nullptr) return nullptr;
+  DwarfFile* dw = Dwarf(*m);
+  if (dw == nullptr) return nullptr;
+  return dw->Lookup(addr - static_cast<uint64_t>(m->bias));
+}
+
+namespace {
+
+bool Encloses(const InlineScope* outer, const InlineScope* s) {
+  for (; s != nullptr; s = s->parent) {
+    if (s == outer) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+const InlineRuns* Symbolizer::Inlines(int32_t pid, uint64_t fn_start, uint64_t start,
+                                      uint64_t end) {
+  if (start > end || IsKernelAddress(start)) return nullptr;
+  ProcessSymbols& proc = Process(pid);
+  auto key = std::make_pair(start, end);
+  if (auto it = proc.inlines.find(key); it != proc.inlines.end()) return it->second.get();
+  std::unique_ptr<InlineRuns> result;
+  const Mapping* m = proc.Find(start);
+  InlineTable* table = nullptr;
+  if (m != nullptr && m->elf != nullptr && end < m->end && fn_start >= m->start &&
+      fn_start < m->end) {
+    if (DwarfFile* dw = Dwarf(*m); dw != nullptr) {
+      table = dw->Inlines(fn_start - static_cast<uint64_t>(m->bias));
+    }
+  }
+  if (table != nullptr) {
+    const auto bias = static_cast<uint64_t>(m->bias);
+    const uint64_t lo = start - bias, hi = end - bias;  // [lo, hi] in ELF vaddrs
+    // The innermost inlined call at each point where it changes.
+    std::vector<InlineRun> runs{{lo, nullptr}};
+    for (auto it = table->From(lo); it != table->intervals.end() && it->lo <= hi; ++it) {
+      const uint64_t at = std::max(it->lo, lo);
+      if (runs.back().leaf != nullptr && runs.back().addr != at) runs.push_back({at, nullptr});
+      if (runs.back().addr == at) {
+        runs.back().leaf = it->leaf;
+      } else {
+        runs.push_back({at, it->leaf});
+      }
+      if (it->hi <= hi) runs.push_back({it->hi, nullptr});
+    }
+    // A stretch of outer code between two pieces of one inlined call is
+    // that call's (the compiler interleaved them): straight-line code
+    // cannot run one inlined call twice.
+    for (size_t i = 0; i < runs.size(); ++i) {
+      for (const InlineScope* x = runs[i].leaf; x != nullptr; x = x->parent) {
+        size_t last = i;
+        for (size_t j = runs.size(); j-- > i + 1;) {
+          if (Encloses(x, runs[j].leaf)) {
+            last = j;
+            break;
+          }
+        }
+        bool outer_only = true;
+        for (size_t k = i + 1; k < last && outer_only; ++k) {
+          outer_only =
+              Encloses(x, runs[k].leaf) || runs[k].leaf == nullptr || Encloses(runs[k].leaf, x);
+        }
+        if (!outer_only) continue;
+        for (size_t k = i + 1; k < last; ++k) {
+          if (!Encloses(x, runs[k].leaf)) runs[k].leaf = x;
+        }
+      }
+    }
+    std::vector<InlineRun> merged;
+    for (const InlineRun& r : runs) {
+      if (!merged.empty() && merged.back().leaf == r.leaf) continue;
+      merged.push_back({r.addr + bias, r.leaf});
+    }
+    if (merged.size() > 1 || merged[0].leaf != nullptr) {
+      result = std::make_unique<InlineRuns>();
+      result->bias = m->bias;
+      result->runs = std::move(merged);
+      if (!table->named) {
+        for (InlineScope& s : table->scopes) s.display = Intern(s.name + " (inlined)");
+        table->named = true;
+      }
+    }
+  }
+  if (proc.inlines.size() > (1u << 20)) proc.inlines.clear();
+  return proc.inlines.emplace(key, std::move(result)).first->second.get();
 }
 
 }  // namespace ptsnap::decode

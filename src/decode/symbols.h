@@ -38,9 +38,22 @@ struct Resolved {
   bool known = false;  // false: "[unknown @ 0xADDR (dso)]"
 };
 
+// Where the inlined calls change along a straight run of code: from
+// `addr` on, `leaf` is the innermost inlined call (nullptr: the function's
+// own code); its parents are the calls it is inlined in.
+struct InlineRun {
+  uint64_t addr = 0;
+  const InlineScope* leaf = nullptr;
+};
+struct InlineRuns {
+  int64_t bias = 0;  // process address - ELF vaddr (InlineScope::entry is a vaddr)
+  std::vector<InlineRun> runs;
+};
+
 // Per-process address -> function. Mappings are added in time order; a later
 // mapping over the same range replaces the earlier one. Lookups are cached.
 class ProcessSymbols;
+struct Mapping;
 
 // Owns ELF files (shared across processes by path), kallsyms and names.
 class Symbolizer {
@@ -83,11 +96,23 @@ class Symbolizer {
   // long as the Symbolizer.
   const SourceLocation* SourceLine(int32_t pid, uint64_t addr);
 
+  // The inlined calls along the straight-line code [start, end] (a decoded
+  // block; `end` is its last instruction's address) of the function that
+  // starts at `fn_start` in `pid`, from DWARF (DwarfFile::Inlines): the
+  // first run starts at `start`. A piece of code of the function's own
+  // lying between two pieces of one inlined call within the block (the
+  // compiler interleaved them) counts as that call's. Cached per (pid,
+  // start, end); every scope's `display` is set. nullptr when no inlined
+  // code lies in it (or no DWARF covers it). Valid until the next call.
+  const InlineRuns* Inlines(int32_t pid, uint64_t fn_start, uint64_t start, uint64_t end);
+
   // Interns a name (pseudo frames, markers) and returns a stable pointer.
   const std::string* Intern(std::string_view s);
 
  private:
   ProcessSymbols& Process(int32_t pid);
+  // The DWARF of a mapping's ELF or its debug file (opened once); nullptr: none.
+  DwarfFile* Dwarf(const Mapping& m);
   uint32_t FunctionId(const std::string* dso, uint64_t start, const std::string* name);
 
   std::vector<std::filesystem::path> debug_dirs_{"/usr/lib/debug"};

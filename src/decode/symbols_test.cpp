@@ -258,6 +258,75 @@ TEST(SourceLinesTest, SeparateDebugFileByDebuglink) {
   EXPECT_EQ(loc->line, 5u);
 }
 
+TEST(InlineTest, DeeperScopesWinAndPiecesMerge) {
+  InlineTable t;
+  InlineScope& outer = t.scopes.emplace_back();
+  outer.name = "outer";
+  InlineScope& inner = t.scopes.emplace_back();
+  inner.name = "inner";
+  inner.parent = &outer;
+  inner.depth = 2;
+  // outer covers [0x10, 0x40) in two adjacent pieces; inner [0x20, 0x28) inside.
+  BuildInlineIntervals(t, {{&inner, {0x20, 0x28}}, {&outer, {0x10, 0x20}}, {&outer, {0x20, 0x40}}});
+  ASSERT_EQ(t.intervals.size(), 3u);
+  EXPECT_EQ(t.intervals[0].lo, 0x10u);
+  EXPECT_EQ(t.intervals[0].hi, 0x20u);
+  EXPECT_EQ(t.intervals[0].leaf, &outer);
+  EXPECT_EQ(t.intervals[1].leaf, &inner);
+  EXPECT_EQ(t.intervals[2].lo, 0x28u);
+  EXPECT_EQ(t.intervals[2].hi, 0x40u);
+  EXPECT_EQ(t.intervals[2].leaf, &outer);
+  EXPECT_EQ(t.From(0x27)->leaf, &inner);
+  EXPECT_EQ(t.From(0x40), t.intervals.end());
+}
+
+TEST(InlineTest, InlinedCallShowsInItsCallersCode) {
+  // tests/programs/decode/inline.c, -O2: inl_step is inlined into
+  // loop_caller's loop; leaf_call is not inlined anywhere.
+  const std::filesystem::path prog = PTSNAP_DECODE_INLINE;
+  auto dw = DwarfFile::Open(prog);
+  ASSERT_NE(dw, nullptr);
+  const uint64_t caller = SymbolVaddr(prog, "loop_caller");
+  ASSERT_NE(caller, 0u);
+  InlineTable* table = dw->Inlines(caller);
+  ASSERT_NE(table, nullptr);
+  EXPECT_EQ(dw->Inlines(caller), table);  // cached
+  bool found = false;
+  for (const auto& i : table->intervals) found |= i.leaf->name == "inl_step";
+  EXPECT_TRUE(found);
+  EXPECT_EQ(dw->Inlines(SymbolVaddr(prog, "leaf_call")), nullptr);  // nothing inlined into it
+
+  // Through the Symbolizer, at process addresses: the whole function as
+  // one straight run enters inl_step once and leaves it before the end.
+  Symbolizer s;
+  s.AddMapping(9, kSrclineBase, 0x10000, 0, prog, "inline");
+  Resolved r = s.Resolve(9, kSrclineBase + caller);
+  ASSERT_TRUE(r.known);
+  const InlineRuns* runs = s.Inlines(9, r.start, r.start, r.end - 1);
+  ASSERT_NE(runs, nullptr);
+  EXPECT_EQ(runs->bias, static_cast<int64_t>(kSrclineBase));
+  ASSERT_GE(runs->runs.size(), 3u);
+  EXPECT_EQ(runs->runs.front().addr, r.start);
+  EXPECT_EQ(runs->runs.front().leaf, nullptr);  // the function's own code first
+  EXPECT_EQ(runs->runs.back().leaf, nullptr);   // and last (its ret)
+  int entered = 0;
+  for (const InlineRun& run : runs->runs) {
+    if (run.leaf == nullptr) continue;
+    ++entered;
+    EXPECT_EQ(*run.leaf->display, "inl_step (inlined)");
+    EXPECT_EQ(run.leaf->parent, nullptr);
+    EXPECT_GT(run.addr, r.start);
+    EXPECT_LT(run.addr, r.end);
+    EXPECT_EQ(run.leaf->call_line, 27u);  // inline.c: acc += inl_step(i);
+  }
+  EXPECT_EQ(entered, 1);  // interleaved pieces of the one call count once
+  EXPECT_EQ(s.Inlines(9, r.start, r.start, r.end - 1), runs);  // cached per block
+  // A block of the function's own code before the loop: nothing inlined.
+  EXPECT_EQ(s.Inlines(9, r.start, r.start, runs->runs[1].addr - 1), nullptr);
+  // Without DWARF for it (another process maps nothing): none.
+  EXPECT_EQ(s.Inlines(10, r.start, r.start, r.end - 1), nullptr);
+}
+
 TEST(SymbolsTest, KernelAddressesUseKallsyms) {
   Symbolizer s;
   s.SetKernelSymbols(KernelSymbols(sys::ParseKallsyms("ffffffff81000000 T entry_SYSCALL_64\n"

@@ -1,5 +1,7 @@
 #include "model/call_stack.h"
 
+#include <algorithm>
+
 namespace ptsnap::model {
 
 using decode::BranchKind;
@@ -14,6 +16,7 @@ const char* ViaName(Via v) {
     case Via::kSignal: return "signal";
     case Via::kUntraced: return "untraced";
     case Via::kInferred: return "inferred";
+    case Via::kInline: return "inline";
     case Via::kReturn: return "return";
     case Via::kUnwind: return "unwind";
     case Via::kResume: return "resume";
@@ -71,6 +74,7 @@ void CallStackModel::BeginSegment(int32_t pid, int32_t tid) {
   deferred_.clear();
   pending_.clear();
   open_begins_.clear();
+  block_start_ = 0;
 }
 
 void CallStackModel::SaveThread() {
@@ -92,6 +96,7 @@ void CallStackModel::SaveThread() {
   t.deferred = std::move(deferred_);
   t.pending = std::move(pending_);
   t.open_begins = std::move(open_begins_);
+  t.block_start = block_start_;
 }
 
 void CallStackModel::LoadThread(int32_t tid) {
@@ -101,6 +106,7 @@ void CallStackModel::LoadThread(int32_t tid) {
   deferred_.clear();
   pending_.clear();
   open_begins_.clear();
+  block_start_ = 0;
   auto it = saved_.find(tid);
   if (it == saved_.end()) {
     started_ = false;
@@ -123,6 +129,7 @@ void CallStackModel::LoadThread(int32_t tid) {
   deferred_ = std::move(t.deferred);
   pending_ = std::move(t.pending);
   open_begins_ = std::move(t.open_begins);
+  block_start_ = t.block_start;
   saved_.erase(it);
 }
 
@@ -186,6 +193,7 @@ Slice CallStackModel::SliceOf(const Frame& f, uint64_t ts) const {
   s.name = f.name;
   s.dso = f.dso;
   s.address = f.address;
+  s.inlined = f.scope != nullptr;
   return s;
 }
 
@@ -249,6 +257,12 @@ void CallStackModel::PushInferred(const Frame& f) {
 
 void CallStackModel::Ret(Via via) {
   if (!stack_.empty()) {
+    // Inlined frames end with the real frame they lie in.
+    while (stack_.size() > 1 && stack_.back().scope != nullptr) {
+      Frame f = stack_.back();
+      stack_.pop_back();
+      Queue(OpKind::kEnd, f, via);
+    }
     Frame f = stack_.back();
     stack_.pop_back();
     Queue(OpKind::kEnd, f, via);
@@ -359,7 +373,66 @@ void CallStackModel::UntracedFrame(const std::string* name) {
   Call(Pseudo(name), Via::kUntraced);
 }
 
+void CallStackModel::SyncInline(size_t real, const decode::InlineScope* leaf, int64_t bias) {
+  chain_.clear();
+  for (const decode::InlineScope* s = leaf; s != nullptr; s = s->parent) chain_.push_back(s);
+  std::reverse(chain_.begin(), chain_.end());
+  size_t keep = 0;
+  while (real + keep < stack_.size() && keep < chain_.size() &&
+         stack_[real + keep].scope == chain_[keep]) {
+    ++keep;
+  }
+  while (stack_.size() > real + keep) {
+    Frame f = stack_.back();
+    stack_.pop_back();
+    Queue(OpKind::kEnd, f, Via::kInline);
+  }
+  for (size_t i = keep; i < chain_.size(); ++i) {
+    Frame f = stack_[real - 1];
+    f.scope = chain_[i];
+    f.name = chain_[i]->display;
+    f.address = chain_[i]->entry + static_cast<uint64_t>(bias);
+    f.inferred = false;
+    Call(f, Via::kInline);
+  }
+}
+
+// Time inside a block is not measured: the block ran between the previous
+// event's time and this one's, and an inline run starts at its share of
+// that interval by code bytes (docs/decoding.md, "Inline frames").
+void CallStackModel::InlineBlock(uint64_t start, uint64_t end, uint64_t end_time) {
+  size_t real = stack_.size();
+  while (real > 0 && stack_[real - 1].scope != nullptr) --real;
+  if (real == 0) return;
+  const Frame& r = stack_[real - 1];
+  if (r.pseudo || !r.known || !Contains(r, start) || !Contains(r, end)) return;
+  const decode::InlineRuns* runs = symbols_->Inlines(r.space, r.fn_start, start, end);
+  if (runs == nullptr) {
+    if (stack_.size() > real) SyncInline(real, nullptr, 0);
+    return;
+  }
+  const uint64_t t0 = now_;
+  const uint64_t span = end_time > t0 ? end_time - t0 : 0;
+  const double bytes = static_cast<double>(end - start + 1);
+  for (const decode::InlineRun& run : runs->runs) {
+    if (run.addr > start && span != 0) {
+      SetTime(t0 + static_cast<uint64_t>(static_cast<double>(span) *
+                                         static_cast<double>(run.addr - start) / bytes));
+    }
+    SyncInline(real, run.leaf, runs->bias);
+  }
+}
+
 void CallStackModel::OnEvent(const decode::BranchEvent& e) {
+  if (inline_frames_ && started_ && e.from != 0 && block_start_ != 0 && block_start_ <= e.from) {
+    InlineBlock(block_start_, e.from, e.time);
+  }
+  switch (e.kind) {
+    case BranchKind::kDisable:
+    case BranchKind::kStop:
+    case BranchKind::kError: block_start_ = 0; break;
+    default: block_start_ = e.to; break;
+  }
   SetTime(e.time);
   switch (e.kind) {
     case BranchKind::kCall:

@@ -43,6 +43,13 @@ class CallStackModel {
   // kernel-only mode). Off by default: with user code traced, a disable
   // (syscall, fault) is nested inside the user frame that stays open.
   void SetKernelOnly(bool kernel_only) { kernel_only_ = kernel_only; }
+  // Inline frames (docs/decoding.md, "Inline frames"): where DWARF says code
+  // was inlined, the straight-line code between two events (a decoded
+  // block: the previous event's `to` up to this event's `from`) is walked
+  // through the Symbolizer's inline runs, and an inlined call is a frame
+  // (Slice::inlined) above the real frame it lies in for as long as the
+  // code stays in its ranges. On by default.
+  void SetInlineFrames(bool on) { inline_frames_ = on; }
 
   // Starts a segment on thread `tid` of process `pid`, forgetting every
   // thread of the previous segment. Addresses resolve in `pid`'s symbol
@@ -89,6 +96,9 @@ class CallStackModel {
     bool pseudo = false;    // [syscall], [untraced]
     bool known = true;      // false: "[unknown @ ...]" (no symbol covers it)
     bool inferred = false;  // begin time is create_time_, written at EndSegment
+    // An inlined call of the real frame below it (the same function's range
+    // and id, so that the rules below treat it as that frame).
+    const decode::InlineScope* scope = nullptr;
     // A signal handler entered where tracing resumed (user-only traces), or
     // what it tail-calls or returns into (the sigreturn trampoline): nested
     // above the interrupted frame, ended when tracing resumes elsewhere.
@@ -127,6 +137,11 @@ class CallStackModel {
   bool UnwindTo(uint64_t dst);                  // kUnwind
   bool SameFunction(const Frame& top, uint64_t addr);
   void Resume(uint64_t dst);  // tracing resumed at dst with the stack non-empty
+  // The block [start, end] ran before the event at `end_time`: its inline
+  // runs, each at its share of the time (by code bytes).
+  void InlineBlock(uint64_t start, uint64_t end, uint64_t end_time);
+  // Makes the inlined frames above stack_[real - 1] the chain ending in `leaf`.
+  void SyncInline(size_t real, const decode::InlineScope* leaf, int64_t bias);
 
   // Timestamps: queue ops at `now_`, spread them when time advances.
   void SetTime(uint64_t t);
@@ -146,6 +161,7 @@ class CallStackModel {
     std::deque<Deferred> deferred;
     std::vector<Op> pending;
     std::vector<uint64_t> open_begins;
+    uint64_t block_start = 0;
   };
   void SaveThread();                  // the current thread's state into saved_
   void LoadThread(int32_t tid);       // from saved_ (or a fresh state)
@@ -157,9 +173,13 @@ class CallStackModel {
   int32_t pid_ = 0, tid_ = 0, space_ = 0;
   std::map<int32_t, ThreadState> saved_;  // by tid: the segment's other threads
   bool kernel_only_ = false;
-  std::map<int32_t, uint64_t> exits_;  // SetExitTimes
-  bool started_ = false;               // any event seen in this segment
-  uint64_t now_ = 0;                   // current raw time
+  bool inline_frames_ = true;
+  // Where the code the next event ends started (the last event's `to`); 0: unknown.
+  uint64_t block_start_ = 0;
+  std::vector<const decode::InlineScope*> chain_;  // SyncInline's scratch
+  std::map<int32_t, uint64_t> exits_;              // SetExitTimes
+  bool started_ = false;                           // any event seen in this segment
+  uint64_t now_ = 0;                               // current raw time
   uint64_t create_time_ = 0;
   std::vector<Frame> stack_;
   std::vector<std::vector<Frame>> inactive_;  // stacks saved by syscalls/interrupts

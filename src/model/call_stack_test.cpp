@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "decode/test_stream.h"
+#include "elf/symbol_file.h"
 #include "tests/support/result_matchers.h"
 
 namespace ptsnap::model {
@@ -55,20 +56,22 @@ class ViaSink : public SliceSink {
 // fnN lives at 0x1000 * (N + 1), 0x100 bytes, via a JIT map.
 uint64_t Fn(int n, uint64_t off = 0) { return 0x1000 * static_cast<uint64_t>(n + 1) + off; }
 
+void Feed(CallStackModel& model, BranchKind k, uint64_t t, uint64_t from, uint64_t to) {
+  BranchEvent e;
+  e.kind = k;
+  e.time = t;
+  e.from = from;
+  e.to = to;
+  model.OnEvent(e);
+}
+
 struct Harness {
   Harness() : model(&symbols, &sink) {
     symbols.AddPerfMap(1, decode::ParsePerfMap("1000 100 fn0\n2000 100 fn1\n3000 100 fn2\n"
                                                "4000 100 fn3\n5000 100 fn4\n"));
     model.BeginSegment(1, 1);
   }
-  void Ev(BranchKind k, uint64_t t, uint64_t from, uint64_t to) {
-    BranchEvent e;
-    e.kind = k;
-    e.time = t;
-    e.from = from;
-    e.to = to;
-    model.OnEvent(e);
-  }
+  void Ev(BranchKind k, uint64_t t, uint64_t from, uint64_t to) { Feed(model, k, t, from, to); }
   decode::Symbolizer symbols;
   TextSink sink;
   CallStackModel model;
@@ -437,6 +440,67 @@ TEST(CallStackTest, FramesSayHowTheyBeganAndEnded) {
                           "B fn1 call", "B fn2 call", "E fn2 unwind", "E fn1 unwind",
                           "B [syscall] untraced", "E [syscall] resume", "B fn3 kernel",
                           "B fn1 call", "E fn1 return", "E fn3 close", "E fn0 close"));
+}
+
+// tests/programs/decode/inline.c (-O2, DWARF) mapped at kBase in process 1.
+struct InlineHarness {
+  static constexpr uint64_t kBase = 0x555500000000;
+  explicit InlineHarness(bool inline_frames) : model(&symbols, &sink) {
+    symbols.AddMapping(1, kBase, 0x10000, 0, PTSNAP_DECODE_INLINE, "inline");
+    model.SetInlineFrames(inline_frames);
+    model.BeginSegment(1, 1);
+    auto elf = elf::SymbolFile::Open(PTSNAP_DECODE_INLINE);
+    for (const auto& sym : elf->symbols().symbols()) {
+      if (sym.name == "main") main = kBase + sym.start;
+      if (sym.name == "loop_caller") caller = symbols.Resolve(1, kBase + sym.start);
+    }
+  }
+  void Ev(BranchKind k, uint64_t t, uint64_t from, uint64_t to) { Feed(model, k, t, from, to); }
+  decode::Symbolizer symbols;
+  ViaSink sink;
+  CallStackModel model;
+  uint64_t main = 0;
+  decode::Resolved caller;
+};
+
+TEST(CallStackTest, InlinedCodeIsANestedFrameWhileTheCodeIsInIt) {
+  InlineHarness h(true);
+  ASSERT_TRUE(h.caller.known);
+  // main calls loop_caller, whose whole body then runs as one straight
+  // block up to its last byte, which returns: the block crosses the code
+  // of inl_step, inlined into it.
+  h.Ev(BranchKind::kCall, 100, h.main + 4, h.caller.start);
+  h.Ev(BranchKind::kReturn, 200, h.caller.end - 1, h.main + 9);
+  h.model.EndSegment(300);
+  EXPECT_THAT(h.sink.lines, ElementsAre("B loop_caller call", "B inl_step (inlined) inline",
+                                        "E inl_step (inlined) inline", "E loop_caller return",
+                                        "E main close", "B main inferred"));
+}
+
+TEST(CallStackTest, InlinedFramesEndWithTheirRealFrame) {
+  InlineHarness h(true);
+  const decode::InlineRuns* runs =
+      h.symbols.Inlines(1, h.caller.start, h.caller.start, h.caller.end - 1);
+  ASSERT_NE(runs, nullptr);
+  ASSERT_GE(runs->runs.size(), 2u);
+  const uint64_t inside = runs->runs[1].addr;  // the first byte of inl_step's code
+  // loop_caller runs into inl_step's code and returns from there (an
+  // exception, a longjmp or a truncated trace end it the same way).
+  h.Ev(BranchKind::kCall, 100, h.main + 4, h.caller.start);
+  h.Ev(BranchKind::kReturn, 200, inside, h.main + 9);
+  h.model.EndSegment(300);
+  EXPECT_THAT(h.sink.lines, ElementsAre("B loop_caller call", "B inl_step (inlined) inline",
+                                        "E inl_step (inlined) return", "E loop_caller return",
+                                        "E main close", "B main inferred"));
+}
+
+TEST(CallStackTest, NoInlineFramesWhenTurnedOff) {
+  InlineHarness h(false);
+  h.Ev(BranchKind::kCall, 100, h.main + 4, h.caller.start);
+  h.Ev(BranchKind::kReturn, 200, h.caller.end - 1, h.main + 9);
+  h.model.EndSegment(300);
+  EXPECT_THAT(h.sink.lines, ElementsAre("B loop_caller call", "E loop_caller return",
+                                        "E main close", "B main inferred"));
 }
 
 }  // namespace

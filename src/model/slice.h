@@ -25,6 +25,9 @@ enum class Via : uint8_t {
   kSignal,    // a signal handler, or its sigreturn trampoline
   kUntraced,  // "[syscall]" / "[untraced]"
   kInferred,  // its start was not seen (the begin is written at the segment's end)
+  kInline,    // an inlined call (Slice::inlined): the code entered its inlined range;
+              // as kEnd: the code left it (it also ends, with the frame's own reason,
+              // when the real frame it lies in ends)
   // kEnd
   kReturn,  // a return instruction (near, or sysret/iret: the kernel stack's top frame)
   kUnwind,  // longjmp, exception unwinding, a signal handler's sigreturn
@@ -48,6 +51,11 @@ struct Slice {
   // kEnd of the same frame in the stream (see docs/decoding.md); writers
   // that need begin and end together use kEnd's begin_ts.
   bool inferred = false;
+  // A call the compiler inlined (DWARF's DW_TAG_inlined_subroutine), nested
+  // in the real frame it lies in: no call or return, it lasts while the
+  // executing code is in its address ranges (docs/decoding.md, "Inline
+  // frames"). Its name ends in " (inlined)"; `address` is its entry.
+  bool inlined = false;
   int32_t pid = 0, tid = 0;
   // The Symbolizer key `address` resolves in (the process's address space
   // at that time; see decode::BranchEvent::space): for source lookups.

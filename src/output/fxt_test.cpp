@@ -247,6 +247,71 @@ TEST(FxtTest, ManyThreadsReuseThreadSlots) {
   EXPECT_EQ(t->events[255].tid, 256u);
 }
 
+TEST(FxtTest, ThousandThreadsAndHundredThousandNamesRoundTrip) {
+  // Past both tables at once (255 thread slots, 32767 string slots): every
+  // event must still read back with its own name and thread.
+  constexpr int kThreads = 1000, kNames = 100000;
+  std::vector<std::string> names;
+  names.reserve(kNames);
+  for (int i = 0; i < kNames; ++i) names.push_back("function_" + std::to_string(i));
+  ::ptsnap::testing::TempDir dir;
+  auto path = dir.path() / "t.fxt.gz";
+  {
+    auto out = OutputFile::Open(path);
+    FxtWriter w(out->get());
+    w.OnProcess(10, "prog [pid=10]");
+    for (int t = 0; t < kThreads; ++t) w.OnThread(10, 1000 + t, "worker " + std::to_string(t));
+    for (int i = 0; i < kNames; ++i) {
+      const int32_t tid = 1000 + i % kThreads;
+      w.OnSlice(S(model::Slice::kBegin, 2 * uint64_t(i) + 1, &names[i], tid));
+      model::Slice e = S(model::Slice::kEnd, 2 * uint64_t(i) + 2, &names[i], tid);
+      e.begin_ts = 2 * uint64_t(i) + 1;
+      w.OnSlice(e);
+    }
+    ASSERT_THAT(w.Finish(), HasValue());
+  }
+  auto t = ParseFxt(*ReadMaybeGzip(path));
+  ASSERT_THAT(t, HasValue());
+  ASSERT_EQ(t->threads.size(), size_t{kThreads});
+  EXPECT_EQ(t->threads[1999].name, "worker 999");
+  EXPECT_EQ(t->threads[1999].pid, 10u);
+  ASSERT_EQ(t->events.size(), size_t{2 * kNames});
+  int wrong = 0;
+  for (int i = 0; i < kNames; ++i) {
+    const FxtEvent& b = t->events[2 * i];
+    const FxtEvent& e = t->events[2 * i + 1];
+    const uint64_t tid = 1000 + i % kThreads;
+    wrong += b.type != 2 || b.name != names[i] || b.tid != tid || b.ts != 2 * uint64_t(i) + 1 ||
+             e.type != 3 || e.tid != tid || e.ts != 2 * uint64_t(i) + 2;
+  }
+  EXPECT_EQ(wrong, 0);
+  EXPECT_GT(t->string_records, uint64_t{kNames});  // every name written, slots reused
+  EXPECT_EQ(t->max_string_index, kFxtMaxStringIndex);
+}
+
+TEST(FxtTest, InlineFramesCarryTheInlinedArg) {
+  ::ptsnap::testing::TempDir dir;
+  auto path = dir.path() / "t.fxt";
+  std::string caller = "loop_caller", inlined = "inl_step (inlined)";
+  {
+    auto out = OutputFile::Open(path);
+    FxtWriter w(out->get());
+    w.OnSlice(S(model::Slice::kBegin, 1, &caller));
+    model::Slice b = S(model::Slice::kBegin, 2, &inlined);
+    b.inlined = true;
+    b.address = 0x11af;
+    w.OnSlice(b);
+    ASSERT_THAT(w.Finish(), HasValue());
+  }
+  auto t = ParseFxt(*ReadMaybeGzip(path));
+  ASSERT_THAT(t, HasValue());
+  ASSERT_EQ(t->events.size(), 2u);
+  EXPECT_EQ(t->events[0].args.count("inlined"), 0u);
+  ASSERT_EQ(t->events[1].args.count("inlined"), 1u);
+  EXPECT_EQ(t->events[1].args.at("inlined").str, "true");
+  EXPECT_EQ(t->events[1].args.at("address").value, 0x11afu);
+}
+
 TEST(FxtTest, ReaderRejectsBrokenFiles) {
   EXPECT_THAT(ParseFxt("not fxt at all"), HasErrorContaining("magic"));
   std::string magic("\x10\x00\x04\x46\x78\x54\x16\x00", 8);

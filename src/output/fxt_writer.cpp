@@ -16,8 +16,8 @@ constexpr uint64_t kObjProcess = 1, kObjThread = 2;
 
 uint64_t Words(size_t bytes) { return (bytes + 7) / 8; }
 uint64_t Header(uint64_t type, uint64_t size_words) { return type | (size_words << 4); }
-// Slots 1..7 hold the fixed argument names; the rest are reused round-robin.
-constexpr uint16_t kFirstReusable = 8;
+// Slots 1..8 hold the fixed argument names; the rest are reused round-robin.
+constexpr uint16_t kFirstReusable = 9;
 }  // namespace
 
 FxtWriter::FxtWriter(OutputFile* out) : out_(out) {
@@ -42,6 +42,7 @@ FxtWriter::FxtWriter(OutputFile* out) : out_(out) {
   true_ = String("true");
   file_arg_ = String("file");
   line_arg_ = String("line");
+  inlined_arg_ = String("inlined");
 }
 
 void FxtWriter::Stream(std::string_view s) {
@@ -115,7 +116,7 @@ void FxtWriter::OnThread(int32_t pid, int32_t tid, const std::string& name) {
 
 void FxtWriter::Event(int type, uint8_t thread, uint16_t name, uint64_t ts, const Arg* args,
                       size_t nargs, const uint64_t* end_ts) {
-  // One record is at most 1 + 1 + 2 + 1 + 1 + 1 + 1 + 1 words: built here, written once.
+  // One record is at most 1 + 1 + 2 + 1 + 1 + 1 + 1 + 1 + 1 words: built here, written once.
   uint64_t w[12];
   size_t n = 2;
   w[1] = ts;
@@ -164,7 +165,7 @@ void FxtWriter::OnSlice(const model::Slice& s) {
               Current(true_, "true");
     if (ok) break;
   }
-  Arg args[5];
+  Arg args[6];
   size_t nargs = 0;
   if (want_args) {
     if (s.address != 0) args[nargs++] = {Arg::kPointer, address_arg_, s.address};
@@ -174,6 +175,7 @@ void FxtWriter::OnSlice(const model::Slice& s) {
       args[nargs++] = {Arg::kInt32, line_arg_, loc->line};
     }
     if (s.inferred) args[nargs++] = {Arg::kString, inferred_arg_, true_};
+    if (s.inlined) args[nargs++] = {Arg::kString, inlined_arg_, true_};
   }
   uint8_t thread = Thread(s.pid, s.tid);
   switch (s.kind) {

@@ -8,7 +8,7 @@
 // then string/thread records on demand, kernel-object records naming each
 // process ("cmdline [pid=P]") and thread (with the "process" koid
 // argument), and event records (args: address, dso, file and line when
-// known, inferred_start_time): duration begin/end for frames, duration
+// known, inferred_start_time, inlined): duration begin/end for frames, duration
 // complete for "[unknown]" spans and zero-length markers.
 #pragma once
 
@@ -74,7 +74,7 @@ class FxtWriter : public model::SliceSink {
   std::vector<uint64_t> thread_slots_;
   uint8_t next_thread_ = 1;
   uint16_t process_arg_ = 0, address_arg_ = 0, dso_arg_ = 0, inferred_arg_ = 0, true_ = 0,
-           file_arg_ = 0, line_arg_ = 0;
+           file_arg_ = 0, line_arg_ = 0, inlined_arg_ = 0;
   SourceLookup source_lookup_;
 };
 

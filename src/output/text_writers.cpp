@@ -71,6 +71,7 @@ void JsonWriter::OnSlice(const model::Slice& s) {
     }
   }
   if (s.inferred) args += std::string(args.empty() ? "" : ",") + "\"inferred_start_time\":true";
+  if (s.inlined) args += std::string(args.empty() ? "" : ",") + "\"inlined\":true";
   if (!args.empty()) e += ",\"args\":{" + args + "}";
   e += "}";
   Event(e);

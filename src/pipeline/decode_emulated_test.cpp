@@ -58,6 +58,7 @@ class DecodeEmulated : public ::testing::Test {
     exit_code_ = *r;
     DecodeOptions d;
     d.output = dir.string() + suffix;
+    d.inline_frames = inline_frames_;
     auto rep = DecodeTraceDir(dir, d);
     EXPECT_THAT(rep, HasValue());
     if (!rep) return "";
@@ -68,6 +69,7 @@ class DecodeEmulated : public ::testing::Test {
   ::ptsnap::testing::TempDir tmp_;
   int n_ = 0;
   int exit_code_ = -1;  // the last program's, under the emulator
+  bool inline_frames_ = true;
 };
 
 TEST_F(DecodeEmulated, FibSixGivesExactlyTwentyFiveNestedFibSlices) {
@@ -129,6 +131,69 @@ TEST_F(DecodeEmulated, JsonSlicesCarryFileAndLineFromDwarf) {
   }
   EXPECT_EQ(fibs, 5);  // fib(3): 3, 2, 1, 0, 1
   EXPECT_EQ(with_line, fibs);
+}
+
+// Inline frames (tests/programs/decode/inline.c, -O2 with DWARF): inl_step,
+// inlined into loop_caller's loop, is a frame of its own nested in
+// loop_caller, one per iteration, like leaf_call, a real call; with inline
+// frames off only the real calls are frames.
+TEST_F(DecodeEmulated, InlinedCallsAreFramesNestedInTheirCaller) {
+  DecodeReport rep;
+  std::string text = Run({PTSNAP_DECODE_INLINE, "7"}, &rep);
+  if (std::getenv("PTSNAP_DUMP") != nullptr) std::fputs(text.c_str(), stderr);
+  EXPECT_EQ(rep.decode.errors, 0u);
+  auto count = [](const std::string& events) {
+    std::map<std::string, int> calls, in_caller;  // begins; begins right inside loop_caller
+    std::vector<std::string> stack;
+    for (const auto& e : ::ptsnap::testing::ParseEvents(events)) {
+      if (e.kind == 'B' && !e.inferred) {
+        calls[e.name]++;
+        if (!stack.empty() && stack.back() == "loop_caller") in_caller[e.name]++;
+        if (e.name.ends_with(" (inlined)")) {
+          EXPECT_EQ(e.via, "inline") << e.name;
+        }
+        stack.push_back(e.name);
+      }
+      if (e.kind == 'E' && !e.inferred && !stack.empty()) {
+        EXPECT_EQ(stack.back(), e.name);
+        stack.pop_back();
+      }
+    }
+    return std::make_pair(calls, in_caller);
+  };
+  auto [calls, in_caller] = count(text);
+  EXPECT_EQ(calls["loop_caller"], 1);
+  EXPECT_EQ(calls["inl_step (inlined)"], 7) << text.substr(0, 4000);
+  EXPECT_EQ(in_caller["inl_step (inlined)"], 7);
+  EXPECT_EQ(calls["leaf_call"], 7);
+  EXPECT_EQ(in_caller["leaf_call"], 7);
+
+  // Chrome JSON: the same frames, marked, each inside a loop_caller slice.
+  std::string json = Run({PTSNAP_DECODE_INLINE, "7"}, nullptr, ".json");
+  nlohmann::json j = nlohmann::json::parse(json);
+  double caller_ts = -1, caller_end = -1;
+  for (const auto& e : j["traceEvents"]) {
+    if (e.value("name", "") == "loop_caller") {
+      caller_ts = e["ts"].get<double>();
+      caller_end = caller_ts + e["dur"].get<double>();
+    }
+  }
+  int marked = 0;
+  for (const auto& e : j["traceEvents"]) {
+    if (e.value("name", "") != "inl_step (inlined)") continue;
+    EXPECT_TRUE(e["args"].value("inlined", false));
+    EXPECT_GE(e["ts"].get<double>(), caller_ts);
+    EXPECT_LE(e["ts"].get<double>() + e["dur"].get<double>(), caller_end);
+    ++marked;
+  }
+  EXPECT_EQ(marked, 7);
+
+  inline_frames_ = false;
+  text = Run({PTSNAP_DECODE_INLINE, "7"});
+  EXPECT_EQ(text.find("(inlined)"), std::string::npos);
+  auto [plain, plain_in_caller] = count(text);
+  EXPECT_EQ(plain["leaf_call"], 7);
+  EXPECT_EQ(plain_in_caller["leaf_call"], 7);
 }
 
 TEST_F(DecodeEmulated, ExceptionCrossingThreeFramesUnwindsThem) {

@@ -134,6 +134,7 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
   model::TeeSink tee(to, &summary);
   model::CallStackModel model(&decoder->symbolizer(), &tee);
   model.SetKernelOnly(m.scope == trace::Scope::kKernel);
+  model.SetInlineFrames(options.inline_frames);
 
   // Names: the last COMM of each thread; processes "cmdline [pid=P]".
   std::map<int32_t, std::string> comms;

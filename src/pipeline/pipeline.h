@@ -35,6 +35,9 @@ struct DecodeOptions {
   // --decoder: ptsnap's own flow decoder or libipt's (the same events;
   // docs/decoding.md, "Decoders").
   decode::PtDecoder::Engine decoder = decode::PtDecoder::Engine::kOurs;
+  // Inlined calls as frames where DWARF has them (--no-inline: false;
+  // model::CallStackModel::SetInlineFrames).
+  bool inline_frames = true;
 };
 
 // Above this many bytes (before compression) an FXT or JSON file is past
