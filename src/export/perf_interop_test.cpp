@@ -221,10 +221,22 @@ TEST_P(PerfInteropJit, PerfDecodesTheExportedJitCode) {
   EXPECT_THAT(r.out, HasSubstr("; AGREE"));
   ExpectCounts(c, r.out);
   const fs::path data = tmp.path() / "w" / "perf.data";
-  const std::string in_jit =
-      "perf script -i " + data.string() + " --itrace=i1i -F dso 2>/dev/null | grep -c '/jitted-'";
+  const std::string in_jit = "perf script -i " + data.string() +
+                             " --itrace=i1i -F ip,dso 2>/dev/null | grep -c '/jitted-'";
   ShellRun n = RunShell(in_jit);
   EXPECT_EQ(std::atol(n.out.c_str()), 3 * 2003 + 2 * 35) << n.out;
+  // A second export next to the first keeps its JIT files unless forced.
+  fs::remove(data);
+  ShellRun again = RunShell(RequiredEnv("PTSNAP_BIN") + " export " + (tmp.path() / "t").string() +
+                            " -o " + data.string());
+  EXPECT_NE(again.status, 0);
+  EXPECT_THAT(again.out, HasSubstr(".jit already exists (the JIT code of an earlier export?): "
+                                   "choose another output or pass --force"));
+  EXPECT_FALSE(fs::exists(data)) << "nothing is written on failure";
+  ShellRun forced = RunShell(RequiredEnv("PTSNAP_BIN") + " export --force " +
+                             (tmp.path() / "t").string() + " -o " + data.string());
+  EXPECT_EQ(forced.status, 0) << forced.out;
+  EXPECT_THAT(forced.out, ContainsRegex("JIT code: [0-9]+ ELF files in "));
   fs::remove_all(data.string() + ".jit");
   ShellRun errors =
       RunShell("perf script -i " + data.string() + " --itrace=e 2>/dev/null | grep -c 'error'");
