@@ -53,6 +53,13 @@ void AddExportCommand(CLI::App& app, CommandFn* selected) {
           static_cast<unsigned long long>(report->sideband_records),
           static_cast<unsigned long long>(report->build_ids),
           static_cast<unsigned long long>(report->bytes));
+      for (const std::string& w : report->warnings)
+        std::fprintf(stderr, "ptsnap: warning: %s\n", w.c_str());
+      if (report->jit_files != 0) {
+        std::printf("JIT code: %llu ELF files in %s, mapped %llu times\n",
+                    static_cast<unsigned long long>(report->jit_files), report->jit_dir.c_str(),
+                    static_cast<unsigned long long>(report->jit_maps));
+      }
       if (report->tsc_shift != 0) {
         // perf reads a TSC of 0 as "no time": the whole timeline moved.
         std::printf(

@@ -4,8 +4,6 @@
 #include <cstdio>
 #include <unordered_map>
 
-#include "base/string_util.h"
-
 namespace ptsnap::decode {
 
 elf::SymbolTable KernelSymbols(const sys::Kallsyms& kallsyms) {
@@ -14,26 +12,6 @@ elf::SymbolTable KernelSymbols(const sys::Kallsyms& kallsyms) {
     if (s.type != 't' && s.type != 'T' && s.type != 'w' && s.type != 'W') continue;
     if (s.addr == 0) continue;
     table.Add(elf::Symbol{s.addr, 0, s.module.empty() ? s.name : s.name + " [" + s.module + "]"});
-  }
-  table.Finish();
-  return table;
-}
-
-elf::SymbolTable ParsePerfMap(std::string_view text) {
-  elf::SymbolTable table;
-  for (std::string_view line : base::Split(text, '\n')) {
-    line = base::Trim(line);
-    auto sp1 = line.find(' ');
-    if (sp1 == std::string_view::npos) continue;
-    auto sp2 = line.find(' ', sp1 + 1);
-    if (sp2 == std::string_view::npos) continue;
-    auto strip = [](std::string_view s) {
-      return (s.size() > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) ? s.substr(2) : s;
-    };
-    auto start = base::ParseUint(strip(line.substr(0, sp1)), 16);
-    auto size = base::ParseUint(strip(line.substr(sp1 + 1, sp2 - sp1 - 1)), 16);
-    if (!start || !size || *size == 0) continue;
-    table.Add(elf::Symbol{*start, *size, elf::Demangle(base::Trim(line.substr(sp2 + 1)))});
   }
   table.Finish();
   return table;

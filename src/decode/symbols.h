@@ -26,8 +26,8 @@ namespace ptsnap::decode {
 // The kernel's text symbols (t/T/w/W) with a non-zero address, named
 // "name [module]" for modules.
 elf::SymbolTable KernelSymbols(const sys::Kallsyms& kallsyms);
-// "START SIZE NAME" lines of a perf JIT map (hex, with or without 0x).
-elf::SymbolTable ParsePerfMap(std::string_view text);
+// "START SIZE NAME" lines of a perf JIT map (elf/symbol_file.h).
+using elf::ParsePerfMap;
 
 // A resolved address.
 struct Resolved {

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "base/string_util.h"
 #include "base/unique_fd.h"
 #include "elf/libelf_util.h"
 
@@ -296,6 +297,26 @@ void SymbolFile::MergeSymbols(const SymbolFile& debug) {
   for (const auto& s : debug.symbols_.symbols()) symbols_.Add(s);
   symbols_.Finish();
   has_symtab_ = has_symtab_ || debug.has_symtab_;
+}
+
+SymbolTable ParsePerfMap(std::string_view text) {
+  SymbolTable table;
+  for (std::string_view line : base::Split(text, '\n')) {
+    line = base::Trim(line);
+    auto sp1 = line.find(' ');
+    if (sp1 == std::string_view::npos) continue;
+    auto sp2 = line.find(' ', sp1 + 1);
+    if (sp2 == std::string_view::npos) continue;
+    auto strip = [](std::string_view s) {
+      return (s.size() > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) ? s.substr(2) : s;
+    };
+    auto start = base::ParseUint(strip(line.substr(0, sp1)), 16);
+    auto size = base::ParseUint(strip(line.substr(sp1 + 1, sp2 - sp1 - 1)), 16);
+    if (!start || !size || *size == 0) continue;
+    table.Add(Symbol{*start, *size, Demangle(base::Trim(line.substr(sp2 + 1)))});
+  }
+  table.Finish();
+  return table;
 }
 
 }  // namespace ptsnap::elf

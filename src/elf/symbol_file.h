@@ -76,6 +76,10 @@ class SymbolFile {
   bool has_symtab_ = false;
 };
 
+// "START SIZE NAME" lines of a perf JIT map (/tmp/perf-PID.map: hex, with
+// or without 0x; names demangled); lines that do not parse are skipped.
+SymbolTable ParsePerfMap(std::string_view text);
+
 // abi::__cxa_demangle for names starting with _Z, else the name unchanged.
 std::string Demangle(std::string_view name);
 

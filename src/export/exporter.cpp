@@ -18,6 +18,8 @@
 #include "base/string_util.h"
 #include "base/unique_fd.h"
 #include "elf/elf_file.h"
+#include "export/jit_elf.h"
+#include "export/jit_maps.h"
 #include "export/perf_data.h"
 #include "sys/kallsyms.h"
 #include "trace/owned_file.h"
@@ -160,6 +162,8 @@ class ImageFiles {
     std::string id = Rewrite(&mm->filename, &mm->pgoff, mm->pid);
     if (!id.empty() && !IsSpecialName(mm->filename)) build_ids_[mm->filename] = id;
   }
+  // A file the export writes itself (JIT code), with its build-id.
+  void Add(const std::string& filename, const std::string& id) { build_ids_[filename] = id; }
   void AddBuildIds(PerfDataWriter* w, ExportReport* report) const {
     if (build_ids_.empty()) return;
     std::string body;
@@ -216,6 +220,56 @@ void AddHostFeatures(const trace::TraceReader& trace, PerfDataWriter* w) {
   body.append(reinterpret_cast<const char*>(&n), 4);
   for (const std::string& a : argv) body += HeaderString(a);
   w->SetFeature(kFeatCmdline, body);
+}
+
+bool IsAnonymousName(std::string_view name) {
+  return name.starts_with("//anon") || name.starts_with("[anon:") || name.starts_with("/memfd:");
+}
+
+// JIT code (jit_maps.h): an MMAP2 per code load of the ELF file that holds
+// it in `dir`, at the time PlaceJitMaps chooses; the anonymous executable
+// mappings of the processes that have JIT code are dropped (perf inject
+// --jit strips them too: perf would let them cover the code's files).
+template <typename ShiftTime>
+void AddJitMaps(const trace::TraceReader& trace, const fs::path& dir, const ShiftTime& shift_time,
+                std::vector<trace::Record>* records, ImageFiles* images, ExportReport* report,
+                std::vector<JitFile>* files) {
+  JitCode jit = ReadJitCode(trace);
+  report->warnings.insert(report->warnings.end(), jit.warnings.begin(), jit.warnings.end());
+  if (jit.maps.empty()) return;
+  std::set<int32_t> pids;
+  for (JitMap& jm : jit.maps) {
+    jm.time = shift_time(jm.time);
+    pids.insert(jm.pid);
+  }
+  std::erase_if(*records, [&](const trace::Record& r) {
+    const auto* mm2 = std::get_if<trace::Mmap2>(&r.body);
+    return mm2 != nullptr && pids.count(static_cast<int32_t>(mm2->pid)) != 0 &&
+           IsAnonymousName(mm2->filename);
+  });
+  PlaceJitMaps(&jit.maps, *records);
+  for (const JitMap& jm : jit.maps) {
+    const JitFile& f = jit.files[jm.file];
+    trace::Mmap2 mm;
+    mm.pid = static_cast<uint32_t>(jm.pid);
+    mm.tid = jm.tid;
+    mm.addr = jm.addr;
+    mm.len = jm.len;
+    mm.pgoff = kJitElfTextOffset;  // perf's map_ip then gives the code's file offset
+    mm.prot = PROT_READ | PROT_EXEC;
+    mm.flags = MAP_PRIVATE;
+    mm.filename = (dir / JitFileName(f)).string();
+    images->Add(mm.filename, f.build_id);
+    trace::Record r;
+    r.type = PERF_RECORD_MMAP2;
+    r.sample_id = {mm.pid, mm.tid, jm.map_time, 0, 0, kDummyId};
+    r.body = std::move(mm);
+    records->push_back(std::move(r));
+  }
+  report->jit_dir = dir;
+  report->jit_files = jit.files.size();
+  report->jit_maps = jit.maps.size();
+  *files = std::move(jit.files);
 }
 
 // A sampled trace (source "sampled", no PT): one attr, the recorded
@@ -363,7 +417,7 @@ uint64_t EffectiveConfig(const trace::PtConfig& pt) {
 }
 
 Result<std::string> BuildPerfData(const trace::TraceReader& trace, const ExportOptions& options,
-                                  ExportReport* report) {
+                                  ExportReport* report, std::vector<JitFile>* jit_files) {
   const trace::Manifest& m = trace.manifest();
   if (m.source == trace::Source::kSampled && m.sampling) return BuildSampledPerfData(trace, report);
   const bool kernel_scope = m.scope != trace::Scope::kUser;
@@ -514,6 +568,8 @@ Result<std::string> BuildPerfData(const trace::TraceReader& trace, const ExportO
                    kDummyId};
     records.push_back(std::move(r));
   }
+  if (jit_files != nullptr && !options.jit_dir.empty())
+    AddJitMaps(trace, options.jit_dir, shift_time, &records, &images, report, jit_files);
   std::stable_sort(records.begin(), records.end(), [](const auto& a, const auto& b) {
     return a.sample_id.time < b.sample_id.time;
   });
@@ -612,6 +668,32 @@ Result<std::string> BuildPerfData(const trace::TraceReader& trace, const ExportO
   return w.Finish();
 }
 
+namespace {
+
+// The JIT code's ELF files, into `dir` (replaced with `force`, else it must
+// not exist).
+Result<void> WriteJitFiles(const fs::path& dir, const std::vector<JitFile>& files, bool force) {
+  std::error_code ec;
+  if (fs::exists(dir, ec)) {
+    if (!force)
+      return Error(dir.string() +
+                   " already exists (the JIT code of an earlier export?): choose another output "
+                   "or pass --force");
+    fs::remove_all(dir, ec);
+    if (ec) return Error("removing " + dir.string() + ": " + ec.message());
+  }
+  fs::create_directories(dir, ec);
+  if (ec) return Error("creating " + dir.string() + ": " + ec.message());
+  for (const JitFile& f : files) {
+    const fs::path p = dir / JitFileName(f);
+    PTSNAP_TRY_CTX(base::WriteFileAtomic(p, f.bytes), "writing the JIT code file " + p.string());
+  }
+  base::GiveTreeToInvoker(dir);
+  return {};
+}
+
+}  // namespace
+
 Result<ExportReport> ExportTrace(const fs::path& trace_dir, const fs::path& out,
                                  const ExportOptions& options) {
   PTSNAP_ASSIGN_OR_RETURN(trace::TraceReader trace, trace::TraceReader::Open(trace_dir));
@@ -628,10 +710,14 @@ Result<ExportReport> ExportTrace(const fs::path& trace_dir, const fs::path& out,
                            "export"
                          : "the trace has no PT streams (nothing was captured): nothing to export");
 
-  PTSNAP_ASSIGN_OR_RETURN(std::string bytes, BuildPerfData(trace, options, &report));
+  ExportOptions opts = options;
+  opts.jit_dir = fs::absolute(report.directory ? out / "jit" : fs::path(out.string() + ".jit"), ec);
+  std::vector<JitFile> jit_files;
+  PTSNAP_ASSIGN_OR_RETURN(std::string bytes, BuildPerfData(trace, opts, &report, &jit_files));
+  if (!report.directory && fs::is_directory(out, ec))
+    return Error(out.string() + " is a directory: name a file to write perf.data to");
+  if (!jit_files.empty()) PTSNAP_TRY(WriteJitFiles(opts.jit_dir, jit_files, options.force));
   if (!report.directory) {
-    if (fs::is_directory(out, ec))
-      return Error(out.string() + " is a directory: name a file to write perf.data to");
     PTSNAP_TRY_CTX(base::WriteFileAtomic(out, bytes), "writing " + out.string());
     report.data_file = out;
     report.bytes = bytes.size();

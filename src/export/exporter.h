@@ -13,7 +13,12 @@
 //    stream exceeds the split limit), queue index per thread (per-thread
 //    recordings) or per CPU;
 //  - features: AUXTRACE index, event description, build-ids, OS release,
-//    command line.
+//    command line;
+//  - JIT code (jit_maps.h), when ExportOptions::jit_dir is set: one small
+//    ELF file per code load, to be written into jit_dir, and an MMAP2 of it
+//    at the code's address and time; the processes' anonymous executable
+//    mappings (//anon, [anon:, /memfd:) are left out, as perf inject --jit
+//    leaves them out, so they do not cover the code.
 //
 // Sampled traces (source "sampled", docs/perf-interop.md "Sampled traces")
 // are written as `perf record` writes its samples: one attr, the recorded
@@ -44,6 +49,7 @@
 #include <vector>
 
 #include "elf/segments.h"
+#include "export/jit_maps.h"
 #include "ptsnap/result.h"
 #include "sys/kallsyms.h"
 #include "trace/trace_dir.h"
@@ -59,6 +65,10 @@ inline constexpr uint64_t kDefaultSplitLimit = 1ULL << 30;
 struct ExportOptions {
   uint64_t split_limit = kDefaultSplitLimit;
   bool force = false;  // overwrite an existing output
+  // Where the JIT code's ELF files will lie (absolute; ExportTrace: OUT.jit
+  // beside a file, OUT/jit in perf's directory format). Empty: JIT code is
+  // not exported.
+  std::filesystem::path jit_dir;
 };
 
 struct ExportReport {
@@ -76,6 +86,11 @@ struct ExportReport {
   // crashes on a TSC of 0 (emulated recordings start their virtual TSC there).
   uint64_t tsc_shift = 0;
   uint64_t time_shift_ns = 0;  // the same shift on the perf clock
+  // JIT code: ELF files written into jit_dir and MMAP2 records of them
+  // (a jitdump's moves map a file again).
+  std::filesystem::path jit_dir;
+  uint64_t jit_files = 0, jit_maps = 0;
+  std::vector<std::string> warnings;  // JIT files of the trace that could not be used
 };
 
 // The mappings of `layout`'s other (non-executable) load segments, as the
@@ -93,13 +108,16 @@ std::vector<trace::Mmap2> DataSegmentMappings(const trace::Mmap2& exec,
 uint64_t EffectiveConfig(const trace::PtConfig& pt);
 
 // Pure: the perf.data bytes for an opened trace (reads stream files and the
-// sideband through `trace`, and ELF files for build-ids).
+// sideband through `trace`, and ELF files for build-ids). With
+// options.jit_dir set and `jit_files` given, the JIT code's ELF files (to
+// be written into jit_dir under JitFileName) go to `jit_files`.
 Result<std::string> BuildPerfData(const trace::TraceReader& trace, const ExportOptions& options,
-                                  ExportReport* report);
+                                  ExportReport* report, std::vector<JitFile>* jit_files = nullptr);
 
-// Writes `out` (a file, or a directory for kernel scopes with kcore).
-// Errors: not a trace directory, a stream missing, `out` exists (without
-// force), not writable.
+// Writes `out` (a file, or a directory for kernel scopes with kcore), and
+// the JIT code's ELF files into OUT.jit (a file) or OUT/jit (a directory)
+// when the trace has JIT code. Errors: not a trace directory, a stream
+// missing, `out` or OUT.jit exists (without force), not writable.
 Result<ExportReport> ExportTrace(const std::filesystem::path& trace_dir,
                                  const std::filesystem::path& out, const ExportOptions& options);
 

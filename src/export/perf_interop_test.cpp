@@ -197,6 +197,54 @@ TEST(PerfInteropThreads, EveryThreadIsDecodedByPerf) {
   EXPECT_EQ(r.status, 0) << r.out;
 }
 
+// JIT code (tests/programs/emulate/jit.c: machine code written into an
+// mmap'd buffer, run 3 times, rewritten in place, run twice): the export
+// carries the emulator's capture as ELF files mapped at the code's address
+// and time (docs/perf-interop.md, "JIT code"), so perf decodes every
+// instruction of both versions against the right bytes: 3 x 2003 of
+// version 1 and 2 x 35 of version 2. Neither side names the code (no perf
+// map): ptsnap's "[jit @ 0x...]" is perf's "[unknown]" in the JIT file.
+// Without the files (the JIT directory removed) perf cannot decode it.
+class PerfInteropJit : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(PerfInteropJit, PerfDecodesTheExportedJitCode) {
+  if (!HavePerf()) GTEST_SKIP() << "perf is not installed (apt-get install linux-perf)";
+  ptsnap::testing::TempDir tmp;
+  Case c{"jit", Prog("jit") + " " + GetParam(), {{"CallIt", 5}}};
+  ShellRun r = Agree(c, tmp.path());
+  std::printf("%s", r.out.c_str());
+  EXPECT_THAT(r.out, HasSubstr(" 0 decode errors")) << "perf reported decode errors";
+  EXPECT_THAT(r.out, HasSubstr(" 0 unnamed by ptsnap,"));
+  EXPECT_THAT(r.out, ContainsRegex("unnamed by perf and ptsnap: code in [^ ]*/perf.data.jit/"
+                                   "jitted-[0-9]+-[0-9]+.so"));
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("; AGREE"));
+  ExpectCounts(c, r.out);
+  const fs::path data = tmp.path() / "w" / "perf.data";
+  const std::string in_jit = "perf script -i " + data.string() +
+                             " --itrace=i1i -F ip,dso 2>/dev/null | grep -c '/jitted-'";
+  ShellRun n = RunShell(in_jit);
+  EXPECT_EQ(std::atol(n.out.c_str()), 3 * 2003 + 2 * 35) << n.out;
+  // A second export next to the first keeps its JIT files unless forced.
+  fs::remove(data);
+  ShellRun again = RunShell(RequiredEnv("PTSNAP_BIN") + " export " + (tmp.path() / "t").string() +
+                            " -o " + data.string());
+  EXPECT_NE(again.status, 0);
+  EXPECT_THAT(again.out, HasSubstr(".jit already exists (the JIT code of an earlier export?): "
+                                   "choose another output or pass --force"));
+  EXPECT_FALSE(fs::exists(data)) << "nothing is written on failure";
+  ShellRun forced = RunShell(RequiredEnv("PTSNAP_BIN") + " export --force " +
+                             (tmp.path() / "t").string() + " -o " + data.string());
+  EXPECT_EQ(forced.status, 0) << forced.out;
+  EXPECT_THAT(forced.out, ContainsRegex("JIT code: [0-9]+ ELF files in "));
+  fs::remove_all(data.string() + ".jit");
+  ShellRun errors =
+      RunShell("perf script -i " + data.string() + " --itrace=e 2>/dev/null | grep -c 'error'");
+  EXPECT_GT(std::atol(errors.out.c_str()), 0) << "perf decoded JIT code it had no bytes of";
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, PerfInteropJit, ::testing::Values("rwx", "wx"));
+
 // The other presets: MTC only ("low": perf's times lag by up to an MTC
 // period) and cycle-accurate with a TIP per return ("high").
 TEST(PerfInteropTiming, LowAndHighPresets) {
