@@ -44,9 +44,27 @@ void CountedFree(void* p) noexcept {
 }  // namespace
 
 // The replaceable forms without alignment (those with one keep the
-// library's own, which pairs them with its own delete).
+// library's own, which pairs them with its own delete). The nothrow news
+// too: std::stable_sort's buffer comes from new(nothrow) and goes back
+// through plain delete, which ASan reports as a mismatch unless both are ours.
 void* operator new(size_t n) { return CountedAlloc(n); }
 void* operator new[](size_t n) { return CountedAlloc(n); }
+void* operator new(size_t n, const std::nothrow_t& /*tag*/) noexcept {
+  try {
+    return CountedAlloc(n);
+  } catch (...) {
+    return nullptr;
+  }
+}
+void* operator new[](size_t n, const std::nothrow_t& /*tag*/) noexcept {
+  try {
+    return CountedAlloc(n);
+  } catch (...) {
+    return nullptr;
+  }
+}
+void operator delete(void* p, const std::nothrow_t& /*tag*/) noexcept { CountedFree(p); }
+void operator delete[](void* p, const std::nothrow_t& /*tag*/) noexcept { CountedFree(p); }
 void operator delete(void* p) noexcept { CountedFree(p); }
 void operator delete[](void* p) noexcept { CountedFree(p); }
 void operator delete(void* p, size_t /*n*/) noexcept { CountedFree(p); }

@@ -333,7 +333,7 @@ TEST_F(Sampling, MultiThreadAttachGivesAStreamPerThread) {
 // The process exits while ptsnap is attached: what was sampled is kept and
 // the recording ends cleanly (reason exit).
 TEST_F(Sampling, AttachToAProcessThatExitsKeepsItsSamples) {
-  Target t("400", "1");
+  Target t("3000", "1");  // long enough for an ASan build of ptsnap to attach under load
   ASSERT_GT(t.pid, 0);
   Exit e = Ptsnap({"attach", "--sampling", "--callgraph-mode", "fp", "-p", std::to_string(t.pid),
                    "--duration", "20s", "--no-decode", "--trace-dir", Dir()});
