@@ -217,7 +217,6 @@ class StreamDecoder {
     flow_now_ = it.now;
     switch (it.kind) {
       case flow::ItemKind::kSync:
-        flow_sync_ = it.offset;
         if (skipping_) {
           if (it.offset > skip_from_) stats_.undecoded_bytes += it.offset - skip_from_;
           skipping_ = false;
@@ -723,7 +722,7 @@ class StreamDecoder {
   std::array<flow::Item, 256> items_{};
   size_t item_i_ = 0, item_n_ = 0;
   bool flow_has_now_ = false;
-  uint64_t flow_now_ = 0, flow_sync_ = 0;
+  uint64_t flow_now_ = 0;
   bool needs_libipt_ = false;
   uint64_t delivered_ = 0;
   uint64_t rate_ns_ = 0, rate_insns_ = 0;
@@ -807,13 +806,11 @@ Result<void> PtDecoder::DecodeStream(int32_t pid, int32_t tid, std::string_view 
 
 Result<void> PtDecoder::DecodeCpuStreams(const std::vector<CpuStream>& streams, const Sink& sink) {
   std::vector<std::unique_ptr<StreamDecoder>> decoders;
-  std::vector<std::string_view> streams_bytes;
-  std::vector<int32_t> streams_cpu;
+  std::vector<const CpuStream*> decoded;  // decoders[i] decodes *decoded[i]
   for (const CpuStream& s : streams) {
     stats_.pt_bytes += s.bytes.size();
     if (s.bytes.empty()) continue;
-    streams_bytes.push_back(s.bytes);
-    streams_cpu.push_back(s.cpu);
+    decoded.push_back(&s);
     UniqueBlockDecoder dec;
     if (!use_flow_) {
       PTSNAP_ASSIGN_OR_RETURN(dec, AllocDecoder(s.bytes));
@@ -830,10 +827,10 @@ Result<void> PtDecoder::DecodeCpuStreams(const std::vector<CpuStream>& streams, 
     StreamDecoder& ours = *decoders[i];
     ours.TakeBackRate();
     stats_.flow_fallbacks++;
-    PTSNAP_ASSIGN_OR_RETURN(UniqueBlockDecoder dec, AllocDecoder(streams_bytes[i]));
-    auto libipt = std::make_unique<StreamDecoder>(this, std::move(dec), streams_bytes[i],
-                                                  ThreadId{0, -1 - streams_cpu[i]}, streams_cpu[i],
-                                                  nullptr, ours.delivered());
+    const CpuStream& s = *decoded[i];
+    PTSNAP_ASSIGN_OR_RETURN(UniqueBlockDecoder dec, AllocDecoder(s.bytes));
+    auto libipt = std::make_unique<StreamDecoder>(
+        this, std::move(dec), s.bytes, ThreadId{0, -1 - s.cpu}, s.cpu, nullptr, ours.delivered());
     libipt->queue() = std::move(ours.queue());
     decoders[i] = std::move(libipt);
     return decoders[i]->Fill();
