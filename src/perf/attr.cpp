@@ -531,4 +531,16 @@ Result<perf_event_attr> BuildAuxActionUprobeAttr(const sys::PmuInfo& uprobe_pmu,
   return a;
 }
 
+Result<perf_event_attr> BuildTriggerUprobeAttr(const sys::PmuInfo& uprobe_pmu, const char* path,
+                                               uint64_t offset, bool aux_pause) {
+  PTSNAP_ASSIGN_OR_RETURN(perf_event_attr a,
+                          BuildUprobeAttr(uprobe_pmu, path, offset, false, false));
+  a.sample_type = kBreakpointSampleType;
+  a.sample_regs_user = 0;
+  a.exclude_kernel = 1;
+  a.disabled = 1;
+  if (aux_pause) SetAuxAction(a, kAuxPause);
+  return a;
+}
+
 }  // namespace ptsnap::perf

@@ -242,7 +242,8 @@ struct UprobeSample {
 };
 inline constexpr uint64_t kUprobeSampleType =
     PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_REGS_USER;
-inline constexpr int kX86RegSp = 7;
+inline constexpr int kX86RegSp = 7;  // arch/x86/include/uapi/asm/perf_regs.h PERF_REG_X86_SP
+static_assert(sizeof(UprobeSample) == 32, "layout must match kUprobeSampleType");
 
 // --only-in on 6.13+: an entry probe (`retprobe` false) that resumes, or a
 // return probe that pauses, the AUX tracing of the intel_pt event whose
@@ -250,9 +251,16 @@ inline constexpr int kX86RegSp = 7;
 // overflows). No samples are read: sample_type 0, never mapped. Not
 // inherited (a group member follows its leader's thread or CPU). Errors as
 // BuildUprobeAttr's.
-Result<perf_event_attr> BuildAuxActionUprobeAttr(
-    const sys::PmuInfo& uprobe_pmu, const char* path, uint64_t offset,
-    bool retprobe);  // arch/x86/include/uapi/asm/perf_regs.h PERF_REG_X86_SP
-static_assert(sizeof(UprobeSample) == 32, "layout must match kUprobeSampleType");
+Result<perf_event_attr> BuildAuxActionUprobeAttr(const sys::PmuInfo& uprobe_pmu, const char* path,
+                                                 uint64_t offset, bool retprobe);
+
+// A trigger on a host whose execute breakpoints count no hit
+// (record/breakpoints.h): an entry uprobe on the trigger's function at file
+// offset `offset` of `path`, with the breakpoint's sample layout
+// (kBreakpointSampleType: the sampled IP of an entry uprobe is the probed
+// instruction) and wakeup, user space only, disabled until armed;
+// `aux_pause` as BuildBreakpointAttr's. Errors as BuildUprobeAttr's.
+Result<perf_event_attr> BuildTriggerUprobeAttr(const sys::PmuInfo& uprobe_pmu, const char* path,
+                                               uint64_t offset, bool aux_pause);
 
 }  // namespace ptsnap::perf

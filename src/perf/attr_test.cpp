@@ -582,5 +582,23 @@ TEST(BuildAuxActionUprobeAttr, EntryResumesReturnPauses) {
               HasErrorContaining("no uprobe PMU"));
 }
 
+TEST(BuildTriggerUprobeAttr, AnEntryProbeThatSamplesLikeABreakpoint) {
+  auto a = BuildTriggerUprobeAttr(UprobePmu(), "/bin/prog", 0x1139, false);
+  ASSERT_TRUE(a) << a.error().ToString();
+  EXPECT_EQ(a->type, 8u);
+  EXPECT_EQ(a->config, 0u);  // entry, not the retprobe bit
+  EXPECT_EQ(a->config2, 0x1139u);
+  EXPECT_EQ(a->sample_type, kBreakpointSampleType);  // TriggerBreakpoints::Poll reads both alike
+  EXPECT_EQ(a->sample_regs_user, 0u);
+  EXPECT_EQ(a->sample_period, 1u);
+  EXPECT_EQ(a->wakeup_events, 1u);
+  EXPECT_EQ(a->exclude_kernel, 1u);
+  EXPECT_EQ(a->disabled, 1u);  // armed by ENABLE or REFRESH
+  EXPECT_EQ(AuxAction(*a), 0u);
+  auto paused = BuildTriggerUprobeAttr(UprobePmu(), "/bin/prog", 0x1139, true);
+  ASSERT_TRUE(paused) << paused.error().ToString();
+  EXPECT_EQ(AuxAction(*paused), AuxAction(BuildBreakpointAttr(0x1139, true)));
+}
+
 }  // namespace
 }  // namespace ptsnap::perf

@@ -53,19 +53,12 @@ void ForceTriggerUprobesForTesting(bool force) { force_uprobes = force; }
 namespace {
 // An entry uprobe on the trigger's function; `file` must outlive the open
 // (config1 points at it).
-Result<perf_event_attr> TriggerUprobeAttr(pid_t tid, const TriggerPoint& p, std::string& file) {
+Result<perf_event_attr> TriggerUprobeAttr(pid_t tid, const TriggerPoint& p, bool aux_pause,
+                                          std::string& file) {
   PTSNAP_ASSIGN_OR_RETURN(ProbeTarget target, ResolveProbeTarget(p.symbol, tid));
   static const sys::PmuInfo pmu = sys::ReadPmu(base::RootPath(), "uprobe");
   file = target.file.string();
-  PTSNAP_ASSIGN_OR_RETURN(perf_event_attr attr,
-                          perf::BuildUprobeAttr(pmu, file.c_str(), target.offset, false, false));
-  // The breakpoint's sample layout, so Poll reads both alike: the sampled
-  // IP of an entry uprobe is the probed instruction, the trigger's address.
-  attr.sample_type = perf::kBreakpointSampleType;
-  attr.sample_regs_user = 0;
-  attr.exclude_kernel = 1;
-  attr.disabled = 1;
-  return attr;
+  return perf::BuildTriggerUprobeAttr(pmu, file.c_str(), target.offset, aux_pause);
 }
 }  // namespace
 
@@ -84,8 +77,7 @@ Result<void> TriggerBreakpoints::Add(pid_t tid, const std::vector<TriggerPoint>&
                              "hypervisor keeps the debug registers); triggers are entry uprobes";
         said = true;
       }
-      PTSNAP_ASSIGN_OR_RETURN(attr, TriggerUprobeAttr(tid, p, file));
-      if (pause_group >= 0) perf::SetAuxAction(attr, perf::kAuxPause);
+      PTSNAP_ASSIGN_OR_RETURN(attr, TriggerUprobeAttr(tid, p, pause_group >= 0, file));
       kind = "trigger uprobe ";
     } else if (!breakpoints_fire) {
       PTSNAP_LOG(kWarning) << "trigger " << p.description
