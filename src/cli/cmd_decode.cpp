@@ -43,6 +43,7 @@ int DecodeAndReport(const std::filesystem::path& trace_dir, const std::filesyste
   options.snapshot = snapshot;
   options.decoder = DecoderEngine(view.decoder);
   options.inline_frames = !view.no_inline;
+  options.jobs = view.jobs;
   options.output = output.empty() ? std::filesystem::path("trace.fxt.gz") : output;
   options.format = format;
   if (!format.empty() && format != "fxt" && format != "json" && format != "events") {
@@ -91,6 +92,15 @@ void AddDecoderFlag(CLI::App* cmd, std::string* decoder) {
       ->capture_default_str();
 }
 
+void AddJobsFlag(CLI::App* cmd, unsigned* jobs) {
+  cmd->add_option("-j,--jobs", *jobs,
+                  "Threads for decoding, 0 = one per core (default). From 2 on, PT is decoded on a "
+                  "thread of its own, ahead of the call stacks and the writer; the output is the "
+                  "same whatever N")
+      ->check(CLI::Range(0u, 1024u))
+      ->capture_default_str();
+}
+
 decode::PtDecoder::Engine DecoderEngine(const std::string& decoder) {
   return decoder == "libipt" ? decode::PtDecoder::Engine::kLibipt
                              : decode::PtDecoder::Engine::kOurs;
@@ -123,6 +133,7 @@ void AddDecodeCommand(CLI::App& app, CommandFn* selected) {
                   "Thin the timeline: leave out calls shorter than this (e.g. 1us, 0.5ms), and "
                   "so everything under them; the summary counts what was left out");
   AddDecoderFlag(cmd, &args->view.decoder);
+  AddJobsFlag(cmd, &args->view.jobs);
   cmd->add_flag("--no-inline", args->view.no_inline,
                 "No frames for inlined calls (by default, where the binary has DWARF, code the "
                 "compiler inlined shows as a frame named \"NAME (inlined)\" in its caller)");

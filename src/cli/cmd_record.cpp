@@ -60,6 +60,7 @@ struct Args {
   record::RecordOptions opts;
   std::string snapshot_size, timer = "normal", duration, pids, format, cpus, slower_than;
   std::string decoder = "ours";
+  unsigned jobs = 0;  // -j
   bool include_kernel = false, kernel_only = false;
 };
 
@@ -255,6 +256,7 @@ int RunRecord(Args& a, bool attach) {
   // does, unless ptsnap itself failed (docs/errors.md).
   ViewFlags view;
   view.decoder = a.decoder;
+  view.jobs = a.jobs;
   const int ours =
       o.no_decode ? kExitOk : DecodeAndReport(trace_dir, output, a.format, 0, stderr, view);
   if (ours != kExitOk || attach) return ours;
@@ -268,6 +270,7 @@ void AddShared(CLI::App* cmd, Args* a) {
       "Decoded trace file (default trace.fxt.gz; .fxt, .json, .events, optionally .gz)");
   cmd->add_option("--format", a->format, "Output format, overriding the -o suffix");
   AddDecoderFlag(cmd, &a->decoder);
+  AddJobsFlag(cmd, &a->jobs);
   cmd->add_option("--trace-dir", o.trace_dir,
                   "Where the raw recording is kept (default: beside the output, e.g. "
                   "trace.ptsnap/); must not exist");

@@ -24,6 +24,7 @@ struct ReportArgs {
   size_t slowest = 0, depth = 3, limit = 20;
   std::string sort = "total", since, until, output;
   std::string decoder = "ours";
+  unsigned jobs = 0;  // -j
   uint32_t snapshot = 0;
 };
 
@@ -70,6 +71,7 @@ int RunReport(const ReportArgs& a) {
   d.snapshot = a.snapshot;
   d.decoder = DecoderEngine(a.decoder);
   d.inline_frames = !a.no_inline;
+  d.jobs = a.jobs;
   auto decoded = pipeline::DecodeTraceDir(a.dir, d);
   if (!decoded) {
     std::fprintf(stderr, "ptsnap: error: decoding %s: %s\n", a.dir.c_str(),
@@ -149,6 +151,7 @@ void AddReportCommand(CLI::App& app, CommandFn* selected) {
   cmd->add_option("--until", a->until,
                   "Count only calls that end before this long after the first call");
   AddDecoderFlag(cmd, &a->decoder);
+  AddJobsFlag(cmd, &a->jobs);
   cmd->add_option("--snapshot", a->snapshot, "Only snapshot N (`ptsnap info` lists them)")
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--no-inline", a->no_inline,

@@ -27,10 +27,12 @@ class DecodeEngines : public ::testing::TestWithParam<const char*> {
     DecodeReport report;
     std::string events;
   };
-  Decoded Decode(const std::filesystem::path& dir, Engine engine, const char* name) {
+  Decoded Decode(const std::filesystem::path& dir, Engine engine, const char* name,
+                 unsigned jobs = 1) {
     DecodeOptions d;
     d.output = dir.string() + name + ".events";
     d.decoder = engine;
+    d.jobs = jobs;
     Decoded out;
     auto rep = DecodeTraceDir(dir, d);
     EXPECT_TRUE(rep.has_value()) << rep.error().ToString();
@@ -53,6 +55,8 @@ class DecodeEngines : public ::testing::TestWithParam<const char*> {
     ASSERT_TRUE(r.has_value()) << r.error().ToString();
     const Decoded lib = Decode(dir, Engine::kLibipt, "-libipt");
     const Decoded ours = Decode(dir, Engine::kOurs, "-ours");
+    // -j 2: decoding on its own thread ahead of the model (parallel.h).
+    const Decoded ahead = Decode(dir, Engine::kOurs, "-ours-j2", 2);
     const decode::DecodeStats &a = lib.report.decode, &b = ours.report.decode;
     EXPECT_GT(a.instructions, 1000u) << cmd[0];
     // Exact without falling back to libipt.
@@ -74,6 +78,11 @@ class DecodeEngines : public ::testing::TestWithParam<const char*> {
     DecodeReport same_file = ours.report;
     same_file.output = lib.report.output;
     EXPECT_EQ(FormatReport(lib.report), FormatReport(same_file)) << cmd[0];
+    // -j 2 against -j 1: the same file byte for byte, the same summary.
+    EXPECT_TRUE(ahead.events == ours.events) << cmd[0] << ": -j 2 wrote another timeline";
+    DecodeReport ahead_file = ahead.report;
+    ahead_file.output = ours.report.output;
+    EXPECT_EQ(FormatReport(ours.report), FormatReport(ahead_file)) << cmd[0] << " -j 2";
     std::printf("%s (%s): %llu instructions, %llu slices, equal\n", cmd[0].c_str(), GetParam(),
                 static_cast<unsigned long long>(a.instructions),
                 static_cast<unsigned long long>(lib.report.slices));

@@ -12,6 +12,7 @@
 #include "output/fxt_writer.h"
 #include "output/output_file.h"
 #include "output/text_writers.h"
+#include "pipeline/parallel.h"
 #include "pipeline/sampled.h"
 #include "trace/trace_dir.h"
 
@@ -197,7 +198,7 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
     for (const auto& s : streams) total_bytes += s.size;
     std::map<uint32_t, const trace::Snapshot*> snaps;
     for (const auto& sn : m.snapshots) snaps[sn.seq] = &sn;
-    uint64_t last_progress = 0;
+    uint64_t last_progress = 0, events = 0;
     // Snapshot mode keeps the AUX ring between snapshots, so a thread's later
     // snapshot can repeat the end of its earlier one: per thread, the last
     // time decoded in earlier snapshots (`covered`) and in this one (`seen`).
@@ -249,8 +250,8 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
       if (e.tid != model.tid() || e.pid != model.pid()) model.SwitchThread(e.pid, e.tid);
       if (e.space != model.space()) model.SetSpace(e.space, decoder->SpaceIsExec(e.space));
       model.OnEvent(e);
-      if (options.progress && decoder->stats().events - last_progress >= (1u << 20)) {
-        last_progress = decoder->stats().events;
+      if (options.progress && ++events - last_progress >= (1u << 20)) {
+        last_progress = events;
         options.progress(done_bytes, total_bytes);
       }
     };
@@ -268,6 +269,8 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
              std::string(trace::ToString(sn.reason)) + (sn.detail.empty() ? "" : " " + sn.detail) +
              cut + "]";
     };
+    // -j: reading and decoding on a thread of their own, ahead of the model (parallel.h).
+    StreamFeed feed(options.jobs == 0 ? DefaultJobs() : options.jobs, reader, *decoder, streams);
     for (size_t i = 0; i < streams.size();) {
       const trace::Stream& s = streams[i];
       if (s.tid < 0 && s.cpu >= 0) {
@@ -276,12 +279,10 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
         std::vector<std::string> held;
         std::vector<decode::PtDecoder::CpuStream> group;
         size_t j = i;
-        for (; j < streams.size() && streams[j].tid < 0 && streams[j].cpu >= 0 &&
-               streams[j].snapshot == s.snapshot;
-             ++j) {
+        for (; j < streams.size() && InCpuGroup(s, streams[j]); ++j) {
           report.streams++;
           report.lost_bytes += streams[j].lost_bytes;
-          auto bytes = reader.ReadStream(streams[j]);
+          auto bytes = feed.Read(streams[j]);
           if (!bytes) {
             report.missing_streams++;
             report.warnings.push_back(bytes.error().ToString());
@@ -293,7 +294,7 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
         for (size_t k = 0; k < group.size(); ++k) group[k].bytes = held[k];
         model.BeginSegment(0, -1 - s.cpu);
         watch_slow_call(s.snapshot);
-        PTSNAP_TRY(decoder->DecodeCpuStreams(group, on_event));
+        PTSNAP_TRY(feed.DecodeCpuStreams(group, on_event));
         for (size_t k = i; k < j; ++k) done_bytes += streams[k].size;
         if (auto name = end_marker(s.snapshot); !name.empty()) {
           model.MarkerOnEveryThread(snaps[s.snapshot]->time, name);
@@ -309,7 +310,7 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
       report.lost_bytes += s.lost_bytes;
       int32_t pid = s.pid >= 0 ? s.pid : 0;
       int32_t tid = s.tid >= 0 ? s.tid : pid;
-      auto bytes = reader.ReadStream(s);
+      auto bytes = feed.Read(s);
       model.BeginSegment(pid, tid);
       if (!bytes) {
         report.missing_streams++;
@@ -317,7 +318,7 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
         continue;
       }
       watch_slow_call(s.snapshot);
-      PTSNAP_TRY(decoder->DecodeStream(pid, tid, *bytes, on_event));
+      PTSNAP_TRY(feed.DecodeStream(pid, tid, *bytes, on_event));
       done_bytes += s.size;
       if (auto name = end_marker(s.snapshot); !name.empty()) {
         model.Marker(snaps[s.snapshot]->time, name);
@@ -326,6 +327,7 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
       end_snapshot_segment();
       if (options.progress) options.progress(done_bytes, total_bytes);
     }
+    feed.Finish();
     // The ring could not hold the whole slow call: say so with the fix.
     for (const auto& [seq, first] : slow_thread_start) {
       const trace::Snapshot& sn = *snaps[seq];

@@ -78,15 +78,35 @@ struct Decoded {
   std::map<int32_t, std::vector<std::string>> timed;
 };
 
-Decoded DecodeEvents(const std::filesystem::path& trace, const std::filesystem::path& out) {
-  Decoded d;
+// The report and the file of one decode with `jobs` threads (-j).
+std::pair<DecodeReport, std::string> DecodeWithJobs(const std::filesystem::path& trace,
+                                                    const std::filesystem::path& out,
+                                                    unsigned jobs) {
   DecodeOptions o;
   o.output = out;
+  o.jobs = jobs;
   auto r = DecodeTraceDir(trace, o);
   EXPECT_THAT(r, HasValue());
-  if (!r) return d;
-  d.report = *r;
-  d.text = *base::ReadFile(out);
+  if (!r) return {};
+  auto text = base::ReadFile(out);
+  EXPECT_THAT(text, HasValue());
+  return {*r, text ? *text : std::string()};
+}
+
+// Decodes with one job, and checks that -j 2 and -j 3 (a decoding thread
+// ahead of the model, parallel.h) write the same file byte for byte and
+// the same summary.
+Decoded DecodeEvents(const std::filesystem::path& trace, const std::filesystem::path& out) {
+  Decoded d;
+  auto [report, text] = DecodeWithJobs(trace, out, 1);
+  d.report = report;
+  d.text = text;
+  for (unsigned jobs : {2u, 3u}) {
+    auto [rj, tj] = DecodeWithJobs(trace, out.string() + ".j.events", jobs);
+    rj.output = report.output;
+    EXPECT_TRUE(tj == text) << "-j " << jobs << " wrote another timeline:\n" << tj;
+    EXPECT_EQ(FormatReport(rj), FormatReport(report)) << "-j " << jobs;
+  }
   for (const auto& e : ::ptsnap::testing::ParseEvents(d.text)) {
     std::string what = std::string(1, e.kind) + " " + e.name;
     d.tree[e.tid].push_back(what);
@@ -350,6 +370,63 @@ TEST(PipelineThreadsTest, TsxCommitKeepsTheSpeculativeCalls) {
                           "B tail_caller", "E tail_caller", "B leaf", "E leaf", "B leaf", "E leaf",
                           "B [syscall]", "E [syscall]", "E main", "E _start"))
       << d.text;
+}
+
+// -j N on a multi-thread, multi-snapshot recording (the second snapshot
+// repeats the first's stretch, the overlap the pipeline skips), with a
+// stream file missing: every format's file byte for byte and the summary
+// are those of one job (docs/decoding.md, "Parallel decode").
+TEST(PipelineThreadsTest, ParallelDecodeEqualsOneJob) {
+  ::ptsnap::testing::TempDir tmp;
+  auto calls = decode::testing::LoadCallsProgram();
+  auto repl = decode::testing::LoadReplacedProgram();
+  auto records = decode::testing::ProgramSideband(calls, kA, "decode_calls", 1);
+  for (auto& r : decode::testing::ProgramSideband(repl, kB, "decode_replaced", 3)) {
+    records.push_back(r);
+  }
+  auto m = decode::testing::CallsManifest(kA);
+  m.pids = {kA, kB};
+  m.mode = trace::Mode::kSnapshot;
+  std::vector<StreamSpec> streams;
+  for (uint32_t seq : {1u, 2u, 3u}) {
+    trace::Snapshot snap;
+    snap.seq = seq;
+    snap.reason = trace::SnapshotReason::kTrigger;
+    snap.detail = "leaf";
+    snap.time = 2000 * seq;
+    snap.tid = kA;
+    m.snapshots.push_back(snap);
+    trace::Stream a = ThreadStream(kA), b = ThreadStream(kB);
+    a.snapshot = b.snapshot = seq;
+    // Snapshot 2 repeats snapshot 1's stretch and goes on: half skipped.
+    streams.push_back({a, decode::testing::CallsProgramStream(calls, seq == 3 ? 1500 : 1000)});
+    StreamBuilder rb;
+    rb.Psb(900 + 100 * seq);
+    ReplacedRun(rb, repl, 1000 + 100 * seq);
+    streams.push_back({b, rb.Finish()});
+  }
+  auto dir = MakeTrace(tmp.path() / "trace", m, records, streams);
+  // Snapshot 3's stream of B is gone: a warning, the same with any -j.
+  auto reader = trace::TraceReader::Open(dir);
+  ASSERT_THAT(reader, HasValue());
+  trace::Stream gone;
+  for (const auto& s : reader->manifest().streams)
+    if (s.snapshot == 3 && s.tid == kB) gone = s;
+  ASSERT_FALSE(gone.file.empty());
+  std::filesystem::remove(dir / gone.file);
+
+  Decoded d = DecodeEvents(dir, tmp.path() / "out.events");
+  EXPECT_EQ(d.report.streams, 6u);
+  EXPECT_EQ(d.report.missing_streams, 1u);
+  EXPECT_GT(d.report.overlap_events_skipped, 0u);
+  EXPECT_THAT(d.text, ::testing::HasSubstr("[snapshot 2: trigger leaf]"));
+  EXPECT_EQ(d.report.threads, 2u);
+  for (const char* suffix : {".fxt", ".json"}) {
+    auto [r1, one] = DecodeWithJobs(dir, tmp.path() / (std::string("one") + suffix), 1);
+    auto [r2, two] = DecodeWithJobs(dir, tmp.path() / (std::string("two") + suffix), 2);
+    EXPECT_GT(one.size(), 1000u) << suffix;
+    EXPECT_TRUE(one == two) << suffix << ": -j 2 wrote another file";
+  }
 }
 
 }  // namespace

@@ -1,0 +1,76 @@
+// `-j N`: decoding on its own thread, ahead of the call-stack model
+// (docs/decoding.md, "Parallel decode").
+//
+// DecodeTraceDir's stream loop reads each stream, decodes it and runs the
+// model over its events, one stream (or per-CPU group) after the other.
+// StreamFeed stands between that loop and the reader and decoder: with one
+// job it reads and decodes on the caller's thread when asked, as before;
+// with more, a thread reads and decodes every stream in the loop's order
+// ahead of the loop, and hands the events over in chunks through a bounded
+// queue, so the model and the writer on the caller's thread run beside the
+// decoder. The decoder is the same one object, driven in the same order,
+// so the events, and so the output, are exactly those of one job.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "decode/pt_decoder.h"
+#include "ptsnap/result.h"
+#include "trace/manifest.h"
+#include "trace/trace_dir.h"
+
+namespace ptsnap::pipeline {
+
+// Whether `s` belongs to the per-CPU group that starts at `first`: one
+// recording's (one snapshot's) per-CPU streams decode together, merged by
+// time. `first` itself is in it when it is a per-CPU stream.
+[[nodiscard]] bool InCpuGroup(const trace::Stream& first, const trace::Stream& s);
+
+// The number of jobs `-j 0` means: the cores this process may run on (1
+// when unknown).
+[[nodiscard]] unsigned DefaultJobs();
+
+class StreamFeed {
+ public:
+  // `streams`: every stream the loop will read, in its order (per-CPU
+  // groups as InCpuGroup makes them). `reader` and `decoder` must outlive
+  // the feed. `jobs` <= 1: no thread. Otherwise the thread starts at the
+  // first Read(); from then until Finish() or the feed's destruction, the
+  // caller may use of `decoder` only what decoding does not change: its
+  // Symbolizer, SpaceIsExec(), CpuThreads(), never stats().
+  StreamFeed(unsigned jobs, const trace::TraceReader& reader, decode::PtDecoder& decoder,
+             std::vector<trace::Stream> streams);
+  ~StreamFeed();  // stops the thread (it finishes the stream it is in, unseen)
+  StreamFeed(const StreamFeed&) = delete;
+  StreamFeed& operator=(const StreamFeed&) = delete;
+
+  // The bytes of `s`, which must be the next stream in the order: as
+  // TraceReader::ReadStream, errors included. With a decoding thread the
+  // bytes stay with it and the string returned is empty (pass it on to
+  // Decode* as it is).
+  Result<std::string> Read(const trace::Stream& s);
+  // As PtDecoder::DecodeStream / DecodeCpuStreams, for the streams just
+  // Read (a per-CPU group: those of it that were read without error). `sink`
+  // is called on the caller's thread, in the decoder's order. Blocks until
+  // the thread has decoded the stream or group to its end.
+  Result<void> DecodeStream(int32_t pid, int32_t tid, std::string_view bytes,
+                            const decode::PtDecoder::Sink& sink);
+  Result<void> DecodeCpuStreams(const std::vector<decode::PtDecoder::CpuStream>& group,
+                                const decode::PtDecoder::Sink& sink);
+  // Waits for the thread to end (after the last stream): the decoder's
+  // stats() are then complete and the caller may use it freely.
+  void Finish();
+
+ private:
+  class Ahead;
+  const trace::TraceReader& reader_;
+  decode::PtDecoder& decoder_;
+  std::vector<trace::Stream> streams_;
+  std::unique_ptr<Ahead> ahead_;  // null: one job
+};
+
+}  // namespace ptsnap::pipeline
