@@ -218,4 +218,133 @@ void StreamFeed::Finish() {
   if (ahead_) ahead_->Join();
 }
 
+// The writer's thread and the queue of op batches in front of it.
+class WriterThread::Thread {
+ public:
+  explicit Thread(WriterThread* owner) : owner_(owner), thread_([this] { Run(); }) {}
+  ~Thread() {
+    Flush();
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    not_empty_.notify_one();
+    thread_.join();
+  }
+  Thread(const Thread&) = delete;
+  Thread& operator=(const Thread&) = delete;
+
+  void Add(Op op) {
+    batch_.push_back(std::move(op));
+    if (batch_.size() >= kBatchOps) Flush();
+  }
+
+ private:
+  // Ops per batch and batches queued before the caller waits: memory stays
+  // bounded (a few MB) whatever the trace's length.
+  static constexpr size_t kBatchOps = 1024;
+  static constexpr size_t kQueueBatches = 16;
+
+  void Flush() {
+    if (batch_.empty()) return;
+    std::unique_lock lock(mu_);
+    not_full_.wait(lock, [&] { return queue_.size() < kQueueBatches; });
+    queue_.push_back(std::move(batch_));
+    if (!spare_.empty()) {
+      batch_ = std::move(spare_.back());
+      spare_.pop_back();
+    } else {
+      batch_ = {};
+    }
+    lock.unlock();
+    not_empty_.notify_one();
+  }
+  void Run() {
+    for (;;) {
+      std::unique_lock lock(mu_);
+      not_empty_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopped, and everything written
+      std::vector<Op> batch = std::move(queue_.front());
+      queue_.pop_front();
+      lock.unlock();
+      not_full_.notify_one();
+      for (const Op& op : batch) owner_->Apply(op);
+      batch.clear();
+      lock.lock();
+      if (spare_.size() < kQueueBatches) spare_.push_back(std::move(batch));
+    }
+  }
+
+  WriterThread* owner_;
+  std::vector<Op> batch_;  // the caller's, being filled
+  std::mutex mu_;
+  std::condition_variable not_empty_, not_full_;
+  std::deque<std::vector<Op>> queue_;  // guarded by mu_
+  std::vector<std::vector<Op>> spare_;  // guarded by mu_
+  bool stop_ = false;                   // guarded by mu_
+  std::thread thread_;                  // last: starts when the rest is ready
+};
+
+WriterThread::WriterThread(model::SliceSink* to, output::SourceLookup lookup)
+    : to_(to), lookup_(std::move(lookup)), thread_(std::make_unique<Thread>(this)) {}
+
+WriterThread::~WriterThread() { Stop(); }
+
+void WriterThread::Stop() { thread_.reset(); }
+
+output::SourceLookup WriterThread::WriterLookup() {
+  return [this](int32_t, uint64_t) { return current_; };
+}
+
+void WriterThread::Add(Op op) {
+  if (thread_) {
+    thread_->Add(std::move(op));
+  } else {
+    Apply(op);
+  }
+}
+
+void WriterThread::Apply(const Op& op) {
+  switch (op.kind) {
+    case Op::kProcess: to_->OnProcess(op.slice.pid, op.name); break;
+    case Op::kThread: to_->OnThread(op.slice.pid, op.slice.tid, op.name); break;
+    case Op::kSlice:
+      current_ = op.loc;
+      to_->OnSlice(op.slice);
+      current_ = nullptr;
+      break;
+  }
+}
+
+void WriterThread::OnProcess(int32_t pid, const std::string& name) {
+  Op op;
+  op.kind = Op::kProcess;
+  op.slice.pid = pid;
+  op.name = name;
+  Add(std::move(op));
+}
+
+void WriterThread::OnThread(int32_t pid, int32_t tid, const std::string& name) {
+  Op op;
+  op.kind = Op::kThread;
+  op.slice.pid = pid;
+  op.slice.tid = tid;
+  op.name = name;
+  Add(std::move(op));
+}
+
+void WriterThread::OnSlice(const model::Slice& s) {
+  Op op;
+  op.slice = s;
+  // Every slice a writer may look up (FxtWriter: begins and complete
+  // spans; JsonWriter: any with an address): cached by the Symbolizer.
+  if (s.address != 0 && lookup_) op.loc = lookup_(s.space != 0 ? s.space : s.pid, s.address);
+  Add(std::move(op));
+}
+
+Result<void> WriterThread::Finish() {
+  Stop();
+  return to_->Finish();
+}
+
 }  // namespace ptsnap::pipeline

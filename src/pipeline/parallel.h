@@ -1,5 +1,6 @@
-// `-j N`: decoding on its own thread, ahead of the call-stack model
-// (docs/decoding.md, "Parallel decode").
+// `-j N`: decoding on its own thread, ahead of the call-stack model, and
+// the file's writer on another, behind it (docs/decoding.md, "Parallel
+// decode").
 //
 // DecodeTraceDir's stream loop reads each stream, decodes it and runs the
 // model over its events, one stream (or per-CPU group) after the other.
@@ -19,6 +20,8 @@
 #include <vector>
 
 #include "decode/pt_decoder.h"
+#include "model/slice.h"
+#include "output/source_lookup.h"
 #include "ptsnap/result.h"
 #include "trace/manifest.h"
 #include "trace/trace_dir.h"
@@ -71,6 +74,49 @@ class StreamFeed {
   decode::PtDecoder& decoder_;
   std::vector<trace::Stream> streams_;
   std::unique_ptr<Ahead> ahead_;  // null: one job
+};
+
+// The file's writer on a thread of its own, behind the model: slices are
+// queued in batches through a bounded queue and handed to `to` on the
+// thread, in the order they came, so the file is the one `to` writes on
+// the caller's thread. A writer's source lookups (the Symbolizer's, not
+// thread-safe) are made here on the caller's thread as each slice is
+// queued, with `lookup`; the writer must be given WriterLookup() instead,
+// which answers from them.
+class WriterThread : public model::SliceSink {
+ public:
+  WriterThread(model::SliceSink* to, output::SourceLookup lookup);
+  ~WriterThread() override;  // Stop()
+  WriterThread(const WriterThread&) = delete;
+  WriterThread& operator=(const WriterThread&) = delete;
+
+  void OnProcess(int32_t pid, const std::string& name) override;
+  void OnThread(int32_t pid, int32_t tid, const std::string& name) override;
+  void OnSlice(const model::Slice& s) override;
+  Result<void> Finish() override;  // Stop(), then `to`'s Finish()
+  // Waits until everything queued is written and ends the thread; from
+  // then on calls go to `to` on the caller's thread. The caller may then
+  // use `to`'s writer directly.
+  void Stop();
+  // The lookup for the writer behind `to`: the location looked up for the
+  // slice it is writing.
+  output::SourceLookup WriterLookup();
+
+ private:
+  class Thread;
+  struct Op {
+    enum Kind : uint8_t { kProcess, kThread, kSlice } kind = kSlice;
+    model::Slice slice;  // kSlice; kProcess, kThread: pid and tid
+    const decode::SourceLocation* loc = nullptr;
+    std::string name;  // kProcess, kThread
+  };
+  void Add(Op op);
+  void Apply(const Op& op);
+
+  model::SliceSink* to_;
+  output::SourceLookup lookup_;
+  const decode::SourceLocation* current_ = nullptr;  // the slice being written's
+  std::unique_ptr<Thread> thread_;                    // null: stopped
 };
 
 }  // namespace ptsnap::pipeline

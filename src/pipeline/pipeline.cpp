@@ -113,15 +113,18 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
   PTSNAP_ASSIGN_OR_RETURN(auto decoder, decode::PtDecoder::Create(trace_dir, m, records));
   decoder->set_engine(options.decoder);
 
+  // -j: from 2 on, decoding and the file's writer each on a thread of their own (parallel.h).
+  const unsigned jobs = options.jobs == 0 ? DefaultJobs() : options.jobs;
   std::unique_ptr<OutputFile> out;
   std::unique_ptr<Writer> writer;
+  decode::Symbolizer* symbolizer = &decoder->symbolizer();
+  const SourceLookup source_lookup = [symbolizer](int32_t pid, uint64_t address) {
+    return symbolizer->SourceLine(pid, address);
+  };
   if (write_file) {
     PTSNAP_ASSIGN_OR_RETURN(out, OutputFile::Open(options.output));
     writer = Writer::Make(report.format, out.get());
-    decode::Symbolizer* symbolizer = &decoder->symbolizer();
-    writer->SetSourceLookup([symbolizer](int32_t pid, uint64_t address) {
-      return symbolizer->SourceLine(pid, address);
-    });
+    writer->SetSourceLookup(source_lookup);
   }
   // The slices go to the file's writer and/or the caller's sink, and to the summary.
   SummarySink summary;
@@ -129,6 +132,11 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
   std::optional<ThinSink> thin;
   model::SliceSink* file = writer ? writer->sink() : nullptr;
   if (file != nullptr && options.thin.active()) file = &thin.emplace(file, options.thin);
+  std::optional<WriterThread> writer_thread;
+  if (file != nullptr && jobs >= 2) {
+    file = &writer_thread.emplace(file, source_lookup);
+    writer->SetSourceLookup(writer_thread->WriterLookup());
+  }
   model::SliceSink* to = file != nullptr ? file : options.sink;
   std::optional<model::TeeSink> file_and_caller;
   if (file != nullptr && options.sink != nullptr) to = &file_and_caller.emplace(file, options.sink);
@@ -270,7 +278,7 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
              cut + "]";
     };
     // -j: reading and decoding on a thread of their own, ahead of the model (parallel.h).
-    StreamFeed feed(options.jobs == 0 ? DefaultJobs() : options.jobs, reader, *decoder, streams);
+    StreamFeed feed(jobs, reader, *decoder, streams);
     for (size_t i = 0; i < streams.size();) {
       const trace::Stream& s = streams[i];
       if (s.tid < 0 && s.cpu >= 0) {
@@ -341,6 +349,8 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
           base::ExactSize(m.snapshot_size) + " per thread)");
     }
   }
+  // The trigger track goes to the writer itself, after every slice.
+  if (writer_thread) writer_thread->Stop();
   bool have_triggers = false;
   for (const auto& sn : m.snapshots) {
     const bool slow = sn.reason == trace::SnapshotReason::kSlowCall;
