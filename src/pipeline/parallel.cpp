@@ -49,7 +49,7 @@ class StreamFeed::Ahead {
       std::lock_guard lock(mu_);
       cancelled_ = true;
     }
-    not_full_.notify_all();
+    not_full_.notify_all();  // a thread waiting on a full queue drops what it has
     Join();
   }
   Ahead(const Ahead&) = delete;
@@ -69,8 +69,12 @@ class StreamFeed::Ahead {
     not_empty_.wait(lock, [&] { return !queue_.empty(); });
     Item it = std::move(queue_.front());
     queue_.pop_front();
+    // The thread, waiting on a full queue, resumes only once half of it is
+    // taken: each thread wakes the other once per several chunks, not per
+    // chunk (on a busy machine every wake is a context switch).
+    const bool wake = queue_.size() == kQueueItems / 2;
     lock.unlock();
-    not_full_.notify_one();
+    if (wake) not_full_.notify_one();
     return it;
   }
   // A chunk the caller has delivered, for the thread to fill again.
@@ -84,16 +88,21 @@ class StreamFeed::Ahead {
   // Events per chunk, and items the queue holds before the thread waits:
   // at most about kQueueItems * kChunkEvents events are held (about 1.5 MB),
   // whatever the trace's length.
-  static constexpr size_t kChunkEvents = 1024;
-  static constexpr size_t kQueueItems = 16;
+  static constexpr size_t kChunkEvents = 2048;
+  static constexpr size_t kQueueItems = 8;
 
   void Push(Item it) {
     std::unique_lock lock(mu_);
-    not_full_.wait(lock, [&] { return cancelled_ || queue_.size() < kQueueItems; });
+    // Full: wait until the caller has taken half (Pop).
+    if (queue_.size() >= kQueueItems)
+      not_full_.wait(lock, [&] { return cancelled_ || queue_.size() <= kQueueItems / 2; });
     if (cancelled_) return;
+    // The caller, waiting on an empty queue, is woken once half of it is
+    // filled, or at once by a kRead or kEnd (the thread may wait for it).
+    const bool wake = it.kind != Kind::kEvents || queue_.size() + 1 == kQueueItems / 2;
     queue_.push_back(std::move(it));
     lock.unlock();
-    not_empty_.notify_one();
+    if (wake) not_empty_.notify_one();
   }
   void PushChunk() {
     if (chunk_.empty()) return;
@@ -242,14 +251,19 @@ class WriterThread::Thread {
  private:
   // Ops per batch and batches queued before the caller waits: memory stays
   // bounded (a few MB) whatever the trace's length.
-  static constexpr size_t kBatchOps = 1024;
-  static constexpr size_t kQueueBatches = 16;
+  static constexpr size_t kBatchOps = 2048;
+  static constexpr size_t kQueueBatches = 8;
 
   void Flush() {
     if (batch_.empty()) return;
     std::unique_lock lock(mu_);
-    not_full_.wait(lock, [&] { return queue_.size() < kQueueBatches; });
+    // Full: wait until the thread has written half (as StreamFeed's queue).
+    if (queue_.size() >= kQueueBatches)
+      not_full_.wait(lock, [&] { return queue_.size() <= kQueueBatches / 2; });
     queue_.push_back(std::move(batch_));
+    // The thread, waiting on an empty queue, is woken once half of it is
+    // filled (and at the end, ~Thread).
+    const bool wake = queue_.size() == kQueueBatches / 2;
     if (!spare_.empty()) {
       batch_ = std::move(spare_.back());
       spare_.pop_back();
@@ -257,7 +271,7 @@ class WriterThread::Thread {
       batch_ = {};
     }
     lock.unlock();
-    not_empty_.notify_one();
+    if (wake) not_empty_.notify_one();
   }
   void Run() {
     for (;;) {
@@ -266,8 +280,9 @@ class WriterThread::Thread {
       if (queue_.empty()) return;  // stopped, and everything written
       std::vector<Op> batch = std::move(queue_.front());
       queue_.pop_front();
+      const bool wake = queue_.size() == kQueueBatches / 2;
       lock.unlock();
-      not_full_.notify_one();
+      if (wake) not_full_.notify_one();
       for (const Op& op : batch) owner_->Apply(op);
       batch.clear();
       lock.lock();
