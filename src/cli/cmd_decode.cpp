@@ -1,5 +1,5 @@
 // `ptsnap decode TRACE_DIR [-o FILE] [--format fxt|json|events] [--snapshot N]
-// [--max-depth N] [--min-duration D] [--no-inline] [--open [--port P]]` and DecodeAndReport,
+// [--max-depth N] [--min-duration D] [--no-inline] [-j N] [--open [--port P]]` and DecodeAndReport,
 // which `run`/`attach` call after recording.
 #include <unistd.h>
 
@@ -94,8 +94,9 @@ void AddDecoderFlag(CLI::App* cmd, std::string* decoder) {
 
 void AddJobsFlag(CLI::App* cmd, unsigned* jobs) {
   cmd->add_option("-j,--jobs", *jobs,
-                  "Threads for decoding, 0 = one per core (default). From 2 on, PT is decoded on a "
-                  "thread of its own, ahead of the call stacks and the writer; the output is the "
+                  "Threads for decoding, 0 = one per core (default). From 2 on, PT decoding and "
+                  "the output file's writer (and its compression) each run on a thread of their "
+                  "own beside the call stacks; more than 2 adds nothing yet. The output is the "
                   "same whatever N")
       ->check(CLI::Range(0u, 1024u))
       ->capture_default_str();

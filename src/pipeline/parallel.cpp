@@ -294,7 +294,7 @@ class WriterThread::Thread {
   std::vector<Op> batch_;  // the caller's, being filled
   std::mutex mu_;
   std::condition_variable not_empty_, not_full_;
-  std::deque<std::vector<Op>> queue_;  // guarded by mu_
+  std::deque<std::vector<Op>> queue_;   // guarded by mu_
   std::vector<std::vector<Op>> spare_;  // guarded by mu_
   bool stop_ = false;                   // guarded by mu_
   std::thread thread_;                  // last: starts when the rest is ready

@@ -116,7 +116,7 @@ class WriterThread : public model::SliceSink {
   model::SliceSink* to_;
   output::SourceLookup lookup_;
   const decode::SourceLocation* current_ = nullptr;  // the slice being written's
-  std::unique_ptr<Thread> thread_;                    // null: stopped
+  std::unique_ptr<Thread> thread_;                   // null: stopped
 };
 
 }  // namespace ptsnap::pipeline
