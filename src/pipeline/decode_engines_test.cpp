@@ -103,6 +103,38 @@ TEST_P(DecodeEngines, Python) {
 }
 TEST_P(DecodeEngines, LsRecursive) { Check({"/bin/ls", "-lR", "/usr/share/doc/libipt2"}); }
 
+// -j 2 writes the same FXT and JSON files as -j 1, source lines included
+// (looked up on the model's thread for the writer's, parallel.h).
+TEST_P(DecodeEngines, FibFilesWithJobs) {
+  record::RecordOptions o;
+  o.full_execution = true;
+  o.command = {PTSNAP_EMU_FIB, "15"};
+  auto timing = perf::ParseTiming(GetParam());
+  ASSERT_TRUE(timing.has_value());
+  o.timer = *timing;
+  const auto dir = tmp_.path() / "jobs";
+  auto r = emulate::RecordEmulated(o, dir);
+  ASSERT_TRUE(r.has_value()) << r.error().ToString();
+  for (const char* suffix : {".fxt", ".json"}) {
+    std::string file[2];
+    for (unsigned jobs : {1u, 2u}) {
+      DecodeOptions d;
+      d.output = tmp_.path() / ("jobs" + std::to_string(jobs) + suffix);
+      d.jobs = jobs;
+      auto rep = DecodeTraceDir(dir, d);
+      ASSERT_TRUE(rep.has_value()) << rep.error().ToString();
+      auto text = base::ReadFile(d.output, size_t{1} << 30);
+      ASSERT_TRUE(text.has_value());
+      file[jobs - 1] = *text;
+    }
+    EXPECT_GT(file[0].size(), 1000u) << suffix;
+    EXPECT_TRUE(file[0] == file[1]) << suffix << ": -j 2 wrote another file";
+    if (std::string(suffix) == ".json") {
+      EXPECT_NE(file[1].find("\"line\":"), std::string::npos) << "no source lines to compare";
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Timing, DecodeEngines, ::testing::Values("normal", "low"));
 
 }  // namespace

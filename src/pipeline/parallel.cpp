@@ -300,8 +300,11 @@ class WriterThread::Thread {
   std::thread thread_;                  // last: starts when the rest is ready
 };
 
-WriterThread::WriterThread(model::SliceSink* to, output::SourceLookup lookup)
-    : to_(to), lookup_(std::move(lookup)), thread_(std::make_unique<Thread>(this)) {}
+WriterThread::WriterThread(model::SliceSink* to, output::SourceLookup lookup, unsigned lookup_kinds)
+    : to_(to),
+      lookup_(std::move(lookup)),
+      lookup_kinds_(lookup_kinds),
+      thread_(std::make_unique<Thread>(this)) {}
 
 WriterThread::~WriterThread() { Stop(); }
 
@@ -351,9 +354,9 @@ void WriterThread::OnThread(int32_t pid, int32_t tid, const std::string& name) {
 void WriterThread::OnSlice(const model::Slice& s) {
   Op op;
   op.slice = s;
-  // Every slice a writer may look up (FxtWriter: begins and complete
-  // spans; JsonWriter: any with an address): cached by the Symbolizer.
-  if (s.address != 0 && lookup_) op.loc = lookup_(s.space != 0 ? s.space : s.pid, s.address);
+  // Cached by the Symbolizer.
+  if (s.address != 0 && lookup_ && (lookup_kinds_ & (1u << s.kind)) != 0)
+    op.loc = lookup_(s.space != 0 ? s.space : s.pid, s.address);
   Add(std::move(op));
 }
 

@@ -81,11 +81,12 @@ class StreamFeed {
 // thread, in the order they came, so the file is the one `to` writes on
 // the caller's thread. A writer's source lookups (the Symbolizer's, not
 // thread-safe) are made here on the caller's thread as each slice is
-// queued, with `lookup`; the writer must be given WriterLookup() instead,
-// which answers from them.
+// queued, with `lookup`, for the slice kinds in `lookup_kinds` (bit 1 <<
+// Slice::Kind: those the writer looks up); the writer must be given
+// WriterLookup() instead, which answers from them.
 class WriterThread : public model::SliceSink {
  public:
-  WriterThread(model::SliceSink* to, output::SourceLookup lookup);
+  WriterThread(model::SliceSink* to, output::SourceLookup lookup, unsigned lookup_kinds);
   ~WriterThread() override;  // Stop()
   WriterThread(const WriterThread&) = delete;
   WriterThread& operator=(const WriterThread&) = delete;
@@ -115,6 +116,7 @@ class WriterThread : public model::SliceSink {
 
   model::SliceSink* to_;
   output::SourceLookup lookup_;
+  unsigned lookup_kinds_;
   const decode::SourceLocation* current_ = nullptr;  // the slice being written's
   std::unique_ptr<Thread> thread_;                   // null: stopped
 };

@@ -46,6 +46,14 @@ class Writer {
     if (fxt_) fxt_->SetSourceLookup(lookup);
     if (json_) json_->SetSourceLookup(lookup);
   }
+  // The slice kinds whose source line the writer looks up (bit 1 << kind):
+  // FXT puts it on a frame's begin, JSON on its complete event (at the end).
+  [[nodiscard]] unsigned LookupKinds() const {
+    const unsigned complete = 1u << model::Slice::kComplete;
+    if (fxt_) return complete | 1u << model::Slice::kBegin;
+    if (json_) return complete | 1u << model::Slice::kEnd;
+    return 0;
+  }
   void Instant(int32_t pid, int32_t tid, uint64_t ts, std::string_view name) {
     if (fxt_) fxt_->Instant(pid, tid, ts, name);
     if (json_) json_->Instant(pid, tid, ts, name);
@@ -134,7 +142,7 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
   if (file != nullptr && options.thin.active()) file = &thin.emplace(file, options.thin);
   std::optional<WriterThread> writer_thread;
   if (file != nullptr && jobs >= 2) {
-    file = &writer_thread.emplace(file, source_lookup);
+    file = &writer_thread.emplace(file, source_lookup, writer->LookupKinds());
     writer->SetSourceLookup(writer_thread->WriterLookup());
   }
   model::SliceSink* to = file != nullptr ? file : options.sink;
