@@ -86,6 +86,29 @@ TEST(CmdDecodeTest, FormatFlagAndSuffix) {
   EXPECT_EQ(r.rc, 0) << r.out;
 }
 
+// -j N: the same file whatever N (docs/decoding.md, "Parallel decode");
+// a value out of range is a usage error.
+TEST(CmdDecodeTest, JobsFlagWritesTheSameFile) {
+  TempDir tmp;
+  fs::path dir = MakeTrace(tmp);
+  std::string file[3];
+  for (int j : {0, 1, 2}) {
+    const std::string out = "j" + std::to_string(j) + ".fxt.gz";
+    Outcome r = Ptsnap("decode '" + dir.string() + "' -j " + std::to_string(j) + " -o " + out,
+                       tmp.path().string());
+    EXPECT_EQ(r.rc, 0) << r.out;
+    auto bytes = base::ReadFile(tmp.path() / out);
+    ASSERT_TRUE(bytes.has_value()) << out;
+    file[j] = *bytes;
+  }
+  EXPECT_GT(file[1].size(), 100u);
+  EXPECT_TRUE(file[0] == file[1]) << "-j 0 (one per core) wrote another file";
+  EXPECT_TRUE(file[2] == file[1]) << "-j 2 wrote another file";
+  Outcome r = Ptsnap("decode '" + dir.string() + "' -j 5000", tmp.path().string());
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("--jobs"));
+}
+
 TEST(CmdDecodeTest, Errors) {
   TempDir tmp;
   Outcome r = Ptsnap("decode '" + (tmp.path() / "missing").string() + "'");
