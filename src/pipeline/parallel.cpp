@@ -243,8 +243,8 @@ class WriterThread::Thread {
   Thread(const Thread&) = delete;
   Thread& operator=(const Thread&) = delete;
 
-  void Add(Op op) {
-    batch_.push_back(std::move(op));
+  void Add(const Op& op) {
+    batch_.push_back(op);
     if (batch_.size() >= kBatchOps) Flush();
   }
 
@@ -314,9 +314,9 @@ output::SourceLookup WriterThread::WriterLookup() {
   return [this](int32_t, uint64_t) { return current_; };
 }
 
-void WriterThread::Add(Op op) {
+void WriterThread::Add(const Op& op) {
   if (thread_) {
-    thread_->Add(std::move(op));
+    thread_->Add(op);
   } else {
     Apply(op);
   }
@@ -324,8 +324,8 @@ void WriterThread::Add(Op op) {
 
 void WriterThread::Apply(const Op& op) {
   switch (op.kind) {
-    case Op::kProcess: to_->OnProcess(op.slice.pid, op.name); break;
-    case Op::kThread: to_->OnThread(op.slice.pid, op.slice.tid, op.name); break;
+    case Op::kProcess: to_->OnProcess(op.slice.pid, *op.name); break;
+    case Op::kThread: to_->OnThread(op.slice.pid, op.slice.tid, *op.name); break;
     case Op::kSlice:
       current_ = op.loc;
       to_->OnSlice(op.slice);
@@ -338,8 +338,8 @@ void WriterThread::OnProcess(int32_t pid, const std::string& name) {
   Op op;
   op.kind = Op::kProcess;
   op.slice.pid = pid;
-  op.name = name;
-  Add(std::move(op));
+  op.name = &names_.emplace_back(name);
+  Add(op);
 }
 
 void WriterThread::OnThread(int32_t pid, int32_t tid, const std::string& name) {
@@ -347,8 +347,8 @@ void WriterThread::OnThread(int32_t pid, int32_t tid, const std::string& name) {
   op.kind = Op::kThread;
   op.slice.pid = pid;
   op.slice.tid = tid;
-  op.name = name;
-  Add(std::move(op));
+  op.name = &names_.emplace_back(name);
+  Add(op);
 }
 
 void WriterThread::OnSlice(const model::Slice& s) {
@@ -357,7 +357,7 @@ void WriterThread::OnSlice(const model::Slice& s) {
   // Cached by the Symbolizer.
   if (s.address != 0 && lookup_ && (lookup_kinds_ & (1u << s.kind)) != 0)
     op.loc = lookup_(s.space != 0 ? s.space : s.pid, s.address);
-  Add(std::move(op));
+  Add(op);
 }
 
 Result<void> WriterThread::Finish() {

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstddef>
+#include <deque>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -109,14 +110,17 @@ class WriterThread : public model::SliceSink {
     enum Kind : uint8_t { kProcess, kThread, kSlice } kind = kSlice;
     model::Slice slice;  // kSlice; kProcess, kThread: pid and tid
     const decode::SourceLocation* loc = nullptr;
-    std::string name;  // kProcess, kThread
+    const std::string* name = nullptr;  // kProcess, kThread: in names_
   };
-  void Add(Op op);
+  void Add(const Op& op);
   void Apply(const Op& op);
 
   model::SliceSink* to_;
   output::SourceLookup lookup_;
   unsigned lookup_kinds_;
+  // Process and thread names, one per track: Op stays a few plain words.
+  // Only the caller adds; the elements never move.
+  std::deque<std::string> names_;
   const decode::SourceLocation* current_ = nullptr;  // the slice being written's
   std::unique_ptr<Thread> thread_;                   // null: stopped
 };
