@@ -60,7 +60,7 @@ struct Args {
   record::RecordOptions opts;
   std::string snapshot_size, timer = "normal", duration, pids, format, cpus, slower_than;
   std::string decoder = "ours";
-  unsigned jobs = 0;  // -j
+  unsigned jobs = 1;  // -j
   bool include_kernel = false, kernel_only = false;
 };
 

@@ -24,7 +24,7 @@ struct ReportArgs {
   size_t slowest = 0, depth = 3, limit = 20;
   std::string sort = "total", since, until, output;
   std::string decoder = "ours";
-  unsigned jobs = 0;  // -j
+  unsigned jobs = 1;  // -j
   uint32_t snapshot = 0;
 };
 

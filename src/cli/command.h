@@ -45,14 +45,14 @@ struct ViewFlags {
   uint16_t port = 9001;          // --port, for --open
   std::string decoder = "ours";  // --decoder: ours or libipt
   bool no_inline = false;        // --no-inline: no frames for inlined calls
-  unsigned jobs = 0;             // -j: decoding threads; 0, one per core
+  unsigned jobs = 1;             // -j: decoding threads; 0, one per core
 };
 
 // --decoder ours|libipt (decode, run, attach, report): which PT decoder
 // (docs/decoding.md, "Decoders"). Defined in cmd_decode.cpp.
 void AddDecoderFlag(CLI::App* cmd, std::string* decoder);
 // -j,--jobs N (decode, run, attach, report): threads for decoding
-// (docs/decoding.md, "Parallel decode"); 0, the default, one per core.
+// (docs/decoding.md, "Parallel decode"); 0, one per core; 1 by default.
 // Defined in cmd_decode.cpp.
 void AddJobsFlag(CLI::App* cmd, unsigned* jobs);
 // The pipeline's engine for a --decoder value AddDecoderFlag accepted.

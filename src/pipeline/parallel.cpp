@@ -177,9 +177,10 @@ class StreamFeed::Ahead {
   decode::PtDecoder& decoder_;
   const std::vector<trace::Stream>& streams_;
   std::thread thread_;
-  bool done_ = false;                       // joined: never started again
-  std::vector<decode::BranchEvent> chunk_;  // the thread's, being filled
-  std::mutex mu_;
+  bool done_ = false;  // joined: never started again
+  // The thread's chunk being filled, on a cache line of its own.
+  alignas(64) std::vector<decode::BranchEvent> chunk_;
+  alignas(64) std::mutex mu_;
   std::condition_variable not_empty_, not_full_;
   std::deque<Item> queue_;                               // guarded by mu_
   std::vector<std::vector<decode::BranchEvent>> spare_;  // guarded by mu_
@@ -292,7 +293,7 @@ class WriterThread::Thread {
 
   WriterThread* owner_;
   std::vector<Op> batch_;  // the caller's, being filled
-  std::mutex mu_;
+  alignas(64) std::mutex mu_;
   std::condition_variable not_empty_, not_full_;
   std::deque<std::vector<Op>> queue_;   // guarded by mu_
   std::vector<std::vector<Op>> spare_;  // guarded by mu_
@@ -311,7 +312,7 @@ WriterThread::~WriterThread() { Stop(); }
 void WriterThread::Stop() { thread_.reset(); }
 
 output::SourceLookup WriterThread::WriterLookup() {
-  return [this](int32_t, uint64_t) { return current_; };
+  return [this](int32_t, uint64_t) { return current_.loc; };
 }
 
 void WriterThread::Add(const Op& op) {
@@ -327,9 +328,9 @@ void WriterThread::Apply(const Op& op) {
     case Op::kProcess: to_->OnProcess(op.slice.pid, *op.name); break;
     case Op::kThread: to_->OnThread(op.slice.pid, op.slice.tid, *op.name); break;
     case Op::kSlice:
-      current_ = op.loc;
+      current_.loc = op.loc;
       to_->OnSlice(op.slice);
-      current_ = nullptr;
+      current_.loc = nullptr;
       break;
   }
 }

@@ -121,8 +121,13 @@ class WriterThread : public model::SliceSink {
   // Process and thread names, one per track: Op stays a few plain words.
   // Only the caller adds; the elements never move.
   std::deque<std::string> names_;
-  const decode::SourceLocation* current_ = nullptr;  // the slice being written's
-  std::unique_ptr<Thread> thread_;                   // null: stopped
+  // The slice being written's location: written by the writer's thread for
+  // every slice, so on a cache line of its own (no false sharing with what
+  // the caller reads per slice).
+  struct alignas(64) Current {
+    const decode::SourceLocation* loc = nullptr;
+  } current_;
+  std::unique_ptr<Thread> thread_;  // null: stopped
 };
 
 }  // namespace ptsnap::pipeline

@@ -39,9 +39,11 @@ struct DecodeOptions {
   // model::CallStackModel::SetInlineFrames).
   bool inline_frames = true;
   // -j: threads. 0: one per core (DefaultJobs()). From 2 on, the streams
-  // are read and decoded on a thread of their own, ahead of the model and
-  // the writer (parallel.h); the output is the same as with 1.
-  unsigned jobs = 0;
+  // are read and decoded on a thread of their own, ahead of the model, and
+  // the file is written on another (parallel.h); the output is the same as
+  // with 1. 1 by default: on the 2-core development VM the hand-off costs
+  // more than it gains (docs/decoding.md, "Parallel decode").
+  unsigned jobs = 1;
 };
 
 // Above this many bytes (before compression) an FXT or JSON file is past
