@@ -119,7 +119,13 @@ enum class ItemKind : uint8_t { kSync, kBlock, kEvent, kError };
 //   kEvent: event, ip_suppressed, status_update, has_tsc, tsc and
 //     kEnabled: ip, resumed; kDisabled: ip; kAsyncDisabled: ip (at), to (ip);
 //     kAsyncBranch: ip (from), to; kOverflow: ip; kExecMode: ip, mode;
-//     kTsx: ip, speculative, aborted; kTick: ip; kCbr: ratio.
+//     kTsx: ip, speculative, aborted; kTick: ip; kCbr: ratio;
+//     kPaging: payload (CR3), non_root; kAsyncPaging: ip, payload (CR3),
+//     non_root; kVmcs: payload (VMCS base); kAsyncVmcs: ip, payload (base);
+//     kPtwrite: ip, payload, size (its bytes); kExstop: ip; kMwait: ip,
+//     payload (hints | ext << 32); kPwre: payload (state | sub_state << 8 |
+//     hw << 16); kPwrx: payload (last | deepest << 8 | interrupt << 16 |
+//     store << 17 | autonomous << 18); kMnt: payload.
 //   kError: error (negative code), offset (decoder position).
 // Every kind: has_now, now: libipt's pt_blk_time right after the call that
 // produced the item (its query layer reads ahead, so this can be later than
@@ -132,11 +138,11 @@ struct Item {
   ExecMode mode = ExecMode::kUnknown;
   bool speculative = false, aborted = false, resumed = false;
   bool ip_suppressed = false, status_update = false, has_tsc = false;
-  bool has_now = false;
+  bool has_now = false, non_root = false;
   uint16_t ninsn = 0;
-  uint8_t ratio = 0;
+  uint8_t ratio = 0, size = 0;
   int error = 0;
-  uint64_t ip = 0, end_ip = 0, to = 0;
+  uint64_t ip = 0, end_ip = 0, to = 0, payload = 0;
   uint64_t tsc = 0;
   uint64_t offset = 0;
   uint64_t now = 0;
