@@ -80,10 +80,10 @@ TEST(PtDecoderTest, DecodesTheCallsProgram) {
   EXPECT_GT(d.stats.instructions, 100u);
 }
 
-Decoded DecodeCallsWith(const std::string& stream, PtDecoder::Engine engine) {
+Decoded DecodeCallsWith(const std::string& stream, PtDecoder::Engine engine,
+                        const trace::Manifest& manifest = testing::CallsManifest(100)) {
   auto p = testing::LoadCallsProgram();
-  auto dec = PtDecoder::Create("/nonexistent", testing::CallsManifest(100),
-                               testing::CallsSideband(p, 100));
+  auto dec = PtDecoder::Create("/nonexistent", manifest, testing::CallsSideband(p, 100));
   EXPECT_THAT(dec, HasValue());
   (*dec)->set_engine(engine);
   Decoded d;
@@ -102,9 +102,10 @@ std::string Describe(const BranchEvent& e) {
 }
 
 // The same events and counts from ptsnap's flow decoder and from libipt.
-void ExpectSameAsLibipt(const std::string& stream, uint64_t fallbacks) {
-  Decoded lib = DecodeCallsWith(stream, PtDecoder::Engine::kLibipt);
-  Decoded ours = DecodeCallsWith(stream, PtDecoder::Engine::kOurs);
+void ExpectSameAsLibipt(const std::string& stream, uint64_t fallbacks,
+                        const trace::Manifest& manifest = testing::CallsManifest(100)) {
+  Decoded lib = DecodeCallsWith(stream, PtDecoder::Engine::kLibipt, manifest);
+  Decoded ours = DecodeCallsWith(stream, PtDecoder::Engine::kOurs, manifest);
   ASSERT_FALSE(lib.events.empty());
   ASSERT_EQ(lib.events.size(), ours.events.size());
   for (size_t i = 0; i < lib.events.size(); ++i)
@@ -129,20 +130,74 @@ TEST(PtDecoderTest, OursAndLibiptGiveTheSameEvents) {
   ExpectSameAsLibipt(b.Finish() + good, 0);
 }
 
-// A packet ptsnap's flow decoder does not decode (here PIP, a CR3 write)
-// in the middle of a stream: the events it delivered before are libipt's,
-// and libipt decodes the stream again from the start, delivering only what
+// A case ptsnap's flow decoder does not decode in the middle of a stream
+// (here libipt's SKL014 workaround: a TIP.PGD with its IP suppressed while
+// address filters are configured, on a CPU with that erratum, the
+// manifest's model 85): the events it delivered before are libipt's, and
+// libipt decodes the stream again from the start, delivering only what
 // follows them; one fallback is counted.
-TEST(PtDecoderTest, APacketOursDoesNotDecodeFallsBackToLibiptExactly) {
+TEST(PtDecoderTest, ACaseOursDoesNotDecodeFallsBackToLibiptExactly) {
   auto p = testing::LoadCallsProgram();
-  const std::string good = testing::CallsProgramStream(p);
-  testing::StreamBuilder b;
-  b.Psb(5000);
-  b.Raw(std::string("\x02\x43\x00\x10\x00\x00\x00\x00", 8));  // PIP, CR3 0x1000
-  const std::string stream = good + b.Finish() + testing::CallsProgramStream(p, 6000);
-  ExpectSameAsLibipt(stream, 1);
-  Decoded ours = DecodeCallsWith(stream, PtDecoder::Engine::kOurs);
+  trace::Manifest m = testing::CallsManifest(100);
+  m.pt.addr0_a = p.Sym("_start");  // the whole program: nothing is filtered out
+  m.pt.addr0_b = p.Sym("main_landing") + 0x1000;
+  const std::string stream =
+      testing::CallsProgramStream(p) + testing::CallsProgramStream(p, 6000);
+  ExpectSameAsLibipt(stream, 1, m);
+  Decoded ours = DecodeCallsWith(stream, PtDecoder::Engine::kOurs, m);
   EXPECT_EQ(Count(ours, BranchKind::kCall), 2 * (4 + 1 + 25 + 2));
+}
+
+// PIP (a CR3 write) and VMCS packets, which every kernel and per-CPU
+// recording carries: in PSB+ (a status update), at a syscall (a far branch
+// a paging event binds to), and after an interrupt's FUP (bound to its
+// TIP). ptsnap's own decoder decodes them, exactly as libipt: no fallback.
+TEST(PtDecoderTest, PagingAndVmcsPacketsNeedNoFallback) {
+  auto p = testing::LoadCallsProgram();
+  const auto raw = [](void (*write)(emulate::PacketWriter&)) {
+    emulate::PacketWriter w;
+    write(w);
+    const auto b = w.bytes();
+    return std::string(reinterpret_cast<const char*>(b.data()), b.size());
+  };
+  testing::StreamBuilder b;
+  b.Raw(raw([](emulate::PacketWriter& w) {
+    w.Psb();
+    w.Tsc(1000);
+    w.ModeExec64();
+    w.Pip(0x1000, false);
+    w.Vmcs(0x2000);
+    w.PsbEnd();
+  }));
+  b.TipPge(p.Sym("_start"));
+  b.Tsc(1010);
+  b.Tnt(true);  // leaf -> mid
+  b.Tnt(true);  // mid -> main
+  b.Tnt(true);  // leaf (via tail_caller) -> main
+  b.Tsc(1020);
+  b.Tip(p.Sym("leaf"));  // call *%rax
+  b.Tnt(true);           // leaf -> main
+  b.Raw(raw([](emulate::PacketWriter& w) { w.Pip(0x3000, false); }));
+  b.TipPgd();  // syscall (getpid): the PIP binds to it
+  b.Tsc(1030);
+  b.TipPge(p.Sym("main_after_syscall"));
+  b.Fup(p.Sym("main_after_syscall"));  // an interrupt before the first instruction
+  b.Raw(raw([](emulate::PacketWriter& w) {
+    w.Pip(0x4000, false);
+    w.Vmcs(0x5000);
+  }));
+  b.Tip(p.Sym("main_after_syscall"));  // ... returns there
+  b.Tsc(1040);
+  testing::FibTnt(b, 6);
+  b.Tip(p.Sym("main_landing"));
+  b.Tip(p.Sym("_start") + 5);
+  b.TipPgd();
+  const std::string stream = b.Finish();
+  ExpectSameAsLibipt(stream, 0);
+  Decoded ours = DecodeCallsWith(stream, PtDecoder::Engine::kOurs);
+  EXPECT_EQ(ours.stats.errors, 0u);
+  EXPECT_EQ(Count(ours, BranchKind::kCall), 4 + 1 + 25 + 2);
+  EXPECT_EQ(Count(ours, BranchKind::kInterrupt), 1);
 }
 
 TEST(PtDecoderTest, CorruptBytesBecomeAnErrorAndDecodingResyncs) {
