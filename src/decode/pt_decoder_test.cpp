@@ -141,8 +141,7 @@ TEST(PtDecoderTest, ACaseOursDoesNotDecodeFallsBackToLibiptExactly) {
   trace::Manifest m = testing::CallsManifest(100);
   m.pt.addr0_a = p.Sym("_start");  // the whole program: nothing is filtered out
   m.pt.addr0_b = p.Sym("main_landing") + 0x1000;
-  const std::string stream =
-      testing::CallsProgramStream(p) + testing::CallsProgramStream(p, 6000);
+  const std::string stream = testing::CallsProgramStream(p) + testing::CallsProgramStream(p, 6000);
   ExpectSameAsLibipt(stream, 1, m);
   Decoded ours = DecodeCallsWith(stream, PtDecoder::Engine::kOurs, m);
   EXPECT_EQ(Count(ours, BranchKind::kCall), 2 * (4 + 1 + 25 + 2));

@@ -155,6 +155,23 @@ size_t InvalidIn64Length(const uint8_t* bytes, size_t n, InsnClass* iclass) {
   }
 }
 
+// 0f ae with a register operand and a ModRM.reg Zydis has no form for
+// (PTWRITE's /4 without its f3, in any mode), which pt_ild sizes: the
+// opcode, a ModRM and nothing after it. Returns the length (0: not one).
+size_t Group15RegLength(const uint8_t* bytes, size_t n, ExecMode mode) {
+  size_t i = 0;
+  while (i < n && i < 14) {
+    const uint8_t b = bytes[i];
+    const bool legacy = b == 0x66 || b == 0x67 || b == 0xf2 || b == 0xf3 || b == 0xf0 ||
+                        b == 0x2e || b == 0x36 || b == 0x3e || b == 0x26 || b == 0x64 || b == 0x65;
+    if (!legacy && !(mode == ExecMode::k64 && (b & 0xf0) == 0x40)) break;
+    ++i;
+  }
+  if (i + 2 < n && bytes[i] == 0x0f && bytes[i + 1] == 0xae && (bytes[i + 2] >> 6) == 3)
+    return i + 3;
+  return 0;
+}
+
 // Decodes the instruction at `ip` from `bytes` (n of them). False when it
 // cannot be decoded (libipt: -pte_bad_insn).
 bool DecodeInsn(const uint8_t* bytes, size_t n, uint64_t ip, ExecMode mode, Insn* out) {
@@ -166,6 +183,11 @@ bool DecodeInsn(const uint8_t* bytes, size_t n, uint64_t ip, ExecMode mode, Insn
   out->vm_entry = false;
   out->vmptrld = false;
   if (!ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(&ZydisFor(mode), nullptr, bytes, n, &zi))) {
+    if (const size_t len = Group15RegLength(bytes, n, mode); len != 0) {
+      out->size = static_cast<uint8_t>(len);
+      out->iclass = InsnClass::kOther;
+      return true;
+    }
     if (mode != ExecMode::k64) return false;
     InsnClass c = InsnClass::kOther;
     const size_t len = InvalidIn64Length(bytes, n, &c);
@@ -1862,7 +1884,8 @@ struct FlowDecoder::State {
         // pt_blk_proceed_to_ptwrite: to the next PTWRITE, or to the FUP's
         // IP and past the instruction there; either is the block's last.
         if (ev.ip_suppressed) {
-          st = ProceedToInsn(b, &insn, [](const Insn& i) { return i.iclass == InsnClass::kPtwrite; });
+          st = ProceedToInsn(b, &insn,
+                             [](const Insn& i) { return i.iclass == InsnClass::kPtwrite; });
           if (st <= 0) return st;
           ev.ip = insn.ip;
           ev.ip_suppressed = false;
@@ -2152,8 +2175,7 @@ struct FlowDecoder::State {
   // nothing to report (the state after an uneventful block).
   [[nodiscard]] bool CanRunFast() const {
     return phase == Phase::kSegment && status_out == 0 && !process_event && !process_insn &&
-           enabled &&
-           (status & (kStatusEventPending | kStatusEos)) == 0;
+           enabled && (status & (kStatusEventPending | kStatusEos)) == 0;
   }
 
   // The entry for `ip`: the hint when it matches.

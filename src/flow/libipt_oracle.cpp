@@ -140,7 +140,8 @@ Item FromEvent(const struct pt_event& ev) {
     case ptev_pwrx:
       i.payload = ev.variant.pwrx.last | uint64_t{ev.variant.pwrx.deepest} << 8 |
                   uint64_t{ev.variant.pwrx.interrupt} << 16 |
-                  uint64_t{ev.variant.pwrx.store} << 17 | uint64_t{ev.variant.pwrx.autonomous} << 18;
+                  uint64_t{ev.variant.pwrx.store} << 17 |
+                  uint64_t{ev.variant.pwrx.autonomous} << 18;
       break;
     case ptev_mnt: i.payload = ev.variant.mnt.payload; break;
     default: break;

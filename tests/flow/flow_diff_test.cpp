@@ -10,6 +10,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <random>
 #include <string>
@@ -148,7 +149,8 @@ std::string Mutate(const std::string& base, uint32_t seed, bool timing, bool eve
       if (e == 4) w.Mwait(rng() % 16, rng() % 2);
       if (e == 5) w.Pwre(static_cast<uint8_t>(rng() % 16), static_cast<uint8_t>(rng() % 16), true);
       if (e == 6) w.Pwrx(static_cast<uint8_t>(rng() % 16), 1, static_cast<uint8_t>(rng() % 16));
-      if ((e == 2 || e == 3) && with_fup) w.Ip(emulate::IpPacket::kFup, fup, IpCompression::kSext48);
+      if ((e == 2 || e == 3) && with_fup)
+        w.Ip(emulate::IpPacket::kFup, fup, IpCompression::kSext48);
       if (e == 4) w.Ip(emulate::IpPacket::kFup, fup, IpCompression::kSext48);
       // An async branch the paging and VMCS events bind to (in either order).
       if (e == 7 || e == 8) {
@@ -268,8 +270,8 @@ TEST(FlowDiffTest, PagingVmcsPtwriteAndPowerPackets) {
     vmcs += r.Count(EventType::kVmcs);
     async_vmcs += r.Count(EventType::kAsyncVmcs);
     ptw += r.Count(EventType::kPtwrite);
-    power += r.Count(EventType::kExstop) + r.Count(EventType::kMwait) +
-             r.Count(EventType::kPwre) + r.Count(EventType::kPwrx);
+    power += r.Count(EventType::kExstop) + r.Count(EventType::kMwait) + r.Count(EventType::kPwre) +
+             r.Count(EventType::kPwrx);
   }
   // The packets are decoded (not only errors): every kind of event shows.
   // (Seen here: 33, 308, 21, 171, 19, 283; the rest stop at errors that
@@ -358,6 +360,27 @@ TEST(FlowDiffTest, PacketsBindToTheirInstructions) {
     if (i.kind == ItemKind::kBlock) ends.push_back(i.end_ip);
   }
   EXPECT_EQ(ends, (std::vector<uint64_t>{kBase + 1, kBase + 6, kBase + 9, kBase + 12, kBase + 16}));
+}
+
+// Entered in the middle of the PTWRITE, at 0f ae e0 (group 15's /4 without
+// its f3, undefined): libipt's length decoder sizes it (3 bytes), Zydis
+// refuses it; ours sizes it as libipt does.
+TEST(FlowDiffTest, AnUndefinedGroup15FormIsSizedAsLibiptSizesIt) {
+  emulate::PacketWriter w;
+  w.Psb();
+  w.ModeExec64();
+  w.PsbEnd();
+  w.Ip(IpPacket::kTipPge, kBase + 3, IpCompression::kSext48);
+  w.Ip(IpPacket::kTip, kBase + 15, IpCompression::kSext48);  // vmlaunch -> +15
+  w.Ip(IpPacket::kTipPgd, 0, IpCompression::kSuppressed);
+  const Runs r = RunBoth(Bytes(w), BindCode());
+  ExpectExact(r);
+  const auto block = std::find_if(r.ours.begin(), r.ours.end(),
+                                  [](const Item& i) { return i.kind == ItemKind::kBlock; });
+  ASSERT_NE(block, r.ours.end());
+  EXPECT_EQ(block->ip, kBase + 3);
+  EXPECT_EQ(block->end_ip, kBase + 12);
+  EXPECT_EQ(block->ninsn, 4);
 }
 
 // With their IP bit set, PTW, EXSTOP and MWAIT take the next FUP's IP; PWRE
