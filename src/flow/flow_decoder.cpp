@@ -95,41 +95,52 @@ const ZydisDecoder& ZydisFor(ExecMode mode) {
   return decoders[static_cast<size_t>(mode) & 3];
 }
 
-// Encodings invalid in 64-bit mode that libipt's table-driven length
-// decoder (pt_ild) still sizes: one-byte opcodes of 32-bit mode, and group
-// opcodes with an undefined ModRM.reg (sized like their /0 form). Zydis
-// refuses them. Returns the length (0: not such an instruction).
-size_t InvalidIn64Length(const uint8_t* bytes, size_t n, InsnClass* iclass) {
+// Encodings Zydis refuses that libipt's table-driven length decoder
+// (pt_ild) still sizes: in 64-bit mode the one-byte opcodes of 32-bit mode;
+// in every mode group opcodes with an undefined ModRM.reg (sized like
+// their /0 form, but C7 /1-/6 have no immediate) and 0f ae with a register
+// operand and an undefined ModRM.reg (PTWRITE's /4 without its f3).
+// Returns the length (0: not such an instruction).
+size_t UndefinedLength(const uint8_t* bytes, size_t n, ExecMode mode, InsnClass* iclass) {
+  const bool long_mode = mode == ExecMode::k64;
   size_t i = 0;
   while (i < n && i < 14) {
     const uint8_t b = bytes[i];
     const bool legacy = b == 0x66 || b == 0x67 || b == 0xf2 || b == 0xf3 || b == 0xf0 ||
                         b == 0x2e || b == 0x36 || b == 0x3e || b == 0x26 || b == 0x64 || b == 0x65;
-    if (!legacy && (b & 0xf0) != 0x40) break;
+    if (!legacy && !(long_mode && (b & 0xf0) == 0x40)) break;
     ++i;
   }
   if (i >= n) return 0;
   *iclass = InsnClass::kOther;
+  if (bytes[i] == 0x0f) {
+    return i + 2 < n && bytes[i + 1] == 0xae && (bytes[i + 2] >> 6) == 3 ? i + 3 : 0;
+  }
+  if (long_mode) {
+    switch (bytes[i]) {
+      case 0x06:
+      case 0x07:
+      case 0x0e:
+      case 0x16:
+      case 0x17:
+      case 0x1e:
+      case 0x1f:
+      case 0x27:
+      case 0x2f:
+      case 0x37:
+      case 0x3f:
+      case 0x60:
+      case 0x61:
+      case 0xd6: return i + 1;
+      case 0xce: *iclass = InsnClass::kFarCall; return i + 1;  // INTO
+      case 0xd4:
+      case 0xd5: return i + 2 <= n ? i + 2 : 0;                                 // AAM, AAD
+      case 0x9a: *iclass = InsnClass::kFarCall; return i + 7 <= n ? i + 7 : 0;  // CALL ptr16:32
+      case 0xea: *iclass = InsnClass::kFarJump; return i + 7 <= n ? i + 7 : 0;  // JMP ptr16:32
+      default: break;
+    }
+  }
   switch (bytes[i]) {
-    case 0x06:
-    case 0x07:
-    case 0x0e:
-    case 0x16:
-    case 0x17:
-    case 0x1e:
-    case 0x1f:
-    case 0x27:
-    case 0x2f:
-    case 0x37:
-    case 0x3f:
-    case 0x60:
-    case 0x61:
-    case 0xd6: return i + 1;
-    case 0xce: *iclass = InsnClass::kFarCall; return i + 1;  // INTO
-    case 0xd4:
-    case 0xd5: return i + 2 <= n ? i + 2 : 0;                                 // AAM, AAD
-    case 0x9a: *iclass = InsnClass::kFarCall; return i + 7 <= n ? i + 7 : 0;  // CALL ptr16:32
-    case 0xea: *iclass = InsnClass::kFarJump; return i + 7 <= n ? i + 7 : 0;  // JMP ptr16:32
     case 0x82:
     case 0x8f:
     case 0xc6:
@@ -140,36 +151,21 @@ size_t InvalidIn64Length(const uint8_t* bytes, size_t n, InsnClass* iclass) {
       uint8_t tmp[15];
       const size_t m = n < sizeof tmp ? n : sizeof tmp;
       std::memcpy(tmp, bytes, m);
+      const unsigned reg = (tmp[i + 1] >> 3) & 7;
       if (tmp[i] == 0x82) {
         tmp[i] = 0x80;
+      } else if (tmp[i] == 0xc7 && reg != 0 && reg != 7) {
+        tmp[i] = 0x8b;  // the same ModRM, SIB and displacement, no immediate
       } else {
         tmp[i + 1] = static_cast<uint8_t>(tmp[i + 1] & ~0x38);  // ModRM.reg = 0
       }
       ZydisDecodedInstruction zi;
-      if (!ZYAN_SUCCESS(
-              ZydisDecoderDecodeInstruction(&ZydisFor(ExecMode::k64), nullptr, tmp, m, &zi)))
+      if (!ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(&ZydisFor(mode), nullptr, tmp, m, &zi)))
         return 0;
       return zi.length;
     }
     default: return 0;
   }
-}
-
-// 0f ae with a register operand and a ModRM.reg Zydis has no form for
-// (PTWRITE's /4 without its f3, in any mode), which pt_ild sizes: the
-// opcode, a ModRM and nothing after it. Returns the length (0: not one).
-size_t Group15RegLength(const uint8_t* bytes, size_t n, ExecMode mode) {
-  size_t i = 0;
-  while (i < n && i < 14) {
-    const uint8_t b = bytes[i];
-    const bool legacy = b == 0x66 || b == 0x67 || b == 0xf2 || b == 0xf3 || b == 0xf0 ||
-                        b == 0x2e || b == 0x36 || b == 0x3e || b == 0x26 || b == 0x64 || b == 0x65;
-    if (!legacy && !(mode == ExecMode::k64 && (b & 0xf0) == 0x40)) break;
-    ++i;
-  }
-  if (i + 2 < n && bytes[i] == 0x0f && bytes[i + 1] == 0xae && (bytes[i + 2] >> 6) == 3)
-    return i + 3;
-  return 0;
 }
 
 // Decodes the instruction at `ip` from `bytes` (n of them). False when it
@@ -183,14 +179,8 @@ bool DecodeInsn(const uint8_t* bytes, size_t n, uint64_t ip, ExecMode mode, Insn
   out->vm_entry = false;
   out->vmptrld = false;
   if (!ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(&ZydisFor(mode), nullptr, bytes, n, &zi))) {
-    if (const size_t len = Group15RegLength(bytes, n, mode); len != 0) {
-      out->size = static_cast<uint8_t>(len);
-      out->iclass = InsnClass::kOther;
-      return true;
-    }
-    if (mode != ExecMode::k64) return false;
     InsnClass c = InsnClass::kOther;
-    const size_t len = InvalidIn64Length(bytes, n, &c);
+    const size_t len = UndefinedLength(bytes, n, mode, &c);
     if (len == 0) return false;
     out->size = static_cast<uint8_t>(len);
     out->iclass = c;

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <random>
 #include <string>
+#include <utility>
 #include <variant>
 
 #include "decode/libipt.h"
@@ -362,25 +363,28 @@ TEST(FlowDiffTest, PacketsBindToTheirInstructions) {
   EXPECT_EQ(ends, (std::vector<uint64_t>{kBase + 1, kBase + 6, kBase + 9, kBase + 12, kBase + 16}));
 }
 
-// Entered in the middle of the PTWRITE, at 0f ae e0 (group 15's /4 without
-// its f3, undefined): libipt's length decoder sizes it (3 bytes), Zydis
-// refuses it; ours sizes it as libipt does.
-TEST(FlowDiffTest, AnUndefinedGroup15FormIsSizedAsLibiptSizesIt) {
-  emulate::PacketWriter w;
-  w.Psb();
-  w.ModeExec64();
-  w.PsbEnd();
-  w.Ip(IpPacket::kTipPge, kBase + 3, IpCompression::kSext48);
-  w.Ip(IpPacket::kTip, kBase + 15, IpCompression::kSext48);  // vmlaunch -> +15
-  w.Ip(IpPacket::kTipPgd, 0, IpCompression::kSuppressed);
-  const Runs r = RunBoth(Bytes(w), BindCode());
-  ExpectExact(r);
-  const auto block = std::find_if(r.ours.begin(), r.ours.end(),
-                                  [](const Item& i) { return i.kind == ItemKind::kBlock; });
-  ASSERT_NE(block, r.ours.end());
-  EXPECT_EQ(block->ip, kBase + 3);
-  EXPECT_EQ(block->end_ip, kBase + 12);
-  EXPECT_EQ(block->ninsn, 4);
+// Entered in the middle of an instruction, at an encoding Zydis refuses and
+// libipt's length decoder sizes: 0f ae e0 (group 15's /4 without the
+// PTWRITE's f3: 3 bytes) and c7 30 (C7 /6 without VMPTRLD's 0f: no
+// immediate, 2 bytes). Ours sizes them as libipt does.
+TEST(FlowDiffTest, UndefinedEncodingsAreSizedAsLibiptSizesThem) {
+  for (const auto& [start, ninsn] : {std::pair<uint64_t, uint16_t>{3, 4}, {10, 2}}) {
+    emulate::PacketWriter w;
+    w.Psb();
+    w.ModeExec64();
+    w.PsbEnd();
+    w.Ip(IpPacket::kTipPge, kBase + start, IpCompression::kSext48);
+    w.Ip(IpPacket::kTip, kBase + 15, IpCompression::kSext48);  // vmlaunch -> +15
+    w.Ip(IpPacket::kTipPgd, 0, IpCompression::kSuppressed);
+    const Runs r = RunBoth(Bytes(w), BindCode());
+    ExpectExact(r);
+    const auto block = std::find_if(r.ours.begin(), r.ours.end(),
+                                    [](const Item& i) { return i.kind == ItemKind::kBlock; });
+    ASSERT_NE(block, r.ours.end());
+    EXPECT_EQ(block->ip, kBase + start);
+    EXPECT_EQ(block->end_ip, kBase + 12);
+    EXPECT_EQ(block->ninsn, ninsn);
+  }
 }
 
 // With their IP bit set, PTW, EXSTOP and MWAIT take the next FUP's IP; PWRE
