@@ -473,7 +473,17 @@ struct FlowDecoder::State {
   CodeReader* code;
   std::array<BlockCache, 4> caches;  // by ExecMode
   AddressSet libipt_cached;          // what libipt's block cache would hold (AddressSet)
-  std::vector<uint8_t> insn_sizes;   // every cached block's instruction sizes, in order
+  // Every cached block's instruction sizes, in order, with kPtwriteBit set
+  // on PTWRITEs (the one class other than kOther inside a block).
+  std::vector<uint8_t> insn_sizes;
+  static constexpr uint8_t kPtwriteBit = 0x80;
+  [[nodiscard]] uint8_t SizeAt(const BlockEntry* e, uint32_t k) const {
+    return static_cast<uint8_t>(insn_sizes[e->sizes_at + k] & ~kPtwriteBit);
+  }
+  [[nodiscard]] InsnClass ClassAt(const BlockEntry* e, uint32_t k) const {
+    return (insn_sizes[e->sizes_at + k] & kPtwriteBit) != 0 ? InsnClass::kPtwrite
+                                                            : InsnClass::kOther;
+  }
 
   // --- query layer (pt_query_decoder) ---
   const uint8_t* pos = nullptr;   // null: never synchronised
@@ -1639,7 +1649,8 @@ struct FlowDecoder::State {
         break;
       }
       be.ninsn++;
-      insn_sizes.push_back(insn.size);
+      insn_sizes.push_back(
+          static_cast<uint8_t>(insn.size | (insn.iclass == InsnClass::kPtwrite ? kPtwriteBit : 0)));
       be.end_ip = cur;
       be.size = insn.size;
       be.iclass = insn.iclass;
@@ -1748,21 +1759,21 @@ struct FlowDecoder::State {
       const bool last = k + 1 == n;
       if (k > 0 && libipt_cached.Contains(a)) {
         b->ninsn = static_cast<uint16_t>(k);
-        b->iclass = InsnClass::kOther;
+        b->iclass = ClassAt(e, k - 1);
         AddRun(e->ip, e, k);
         ip = a;
         return 0;
       }
       b->ninsn = static_cast<uint16_t>(k + 1);
       b->end_ip = a;
-      b->iclass = last && e->error == 0 ? e->iclass : InsnClass::kOther;
+      b->iclass = last && e->error == 0 ? e->iclass : ClassAt(e, k);
       if (!last || e->error != 0) {
         if (k == 1023) {  // out of steps: a trampoline ends the block
           AddRun(e->ip, e, k + 1);
-          ip = a + insn_sizes[e->sizes_at + k];
+          ip = a + SizeAt(e, k);
           return 0;
         }
-        a += insn_sizes[e->sizes_at + k];
+        a += SizeAt(e, k);
         continue;
       }
       // The branch at the end.
@@ -1785,7 +1796,7 @@ struct FlowDecoder::State {
   void AddRun(uint64_t a, const BlockEntry* e, uint32_t count) {
     for (uint32_t k = 0; k < count; ++k) {
       libipt_cached.Insert(a);
-      a += insn_sizes[e->sizes_at + k];
+      a += SizeAt(e, k);
     }
   }
   [[nodiscard]] Insn LastInsn(const BlockEntry& e) const {

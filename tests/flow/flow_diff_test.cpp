@@ -387,6 +387,28 @@ TEST(FlowDiffTest, UndefinedEncodingsAreSizedAsLibiptSizesThem) {
   }
 }
 
+// libipt's first pass through code ends a block where it reaches an
+// address it has cached: here right after the PTWRITE (+6 was decoded
+// first), and the block's last instruction is that PTWRITE.
+TEST(FlowDiffTest, AFirstPassBlockEndingAtAPtwriteEndsInAPtwrite) {
+  emulate::PacketWriter w;
+  w.Psb();
+  w.ModeExec64();
+  w.PsbEnd();
+  w.Ip(IpPacket::kTipPge, kBase + 6, IpCompression::kSext48);
+  w.Ip(IpPacket::kTip, kBase, IpCompression::kSext48);       // vmlaunch -> +0
+  w.Ip(IpPacket::kTip, kBase + 15, IpCompression::kSext48);  // vmlaunch -> +15
+  w.Ip(IpPacket::kTipPgd, 0, IpCompression::kSuppressed);
+  const Runs r = RunBoth(Bytes(w), BindCode());
+  ExpectExact(r);
+  const auto block = std::find_if(r.ours.begin(), r.ours.end(), [](const Item& i) {
+    return i.kind == ItemKind::kBlock && i.ip == kBase;
+  });
+  ASSERT_NE(block, r.ours.end());
+  EXPECT_EQ(block->end_ip, kBase + 1);
+  EXPECT_EQ(block->iclass, InsnClass::kPtwrite);
+}
+
 // With their IP bit set, PTW, EXSTOP and MWAIT take the next FUP's IP; PWRE
 // and PWRX stand alone. A PTW while tracing is disabled binds to nothing.
 TEST(FlowDiffTest, PacketsWithAFupAndPowerPackets) {
