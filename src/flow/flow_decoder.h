@@ -35,7 +35,8 @@
 // PWRX and MNT. What is not decoded yields kErrUnsupported there (and
 // resyncs), so it never yields something libipt would not: libipt's
 // SKD010 and SKL014 workarounds (see Errata below), a straight run of
-// over 1024 instructions from libipt's block cache, and a block of 65535.
+// over 1024 instructions from libipt's block cache, and a straight-line
+// block of 65535 instructions.
 // Only 64-bit code. Not modelled: instructions that cross a region
 // boundary of the code reader, and libipt's uncached path's block split
 // after 1024 instructions on the first pass through straight-line code.

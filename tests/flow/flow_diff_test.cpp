@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <utility>
@@ -293,13 +294,14 @@ CodeImage& BindCode() {
   static CodeImage* code = [] {
     static const uint8_t kCode[] = {0x90, 0xf3, 0x48, 0x0f, 0xae, 0xe0, 0x0f, 0x22, 0xd8,
                                     0x0f, 0xc7, 0x30, 0x0f, 0x01, 0xc2, 0x90, 0xff, 0xe0};
-    char path[] = "/tmp/ptsnap-flow-bind-XXXXXX";
+    static char path[] = "/tmp/ptsnap-flow-bind-XXXXXX";
     const int fd = ::mkstemp(path);
+    std::atexit([] { ::unlink(path); });
     EXPECT_GE(fd, 0);
     EXPECT_EQ(::write(fd, kCode, sizeof kCode), static_cast<ssize_t>(sizeof kCode));
     ::close(fd);
     auto* c = new CodeImage();
-    // Kept: libipt reads the file whenever a decoder maps its section.
+    // Kept until exit: libipt reads the file whenever a decoder maps it.
     EXPECT_TRUE(c->AddFile(path, 0, sizeof kCode, kBase).has_value());
     return c;
   }();
