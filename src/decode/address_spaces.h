@@ -171,7 +171,7 @@ class AddressSpaces {
     int32_t pid = 0;
     uint64_t time = 0, addr = 0;
     std::span<const uint8_t> code;
-    bool jitdump = false;              // a jitdump load: sets the code's source lines
+    bool jitdump = false;             // a jitdump load: sets the code's source lines
     const JitLines* lines = nullptr;  // its JIT_CODE_DEBUG_INFO (kept by the Symbolizer)
   };
   std::vector<QueuedCode> queued_code_;

@@ -170,7 +170,7 @@ class Symbolizer {
   // KSYMBOL-named kernel symbols by start address, each address's
   // versions in the order they were registered.
   struct KernelSymbolVersion {
-    uint64_t end = 0;                        // address
+    uint64_t end = 0;                       // address
     uint64_t from = 0, until = UINT64_MAX;  // perf time
     const std::string* name = nullptr;
     const std::string* dso = nullptr;

@@ -726,10 +726,9 @@ trace::Record BpfKsymbol(uint64_t time, const ElfSym& range, const std::string& 
   r.type = PERF_RECORD_KSYMBOL;
   r.misc = PERF_RECORD_MISC_KERNEL;
   r.sample_id = {0, 0, time, 0, 0, 1};
-  r.body = trace::Ksymbol{range.addr, static_cast<uint32_t>(range.size),
-                          PERF_RECORD_KSYMBOL_TYPE_BPF,
-                          static_cast<uint16_t>(unregister ? PERF_RECORD_KSYMBOL_FLAGS_UNREGISTER : 0),
-                          name};
+  r.body = trace::Ksymbol{
+      range.addr, static_cast<uint32_t>(range.size), PERF_RECORD_KSYMBOL_TYPE_BPF,
+      static_cast<uint16_t>(unregister ? PERF_RECORD_KSYMBOL_FLAGS_UNREGISTER : 0), name};
   return r;
 }
 
