@@ -370,22 +370,9 @@ TEST(PtDecoderTest, JitdumpCodeLoadsDecodeAtTheirTimes) {
   ptsnap::testing::TempDir tmp;
   const int32_t pid = ::getpid();
   const uint64_t a = 0x7f0000001000;
-  std::string dump;
-  auto u32 = [&](uint32_t v) { dump.append(reinterpret_cast<const char*>(&v), 4); };
-  auto u64 = [&](uint64_t v) { dump.append(reinterpret_cast<const char*>(&v), 8); };
-  u32(0x4A695444), u32(1), u32(40), u32(62), u32(0), u32(static_cast<uint32_t>(pid)), u64(0),
-      u64(0);
-  auto load = [&](uint64_t ts, const std::string& name, const std::string& code, uint64_t index) {
-    u32(0), u32(static_cast<uint32_t>(56 + name.size() + 1 + code.size())), u64(ts);
-    u32(static_cast<uint32_t>(pid)), u32(static_cast<uint32_t>(pid)), u64(a), u64(a),
-        u64(code.size()), u64(index);
-    dump += name;
-    dump.push_back('\0');
-    dump += code;
-  };
-  load(5, "jit_one", "\x90\xc3", 1);
-  load(150, "jit_two", "\x90\x90\x90\xc3", 2);
-  tmp.Write("host/jit-" + std::to_string(pid) + ".dump", dump);
+  testing::JitdumpBuilder dump(pid);
+  dump.Load(5, a, "jit_one", "\x90\xc3", 1).Load(150, a, "jit_two", "\x90\x90\x90\xc3", 2);
+  tmp.Write("host/jit-" + std::to_string(pid) + ".dump", dump.bytes());
   auto p = testing::LoadCallsProgram();
   {
     trace::Manifest m = testing::CallsManifest(pid);
@@ -439,30 +426,14 @@ TEST(PtDecoderTest, JitdumpDebugInfoGivesJitCodeSourceLines) {
   ptsnap::testing::TempDir tmp;
   const int32_t pid = ::getpid();
   const uint64_t a = 0x7f0000001000, moved = 0x7f0000005000;
-  std::string dump;
-  auto u32 = [&](uint32_t v) { dump.append(reinterpret_cast<const char*>(&v), 4); };
-  auto u64 = [&](uint64_t v) { dump.append(reinterpret_cast<const char*>(&v), 8); };
-  u32(0x4A695444), u32(1), u32(40), u32(62), u32(0), u32(static_cast<uint32_t>(pid)), u64(0),
-      u64(0);
-  auto load = [&](uint64_t ts, const std::string& name, const std::string& code, uint64_t index) {
-    u32(0), u32(static_cast<uint32_t>(56 + name.size() + 1 + code.size())), u64(ts);
-    u32(static_cast<uint32_t>(pid)), u32(static_cast<uint32_t>(pid)), u64(a), u64(a),
-        u64(code.size()), u64(index);
-    dump += name;
-    dump.push_back('\0');
-    dump += code;
-  };
   // Two entries: the code's first byte is line 3 of hot.js, its ret line 4.
   const std::string file = "/app/hot.js";
-  u32(2), u32(static_cast<uint32_t>(16 + 16 + 2 * (16 + file.size() + 1))), u64(4);
-  u64(a), u64(2);
-  u64(a), u32(3), u32(0), dump += file, dump.push_back('\0');
-  u64(a + 1), u32(4), u32(0), dump += file, dump.push_back('\0');
-  load(5, "jit_one", "\x90\xc3", 1);
-  u32(1), u32(16 + 48), u64(100), u32(static_cast<uint32_t>(pid)), u32(static_cast<uint32_t>(pid)),
-      u64(0), u64(a), u64(moved), u64(2), u64(1);
-  load(150, "jit_two", "\x90\x90\x90\xc3", 2);
-  tmp.Write("host/jit-" + std::to_string(pid) + ".dump", dump);
+  testing::JitdumpBuilder dump(pid);
+  dump.DebugInfo(4, a, {{a, 3, file}, {a + 1, 4, file}})
+      .Load(5, a, "jit_one", "\x90\xc3", 1)
+      .Move(100, a, moved, 2, 1)
+      .Load(150, a, "jit_two", "\x90\x90\x90\xc3", 2);
+  tmp.Write("host/jit-" + std::to_string(pid) + ".dump", dump.bytes());
   auto p = testing::LoadCallsProgram();
   {
     trace::Manifest m = testing::CallsManifest(pid);
