@@ -360,6 +360,20 @@ TEST(PtDecoderTest, PerfMapInTheTraceDirNamesJitCode) {
   EXPECT_FALSE((*plain)->symbolizer().Resolve(pid, 0x7f0000001010).known);
 }
 
+// A hardware trace (an emulated one takes only names from a jitdump) of
+// process `pid` in tmp/trace, with `dump` as its jitdump, opened.
+Result<trace::TraceReader> JitdumpTrace(const ptsnap::testing::TempDir& tmp, int32_t pid,
+                                        const std::string& dump) {
+  const std::string name = "host/jit-" + std::to_string(pid) + ".dump";
+  tmp.Write(name, dump);
+  trace::Manifest m = testing::CallsManifest(pid);
+  m.source = trace::Source::kHardware;
+  PTSNAP_ASSIGN_OR_RETURN(auto w, trace::TraceWriter::Create(tmp.path() / "trace", m));
+  PTSNAP_TRY(w.CopyJitdump(pid, tmp.path() / name));
+  PTSNAP_TRY(w.Finish());
+  return trace::TraceReader::Open(tmp.path() / "trace");
+}
+
 // Hardware traces take JIT code bytes from the runtime's jitdump: each
 // JIT_CODE_LOAD is added at its timestamp, and a load over different bytes
 // at the same address (code reused) starts a new address space there. Here
@@ -372,18 +386,8 @@ TEST(PtDecoderTest, JitdumpCodeLoadsDecodeAtTheirTimes) {
   const uint64_t a = 0x7f0000001000;
   testing::JitdumpBuilder dump(pid);
   dump.Load(5, a, "jit_one", "\x90\xc3", 1).Load(150, a, "jit_two", "\x90\x90\x90\xc3", 2);
-  tmp.Write("host/jit-" + std::to_string(pid) + ".dump", dump.bytes());
   auto p = testing::LoadCallsProgram();
-  {
-    trace::Manifest m = testing::CallsManifest(pid);
-    m.source = trace::Source::kHardware;  // an emulated trace takes only names from a jitdump
-    auto w = trace::TraceWriter::Create(tmp.path() / "trace", m);
-    ASSERT_THAT(w, HasValue());
-    ASSERT_THAT(w->CopyJitdump(pid, tmp.path() / "host" / ("jit-" + std::to_string(pid) + ".dump")),
-                HasValue());
-    ASSERT_THAT(w->Finish(), HasValue());
-  }
-  auto reader = trace::TraceReader::Open(tmp.path() / "trace");
+  auto reader = JitdumpTrace(tmp, pid, dump.bytes());
   ASSERT_THAT(reader, HasValue());
   auto dec = PtDecoder::Create(reader->dir(), reader->manifest(), testing::CallsSideband(p, pid));
   ASSERT_THAT(dec, HasValue());
@@ -433,18 +437,8 @@ TEST(PtDecoderTest, JitdumpDebugInfoGivesJitCodeSourceLines) {
       .Load(5, a, "jit_one", "\x90\xc3", 1)
       .Move(100, a, moved, 2, 1)
       .Load(150, a, "jit_two", "\x90\x90\x90\xc3", 2);
-  tmp.Write("host/jit-" + std::to_string(pid) + ".dump", dump.bytes());
   auto p = testing::LoadCallsProgram();
-  {
-    trace::Manifest m = testing::CallsManifest(pid);
-    m.source = trace::Source::kHardware;
-    auto w = trace::TraceWriter::Create(tmp.path() / "trace", m);
-    ASSERT_THAT(w, HasValue());
-    ASSERT_THAT(w->CopyJitdump(pid, tmp.path() / "host" / ("jit-" + std::to_string(pid) + ".dump")),
-                HasValue());
-    ASSERT_THAT(w->Finish(), HasValue());
-  }
-  auto reader = trace::TraceReader::Open(tmp.path() / "trace");
+  auto reader = JitdumpTrace(tmp, pid, dump.bytes());
   ASSERT_THAT(reader, HasValue());
   auto dec = PtDecoder::Create(reader->dir(), reader->manifest(), testing::CallsSideband(p, pid));
   ASSERT_THAT(dec, HasValue());
