@@ -32,8 +32,13 @@ class ProcessSymbols {
   std::vector<const elf::SymbolTable*> jit;
   std::vector<std::unique_ptr<elf::SymbolTable>> jit_owned;
   std::unordered_map<uint64_t, Resolved> cache;
-  // JIT code's source lines by start address: {end, lines}.
-  std::map<uint64_t, std::pair<uint64_t, const JitLines*>> jit_lines;
+  // JIT code's source lines by start address: [start, end) of the code
+  // loaded at `base` (a piece of it, after later code covered the rest).
+  struct JitLineRange {
+    uint64_t end = 0, base = 0;
+    const JitLines* lines = nullptr;
+  };
+  std::map<uint64_t, JitLineRange> jit_lines;
   struct PairHash {
     size_t operator()(const std::pair<uint64_t, uint64_t>& p) const {
       return std::hash<uint64_t>()(p.first * 0x9e3779b97f4a7c15ull ^ p.second);
@@ -201,15 +206,16 @@ void Symbolizer::SetJitLines(int32_t pid, uint64_t addr, uint64_t len, const Jit
   const uint64_t end = addr + len;
   // Whatever overlaps [addr, end) is replaced; pieces of it outside stay.
   auto it = ranges.lower_bound(addr);
-  if (it != ranges.begin() && std::prev(it)->second.first > addr) --it;
-  std::vector<std::pair<uint64_t, std::pair<uint64_t, const JitLines*>>> keep;
+  if (it != ranges.begin() && std::prev(it)->second.end > addr) --it;
+  std::vector<std::pair<uint64_t, ProcessSymbols::JitLineRange>> keep;
   while (it != ranges.end() && it->first < end) {
-    if (it->first < addr) keep.push_back({it->first, {addr, it->second.second}});
-    if (it->second.first > end) keep.push_back({end, it->second});
+    const ProcessSymbols::JitLineRange& r = it->second;
+    if (it->first < addr) keep.push_back({it->first, {addr, r.base, r.lines}});
+    if (r.end > end) keep.push_back({end, r});
     it = ranges.erase(it);
   }
   for (auto& k : keep) ranges.insert(k);
-  if (lines != nullptr) ranges[addr] = {end, lines};
+  if (lines != nullptr) ranges[addr] = {end, addr, lines};
 }
 
 void Symbolizer::AddKernelSymbol(uint64_t time, uint64_t addr, uint64_t len, std::string_view name,
@@ -389,9 +395,9 @@ const SourceLocation* Symbolizer::SourceLine(int32_t pid, uint64_t addr) {
     auto it = proc.jit_lines.upper_bound(addr);
     if (it == proc.jit_lines.begin()) return nullptr;
     --it;
-    if (addr >= it->second.first) return nullptr;
-    const JitLines& lines = *it->second.second;
-    auto at = std::upper_bound(lines.offsets.begin(), lines.offsets.end(), addr - it->first);
+    if (addr >= it->second.end) return nullptr;
+    const JitLines& lines = *it->second.lines;
+    auto at = std::upper_bound(lines.offsets.begin(), lines.offsets.end(), addr - it->second.base);
     if (at == lines.offsets.begin()) return nullptr;
     return &lines.lines[static_cast<size_t>(at - lines.offsets.begin() - 1)];
   }

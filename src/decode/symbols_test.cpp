@@ -367,6 +367,13 @@ TEST(SymbolsTest, JitCodeHasTheSourceLinesOfItsDebugInfo) {
   EXPECT_EQ(s.SourceLine(2, 0x7f000000113f), nullptr);
   ASSERT_NE(s.SourceLine(1, 0x7f000000113f), nullptr);
   EXPECT_EQ(s.SourceLine(1, 0x7f000000113f)->line, 5u);
+  // And over its first bytes: the rest keeps the lines at their offsets.
+  s.SetJitLines(2, 0x7f00000010f0, 0x18, nullptr);
+  EXPECT_EQ(s.SourceLine(2, 0x7f0000001104), nullptr);
+  ASSERT_NE(s.SourceLine(2, 0x7f0000001109), nullptr);
+  EXPECT_EQ(s.SourceLine(2, 0x7f0000001109)->line, 3u);
+  ASSERT_NE(s.SourceLine(2, 0x7f0000001112), nullptr);
+  EXPECT_EQ(s.SourceLine(2, 0x7f0000001112)->line, 5u);
   // An exec forgets them.
   s.ResetProcess(1);
   EXPECT_EQ(s.SourceLine(1, 0x7f0000001104), nullptr);
