@@ -322,6 +322,57 @@ TEST(PipelineTest, MissingStreamFileIsAWarningNotACrash) {
   ASSERT_FALSE(r->warnings.empty());
 }
 
+// JIT code with a jitdump's JIT_CODE_DEBUG_INFO shows its source line in
+// the output as file-backed code with DWARF does: the JSON slices of the
+// jitted function carry the file and line of its entry.
+TEST(PipelineTest, JitCodeShowsTheSourceLineOfItsJitdumpDebugInfo) {
+  ::ptsnap::testing::TempDir tmp;
+  const uint64_t a = 0x7f0000001000;
+  decode::testing::JitdumpBuilder dump(kPid);
+  dump.DebugInfo(4, a, {{a, 12, "/app/hot.js"}, {a + 1, 13, "/app/hot.js"}})
+      .Load(5, a, "JS:*hot", "\x90\xc3", 1);
+  tmp.Write("host/jit-4242.dump", dump.bytes());
+  auto prog = decode::testing::LoadCallsProgram();
+  trace::Manifest m = decode::testing::CallsManifest(kPid);
+  m.source = trace::Source::kHardware;  // the jitdump's bytes are the code
+  const auto dir = tmp.path() / "trace";
+  {
+    auto w = trace::TraceWriter::Create(dir, m);
+    ASSERT_THAT(w, HasValue());
+    std::string sb;
+    for (const auto& r : decode::testing::CallsSideband(prog, kPid))
+      sb += trace::SerializeRecord(r);
+    ASSERT_THAT(w->AppendSideband(std::as_bytes(std::span(sb.data(), sb.size()))), HasValue());
+    ASSERT_THAT(w->CopyJitdump(kPid, tmp.path() / "host/jit-4242.dump"), HasValue());
+    decode::testing::StreamBuilder b;
+    b.Psb(10);
+    b.TipPge(a);
+    b.Tip(a);  // the ret returns to a: the function again
+    b.TipPgd();
+    const std::string stream = b.Finish();
+    trace::Stream s;
+    s.pid = s.tid = kPid;
+    ASSERT_THAT(w->AddStream(s, std::as_bytes(std::span(stream.data(), stream.size()))),
+                HasValue());
+    ASSERT_THAT(w->Finish(), HasValue());
+  }
+  DecodeOptions o;
+  o.output = tmp.path() / "out.json";
+  auto r = DecodeTraceDir(dir, o);
+  ASSERT_THAT(r, HasValue());
+  EXPECT_EQ(r->decode.errors, 0u);
+  auto json = nlohmann::json::parse(*base::ReadFile(o.output));
+  int jitted = 0;
+  for (const auto& e : json["traceEvents"]) {
+    if (e["name"] != "JS:*hot") continue;
+    ++jitted;
+    ASSERT_TRUE(e.contains("args")) << e.dump();
+    EXPECT_EQ(e["args"].value("file", ""), "/app/hot.js") << e.dump();
+    EXPECT_EQ(e["args"].value("line", 0), 12) << e.dump();
+  }
+  EXPECT_GE(jitted, 1) << json.dump();
+}
+
 }  // namespace
 }  // namespace ptsnap::pipeline
 
