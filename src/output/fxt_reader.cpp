@@ -6,6 +6,7 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <memory>
 
 #include "base/file_util.h"
 
@@ -232,7 +233,7 @@ class Parser {
 ByteSource MemorySource(std::string_view bytes) {
   return [bytes, at = size_t{0}](char* out, size_t n) mutable -> Result<size_t> {
     n = std::min(n, bytes.size() - at);
-    std::memcpy(out, bytes.data() + at, n);
+    if (n != 0) std::memcpy(out, bytes.data() + at, n);
     at += n;
     return n;
   };
@@ -253,8 +254,9 @@ Result<void> StreamFxt(std::string_view bytes, FxtTrace* trace,
 
 Result<void> ReadFxtFile(const std::filesystem::path& path, FxtTrace* trace,
                          const std::function<void(FxtEvent&&)>& on_event) {
-  gzFile f = gzopen(path.c_str(), "rb");
-  if (f == nullptr) return Error::FromErrno("opening " + path.string());
+  std::unique_ptr<gzFile_s, int (*)(gzFile)> file(gzopen(path.c_str(), "rb"), gzclose);
+  if (file == nullptr) return Error::FromErrno("opening " + path.string());
+  gzFile f = file.get();
   gzbuffer(f, 1 << 17);
   ByteSource read = [&](char* out, size_t n) -> Result<size_t> {
     size_t done = 0;
@@ -279,7 +281,6 @@ Result<void> ReadFxtFile(const std::filesystem::path& path, FxtTrace* trace,
     return done;
   };
   Result<void> r = Parser(std::move(read), trace, &on_event).Run();
-  gzclose(f);
   if (!r) return std::move(r).error().AddContext(path.string());
   return Ok();
 }

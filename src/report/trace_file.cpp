@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -15,11 +16,10 @@
 namespace ptsnap::report {
 
 Result<TraceFileKind> SniffTraceFile(const std::filesystem::path& path) {
-  gzFile f = gzopen(path.c_str(), "rb");
+  std::unique_ptr<gzFile_s, int (*)(gzFile)> f(gzopen(path.c_str(), "rb"), gzclose);
   if (f == nullptr) return Error::FromErrno("opening " + path.string());
   char head[64];
-  const int got = gzread(f, head, sizeof head);
-  gzclose(f);
+  const int got = gzread(f.get(), head, sizeof head);
   if (got < 0) return Error(path.string() + ": corrupt gzip data");
   const auto n = static_cast<size_t>(got);
   if (n >= 8 && std::memcmp(head, "\x10\x00\x04\x46\x78\x54\x16\x00", 8) == 0)
