@@ -233,6 +233,46 @@ TEST(PipelineTest, UnwritableOutputIsAnError) {
   EXPECT_THAT(DecodeTraceDir(dir, o), HasErrorContaining("unknown output format"));
 }
 
+// The viewer-size warning comes while the file is written, once, when it
+// passes the threshold (here lowered to 512 bytes), not only at the end;
+// the final line (ViewerSizeWarning) still comes from the report.
+TEST(PipelineTest, ViewerSizeWarningComesWhileWritingOnce) {
+  ::ptsnap::testing::TempDir tmp;
+  auto prog = decode::testing::LoadCallsProgram();
+  auto dir = MakeCallsTrace(tmp.path() / "trace", decode::testing::CallsProgramStream(prog));
+  for (const char* name : {"out.fxt", "out.json", "out.events"}) {
+    DecodeOptions o;
+    o.output = tmp.path() / name;
+    o.viewer_comfort_bytes = 512;
+    std::vector<std::string> warnings;
+    uint64_t when = 0;
+    o.on_viewer_size = [&](const std::string& w, uint64_t bytes) {
+      warnings.push_back(w);
+      when = bytes;
+    };
+    auto r = DecodeTraceDir(dir, o);
+    ASSERT_THAT(r, HasValue());
+    if (std::string(name) == "out.events") {
+      EXPECT_TRUE(warnings.empty());  // not a timeline for the viewer
+      continue;
+    }
+    ASSERT_EQ(warnings.size(), 1u) << name;
+    EXPECT_GT(when, 512u) << name;
+    EXPECT_LT(when, 512u + 1024u) << name;  // the write that passed it, not the end
+    EXPECT_GT(r->output_bytes, when + 1024u) << name;
+    const std::string kind = std::string(name) == "out.fxt" ? " of FXT" : " of JSON";
+    EXPECT_THAT(warnings[0], HasSubstr("warning: " + o.output.string() + " has passed 0.0 MB" +
+                                       kind + " (before compression) and is still growing"));
+    EXPECT_THAT(warnings[0], HasSubstr("you can stop the decode (Ctrl-C"));
+    EXPECT_THAT(warnings[0], HasSubstr("--min-duration"));
+    // Below the real threshold: no final warning.
+    EXPECT_EQ(ViewerSizeWarning(*r), "");
+    DecodeReport big = *r;
+    big.output_bytes = kViewerComfortBytes + 1;
+    EXPECT_THAT(ViewerSizeWarning(big), HasSubstr(" holds 100.0 MB" + kind));
+  }
+}
+
 TEST(PipelineTest, SnapshotMarkerAndTriggerTrack) {
   ::ptsnap::testing::TempDir tmp;
   auto prog = decode::testing::LoadCallsProgram();
