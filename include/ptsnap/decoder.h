@@ -102,6 +102,10 @@ struct DecodeOptions {
   // --min-duration D` (docs/decoding.md); 0: no limit.
   size_t max_depth = 0;
   uint64_t min_duration_ns = 0;
+  // Inlined calls as frames named "NAME (inlined)" where the binary has
+  // DWARF (docs/decoding.md, "Inline frames"); false as `ptsnap decode
+  // --no-inline`. WriteFile and Decode alike.
+  bool inline_frames = true;
 };
 
 class PTSNAP_API Decoder {

@@ -163,7 +163,10 @@ typedef struct ptsnap_decoder ptsnap_decoder;
 PTSNAP_API ptsnap_status ptsnap_decoder_open(const char* trace_dir, uint32_t snapshot,
                                              ptsnap_decoder** out);
 /* Sets a decode option by its `ptsnap decode` flag name, without the
- * dashes: "decoder" ("ours" or "libipt"). Errors (PTSNAP_ERR_INVALID_ARGUMENT): an
+ * leading dashes: "decoder" ("ours" or "libipt"), "max-depth" (N frames, "0":
+ * no limit), "min-duration" (a duration such as "1us"; "0": none) (both
+ * thin what ptsnap_decoder_write writes), "no-inline" ("true" or "false":
+ * no frames for inlined calls). Errors (PTSNAP_ERR_INVALID_ARGUMENT): an
  * unknown key or value. */
 PTSNAP_API ptsnap_status ptsnap_decoder_set(ptsnap_decoder* decoder, const char* key,
                                             const char* value);

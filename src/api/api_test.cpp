@@ -120,6 +120,33 @@ void RecordToTheEndAndDecode(const ptsnap::RecordingOptions& o, Slices& slices,
   summary = std::move(*decoded);
 }
 
+// DecodeOptions::inline_frames (tests/programs/decode/inline.c, -O2 with
+// DWARF: inl_step is inlined into loop_caller 7 times): frames by default,
+// none with it false, as `ptsnap decode --no-inline`.
+TEST(ApiEmulated, InlineFramesCanBeTurnedOff) {
+  const char* prog = std::getenv("PTSNAP_DECODE_INLINE");
+  ASSERT_NE(prog, nullptr) << "PTSNAP_DECODE_INLINE is set by meson";
+  TempDir tmp;
+  ptsnap::RecordingOptions o;
+  o.collection = ptsnap::Collection::kEmulated;
+  o.full_execution = true;
+  o.command = {prog, "7"};
+  o.trace_dir = tmp.path() / "trace";
+  Slices slices;
+  std::optional<ptsnap::DecodeSummary> summary;
+  RecordToTheEndAndDecode(o, slices, summary);
+  ASSERT_TRUE(summary);
+  EXPECT_EQ(slices.calls["inl_step (inlined)"], 7);
+  ptsnap::DecodeOptions d;
+  d.inline_frames = false;
+  auto decoder = ptsnap::Decoder::Open(o.trace_dir, d);
+  ASSERT_TRUE(decoder) << decoder.error().ToString();
+  Slices plain;
+  ASSERT_TRUE(decoder->Decode(plain));
+  EXPECT_EQ(plain.calls.count("inl_step (inlined)"), 0u);
+  EXPECT_EQ(plain.calls["leaf_call"], 7);
+}
+
 // RecordingOptions::filter reaches the emulator: only work_a is traced.
 TEST(ApiEmulated, FilterTracesOnlyTheFunction) {
   ASSERT_FALSE(Program("filter").empty()) << "EMU_PROGRAMS_DIR is not set";

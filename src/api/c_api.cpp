@@ -5,6 +5,7 @@
 
 #include <signal.h>
 
+#include <charconv>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -433,16 +434,35 @@ ptsnap_status ptsnap_decoder_set(ptsnap_decoder* decoder, const char* key, const
     if (decoder == nullptr || key == nullptr || value == nullptr)
       return Invalid("ptsnap_decoder_set: decoder, key and value must not be NULL");
     const std::string_view k(key), v(value);
-    if (k != "decoder")
-      return Invalid("unknown decode option \"" + std::string(k) + "\" (known: decoder)");
     ptsnap::DecodeOptions o = decoder->decoder->options();
-    if (v == "ours") {
-      o.decoder = ptsnap::PtDecoderKind::kOurs;
-    } else if (v == "libipt") {
-      o.decoder = ptsnap::PtDecoderKind::kLibipt;
+    auto bad = [&](const char* expected) {
+      return Invalid("option \"" + std::string(k) + "\": bad value \"" + std::string(v) +
+                     "\" (expected " + expected + ")");
+    };
+    if (k == "decoder") {
+      if (v == "ours") {
+        o.decoder = ptsnap::PtDecoderKind::kOurs;
+      } else if (v == "libipt") {
+        o.decoder = ptsnap::PtDecoderKind::kLibipt;
+      } else {
+        return bad("ours or libipt");
+      }
+    } else if (k == "max-depth") {
+      size_t n = 0;
+      const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+      if (ec != std::errc() || end != v.data() + v.size() || n > 1'000'000)
+        return bad("a number of frames, 0 to 1000000");
+      o.max_depth = n;
+    } else if (k == "min-duration") {
+      auto ns = v == "0" ? std::optional<uint64_t>(0) : ptsnap::base::ParseDurationNs(v);
+      if (!ns) return bad("a duration such as 1us or 0.5ms");
+      o.min_duration_ns = *ns;
+    } else if (k == "no-inline") {
+      if (v != "true" && v != "false") return bad("true or false");
+      o.inline_frames = v == "false";
     } else {
-      return Invalid("option \"decoder\": bad value \"" + std::string(v) +
-                     "\" (expected ours or libipt)");
+      return Invalid("unknown decode option \"" + std::string(k) +
+                     "\" (known: decoder, max-depth, min-duration, no-inline)");
     }
     decoder->decoder->set_options(std::move(o));
     return PTSNAP_OK;

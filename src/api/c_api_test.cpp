@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
+#include <tuple>
 
 #include "tests/support/temp_dir.h"
 
@@ -231,6 +232,27 @@ TEST(CApiEmulated, RecordSnapshotStopDecode) {
   ptsnap_free(libipt_summary);
   EXPECT_EQ(lj["slices"], j["slices"]);
   EXPECT_EQ(lj["instructions"], j["instructions"]);
+
+  // Thinning and inline frames by their flag names: the file written with
+  // max-depth 1 leaves spans out and its summary counts them.
+  for (auto [key, value, expected] : {std::tuple{"max-depth", "x", "a number of frames"},
+                                      std::tuple{"min-duration", "5", "a duration such as 1us"},
+                                      std::tuple{"no-inline", "maybe", "true or false"}}) {
+    EXPECT_EQ(ptsnap_decoder_set(d, key, value), PTSNAP_ERR_INVALID_ARGUMENT) << key;
+    EXPECT_NE(std::string(ptsnap_last_error()).find(expected), std::string::npos)
+        << ptsnap_last_error();
+  }
+  ASSERT_EQ(ptsnap_decoder_set(d, "no-inline", "true"), PTSNAP_OK) << ptsnap_last_error();
+  ASSERT_EQ(ptsnap_decoder_set(d, "min-duration", "0"), PTSNAP_OK) << ptsnap_last_error();
+  ASSERT_EQ(ptsnap_decoder_set(d, "max-depth", "1"), PTSNAP_OK) << ptsnap_last_error();
+  std::string thin = (tmp.path() / "thin.events").string();
+  char* thin_summary = nullptr;
+  ASSERT_EQ(ptsnap_decoder_write(d, thin.c_str(), nullptr, &thin_summary), PTSNAP_OK)
+      << ptsnap_last_error();
+  auto tj = nlohmann::json::parse(thin_summary);
+  ptsnap_free(thin_summary);
+  EXPECT_GT(tj["dropped_too_deep"].get<uint64_t>(), 0u) << tj.dump();
+  EXPECT_LT(fs::file_size(thin), fs::file_size(out));
   ptsnap_decoder_free(d);
 }
 

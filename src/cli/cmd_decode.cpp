@@ -1,5 +1,6 @@
 // `ptsnap decode TRACE_DIR [-o FILE] [--format fxt|json|events] [--snapshot N]
-// [--max-depth N] [--min-duration D] [--no-inline] [-j N] [--open [--port P]]` and DecodeAndReport,
+// [--max-depth N] [--min-duration D] [--no-inline] [--split-snapshots] [-j N]
+// [--open [--port P]]` and DecodeAndReport,
 // which `run`/`attach` call after recording.
 #include <unistd.h>
 
@@ -9,7 +10,9 @@
 #include "base/string_util.h"
 #include "cli/command.h"
 #include "output/output_file.h"
+#include "output/summary.h"
 #include "pipeline/pipeline.h"
+#include "trace/trace_dir.h"
 
 namespace ptsnap::cli {
 
@@ -23,7 +26,34 @@ void PrintProgress(uint64_t done, uint64_t total) {
   std::fflush(stderr);
 }
 
+// A line per file for --split-snapshots: what it holds.
+std::string SplitLine(const pipeline::DecodeReport& r, const trace::Snapshot& sn) {
+  const uint64_t span = r.last_ns >= r.first_ns ? r.last_ns - r.first_ns : 0;
+  std::string line =
+      "  " + r.output.string() + ": snapshot " + std::to_string(sn.seq) + " (" +
+      std::string(trace::ToString(sn.reason)) + (sn.detail.empty() ? "" : " " + sn.detail) + "), " +
+      std::to_string(r.slices) + " slices on " + std::to_string(r.threads) + " thread(s) over " +
+      output::FormatDuration(span) + ", decode errors: " + std::to_string(r.decode.errors);
+  if (r.thin.active())
+    line += ", thinned: " + std::to_string(r.thin_dropped.too_deep + r.thin_dropped.too_short) +
+            " spans left out";
+  for (const auto& w : r.warnings) line += "\n    warning: " + w;
+  return line;
+}
+
 }  // namespace
+
+std::filesystem::path SplitSnapshotPath(const std::filesystem::path& output, uint32_t seq) {
+  const std::string name = output.filename().string();
+  const std::string tag = ".snap" + std::to_string(seq);
+  for (const char* suffix : {".fxt.gz", ".json.gz", ".events.gz", ".fxt", ".json", ".events"}) {
+    if (name.size() > std::string_view(suffix).size() && name.ends_with(suffix)) {
+      const size_t at = name.size() - std::string_view(suffix).size();
+      return output.parent_path() / (name.substr(0, at) + tag + name.substr(at));
+    }
+  }
+  return output.parent_path() / (name + tag);
+}
 
 int DecodeAndReport(const std::filesystem::path& trace_dir, const std::filesystem::path& output,
                     const std::string& format, uint32_t snapshot, std::FILE* report_to,
@@ -67,6 +97,66 @@ int DecodeAndReport(const std::filesystem::path& trace_dir, const std::filesyste
   // Progress only where someone watches: a terminal, or -v.
   bool progress = ::isatty(STDERR_FILENO) != 0 || base::Verbosity() > 0;
   if (progress) options.progress = PrintProgress;
+  // Said while the file grows past what the viewer loads, so that a long
+  // decode can be stopped; the line after the summary says it again.
+  options.on_viewer_size = [progress](const std::string& warning, uint64_t) {
+    std::fprintf(stderr, "%s%s\n", progress ? "\r\033[K" : "", warning.c_str());
+  };
+  if (view.split_snapshots) {
+    if (snapshot != 0) {
+      std::fprintf(stderr,
+                   "ptsnap: error: --split-snapshots writes every snapshot to its own file; "
+                   "--snapshot %u decodes one: pass one of them\n",
+                   snapshot);
+      return kExitUsage;
+    }
+    if (view.open) {
+      std::fprintf(stderr,
+                   "ptsnap: error: --open serves one file and --split-snapshots writes one per "
+                   "snapshot: serve the one you want with `ptsnap serve FILE`\n");
+      return kExitUsage;
+    }
+    auto reader = trace::TraceReader::Open(trace_dir);
+    if (!reader) {
+      std::fprintf(stderr, "ptsnap: error: decoding %s: %s\n", trace_dir.c_str(),
+                   reader.error().ToString().c_str());
+      return kExitFailure;
+    }
+    const std::vector<trace::Snapshot> snaps = reader->manifest().snapshots;
+    if (snaps.empty()) {
+      std::fprintf(stderr,
+                   "ptsnap: error: --split-snapshots: %s has no snapshots (a "
+                   "full-execution recording, or nothing recorded yet): decode it without the "
+                   "flag\n",
+                   trace_dir.c_str());
+      return kExitFailure;
+    }
+    std::string lines;
+    std::vector<std::string> size_warnings;
+    for (const trace::Snapshot& sn : snaps) {
+      pipeline::DecodeOptions one = options;
+      one.snapshot = sn.seq;
+      one.output = SplitSnapshotPath(options.output, sn.seq);
+      auto r = pipeline::DecodeTraceDir(trace_dir, one);
+      if (progress) std::fputs("\r\033[K", stderr);
+      if (!r) {
+        std::fprintf(stderr, "ptsnap: error: decoding snapshot %u of %s: %s\n", sn.seq,
+                     trace_dir.c_str(), r.error().ToString().c_str());
+        return kExitFailure;
+      }
+      lines += SplitLine(*r, sn) + "\n";
+      if (std::string w = pipeline::ViewerSizeWarning(*r); !w.empty())
+        size_warnings.push_back(std::move(w));
+    }
+    std::fprintf(report_to, "Wrote %zu file(s), one per snapshot (--split-snapshots):\n%s",
+                 snaps.size(), lines.c_str());
+    std::fprintf(report_to, "Open each at https://ui.perfetto.dev%s\n",
+                 options.format == "events" || output::FormatFromPath(options.output) == "events"
+                     ? " (.events: text, see docs/decoding.md)"
+                     : "");
+    for (const std::string& w : size_warnings) std::fprintf(stderr, "%s\n", w.c_str());
+    return kExitOk;
+  }
   auto report = pipeline::DecodeTraceDir(trace_dir, options);
   if (progress) std::fputs("\r\033[K", stderr);
   if (!report) {
@@ -82,6 +172,24 @@ int DecodeAndReport(const std::filesystem::path& trace_dir, const std::filesyste
     return ServeFile(report->output, view.port, 1, report_to);
   }
   return kExitOk;
+}
+
+void AddViewFlags(CLI::App* cmd, ViewFlags* view) {
+  cmd->add_option("--max-depth", view->max_depth,
+                  "Thin the timeline: leave out frames more than N deep (1 = the lowest frame "
+                  "whose start was seen); the summary counts what was left out")
+      ->check(CLI::Range(size_t{1}, size_t{1000000}));
+  cmd->add_option("--min-duration", view->min_duration,
+                  "Thin the timeline: leave out calls shorter than this (e.g. 1us, 0.5ms), and "
+                  "so everything under them; the summary counts what was left out");
+  cmd->add_flag("--no-inline", view->no_inline,
+                "No frames for inlined calls (by default, where the binary has DWARF, code the "
+                "compiler inlined shows as a frame named \"NAME (inlined)\" in its caller)");
+  cmd->add_flag("--split-snapshots", view->split_snapshots,
+                "One file per snapshot, each decoded on its own: -o trace.fxt.gz writes "
+                "trace.snap1.fxt.gz, trace.snap2.fxt.gz, ... (\".snapN\" before the format "
+                "suffix; N is the snapshot's seq, as `ptsnap info` lists them)");
+  AddJobsFlag(cmd, &view->jobs);
 }
 
 void AddDecoderFlag(CLI::App* cmd, std::string* decoder) {
@@ -126,18 +234,8 @@ void AddDecodeCommand(CLI::App& app, CommandFn* selected) {
                   "Decode only snapshot N (its seq; `ptsnap info TRACE_DIR` lists them). "
                   "Works while the recording is still going on")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--max-depth", args->view.max_depth,
-                  "Thin the timeline: leave out frames more than N deep (1 = the lowest frame "
-                  "whose start was seen); the summary counts what was left out")
-      ->check(CLI::Range(size_t{1}, size_t{1000000}));
-  cmd->add_option("--min-duration", args->view.min_duration,
-                  "Thin the timeline: leave out calls shorter than this (e.g. 1us, 0.5ms), and "
-                  "so everything under them; the summary counts what was left out");
   AddDecoderFlag(cmd, &args->view.decoder);
-  AddJobsFlag(cmd, &args->view.jobs);
-  cmd->add_flag("--no-inline", args->view.no_inline,
-                "No frames for inlined calls (by default, where the binary has DWARF, code the "
-                "compiler inlined shows as a frame named \"NAME (inlined)\" in its caller)");
+  AddViewFlags(cmd, &args->view);
   cmd->add_flag("--open", args->view.open,
                 "After decoding, serve the file on 127.0.0.1 for ui.perfetto.dev and print the "
                 "link that opens it (as `ptsnap serve`)");
@@ -145,8 +243,10 @@ void AddDecodeCommand(CLI::App& app, CommandFn* selected) {
                   "Port for --open (ui.perfetto.dev fetches from 9001 only)")
       ->capture_default_str();
   cmd->footer(
-      "A file over 100 MB (before compression) gets a warning: ui.perfetto.dev loads such "
-      "traces slowly or not at all. --min-duration and --max-depth make it smaller.");
+      "A file over 100 MB (before compression) gets a warning, as soon as it passes 100 MB "
+      "while it is written and again after the summary: ui.perfetto.dev loads such traces "
+      "slowly or not at all. --min-duration, --max-depth and --split-snapshots make files "
+      "smaller.");
   cmd->callback([args, selected] {
     *selected = [args] {
       return DecodeAndReport(args->dir, args->output, args->format, args->snapshot, stdout,

@@ -40,6 +40,13 @@ Outcome Ptsnap(const std::string& args, const std::string& cwd = ".") {
   return ptsnap::testing::RunPtsnap(args, {.cwd = cwd, .stdout_only = false});
 }
 
+// `ptsnap ARGS` exits with `rc` and says `says` (on stdout or stderr).
+void ExpectExit(const std::string& args, int rc, const std::string& says) {
+  Outcome r = Ptsnap(args);
+  EXPECT_EQ(r.rc, rc) << args << "\n" << r.out;
+  EXPECT_THAT(r.out, HasSubstr(says)) << args;
+}
+
 fs::path MakeTrace(const TempDir& tmp) {
   auto prog = decode::testing::LoadCallsProgram();
   fs::path dir = tmp.path() / "trace";
@@ -54,6 +61,96 @@ fs::path MakeTrace(const TempDir& tmp) {
   EXPECT_TRUE(w->AddStream(s, std::as_bytes(std::span(pt.data(), pt.size()))).has_value());
   EXPECT_TRUE(w->Finish().has_value());
   return dir;
+}
+
+// A snapshot-mode trace with two snapshots, each holding one run of
+// calls.S (the second repeats the first's times: decoded together, its
+// events would be the overlap that is skipped).
+fs::path MakeTwoSnapshotTrace(const TempDir& tmp) {
+  auto prog = decode::testing::LoadCallsProgram();
+  fs::path dir = tmp.path() / "snaps";
+  trace::Manifest m = decode::testing::CallsManifest(77);
+  m.mode = trace::Mode::kSnapshot;
+  auto w = trace::TraceWriter::Create(dir, m);
+  EXPECT_TRUE(w.has_value());
+  std::string sb;
+  for (const auto& r : decode::testing::CallsSideband(prog, 77)) sb += trace::SerializeRecord(r);
+  EXPECT_TRUE(w->AppendSideband(std::as_bytes(std::span(sb.data(), sb.size()))).has_value());
+  std::string pt = decode::testing::CallsProgramStream(prog);
+  for (uint32_t seq : {1u, 2u}) {
+    trace::Snapshot snap;
+    snap.seq = seq;
+    snap.reason = trace::SnapshotReason::kSignal;
+    snap.time = 5000 * seq;
+    EXPECT_TRUE(w->AddSnapshot(snap).has_value());
+    trace::Stream s;
+    s.pid = s.tid = 77;
+    s.snapshot = seq;
+    EXPECT_TRUE(w->AddStream(s, std::as_bytes(std::span(pt.data(), pt.size()))).has_value());
+  }
+  EXPECT_TRUE(w->Finish().has_value());
+  return dir;
+}
+
+// --split-snapshots: one file per snapshot, named NAME.snapN.SUFFIX, each
+// listed in the summary and each holding its whole snapshot.
+TEST(CmdDecodeTest, SplitSnapshotsWritesOneFilePerSnapshot) {
+  TempDir tmp;
+  fs::path dir = MakeTwoSnapshotTrace(tmp);
+  for (const char* name : {"t.fxt.gz", "t.json", "t.events"}) {
+    const fs::path out = tmp.path() / name;
+    Outcome r = Ptsnap("decode '" + dir.string() + "' --split-snapshots -o '" + out.string() + "'");
+    ASSERT_EQ(r.rc, 0) << r.out;
+    EXPECT_THAT(r.out, HasSubstr("Wrote 2 file(s), one per snapshot (--split-snapshots):"));
+    EXPECT_FALSE(fs::exists(out)) << name;
+    const std::string n(name);
+    const size_t dot = n.find('.');
+    for (int seq : {1, 2}) {
+      const fs::path part =
+          tmp.path() / (n.substr(0, dot) + ".snap" + std::to_string(seq) + n.substr(dot));
+      ASSERT_TRUE(fs::exists(part)) << part;
+      EXPECT_THAT(r.out, HasSubstr("  " + part.string() + ": snapshot " + std::to_string(seq) +
+                                   " (signal), "));
+      auto text = output::ReadMaybeGzip(part);
+      ASSERT_TRUE(text.has_value());
+      EXPECT_THAT(*text, HasSubstr("fib")) << part;
+      if (n == "t.events") {
+        EXPECT_THAT(*text, HasSubstr("[snapshot " + std::to_string(seq) + ": signal]"));
+        EXPECT_THAT(*text, ::testing::Not(HasSubstr("[snapshot " + std::to_string(3 - seq))));
+      }
+    }
+  }
+  // Each file has the slices of its snapshot alone: as many as --snapshot N gives.
+  Outcome one = Ptsnap("decode '" + dir.string() + "' --snapshot 2 -o " +
+                       (tmp.path() / "two.events").string());
+  ASSERT_EQ(one.rc, 0) << one.out;
+  EXPECT_EQ(*base::ReadFile(tmp.path() / "two.events"),
+            *base::ReadFile(tmp.path() / "t.snap2.events"));
+
+  ExpectExit("decode '" + dir.string() + "' --split-snapshots --snapshot 1", 2,
+             "--split-snapshots writes every snapshot to its own file");
+  ExpectExit("decode '" + dir.string() + "' --split-snapshots --open", 2,
+             "--open serves one file and --split-snapshots writes one per");
+  ExpectExit("decode '" + MakeTrace(tmp).string() + "' --split-snapshots -o " +
+                 (tmp.path() / "full.fxt").string(),
+             1,
+             "--split-snapshots: " + (tmp.path() / "trace").string() +
+                 " has no snapshots (a full-execution recording");
+}
+
+// run and attach take decode's flags and check them before recording.
+TEST(CmdDecodeTest, RunAndAttachTakeTheDecodeFlags) {
+  for (const char* cmd : {"run", "attach"}) {
+    Outcome help = Ptsnap(std::string(cmd) + " --help");
+    EXPECT_EQ(help.rc, 0);
+    for (const char* flag : {"--max-depth", "--min-duration", "--no-inline", "--split-snapshots"})
+      EXPECT_THAT(help.out, HasSubstr(flag)) << cmd;
+  }
+  ExpectExit("run --min-duration 5 -- /bin/true", 2,
+             "--min-duration 5: expected a duration such as 1us");
+  ExpectExit("run --no-decode --max-depth 3 -- /bin/true", 2,
+             "and --no-decode skips it: pass them to `ptsnap decode` later");
+  ExpectExit("attach -p 1 --no-decode --no-inline", 2, "--no-decode skips it");
 }
 
 TEST(CmdDecodeTest, DefaultOutputIsTraceFxtGzWithSummary) {
@@ -442,6 +539,66 @@ TEST(CmdReportTest, PprofReadsTheProfile) {
   auto calls = ptsnap::testing::RunShell(tool + " -top -sample_index=calls '" + out.string() + "'");
   EXPECT_EQ(calls.status, 0) << calls.out;
   EXPECT_THAT(calls.out, HasSubstr("Type: calls"));
+}
+
+// `ptsnap report FILE.fxt[.gz]` reads the decoded file and prints what the
+// report of the trace directory prints: the table, percentiles, histogram,
+// slowest calls with their trees, JSON, folded stacks, per thread, windows.
+TEST(CmdReportTest, DecodedFxtFileReportsLikeTheTraceDirectory) {
+  TempDir tmp;
+  fs::path dir = MakeTrace(tmp);
+  for (const char* name : {"t.fxt", "t.fxt.gz"}) {
+    const fs::path file = tmp.path() / name;
+    Outcome d = Ptsnap("decode '" + dir.string() + "' -o '" + file.string() + "'");
+    ASSERT_EQ(d.rc, 0) << d.out;
+    for (const std::string options :
+         {" fib --slowest 2", " --json --sort calls --limit 0", " --per-thread --sort self",
+          " fib --since 100ns --until 5us --json"}) {
+      auto want = ptsnap::testing::RunPtsnap("report '" + dir.string() + "'" + options,
+                                             {.stdout_only = true});
+      auto got = ptsnap::testing::RunPtsnap("report '" + file.string() + "'" + options,
+                                            {.stdout_only = true});
+      ASSERT_EQ(want.rc, 0) << want.out;
+      EXPECT_EQ(got.rc, 0) << name << options;
+      EXPECT_EQ(got.out, want.out) << name << options;
+    }
+    Outcome r = Ptsnap("report '" + dir.string() + "' -o " + (tmp.path() / "d.folded").string());
+    ASSERT_EQ(r.rc, 0) << r.out;
+    r = Ptsnap("report '" + file.string() + "' -o " + (tmp.path() / "f.folded").string());
+    ASSERT_EQ(r.rc, 0) << r.out;
+    auto from_dir = base::ReadFile(tmp.path() / "d.folded");
+    auto from_file = base::ReadFile(tmp.path() / "f.folded");
+    ASSERT_TRUE(from_dir.has_value() && from_file.has_value());
+    EXPECT_THAT(*from_dir, HasSubstr(";fib "));
+    EXPECT_EQ(*from_file, *from_dir) << name;
+  }
+}
+
+TEST(CmdReportTest, FileErrors) {
+  TempDir tmp;
+  fs::path dir = MakeTrace(tmp);
+  const fs::path fxt = tmp.path() / "t.fxt";
+  ASSERT_EQ(Ptsnap("decode '" + dir.string() + "' -o '" + fxt.string() + "'").rc, 0);
+  ExpectExit("report '" + fxt.string() + "' --decoder libipt --snapshot 1", 2,
+             "--decoder, --snapshot needs the trace directory: ");
+  ExpectExit("report '" + fxt.string() + "' --no-inline", 2,
+             "--no-inline needs the trace directory");
+  const fs::path json = tmp.path() / "t.json";
+  ASSERT_EQ(Ptsnap("decode '" + dir.string() + "' -o '" + json.string() + "'").rc, 0);
+  ExpectExit("report '" + json.string() + "'", 2,
+             "is Chrome JSON: report reads trace directories and FXT files");
+  auto bytes = base::ReadFile(fxt);
+  ASSERT_TRUE(bytes.has_value());
+  const fs::path cut = tmp.path() / "cut.fxt";
+  ASSERT_TRUE(base::WriteFileAtomic(cut, bytes->substr(0, bytes->size() - 8), 0644).has_value());
+  Outcome r = Ptsnap("report '" + cut.string() + "'");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_THAT(r.out,
+              HasSubstr("ptsnap: error: reading " + cut.string() + ": FXT record at offset "));
+  EXPECT_THAT(r.out, HasSubstr(": record runs past the end"));
+  const fs::path text = tmp.path() / "notes.txt";
+  ASSERT_TRUE(base::WriteFileAtomic(text, "hello", 0644).has_value());
+  ExpectExit("report '" + text.string() + "'", 2, "is neither a trace directory nor an FXT file");
 }
 
 TEST(CmdReportTest, Errors) {

@@ -59,8 +59,7 @@ constexpr std::pair<const char*, const char*> kMagicTraceFlags[] = {
 struct Args {
   record::RecordOptions opts;
   std::string snapshot_size, timer = "normal", duration, pids, format, cpus, slower_than;
-  std::string decoder = "ours";
-  unsigned jobs = 1;  // -j
+  ViewFlags view;  // how the trace is decoded after recording (decode's flags)
   bool include_kernel = false, kernel_only = false;
 };
 
@@ -213,6 +212,17 @@ int RunRecord(Args& a, bool attach) {
   ro.trigger = o.trigger;
   ro.filter = o.filter;
   ro.only_in = o.only_in;
+  // The decode's flags are checked before anything is recorded.
+  if (!a.view.min_duration.empty() && !base::ParseDurationNs(a.view.min_duration))
+    return Fail("--min-duration " + a.view.min_duration +
+                ": expected a duration such as 1us or 0.5ms"),
+           kExitUsage;
+  if (o.no_decode && (a.view.max_depth != 0 || !a.view.min_duration.empty() || a.view.no_inline ||
+                      a.view.split_snapshots))
+    return Fail(
+               "--max-depth, --min-duration, --no-inline and --split-snapshots shape the decode "
+               "after recording, and --no-decode skips it: pass them to `ptsnap decode` later"),
+           kExitUsage;
   if (!a.slower_than.empty()) {
     auto ns = record::ParseDuration(a.slower_than);
     if (!ns) return Fail("--slower-than: " + ns.error().ToString()), kExitUsage;
@@ -254,11 +264,8 @@ int RunRecord(Args& a, bool attach) {
   // stdout: `ptsnap run -- gen | sink` must pass gen's bytes through
   // untouched. `run` exits with the program's status, as `perf record`
   // does, unless ptsnap itself failed (docs/errors.md).
-  ViewFlags view;
-  view.decoder = a.decoder;
-  view.jobs = a.jobs;
   const int ours =
-      o.no_decode ? kExitOk : DecodeAndReport(trace_dir, output, a.format, 0, stderr, view);
+      o.no_decode ? kExitOk : DecodeAndReport(trace_dir, output, a.format, 0, stderr, a.view);
   if (ours != kExitOk || attach) return ours;
   return result->program_status;
 }
@@ -269,8 +276,8 @@ void AddShared(CLI::App* cmd, Args* a) {
       "-o,--output", o.output,
       "Decoded trace file (default trace.fxt.gz; .fxt, .json, .events, optionally .gz)");
   cmd->add_option("--format", a->format, "Output format, overriding the -o suffix");
-  AddDecoderFlag(cmd, &a->decoder);
-  AddJobsFlag(cmd, &a->jobs);
+  AddDecoderFlag(cmd, &a->view.decoder);
+  AddViewFlags(cmd, &a->view);
   cmd->add_option("--trace-dir", o.trace_dir,
                   "Where the raw recording is kept (default: beside the output, e.g. "
                   "trace.ptsnap/); must not exist");

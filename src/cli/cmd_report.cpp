@@ -1,6 +1,8 @@
-// `ptsnap report TRACE_DIR [FUNC...]`: per-function numbers from a trace
-// without a viewer (docs/report.md). The trace is decoded once, streaming,
-// into report::ReportSink; nothing but the report (and -o's file) is
+// `ptsnap report TRACE [FUNC...]`: per-function numbers from a trace
+// without a viewer (docs/report.md). TRACE is a trace directory, decoded
+// once, streaming, into report::ReportSink, or a decoded FXT file
+// (.fxt, .fxt.gz) read once, streaming, into the same sink
+// (report/trace_file.h); nothing but the report (and -o's file) is
 // written. -o writes the stacks as collapsed text (.folded) or a pprof
 // profile (.pprof, .pb.gz: report/pprof.h).
 #include <cstdio>
@@ -12,6 +14,7 @@
 #include "pipeline/pipeline.h"
 #include "report/pprof.h"
 #include "report/report.h"
+#include "report/trace_file.h"
 
 namespace ptsnap::cli {
 
@@ -26,6 +29,8 @@ struct ReportArgs {
   std::string decoder = "ours";
   unsigned jobs = 1;  // -j
   uint32_t snapshot = 0;
+  // Options that need the trace directory, as given (for the error on a file).
+  std::vector<std::string> dir_only;
 };
 
 int Usage(const std::string& message) {
@@ -40,9 +45,8 @@ int RunReport(const ReportArgs& a) {
   o.slowest = a.slowest;
   o.tree_depth = a.depth;
   if (a.slowest != 0 && a.functions.empty())
-    return Usage("--slowest N lists the slowest calls of the functions named after TRACE_DIR: " +
-                 std::string("ptsnap report TRACE_DIR FUNC --slowest ") +
-                 std::to_string(a.slowest));
+    return Usage("--slowest N lists the slowest calls of the functions named after TRACE: " +
+                 std::string("ptsnap report TRACE FUNC --slowest ") + std::to_string(a.slowest));
   auto key = report::SortKeyFrom(a.sort);
   if (!key) return Usage("--sort " + a.sort + ": use total, self, calls, p99, max or name");
   if (!a.since.empty()) {
@@ -66,17 +70,42 @@ int RunReport(const ReportArgs& a) {
   }
 
   report::ReportSink sink(o);
-  pipeline::DecodeOptions d;
-  d.sink = &sink;
-  d.snapshot = a.snapshot;
-  d.decoder = DecoderEngine(a.decoder);
-  d.inline_frames = !a.no_inline;
-  d.jobs = a.jobs;
-  auto decoded = pipeline::DecodeTraceDir(a.dir, d);
-  if (!decoded) {
-    std::fprintf(stderr, "ptsnap: error: decoding %s: %s\n", a.dir.c_str(),
-                 decoded.error().ToString().c_str());
-    return kExitFailure;
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(a.dir, ec)) {
+    // A decoded file: the slices as written, nothing to decode.
+    if (!a.dir_only.empty())
+      return Usage(base::Join(a.dir_only, ", ") + " needs the trace directory: " + a.dir +
+                   " is a decoded file (its slices are read as they were written)");
+    auto kind = report::SniffTraceFile(a.dir);
+    if (!kind) {
+      std::fprintf(stderr, "ptsnap: error: %s\n", kind.error().ToString().c_str());
+      return kExitFailure;
+    }
+    if (*kind == report::TraceFileKind::kJson)
+      return Usage(a.dir +
+                   " is Chrome JSON: report reads trace directories and FXT files (its events "
+                   "come as frames end, callers after callees, which cannot be read in bounded "
+                   "memory); run it on the trace directory, or decode that to .fxt "
+                   "(ptsnap decode TRACE_DIR -o trace.fxt.gz)");
+    if (*kind != report::TraceFileKind::kFxt)
+      return Usage(a.dir + " is neither a trace directory nor an FXT file (.fxt, .fxt.gz)");
+    if (auto r = report::ReadFxtSlices(a.dir, &sink); !r) {
+      std::fprintf(stderr, "ptsnap: error: reading %s\n", r.error().ToString().c_str());
+      return kExitFailure;
+    }
+  } else {
+    pipeline::DecodeOptions d;
+    d.sink = &sink;
+    d.snapshot = a.snapshot;
+    d.decoder = DecoderEngine(a.decoder);
+    d.inline_frames = !a.no_inline;
+    d.jobs = a.jobs;
+    auto decoded = pipeline::DecodeTraceDir(a.dir, d);
+    if (!decoded) {
+      std::fprintf(stderr, "ptsnap: error: decoding %s: %s\n", a.dir.c_str(),
+                   decoded.error().ToString().c_str());
+      return kExitFailure;
+    }
   }
   if (!a.output.empty()) {
     if (pprof) {
@@ -132,8 +161,13 @@ void AddReportCommand(CLI::App& app, CommandFn* selected) {
       "calls\n"
       "  ptsnap report trace.ptsnap --sort p99 --json     for scripts and agents\n"
       "  ptsnap report trace.ptsnap -o t.folded           collapsed stacks for a flame graph\n"
-      "  ptsnap report trace.ptsnap -o t.pb.gz            a pprof profile (pprof -http=: t.pb.gz)");
-  cmd->add_option("TRACE_DIR", a->dir, "The trace directory written by run/attach")->required();
+      "  ptsnap report trace.ptsnap -o t.pb.gz            a pprof profile (pprof -http=: t.pb.gz)\n"
+      "  ptsnap report trace.fxt.gz parse                 from a decoded FXT file (no decode)");
+  cmd->add_option("TRACE", a->dir,
+                  "The trace directory written by run/attach, or an FXT file decode wrote "
+                  "(.fxt, .fxt.gz: read as written, so thinned files report what they hold; "
+                  "--decoder, --snapshot and --no-inline need the directory)")
+      ->required();
   cmd->add_option("FUNC", a->functions,
                   "Functions to show a duration histogram for (and, with --slowest, their "
                   "slowest calls)");
@@ -163,7 +197,11 @@ void AddReportCommand(CLI::App& app, CommandFn* selected) {
                   "Also write the stacks weighted by self time: FILE.folded (collapsed stacks for "
                   "flamegraph.pl, inferno, speedscope) or FILE.pprof / FILE.pb.gz (a gzipped pprof "
                   "profile; .pb: uncompressed) for pprof and go tool pprof");
-  cmd->callback([a, selected] { *selected = [a] { return RunReport(*a); }; });
+  cmd->callback([a, cmd, selected] {
+    for (const char* name : {"--decoder", "--snapshot", "--no-inline"})
+      if (cmd->get_option(name)->count() != 0) a->dir_only.emplace_back(name);
+    *selected = [a] { return RunReport(*a); };
+  });
 }
 
 }  // namespace ptsnap::cli

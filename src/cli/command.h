@@ -45,8 +45,17 @@ struct ViewFlags {
   uint16_t port = 9001;          // --port, for --open
   std::string decoder = "ours";  // --decoder: ours or libipt
   bool no_inline = false;        // --no-inline: no frames for inlined calls
+  bool split_snapshots = false;  // --split-snapshots: one file per snapshot (SplitSnapshotPath)
   unsigned jobs = 1;             // -j: decoding threads; 0, one per core
 };
+
+// Adds --max-depth, --min-duration, --no-inline and --split-snapshots (decode,
+// run, attach). Defined in cmd_decode.cpp.
+void AddViewFlags(CLI::App* cmd, ViewFlags* view);
+// --split-snapshots' file for snapshot `seq`: ".snapSEQ" before the format
+// suffix (trace.fxt.gz -> trace.snap2.fxt.gz, out.json -> out.snap2.json;
+// with no known suffix, at the end).
+std::filesystem::path SplitSnapshotPath(const std::filesystem::path& output, uint32_t seq);
 
 // --decoder ours|libipt (decode, run, attach, report): which PT decoder
 // (docs/decoding.md, "Decoders"). Defined in cmd_decode.cpp.

@@ -32,6 +32,29 @@ uint64_t FileSize(const std::filesystem::path& p) {
   return ::stat(p.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
 }
 
+// A jitdump load's JIT_CODE_DEBUG_INFO as offsets into its code at
+// `code_addr` (`size` bytes): entries outside the code and without a line
+// are dropped; of entries at one address the last counts.
+JitLines ToJitLines(const trace::JitdumpDebugInfo& debug, uint64_t code_addr, uint64_t size) {
+  std::vector<const trace::JitdumpDebugEntry*> entries;
+  for (const trace::JitdumpDebugEntry& e : debug.entries) {
+    if (e.addr >= code_addr && e.addr - code_addr < size && e.line > 0) entries.push_back(&e);
+  }
+  std::stable_sort(entries.begin(), entries.end(),
+                   [](const auto* a, const auto* b) { return a->addr < b->addr; });
+  JitLines out;
+  for (const trace::JitdumpDebugEntry* e : entries) {
+    SourceLocation loc{e->file, static_cast<uint32_t>(e->line)};
+    if (!out.offsets.empty() && out.offsets.back() == e->addr - code_addr) {
+      out.lines.back() = std::move(loc);
+      continue;
+    }
+    out.offsets.push_back(e->addr - code_addr);
+    out.lines.push_back(std::move(loc));
+  }
+  return out;
+}
+
 // Build-ids in MMAP2 records are padded to 20 bytes; compare the common prefix
 // of the hex strings, as long as both are non-empty.
 bool BuildIdsMatch(const std::string& a, const std::string& b) {
@@ -89,6 +112,8 @@ void AddressSpaces::Apply(const trace::Record& rec) {
         NewSpace(pid, time, /*copy=*/false);
       }
     }
+  } else if (const auto* k = std::get_if<trace::Ksymbol>(&rec.body)) {
+    ApplyKsymbol(time, *k);
   } else if (const auto* t = std::get_if<trace::Task>(&rec.body)) {
     if (!t->exit && t->pid != t->ppid) {
       int32_t child = static_cast<int32_t>(t->pid), parent = static_cast<int32_t>(t->ppid);
@@ -105,6 +130,31 @@ void AddressSpaces::Apply(const trace::Record& rec) {
       }
     }
   }
+}
+
+// PERF_RECORD_KSYMBOL (linux/perf_event.h): kernel code outside kallsyms'
+// text registered (loaded) or, with PERF_RECORD_KSYMBOL_FLAGS_UNREGISTER,
+// unregistered at the record's time. TYPE_BPF: a BPF program
+// ("bpf_prog_<tag>_<name>"), trampoline or dispatcher; TYPE_OOL:
+// out-of-line code (optimized kprobes' instruction pages, ftrace
+// trampolines). Their bytes are decoded only where the kcore copy holds
+// them (KernelImage): elsewhere the code is a named gap.
+void AddressSpaces::ApplyKsymbol(uint64_t time, const trace::Ksymbol& k) {
+  const char* dso = nullptr;
+  if (k.ksym_type == PERF_RECORD_KSYMBOL_TYPE_BPF) {
+    dso = "[bpf]";
+  } else if (k.ksym_type == PERF_RECORD_KSYMBOL_TYPE_OOL) {
+    dso = "[kernel.kallsyms]";
+  } else {
+    return;
+  }
+  if (!IsKernelAddress(k.addr)) return;
+  if ((k.flags & PERF_RECORD_KSYMBOL_FLAGS_UNREGISTER) != 0) {
+    symbolizer_.RemoveKernelSymbol(time, k.addr, k.len, k.name, dso);
+  } else {
+    symbolizer_.AddKernelSymbol(time, k.addr, k.len, k.name, dso);
+  }
+  stats_.kernel_symbols++;
 }
 
 MappedFile AddressSpaces::Resolve(int32_t pid, const std::string& filename,
@@ -358,28 +408,56 @@ void AddressSpaces::LoadJitdump(const trace::Manifest& manifest, int32_t pid) {
                                                     : ts;
   };
   elf::SymbolTable names;
-  std::unordered_map<uint64_t, const trace::JitdumpCodeLoad*> by_index;
+  struct Loaded {
+    const trace::JitdumpCodeLoad* load = nullptr;
+    const JitLines* lines = nullptr;
+  };
+  std::unordered_map<uint64_t, Loaded> by_index;
+  // Emulated: the source lines in file order, set in every space later.
+  std::vector<UntimedLines> untimed;
+  bool any_lines = false;
   for (const trace::JitdumpCodeLoad& l : dump->loads) {
-    by_index[l.code_index] = &l;
+    const JitLines* lines = nullptr;
+    if (l.debug) {
+      JitLines t = ToJitLines(dump->debug[*l.debug], l.code_addr, l.code.size());
+      if (!t.offsets.empty()) lines = symbolizer_.KeepJitLines(std::move(t));
+    }
+    any_lines = any_lines || lines != nullptr;
+    by_index[l.code_index] = {&l, lines};
     if (!l.code.empty()) names.Add(elf::Symbol{l.code_addr, l.code.size(), l.name});
-    if (code)
+    if (code) {
       queued_code_.push_back({pid,
                               time(l.timestamp),
                               l.code_addr,
-                              {reinterpret_cast<const uint8_t*>(l.code.data()), l.code.size()}});
+                              {reinterpret_cast<const uint8_t*>(l.code.data()), l.code.size()},
+                              true,
+                              lines});
+    } else {
+      untimed.push_back({l.code_addr, l.code.size(), lines});
+    }
   }
-  // A move (the runtime's GC moved compiled code): the same code and name
-  // at the new address from then on.
+  // A move (the runtime's GC moved compiled code): the same code, name and
+  // source lines at the new address from then on.
   for (const trace::JitdumpCodeMove& m : dump->moves) {
     auto it = by_index.find(m.code_index);
     if (it == by_index.end()) continue;
-    const trace::JitdumpCodeLoad& l = *it->second;
+    const trace::JitdumpCodeLoad& l = *it->second.load;
+    const JitLines* lines = m.code_size == l.code.size() ? it->second.lines : nullptr;
     names.Add(elf::Symbol{m.new_code_addr, m.code_size, l.name});
-    if (code && m.code_size == l.code.size())
+    if (code && m.code_size == l.code.size()) {
       queued_code_.push_back({pid,
                               time(m.timestamp),
                               m.new_code_addr,
-                              {reinterpret_cast<const uint8_t*>(l.code.data()), l.code.size()}});
+                              {reinterpret_cast<const uint8_t*>(l.code.data()), l.code.size()},
+                              true,
+                              lines});
+    } else if (!code) {
+      untimed.push_back({m.new_code_addr, m.code_size, lines});
+    }
+  }
+  if (any_lines) {
+    std::vector<UntimedLines>& all = jit_lines_[pid];
+    all.insert(all.end(), untimed.begin(), untimed.end());
   }
   names.Finish();
   jit_names_[pid].push_back(std::move(names));
@@ -389,6 +467,10 @@ void AddressSpaces::ApplyQueuedCode(uint64_t before) {
   while (next_code_ < queued_code_.size() && queued_code_[next_code_].time <= before) {
     const QueuedCode& q = queued_code_[next_code_++];
     AddCode(q.pid, q.time, q.addr, q.code);
+    // In the space the code went into (a rewrite starts a new one): the
+    // earlier spaces keep the lines of the code they held.
+    if (q.jitdump && !IsKernelAddress(q.addr))
+      symbolizer_.SetJitLines(CurrentSpace(q.pid), q.addr, q.code.size(), q.lines);
   }
 }
 
@@ -410,6 +492,12 @@ void AddressSpaces::FinishSideband(const std::vector<int32_t>& pids) {
     // The jitdump's names (LoadJitdump).
     if (auto it = jit_names_.find(pid); it != jit_names_.end())
       for (elf::SymbolTable& t : it->second) symbolizer_.AddPerfMap(spaces, std::move(t));
+    // The jitdump's source lines, emulated traces (LoadJitdump).
+    if (auto it = jit_lines_.find(pid); it != jit_lines_.end()) {
+      for (int32_t space : spaces)
+        for (const UntimedLines& l : it->second)
+          symbolizer_.SetJitLines(space, l.addr, l.len, l.lines);
+    }
   }
 }
 

@@ -62,7 +62,10 @@ class AddressSpaces {
 
   // Takes one sideband record, in time order: MMAP2 (of executable pages)
   // and MMAP add a mapping, COMM with the exec flag starts an empty space,
-  // FORK copies the parent's current space; every other record is ignored.
+  // FORK copies the parent's current space, KSYMBOL of a BPF program or
+  // out-of-line kernel code names its addresses from then on (or, with the
+  // unregister flag, no longer: Symbolizer::AddKernelSymbol); every other
+  // record is ignored.
   // Missing or changed files are counted and warned about in the stats.
   //
   // Code loads queued by LoadJit are applied first, each before the first
@@ -76,6 +79,10 @@ class AddressSpaces {
   // trace/jitdump.h; timestamps TSC or CLOCK_MONOTONIC, taken as the perf
   // clock). Emulated traces take only names from a jitdump: its timestamps
   // are the host's, not the virtual clock, and the capture has the bytes.
+  // A load's JIT_CODE_DEBUG_INFO gives its source lines (the Symbolizer's
+  // SetJitLines): on hardware traces in the space the load went into, at
+  // its time; in emulated ones, like the names, in every space the process
+  // had (the file's last load at an address wins).
   // Unreadable or malformed files are warnings in the stats (what parsed
   // before the problem is kept); a torn last record is dropped.
   void LoadJit(const trace::Manifest& manifest);
@@ -124,6 +131,7 @@ class AddressSpaces {
   // Serves the space's JIT memory, when it has one, to `image`.
   void AttachJit(int32_t space, struct pt_image* image);
   void ApplyQueuedCode(uint64_t before);
+  void ApplyKsymbol(uint64_t time, const trace::Ksymbol& k);
 
   std::filesystem::path dir_;
   std::vector<trace::Binary> binaries_;
@@ -163,11 +171,20 @@ class AddressSpaces {
     int32_t pid = 0;
     uint64_t time = 0, addr = 0;
     std::span<const uint8_t> code;
+    bool jitdump = false;             // a jitdump load: sets the code's source lines
+    const JitLines* lines = nullptr;  // its JIT_CODE_DEBUG_INFO (kept by the Symbolizer)
   };
   std::vector<QueuedCode> queued_code_;
   size_t next_code_ = 0;
   std::vector<std::unique_ptr<std::string>> jit_files_;
   std::unordered_map<int32_t, std::vector<elf::SymbolTable>> jit_names_;  // by pid: jitdump names
+  // By pid, emulated traces: a jitdump's loads and moves with their source
+  // lines, in file order, set in every space at FinishSideband.
+  struct UntimedLines {
+    uint64_t addr = 0, len = 0;
+    const JitLines* lines = nullptr;
+  };
+  std::unordered_map<int32_t, std::vector<UntimedLines>> jit_lines_;
   void LoadJitdump(const trace::Manifest& manifest, int32_t pid);
   // The file `rel`, kept for the decode (nullptr: absent, or a warning).
   const std::string* KeepJitFile(const std::filesystem::path& rel);

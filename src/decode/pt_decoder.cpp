@@ -289,7 +289,26 @@ class StreamDecoder {
         break;
       case flow::EventType::kTick: ev.variant.tick.ip = it.ip; break;
       case flow::EventType::kCbr: ev.variant.cbr.ratio = it.ratio; break;
-      default: break;
+      case flow::EventType::kPaging:
+        ev.variant.paging.cr3 = it.payload;
+        ev.variant.paging.non_root = it.non_root ? 1 : 0;
+        break;
+      case flow::EventType::kAsyncPaging:
+        ev.variant.async_paging.cr3 = it.payload;
+        ev.variant.async_paging.non_root = it.non_root ? 1 : 0;
+        ev.variant.async_paging.ip = it.ip;
+        break;
+      case flow::EventType::kVmcs: ev.variant.vmcs.base = it.payload; break;
+      case flow::EventType::kAsyncVmcs:
+        ev.variant.async_vmcs.base = it.payload;
+        ev.variant.async_vmcs.ip = it.ip;
+        break;
+      case flow::EventType::kPtwrite:
+        ev.variant.ptwrite.ip = it.ip;
+        ev.variant.ptwrite.size = it.size;
+        ev.variant.ptwrite.payload = it.payload;
+        break;
+      default: break;  // power and MNT payloads: HandleEvent reads none
     }
     return ev;
   }

@@ -80,10 +80,10 @@ TEST(PtDecoderTest, DecodesTheCallsProgram) {
   EXPECT_GT(d.stats.instructions, 100u);
 }
 
-Decoded DecodeCallsWith(const std::string& stream, PtDecoder::Engine engine) {
+Decoded DecodeCallsWith(const std::string& stream, PtDecoder::Engine engine,
+                        const trace::Manifest& manifest = testing::CallsManifest(100)) {
   auto p = testing::LoadCallsProgram();
-  auto dec = PtDecoder::Create("/nonexistent", testing::CallsManifest(100),
-                               testing::CallsSideband(p, 100));
+  auto dec = PtDecoder::Create("/nonexistent", manifest, testing::CallsSideband(p, 100));
   EXPECT_THAT(dec, HasValue());
   (*dec)->set_engine(engine);
   Decoded d;
@@ -102,9 +102,10 @@ std::string Describe(const BranchEvent& e) {
 }
 
 // The same events and counts from ptsnap's flow decoder and from libipt.
-void ExpectSameAsLibipt(const std::string& stream, uint64_t fallbacks) {
-  Decoded lib = DecodeCallsWith(stream, PtDecoder::Engine::kLibipt);
-  Decoded ours = DecodeCallsWith(stream, PtDecoder::Engine::kOurs);
+void ExpectSameAsLibipt(const std::string& stream, uint64_t fallbacks,
+                        const trace::Manifest& manifest = testing::CallsManifest(100)) {
+  Decoded lib = DecodeCallsWith(stream, PtDecoder::Engine::kLibipt, manifest);
+  Decoded ours = DecodeCallsWith(stream, PtDecoder::Engine::kOurs, manifest);
   ASSERT_FALSE(lib.events.empty());
   ASSERT_EQ(lib.events.size(), ours.events.size());
   for (size_t i = 0; i < lib.events.size(); ++i)
@@ -129,20 +130,73 @@ TEST(PtDecoderTest, OursAndLibiptGiveTheSameEvents) {
   ExpectSameAsLibipt(b.Finish() + good, 0);
 }
 
-// A packet ptsnap's flow decoder does not decode (here PIP, a CR3 write)
-// in the middle of a stream: the events it delivered before are libipt's,
-// and libipt decodes the stream again from the start, delivering only what
+// A case ptsnap's flow decoder does not decode in the middle of a stream
+// (here libipt's SKL014 workaround: a TIP.PGD with its IP suppressed while
+// address filters are configured, on a CPU with that erratum, the
+// manifest's model 85): the events it delivered before are libipt's, and
+// libipt decodes the stream again from the start, delivering only what
 // follows them; one fallback is counted.
-TEST(PtDecoderTest, APacketOursDoesNotDecodeFallsBackToLibiptExactly) {
+TEST(PtDecoderTest, ACaseOursDoesNotDecodeFallsBackToLibiptExactly) {
   auto p = testing::LoadCallsProgram();
-  const std::string good = testing::CallsProgramStream(p);
-  testing::StreamBuilder b;
-  b.Psb(5000);
-  b.Raw(std::string("\x02\x43\x00\x10\x00\x00\x00\x00", 8));  // PIP, CR3 0x1000
-  const std::string stream = good + b.Finish() + testing::CallsProgramStream(p, 6000);
-  ExpectSameAsLibipt(stream, 1);
-  Decoded ours = DecodeCallsWith(stream, PtDecoder::Engine::kOurs);
+  trace::Manifest m = testing::CallsManifest(100);
+  m.pt.addr0_a = p.Sym("_start");  // the whole program: nothing is filtered out
+  m.pt.addr0_b = p.Sym("main_landing") + 0x1000;
+  const std::string stream = testing::CallsProgramStream(p) + testing::CallsProgramStream(p, 6000);
+  ExpectSameAsLibipt(stream, 1, m);
+  Decoded ours = DecodeCallsWith(stream, PtDecoder::Engine::kOurs, m);
   EXPECT_EQ(Count(ours, BranchKind::kCall), 2 * (4 + 1 + 25 + 2));
+}
+
+// PIP (a CR3 write) and VMCS packets, which every kernel and per-CPU
+// recording carries: in PSB+ (a status update), at a syscall (a far branch
+// a paging event binds to), and after an interrupt's FUP (bound to its
+// TIP). ptsnap's own decoder decodes them, exactly as libipt: no fallback.
+TEST(PtDecoderTest, PagingAndVmcsPacketsNeedNoFallback) {
+  auto p = testing::LoadCallsProgram();
+  const auto raw = [](void (*write)(emulate::PacketWriter&)) {
+    emulate::PacketWriter w;
+    write(w);
+    const auto b = w.bytes();
+    return std::string(reinterpret_cast<const char*>(b.data()), b.size());
+  };
+  testing::StreamBuilder b;
+  b.Raw(raw([](emulate::PacketWriter& w) {
+    w.Psb();
+    w.Tsc(1000);
+    w.ModeExec64();
+    w.Pip(0x1000, false);
+    w.Vmcs(0x2000);
+    w.PsbEnd();
+  }));
+  b.TipPge(p.Sym("_start"));
+  b.Tsc(1010);
+  b.Tnt(true);  // leaf -> mid
+  b.Tnt(true);  // mid -> main
+  b.Tnt(true);  // leaf (via tail_caller) -> main
+  b.Tsc(1020);
+  b.Tip(p.Sym("leaf"));  // call *%rax
+  b.Tnt(true);           // leaf -> main
+  b.Raw(raw([](emulate::PacketWriter& w) { w.Pip(0x3000, false); }));
+  b.TipPgd();  // syscall (getpid): the PIP binds to it
+  b.Tsc(1030);
+  b.TipPge(p.Sym("main_after_syscall"));
+  b.Fup(p.Sym("main_after_syscall"));  // an interrupt before the first instruction
+  b.Raw(raw([](emulate::PacketWriter& w) {
+    w.Pip(0x4000, false);
+    w.Vmcs(0x5000);
+  }));
+  b.Tip(p.Sym("main_after_syscall"));  // ... returns there
+  b.Tsc(1040);
+  testing::FibTnt(b, 6);
+  b.Tip(p.Sym("main_landing"));
+  b.Tip(p.Sym("_start") + 5);
+  b.TipPgd();
+  const std::string stream = b.Finish();
+  ExpectSameAsLibipt(stream, 0);
+  Decoded ours = DecodeCallsWith(stream, PtDecoder::Engine::kOurs);
+  EXPECT_EQ(ours.stats.errors, 0u);
+  EXPECT_EQ(Count(ours, BranchKind::kCall), 4 + 1 + 25 + 2);
+  EXPECT_EQ(Count(ours, BranchKind::kInterrupt), 1);
 }
 
 TEST(PtDecoderTest, CorruptBytesBecomeAnErrorAndDecodingResyncs) {
@@ -360,6 +414,20 @@ TEST(PtDecoderTest, PerfMapInTheTraceDirNamesJitCode) {
   EXPECT_FALSE((*plain)->symbolizer().Resolve(pid, 0x7f0000001010).known);
 }
 
+// A hardware trace (an emulated one takes only names from a jitdump) of
+// process `pid` in tmp/trace, with `dump` as its jitdump, opened.
+Result<trace::TraceReader> JitdumpTrace(const ptsnap::testing::TempDir& tmp, int32_t pid,
+                                        const std::string& dump) {
+  const std::string name = "host/jit-" + std::to_string(pid) + ".dump";
+  tmp.Write(name, dump);
+  trace::Manifest m = testing::CallsManifest(pid);
+  m.source = trace::Source::kHardware;
+  PTSNAP_ASSIGN_OR_RETURN(auto w, trace::TraceWriter::Create(tmp.path() / "trace", m));
+  PTSNAP_TRY(w.CopyJitdump(pid, tmp.path() / name));
+  PTSNAP_TRY(w.Finish());
+  return trace::TraceReader::Open(tmp.path() / "trace");
+}
+
 // Hardware traces take JIT code bytes from the runtime's jitdump: each
 // JIT_CODE_LOAD is added at its timestamp, and a load over different bytes
 // at the same address (code reused) starts a new address space there. Here
@@ -370,33 +438,10 @@ TEST(PtDecoderTest, JitdumpCodeLoadsDecodeAtTheirTimes) {
   ptsnap::testing::TempDir tmp;
   const int32_t pid = ::getpid();
   const uint64_t a = 0x7f0000001000;
-  std::string dump;
-  auto u32 = [&](uint32_t v) { dump.append(reinterpret_cast<const char*>(&v), 4); };
-  auto u64 = [&](uint64_t v) { dump.append(reinterpret_cast<const char*>(&v), 8); };
-  u32(0x4A695444), u32(1), u32(40), u32(62), u32(0), u32(static_cast<uint32_t>(pid)), u64(0),
-      u64(0);
-  auto load = [&](uint64_t ts, const std::string& name, const std::string& code, uint64_t index) {
-    u32(0), u32(static_cast<uint32_t>(56 + name.size() + 1 + code.size())), u64(ts);
-    u32(static_cast<uint32_t>(pid)), u32(static_cast<uint32_t>(pid)), u64(a), u64(a),
-        u64(code.size()), u64(index);
-    dump += name;
-    dump.push_back('\0');
-    dump += code;
-  };
-  load(5, "jit_one", "\x90\xc3", 1);
-  load(150, "jit_two", "\x90\x90\x90\xc3", 2);
-  tmp.Write("host/jit-" + std::to_string(pid) + ".dump", dump);
+  testing::JitdumpBuilder dump(pid);
+  dump.Load(5, a, "jit_one", "\x90\xc3", 1).Load(150, a, "jit_two", "\x90\x90\x90\xc3", 2);
   auto p = testing::LoadCallsProgram();
-  {
-    trace::Manifest m = testing::CallsManifest(pid);
-    m.source = trace::Source::kHardware;  // an emulated trace takes only names from a jitdump
-    auto w = trace::TraceWriter::Create(tmp.path() / "trace", m);
-    ASSERT_THAT(w, HasValue());
-    ASSERT_THAT(w->CopyJitdump(pid, tmp.path() / "host" / ("jit-" + std::to_string(pid) + ".dump")),
-                HasValue());
-    ASSERT_THAT(w->Finish(), HasValue());
-  }
-  auto reader = trace::TraceReader::Open(tmp.path() / "trace");
+  auto reader = JitdumpTrace(tmp, pid, dump.bytes());
   ASSERT_THAT(reader, HasValue());
   auto dec = PtDecoder::Create(reader->dir(), reader->manifest(), testing::CallsSideband(p, pid));
   ASSERT_THAT(dec, HasValue());
@@ -427,6 +472,53 @@ TEST(PtDecoderTest, JitdumpCodeLoadsDecodeAtTheirTimes) {
   EXPECT_EQ((*names_only)->stats().jit_loads, 0u);
   EXPECT_GE((*names_only)->stats().nomap_errors, 1u);
   EXPECT_TRUE((*names_only)->symbolizer().Resolve(pid, a).known);
+}
+
+// A jitdump's JIT_CODE_DEBUG_INFO gives its code load's source lines, in
+// the address space the load went into: version 1 (with debug info) keeps
+// its file:line for code that ran before version 2 (none) replaced it at
+// the same address; a move carries the lines to the new address. An
+// emulated trace sets them in every space (as the names): the last load
+// at an address wins.
+TEST(PtDecoderTest, JitdumpDebugInfoGivesJitCodeSourceLines) {
+  ptsnap::testing::TempDir tmp;
+  const int32_t pid = ::getpid();
+  const uint64_t a = 0x7f0000001000, moved = 0x7f0000005000;
+  // Two entries: the code's first byte is line 3 of hot.js, its ret line 4.
+  const std::string file = "/app/hot.js";
+  testing::JitdumpBuilder dump(pid);
+  dump.DebugInfo(4, a, {{a, 3, file}, {a + 1, 4, file}})
+      .Load(5, a, "jit_one", "\x90\xc3", 1)
+      .Move(100, a, moved, 2, 1)
+      .Load(150, a, "jit_two", "\x90\x90\x90\xc3", 2);
+  auto p = testing::LoadCallsProgram();
+  auto reader = JitdumpTrace(tmp, pid, dump.bytes());
+  ASSERT_THAT(reader, HasValue());
+  auto dec = PtDecoder::Create(reader->dir(), reader->manifest(), testing::CallsSideband(p, pid));
+  ASSERT_THAT(dec, HasValue());
+  Symbolizer& sym = (*dec)->symbolizer();
+  const int32_t before = (*dec)->SpaceAt(pid, 10), after = (*dec)->SpaceAt(pid, 200);
+  ASSERT_NE(before, after);  // version 2 rewrote the code: a new space
+  const SourceLocation* entry = sym.SourceLine(before, a);
+  ASSERT_NE(entry, nullptr);
+  EXPECT_EQ(entry->file, file);
+  EXPECT_EQ(entry->line, 3u);
+  ASSERT_NE(sym.SourceLine(before, a + 1), nullptr);
+  EXPECT_EQ(sym.SourceLine(before, a + 1)->line, 4u);
+  EXPECT_EQ(sym.SourceLine(after, a), nullptr) << "version 2 has no debug info";
+  ASSERT_NE(sym.SourceLine(after, moved + 1), nullptr) << "moved with its lines";
+  EXPECT_EQ(sym.SourceLine(after, moved + 1)->line, 4u);
+
+  // Emulated: in every space, the file's last load at `a` (version 2,
+  // without lines) wins there; the move's copy keeps its lines.
+  trace::Manifest emulated = reader->manifest();
+  emulated.source = trace::Source::kEmulated;
+  auto untimed = PtDecoder::Create(reader->dir(), emulated, testing::CallsSideband(p, pid));
+  ASSERT_THAT(untimed, HasValue());
+  const int32_t space = (*untimed)->SpaceAt(pid, 10);
+  EXPECT_EQ((*untimed)->symbolizer().SourceLine(space, a), nullptr);
+  ASSERT_NE((*untimed)->symbolizer().SourceLine(space, moved), nullptr);
+  EXPECT_EQ((*untimed)->symbolizer().SourceLine(space, moved)->line, 3u);
 }
 
 }  // namespace

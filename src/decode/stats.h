@@ -34,6 +34,9 @@ struct DecodeStats {
   // addresses (each a new address space from its time), and those past the
   // limit of spaces per process (decoded as of the newest bytes).
   uint64_t jit_loads = 0, jit_bytes = 0, jit_rewrites = 0, jit_late_rewrites = 0;
+  // PERF_RECORD_KSYMBOL records of BPF programs and out-of-line kernel
+  // code applied (loads and unloads): they name kernel code over time.
+  uint64_t kernel_symbols = 0;
   std::vector<std::string> warnings;  // one line each; shown once in the summary
 };
 

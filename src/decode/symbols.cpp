@@ -32,6 +32,13 @@ class ProcessSymbols {
   std::vector<const elf::SymbolTable*> jit;
   std::vector<std::unique_ptr<elf::SymbolTable>> jit_owned;
   std::unordered_map<uint64_t, Resolved> cache;
+  // JIT code's source lines by start address: [start, end) of the code
+  // loaded at `base` (a piece of it, after later code covered the rest).
+  struct JitLineRange {
+    uint64_t end = 0, base = 0;
+    const JitLines* lines = nullptr;
+  };
+  std::map<uint64_t, JitLineRange> jit_lines;
   struct PairHash {
     size_t operator()(const std::pair<uint64_t, uint64_t>& p) const {
       return std::hash<uint64_t>()(p.first * 0x9e3779b97f4a7c15ull ^ p.second);
@@ -188,9 +195,90 @@ void Symbolizer::AddPerfMap(std::span<const int32_t> pids, elf::SymbolTable tabl
   }
 }
 
+const JitLines* Symbolizer::KeepJitLines(JitLines lines) {
+  jit_lines_.push_back(std::make_unique<JitLines>(std::move(lines)));
+  return jit_lines_.back().get();
+}
+
+void Symbolizer::SetJitLines(int32_t pid, uint64_t addr, uint64_t len, const JitLines* lines) {
+  if (len == 0) return;
+  auto& ranges = Process(pid).jit_lines;
+  const uint64_t end = addr + len;
+  // Whatever overlaps [addr, end) is replaced; pieces of it outside stay.
+  auto it = ranges.lower_bound(addr);
+  if (it != ranges.begin() && std::prev(it)->second.end > addr) --it;
+  std::vector<std::pair<uint64_t, ProcessSymbols::JitLineRange>> keep;
+  while (it != ranges.end() && it->first < end) {
+    const ProcessSymbols::JitLineRange& r = it->second;
+    if (it->first < addr) keep.push_back({it->first, {addr, r.base, r.lines}});
+    if (r.end > end) keep.push_back({end, r});
+    it = ranges.erase(it);
+  }
+  for (auto& k : keep) ranges.insert(k);
+  if (lines != nullptr) ranges[addr] = {end, addr, lines};
+}
+
+void Symbolizer::AddKernelSymbol(uint64_t time, uint64_t addr, uint64_t len, std::string_view name,
+                                 std::string_view dso) {
+  if (len == 0) return;
+  ksymbols_[addr].push_back({addr + len, time, UINT64_MAX, Intern(name), Intern(dso)});
+  ksymbol_max_len_ = std::max(ksymbol_max_len_, len);
+}
+
+void Symbolizer::RemoveKernelSymbol(uint64_t time, uint64_t addr, uint64_t len,
+                                    std::string_view name, std::string_view dso) {
+  std::vector<KernelSymbolVersion>& v = ksymbols_[addr];
+  for (auto it = v.rbegin(); it != v.rend(); ++it) {
+    if (it->until == UINT64_MAX && it->from <= time) {
+      it->until = time;
+      return;
+    }
+  }
+  // Loaded before the recording began: it was `name` until now.
+  if (len == 0) return;
+  v.insert(v.begin(), {addr + len, 0, time, Intern(name), Intern(dso)});
+  ksymbol_max_len_ = std::max(ksymbol_max_len_, len);
+}
+
+// Every KSYMBOL range that starts at most ksymbol_max_len_ below `addr` may
+// cover it; of those alive at `time`, the latest registered wins.
+bool Symbolizer::ResolveKernelSymbol(uint64_t addr, uint64_t time, Resolved& r) {
+  if (ksymbols_.empty()) return false;
+  const KernelSymbolVersion* best = nullptr;
+  uint64_t best_start = 0;
+  bool covered = false;
+  const uint64_t lowest = addr >= ksymbol_max_len_ ? addr - ksymbol_max_len_ : 0;
+  for (auto it = ksymbols_.upper_bound(addr); it != ksymbols_.begin();) {
+    --it;
+    if (it->first < lowest) break;
+    for (const KernelSymbolVersion& v : it->second) {
+      if (addr >= v.end) continue;
+      covered = true;
+      const bool alive = time == 0 || (v.from <= time && time < v.until);
+      if (alive && (best == nullptr || v.from >= best->from)) {
+        best = &v;
+        best_start = it->first;
+      }
+    }
+  }
+  if (!covered) return false;
+  if (best != nullptr) {
+    r.known = true;
+    r.start = best_start;
+    r.end = best->end;
+    r.name = best->name;
+    r.dso = best->dso;
+  } else {
+    static const std::string kKernel = "[kernel.kallsyms]";
+    r.dso = Intern(kKernel);
+  }
+  return true;
+}
+
 void Symbolizer::ResetProcess(int32_t pid) {
   auto& p = Process(pid);
   p.maps.clear();
+  p.jit_lines.clear();
   p.cache.clear();
   p.inlines.clear();
 }
@@ -201,6 +289,7 @@ void Symbolizer::ForkProcess(int32_t parent, int32_t child) {
   auto& dst = Process(child);
   dst.maps = src.maps;
   dst.jit = src.jit;
+  dst.jit_lines = src.jit_lines;
   dst.cache.clear();
   dst.inlines.clear();
 }
@@ -214,11 +303,15 @@ uint32_t Symbolizer::FunctionId(const std::string* dso, uint64_t start, const st
   return id;
 }
 
-Resolved Symbolizer::Resolve(int32_t pid, uint64_t addr) {
-  auto& proc = Process(pid);
-  if (auto it = proc.cache.find(addr); it != proc.cache.end()) return it->second;
+Resolved Symbolizer::Resolve(int32_t pid, uint64_t addr, uint64_t time) {
   Resolved r;
-  if (IsKernelAddress(addr)) {
+  // KSYMBOL-named code is looked up by time, so not cached by address.
+  const bool versioned = IsKernelAddress(addr) && ResolveKernelSymbol(addr, time, r);
+  auto& proc = Process(pid);
+  if (auto it = proc.cache.find(addr); !versioned && it != proc.cache.end()) return it->second;
+  if (versioned) {
+    // Resolved above (r.known false: no symbol there at `time`).
+  } else if (IsKernelAddress(addr)) {
     static const std::string kKernel = "[kernel.kallsyms]";
     r.dso = Intern(kKernel);
     if (const elf::Symbol* s = kallsyms_.Find(addr)) {
@@ -267,7 +360,10 @@ Resolved Symbolizer::Resolve(int32_t pid, uint64_t addr) {
     r.start = addr;
     r.end = addr + 1;
   }
-  r.function_id = FunctionId(r.known ? r.dso : nullptr, r.start, r.name);
+  // Programs loaded one after the other at one address are different
+  // functions: keyed by name.
+  r.function_id = FunctionId(r.known && !versioned ? r.dso : nullptr, r.start, r.name);
+  if (versioned) return r;
   if (proc.cache.size() > (1u << 20)) proc.cache.clear();
   proc.cache.emplace(addr, r);
   return r;
@@ -292,8 +388,19 @@ DwarfFile* Symbolizer::Dwarf(const Mapping& m) {
 
 const SourceLocation* Symbolizer::SourceLine(int32_t pid, uint64_t addr) {
   if (addr == 0 || IsKernelAddress(addr)) return nullptr;
-  const Mapping* m = Process(pid).Find(addr);
-  if (m == nullptr || m->elf == nullptr) return nullptr;
+  ProcessSymbols& proc = Process(pid);
+  const Mapping* m = proc.Find(addr);
+  if (m == nullptr || m->elf == nullptr) {
+    // JIT code: the debug entry at or below `addr` in the code covering it.
+    auto it = proc.jit_lines.upper_bound(addr);
+    if (it == proc.jit_lines.begin()) return nullptr;
+    --it;
+    if (addr >= it->second.end) return nullptr;
+    const JitLines& lines = *it->second.lines;
+    auto at = std::upper_bound(lines.offsets.begin(), lines.offsets.end(), addr - it->second.base);
+    if (at == lines.offsets.begin()) return nullptr;
+    return &lines.lines[static_cast<size_t>(at - lines.offsets.begin() - 1)];
+  }
   DwarfFile* dw = Dwarf(*m);
   if (dw == nullptr) return nullptr;
   return dw->Lookup(addr - static_cast<uint64_t>(m->bias));

@@ -1,7 +1,10 @@
 // Symbolisation for decoded addresses: per process, which mapping holds an
 // address and which function of it; the kernel's functions from kallsyms;
 // JIT maps (/tmp/perf-PID.map text). Code in a "[jit]" mapping with no
-// name is "[jit @ 0xADDR]". The ELF files themselves are read by
+// name is "[jit @ 0xADDR]". JIT code's source lines come from the
+// runtime's jitdump (SetJitLines); kernel code outside kallsyms that comes
+// and goes (BPF programs) is named over time from PERF_RECORD_KSYMBOL
+// (AddKernelSymbol). The ELF files themselves are read by
 // elf::SymbolFile (elf/symbol_file.h), kallsyms text by sys::ParseKallsyms.
 #pragma once
 
@@ -50,6 +53,14 @@ struct InlineRuns {
   std::vector<InlineRun> runs;
 };
 
+// The source lines of one piece of JIT code (a jitdump's
+// JIT_CODE_DEBUG_INFO): from `offsets[i]` bytes past the code's start on,
+// the code is `lines[i]`. Offsets ascending, one location per offset.
+struct JitLines {
+  std::vector<uint64_t> offsets;
+  std::vector<SourceLocation> lines;
+};
+
 // Per-process address -> function. Mappings are added in time order; a later
 // mapping over the same range replaces the earlier one. Lookups are cached.
 class ProcessSymbols;
@@ -79,20 +90,45 @@ class Symbolizer {
   void AddPerfMap(int32_t pid, elf::SymbolTable table);
   // The same table for each of `pids` (every address space of one process).
   void AddPerfMap(std::span<const int32_t> pids, elf::SymbolTable table);
+  // Keeps `lines` as long as the Symbolizer: the pointer SetJitLines takes.
+  const JitLines* KeepJitLines(JitLines lines);
+  // From now on the JIT code at [addr, addr+len) in `pid` has the source
+  // lines `lines` (kept by KeepJitLines; nullptr: none), replacing what
+  // was set over any part of that range. Copied by ForkProcess, like
+  // mappings: code reused at the same address later in a new address
+  // space does not change the lines of the earlier space.
+  void SetJitLines(int32_t pid, uint64_t addr, uint64_t len, const JitLines* lines);
+  // Kernel code that comes and goes (PERF_RECORD_KSYMBOL of a BPF program,
+  // a BPF trampoline or dispatcher, out-of-line kernel code): from perf
+  // time `time` on, [addr, addr+len) is the function `name` (in `dso`),
+  // in every process. Symbols that KSYMBOL names are looked up by time
+  // before kallsyms: a program loaded later over addresses another used
+  // earlier does not rename the earlier one's code.
+  void AddKernelSymbol(uint64_t time, uint64_t addr, uint64_t len, std::string_view name,
+                       std::string_view dso);
+  // The symbol at `addr` is gone from `time` on (a KSYMBOL with the
+  // unregister flag). One that was never added (loaded before the
+  // recording began) is `name` until then.
+  void RemoveKernelSymbol(uint64_t time, uint64_t addr, uint64_t len, std::string_view name,
+                          std::string_view dso);
   // Forgets a process's mappings (exec).
   void ResetProcess(int32_t pid);
   // Copies the parent's mappings (fork).
   void ForkProcess(int32_t parent, int32_t child);
 
   // Never fails: unknown code resolves to an "[unknown @ 0x...]" pseudo
-  // function covering just `addr`.
-  Resolved Resolve(int32_t pid, uint64_t addr);
+  // function covering just `addr`. `time` (perf clock ns) picks the
+  // version of a KSYMBOL-named kernel symbol; 0 (no timing): the latest
+  // one registered at that address.
+  Resolved Resolve(int32_t pid, uint64_t addr, uint64_t time = 0);
 
   // Source file and line of the function entry `addr` in `pid` (a
   // Slice::address), from DWARF in the mapped ELF or its separate debug file
   // (build-id, .gnu_debuglink). Lazy and cached per (ELF, address): call it
-  // for functions being written out, not per branch. nullptr when unknown
-  // (no DWARF, kernel, JIT, anonymous memory); the pointer stays valid as
+  // for functions being written out, not per branch. JIT code: the line of
+  // the greatest debug entry at or below `addr` in the code SetJitLines
+  // covers it with. nullptr when unknown (no DWARF, kernel, JIT code
+  // without debug info, anonymous memory); the pointer stays valid as
   // long as the Symbolizer.
   const SourceLocation* SourceLine(int32_t pid, uint64_t addr);
 
@@ -114,6 +150,10 @@ class Symbolizer {
   // The DWARF of a mapping's ELF or its debug file (opened once); nullptr: none.
   DwarfFile* Dwarf(const Mapping& m);
   uint32_t FunctionId(const std::string* dso, uint64_t start, const std::string* name);
+  // The KSYMBOL-named kernel symbol covering `addr` at `time` (see
+  // Resolve); false when no KSYMBOL ever covered `addr`. `r` is filled in
+  // (unknown when none was alive at `time`).
+  bool ResolveKernelSymbol(uint64_t addr, uint64_t time, Resolved& r);
 
   std::vector<std::filesystem::path> debug_dirs_{"/usr/lib/debug"};
   std::map<std::string, std::unique_ptr<elf::SymbolFile>> elves_;  // by path; null = unreadable
@@ -126,6 +166,17 @@ class Symbolizer {
   std::map<std::pair<const std::string*, uint64_t>, uint32_t> function_ids_;
   elf::SymbolTable kallsyms_;
   uint64_t kernel_start_ = 0;
+  std::vector<std::unique_ptr<JitLines>> jit_lines_;
+  // KSYMBOL-named kernel symbols by start address, each address's
+  // versions in the order they were registered.
+  struct KernelSymbolVersion {
+    uint64_t end = 0;                       // address
+    uint64_t from = 0, until = UINT64_MAX;  // perf time
+    const std::string* name = nullptr;
+    const std::string* dso = nullptr;
+  };
+  std::map<uint64_t, std::vector<KernelSymbolVersion>> ksymbols_;
+  uint64_t ksymbol_max_len_ = 0;
   int32_t last_pid_ = 0;  // one-entry cache in front of processes_
   ProcessSymbols* last_process_ = nullptr;
   friend class ProcessSymbols;

@@ -336,5 +336,87 @@ TEST(SymbolsTest, KernelAddressesUseKallsyms) {
   EXPECT_THAT(*s.Resolve(1, 0xfffffffff0000000).name, HasSubstr("[unknown @ 0xfffffffff0000000"));
 }
 
+// JIT code's source lines (a jitdump's JIT_CODE_DEBUG_INFO): an address
+// takes the line of the greatest debug entry at or below it within the
+// code that covers it; code before its first entry, or outside any code
+// with lines, has none. A fork copies them; setting lines (or none) over
+// a range replaces what covered it in that space only.
+TEST(SymbolsTest, JitCodeHasTheSourceLinesOfItsDebugInfo) {
+  Symbolizer s;
+  s.AddMapping(1, 0x7f0000001000, 0x1000, 0, {}, "[jit]");
+  const JitLines* hot = s.KeepJitLines({{0x4, 0x10}, {{"/app/hot.js", 3}, {"/app/hot.js", 5}}});
+  s.SetJitLines(1, 0x7f0000001100, 0x40, hot);
+  EXPECT_EQ(s.SourceLine(1, 0x7f0000001100), nullptr);  // before the first entry
+  const SourceLocation* entry = s.SourceLine(1, 0x7f0000001104);
+  ASSERT_NE(entry, nullptr);
+  EXPECT_EQ(entry->file, "/app/hot.js");
+  EXPECT_EQ(entry->line, 3u);
+  ASSERT_NE(s.SourceLine(1, 0x7f000000110f), nullptr);
+  EXPECT_EQ(s.SourceLine(1, 0x7f000000110f)->line, 3u);
+  ASSERT_NE(s.SourceLine(1, 0x7f000000113f), nullptr);
+  EXPECT_EQ(s.SourceLine(1, 0x7f000000113f)->line, 5u);
+  EXPECT_EQ(s.SourceLine(1, 0x7f0000001140), nullptr);  // past the code
+  EXPECT_EQ(s.SourceLine(1, 0x7f0000001800), nullptr);  // JIT code without debug info
+
+  s.ForkProcess(1, 2);
+  // New code over the second half of the first, without debug info: its
+  // lines are gone there, in space 2 only.
+  s.SetJitLines(2, 0x7f0000001120, 0x40, nullptr);
+  ASSERT_NE(s.SourceLine(2, 0x7f0000001110), nullptr);
+  EXPECT_EQ(s.SourceLine(2, 0x7f0000001110)->line, 5u);
+  EXPECT_EQ(s.SourceLine(2, 0x7f000000113f), nullptr);
+  ASSERT_NE(s.SourceLine(1, 0x7f000000113f), nullptr);
+  EXPECT_EQ(s.SourceLine(1, 0x7f000000113f)->line, 5u);
+  // And over its first bytes: the rest keeps the lines at their offsets.
+  s.SetJitLines(2, 0x7f00000010f0, 0x18, nullptr);
+  EXPECT_EQ(s.SourceLine(2, 0x7f0000001104), nullptr);
+  ASSERT_NE(s.SourceLine(2, 0x7f0000001109), nullptr);
+  EXPECT_EQ(s.SourceLine(2, 0x7f0000001109)->line, 3u);
+  ASSERT_NE(s.SourceLine(2, 0x7f0000001112), nullptr);
+  EXPECT_EQ(s.SourceLine(2, 0x7f0000001112)->line, 5u);
+  // An exec forgets them.
+  s.ResetProcess(1);
+  EXPECT_EQ(s.SourceLine(1, 0x7f0000001104), nullptr);
+}
+
+// Kernel code named by PERF_RECORD_KSYMBOL (BPF programs) is looked up by
+// time: each program has its name while it is loaded; a program loaded
+// later over addresses another used earlier does not rename the earlier
+// one's code; after the unload the address is unknown again, and a
+// program the recording saw only unload (loaded before it began) has its
+// name until then. Without a time (0) the latest name is used. Within a
+// range KSYMBOL ever named, kallsyms' nearest symbol below is never used.
+TEST(SymbolsTest, KsymbolNamesBpfProgramsOverTime) {
+  Symbolizer s;
+  s.SetKernelSymbols(KernelSymbols(sys::ParseKallsyms("ffffffffc0000000 t last_module_fn\t[m]\n")),
+                     0);
+  const uint64_t a = 0xffffffffc0010000;
+  s.AddKernelSymbol(100, a, 0x200, "bpf_prog_1111_first", "[bpf]");
+  s.RemoveKernelSymbol(200, a, 0x200, "bpf_prog_1111_first", "[bpf]");
+  s.AddKernelSymbol(300, a + 0x100, 0x200, "bpf_prog_2222_second", "[bpf]");
+  s.RemoveKernelSymbol(400, 0xffffffffc0020000, 0x80, "bpf_prog_3333_older", "[bpf]");
+
+  // Before any program was there: unknown, not kallsyms' nearest symbol below.
+  EXPECT_FALSE(s.Resolve(1, a + 0x150, 50).known);
+  Resolved first = s.Resolve(1, a + 0x150, 150);
+  EXPECT_TRUE(first.known);
+  EXPECT_EQ(*first.name, "bpf_prog_1111_first");
+  EXPECT_EQ(*first.dso, "[bpf]");
+  EXPECT_EQ(first.start, a);
+  EXPECT_EQ(first.end, a + 0x200);
+  Resolved gone = s.Resolve(1, a + 0x150, 250);
+  EXPECT_FALSE(gone.known);
+  EXPECT_THAT(*gone.name, HasSubstr("[unknown @ 0xffffffffc0010150"));
+  Resolved second = s.Resolve(1, a + 0x150, 350);
+  EXPECT_EQ(*second.name, "bpf_prog_2222_second");
+  EXPECT_EQ(second.start, a + 0x100);
+  EXPECT_NE(second.function_id, first.function_id);
+  // The earlier code keeps its name after the later program came.
+  EXPECT_EQ(*s.Resolve(1, a + 0x150, 150).name, "bpf_prog_1111_first");
+  EXPECT_EQ(*s.Resolve(1, a + 0x150, 0).name, "bpf_prog_2222_second");  // no time: the latest
+  EXPECT_EQ(*s.Resolve(1, 0xffffffffc0020010, 350).name, "bpf_prog_3333_older");
+  EXPECT_FALSE(s.Resolve(1, 0xffffffffc0020010, 450).known);
+}
+
 }  // namespace
 }  // namespace ptsnap::decode

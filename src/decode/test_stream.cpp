@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include "ptsnap/result.h"
 
@@ -240,6 +241,52 @@ uint64_t MapSrcline(Symbolizer* s, int32_t pid, const std::string& path) {
     if (sym.name == "srcline_target") return kSrclineBase + sym.start;
   }
   return 0;
+}
+
+JitdumpBuilder::JitdumpBuilder(int32_t pid) : pid_(static_cast<uint32_t>(pid)) {
+  U32(0x4A695444), U32(1), U32(40), U32(62), U32(0), U32(pid_), U64(0), U64(0);
+}
+
+void JitdumpBuilder::Begin(uint32_t id, uint64_t ts) {
+  start_ = s_.size();
+  U32(id), U32(0), U64(ts);
+}
+
+void JitdumpBuilder::End() {
+  const auto size = static_cast<uint32_t>(s_.size() - start_);
+  std::memcpy(&s_[start_ + 4], &size, 4);
+}
+
+JitdumpBuilder& JitdumpBuilder::Load(uint64_t ts, uint64_t addr, const std::string& name,
+                                     const std::string& code, uint64_t index) {
+  Begin(0, ts);
+  U32(pid_), U32(pid_), U64(addr), U64(addr), U64(code.size()), U64(index);
+  s_ += name;
+  s_.push_back('\0');
+  s_ += code;
+  End();
+  return *this;
+}
+
+JitdumpBuilder& JitdumpBuilder::Move(uint64_t ts, uint64_t from, uint64_t to, uint64_t size,
+                                     uint64_t index) {
+  Begin(1, ts);
+  U32(pid_), U32(pid_), U64(0), U64(from), U64(to), U64(size), U64(index);
+  End();
+  return *this;
+}
+
+JitdumpBuilder& JitdumpBuilder::DebugInfo(uint64_t ts, uint64_t code_addr,
+                                          const std::vector<Line>& lines) {
+  Begin(2, ts);
+  U64(code_addr), U64(lines.size());
+  for (const Line& l : lines) {
+    U64(l.addr), U32(static_cast<uint32_t>(l.line)), U32(0);
+    s_ += l.file;
+    s_.push_back('\0');
+  }
+  End();
+  return *this;
 }
 
 }  // namespace ptsnap::decode::testing

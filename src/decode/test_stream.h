@@ -87,4 +87,30 @@ trace::Record ItraceStartRecord(uint32_t cpu, uint64_t time, uint32_t pid, uint3
 inline constexpr uint64_t kSrclineBase = 0x555500000000;
 uint64_t MapSrcline(Symbolizer* s, int32_t pid, const std::string& path);
 
+// A jitdump (trace/jitdump.h) of process `pid`, built record by record
+// (x86-64, CLOCK_MONOTONIC timestamps).
+class JitdumpBuilder {
+ public:
+  explicit JitdumpBuilder(int32_t pid);
+  JitdumpBuilder& Load(uint64_t ts, uint64_t addr, const std::string& name, const std::string& code,
+                       uint64_t index);
+  JitdumpBuilder& Move(uint64_t ts, uint64_t from, uint64_t to, uint64_t size, uint64_t index);
+  struct Line {
+    uint64_t addr = 0;
+    int32_t line = 0;
+    std::string file;
+  };
+  JitdumpBuilder& DebugInfo(uint64_t ts, uint64_t code_addr, const std::vector<Line>& lines);
+  [[nodiscard]] const std::string& bytes() const { return s_; }
+
+ private:
+  void U32(uint32_t v) { s_.append(reinterpret_cast<const char*>(&v), 4); }
+  void U64(uint64_t v) { s_.append(reinterpret_cast<const char*>(&v), 8); }
+  void Begin(uint32_t id, uint64_t ts);
+  void End();
+  std::string s_;
+  uint32_t pid_;
+  size_t start_ = 0;
+};
+
 }  // namespace ptsnap::decode::testing

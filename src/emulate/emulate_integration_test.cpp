@@ -779,6 +779,34 @@ TEST_F(Emulate, CliRunEmulateDecodesWithoutErrors) {
   EXPECT_EQ(fib_slices, 7138u);
 }
 
+// run takes decode's flags: --split-snapshots writes one file per snapshot
+// (three stop-indicator snapshots and the one at exit), --max-depth thins
+// each and the summary says so, --no-inline is accepted.
+TEST_F(Emulate, CliRunSplitsSnapshotsAndThins) {
+  const char* bin = std::getenv("PTSNAP_BIN");
+  ASSERT_NE(bin, nullptr) << "PTSNAP_BIN is set by meson";
+  const fs::path dir = tmp_.path() / "split";
+  fs::create_directories(dir);
+  const fs::path log = dir / "log";
+  const std::string cmd = "cd '" + dir.string() + "' && '" + bin +
+                          "' run --emulate --trigger . --multi-snapshot --split-snapshots "
+                          "--max-depth 2 --no-inline -o t.events -- " +
+                          Program("stop_indicator").string() + " 3 > '" + log.string() + "' 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << *base::ReadFile(log);
+  auto text = base::ReadFile(log);
+  ASSERT_TRUE(text);
+  EXPECT_NE(text->find("Wrote 4 file(s), one per snapshot"), std::string::npos) << *text;
+  for (int seq = 1; seq <= 4; ++seq) {
+    const fs::path part = dir / ("t.snap" + std::to_string(seq) + ".events");
+    EXPECT_TRUE(fs::exists(part)) << part;
+    EXPECT_NE(text->find(part.filename().string() + ": snapshot " + std::to_string(seq)),
+              std::string::npos)
+        << *text;
+  }
+  EXPECT_NE(text->find("thinned: "), std::string::npos) << *text;
+  EXPECT_FALSE(fs::exists(dir / "t.events"));
+}
+
 // The program's stdout and exit status are its own: ptsnap's summary goes
 // to stderr, and `run` exits as the program did (perf record's rule).
 TEST_F(Emulate, RunKeepsTheProgramsStdoutAndExitStatus) {

@@ -59,6 +59,58 @@ void PacketWriter::PsbEnd() { Emit(Packet(ppt_psbend)); }
 void PacketWriter::Ovf() { Emit(Packet(ppt_ovf)); }
 void PacketWriter::TraceStop() { Emit(Packet(ppt_stop)); }
 
+void PacketWriter::Pip(uint64_t cr3, bool non_root) {
+  pt_packet p = Packet(ppt_pip);
+  p.payload.pip.cr3 = cr3;
+  p.payload.pip.nr = non_root ? 1 : 0;
+  Emit(p);
+}
+
+void PacketWriter::Vmcs(uint64_t base) {
+  pt_packet p = Packet(ppt_vmcs);
+  p.payload.vmcs.base = base;
+  Emit(p);
+}
+
+void PacketWriter::Ptw(uint64_t payload, int bytes, bool ip) {
+  pt_packet p = Packet(ppt_ptw);
+  p.payload.ptw.plc = bytes == 8 ? 1 : 0;
+  p.payload.ptw.payload = payload;
+  p.payload.ptw.ip = ip ? 1 : 0;
+  Emit(p);
+}
+
+void PacketWriter::Exstop(bool ip) {
+  pt_packet p = Packet(ppt_exstop);
+  p.payload.exstop.ip = ip ? 1 : 0;
+  Emit(p);
+}
+
+void PacketWriter::Mwait(uint32_t hints, uint32_t ext) {
+  pt_packet p = Packet(ppt_mwait);
+  p.payload.mwait.hints = hints;
+  p.payload.mwait.ext = ext;
+  Emit(p);
+}
+
+void PacketWriter::Pwre(uint8_t state, uint8_t sub_state, bool hw) {
+  pt_packet p = Packet(ppt_pwre);
+  p.payload.pwre.state = state;
+  p.payload.pwre.sub_state = sub_state;
+  p.payload.pwre.hw = hw ? 1 : 0;
+  Emit(p);
+}
+
+void PacketWriter::Pwrx(uint8_t last, uint8_t deepest, uint8_t wake) {
+  pt_packet p = Packet(ppt_pwrx);
+  p.payload.pwrx.last = last;
+  p.payload.pwrx.deepest = deepest;
+  p.payload.pwrx.interrupt = (wake & 1) != 0 ? 1 : 0;
+  p.payload.pwrx.store = (wake & 4) != 0 ? 1 : 0;
+  p.payload.pwrx.autonomous = (wake & 8) != 0 ? 1 : 0;
+  Emit(p);
+}
+
 void PacketWriter::Tsc(uint64_t tsc) {
   pt_packet p = Packet(ppt_tsc);
   p.payload.tsc.tsc = tsc;

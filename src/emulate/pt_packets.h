@@ -52,6 +52,20 @@ class PacketWriter {
   void Ovf();
   // TraceStop: tracing stopped in a TraceStop address range.
   void TraceStop();
+  // PIP: CR3 (bits 51:5 kept) written, `non_root` in VMX non-root operation.
+  void Pip(uint64_t cr3, bool non_root);
+  // VMCS: the VMCS pointer (bits 51:12 kept) loaded by VMPTRLD.
+  void Vmcs(uint64_t base);
+  // PTW: a PTWRITE's operand, `bytes` 4 or 8; `ip`: a FUP with its IP follows.
+  void Ptw(uint64_t payload, int bytes, bool ip);
+  // Power: EXSTOP (`ip`: a FUP follows), MWAIT's hints and extensions, PWRE
+  // (entering C-state `state`.`sub_state`, `hw`: hardware-initiated), PWRX
+  // (leaving: `last` and `deepest` core C-states, wake reasons as PWRX's
+  // bits 3:0: interrupt 1, store 4, autonomous 8).
+  void Exstop(bool ip);
+  void Mwait(uint32_t hints, uint32_t ext);
+  void Pwre(uint8_t state, uint8_t sub_state, bool hw);
+  void Pwrx(uint8_t last, uint8_t deepest, uint8_t wake);
   // `ip`'s bytes as `ipc` selects (the caller chose `ipc` against its
   // last IP; the bytes above it are not written).
   void Ip(IpPacket type, uint64_t ip, IpCompression ipc);

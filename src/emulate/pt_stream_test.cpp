@@ -105,6 +105,43 @@ TEST(PacketWriter, EveryPacketDecodesToWhatWasWritten) {
   EXPECT_EQ(w.size(), 0u);
 }
 
+TEST(PacketWriter, PagingVmcsPtwAndPowerPacketsDecodeToWhatWasWritten) {
+  PacketWriter w;
+  w.Pip(0x12345000, true);
+  w.Vmcs(0xabcde000);
+  w.Ptw(0x1122334455667788, 8, true);
+  w.Ptw(0x99aabbcc, 4, false);
+  w.Exstop(true);
+  w.Mwait(0x21, 3);
+  w.Pwre(5, 3, true);
+  w.Pwrx(6, 2, 0xd);
+  auto p = Packets(w.bytes());
+  ASSERT_EQ(p.size(), 8u);
+  EXPECT_EQ(p[0].type, ppt_pip);
+  EXPECT_EQ(p[0].payload.pip.cr3, 0x12345000u);
+  EXPECT_EQ(p[0].payload.pip.nr, 1u);
+  EXPECT_EQ(p[1].payload.vmcs.base, 0xabcde000u);
+  EXPECT_EQ(p[2].type, ppt_ptw);
+  EXPECT_EQ(p[2].payload.ptw.payload, 0x1122334455667788u);
+  EXPECT_EQ(p[2].payload.ptw.plc, 1);
+  EXPECT_EQ(p[2].payload.ptw.ip, 1u);
+  EXPECT_EQ(p[3].payload.ptw.payload, 0x99aabbccu);
+  EXPECT_EQ(p[3].payload.ptw.plc, 0);
+  EXPECT_EQ(p[3].payload.ptw.ip, 0u);
+  EXPECT_EQ(p[4].type, ppt_exstop);
+  EXPECT_EQ(p[4].payload.exstop.ip, 1u);
+  EXPECT_EQ(p[5].payload.mwait.hints, 0x21u);
+  EXPECT_EQ(p[5].payload.mwait.ext, 3u);
+  EXPECT_EQ(p[6].payload.pwre.state, 5);
+  EXPECT_EQ(p[6].payload.pwre.sub_state, 3);
+  EXPECT_EQ(p[6].payload.pwre.hw, 1u);
+  EXPECT_EQ(p[7].payload.pwrx.last, 6);
+  EXPECT_EQ(p[7].payload.pwrx.deepest, 2);
+  EXPECT_EQ(p[7].payload.pwrx.interrupt, 1u);
+  EXPECT_EQ(p[7].payload.pwrx.store, 1u);
+  EXPECT_EQ(p[7].payload.pwrx.autonomous, 1u);
+}
+
 TEST(PtStream, PsbCarriesTscModeAndFupWhenEnabled) {
   PtStream s;
   s.Psb(1234, true, 0x401000);

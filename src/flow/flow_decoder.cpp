@@ -44,9 +44,21 @@ bool operator==(const Item& a, const Item& b) {
     case EventType::kCbr: return a.ratio == b.ratio;
     case EventType::kDisabled:
     case EventType::kOverflow:
+    case EventType::kExstop:
     case EventType::kTick: return a.ip == b.ip;
-    default: return true;
+    case EventType::kPaging: return a.payload == b.payload && a.non_root == b.non_root;
+    case EventType::kAsyncPaging:
+      return a.ip == b.ip && a.payload == b.payload && a.non_root == b.non_root;
+    case EventType::kVmcs:
+    case EventType::kPwre:
+    case EventType::kPwrx:
+    case EventType::kMnt: return a.payload == b.payload;
+    case EventType::kAsyncVmcs:
+    case EventType::kMwait: return a.ip == b.ip && a.payload == b.payload;
+    case EventType::kPtwrite: return a.ip == b.ip && a.payload == b.payload && a.size == b.size;
+    case EventType::kStop: return true;
   }
+  return false;
 }
 
 namespace {
@@ -66,6 +78,7 @@ struct Insn {
   bool is_direct = false;  // near call/jump/jcc with a relative target
   bool changes_cr3 = false;
   bool vm_entry = false;  // VMLAUNCH/VMRESUME
+  bool vmptrld = false;   // what libipt's pt_ild calls VMPTRLD: 0f c7 /6 with a memory operand
   int64_t disp = 0;       // relative branches: target = ip + size + disp
 };
 
@@ -82,41 +95,52 @@ const ZydisDecoder& ZydisFor(ExecMode mode) {
   return decoders[static_cast<size_t>(mode) & 3];
 }
 
-// Encodings invalid in 64-bit mode that libipt's table-driven length
-// decoder (pt_ild) still sizes: one-byte opcodes of 32-bit mode, and group
-// opcodes with an undefined ModRM.reg (sized like their /0 form). Zydis
-// refuses them. Returns the length (0: not such an instruction).
-size_t InvalidIn64Length(const uint8_t* bytes, size_t n, InsnClass* iclass) {
+// Encodings Zydis refuses that libipt's table-driven length decoder
+// (pt_ild) still sizes: in 64-bit mode the one-byte opcodes of 32-bit mode;
+// in every mode group opcodes with an undefined ModRM.reg (sized like
+// their /0 form, but C7 /1-/6 have no immediate) and 0f ae with a register
+// operand and an undefined ModRM.reg (PTWRITE's /4 without its f3).
+// Returns the length (0: not such an instruction).
+size_t UndefinedLength(const uint8_t* bytes, size_t n, ExecMode mode, InsnClass* iclass) {
+  const bool long_mode = mode == ExecMode::k64;
   size_t i = 0;
   while (i < n && i < 14) {
     const uint8_t b = bytes[i];
     const bool legacy = b == 0x66 || b == 0x67 || b == 0xf2 || b == 0xf3 || b == 0xf0 ||
                         b == 0x2e || b == 0x36 || b == 0x3e || b == 0x26 || b == 0x64 || b == 0x65;
-    if (!legacy && (b & 0xf0) != 0x40) break;
+    if (!legacy && !(long_mode && (b & 0xf0) == 0x40)) break;
     ++i;
   }
   if (i >= n) return 0;
   *iclass = InsnClass::kOther;
+  if (bytes[i] == 0x0f) {
+    return i + 2 < n && bytes[i + 1] == 0xae && (bytes[i + 2] >> 6) == 3 ? i + 3 : 0;
+  }
+  if (long_mode) {
+    switch (bytes[i]) {
+      case 0x06:
+      case 0x07:
+      case 0x0e:
+      case 0x16:
+      case 0x17:
+      case 0x1e:
+      case 0x1f:
+      case 0x27:
+      case 0x2f:
+      case 0x37:
+      case 0x3f:
+      case 0x60:
+      case 0x61:
+      case 0xd6: return i + 1;
+      case 0xce: *iclass = InsnClass::kFarCall; return i + 1;  // INTO
+      case 0xd4:
+      case 0xd5: return i + 2 <= n ? i + 2 : 0;                                 // AAM, AAD
+      case 0x9a: *iclass = InsnClass::kFarCall; return i + 7 <= n ? i + 7 : 0;  // CALL ptr16:32
+      case 0xea: *iclass = InsnClass::kFarJump; return i + 7 <= n ? i + 7 : 0;  // JMP ptr16:32
+      default: break;
+    }
+  }
   switch (bytes[i]) {
-    case 0x06:
-    case 0x07:
-    case 0x0e:
-    case 0x16:
-    case 0x17:
-    case 0x1e:
-    case 0x1f:
-    case 0x27:
-    case 0x2f:
-    case 0x37:
-    case 0x3f:
-    case 0x60:
-    case 0x61:
-    case 0xd6: return i + 1;
-    case 0xce: *iclass = InsnClass::kFarCall; return i + 1;  // INTO
-    case 0xd4:
-    case 0xd5: return i + 2 <= n ? i + 2 : 0;                                 // AAM, AAD
-    case 0x9a: *iclass = InsnClass::kFarCall; return i + 7 <= n ? i + 7 : 0;  // CALL ptr16:32
-    case 0xea: *iclass = InsnClass::kFarJump; return i + 7 <= n ? i + 7 : 0;  // JMP ptr16:32
     case 0x82:
     case 0x8f:
     case 0xc6:
@@ -127,14 +151,16 @@ size_t InvalidIn64Length(const uint8_t* bytes, size_t n, InsnClass* iclass) {
       uint8_t tmp[15];
       const size_t m = n < sizeof tmp ? n : sizeof tmp;
       std::memcpy(tmp, bytes, m);
+      const unsigned reg = (tmp[i + 1] >> 3) & 7;
       if (tmp[i] == 0x82) {
         tmp[i] = 0x80;
+      } else if (tmp[i] == 0xc7 && reg != 0 && reg != 7) {
+        tmp[i] = 0x8b;  // the same ModRM, SIB and displacement, no immediate
       } else {
         tmp[i + 1] = static_cast<uint8_t>(tmp[i + 1] & ~0x38);  // ModRM.reg = 0
       }
       ZydisDecodedInstruction zi;
-      if (!ZYAN_SUCCESS(
-              ZydisDecoderDecodeInstruction(&ZydisFor(ExecMode::k64), nullptr, tmp, m, &zi)))
+      if (!ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(&ZydisFor(mode), nullptr, tmp, m, &zi)))
         return 0;
       return zi.length;
     }
@@ -151,10 +177,10 @@ bool DecodeInsn(const uint8_t* bytes, size_t n, uint64_t ip, ExecMode mode, Insn
   out->disp = 0;
   out->changes_cr3 = false;
   out->vm_entry = false;
+  out->vmptrld = false;
   if (!ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(&ZydisFor(mode), nullptr, bytes, n, &zi))) {
-    if (mode != ExecMode::k64) return false;
     InsnClass c = InsnClass::kOther;
-    const size_t len = InvalidIn64Length(bytes, n, &c);
+    const size_t len = UndefinedLength(bytes, n, mode, &c);
     if (len == 0) return false;
     out->size = static_cast<uint8_t>(len);
     out->iclass = c;
@@ -162,6 +188,10 @@ bool DecodeInsn(const uint8_t* bytes, size_t n, uint64_t ip, ExecMode mode, Insn
   }
   out->size = zi.length;
   out->vm_entry = zi.mnemonic == ZYDIS_MNEMONIC_VMLAUNCH || zi.mnemonic == ZYDIS_MNEMONIC_VMRESUME;
+  // pt_ild looks at the opcode and ModRM only, so VMCLEAR (66) and VMXON
+  // (f3) count too.
+  out->vmptrld = zi.opcode_map == ZYDIS_OPCODE_MAP_0F && zi.opcode == 0xc7 &&
+                 zi.raw.modrm.mod != 3 && zi.raw.modrm.reg == 6;
   const bool far = zi.meta.branch_type == ZYDIS_BRANCH_TYPE_FAR;
   const bool relative = (zi.attributes & ZYDIS_ATTRIB_IS_RELATIVE) != 0;
   auto set_rel = [&] {
@@ -212,6 +242,19 @@ bool DecodeInsn(const uint8_t* bytes, size_t n, uint64_t ip, ExecMode mode, Insn
   }
   out->iclass = InsnClass::kOther;
   return true;
+}
+
+[[nodiscard]] bool IsFarBranch(const Insn& insn) {
+  return insn.iclass == InsnClass::kFarCall || insn.iclass == InsnClass::kFarReturn ||
+         insn.iclass == InsnClass::kFarJump;
+}
+// pt_insn_binds_to_pip: where a PIP (a CR3 write) outside PSB+ binds.
+[[nodiscard]] bool BindsToPip(const Insn& insn) {
+  return insn.changes_cr3 || insn.vm_entry || IsFarBranch(insn);
+}
+// pt_insn_binds_to_vmcs: where a VMCS packet outside PSB+ binds.
+[[nodiscard]] bool BindsToVmcs(const Insn& insn) {
+  return insn.vmptrld || insn.vm_entry || IsFarBranch(insn);
 }
 
 // libipt's pt_insn_next_ip: the next IP without trace, or -pte_bad_query.
@@ -363,10 +406,10 @@ class BlockCache {
 struct Event {
   EventType type = EventType::kEnabled;
   bool ip_suppressed = false, status_update = false, has_tsc = false;
-  bool resumed = false, speculative = false, aborted = false;
+  bool resumed = false, speculative = false, aborted = false, non_root = false;
   ExecMode mode = ExecMode::kUnknown;
-  uint8_t ratio = 0;
-  uint64_t ip = 0, to = 0;  // see Item
+  uint8_t ratio = 0, size = 0;
+  uint64_t ip = 0, to = 0, payload = 0;  // see Item
   uint64_t tsc = 0;
 };
 
@@ -399,6 +442,13 @@ struct EventQueue {
     return e;
   }
   [[nodiscard]] bool Pending(Binding b) const { return begin[b] != end[b]; }
+  // pt_evq_find: the oldest queued event of `type`.
+  Event* Find(Binding b, EventType type) {
+    for (uint8_t i = begin[b]; i != end[b]; i = static_cast<uint8_t>((i + 1) % kEvqMax)) {
+      if (ev[b][i].type == type) return &ev[b][i];
+    }
+    return nullptr;
+  }
   void Clear(Binding b) { begin[b] = end[b] = 0; }
   Event* Standalone() {
     standalone = Event();
@@ -423,7 +473,17 @@ struct FlowDecoder::State {
   CodeReader* code;
   std::array<BlockCache, 4> caches;  // by ExecMode
   AddressSet libipt_cached;          // what libipt's block cache would hold (AddressSet)
-  std::vector<uint8_t> insn_sizes;   // every cached block's instruction sizes, in order
+  // Every cached block's instruction sizes, in order, with kPtwriteBit set
+  // on PTWRITEs (the one class other than kOther inside a block).
+  std::vector<uint8_t> insn_sizes;
+  static constexpr uint8_t kPtwriteBit = 0x80;
+  [[nodiscard]] uint8_t SizeAt(const BlockEntry* e, uint32_t k) const {
+    return static_cast<uint8_t>(insn_sizes[e->sizes_at + k] & ~kPtwriteBit);
+  }
+  [[nodiscard]] InsnClass ClassAt(const BlockEntry* e, uint32_t k) const {
+    return (insn_sizes[e->sizes_at + k] & kPtwriteBit) != 0 ? InsnClass::kPtwrite
+                                                            : InsnClass::kOther;
+  }
 
   // --- query layer (pt_query_decoder) ---
   const uint8_t* pos = nullptr;   // null: never synchronised
@@ -448,6 +508,10 @@ struct FlowDecoder::State {
   int status = 0;
   bool enabled = false, process_event = false, speculative = false;
   Event event;  // decoder->event
+  // An instruction a paging, VMCS or PTWRITE event bound to, postponed
+  // until its events are delivered (decoder->process_insn, insn, bound_*).
+  bool process_insn = false, bound_paging = false, bound_vmcs = false, bound_ptwrite = false;
+  Insn pinsn;
   std::array<uint64_t, 65> retstack{};
   std::array<BlockEntry*, 65> retentry{};  // the return site's block, when known
   uint8_t rs_top = 0, rs_bottom = 0;
@@ -696,6 +760,7 @@ struct FlowDecoder::State {
         if (size < 0) return size;
         Event* ev = evq.Standalone();
         ev->type = next == PacketType::kPwre ? EventType::kPwre : EventType::kPwrx;
+        ev->payload = next == PacketType::kPwre ? PwrePayload(p.payload) : PwrxPayload(p.payload);
         q_event = ev;
         pos += size;
         return 0;
@@ -705,18 +770,116 @@ struct FlowDecoder::State {
         if (size < 0) return size;
         Event* ev = evq.Standalone();
         ev->type = EventType::kMnt;
+        ev->payload = p.payload;
         q_event = ev;
         EventTime(ev);
         pos += size;
         return 0;
       }
-      default: {
-        // A malformed one is libipt's packet error, not ours to skip.
-        const int size = Read(&p);
-        if (size < 0) return size;
-        return kErrUnsupported;
-      }
+      case PacketType::kPip: return DecodePip();
+      case PacketType::kVmcs: return DecodeVmcs();
+      case PacketType::kExstop:
+      case PacketType::kMwait:
+      case PacketType::kPtw: return DecodeFupBound();
     }
+    return kErrInternal;
+  }
+
+  // PWRE's and PWRX's fields as Item::payload packs them (pt_pkt_read_pwre,
+  // pt_pkt_read_pwrx: the bits libipt keeps).
+  static uint64_t PwrePayload(uint64_t raw) {
+    return ((raw >> 12) & 0xf) | ((raw >> 8) & 0xf) << 8 | ((raw >> 3) & 1) << 16;
+  }
+  static uint64_t PwrxPayload(uint64_t raw) {
+    return ((raw >> 4) & 0xf) | (raw & 0xf) << 8 | ((raw >> 8) & 1) << 16 |
+           ((raw >> 10) & 1) << 17 | ((raw >> 11) & 1) << 18;
+  }
+
+  // pt_qry_decode_pip: a paging event, standalone (it binds to an
+  // instruction: BindsToPip) or, while a FUP's async branch waits for its
+  // TIP, an async paging event bound to that TIP.
+  int DecodePip() {
+    Packet p;
+    const int size = Read(&p);
+    if (size < 0) return size;
+    Event* ev;
+    if (evq.Find(kBindTip, EventType::kAsyncBranch) == nullptr) {
+      ev = evq.Standalone();
+      ev->type = EventType::kPaging;
+      q_event = ev;
+    } else {
+      ev = evq.Enqueue(kBindTip);
+      if (ev == nullptr) return kErrNoMem;
+      ev->type = EventType::kAsyncPaging;
+    }
+    ev->payload = p.payload;
+    ev->non_root = p.mode_bits != 0;
+    EventTime(ev);
+    pos += size;
+    return 0;
+  }
+
+  // pt_qry_decode_vmcs: like PIP, but ahead of a queued async paging event
+  // (libipt moves the paging event behind it: the VMCS applies first).
+  int DecodeVmcs() {
+    Packet p;
+    const int size = Read(&p);
+    if (size < 0) return size;
+    if (Event* paging = evq.Find(kBindTip, EventType::kAsyncPaging); paging != nullptr) {
+      Event* moved = evq.Enqueue(kBindTip);
+      if (moved == nullptr) return kErrNoMem;
+      *moved = *paging;
+      // The slot becomes the VMCS event and keeps the rest of the paging
+      // event (its time). In libipt's union, async_vmcs.ip lies where
+      // async_paging.non_root was, and the TIP may never set it (TIP.PGD).
+      paging->type = EventType::kAsyncVmcs;
+      paging->payload = p.payload;
+      paging->ip = paging->non_root ? 1 : 0;
+      paging->non_root = false;
+    } else if (evq.Find(kBindTip, EventType::kAsyncBranch) != nullptr) {
+      Event* ev = evq.Enqueue(kBindTip);
+      if (ev == nullptr) return kErrNoMem;
+      ev->type = EventType::kAsyncVmcs;  // no time: libipt gives it none
+      ev->payload = p.payload;
+    } else {
+      Event* ev = evq.Standalone();
+      ev->type = EventType::kVmcs;
+      ev->payload = p.payload;
+      q_event = ev;
+      EventTime(ev);
+    }
+    pos += size;
+    return 0;
+  }
+
+  // pt_qry_decode_exstop, _mwait, _ptw: with the IP bit (MWAIT always) the
+  // event waits for the FUP that carries its IP; without it, it is
+  // standalone with the IP suppressed. libipt gives them no time.
+  int DecodeFupBound() {
+    Packet p;
+    const int size = Read(&p);
+    if (size < 0) return size;
+    const bool with_fup = next == PacketType::kMwait || p.mode_bits != 0;
+    Event* ev;
+    if (with_fup) {
+      ev = evq.Enqueue(kBindFup);
+      if (ev == nullptr) return kErrInternal;  // libipt: -pte_internal here, not -pte_nomem
+    } else {
+      ev = evq.Standalone();
+      ev->ip_suppressed = true;
+      q_event = ev;
+    }
+    switch (next) {
+      case PacketType::kExstop: ev->type = EventType::kExstop; break;
+      case PacketType::kMwait: ev->type = EventType::kMwait; break;
+      default:
+        ev->type = EventType::kPtwrite;
+        ev->size = static_cast<uint8_t>(size - 2);
+        break;
+    }
+    ev->payload = p.payload;  // EXSTOP: none
+    pos += size;
+    return 0;
   }
 
   int DecodeTma() {
@@ -802,7 +965,18 @@ struct FlowDecoder::State {
         return 0;
       }
       case PacketType::kPip:
-      case PacketType::kVmcs: return kErrUnsupported;
+      case PacketType::kVmcs: {  // pt_qry_header_pip, _vmcs: reported at PSBEND
+        const int size = Read(&p);
+        if (size < 0) return size;
+        Event* ev = evq.Enqueue(kBindPsbend);
+        if (ev == nullptr) return kErrNoMem;
+        const bool pip = next == PacketType::kPip;
+        ev->type = pip ? EventType::kAsyncPaging : EventType::kAsyncVmcs;
+        ev->payload = p.payload;
+        ev->non_root = pip && p.mode_bits != 0;
+        pos += size;
+        return 0;
+      }
       default: return kErrBadContext;  // no header function
     }
   }
@@ -870,7 +1044,9 @@ struct FlowDecoder::State {
     EventTime(ev);
     switch (ev->type) {
       case EventType::kExecMode:
-      case EventType::kTsx: EventIp(&ev->ip, ev); break;
+      case EventType::kTsx:
+      case EventType::kAsyncPaging:
+      case EventType::kAsyncVmcs: EventIp(&ev->ip, ev); break;
       case EventType::kCbr: break;
       case EventType::kMnt: ev->status_update = false; break;
       default: return kErrInternal;
@@ -890,6 +1066,8 @@ struct FlowDecoder::State {
           consume_packet = true;
           EventIp(&ev->to, ev);
           break;
+        case EventType::kAsyncPaging:
+        case EventType::kAsyncVmcs:
         case EventType::kExecMode: EventIp(&ev->ip, ev); break;
         default: return kErrBadContext;
       }
@@ -945,6 +1123,9 @@ struct FlowDecoder::State {
           EventIp(&ev->to, ev);
           break;
         }
+        // Ordered after the async disable: applied while disabled.
+        case EventType::kAsyncPaging:
+        case EventType::kAsyncVmcs:
         case EventType::kExecMode: ev->ip_suppressed = true; break;
         default: return kErrBadContext;
       }
@@ -976,6 +1157,12 @@ struct FlowDecoder::State {
         }
         case EventType::kTsx:
           if (!ev->aborted) consume_packet = true;
+          EventIp(&ev->ip, ev);
+          break;
+        case EventType::kExstop:
+        case EventType::kMwait:
+        case EventType::kPtwrite:
+          consume_packet = true;
           EventIp(&ev->ip, ev);
           break;
         default: return kErrInternal;
@@ -1462,7 +1649,8 @@ struct FlowDecoder::State {
         break;
       }
       be.ninsn++;
-      insn_sizes.push_back(insn.size);
+      insn_sizes.push_back(
+          static_cast<uint8_t>(insn.size | (insn.iclass == InsnClass::kPtwrite ? kPtwriteBit : 0)));
       be.end_ip = cur;
       be.size = insn.size;
       be.iclass = insn.iclass;
@@ -1571,21 +1759,21 @@ struct FlowDecoder::State {
       const bool last = k + 1 == n;
       if (k > 0 && libipt_cached.Contains(a)) {
         b->ninsn = static_cast<uint16_t>(k);
-        b->iclass = InsnClass::kOther;
+        b->iclass = ClassAt(e, k - 1);
         AddRun(e->ip, e, k);
         ip = a;
         return 0;
       }
       b->ninsn = static_cast<uint16_t>(k + 1);
       b->end_ip = a;
-      b->iclass = last && e->error == 0 ? e->iclass : InsnClass::kOther;
+      b->iclass = last && e->error == 0 ? e->iclass : ClassAt(e, k);
       if (!last || e->error != 0) {
         if (k == 1023) {  // out of steps: a trampoline ends the block
           AddRun(e->ip, e, k + 1);
-          ip = a + insn_sizes[e->sizes_at + k];
+          ip = a + SizeAt(e, k);
           return 0;
         }
-        a += insn_sizes[e->sizes_at + k];
+        a += SizeAt(e, k);
         continue;
       }
       // The branch at the end.
@@ -1608,7 +1796,7 @@ struct FlowDecoder::State {
   void AddRun(uint64_t a, const BlockEntry* e, uint32_t count) {
     for (uint32_t k = 0; k < count; ++k) {
       libipt_cached.Insert(a);
-      a += insn_sizes[e->sizes_at + k];
+      a += SizeAt(e, k);
     }
   }
   [[nodiscard]] Insn LastInsn(const BlockEntry& e) const {
@@ -1670,15 +1858,87 @@ struct FlowDecoder::State {
         st = ProceedToIp(b, &insn, ev.ip);
         if (st <= 0) return st;
         break;
+      case EventType::kPaging:
+      case EventType::kVmcs: {
+        if (!enabled) break;
+        const bool paging = ev.type == EventType::kPaging;
+        st = paging ? ProceedToInsn(b, &insn, BindsToPip) : ProceedToInsn(b, &insn, BindsToVmcs);
+        if (st <= 0) return st;
+        // At most one event of each kind binds to an instruction.
+        (paging ? bound_paging : bound_vmcs) = true;
+        return PostponeInsn(insn);
+      }
+      case EventType::kAsyncPaging:
+      case EventType::kAsyncVmcs:
+        if (ev.ip_suppressed) break;
+        st = ProceedToIpWithTrace(b, ev.ip);
+        if (st <= 0) return st;
+        break;
+      case EventType::kExstop:
+      case EventType::kMwait:
+        if (!enabled || ev.ip_suppressed) break;
+        st = ProceedToIp(b, &insn, ev.ip);
+        if (st <= 0) return st;
+        break;
+      case EventType::kPtwrite:
+        if (!enabled) break;
+        // pt_blk_proceed_to_ptwrite: to the next PTWRITE, or to the FUP's
+        // IP and past the instruction there; either is the block's last.
+        if (ev.ip_suppressed) {
+          st = ProceedToInsn(b, &insn,
+                             [](const Insn& i) { return i.iclass == InsnClass::kPtwrite; });
+          if (st <= 0) return st;
+          ev.ip = insn.ip;
+          ev.ip_suppressed = false;
+        } else {
+          st = ProceedToIp(b, &insn, ev.ip);
+          if (st <= 0) return st;
+          st = ProceedOneInsn(b, &insn);
+          if (st <= 0) return st;
+        }
+        bound_ptwrite = true;
+        return PostponeInsn(insn);
       case EventType::kStop:
       case EventType::kPwre:
       case EventType::kPwrx:
       case EventType::kTick:
       case EventType::kCbr:
       case EventType::kMnt: break;
-      default: return kErrUnsupported;
     }
     return BlkStatus(kStatusEventPending);
+  }
+
+  // pt_blk_proceed_to_ip_with_trace: to `target`, through one branch that
+  // needs trace if need be (which ends the block). 1: reached, 0: not.
+  int ProceedToIpWithTrace(Item* b, uint64_t target) {
+    Insn insn;
+    int st = ProceedToIp(b, &insn, target);
+    if (st == kErrBadQuery) st = ProceedWithTrace(insn);
+    if (st < 0) return st;
+    return ip == target ? 1 : 0;
+  }
+
+  int PostponeInsn(const Insn& insn) {
+    if (process_insn) return kErrInternal;
+    process_insn = true;
+    pinsn = insn;
+    return BlkStatus(kStatusEventPending);
+  }
+  void ClearPostponedInsn() { process_insn = bound_paging = bound_vmcs = bound_ptwrite = false; }
+  // pt_blk_proceed_postponed_insn: past the postponed instruction, with
+  // trace if it is a branch that needs it.
+  int ProceedPostponedInsn() {
+    if (!process_insn) return 0;
+    if (enabled) {
+      int st = NextIpNoTrace(pinsn, &ip);
+      if (st < 0) {
+        if (st != kErrBadQuery) return st;
+        st = ProceedWithTrace(pinsn);
+        if (st < 0) return st;
+      }
+    }
+    ClearPostponedInsn();
+    return 0;
   }
 
   // pt_blk_handle_erratum_skd022: an async disable at VMLAUNCH/VMRESUME is
@@ -1701,37 +1961,78 @@ struct FlowDecoder::State {
     return 1;
   }
 
-  int ProceedTrailingEvent(bool have_block) {
-    const int st = FetchEvent();
+  // pt_blk_proceed_trailing_event: the events that bind to the current IP
+  // (or to the postponed instruction), else past that instruction.
+  int ProceedTrailingEvent() {
+    int st = FetchEvent();
     if (st <= 0) {
+      if (st < 0) return st;
+      st = ProceedPostponedInsn();
       if (st < 0) return st;
       return BlkStatus(0);
     }
     Event& ev = event;
+    const int pending = kStatusEventPending;
     switch (ev.type) {
-      case EventType::kDisabled: break;
-      case EventType::kEnabled:
-      case EventType::kOverflow:
-      case EventType::kStop:
-      case EventType::kPwre:
-      case EventType::kPwrx:
-      case EventType::kTick:
-      case EventType::kCbr:
-      case EventType::kMnt: return BlkStatus(kStatusEventPending);
-      case EventType::kAsyncDisabled:
-        if (ip != ev.ip) break;
-        if (cfg.errata.skd022 && Skd022()) break;
-        return BlkStatus(kStatusEventPending);
-      case EventType::kAsyncBranch:
-        if (ip != ev.ip) break;
-        return BlkStatus(kStatusEventPending);
-      case EventType::kExecMode:
-      case EventType::kTsx:
-        if (!ev.ip_suppressed && ip != ev.ip) break;
-        return BlkStatus(kStatusEventPending);
-      default: return kErrUnsupported;
+      case EventType::kDisabled:
+        if (!process_insn) break;
+        // A synchronous disable binds to a CR3 write, or to the next branch
+        // that needs trace: the postponed one, if it is one.
+        if (ev.ip_suppressed && pinsn.changes_cr3) return BlkStatus(pending);
+        st = NextIpNoTrace(pinsn, &ip);
+        if (st < 0) {
+          if (st != kErrBadQuery) return st;
+          SetDisableResumeIp(pinsn);
+          return BlkStatus(pending);
+        }
+        ClearPostponedInsn();
+        if (!ev.ip_suppressed && ip == ev.ip) return BlkStatus(pending);
+        break;
+      case EventType::kPaging:
+      case EventType::kVmcs: {
+        if (!enabled) return BlkStatus(pending);
+        // Another event of the other kind may bind to the same instruction.
+        const bool paging = ev.type == EventType::kPaging;
+        bool& bound = paging ? bound_paging : bound_vmcs;
+        if (!process_insn || bound) break;
+        if (!(paging ? BindsToPip(pinsn) : BindsToVmcs(pinsn))) break;
+        bound = true;
+        return BlkStatus(pending);
+      }
+      case EventType::kPtwrite:
+        if (!enabled) return BlkStatus(pending);
+        if (!process_insn || bound_ptwrite) break;
+        if (!ev.ip_suppressed || pinsn.iclass != InsnClass::kPtwrite) break;
+        bound_ptwrite = true;
+        return BlkStatus(pending);
+      default: {
+        // The rest do not bind to an instruction.
+        st = ProceedPostponedInsn();
+        if (st < 0) return st;
+        switch (ev.type) {
+          case EventType::kAsyncDisabled:
+            if (ip != ev.ip) break;
+            if (cfg.errata.skd022 && Skd022()) break;
+            return BlkStatus(pending);
+          case EventType::kAsyncBranch:
+            if (ip != ev.ip) break;
+            return BlkStatus(pending);
+          case EventType::kAsyncPaging:
+          case EventType::kAsyncVmcs:
+          case EventType::kExecMode:
+          case EventType::kTsx:
+            if (!ev.ip_suppressed && ip != ev.ip) break;
+            return BlkStatus(pending);
+          case EventType::kExstop:
+          case EventType::kMwait:
+            if (!ev.ip_suppressed && enabled && ip != ev.ip) break;
+            return BlkStatus(pending);
+          default: return BlkStatus(pending);  // enabled, overflow, stop, power, tick, CBR, MNT
+        }
+      }
     }
-    (void)have_block;
+    st = ProceedPostponedInsn();
+    if (st < 0) return st;
     return BlkStatus(0);
   }
 
@@ -1744,7 +2045,7 @@ struct FlowDecoder::State {
     if (!enabled) return (status & kStatusEos) != 0 ? kErrEosCode : kErrNoEnable;
     const int e = ProceedNoEvent(b, Entry());
     if (e < 0) return e;
-    return ProceedTrailingEvent(true);
+    return ProceedTrailingEvent();
   }
 
   int NextBlock(Item* b) {
@@ -1813,12 +2114,24 @@ struct FlowDecoder::State {
         if (enabled) return kErrBadContext;
         process_event = false;
         break;
+      case EventType::kAsyncPaging:
+      case EventType::kAsyncVmcs:
+        if (!ev.ip_suppressed && ip != ev.ip) return kErrBadQuery;
+        process_event = false;
+        break;
+      case EventType::kExstop:
+      case EventType::kMwait:
+        if (!ev.ip_suppressed && enabled && ip != ev.ip) return kErrBadQuery;
+        process_event = false;
+        break;
+      case EventType::kPaging:  // libipt notes the CR3 / VMCS in its asid
+      case EventType::kVmcs:
+      case EventType::kPtwrite:
       case EventType::kPwre:
       case EventType::kPwrx:
       case EventType::kTick:
       case EventType::kCbr:
       case EventType::kMnt: process_event = false; break;
-      default: return kErrUnsupported;
     }
     *out = Item();
     out->kind = ItemKind::kEvent;
@@ -1834,7 +2147,10 @@ struct FlowDecoder::State {
     out->aborted = ev.aborted;
     out->resumed = ev.resumed;
     out->ratio = ev.ratio;
-    return ProceedTrailingEvent(false);
+    out->non_root = ev.non_root;
+    out->size = ev.size;
+    out->payload = ev.payload;
+    return ProceedTrailingEvent();
   }
 
   int BlkSyncForward() {
@@ -1845,12 +2161,13 @@ struct FlowDecoder::State {
     process_event = false;
     speculative = false;
     event = Event();
+    ClearPostponedInsn();
     rs_top = rs_bottom = 0;
     const int st = QuerySyncForward(&ip);
     if (st < 0) return st;
     status = st;
     if ((st & kStatusIpSuppressed) == 0) enabled = true;
-    return ProceedTrailingEvent(false);
+    return ProceedTrailingEvent();
   }
 
   // ===== the fast path =====
@@ -1858,8 +2175,8 @@ struct FlowDecoder::State {
   // Whether Fast may run: tracing on, no event pending or being processed,
   // nothing to report (the state after an uneventful block).
   [[nodiscard]] bool CanRunFast() const {
-    return phase == Phase::kSegment && status_out == 0 && !process_event && enabled &&
-           (status & (kStatusEventPending | kStatusEos)) == 0;
+    return phase == Phase::kSegment && status_out == 0 && !process_event && !process_insn &&
+           enabled && (status & (kStatusEventPending | kStatusEos)) == 0;
   }
 
   // The entry for `ip`: the hint when it matches.
@@ -1955,7 +2272,7 @@ struct FlowDecoder::State {
         status_out = 0;
         continue;
       }
-      if (st >= 0) st = ProceedTrailingEvent(true);
+      if (st >= 0) st = ProceedTrailingEvent();
       Stamp(&b);
       // Events the block raised (mostly ticks): delivered here as Step
       // would, one pt_blk_event each.

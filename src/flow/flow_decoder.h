@@ -24,17 +24,22 @@
 // the first error, and the next sync offset after it is the same.
 //
 // Handled as libipt handles them: PSB+ (TSC, TMA, CBR, MODE, FUP, MTC, CYC,
-// PAD), TNT-8/TNT-64, TIP with return compression through a 64-entry
-// return stack, TIP.PGE/PGD (also FUP+TIP.PGD: async disable), FUP+TIP
-// (async branch), MODE.Exec/MODE.TSX, OVF (with and without a FUP), CBR,
-// TraceStop, tick events, PSB sync and resync at the next PSB after an
-// error. Recognised but not decoded: PIP, VMCS, PTW, PWRE/PWRX, EXSTOP,
-// MWAIT, MNT: a stream that contains one yields kErrUnsupported there (and
-// resyncs), so it never yields something libipt would not. Errata: see
-// Errata below. Only 64-bit code. Not modelled: instructions
-// that cross a region boundary of the code reader, blocks longer than 65535
-// instructions, and libipt's uncached path's block split after 1024
-// instructions on the first pass through straight-line code.
+// PAD, PIP, VMCS, MNT), TNT-8/TNT-64, TIP with return compression through a
+// 64-entry return stack, TIP.PGE/PGD (also FUP+TIP.PGD: async disable),
+// FUP+TIP (async branch), MODE.Exec/MODE.TSX, OVF (with and without a
+// FUP), CBR, TraceStop, tick events, PSB sync and resync at the next PSB
+// after an error; PIP and VMCS (a paging / VMCS event bound to the next
+// MOV CR3, VMPTRLD, VMLAUNCH/VMRESUME or far branch, an async one bound to
+// an async branch's TIP, a status update in PSB+), PTW (bound to the next
+// PTWRITE, or to its FUP's IP), EXSTOP, MWAIT (bound to their FUP), PWRE,
+// PWRX and MNT. What is not decoded yields kErrUnsupported there (and
+// resyncs), so it never yields something libipt would not: libipt's
+// SKD010 and SKL014 workarounds (see Errata below), a straight run of
+// over 1024 instructions from libipt's block cache, and a straight-line
+// block of 65535 instructions.
+// Only 64-bit code. Not modelled: instructions that cross a region
+// boundary of the code reader, and libipt's uncached path's block split
+// after 1024 instructions on the first pass through straight-line code.
 //
 // Code comes from a CodeReader (the caller's memory image). Blocks are
 // decoded once per address with Zydis into a cache, with their successors
@@ -67,7 +72,7 @@ inline constexpr int kErrBadStatusUpdate = -22;
 inline constexpr int kErrNoEnable = -23;
 inline constexpr int kErrEventIgnored = -24;
 inline constexpr int kErrOverflow = -25;
-// Ours: a packet the flow decoder recognises but does not decode yet.
+// Ours: a case the flow decoder recognises but does not decode (above).
 inline constexpr int kErrUnsupported = -100;
 
 // As libipt's pt_insn_class.
@@ -119,7 +124,13 @@ enum class ItemKind : uint8_t { kSync, kBlock, kEvent, kError };
 //   kEvent: event, ip_suppressed, status_update, has_tsc, tsc and
 //     kEnabled: ip, resumed; kDisabled: ip; kAsyncDisabled: ip (at), to (ip);
 //     kAsyncBranch: ip (from), to; kOverflow: ip; kExecMode: ip, mode;
-//     kTsx: ip, speculative, aborted; kTick: ip; kCbr: ratio.
+//     kTsx: ip, speculative, aborted; kTick: ip; kCbr: ratio;
+//     kPaging: payload (CR3), non_root; kAsyncPaging: ip, payload (CR3),
+//     non_root; kVmcs: payload (VMCS base); kAsyncVmcs: ip, payload (base);
+//     kPtwrite: ip, payload, size (its bytes); kExstop: ip; kMwait: ip,
+//     payload (hints | ext << 32); kPwre: payload (state | sub_state << 8 |
+//     hw << 16); kPwrx: payload (last | deepest << 8 | interrupt << 16 |
+//     store << 17 | autonomous << 18); kMnt: payload.
 //   kError: error (negative code), offset (decoder position).
 // Every kind: has_now, now: libipt's pt_blk_time right after the call that
 // produced the item (its query layer reads ahead, so this can be later than
@@ -132,11 +143,11 @@ struct Item {
   ExecMode mode = ExecMode::kUnknown;
   bool speculative = false, aborted = false, resumed = false;
   bool ip_suppressed = false, status_update = false, has_tsc = false;
-  bool has_now = false;
+  bool has_now = false, non_root = false;
   uint16_t ninsn = 0;
-  uint8_t ratio = 0;
+  uint8_t ratio = 0, size = 0;
   int error = 0;
-  uint64_t ip = 0, end_ip = 0, to = 0;
+  uint64_t ip = 0, end_ip = 0, to = 0, payload = 0;
   uint64_t tsc = 0;
   uint64_t offset = 0;
   uint64_t now = 0;

@@ -1,7 +1,9 @@
 // Differential fuzzer: libipt's block decoder and the flow decoder over the
-// same mutated PT stream and the same code (a fixed 4 KiB blob of calls,
-// conditional, indirect and far branches, returns and a zero-displacement
-// call at 0x400000), configured with or without timing by the first byte.
+// same mutated PT stream and the same code (a fixed 8 KiB blob at 0x400000:
+// 4 KiB of calls, conditional, indirect and far branches, returns and a
+// zero-displacement call, then 4 KiB with the instructions PIP, VMCS and
+// PTW packets bind to: PTWRITE, MOV CR3, VMPTRLD, VMLAUNCH, VMRESUME),
+// configured with or without timing by the first byte.
 // They must agree as flow_decoder.h defines it (libipt_oracle.h Compare);
 // streams where ours stops at a packet it does not decode yet count as
 // agreeing up to there. Seeds: tests/fuzz/corpus/flow_diff/.
@@ -28,10 +30,19 @@ CodeImage* Code() {
     static const uint8_t kPattern[] = {0xe8, 0x0a, 0x00, 0x00, 0x00, 0x74, 0x03, 0xff, 0xe0, 0xc3,
                                        0xeb, 0xf4, 0x0f, 0x05, 0x90, 0x48, 0x85, 0xc0, 0x75, 0xf1,
                                        0xff, 0xd0, 0xc3, 0xe8, 0x00, 0x00, 0x00, 0x00, 0x58, 0xcb};
+    // nop; ptwrite %rax; mov %rax,%cr3; je +3; vmptrld (%rax); vmlaunch;
+    // ptwrite (%rax); vmresume; jmp *%rax; syscall; ret; call -34 (to the nop)
+    static const uint8_t kBindPattern[] = {0x90, 0xf3, 0x48, 0x0f, 0xae, 0xe0, 0x0f, 0x22, 0xd8,
+                                           0x74, 0x03, 0x0f, 0xc7, 0x30, 0x0f, 0x01, 0xc2, 0xf3,
+                                           0x0f, 0xae, 0x20, 0x0f, 0x01, 0xc3, 0xff, 0xe0, 0x0f,
+                                           0x05, 0xc3, 0xe8, 0xde, 0xff, 0xff, 0xff};
     std::string blob;
     while (blob.size() < 4096)
       blob.append(reinterpret_cast<const char*>(kPattern), sizeof kPattern);
     blob.resize(4096);
+    while (blob.size() < 8192)
+      blob.append(reinterpret_cast<const char*>(kBindPattern), sizeof kBindPattern);
+    blob.resize(8192);
     char path[] = "/tmp/ptsnap-flow-fuzz-XXXXXX";
     const int fd = ::mkstemp(path);
     if (fd < 0 || ::write(fd, blob.data(), blob.size()) != static_cast<ssize_t>(blob.size()))

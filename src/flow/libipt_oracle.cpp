@@ -109,6 +109,41 @@ Item FromEvent(const struct pt_event& ev) {
       break;
     case ptev_tick: i.ip = ev.variant.tick.ip; break;
     case ptev_cbr: i.ratio = ev.variant.cbr.ratio; break;
+    case ptev_paging:
+      i.payload = ev.variant.paging.cr3;
+      i.non_root = ev.variant.paging.non_root != 0;
+      break;
+    case ptev_async_paging:
+      i.ip = ev.variant.async_paging.ip;
+      i.payload = ev.variant.async_paging.cr3;
+      i.non_root = ev.variant.async_paging.non_root != 0;
+      break;
+    case ptev_vmcs: i.payload = ev.variant.vmcs.base; break;
+    case ptev_async_vmcs:
+      i.ip = ev.variant.async_vmcs.ip;
+      i.payload = ev.variant.async_vmcs.base;
+      break;
+    case ptev_ptwrite:
+      i.ip = ev.variant.ptwrite.ip;
+      i.payload = ev.variant.ptwrite.payload;
+      i.size = ev.variant.ptwrite.size;
+      break;
+    case ptev_exstop: i.ip = ev.variant.exstop.ip; break;
+    case ptev_mwait:
+      i.ip = ev.variant.mwait.ip;
+      i.payload = ev.variant.mwait.hints | uint64_t{ev.variant.mwait.ext} << 32;
+      break;
+    case ptev_pwre:
+      i.payload = ev.variant.pwre.state | uint64_t{ev.variant.pwre.sub_state} << 8 |
+                  uint64_t{ev.variant.pwre.hw} << 16;
+      break;
+    case ptev_pwrx:
+      i.payload = ev.variant.pwrx.last | uint64_t{ev.variant.pwrx.deepest} << 8 |
+                  uint64_t{ev.variant.pwrx.interrupt} << 16 |
+                  uint64_t{ev.variant.pwrx.store} << 17 |
+                  uint64_t{ev.variant.pwrx.autonomous} << 18;
+      break;
+    case ptev_mnt: i.payload = ev.variant.mnt.payload; break;
     default: break;
   }
   return i;
@@ -218,11 +253,12 @@ std::string ToString(const Item& i) {
     case ItemKind::kEvent:
       std::snprintf(b, sizeof b,
                     "event %d ip=0x%" PRIx64 " to=0x%" PRIx64 "%s%s tsc=%s%" PRIu64
-                    " mode=%d ratio=%u%s%s%s",
+                    " mode=%d ratio=%u payload=0x%" PRIx64 " size=%u%s%s%s%s",
                     static_cast<int>(i.event), i.ip, i.to, i.ip_suppressed ? " suppressed" : "",
                     i.status_update ? " status" : "", i.has_tsc ? "" : "(none)", i.tsc,
-                    static_cast<int>(i.mode), i.ratio, i.speculative ? " spec" : "",
-                    i.aborted ? " abort" : "", i.resumed ? " resumed" : "");
+                    static_cast<int>(i.mode), i.ratio, i.payload, i.size,
+                    i.speculative ? " spec" : "", i.aborted ? " abort" : "",
+                    i.resumed ? " resumed" : "", i.non_root ? " non-root" : "");
       break;
   }
   return b + now;

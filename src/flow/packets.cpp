@@ -121,10 +121,21 @@ int ParseExt(const uint8_t* p, const uint8_t* end, Packet* out) {
       return 11;
     }
     case 0x62:
-    case 0xe2: return Fixed(p, end, 2, PacketType::kExstop, out);
-    case 0xc2: return Fixed(p, end, 10, PacketType::kMwait, out);
-    case 0x22: return Fixed(p, end, 4, PacketType::kPwre, out);
-    case 0xa2: return Fixed(p, end, 7, PacketType::kPwrx, out);
+    case 0xe2:  // EXSTOP, with the IP bit in bit 7
+      out->mode_bits = static_cast<uint8_t>(p[1] >> 7);
+      return Fixed(p, end, 2, PacketType::kExstop, out);
+    case 0xc2:  // MWAIT: hints (4 bytes), extensions (4 bytes)
+      if (Fixed(p, end, 10, PacketType::kMwait, out) < 0) return kErrEos;
+      out->payload = ReadLe(p + 2, 4) | ReadLe(p + 6, 4) << 32;
+      return 10;
+    case 0x22:  // PWRE: HW bit, sub-state, state (2 bytes)
+      if (Fixed(p, end, 4, PacketType::kPwre, out) < 0) return kErrEos;
+      out->payload = ReadLe(p + 2, 2);
+      return 4;
+    case 0xa2:  // PWRX: deepest and last core C-state, wake reasons (5 bytes)
+      if (Fixed(p, end, 7, PacketType::kPwrx, out) < 0) return kErrEos;
+      out->payload = ReadLe(p + 2, 5);
+      return 7;
     default: break;
   }
   if ((p[1] & 0x1f) == 0x12) {  // PTW: payload of 4 or 8 bytes (PayloadBytes 0 or 1)
@@ -133,6 +144,7 @@ int ParseExt(const uint8_t* p, const uint8_t* end, Packet* out) {
     const int n = pb == 0 ? 4 : 8;
     if (end - p < 2 + n) return kErrEos;
     out->type = PacketType::kPtw;
+    out->mode_bits = static_cast<uint8_t>(p[1] >> 7);
     out->payload = ReadLe(p + 2, n);
     out->size = static_cast<uint8_t>(2 + n);
     return 2 + n;

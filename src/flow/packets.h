@@ -48,9 +48,12 @@ struct Packet {
   uint8_t ipc = 0;
   // TNT: `tnt_bits` outcomes, the oldest in bit tnt_bits-1 of `payload`.
   uint8_t tnt_bits = 0;
-  // MODE: its leaf (0 exec, 1 TSX) and bits. PIP: nr (non-root) in `mode_bits`.
+  // MODE: its leaf (0 exec, 1 TSX) and bits. PIP: nr (non-root) in
+  // `mode_bits`. EXSTOP, PTW: the IP bit (a FUP follows) in `mode_bits`.
   uint8_t mode_leaf = 0, mode_bits = 0;
-  // IP / TSC / MTC CTC / CYC cycles / CBR ratio / PIP CR3 / VMCS / PTW payload.
+  // IP / TSC / MTC CTC / CYC cycles / CBR ratio / PIP CR3 / VMCS base / PTW
+  // payload (size - 2 bytes of it) / MNT payload; MWAIT: hints | ext << 32;
+  // PWRE, PWRX: their payload bytes, little-endian (SDM 33.4.2.19-20).
   uint64_t payload = 0;
   // TMA: CTC[15:0] in `payload`, FastCounter in `fc`.
   uint16_t fc = 0;

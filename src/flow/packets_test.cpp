@@ -121,7 +121,7 @@ TEST(PacketsTest, UnknownOpcodesAndReservedFieldsAreErrors) {
   EXPECT_EQ(ParsePacket(bad_psb, bad_psb + 16, &pk), kErrBadPacket);
 }
 
-TEST(PacketsTest, SkipsThePacketsItDoesNotDecode) {
+TEST(PacketsTest, SizesPagingVmcsMntPtwAndPowerPackets) {
   // PIP, VMCS, MNT, PTW (4 and 8 bytes), PWRE, PWRX, EXSTOP, MWAIT: sizes by the SDM.
   const std::vector<std::pair<std::vector<uint8_t>, PacketType>> cases = {
       {{0x02, 0x43, 1, 2, 3, 4, 5, 6}, PacketType::kPip},
@@ -140,6 +140,38 @@ TEST(PacketsTest, SkipsThePacketsItDoesNotDecode) {
               static_cast<int>(bytes.size()));
     EXPECT_EQ(pk.type, type);
   }
+}
+
+TEST(PacketsTest, ParsesThePayloadsOfPagingVmcsPtwAndPowerPackets) {
+  PacketWriter w;
+  w.Pip(0x12345000, true);
+  w.Vmcs(0xabcde000);
+  w.Ptw(0x1122334455667788, 8, true);
+  w.Ptw(0x99aabbcc, 4, false);
+  w.Exstop(true);
+  w.Exstop(false);
+  w.Mwait(0x21, 0x3);
+  w.Pwre(5, 3, true);
+  w.Pwrx(6, 2, 0xd);
+  const auto pk = ParseAll(w);
+  ASSERT_EQ(pk.size(), 9u);
+  EXPECT_EQ(pk[0].type, PacketType::kPip);
+  EXPECT_EQ(pk[0].payload, 0x12345000u);
+  EXPECT_EQ(pk[0].mode_bits, 1);  // non-root
+  EXPECT_EQ(pk[1].payload, 0xabcde000u);
+  EXPECT_EQ(pk[2].payload, 0x1122334455667788u);
+  EXPECT_EQ(pk[2].size, 10);
+  EXPECT_EQ(pk[2].mode_bits, 1);  // a FUP follows
+  EXPECT_EQ(pk[3].payload, 0x99aabbccu);
+  EXPECT_EQ(pk[3].size, 6);
+  EXPECT_EQ(pk[3].mode_bits, 0);
+  EXPECT_EQ(pk[4].mode_bits, 1);
+  EXPECT_EQ(pk[5].mode_bits, 0);
+  EXPECT_EQ(pk[6].payload, 0x21u | uint64_t{3} << 32);
+  // PWRE: state in bits 15:12, sub-state in 11:8, HW in bit 3 (SDM 33.4.2.19).
+  EXPECT_EQ(pk[7].payload, 0x5308u);
+  // PWRX: last core C-state in bits 7:4, deepest in 3:0, wake reasons above.
+  EXPECT_EQ(pk[8].payload, 0xd62u);
 }
 
 TEST(PacketsTest, FindsPsbs) {

@@ -40,7 +40,7 @@ CallStackModel::CallStackModel(decode::Symbolizer* symbols, SliceSink* sink)
 }
 
 CallStackModel::Frame CallStackModel::Resolve(uint64_t addr) {
-  decode::Resolved r = symbols_->Resolve(space_, addr);
+  decode::Resolved r = symbols_->Resolve(space_, addr, now_);
   Frame f;
   f.space = space_;
   f.name = r.name;

@@ -61,7 +61,7 @@ void SampleSpanModel::OnSample(int32_t pid, int32_t tid, int32_t space, uint64_t
   for (size_t i = 0; i < frames.size(); ++i) {
     const decode::StackFrame& f = frames[i];
     uint64_t lookup = f.is_return && f.address != 0 ? f.address - 1 : f.address;
-    decode::Resolved r = symbols_->Resolve(space, lookup);
+    decode::Resolved r = symbols_->Resolve(space, lookup, time);
     Frame fr;
     fr.fn_start = r.start;
     // Where this frame calls the next one: its own address, a return

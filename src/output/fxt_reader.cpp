@@ -2,8 +2,11 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cstring>
+#include <memory>
 
 #include "base/file_util.h"
 
@@ -17,38 +20,68 @@ uint64_t Field(uint64_t w, int begin, int end) {
   return (w >> begin) & mask;
 }
 
+// Reads up to `n` bytes into `out`; fewer only at the end of the input.
+using ByteSource = std::function<Result<size_t>(char* out, size_t n)>;
+
+// Records of the normal kinds are at most 4095 words (a 12-bit size); large
+// records (type 15) are skipped in pieces of this size.
+constexpr size_t kSkipChunk = size_t{1} << 16;
+
 class Parser {
  public:
-  explicit Parser(std::string_view b) : bytes_(b) {}
+  Parser(ByteSource read, FxtTrace* trace, const std::function<void(FxtEvent&&)>* on_event)
+      : read_(std::move(read)), trace_(*trace), on_event_(on_event) {}
 
-  Result<FxtTrace> Run() {
-    if (bytes_.size() < 8 || Word(0) != 0x0016547846040010ull) {
+  Result<void> Run() {
+    char magic[8];
+    PTSNAP_ASSIGN_OR_RETURN(size_t got, read_(magic, 8));
+    uint64_t m = 0;
+    if (got == 8) std::memcpy(&m, magic, 8);
+    if (m != 0x0016547846040010ull) {
       return Error("not an FXT file: the first record is not the magic number record");
     }
-    size_t pos = 8;
-    while (pos + 8 <= bytes_.size()) {
-      uint64_t h = Word(pos);
+    uint64_t pos = 8;
+    std::string record;
+    while (true) {
+      char head[8];
+      PTSNAP_ASSIGN_OR_RETURN(got, read_(head, 8));
+      if (got == 0) break;
+      if (got < 8) return Err(pos, "trailing bytes that are not a whole word");
+      uint64_t h;
+      std::memcpy(&h, head, 8);
       uint64_t type = Field(h, 0, 3);
       uint64_t words = type == 15 ? Field(h, 4, 35) : Field(h, 4, 15);
       if (words == 0) return Err(pos, "record of size 0");
-      if (words > (bytes_.size() - pos) / 8) return Err(pos, "record runs past the end");
-      rec_ = bytes_.substr(pos, words * 8);
+      if (type == 15) {  // a large record: not interpreted, skipped by its size
+        PTSNAP_TRY(Skip(pos, (words - 1) * 8));
+        pos += words * 8;
+        continue;
+      }
+      record.resize(words * 8);
+      std::memcpy(record.data(), head, 8);
+      PTSNAP_ASSIGN_OR_RETURN(got, read_(record.data() + 8, record.size() - 8));
+      if (got < record.size() - 8) return Err(pos, "record runs past the end");
+      rec_ = record;
       rpos_ = 8;
       Result<void> r = Record(type, h);
       if (!r) return std::move(r).error().AddContext("record at offset " + std::to_string(pos));
       pos += words * 8;
     }
-    if (pos != bytes_.size()) return Err(pos, "trailing bytes that are not a whole word");
-    return std::move(trace_);
+    return Ok();
   }
 
  private:
-  uint64_t Word(size_t off) const {
-    uint64_t w;
-    std::memcpy(&w, bytes_.data() + off, 8);
-    return w;
+  Result<void> Skip(uint64_t pos, uint64_t bytes) {
+    std::string scratch(std::min<uint64_t>(bytes, kSkipChunk), '\0');
+    while (bytes > 0) {
+      const size_t n = std::min<uint64_t>(bytes, scratch.size());
+      PTSNAP_ASSIGN_OR_RETURN(size_t got, read_(scratch.data(), n));
+      if (got < n) return Err(pos, "record runs past the end");
+      bytes -= n;
+    }
+    return Ok();
   }
-  static Error Err(size_t pos, const std::string& what) {
+  static Error Err(uint64_t pos, const std::string& what) {
     return Error("FXT record at offset " + std::to_string(pos) + ": " + what);
   }
   Result<uint64_t> Next() {
@@ -180,21 +213,77 @@ class Parser {
     if (e.type == 4) {
       PTSNAP_ASSIGN_OR_RETURN(e.end_ts, Next());
     }
-    trace_.events.push_back(std::move(e));
+    if (on_event_ != nullptr) {
+      (*on_event_)(std::move(e));
+    } else {
+      trace_.events.push_back(std::move(e));
+    }
     return Ok();
   }
 
-  std::string_view bytes_;
+  ByteSource read_;
   std::string_view rec_;
   size_t rpos_ = 0;
   std::map<uint16_t, std::string> strings_;
   std::map<uint8_t, std::array<uint64_t, 2>> threads_;
-  FxtTrace trace_;
+  FxtTrace& trace_;
+  const std::function<void(FxtEvent&&)>* on_event_;  // null: into trace_.events
 };
+
+ByteSource MemorySource(std::string_view bytes) {
+  return [bytes, at = size_t{0}](char* out, size_t n) mutable -> Result<size_t> {
+    n = std::min(n, bytes.size() - at);
+    if (n != 0) std::memcpy(out, bytes.data() + at, n);
+    at += n;
+    return n;
+  };
+}
 
 }  // namespace
 
-Result<FxtTrace> ParseFxt(std::string_view bytes) { return Parser(bytes).Run(); }
+Result<FxtTrace> ParseFxt(std::string_view bytes) {
+  FxtTrace trace;
+  PTSNAP_TRY(Parser(MemorySource(bytes), &trace, nullptr).Run());
+  return trace;
+}
+
+Result<void> StreamFxt(std::string_view bytes, FxtTrace* trace,
+                       const std::function<void(FxtEvent&&)>& on_event) {
+  return Parser(MemorySource(bytes), trace, &on_event).Run();
+}
+
+Result<void> ReadFxtFile(const std::filesystem::path& path, FxtTrace* trace,
+                         const std::function<void(FxtEvent&&)>& on_event) {
+  std::unique_ptr<gzFile_s, int (*)(gzFile)> file(gzopen(path.c_str(), "rb"), gzclose);
+  if (file == nullptr) return Error::FromErrno("opening " + path.string());
+  gzFile f = file.get();
+  gzbuffer(f, 1 << 17);
+  ByteSource read = [&](char* out, size_t n) -> Result<size_t> {
+    size_t done = 0;
+    while (done < n) {
+      const unsigned chunk = static_cast<unsigned>(std::min<size_t>(n - done, 1u << 30));
+      const int got = gzread(f, out + done, chunk);
+      if (got < 0) {
+        int code = 0;
+        const char* what = gzerror(f, &code);
+        return Error(std::string("corrupt gzip data: ") + (what != nullptr ? what : "?"));
+      }
+      if (got == 0) {
+        // A gzip member cut short reads as an early end: say so.
+        int code = 0;
+        const char* what = gzerror(f, &code);
+        if (code != Z_OK && code != Z_STREAM_END)
+          return Error(std::string("corrupt gzip data: ") + (what != nullptr ? what : "?"));
+        break;
+      }
+      done += static_cast<size_t>(got);
+    }
+    return done;
+  };
+  Result<void> r = Parser(std::move(read), trace, &on_event).Run();
+  if (!r) return std::move(r).error().AddContext(path.string());
+  return Ok();
+}
 
 Result<std::string> ReadMaybeGzip(const std::filesystem::path& path) {
   auto read = base::ReadFile(path, size_t{1} << 30);

@@ -4,10 +4,15 @@
 // misread: a missing magic record, records past the end, string or thread
 // refs to empty slots, thread records without the "process" koid argument.
 // Never crashes on arbitrary bytes (fuzzed in fxt_reader_fuzzer).
+//
+// ParseFxt holds the whole trace; ReadFxtFile streams a file (plain or
+// gzip) record by record to a callback, holding only the string and thread
+// tables (`ptsnap report FILE.fxt`: report/trace_file.h).
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -46,6 +51,17 @@ struct FxtTrace {
 };
 
 Result<FxtTrace> ParseFxt(std::string_view bytes);
+
+// Streams: `on_event` gets each event record in file order (the trace's
+// `events` stays empty; its other fields fill as records come). Errors name
+// the record's byte offset in the (uncompressed) stream: "FXT record at
+// offset N: record runs past the end" for a truncated file.
+Result<void> StreamFxt(std::string_view bytes, FxtTrace* trace,
+                       const std::function<void(FxtEvent&&)>& on_event);
+// The same over a file, gunzipped as it is read when it is gzip (zlib's
+// gzread reads plain files as they are). Memory: one record and the tables.
+Result<void> ReadFxtFile(const std::filesystem::path& path, FxtTrace* trace,
+                         const std::function<void(FxtEvent&&)>& on_event);
 // Reads a file, gunzipping it when it is gzip (magic 1f 8b).
 Result<std::string> ReadMaybeGzip(const std::filesystem::path& path);
 

@@ -11,13 +11,13 @@ constexpr uint64_t kMetadata = 0, kInitialization = 1, kStringRecord = 2, kThrea
 // Event types.
 constexpr int kDurationBegin = 2, kDurationEnd = 3, kDurationComplete = 4;
 // Argument types.
-constexpr uint64_t kArgInt32 = 1, kArgString = 6, kArgPointer = 7, kArgKoid = 8;
+constexpr uint64_t kArgInt32 = 1, kArgUint64 = 4, kArgString = 6, kArgPointer = 7, kArgKoid = 8;
 constexpr uint64_t kObjProcess = 1, kObjThread = 2;
 
 uint64_t Words(size_t bytes) { return (bytes + 7) / 8; }
 uint64_t Header(uint64_t type, uint64_t size_words) { return type | (size_words << 4); }
-// Slots 1..8 hold the fixed argument names; the rest are reused round-robin.
-constexpr uint16_t kFirstReusable = 9;
+// Slots 1..9 hold the fixed argument names; the rest are reused round-robin.
+constexpr uint16_t kFirstReusable = 10;
 }  // namespace
 
 FxtWriter::FxtWriter(OutputFile* out) : out_(out) {
@@ -43,6 +43,7 @@ FxtWriter::FxtWriter(OutputFile* out) : out_(out) {
   file_arg_ = String("file");
   line_arg_ = String("line");
   inlined_arg_ = String("inlined");
+  inferred_begin_arg_ = String("inferred_begin");
 }
 
 void FxtWriter::Stream(std::string_view s) {
@@ -122,8 +123,9 @@ void FxtWriter::Event(int type, uint8_t thread, uint16_t name, uint64_t ts, cons
   w[1] = ts;
   for (size_t i = 0; i < nargs; ++i) {
     const Arg& a = args[i];
-    if (a.type == Arg::kPointer) {
-      w[n++] = kArgPointer | (uint64_t{2} << 4) | (uint64_t{a.name} << 16);
+    if (a.type == Arg::kPointer || a.type == Arg::kUint64) {
+      w[n++] = (a.type == Arg::kPointer ? kArgPointer : kArgUint64) | (uint64_t{2} << 4) |
+               (uint64_t{a.name} << 16);
       w[n++] = a.value;
     } else if (a.type == Arg::kInt32) {
       w[n++] = kArgInt32 | (uint64_t{1} << 4) | (uint64_t{a.name} << 16) |
@@ -156,13 +158,17 @@ void FxtWriter::OnSlice(const model::Slice& s) {
   // Slot reuse may evict a string interned a moment ago for this record;
   // intern again until every ref of the record is current (at most twice,
   // since the victims advance round-robin).
+  // The end of an inferred frame carries its name and begin time: its
+  // begin record only comes at the segment's end, and a streaming reader
+  // (`ptsnap report FILE.fxt`) needs both when the frame ends. Perfetto
+  // matches ends to begins by nesting alone and ignores both.
+  const bool named = s.kind != model::Slice::kEnd || s.inferred;
   for (int pass = 0; pass < 3; ++pass) {
-    if (s.kind != model::Slice::kEnd) name = StringPtr(s.name);
+    if (named) name = StringPtr(s.name);
     if (want_dso) dso = StringPtr(s.dso);
     if (loc != nullptr) file = StringPtr(&loc->file);
-    bool ok = (s.kind == model::Slice::kEnd || Current(name, *s.name)) &&
-              (!want_dso || Current(dso, *s.dso)) && (loc == nullptr || Current(file, loc->file)) &&
-              Current(true_, "true");
+    bool ok = (!named || Current(name, *s.name)) && (!want_dso || Current(dso, *s.dso)) &&
+              (loc == nullptr || Current(file, loc->file)) && Current(true_, "true");
     if (ok) break;
   }
   Arg args[6];
@@ -182,7 +188,14 @@ void FxtWriter::OnSlice(const model::Slice& s) {
     case model::Slice::kBegin:
       Event(kDurationBegin, thread, name, s.ts, args, nargs, nullptr);
       break;
-    case model::Slice::kEnd: Event(kDurationEnd, thread, 0, s.ts, args, 0, nullptr); break;
+    case model::Slice::kEnd:
+      if (s.inferred) {
+        const Arg begin{Arg::kUint64, inferred_begin_arg_, s.begin_ts};
+        Event(kDurationEnd, thread, name, s.ts, &begin, 1, nullptr);
+      } else {
+        Event(kDurationEnd, thread, 0, s.ts, args, 0, nullptr);
+      }
+      break;
     case model::Slice::kComplete:
       Event(kDurationComplete, thread, name, s.ts, args, nargs, &s.end_ts);
       break;

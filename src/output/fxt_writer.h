@@ -8,8 +8,10 @@
 // then string/thread records on demand, kernel-object records naming each
 // process ("cmdline [pid=P]") and thread (with the "process" koid
 // argument), and event records (args: address, dso, file and line when
-// known, inferred_start_time, inlined): duration begin/end for frames, duration
-// complete for "[unknown]" spans and zero-length markers.
+// known, inferred_start_time, inlined): duration begin/end for frames (the
+// end of an inferred frame named, with its begin time in an "inferred_begin"
+// uint64 arg), duration complete for "[unknown]" spans and zero-length
+// markers.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +30,10 @@ namespace ptsnap::output {
 inline constexpr uint64_t kFxtMagic = 0x0016547846040010ull;
 inline constexpr uint16_t kFxtMaxStringIndex = 0x7fff;
 inline constexpr size_t kFxtMaxStringBytes = 32000;
+// The process and thread koids of the "Snapshot triggers" track (trigger
+// hits, written by the pipeline in FXT and JSON): far above Linux's pid_max.
+inline constexpr int32_t kTriggerTrackPid = 0x40000000;
+inline constexpr int32_t kTriggerTrackTid = 0x40000001;
 
 class FxtWriter : public model::SliceSink {
  public:
@@ -56,7 +62,7 @@ class FxtWriter : public model::SliceSink {
   void Word(uint64_t w) { out_->Write(std::string_view(reinterpret_cast<const char*>(&w), 8)); }
   void Stream(std::string_view s);
   struct Arg {
-    enum Type { kString, kPointer, kInt32 } type = kString;
+    enum Type { kString, kPointer, kInt32, kUint64 } type = kString;
     uint16_t name = 0;
     uint64_t value = 0;  // pointer value, or string ref
   };
@@ -74,7 +80,7 @@ class FxtWriter : public model::SliceSink {
   std::vector<uint64_t> thread_slots_;
   uint8_t next_thread_ = 1;
   uint16_t process_arg_ = 0, address_arg_ = 0, dso_arg_ = 0, inferred_arg_ = 0, true_ = 0,
-           file_arg_ = 0, line_arg_ = 0, inlined_arg_ = 0;
+           file_arg_ = 0, line_arg_ = 0, inlined_arg_ = 0, inferred_begin_arg_ = 0;
   SourceLookup source_lookup_;
 };
 

@@ -4,7 +4,9 @@
 
 #include <zlib.h>
 
+#include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -31,6 +33,14 @@ class OutputFile {
     bytes_ += data.size();
     buf_.append(data);
     if (buf_.size() >= kBufferSize) FlushBuffer();
+    if (bytes_ > watch_bytes_) Watched();
+  }
+  // Calls `passed` once, from the Write that takes the file (before
+  // compression) past `bytes`: the decode's viewer-size warning, printed
+  // while the file is still being written.
+  void WatchSize(uint64_t bytes, std::function<void(uint64_t bytes_written)> passed) {
+    watch_bytes_ = bytes;
+    watch_ = std::move(passed);
   }
   // Flushes and closes; the first error of any write or of closing.
   Result<void> Close();
@@ -41,11 +51,17 @@ class OutputFile {
       : path_(std::move(path)), fd_(std::move(fd)), gz_(gz) {}
   static constexpr size_t kBufferSize = 1 << 20;
   void FlushBuffer();
+  void Watched() {
+    watch_bytes_ = UINT64_MAX;
+    if (watch_) watch_(bytes_);
+  }
   std::filesystem::path path_;
   base::UniqueFd fd_;    // plain output
   gzFile gz_ = nullptr;  // compressed output (owns its own fd)
   std::string buf_;
   uint64_t bytes_ = 0;
+  uint64_t watch_bytes_ = UINT64_MAX;  // WatchSize: none
+  std::function<void(uint64_t)> watch_;
   int errnum_ = 0;
   std::string error_;
   bool closed_ = false;

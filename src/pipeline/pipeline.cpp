@@ -67,9 +67,9 @@ class Writer {
   model::SliceSink* sink_ = nullptr;
 };
 
-// Koids for the trigger track: far above Linux's pid_max (4M).
-constexpr int32_t kTriggerPid = 0x40000000;
-constexpr int32_t kTriggerTid = 0x40000001;
+// Koids for the trigger track (output/fxt_writer.h).
+constexpr int32_t kTriggerPid = kTriggerTrackPid;
+constexpr int32_t kTriggerTid = kTriggerTrackTid;
 
 using base::Join;
 
@@ -131,6 +131,13 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
   };
   if (write_file) {
     PTSNAP_ASSIGN_OR_RETURN(out, OutputFile::Open(options.output));
+    if (options.on_viewer_size && report.format != "events") {
+      out->WatchSize(options.viewer_comfort_bytes, [&options, &report](uint64_t bytes) {
+        options.on_viewer_size(ViewerSizeWarningWhileWriting(options.output, report.format, bytes,
+                                                             options.viewer_comfort_bytes),
+                               bytes);
+      });
+    }
     writer = Writer::Make(report.format, out.get());
     writer->SetSourceLookup(source_lookup);
   }
@@ -493,17 +500,44 @@ std::string FormatReport(const DecodeReport& r) {
   return s;
 }
 
+namespace {
+
+// Why a big file is a problem, and what makes it smaller.
+constexpr const char* kViewerSizeWhy =
+    " ui.perfetto.dev loads comfortably (its in-browser trace processor needs 2-4x the file in "
+    "memory, about 2 GB at most; larger traces load slowly or fail)";
+constexpr const char* kViewerSizeFix =
+    "thin it with --min-duration (e.g. 1us) or --max-depth (e.g. 20), decode one --snapshot N "
+    "or --split-snapshots, or open it with a native trace_processor --httpd";
+
+std::string Megabytes(uint64_t bytes) {
+  char size[64];
+  std::snprintf(size, sizeof size, "%.1f MB", static_cast<double>(bytes) / 1e6);
+  return size;
+}
+
+std::string Megabytes0(uint64_t bytes) { return std::to_string(bytes / 1'000'000) + " MB"; }
+
+}  // namespace
+
 std::string ViewerSizeWarning(const DecodeReport& r) {
   if ((r.format != "fxt" && r.format != "json") || r.output_bytes <= kViewerComfortBytes) return "";
-  char size[64];
-  std::snprintf(size, sizeof size, "%.1f MB", static_cast<double>(r.output_bytes) / 1e6);
   const std::string kind = r.format == "fxt" ? "FXT" : "JSON";
-  return "warning: " + r.output.string() + " holds " + size + " of " + kind +
-         " (before compression), more than the " + std::to_string(kViewerComfortBytes / 1'000'000) +
-         " MB ui.perfetto.dev loads comfortably (its in-browser trace processor needs 2-4x the "
-         "file in memory, about 2 GB at most; larger traces load slowly or fail): thin it with "
-         "--min-duration (e.g. 1us) or --max-depth (e.g. 20), decode one --snapshot N, or open "
-         "it with a native trace_processor --httpd";
+  return "warning: " + r.output.string() + " holds " + Megabytes(r.output_bytes) + " of " + kind +
+         " (before compression), more than the " + Megabytes0(kViewerComfortBytes) +
+         kViewerSizeWhy + ": " + kViewerSizeFix;
+}
+
+std::string ViewerSizeWarningWhileWriting(const std::filesystem::path& output,
+                                          const std::string& format, uint64_t bytes,
+                                          uint64_t threshold) {
+  const std::string kind = format == "fxt" ? "FXT" : "JSON";
+  return "warning: " + output.string() + " has passed " + Megabytes(bytes) + " of " + kind +
+         " (before compression) and is still growing, more than the " + Megabytes0(threshold) +
+         kViewerSizeWhy +
+         ": you can stop the decode (Ctrl-C; the trace directory keeps "
+         "everything) and " +
+         kViewerSizeFix;
 }
 
 }  // namespace ptsnap::pipeline

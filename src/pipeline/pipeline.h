@@ -19,6 +19,14 @@
 
 namespace ptsnap::pipeline {
 
+// Above this many bytes (before compression) an FXT or JSON file is past
+// what ui.perfetto.dev loads comfortably: magic-trace documents that the
+// viewer "may fail to load traces larger than 100M" of the same kind of
+// data, and the UI's in-browser (WASM) trace processor needs 2-4x the file
+// in memory out of about 2 GB (Perfetto's docs/visualization/
+// large-traces.md), with load failures reported from 285 MB up.
+inline constexpr uint64_t kViewerComfortBytes = 100'000'000;
+
 struct DecodeOptions {
   std::filesystem::path output;  // the file to write; "" with `sink`: none
   std::string format;            // "fxt", "json", "events"; "" = from output's suffix, else fxt
@@ -38,6 +46,13 @@ struct DecodeOptions {
   // Inlined calls as frames where DWARF has them (--no-inline: false;
   // model::CallStackModel::SetInlineFrames).
   bool inline_frames = true;
+  // Called once, while the file is being written, when an FXT or JSON
+  // output passes `viewer_comfort_bytes` before compression, with the
+  // warning line (ViewerSizeWarning's, said of a file still growing) and
+  // the bytes written so far, so that a user watching a long decode can
+  // stop it. Tests lower the size.
+  std::function<void(const std::string& warning, uint64_t bytes)> on_viewer_size;
+  uint64_t viewer_comfort_bytes = kViewerComfortBytes;
   // -j: threads. 0: one per core (DefaultJobs()). From 2 on, the streams
   // are read and decoded on a thread of their own, ahead of the model, and
   // the file is written on another (parallel.h); the output is the same as
@@ -45,14 +60,6 @@ struct DecodeOptions {
   // more than it gains (docs/decoding.md, "Parallel decode").
   unsigned jobs = 1;
 };
-
-// Above this many bytes (before compression) an FXT or JSON file is past
-// what ui.perfetto.dev loads comfortably: magic-trace documents that the
-// viewer "may fail to load traces larger than 100M" of the same kind of
-// data, and the UI's in-browser (WASM) trace processor needs 2-4x the file
-// in memory out of about 2 GB (Perfetto's docs/visualization/
-// large-traces.md), with load failures reported from 285 MB up.
-inline constexpr uint64_t kViewerComfortBytes = 100'000'000;
 
 struct DecodeReport {
   std::filesystem::path output;
@@ -110,5 +117,9 @@ std::string FormatReport(const DecodeReport& r);
 // kViewerComfortBytes before compression: its size, the threshold, why,
 // and the flags that make it smaller. "" otherwise.
 std::string ViewerSizeWarning(const DecodeReport& r);
+// The same line for `output` while it is written and has passed `bytes`.
+std::string ViewerSizeWarningWhileWriting(const std::filesystem::path& output,
+                                          const std::string& format, uint64_t bytes,
+                                          uint64_t threshold);
 
 }  // namespace ptsnap::pipeline

@@ -233,6 +233,46 @@ TEST(PipelineTest, UnwritableOutputIsAnError) {
   EXPECT_THAT(DecodeTraceDir(dir, o), HasErrorContaining("unknown output format"));
 }
 
+// The viewer-size warning comes while the file is written, once, when it
+// passes the threshold (here lowered to 512 bytes), not only at the end;
+// the final line (ViewerSizeWarning) still comes from the report.
+TEST(PipelineTest, ViewerSizeWarningComesWhileWritingOnce) {
+  ::ptsnap::testing::TempDir tmp;
+  auto prog = decode::testing::LoadCallsProgram();
+  auto dir = MakeCallsTrace(tmp.path() / "trace", decode::testing::CallsProgramStream(prog));
+  for (const char* name : {"out.fxt", "out.json", "out.events"}) {
+    DecodeOptions o;
+    o.output = tmp.path() / name;
+    o.viewer_comfort_bytes = 512;
+    std::vector<std::string> warnings;
+    uint64_t when = 0;
+    o.on_viewer_size = [&](const std::string& w, uint64_t bytes) {
+      warnings.push_back(w);
+      when = bytes;
+    };
+    auto r = DecodeTraceDir(dir, o);
+    ASSERT_THAT(r, HasValue());
+    if (std::string(name) == "out.events") {
+      EXPECT_TRUE(warnings.empty());  // not a timeline for the viewer
+      continue;
+    }
+    ASSERT_EQ(warnings.size(), 1u) << name;
+    EXPECT_GT(when, 512u) << name;
+    EXPECT_LT(when, 512u + 1024u) << name;  // the write that passed it, not the end
+    EXPECT_GT(r->output_bytes, when + 1024u) << name;
+    const std::string kind = std::string(name) == "out.fxt" ? " of FXT" : " of JSON";
+    EXPECT_THAT(warnings[0], HasSubstr("warning: " + o.output.string() + " has passed 0.0 MB" +
+                                       kind + " (before compression) and is still growing"));
+    EXPECT_THAT(warnings[0], HasSubstr("you can stop the decode (Ctrl-C"));
+    EXPECT_THAT(warnings[0], HasSubstr("--min-duration"));
+    // Below the real threshold: no final warning.
+    EXPECT_EQ(ViewerSizeWarning(*r), "");
+    DecodeReport big = *r;
+    big.output_bytes = kViewerComfortBytes + 1;
+    EXPECT_THAT(ViewerSizeWarning(big), HasSubstr(" holds 100.0 MB" + kind));
+  }
+}
+
 TEST(PipelineTest, SnapshotMarkerAndTriggerTrack) {
   ::ptsnap::testing::TempDir tmp;
   auto prog = decode::testing::LoadCallsProgram();
@@ -320,6 +360,57 @@ TEST(PipelineTest, MissingStreamFileIsAWarningNotACrash) {
   ASSERT_THAT(r, HasValue());
   EXPECT_EQ(r->missing_streams, 1u);
   ASSERT_FALSE(r->warnings.empty());
+}
+
+// JIT code with a jitdump's JIT_CODE_DEBUG_INFO shows its source line in
+// the output as file-backed code with DWARF does: the JSON slices of the
+// jitted function carry the file and line of its entry.
+TEST(PipelineTest, JitCodeShowsTheSourceLineOfItsJitdumpDebugInfo) {
+  ::ptsnap::testing::TempDir tmp;
+  const uint64_t a = 0x7f0000001000;
+  decode::testing::JitdumpBuilder dump(kPid);
+  dump.DebugInfo(4, a, {{a, 12, "/app/hot.js"}, {a + 1, 13, "/app/hot.js"}})
+      .Load(5, a, "JS:*hot", "\x90\xc3", 1);
+  tmp.Write("host/jit-4242.dump", dump.bytes());
+  auto prog = decode::testing::LoadCallsProgram();
+  trace::Manifest m = decode::testing::CallsManifest(kPid);
+  m.source = trace::Source::kHardware;  // the jitdump's bytes are the code
+  const auto dir = tmp.path() / "trace";
+  {
+    auto w = trace::TraceWriter::Create(dir, m);
+    ASSERT_THAT(w, HasValue());
+    std::string sb;
+    for (const auto& r : decode::testing::CallsSideband(prog, kPid))
+      sb += trace::SerializeRecord(r);
+    ASSERT_THAT(w->AppendSideband(std::as_bytes(std::span(sb.data(), sb.size()))), HasValue());
+    ASSERT_THAT(w->CopyJitdump(kPid, tmp.path() / "host/jit-4242.dump"), HasValue());
+    decode::testing::StreamBuilder b;
+    b.Psb(10);
+    b.TipPge(a);
+    b.Tip(a);  // the ret returns to a: the function again
+    b.TipPgd();
+    const std::string stream = b.Finish();
+    trace::Stream s;
+    s.pid = s.tid = kPid;
+    ASSERT_THAT(w->AddStream(s, std::as_bytes(std::span(stream.data(), stream.size()))),
+                HasValue());
+    ASSERT_THAT(w->Finish(), HasValue());
+  }
+  DecodeOptions o;
+  o.output = tmp.path() / "out.json";
+  auto r = DecodeTraceDir(dir, o);
+  ASSERT_THAT(r, HasValue());
+  EXPECT_EQ(r->decode.errors, 0u);
+  auto json = nlohmann::json::parse(*base::ReadFile(o.output));
+  int jitted = 0;
+  for (const auto& e : json["traceEvents"]) {
+    if (e["name"] != "JS:*hot") continue;
+    ++jitted;
+    ASSERT_TRUE(e.contains("args")) << e.dump();
+    EXPECT_EQ(e["args"].value("file", ""), "/app/hot.js") << e.dump();
+    EXPECT_EQ(e["args"].value("line", 0), 12) << e.dump();
+  }
+  EXPECT_GE(jitted, 1) << json.dump();
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "trace/jitdump.h"
 
 #include <cstring>
+#include <unordered_map>
 
 #include "base/string_util.h"
 
@@ -39,8 +40,10 @@ class Reader {
 };
 
 // One record's body (after its prefix): empty when well-formed, else what
-// is wrong with it.
-std::string ParseRecord(uint32_t id, uint64_t timestamp, Reader r, Jitdump& out) {
+// is wrong with it. `pending`: the debug info not yet claimed by a load,
+// by code address (index into out.debug).
+std::string ParseRecord(uint32_t id, uint64_t timestamp, Reader r, Jitdump& out,
+                        std::unordered_map<uint64_t, size_t>& pending) {
   switch (static_cast<JitdumpRecord>(id)) {
     case JitdumpRecord::kCodeLoad: {
       JitdumpCodeLoad l;
@@ -53,6 +56,10 @@ std::string ParseRecord(uint32_t id, uint64_t timestamp, Reader r, Jitdump& out)
       if (!r.Bytes(size, l.code))
         return "JIT_CODE_LOAD code size " + std::to_string(size) + " runs past the record";
       if (l.code_addr + size < l.code_addr) return "JIT_CODE_LOAD code wraps around";
+      if (auto it = pending.find(l.code_addr); it != pending.end()) {
+        l.debug = it->second;
+        pending.erase(it);
+      }
       out.loads.push_back(std::move(l));
       return "";
     }
@@ -78,6 +85,7 @@ std::string ParseRecord(uint32_t id, uint64_t timestamp, Reader r, Jitdump& out)
         if (e.file == "\xff") e.file = d.entries.empty() ? "" : d.entries.back().file;
         d.entries.push_back(std::move(e));
       }
+      pending[d.code_addr] = out.debug.size();
       out.debug.push_back(std::move(d));
       return "";
     }
@@ -121,6 +129,7 @@ Result<Jitdump> ParseJitdump(std::string_view text) {
   if (h.total_size < kJitdumpHeaderSize || h.total_size > text.size())
     return Error("jitdump header size " + std::to_string(h.total_size) + " is out of range");
   size_t at = h.total_size;
+  std::unordered_map<uint64_t, size_t> pending;
   while (at < text.size()) {
     uint32_t id = 0, size = 0;
     uint64_t timestamp = 0;
@@ -138,7 +147,7 @@ Result<Jitdump> ParseJitdump(std::string_view text) {
       out.torn_tail = true;
       break;
     }
-    std::string why = ParseRecord(id, timestamp, Reader(text, at + 16, at + size), out);
+    std::string why = ParseRecord(id, timestamp, Reader(text, at + 16, at + size), out, pending);
     if (!why.empty()) {
       out.malformed = "record at offset " + std::to_string(at) + ": " + why;
       break;

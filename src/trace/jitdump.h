@@ -9,7 +9,9 @@
 //                      code_size, code_index
 //   JIT_CODE_DEBUG_INFO (2): code_addr, nr_entry, entries {u64 addr,
 //                      i32 line, i32 discriminator, NUL-terminated file
-//                      ("\xff" alone: the previous entry's file)}
+//                      ("\xff" alone: the previous entry's file)}; it
+//                      describes the next JIT_CODE_LOAD of code_addr
+//                      (perf's jitdump.c keeps it until that load)
 //   JIT_CODE_CLOSE (3): no body
 //   JIT_CODE_UNWINDING_INFO (4): unwinding_size, eh_frame_hdr_size,
 //                      mapped_size, unwinding data
@@ -59,6 +61,9 @@ struct JitdumpCodeLoad {
   uint64_t vma = 0, code_addr = 0, code_index = 0;
   std::string name;
   std::string_view code;  // into the parsed text
+  // The JIT_CODE_DEBUG_INFO that came before it for its code_addr (the
+  // last one, when several did), as an index into Jitdump::debug.
+  std::optional<size_t> debug;
 };
 
 struct JitdumpCodeMove {

@@ -158,6 +158,31 @@ TEST(JitdumpTest, TornAndMalformedRecordsKeepWhatCameBefore) {
   EXPECT_THAT(ParseJitdump(tiny.str())->malformed, ::testing::HasSubstr("smaller than its prefix"));
 }
 
+// JIT_CODE_DEBUG_INFO comes before the load it describes (perf's jitdump.c
+// keeps it for the next JIT_CODE_LOAD of its code address): a load at
+// another address does not take it, and code reused at the same address
+// later without debug info of its own gets none.
+TEST(JitdumpTest, DebugInfoDescribesTheNextLoadOfItsAddress) {
+  Dump d;
+  d.Begin(2, 10).U64(0x1000).U64(1).U64(0x1000).I32(7).I32(0).Str("/src/a.js").End();
+  Load(d, 11, 0x2000, "other", "\xc3");
+  Load(d, 12, 0x1000, "described", "\x90\xc3");
+  Load(d, 13, 0x1000, "reused", "\xc3");
+  d.Begin(2, 14).U64(0x1000).U64(1).U64(0x1000).I32(9).I32(0).Str("/src/b.js").End();
+  d.Begin(2, 15).U64(0x1000).U64(1).U64(0x1000).I32(10).I32(0).Str("/src/c.js").End();
+  Load(d, 16, 0x1000, "again", "\xc3");
+  auto j = ParseJitdump(d.str());
+  ASSERT_THAT(j, HasValue());
+  ASSERT_EQ(j->loads.size(), 4u);
+  ASSERT_EQ(j->debug.size(), 3u);
+  EXPECT_FALSE(j->loads[0].debug.has_value());
+  ASSERT_TRUE(j->loads[1].debug.has_value());
+  EXPECT_EQ(j->debug[*j->loads[1].debug].entries[0].file, "/src/a.js");
+  EXPECT_FALSE(j->loads[2].debug.has_value());
+  ASSERT_TRUE(j->loads[3].debug.has_value());  // the latest of two
+  EXPECT_EQ(j->debug[*j->loads[3].debug].entries[0].line, 10);
+}
+
 TEST(JitdumpTest, MarkerMappingsNameTheirProcess) {
   EXPECT_EQ(JitdumpMarkerPid("/home/u/jit-4242.dump"), 4242);
   EXPECT_EQ(JitdumpMarkerPid("jit-7.dump"), 7);

@@ -783,6 +783,10 @@ Result<void> WriteTrace(const Scenario& sc, const std::filesystem::path& dir,
     trace::TextPoke tp{sc.poke->poke_addr, sc.poke->old_bytes, sc.poke->new_bytes};
     sb.push_back(Rec(trace::kRecordTextPoke, sc.poke->time, tp, PERF_RECORD_MISC_KERNEL, 77));
   }
+  sb.insert(sb.end(), opts.extra_sideband.begin(), opts.extra_sideband.end());
+  std::stable_sort(sb.begin(), sb.end(), [](const trace::Record& a, const trace::Record& b) {
+    return a.sample_id.time < b.sample_id.time;
+  });
   std::string bytes;
   for (const auto& r : sb) bytes += trace::SerializeRecord(r);
   PTSNAP_TRY(w.AppendSideband(std::as_bytes(std::span(bytes.data(), bytes.size()))));

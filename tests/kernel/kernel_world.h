@@ -32,6 +32,7 @@
 
 #include "ptsnap/result.h"
 #include "trace/manifest.h"
+#include "trace/perf_record.h"
 
 namespace ptsnap::kworld {
 
@@ -215,6 +216,8 @@ struct TraceOptions {
   // >= 0: write the PT as that CPU's per-CPU stream (system-wide mode),
   // the thread named by the ITRACE_START on that CPU.
   int32_t per_cpu = -1;
+  // More sideband (e.g. PERF_RECORD_KSYMBOL), merged in by time.
+  std::vector<trace::Record> extra_sideband;
 };
 inline constexpr int32_t kPid = 4242;
 // Writes a trace directory with TraceWriter: manifest, sideband (COMM exec,

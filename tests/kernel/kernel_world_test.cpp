@@ -716,5 +716,69 @@ TEST(KernelDecode, NoKcoreGivesMarkersNotWrongFrames) {
   EXPECT_GE(Count(d.lines, "B main"), 1);  // user code still decodes
 }
 
+// ---- BPF programs named by PERF_RECORD_KSYMBOL --------------------------------
+
+// A KSYMBOL record of a BPF program (PERF_RECORD_KSYMBOL_TYPE_BPF), as the
+// kernel writes one when a program is loaded (or, `unregister`, unloaded).
+trace::Record BpfKsymbol(uint64_t time, const ElfSym& range, const std::string& name,
+                         bool unregister = false) {
+  trace::Record r;
+  r.type = PERF_RECORD_KSYMBOL;
+  r.misc = PERF_RECORD_MISC_KERNEL;
+  r.sample_id = {0, 0, time, 0, 0, 1};
+  r.body = trace::Ksymbol{
+      range.addr, static_cast<uint32_t>(range.size), PERF_RECORD_KSYMBOL_TYPE_BPF,
+      static_cast<uint16_t>(unregister ? PERF_RECORD_KSYMBOL_FLAGS_UNREGISTER : 0), name};
+  return r;
+}
+
+// The module's kmod_write (a stand-in for a BPF program's code, which the
+// kernel's indirect call in vfs_write reaches twice), and the times its
+// first instruction ran.
+struct Kmod {
+  ElfSym sym;
+  std::vector<uint64_t> runs;
+};
+Kmod KmodWrite(const Scenario& sc) {
+  Kmod k;
+  for (const ElfSym& s : sc.kernel.elf.symbols) {
+    if (s.name == "kmod_write") k.sym = s;
+  }
+  for (const Step& st : sc.steps) {
+    if (st.kind == Step::kInsn && st.ip == k.sym.addr) k.runs.push_back(st.time);
+  }
+  return k;
+}
+
+// The kernel names a BPF program's addresses from its load to its unload:
+// here two programs in turn over kmod_write's range (the first unloaded
+// between the two writes, the second loaded then). Each run carries the
+// name of the program loaded at its time, not the latest one's, and not
+// kallsyms' module name; its bytes come from the kcore copy (the module
+// area), so the decode has no error.
+TEST(KernelDecode, KsymbolNamesBpfProgramsAtTheirTimes) {
+  TempDir dir;
+  auto sc = BuildScenario(false);
+  ASSERT_THAT(sc, HasValue());
+  const Kmod k = KmodWrite(*sc);
+  ASSERT_GT(k.sym.size, 0u);
+  ASSERT_EQ(k.runs.size(), 2u);
+  const uint64_t swap = (k.runs[0] + k.runs[1]) / 2;
+  TraceOptions o;
+  o.extra_sideband = {
+      BpfKsymbol(sc->steps.front().time - 50, k.sym, "bpf_prog_1111111111111111_first"),
+      BpfKsymbol(swap, k.sym, "bpf_prog_1111111111111111_first", /*unregister=*/true),
+      BpfKsymbol(swap + 1, k.sym, "bpf_prog_2222222222222222_second")};
+  Decoded d = Decode(*sc, o, dir.path());
+  EXPECT_EQ(d.report.decode.errors, 0u) << d.text;
+  EXPECT_EQ(Count(d.lines, "B bpf_prog_1111111111111111_first"), 1) << d.text;
+  EXPECT_EQ(Count(d.lines, "B bpf_prog_2222222222222222_second"), 1) << d.text;
+  EXPECT_EQ(Count(d.lines, "B kmod_write [ptsnap_kmod]"), 0) << d.text;
+  EXPECT_LT(IndexOf(d.lines, "B bpf_prog_1111111111111111_first"),
+            IndexOf(d.lines, "B bpf_prog_2222222222222222_second"));
+  // The code the program calls keeps its kallsyms name.
+  ExpectNested(d.lines, "bpf_prog_1111111111111111_first", "kmod_copy_from_user [ptsnap_kmod]");
+}
+
 }  // namespace
 }  // namespace ptsnap::kworld
