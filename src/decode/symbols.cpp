@@ -32,6 +32,24 @@ class ProcessSymbols {
   std::vector<const elf::SymbolTable*> jit;
   std::vector<std::unique_ptr<elf::SymbolTable>> jit_owned;
   std::unordered_map<uint64_t, Resolved> cache;
+  // In front of `cache`: the last address resolved in each of its slots
+  // (Resolve runs per call and per jump out of a frame).
+  struct Recent {
+    uint64_t addr = 0;
+    Resolved r;
+  };
+  static constexpr size_t kRecent = 1024;
+  std::unique_ptr<Recent[]> recent;
+  // SourceLine by address; HasInlines by function start.
+  std::unordered_map<uint64_t, const SourceLocation*> lines;
+  std::unordered_map<uint64_t, bool> has_inlines;
+  void ClearCaches() {
+    cache.clear();
+    recent.reset();
+    lines.clear();
+    inlines.clear();
+    has_inlines.clear();
+  }
   struct PairHash {
     size_t operator()(const std::pair<uint64_t, uint64_t>& p) const {
       return std::hash<uint64_t>()(p.first * 0x9e3779b97f4a7c15ull ^ p.second);
@@ -74,8 +92,7 @@ class ProcessSymbols {
       it = maps.erase(it);
     }
     maps[m.start] = m;
-    cache.clear();
-    inlines.clear();
+    ClearCaches();
   }
 };
 
@@ -174,7 +191,7 @@ void Symbolizer::AddPerfMap(int32_t pid, elf::SymbolTable table) {
   auto& p = Process(pid);
   p.jit_owned.push_back(std::make_unique<elf::SymbolTable>(std::move(table)));
   p.jit.push_back(p.jit_owned.back().get());
-  p.cache.clear();
+  p.ClearCaches();
 }
 
 void Symbolizer::AddPerfMap(std::span<const int32_t> pids, elf::SymbolTable table) {
@@ -184,15 +201,14 @@ void Symbolizer::AddPerfMap(std::span<const int32_t> pids, elf::SymbolTable tabl
   for (int32_t pid : pids.subspan(1)) {
     auto& p = Process(pid);
     p.jit.push_back(shared);
-    p.cache.clear();
+    p.ClearCaches();
   }
 }
 
 void Symbolizer::ResetProcess(int32_t pid) {
   auto& p = Process(pid);
   p.maps.clear();
-  p.cache.clear();
-  p.inlines.clear();
+  p.ClearCaches();
 }
 
 void Symbolizer::ForkProcess(int32_t parent, int32_t child) {
@@ -201,8 +217,7 @@ void Symbolizer::ForkProcess(int32_t parent, int32_t child) {
   auto& dst = Process(child);
   dst.maps = src.maps;
   dst.jit = src.jit;
-  dst.cache.clear();
-  dst.inlines.clear();
+  dst.ClearCaches();
 }
 
 uint32_t Symbolizer::FunctionId(const std::string* dso, uint64_t start, const std::string* name) {
@@ -216,7 +231,14 @@ uint32_t Symbolizer::FunctionId(const std::string* dso, uint64_t start, const st
 
 Resolved Symbolizer::Resolve(int32_t pid, uint64_t addr) {
   auto& proc = Process(pid);
-  if (auto it = proc.cache.find(addr); it != proc.cache.end()) return it->second;
+  if (!proc.recent)
+    proc.recent = std::make_unique<ProcessSymbols::Recent[]>(ProcessSymbols::kRecent);
+  ProcessSymbols::Recent& recent = proc.recent[(addr ^ (addr >> 10)) % ProcessSymbols::kRecent];
+  if (recent.r.name != nullptr && recent.addr == addr) return recent.r;
+  if (auto it = proc.cache.find(addr); it != proc.cache.end()) {
+    recent = {addr, it->second};
+    return it->second;
+  }
   Resolved r;
   if (IsKernelAddress(addr)) {
     static const std::string kKernel = "[kernel.kallsyms]";
@@ -270,6 +292,7 @@ Resolved Symbolizer::Resolve(int32_t pid, uint64_t addr) {
   r.function_id = FunctionId(r.known ? r.dso : nullptr, r.start, r.name);
   if (proc.cache.size() > (1u << 20)) proc.cache.clear();
   proc.cache.emplace(addr, r);
+  recent = {addr, r};
   return r;
 }
 
@@ -292,11 +315,27 @@ DwarfFile* Symbolizer::Dwarf(const Mapping& m) {
 
 const SourceLocation* Symbolizer::SourceLine(int32_t pid, uint64_t addr) {
   if (addr == 0 || IsKernelAddress(addr)) return nullptr;
-  const Mapping* m = Process(pid).Find(addr);
+  ProcessSymbols& proc = Process(pid);
+  auto [it, fresh] = proc.lines.try_emplace(addr, nullptr);
+  if (!fresh) return it->second;
+  const Mapping* m = proc.Find(addr);
   if (m == nullptr || m->elf == nullptr) return nullptr;
   DwarfFile* dw = Dwarf(*m);
   if (dw == nullptr) return nullptr;
-  return dw->Lookup(addr - static_cast<uint64_t>(m->bias));
+  it->second = dw->Lookup(addr - static_cast<uint64_t>(m->bias));
+  return it->second;
+}
+
+bool Symbolizer::HasInlines(int32_t pid, uint64_t fn_start) {
+  if (IsKernelAddress(fn_start)) return false;
+  ProcessSymbols& proc = Process(pid);
+  auto [it, fresh] = proc.has_inlines.try_emplace(fn_start, false);
+  if (!fresh) return it->second;
+  const Mapping* m = proc.Find(fn_start);
+  if (m == nullptr || m->elf == nullptr) return false;
+  DwarfFile* dw = Dwarf(*m);
+  it->second = dw != nullptr && dw->Inlines(fn_start - static_cast<uint64_t>(m->bias)) != nullptr;
+  return it->second;
 }
 
 namespace {

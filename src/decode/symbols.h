@@ -105,6 +105,10 @@ class Symbolizer {
   // start, end); every scope's `display` is set. nullptr when no inlined
   // code lies in it (or no DWARF covers it). Valid until the next call.
   const InlineRuns* Inlines(int32_t pid, uint64_t fn_start, uint64_t start, uint64_t end);
+  // Whether DWARF has any inlined call in the function that starts at
+  // `fn_start` in `pid`: when false, Inlines(pid, fn_start, ...) is
+  // nullptr for every block of it. Cached per (pid, fn_start).
+  bool HasInlines(int32_t pid, uint64_t fn_start);
 
   // Interns a name (pseudo frames, markers) and returns a stable pointer.
   const std::string* Intern(std::string_view s);

@@ -404,9 +404,12 @@ void CallStackModel::InlineBlock(uint64_t start, uint64_t end, uint64_t end_time
   size_t real = stack_.size();
   while (real > 0 && stack_[real - 1].scope != nullptr) --real;
   if (real == 0) return;
-  const Frame& r = stack_[real - 1];
+  Frame& r = stack_[real - 1];
   if (r.pseudo || !r.known || !Contains(r, start) || !Contains(r, end)) return;
-  const decode::InlineRuns* runs = symbols_->Inlines(r.space, r.fn_start, start, end);
+  // Most functions have no inlined code: asked once per frame, not per block.
+  if (r.has_inlines < 0) r.has_inlines = symbols_->HasInlines(r.space, r.fn_start) ? 1 : 0;
+  const decode::InlineRuns* runs =
+      r.has_inlines != 0 ? symbols_->Inlines(r.space, r.fn_start, start, end) : nullptr;
   if (runs == nullptr) {
     if (stack_.size() > real) SyncInline(real, nullptr, 0);
     return;
@@ -528,7 +531,7 @@ void CallStackModel::OnEvent(const decode::BranchEvent& e) {
       break;
     case BranchKind::kError:
       stats_.decode_errors++;
-      Queue(OpKind::kInstant, Pseudo(Name("[decode error: " + e.message + "]")));
+      Queue(OpKind::kInstant, Pseudo(Name("[decode error: " + decode::ErrorMessage(e) + "]")));
       ResetAll();
       break;
   }

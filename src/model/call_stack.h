@@ -103,6 +103,8 @@ class CallStackModel {
     // what it tail-calls or returns into (the sigreturn trampoline): nested
     // above the interrupted frame, ended when tracing resumes elsewhere.
     bool signal = false;
+    // Whether the function has inlined code (Symbolizer::HasInlines); -1: not asked yet.
+    int8_t has_inlines = -1;
   };
   // One output operation waiting for its final timestamp.
   enum class OpKind : uint8_t { kBegin, kEnd, kUnknown, kInstant, kInferred };
