@@ -251,6 +251,8 @@ Resolved Symbolizer::Resolve(int32_t pid, uint64_t addr) {
     }
   } else if (const Mapping* m = proc.Find(addr)) {
     r.dso = m->dso;
+    r.unknown_lo = m->start;
+    r.unknown_hi = m->end;
     if (m->elf != nullptr) {
       uint64_t vaddr = addr - static_cast<uint64_t>(m->bias);
       if (const elf::Symbol* s = m->elf->symbols().Find(vaddr)) {
@@ -258,9 +260,28 @@ Resolved Symbolizer::Resolve(int32_t pid, uint64_t addr) {
         r.start = s->start + static_cast<uint64_t>(m->bias);
         r.end = r.start + std::max<uint64_t>(s->size, 1);
         r.name = Intern(s->name);
+      } else {
+        // The gap between the symbols around vaddr, as SymbolTable::Find
+        // sees it: after the last symbol starting at or before it (which
+        // does not cover it), before the next one.
+        const std::vector<elf::Symbol>& syms = m->elf->symbols().symbols();
+        auto next = std::upper_bound(syms.begin(), syms.end(), vaddr,
+                                     [](uint64_t a, const elf::Symbol& s) { return a < s.start; });
+        uint64_t lo = 0, hi = UINT64_MAX;
+        if (next != syms.begin()) {
+          const elf::Symbol& prev = *std::prev(next);
+          lo = prev.start + (prev.size != 0 ? prev.size : 0x10000);
+        }
+        if (next != syms.end()) hi = next->start;
+        const auto bias = static_cast<uint64_t>(m->bias);
+        // In process addresses, within the mapping (no wrap: lo <= vaddr < hi).
+        if (lo + bias > r.unknown_lo && lo + bias <= addr) r.unknown_lo = lo + bias;
+        if (hi != UINT64_MAX && hi + bias < r.unknown_hi && hi + bias > addr)
+          r.unknown_hi = hi + bias;
       }
     }
   }
+  if (r.known || !proc.jit.empty()) r.unknown_lo = r.unknown_hi = 0;
   if (!r.known) {
     for (const elf::SymbolTable* jit : proc.jit) {
       if (const elf::Symbol* s = jit->Find(addr)) {

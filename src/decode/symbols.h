@@ -36,6 +36,10 @@ struct Resolved {
   const std::string* name = nullptr;  // display name, owned by the Symbolizer
   const std::string* dso = nullptr;
   bool known = false;  // false: "[unknown @ 0xADDR (dso)]"
+  // When !known: every address in [unknown_lo, unknown_hi) resolves
+  // unknown too, in the same mapping (`dso`): no symbol (and no JIT map)
+  // covers any of it. Empty when not computed (kernel, JIT maps, no dso).
+  uint64_t unknown_lo = 0, unknown_hi = 0;
 };
 
 // Where the inlined calls change along a straight run of code: from

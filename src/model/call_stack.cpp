@@ -50,6 +50,8 @@ CallStackModel::Frame CallStackModel::Resolve(uint64_t addr) {
   f.address = r.start;
   f.function_id = r.function_id;
   f.known = r.known;
+  f.unknown_lo = r.unknown_lo;
+  f.unknown_hi = r.unknown_hi;
   return f;
 }
 
@@ -275,6 +277,8 @@ void CallStackModel::Ret(Via via) {
 void CallStackModel::CheckCurrent(uint64_t dst) {
   // After every operation the function under the pc is the top frame.
   if (!stack_.empty() && Contains(stack_.back(), dst)) return;
+  // Still in the same file's unknown code (below): one frame.
+  if (!stack_.empty() && InUnknownStretch(stack_.back(), dst)) return;
   Frame f = Resolve(dst);
   if (stack_.empty()) {
     PushInferred(f);
@@ -462,6 +466,8 @@ void CallStackModel::OnEvent(const decode::BranchEvent& e) {
     }
     case BranchKind::kJump: {
       if (!stack_.empty() && Contains(stack_.back(), e.to)) break;
+      // Unknown code to unknown code of the same file (below), unresolved.
+      if (!stack_.empty() && InUnknownStretch(stack_.back(), e.to)) break;
       Frame f = Resolve(e.to);
       if (!stack_.empty() && !stack_.back().pseudo && stack_.back().function_id == f.function_id) {
         break;
