@@ -391,7 +391,7 @@ class StreamDecoder {
     e.pid = thread_.pid;
     e.tid = thread_.tid;
     e.space = space_;
-    pending_.push_back(Pending{std::move(e), pos_, lower, gap, in_tx_});
+    pending_.push_back(Pending{e, pos_, lower, gap, in_tx_});
     if (gap) gap_since_anchor_ = true;  // the time to the next anchor is no rate
     if (pending_.size() >= kMaxPending) ResolvePending(0, /*have_next=*/false);
   }
@@ -547,7 +547,7 @@ class StreamDecoder {
     e.from = from;
     e.to = to;
     e.syscall = syscall;
-    Emit(std::move(e));
+    Emit(e);
   }
   // An event where tracing stops, at libipt's time `time` for it. When no
   // timing packet came since the last anchor, that time is stale, and the
@@ -561,7 +561,7 @@ class StreamDecoder {
     e.kind = kind;
     e.from = from;
     e.syscall = syscall;
-    Emit(std::move(e), /*gap=*/true, time);
+    Emit(e, /*gap=*/true, time);
   }
   // The time of the branch a tick names. With CYC it is the branch's own.
   // Without, the tick's time is an MTC's that came before the branch's
@@ -661,7 +661,7 @@ class StreamDecoder {
         BranchEvent e;
         e.kind = BranchKind::kOverflow;
         e.to = ev.ip_suppressed ? 0 : ev.variant.overflow.ip;
-        Emit(std::move(e), /*gap=*/true, 0);
+        Emit(e, /*gap=*/true, 0);
         if (ev.has_tsc) AnchorAt(t);
         Retarget(t, /*thread=*/true);
         have_prev_ = false;
