@@ -35,6 +35,17 @@ std::string_view ToString(BranchKind k) {
   return "?";
 }
 
+std::string ErrorMessage(const BranchEvent& e) {
+  if (e.kind != BranchKind::kError) return "";
+  std::string message = LibiptError(e.error);
+  if (e.error_at_from) {
+    char buf[40];
+    std::snprintf(buf, sizeof buf, " at 0x%llx", static_cast<unsigned long long>(e.from));
+    message += buf;
+  }
+  return message;
+}
+
 PtDecoder::PtDecoder(const std::filesystem::path& dir, const trace::Manifest& m)
     : dir_(dir),
       manifest_(m),
@@ -103,8 +114,7 @@ class StreamDecoder {
   // stream already delivered (by a flow decoder that stopped at what it
   // does not decode): decoded again, not delivered again.
   StreamDecoder(PtDecoder* owner, UniqueBlockDecoder dec, std::string_view bytes,
-                PtDecoder::ThreadId thread, int32_t cpu, const PtDecoder::Sink* sink,
-                uint64_t skip = 0)
+                PtDecoder::ThreadId thread, int32_t cpu, EventSink* sink, uint64_t skip = 0)
       : owner_(owner),
         dec_(std::move(dec)),
         bytes_(bytes),
@@ -115,6 +125,7 @@ class StreamDecoder {
         skip_(skip),
         cycle_accurate_(owner->cycle_accurate()),
         mtc_period_ns_(owner->MtcPeriodNs()) {
+    if (sink_ != nullptr) out_.reserve(kOutBatch);
     if (!dec_) {
       code_.views = &owner->views();
       code_.image = owner->KernelImageForFlow();
@@ -127,6 +138,7 @@ class StreamDecoder {
   void Run() {
     while (Step()) {
     }
+    FlushOut();
   }
   // Queue mode: decodes until an event is queued; false at the end.
   bool Fill() {
@@ -398,7 +410,7 @@ class StreamDecoder {
     e.pid = thread_.pid;
     e.tid = thread_.tid;
     e.space = space_;
-    pending_.push_back(Pending{std::move(e), pos_, lower, gap, in_tx_});
+    pending_.push_back(Pending{e, pos_, lower, gap, in_tx_});
     if (gap) gap_since_anchor_ = true;  // the time to the next anchor is no rate
     if (pending_.size() >= kMaxPending) ResolvePending(0, /*have_next=*/false);
   }
@@ -459,7 +471,7 @@ class StreamDecoder {
         } else if (p1 <= p0 || pe.pos <= p0) {
           t = t0;
         } else {
-          t = t0 + static_cast<uint64_t>(static_cast<Uint128>(t1 - t0) * (pe.pos - p0) / (p1 - p0));
+          t = t0 + MulDiv(t1 - t0, pe.pos - p0, p1 - p0);
         }
         pe.e.time = t;
         Place(pe);
@@ -485,6 +497,11 @@ class StreamDecoder {
       anchor_time_ = t0;
       have_anchor_ = true;
     }
+  }
+  // a * b / c, exactly (128-bit product), in 64 bits when the product fits.
+  static uint64_t MulDiv(uint64_t a, uint64_t b, uint64_t c) {
+    if ((a | b) >> 32 == 0) return a * b / c;
+    return static_cast<uint64_t>(static_cast<Uint128>(a) * b / c);
   }
   uint64_t Extrapolate(uint64_t p0, uint64_t t0, uint64_t p) const {
     const double rate = owner_->Rate();
@@ -512,10 +529,17 @@ class StreamDecoder {
     }
     owner_->mutable_stats().events++;
     if (sink_ != nullptr) {
-      (*sink_)(e);
+      out_.push_back(e);
+      if (out_.size() >= kOutBatch) FlushOut();
     } else {
       queue_.push_back(e);
     }
+  }
+  // Hands the events delivered so far to the sink, one call per batch.
+  void FlushOut() {
+    if (out_.empty()) return;
+    sink_->OnEvents(out_);
+    out_.clear();
   }
   void CommitTransaction() {
     in_tx_ = false;
@@ -542,7 +566,7 @@ class StreamDecoder {
     e.from = from;
     e.to = to;
     e.syscall = syscall;
-    Emit(std::move(e));
+    Emit(e);
   }
   // An event where tracing stops, at libipt's time `time` for it. When no
   // timing packet came since the last anchor, that time is stale, and the
@@ -556,7 +580,7 @@ class StreamDecoder {
     e.kind = kind;
     e.from = from;
     e.syscall = syscall;
-    Emit(std::move(e), /*gap=*/true, time);
+    Emit(e, /*gap=*/true, time);
   }
   // The time of the branch a tick names. With CYC it is the branch's own.
   // Without, the tick's time is an MTC's that came before the branch's
@@ -580,14 +604,10 @@ class StreamDecoder {
     BranchEvent e;
     e.kind = BranchKind::kError;
     e.from = have_prev_ ? prev_end_ : 0;
-    e.message = LibiptError(status);
-    if (pt_errcode(status) == pte_nomap && have_prev_) {
-      char buf[40];
-      std::snprintf(buf, sizeof buf, " at 0x%llx", static_cast<unsigned long long>(prev_end_));
-      e.message += buf;
-    }
+    e.error = status;
+    e.error_at_from = pt_errcode(status) == pte_nomap && have_prev_;
     have_prev_ = false;
-    Emit(std::move(e), /*gap=*/true, Now());
+    Emit(e, /*gap=*/true, Now());
   }
 
   // The kind of branch the previous block ended with.
@@ -660,7 +680,7 @@ class StreamDecoder {
         BranchEvent e;
         e.kind = BranchKind::kOverflow;
         e.to = ev.ip_suppressed ? 0 : ev.variant.overflow.ip;
-        Emit(std::move(e), /*gap=*/true, 0);
+        Emit(e, /*gap=*/true, 0);
         if (ev.has_tsc) AnchorAt(t);
         Retarget(t, /*thread=*/true);
         have_prev_ = false;
@@ -752,7 +772,10 @@ class StreamDecoder {
   bool have_image_ = false;
   size_t applied_pokes_ = 0;
   uint64_t next_change_ = 0;  // next poke or space change; UINT64_MAX: none
-  const PtDecoder::Sink* sink_;
+  EventSink* sink_;
+  // Delivered events not yet handed to sink_ (FlushOut).
+  static constexpr size_t kOutBatch = 256;
+  std::vector<BranchEvent> out_;
   // Counted here and added to the owner's at the end (not at all when the
   // stream is decoded again); events delivered are counted as they go.
   DecodeStats own_stats_;
@@ -805,7 +828,7 @@ flow::Config PtDecoder::FlowConfig(std::string_view bytes) const {
 }
 
 Result<void> PtDecoder::DecodeStream(int32_t pid, int32_t tid, std::string_view bytes,
-                                     const Sink& sink) {
+                                     EventSink& sink) {
   stats_.pt_bytes += bytes.size();
   if (bytes.empty()) return Ok();
   const ThreadId thread{pid, tid};
@@ -823,7 +846,7 @@ Result<void> PtDecoder::DecodeStream(int32_t pid, int32_t tid, std::string_view 
   return Ok();
 }
 
-Result<void> PtDecoder::DecodeCpuStreams(const std::vector<CpuStream>& streams, const Sink& sink) {
+Result<void> PtDecoder::DecodeCpuStreams(const std::vector<CpuStream>& streams, EventSink& sink) {
   std::vector<std::unique_ptr<StreamDecoder>> decoders;
   std::vector<const CpuStream*> decoded;  // decoders[i] decodes *decoded[i]
   for (const CpuStream& s : streams) {
@@ -863,15 +886,22 @@ Result<void> PtDecoder::DecodeCpuStreams(const std::vector<CpuStream>& streams, 
     PTSNAP_ASSIGN_OR_RETURN(bool more, fill(i));
     if (more) heads.emplace(decoders[i]->queue().front().time, i);
   }
+  std::vector<BranchEvent> out;  // merged events not yet handed to the sink
+  out.reserve(256);
   while (!heads.empty()) {
     size_t i = heads.top().second;
     heads.pop();
     StreamDecoder& d = *decoders[i];
-    sink(d.queue().front());
+    out.push_back(d.queue().front());
     d.queue().pop_front();
+    if (out.size() == out.capacity()) {
+      sink.OnEvents(out);
+      out.clear();
+    }
     PTSNAP_ASSIGN_OR_RETURN(bool more, fill(i));
     if (more) heads.emplace(decoders[i]->queue().front().time, i);
   }
+  if (!out.empty()) sink.OnEvents(out);
   return Ok();
 }
 

@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -46,7 +47,7 @@ enum class BranchKind : uint8_t {
   kEnable,     // tracing (re)starts at `to` (TIP.PGE)
   kDisable,    // tracing stops after `from` (TIP.PGD); `syscall` says why
   kOverflow,   // the CPU's internal buffer overflowed: trace lost until `to`
-  kError,      // decode error (`message`); decoding resumes at the next PSB
+  kError,      // decode error (`error`, ErrorMessage); decoding resumes at the next PSB
   kStop,       // TraceStop packet
 };
 std::string_view ToString(BranchKind k);
@@ -66,8 +67,43 @@ struct BranchEvent {
   uint64_t time = 0;          // perf clock ns (0 when the stream has no timing at all)
   uint64_t from = 0, to = 0;  // 0 when unknown / suppressed
   uint64_t insns = 0;         // instructions executed since the previous event
-  std::string message;        // kError only
+  // kError only: libipt's status (a negative pte_* code; the flow decoder
+  // uses the same codes), and whether the message names `from` (code not
+  // mapped there). The text is ErrorMessage's, made only when shown: an
+  // event holds no heap memory and copies as plain bytes.
+  int32_t error = 0;
+  bool error_at_from = false;
 };
+// A kError event's message: libipt's text for `error`, with " at 0xFROM"
+// when error_at_from ("no memory mapped at this address at 0x401000").
+// Empty for other kinds.
+std::string ErrorMessage(const BranchEvent& e);
+
+// Receives decoded events in order, a batch at a time (one virtual call
+// per batch, not per event, on the hot path). The span is valid only
+// during the call. PtDecoder calls it on the thread that decodes.
+class EventSink {
+ public:
+  virtual ~EventSink() = default;
+  virtual void OnEvents(std::span<const BranchEvent> events) = 0;
+};
+// An EventSink calling `f(const BranchEvent&)` per event, inlined into the
+// batch loop: `auto sink = EventSinkOf([&](const BranchEvent& e) {...});`.
+template <typename F>
+class EventSinkFn final : public EventSink {
+ public:
+  explicit EventSinkFn(F f) : f_(std::move(f)) {}
+  void OnEvents(std::span<const BranchEvent> events) override {
+    for (const BranchEvent& e : events) f_(e);
+  }
+
+ private:
+  F f_;
+};
+template <typename F>
+EventSinkFn<F> EventSinkOf(F f) {
+  return EventSinkFn<F>(std::move(f));
+}
 
 // Decodes the streams of one trace. Holds the libipt section cache shared by
 // every image, the kernel's image (kernel_image.h), the address spaces and
@@ -93,14 +129,21 @@ class PtDecoder {
   enum class Engine : uint8_t { kOurs, kLibipt };
   void set_engine(Engine e) { use_flow_ = e == Engine::kOurs; }
 
+  // Decodes `bytes` (one stream, thread `pid`/`tid`) and gives `sink` its
+  // events in order, in batches. Returns an error only for configuration
+  // failures (e.g. libipt refuses the config); trace errors become kError
+  // events.
+  Result<void> DecodeStream(int32_t pid, int32_t tid, std::string_view bytes, EventSink& sink);
+  // The same with a callback per event (tests, tools: a std::function call
+  // per event; the pipeline uses an EventSink).
   using Sink = std::function<void(const BranchEvent&)>;
-  // Decodes `bytes` (one stream, thread `pid`/`tid`) and calls `sink` for
-  // each event in order. Returns an error only for configuration failures
-  // (e.g. libipt refuses the config); trace errors become kError events.
   Result<void> DecodeStream(int32_t pid, std::string_view bytes, const Sink& sink) {
     return DecodeStream(pid, pid, bytes, sink);
   }
-  Result<void> DecodeStream(int32_t pid, int32_t tid, std::string_view bytes, const Sink& sink);
+  Result<void> DecodeStream(int32_t pid, int32_t tid, std::string_view bytes, const Sink& sink) {
+    auto s = EventSinkOf([&sink](const BranchEvent& e) { sink(e); });
+    return DecodeStream(pid, tid, bytes, s);
+  }
 
   // Per-CPU streams (one recording's, e.g. one snapshot's): decoded side by
   // side and merged by time, so `sink` sees every thread's events in time
@@ -113,7 +156,11 @@ class PtDecoder {
     int32_t cpu = 0;
     std::string_view bytes;
   };
-  Result<void> DecodeCpuStreams(const std::vector<CpuStream>& streams, const Sink& sink);
+  Result<void> DecodeCpuStreams(const std::vector<CpuStream>& streams, EventSink& sink);
+  Result<void> DecodeCpuStreams(const std::vector<CpuStream>& streams, const Sink& sink) {
+    auto s = EventSinkOf([&sink](const BranchEvent& e) { sink(e); });
+    return DecodeCpuStreams(streams, s);
+  }
 
   // Who ran on `cpu` at perf time `time`, from PERF_RECORD_SWITCH_CPU_WIDE
   // and ITRACE_START records: {pid, tid}, or {0, -1 - cpu} when unknown or

@@ -98,7 +98,7 @@ std::string Describe(const BranchEvent& e) {
   return std::string(ToString(e.kind)) + " " + std::to_string(e.from) + "->" +
          std::to_string(e.to) + " t=" + std::to_string(e.time) + " n=" + std::to_string(e.insns) +
          (e.syscall ? " syscall" : "") + " " + std::to_string(e.pid) + "/" + std::to_string(e.tid) +
-         "@" + std::to_string(e.space) + " " + e.message;
+         "@" + std::to_string(e.space) + " " + ErrorMessage(e);
 }
 
 // The same events and counts from ptsnap's flow decoder and from libipt.

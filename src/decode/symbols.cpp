@@ -39,6 +39,24 @@ class ProcessSymbols {
     const JitLines* lines = nullptr;
   };
   std::map<uint64_t, JitLineRange> jit_lines;
+  // In front of `cache`: the last address resolved in each of its slots
+  // (Resolve runs per call and per jump out of a frame).
+  struct Recent {
+    uint64_t addr = 0;
+    Resolved r;
+  };
+  static constexpr size_t kRecent = 1024;
+  std::unique_ptr<Recent[]> recent;
+  // SourceLine by address; HasInlines by function start.
+  std::unordered_map<uint64_t, const SourceLocation*> lines;
+  std::unordered_map<uint64_t, bool> has_inlines;
+  void ClearCaches() {
+    cache.clear();
+    recent.reset();
+    lines.clear();
+    inlines.clear();
+    has_inlines.clear();
+  }
   struct PairHash {
     size_t operator()(const std::pair<uint64_t, uint64_t>& p) const {
       return std::hash<uint64_t>()(p.first * 0x9e3779b97f4a7c15ull ^ p.second);
@@ -81,8 +99,7 @@ class ProcessSymbols {
       it = maps.erase(it);
     }
     maps[m.start] = m;
-    cache.clear();
-    inlines.clear();
+    ClearCaches();
   }
 };
 
@@ -181,7 +198,7 @@ void Symbolizer::AddPerfMap(int32_t pid, elf::SymbolTable table) {
   auto& p = Process(pid);
   p.jit_owned.push_back(std::make_unique<elf::SymbolTable>(std::move(table)));
   p.jit.push_back(p.jit_owned.back().get());
-  p.cache.clear();
+  p.ClearCaches();
 }
 
 void Symbolizer::AddPerfMap(std::span<const int32_t> pids, elf::SymbolTable table) {
@@ -191,7 +208,7 @@ void Symbolizer::AddPerfMap(std::span<const int32_t> pids, elf::SymbolTable tabl
   for (int32_t pid : pids.subspan(1)) {
     auto& p = Process(pid);
     p.jit.push_back(shared);
-    p.cache.clear();
+    p.ClearCaches();
   }
 }
 
@@ -216,6 +233,7 @@ void Symbolizer::SetJitLines(int32_t pid, uint64_t addr, uint64_t len, const Jit
   }
   for (auto& k : keep) ranges.insert(k);
   if (lines != nullptr) ranges[addr] = {end, addr, lines};
+  Process(pid).lines.clear();  // SourceLine's answers for this code change
 }
 
 void Symbolizer::AddKernelSymbol(uint64_t time, uint64_t addr, uint64_t len, std::string_view name,
@@ -279,8 +297,7 @@ void Symbolizer::ResetProcess(int32_t pid) {
   auto& p = Process(pid);
   p.maps.clear();
   p.jit_lines.clear();
-  p.cache.clear();
-  p.inlines.clear();
+  p.ClearCaches();
 }
 
 void Symbolizer::ForkProcess(int32_t parent, int32_t child) {
@@ -290,8 +307,7 @@ void Symbolizer::ForkProcess(int32_t parent, int32_t child) {
   dst.maps = src.maps;
   dst.jit = src.jit;
   dst.jit_lines = src.jit_lines;
-  dst.cache.clear();
-  dst.inlines.clear();
+  dst.ClearCaches();
 }
 
 uint32_t Symbolizer::FunctionId(const std::string* dso, uint64_t start, const std::string* name) {
@@ -308,7 +324,17 @@ Resolved Symbolizer::Resolve(int32_t pid, uint64_t addr, uint64_t time) {
   // KSYMBOL-named code is looked up by time, so not cached by address.
   const bool versioned = IsKernelAddress(addr) && ResolveKernelSymbol(addr, time, r);
   auto& proc = Process(pid);
-  if (auto it = proc.cache.find(addr); !versioned && it != proc.cache.end()) return it->second;
+  ProcessSymbols::Recent* recent = nullptr;
+  if (!versioned) {
+    if (!proc.recent)
+      proc.recent = std::make_unique<ProcessSymbols::Recent[]>(ProcessSymbols::kRecent);
+    recent = &proc.recent[(addr ^ (addr >> 10)) % ProcessSymbols::kRecent];
+    if (recent->r.name != nullptr && recent->addr == addr) return recent->r;
+    if (auto it = proc.cache.find(addr); it != proc.cache.end()) {
+      *recent = {addr, it->second};
+      return it->second;
+    }
+  }
   if (versioned) {
     // Resolved above (r.known false: no symbol there at `time`).
   } else if (IsKernelAddress(addr)) {
@@ -322,6 +348,8 @@ Resolved Symbolizer::Resolve(int32_t pid, uint64_t addr, uint64_t time) {
     }
   } else if (const Mapping* m = proc.Find(addr)) {
     r.dso = m->dso;
+    r.unknown_lo = m->start;
+    r.unknown_hi = m->end;
     if (m->elf != nullptr) {
       uint64_t vaddr = addr - static_cast<uint64_t>(m->bias);
       if (const elf::Symbol* s = m->elf->symbols().Find(vaddr)) {
@@ -329,9 +357,28 @@ Resolved Symbolizer::Resolve(int32_t pid, uint64_t addr, uint64_t time) {
         r.start = s->start + static_cast<uint64_t>(m->bias);
         r.end = r.start + std::max<uint64_t>(s->size, 1);
         r.name = Intern(s->name);
+      } else {
+        // The gap between the symbols around vaddr, as SymbolTable::Find
+        // sees it: after the last symbol starting at or before it (which
+        // does not cover it), before the next one.
+        const std::vector<elf::Symbol>& syms = m->elf->symbols().symbols();
+        auto next = std::upper_bound(syms.begin(), syms.end(), vaddr,
+                                     [](uint64_t a, const elf::Symbol& s) { return a < s.start; });
+        uint64_t lo = 0, hi = UINT64_MAX;
+        if (next != syms.begin()) {
+          const elf::Symbol& prev = *std::prev(next);
+          lo = prev.start + (prev.size != 0 ? prev.size : 0x10000);
+        }
+        if (next != syms.end()) hi = next->start;
+        const auto bias = static_cast<uint64_t>(m->bias);
+        // In process addresses, within the mapping (no wrap: lo <= vaddr < hi).
+        if (lo + bias > r.unknown_lo && lo + bias <= addr) r.unknown_lo = lo + bias;
+        if (hi != UINT64_MAX && hi + bias < r.unknown_hi && hi + bias > addr)
+          r.unknown_hi = hi + bias;
       }
     }
   }
+  if (r.known || !proc.jit.empty()) r.unknown_lo = r.unknown_hi = 0;
   if (!r.known) {
     for (const elf::SymbolTable* jit : proc.jit) {
       if (const elf::Symbol* s = jit->Find(addr)) {
@@ -366,6 +413,7 @@ Resolved Symbolizer::Resolve(int32_t pid, uint64_t addr, uint64_t time) {
   if (versioned) return r;
   if (proc.cache.size() > (1u << 20)) proc.cache.clear();
   proc.cache.emplace(addr, r);
+  *recent = {addr, r};
   return r;
 }
 
@@ -389,21 +437,37 @@ DwarfFile* Symbolizer::Dwarf(const Mapping& m) {
 const SourceLocation* Symbolizer::SourceLine(int32_t pid, uint64_t addr) {
   if (addr == 0 || IsKernelAddress(addr)) return nullptr;
   ProcessSymbols& proc = Process(pid);
+  auto [it, fresh] = proc.lines.try_emplace(addr, nullptr);
+  if (!fresh) return it->second;
   const Mapping* m = proc.Find(addr);
   if (m == nullptr || m->elf == nullptr) {
     // JIT code: the debug entry at or below `addr` in the code covering it.
-    auto it = proc.jit_lines.upper_bound(addr);
-    if (it == proc.jit_lines.begin()) return nullptr;
-    --it;
-    if (addr >= it->second.end) return nullptr;
-    const JitLines& lines = *it->second.lines;
-    auto at = std::upper_bound(lines.offsets.begin(), lines.offsets.end(), addr - it->second.base);
+    auto range = proc.jit_lines.upper_bound(addr);
+    if (range == proc.jit_lines.begin()) return nullptr;
+    --range;
+    if (addr >= range->second.end) return nullptr;
+    const JitLines& lines = *range->second.lines;
+    auto at = std::upper_bound(lines.offsets.begin(), lines.offsets.end(), addr - range->second.base);
     if (at == lines.offsets.begin()) return nullptr;
-    return &lines.lines[static_cast<size_t>(at - lines.offsets.begin() - 1)];
+    it->second = &lines.lines[static_cast<size_t>(at - lines.offsets.begin() - 1)];
+    return it->second;
   }
   DwarfFile* dw = Dwarf(*m);
   if (dw == nullptr) return nullptr;
-  return dw->Lookup(addr - static_cast<uint64_t>(m->bias));
+  it->second = dw->Lookup(addr - static_cast<uint64_t>(m->bias));
+  return it->second;
+}
+
+bool Symbolizer::HasInlines(int32_t pid, uint64_t fn_start) {
+  if (IsKernelAddress(fn_start)) return false;
+  ProcessSymbols& proc = Process(pid);
+  auto [it, fresh] = proc.has_inlines.try_emplace(fn_start, false);
+  if (!fresh) return it->second;
+  const Mapping* m = proc.Find(fn_start);
+  if (m == nullptr || m->elf == nullptr) return false;
+  DwarfFile* dw = Dwarf(*m);
+  it->second = dw != nullptr && dw->Inlines(fn_start - static_cast<uint64_t>(m->bias)) != nullptr;
+  return it->second;
 }
 
 namespace {

@@ -39,6 +39,10 @@ struct Resolved {
   const std::string* name = nullptr;  // display name, owned by the Symbolizer
   const std::string* dso = nullptr;
   bool known = false;  // false: "[unknown @ 0xADDR (dso)]"
+  // When !known: every address in [unknown_lo, unknown_hi) resolves
+  // unknown too, in the same mapping (`dso`): no symbol (and no JIT map)
+  // covers any of it. Empty when not computed (kernel, JIT maps, no dso).
+  uint64_t unknown_lo = 0, unknown_hi = 0;
 };
 
 // Where the inlined calls change along a straight run of code: from
@@ -141,6 +145,10 @@ class Symbolizer {
   // start, end); every scope's `display` is set. nullptr when no inlined
   // code lies in it (or no DWARF covers it). Valid until the next call.
   const InlineRuns* Inlines(int32_t pid, uint64_t fn_start, uint64_t start, uint64_t end);
+  // Whether DWARF has any inlined call in the function that starts at
+  // `fn_start` in `pid`: when false, Inlines(pid, fn_start, ...) is
+  // nullptr for every block of it. Cached per (pid, fn_start).
+  bool HasInlines(int32_t pid, uint64_t fn_start);
 
   // Interns a name (pseudo frames, markers) and returns a stable pointer.
   const std::string* Intern(std::string_view s);

@@ -50,6 +50,8 @@ CallStackModel::Frame CallStackModel::Resolve(uint64_t addr) {
   f.address = r.start;
   f.function_id = r.function_id;
   f.known = r.known;
+  f.unknown_lo = r.unknown_lo;
+  f.unknown_hi = r.unknown_hi;
   return f;
 }
 
@@ -275,6 +277,8 @@ void CallStackModel::Ret(Via via) {
 void CallStackModel::CheckCurrent(uint64_t dst) {
   // After every operation the function under the pc is the top frame.
   if (!stack_.empty() && Contains(stack_.back(), dst)) return;
+  // Still in the same file's unknown code (below): one frame.
+  if (!stack_.empty() && InUnknownStretch(stack_.back(), dst)) return;
   Frame f = Resolve(dst);
   if (stack_.empty()) {
     PushInferred(f);
@@ -404,9 +408,12 @@ void CallStackModel::InlineBlock(uint64_t start, uint64_t end, uint64_t end_time
   size_t real = stack_.size();
   while (real > 0 && stack_[real - 1].scope != nullptr) --real;
   if (real == 0) return;
-  const Frame& r = stack_[real - 1];
+  Frame& r = stack_[real - 1];
   if (r.pseudo || !r.known || !Contains(r, start) || !Contains(r, end)) return;
-  const decode::InlineRuns* runs = symbols_->Inlines(r.space, r.fn_start, start, end);
+  // Most functions have no inlined code: asked once per frame, not per block.
+  if (r.has_inlines < 0) r.has_inlines = symbols_->HasInlines(r.space, r.fn_start) ? 1 : 0;
+  const decode::InlineRuns* runs =
+      r.has_inlines != 0 ? symbols_->Inlines(r.space, r.fn_start, start, end) : nullptr;
   if (runs == nullptr) {
     if (stack_.size() > real) SyncInline(real, nullptr, 0);
     return;
@@ -459,6 +466,8 @@ void CallStackModel::OnEvent(const decode::BranchEvent& e) {
     }
     case BranchKind::kJump: {
       if (!stack_.empty() && Contains(stack_.back(), e.to)) break;
+      // Unknown code to unknown code of the same file (below), unresolved.
+      if (!stack_.empty() && InUnknownStretch(stack_.back(), e.to)) break;
       Frame f = Resolve(e.to);
       if (!stack_.empty() && !stack_.back().pseudo && stack_.back().function_id == f.function_id) {
         break;
@@ -528,7 +537,7 @@ void CallStackModel::OnEvent(const decode::BranchEvent& e) {
       break;
     case BranchKind::kError:
       stats_.decode_errors++;
-      Queue(OpKind::kInstant, Pseudo(Name("[decode error: " + e.message + "]")));
+      Queue(OpKind::kInstant, Pseudo(Name("[decode error: " + decode::ErrorMessage(e) + "]")));
       ResetAll();
       break;
   }

@@ -103,6 +103,11 @@ class CallStackModel {
     // what it tail-calls or returns into (the sigreturn trampoline): nested
     // above the interrupted frame, ended when tracing resumes elsewhere.
     bool signal = false;
+    // Whether the function has inlined code (Symbolizer::HasInlines); -1: not asked yet.
+    int8_t has_inlines = -1;
+    // !known: the stretch of the file around it where every address is
+    // unknown code too (Resolved::unknown_lo/hi), in `space`.
+    uint64_t unknown_lo = 0, unknown_hi = 0;
   };
   // One output operation waiting for its final timestamp.
   enum class OpKind : uint8_t { kBegin, kEnd, kUnknown, kInstant, kInferred };
@@ -123,6 +128,12 @@ class CallStackModel {
   Frame Pseudo(const std::string* name);
   static bool Contains(const Frame& f, uint64_t addr) {
     return addr >= f.fn_start && addr < f.fn_end;
+  }
+  // Whether `addr` (in the current space) is unknown code of the same file
+  // as the unknown frame `f`, without resolving it: what Resolve would say.
+  bool InUnknownStretch(const Frame& f, uint64_t addr) const {
+    return !f.pseudo && !f.known && f.space == space_ && addr >= f.unknown_lo &&
+           addr < f.unknown_hi && f.dso != nullptr;
   }
 
   // magic-trace's primitives.

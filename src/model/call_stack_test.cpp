@@ -220,13 +220,13 @@ TEST(CallStackTest, DecodeErrorClosesFramesAndRestartsInference) {
   BranchEvent err;
   err.kind = BranchKind::kError;
   err.time = 21;
-  err.message = "overflow packet";
+  err.error = -pte_overflow;  // libipt's text: "overflow"
   h.model.OnEvent(err);
   h.Ev(BranchKind::kJump, 67, 0, Fn(1, 0x10));  // resumes inside fn1
   h.Ev(BranchKind::kReturn, 100, Fn(1, 0x11), Fn(0, 0x20));
   h.model.EndSegment(141);
   EXPECT_THAT(h.sink.lines,
-              ElementsAre("1 B fn0", "10 B fn1", "21 I [decode error: overflow packet]",
+              ElementsAre("1 B fn0", "10 B fn1", "21 I [decode error: overflow]",
                           "21 E fn1 from 10", "21 E fn0 from 1", "100 E fn1 from 21",
                           "141 E fn0 from 21", "21 B fn0 inferred", "21 B fn1 inferred"));
   EXPECT_EQ(h.model.stats().decode_errors, 1u);

@@ -12,6 +12,14 @@ CallSink::ThreadState& CallSink::Thread(int32_t tid) {
   return *last_thread_;
 }
 
+int& CallSink::ThreadState::OnStack(const std::string* name) {
+  constexpr size_t kRecent = 256;
+  if (recent.empty()) recent.resize(kRecent);
+  Depth& d = recent[(reinterpret_cast<uintptr_t>(name) >> 4) % kRecent];
+  if (d.name != name || d.depth == nullptr) d = {name, &on_stack[name]};
+  return *d.depth;
+}
+
 std::vector<const std::string*> CallSink::OpenFrames(int32_t tid) const {
   std::vector<const std::string*> out;
   auto it = threads_.find(tid);
@@ -70,7 +78,7 @@ void CallSink::OnSlice(const model::Slice& s) {
       }
       slices_++;
       {
-        int& depth = t.on_stack[s.name];
+        int& depth = t.OnStack(s.name);
         ++depth;
         OnEnter(s.tid, s.name, s.ts, t.stack.size());
         t.stack.push_back({s.name, &depth, 0});
@@ -83,7 +91,7 @@ void CallSink::OnSlice(const model::Slice& s) {
         slices_++;
         const uint64_t orphans = t.orphan_ns;
         t.orphan_ns = dur;
-        Ended(t, s, begin, end, orphans, t.on_stack[s.name] == 0, true, 0);
+        Ended(t, s, begin, end, orphans, t.OnStack(s.name) == 0, true, 0);
         return;
       }
       Open o = t.stack.back();
@@ -104,7 +112,7 @@ void CallSink::OnSlice(const model::Slice& s) {
       } else {
         t.orphan_ns += dur;
       }
-      Ended(t, s, begin, end, 0, t.on_stack[s.name] == 0, false, t.stack.size());
+      Ended(t, s, begin, end, 0, t.OnStack(s.name) == 0, false, t.stack.size());
       return;
     case model::Slice::kInstant: return;
   }

@@ -33,6 +33,10 @@ struct Call {
 
 class CallSink : public model::SliceSink {
  public:
+  CallSink() = default;
+  // Not copyable: the caches point into its own maps.
+  CallSink(const CallSink&) = delete;
+  CallSink& operator=(const CallSink&) = delete;
   void OnProcess(int32_t, const std::string&) override {}
   void OnThread(int32_t, int32_t, const std::string&) override {}
   void OnSlice(const model::Slice& s) final;
@@ -70,6 +74,13 @@ class CallSink : public model::SliceSink {
     uint64_t orphan_ns = 0;   // time of ended frames with no open parent
     bool segment_open = false;
     std::unordered_map<const std::string*, int> on_stack;
+    // In front of on_stack, by name pointer (its values never move).
+    struct Depth {
+      const std::string* name = nullptr;
+      int* depth = nullptr;
+    };
+    std::vector<Depth> recent;
+    int& OnStack(const std::string* name);
   };
   ThreadState& Thread(int32_t tid);
   void Ended(ThreadState& t, const model::Slice& s, uint64_t begin, uint64_t end, uint64_t child,

@@ -55,15 +55,30 @@ void FxtWriter::Stream(std::string_view s) {
 
 uint16_t FxtWriter::StringPtr(const std::string* s) {
   // Names come interned from the Symbolizer: look them up by address first
-  // (no hashing of the text), checking the slot still holds that string.
+  // (no hashing of the text), in a direct-mapped cache, then in by_ptr_,
+  // checking the slot still holds that string.
+  PtrCacheEntry& c = ptr_cache_[(reinterpret_cast<uintptr_t>(s) >> 4) % kPtrCacheSize];
+  if (c.ptr == s && slot_owner_[c.index] == s) return c.index;
   auto it = by_ptr_.find(s);
-  if (it != by_ptr_.end() && slot_owner_[it->second] == s) return it->second;
+  if (it != by_ptr_.end() && slot_owner_[it->second] == s) {
+    c = {s, it->second};
+    return it->second;
+  }
   uint16_t index = String(*s);
   if (index != 0) {
     slot_owner_[index] = s;
     by_ptr_[s] = index;
+    c = {s, index};
   }
   return index;
+}
+
+bool FxtWriter::CurrentPtr(uint16_t ref, const std::string* s) const {
+  // StringPtr made `s` the owner of `ref`; a later string record for the
+  // slot clears the owner. An owner that moved to another pointer with the
+  // same text is checked by text.
+  if (ref == 0) return s->empty();
+  return slot_owner_[ref] == s || Current(ref, *s);
 }
 
 uint16_t FxtWriter::String(std::string_view s) {
@@ -87,8 +102,14 @@ uint16_t FxtWriter::String(std::string_view s) {
 
 uint8_t FxtWriter::Thread(int32_t pid, int32_t tid) {
   uint64_t key = (uint64_t{static_cast<uint32_t>(pid)} << 32) | static_cast<uint32_t>(tid);
+  // Slices come in runs of one thread: the last one first.
+  if (last_thread_ != 0 && key == last_thread_key_) return last_thread_;
   auto it = threads_.find(key);
-  if (it != threads_.end()) return it->second;
+  if (it != threads_.end()) {
+    last_thread_key_ = key;
+    last_thread_ = it->second;
+    return it->second;
+  }
   uint8_t index = next_thread_;
   next_thread_ = next_thread_ == 255 ? 1 : static_cast<uint8_t>(next_thread_ + 1);
   if (thread_slots_[index] != ~uint64_t{0}) threads_.erase(thread_slots_[index]);
@@ -97,6 +118,8 @@ uint8_t FxtWriter::Thread(int32_t pid, int32_t tid) {
   Word(Header(kThreadRecord, 3) | (uint64_t{index} << 16));
   Word(static_cast<uint64_t>(pid));
   Word(static_cast<uint64_t>(tid));
+  last_thread_key_ = key;  // a reused slot may have been the last thread's
+  last_thread_ = index;
   return index;
 }
 
@@ -167,8 +190,9 @@ void FxtWriter::OnSlice(const model::Slice& s) {
     if (named) name = StringPtr(s.name);
     if (want_dso) dso = StringPtr(s.dso);
     if (loc != nullptr) file = StringPtr(&loc->file);
-    bool ok = (!named || Current(name, *s.name)) && (!want_dso || Current(dso, *s.dso)) &&
-              (loc == nullptr || Current(file, loc->file)) && Current(true_, "true");
+    // ("true" sits in a fixed slot, never reused.)
+    bool ok = (!named || CurrentPtr(name, s.name)) && (!want_dso || CurrentPtr(dso, s.dso)) &&
+              (loc == nullptr || CurrentPtr(file, &loc->file));
     if (ok) break;
   }
   Arg args[6];

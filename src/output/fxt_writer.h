@@ -58,6 +58,8 @@ class FxtWriter : public model::SliceSink {
   uint16_t String(std::string_view s);
   uint16_t StringPtr(const std::string* s);
   [[nodiscard]] bool Current(uint16_t ref, std::string_view s) const;
+  // Whether `ref` (from StringPtr(s)) still holds *s.
+  [[nodiscard]] bool CurrentPtr(uint16_t ref, const std::string* s) const;
   uint8_t Thread(int32_t pid, int32_t tid);
   void Word(uint64_t w) { out_->Write(std::string_view(reinterpret_cast<const char*>(&w), 8)); }
   void Stream(std::string_view s);
@@ -75,10 +77,19 @@ class FxtWriter : public model::SliceSink {
   std::vector<std::string> string_slots_;       // index -> content ("" = free)
   std::vector<const std::string*> slot_owner_;  // index -> interned pointer, if any
   std::unordered_map<const std::string*, uint16_t> by_ptr_;
+  // In front of by_ptr_: the last slot seen for a pointer, by its address.
+  struct PtrCacheEntry {
+    const std::string* ptr = nullptr;
+    uint16_t index = 0;
+  };
+  static constexpr size_t kPtrCacheSize = 4096;
+  std::vector<PtrCacheEntry> ptr_cache_ = std::vector<PtrCacheEntry>(kPtrCacheSize);
   uint16_t next_string_ = 1;                       // next slot to (re)use; wraps to kFirstReusable
   std::unordered_map<uint64_t, uint8_t> threads_;  // (pid << 32 | tid) -> index
   std::vector<uint64_t> thread_slots_;
   uint8_t next_thread_ = 1;
+  uint64_t last_thread_key_ = 0;  // Thread()'s last answer (index 0: none)
+  uint8_t last_thread_ = 0;
   uint16_t process_arg_ = 0, address_arg_ = 0, dso_arg_ = 0, inferred_arg_ = 0, true_ = 0,
            file_arg_ = 0, line_arg_ = 0, inlined_arg_ = 0, inferred_begin_arg_ = 0;
   SourceLookup source_lookup_;

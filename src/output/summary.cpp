@@ -6,7 +6,11 @@
 namespace ptsnap::output {
 
 void SummarySink::OnCall(const Call& c) {
-  FunctionTime& f = functions_[c.name];
+  constexpr size_t kRecent = 1024;
+  if (recent_.empty()) recent_.resize(kRecent);
+  Recent& r = recent_[(reinterpret_cast<uintptr_t>(c.name) >> 4) % kRecent];
+  if (r.name != c.name || r.f == nullptr) r = {c.name, &functions_[c.name]};
+  FunctionTime& f = *r.f;
   if (f.name.empty()) f.name = *c.name;
   f.calls++;
   f.self_ns += c.self_ns;

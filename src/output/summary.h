@@ -31,6 +31,12 @@ class SummarySink : public CallSink {
 
  private:
   std::unordered_map<const std::string*, FunctionTime> functions_;
+  // In front of functions_, by name pointer (its values never move).
+  struct Recent {
+    const std::string* name = nullptr;
+    FunctionTime* f = nullptr;
+  };
+  std::vector<Recent> recent_;
 };
 
 // "1.234 ms", "56 ns", "2.5 s".

@@ -147,7 +147,7 @@ class StreamFeed::Ahead {
   // DecodeTraceDir's stream loop, reading and decoding only.
   void Run() {
     chunk_.reserve(kChunkEvents);
-    const decode::PtDecoder::Sink sink = [this](const decode::BranchEvent& e) { Add(e); };
+    auto sink = decode::EventSinkOf([this](const decode::BranchEvent& e) { Add(e); });
     for (size_t i = 0; i < streams_.size() && !cancelled();) {
       const trace::Stream& s = streams_[i];
       if (s.tid < 0 && s.cpu >= 0) {
@@ -207,19 +207,19 @@ Result<std::string> StreamFeed::Read(const trace::Stream& s) {
 }
 
 Result<void> StreamFeed::DecodeStream(int32_t pid, int32_t tid, std::string_view bytes,
-                                      const decode::PtDecoder::Sink& sink) {
+                                      decode::EventSink& sink) {
   if (!ahead_) return decoder_.DecodeStream(pid, tid, bytes, sink);
   for (;;) {
     Ahead::Item it = ahead_->Pop();
     PTSNAP_CHECK(it.kind != Ahead::Kind::kRead) << "StreamFeed: a stream decoded before it is read";
     if (it.kind == Ahead::Kind::kEnd) return it.result;
-    for (const decode::BranchEvent& e : it.events) sink(e);
+    sink.OnEvents(it.events);
     ahead_->Recycle(std::move(it.events));
   }
 }
 
 Result<void> StreamFeed::DecodeCpuStreams(const std::vector<decode::PtDecoder::CpuStream>& group,
-                                          const decode::PtDecoder::Sink& sink) {
+                                          decode::EventSink& sink) {
   if (!ahead_) return decoder_.DecodeCpuStreams(group, sink);
   return DecodeStream(0, 0, {}, sink);
 }

@@ -62,9 +62,9 @@ class StreamFeed {
   // is called on the caller's thread, in the decoder's order. Blocks until
   // the thread has decoded the stream or group to its end.
   Result<void> DecodeStream(int32_t pid, int32_t tid, std::string_view bytes,
-                            const decode::PtDecoder::Sink& sink);
+                            decode::EventSink& sink);
   Result<void> DecodeCpuStreams(const std::vector<decode::PtDecoder::CpuStream>& group,
-                                const decode::PtDecoder::Sink& sink);
+                                decode::EventSink& sink);
   // Waits for the thread to end (after the last stream): the decoder's
   // stats() are then complete and the caller may use it freely.
   void Finish();

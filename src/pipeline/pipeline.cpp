@@ -254,7 +254,7 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
       slow_tid = static_cast<int32_t>(it->second->tid);
       slow_start = &slow_thread_start.emplace(snapshot, UINT64_MAX).first->second;
     };
-    auto on_event = [&](const decode::BranchEvent& e) {
+    auto on_event = decode::EventSinkOf([&](const decode::BranchEvent& e) {
       if (slow_start != nullptr && e.tid == slow_tid && e.time != 0 && e.time < *slow_start)
         *slow_start = e.time;
       if (skip_overlap && e.time != 0) {
@@ -277,7 +277,7 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
         last_progress = events;
         options.progress(done_bytes, total_bytes);
       }
-    };
+    });
     // Each snapshot ends with a marker naming it; the next starts clean.
     auto end_marker = [&](uint32_t snapshot) -> std::string {
       auto it = snaps.find(snapshot);
