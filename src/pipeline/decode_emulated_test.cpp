@@ -6,8 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <map>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "base/file_util.h"
