@@ -447,7 +447,8 @@ const SourceLocation* Symbolizer::SourceLine(int32_t pid, uint64_t addr) {
     --range;
     if (addr >= range->second.end) return nullptr;
     const JitLines& lines = *range->second.lines;
-    auto at = std::upper_bound(lines.offsets.begin(), lines.offsets.end(), addr - range->second.base);
+    auto at =
+        std::upper_bound(lines.offsets.begin(), lines.offsets.end(), addr - range->second.base);
     if (at == lines.offsets.begin()) return nullptr;
     it->second = &lines.lines[static_cast<size_t>(at - lines.offsets.begin() - 1)];
     return it->second;
