@@ -245,6 +245,39 @@ TEST_P(PerfInteropJit, PerfDecodesTheExportedJitCode) {
 
 INSTANTIATE_TEST_SUITE_P(Modes, PerfInteropJit, ::testing::Values("rwx", "wx"));
 
+// A real JIT: Node.js (V8) with its jitdump and perf map (--perf-prof
+// --perf-basic-prof), under the emulator. The export carries the JIT code
+// and the names the jitdump gives it, so perf decodes every thread to the
+// same calls, returns and instruction count as ptsnap and names the hot JS
+// function as ptsnap does ("JS:*hotFunction [eval]:1:21": V8 reaches it by
+// a jump from its interpreter trampoline, so it is counted in frames, not
+// calls). --single-threaded: V8 compiles on the main thread, so the run
+// does not depend on when a compiler thread gets a core.
+TEST(PerfInteropNode, PerfDecodesAndNamesTheJitCodeOfNode) {
+  if (!HavePerf()) GTEST_SKIP() << "perf is not installed (apt-get install linux-perf)";
+  if (!fs::exists("/usr/bin/node")) GTEST_SKIP() << "/usr/bin/node is not installed (nodejs)";
+  ptsnap::testing::TempDir tmp;
+  Case c{"node",
+         "/usr/bin/node --single-threaded --perf-prof --perf-basic-prof -e '"
+         "function hotFunction(n) { let s = 0; for (let i = 0; i < n; i++) s += i % 7; return s; }"
+         " let t = 0; for (let k = 0; k < 2000; k++) t += hotFunction(500);'"};
+  ShellRun r = Agree(c, tmp.path());
+  std::printf("%s", r.out.c_str());
+  EXPECT_THAT(r.out, HasSubstr(" 0 decode errors"));
+  EXPECT_THAT(r.out, HasSubstr(" 0 unnamed by ptsnap,"));
+  EXPECT_THAT(r.out, HasSubstr("; AGREE"));
+  EXPECT_EQ(r.status, 0) << r.out;
+  // perf names the JIT code from the export's ELF files, as ptsnap does.
+  ShellRun named = RunShell("grep -c 'JS:[*^]hotFunction .*perf.data.jit/jitted-' " +
+                            (tmp.path() / "w" / "perf-cr.txt").string());
+  EXPECT_GT(std::atol(named.out.c_str()), 1000) << "of the 2000 calls, most in JIT code";
+  // The runtime's perf map and jitdump in /tmp (copied into the trace).
+  RunShell(
+      "for p in $(python3 -c 'import json,sys; print(*json.load(open(sys.argv[1]))[\"pids\"])' " +
+      (tmp.path() / "t" / "manifest.json").string() +
+      "); do rm -f /tmp/perf-$p.map /tmp/jit-$p.dump; done");
+}
+
 // The other presets: MTC only ("low": perf's times lag by up to an MTC
 // period) and cycle-accurate with a TIP per return ("high").
 TEST(PerfInteropTiming, LowAndHighPresets) {
