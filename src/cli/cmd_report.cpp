@@ -2,9 +2,9 @@
 // without a viewer (docs/report.md). TRACE is a trace directory, decoded
 // once, streaming, into report::ReportSink, or a decoded file read once
 // into the same sink (report/trace_file.h): FXT (.fxt, .fxt.gz) streaming,
-// Chrome JSON (.json, .json.gz) holding each thread's frames; nothing but the report (and -o's file) is
-// written. -o writes the stacks as collapsed text (.folded) or a pprof
-// profile (.pprof, .pb.gz: report/pprof.h).
+// Chrome JSON (.json, .json.gz) holding each thread's frames; nothing but the report (and -o's
+// file) is written. -o writes the stacks as collapsed text (.folded) or a pprof profile (.pprof,
+// .pb.gz: report/pprof.h).
 #include <cstdio>
 
 #include "base/file_util.h"
@@ -86,7 +86,7 @@ int RunReport(const ReportArgs& a) {
                    " is neither a trace directory nor a decoded file (FXT: .fxt, .fxt.gz; Chrome "
                    "JSON: .json, .json.gz)");
     auto read = *kind == report::TraceFileKind::kFxt ? report::ReadFxtSlices(a.dir, &sink)
-                                                      : report::ReadJsonSlices(a.dir, &sink);
+                                                     : report::ReadJsonSlices(a.dir, &sink);
     if (!read) {
       std::fprintf(stderr, "ptsnap: error: reading %s\n", read.error().ToString().c_str());
       return kExitFailure;

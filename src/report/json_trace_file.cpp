@@ -376,8 +376,8 @@ class TraceSax {
     }
     if (ph == "E") {
       if (t.open.empty())
-        return Fail(ev_.offset, "an \"E\" event with no open \"B\" on thread " +
-                                    std::to_string(ev_.tid));
+        return Fail(ev_.offset,
+                    "an \"E\" event with no open \"B\" on thread " + std::to_string(ev_.tid));
       Frame b = t.open.back();
       t.open.pop_back();
       if (ts < b.begin) return Fail(ev_.offset, "an \"E\" event before its \"B\"");
@@ -413,8 +413,7 @@ class TraceSax {
 // One thread's frames as the slice stream the model wrote them from.
 class Replay {
  public:
-  Replay(int32_t tid, ThreadFrames& t, const std::deque<std::string>& names,
-         model::SliceSink* sink)
+  Replay(int32_t tid, ThreadFrames& t, const std::deque<std::string>& names, model::SliceSink* sink)
       : tid_(tid), t_(t), names_(names), sink_(sink) {}
 
   // Error: two frames overlap without nesting (the offset of the later).

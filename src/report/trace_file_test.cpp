@@ -222,7 +222,8 @@ TEST(TraceFile, JsonTimesAreExactNanoseconds) {
   EXPECT_EQ(forms.Slowest()[0].begin_ns, 2000u);
   EXPECT_EQ(forms.Slowest()[0].duration_ns, 2000u);
   ASSERT_EQ(forms.Slowest()[0].tree.children.size(), 1u);
-  EXPECT_EQ(forms.Slowest()[0].tree.children[0].total_ns, 2u);  // 2000..2002 (0.0004 us rounds to 0)
+  EXPECT_EQ(forms.Slowest()[0].tree.children[0].total_ns,
+            2u);  // 2000..2002 (0.0004 us rounds to 0)
 }
 
 // What is not a trace, or not a whole one: the byte offset of the event
@@ -275,7 +276,8 @@ TEST(TraceFile, JsonErrorsNameTheOffset) {
   ASSERT_THAT(gz, HasValue());
   const auto bad_gz = tmp.path() / "bad.json.gz";
   ASSERT_THAT(base::WriteFileAtomic(bad_gz, gz->substr(0, gz->size() / 2), 0644), HasValue());
-  EXPECT_THAT(ReadJsonSlices(bad_gz, &r), HasErrorContaining(bad_gz.string() + ": JSON at offset "));
+  EXPECT_THAT(ReadJsonSlices(bad_gz, &r),
+              HasErrorContaining(bad_gz.string() + ": JSON at offset "));
   EXPECT_THAT(ReadJsonSlices(tmp.path() / "none.json", &r), HasErrorContaining("none.json"));
 }
 
