@@ -95,52 +95,13 @@ Rendered Render(const ReportSink& r) {
   return {FormatText(r, SortKey::kTotal, 0), FormatJson(r, SortKey::kTotal, 0), r.FoldedStacks()};
 }
 
-void WriteFxt(const std::vector<model::Slice>& slices, const std::filesystem::path& path) {
-  auto f = output::OutputFile::Open(path);
-  ASSERT_THAT(f, HasValue());
-  output::FxtWriter w(f->get());
-  w.OnProcess(7, "prog [pid=7]");
-  w.OnThread(7, 1, "main");
-  w.OnThread(7, 2, "worker");
-  for (const model::Slice& s : slices) w.OnSlice(s);
-  w.OnProcess(output::kTriggerTrackPid, "Snapshot triggers");
-  w.OnThread(output::kTriggerTrackPid, output::kTriggerTrackTid, "hits");
-  w.Instant(output::kTriggerTrackPid, output::kTriggerTrackTid, 5000, "hit parse");
-  ASSERT_THAT(w.Finish(), HasValue());
-}
-
-// The report of a decoded FXT file is the report of the slices it was
-// written from: counts, totals, self times, percentiles, slowest calls and
-// their trees, folded stacks, span. Plain and gzip.
-TEST(TraceFile, FxtFileReportsWhatTheSlicesReport) {
-  std::deque<std::string> names;
-  const std::vector<model::Slice> slices = ModelSlices(names);
-  ReportSink direct(Options());
-  for (const model::Slice& s : slices) direct.OnSlice(s);
-  ASSERT_THAT(direct.Finish(), HasValue());
-  const Rendered want = Render(direct);
-  EXPECT_THAT(want.text, HasSubstr("Slowest calls of parse"));
-  EXPECT_THAT(want.folded, HasSubstr("main;loop;parse;parse;lex 20\n"));
-
-  ::ptsnap::testing::TempDir tmp;
-  for (const char* file : {"t.fxt", "t.fxt.gz"}) {
-    const auto path = tmp.path() / file;
-    WriteFxt(slices, path);
-    EXPECT_EQ(Sniffed(path), TraceFileKind::kFxt) << file;
-    ReportSink from_file(Options());
-    ASSERT_THAT(ReadFxtSlices(path, &from_file), HasValue()) << file;
-    const Rendered got = Render(from_file);
-    EXPECT_EQ(got.text, want.text) << file;
-    EXPECT_EQ(got.json, want.json) << file;
-    EXPECT_EQ(got.folded, want.folded) << file;
-    EXPECT_EQ(from_file.span_ns(), direct.span_ns()) << file;
-  }
-}
-
-void WriteJson(const std::vector<model::Slice>& slices, const std::filesystem::path& path) {
+// What `ptsnap decode -o FILE` writes from these slices, with FxtWriter or
+// JsonWriter (gzip for .gz), the trigger track included.
+template <typename Writer>
+void WriteTrace(const std::vector<model::Slice>& slices, const std::filesystem::path& path) {
   auto f = output::OutputFile::Open(path, path.extension() == ".gz");
   ASSERT_THAT(f, HasValue());
-  output::JsonWriter w(f->get());
+  Writer w(f->get());
   w.OnProcess(7, "prog [pid=7]");
   w.OnThread(7, 1, "main");
   w.OnThread(7, 2, "worker");
@@ -150,12 +111,22 @@ void WriteJson(const std::vector<model::Slice>& slices, const std::filesystem::p
   w.Instant(output::kTriggerTrackPid, output::kTriggerTrackTid, 5000, "hit parse");
   ASSERT_THAT(w.Finish(), HasValue());
 }
+void WriteFxt(const std::vector<model::Slice>& slices, const std::filesystem::path& path) {
+  WriteTrace<output::FxtWriter>(slices, path);
+}
+void WriteJson(const std::vector<model::Slice>& slices, const std::filesystem::path& path) {
+  WriteTrace<output::JsonWriter>(slices, path);
+}
 
-// The same for Chrome JSON, whose "X" events come as frames end: the
-// frames are put back in begin/end order, inferred frames (no begin) and
-// the "[unknown]" span settled at their segment's end, as the model wrote
-// them; two threads, recursion, two segments.
-TEST(TraceFile, JsonFileReportsWhatTheSlicesReport) {
+using Reader = Result<void> (*)(const std::filesystem::path&, model::SliceSink*);
+
+// The report of a decoded file is the report of the slices it was written
+// from: counts, totals, self times, percentiles, slowest calls and their
+// trees, folded stacks, span, threads; merged and per thread.
+void ExpectFileReportsWhatTheSlicesReport(void (*write)(const std::vector<model::Slice>&,
+                                                        const std::filesystem::path&),
+                                          Reader read, TraceFileKind kind,
+                                          const std::vector<std::string>& files) {
   std::deque<std::string> names;
   const std::vector<model::Slice> slices = ModelSlices(names);
   for (const bool per_thread : {false, true}) {
@@ -165,16 +136,17 @@ TEST(TraceFile, JsonFileReportsWhatTheSlicesReport) {
     for (const model::Slice& s : slices) direct.OnSlice(s);
     ASSERT_THAT(direct.Finish(), HasValue());
     const Rendered want = Render(direct);
+    EXPECT_THAT(want.text, HasSubstr("Slowest calls of parse"));
     EXPECT_THAT(want.folded, HasSubstr("main;loop;parse;parse;lex 20\n"));
     EXPECT_THAT(want.folded, HasSubstr("[unknown] 5\n"));
 
     ::ptsnap::testing::TempDir tmp;
-    for (const char* file : {"t.json", "t.json.gz"}) {
+    for (const std::string& file : files) {
       const auto path = tmp.path() / file;
-      WriteJson(slices, path);
-      EXPECT_EQ(Sniffed(path), TraceFileKind::kJson) << file;
+      write(slices, path);
+      EXPECT_EQ(Sniffed(path), kind) << file;
       ReportSink from_file(o);
-      ASSERT_THAT(ReadJsonSlices(path, &from_file), HasValue()) << file;
+      ASSERT_THAT(read(path, &from_file), HasValue()) << file;
       const Rendered got = Render(from_file);
       EXPECT_EQ(got.text, want.text) << file;
       EXPECT_EQ(got.json, want.json) << file;
@@ -183,6 +155,21 @@ TEST(TraceFile, JsonFileReportsWhatTheSlicesReport) {
       EXPECT_EQ(from_file.threads(), 2u) << file;
     }
   }
+}
+
+// FXT, plain and gzip.
+TEST(TraceFile, FxtFileReportsWhatTheSlicesReport) {
+  ExpectFileReportsWhatTheSlicesReport(WriteFxt, ReadFxtSlices, TraceFileKind::kFxt,
+                                       {"t.fxt", "t.fxt.gz"});
+}
+
+// The same for Chrome JSON, whose "X" events come as frames end: the
+// frames are put back in begin/end order, inferred frames (no begin) and
+// the "[unknown]" span settled at their segment's end, as the model wrote
+// them; two threads, recursion, two segments.
+TEST(TraceFile, JsonFileReportsWhatTheSlicesReport) {
+  ExpectFileReportsWhatTheSlicesReport(WriteJson, ReadJsonSlices, TraceFileKind::kJson,
+                                       {"t.json", "t.json.gz"});
 }
 
 ReportOptions SlowestF() {
