@@ -13,7 +13,6 @@
 #include <zlib.h>
 
 #include <algorithm>
-#include <cstring>
 #include <deque>
 #include <iterator>
 #include <memory>
@@ -174,6 +173,7 @@ struct Frame {
   uint64_t offset = 0;  // of the event's '{': file order, and for errors
   uint32_t name = 0;
   bool inferred = false, inlined = false;
+  bool unknown = false;  // a "[unknown]" span, not a frame
 };
 
 struct ThreadFrames {
@@ -392,7 +392,8 @@ class TraceSax {
     f.name = Intern(ev_.name);
     // The model's "[unknown]" spans (a return with no known frame, from the
     // segment's start) are complete slices, not frames: they enclose nothing.
-    (f.inferred && ev_.name == "[unknown]" ? t.unknowns : t.frames).push_back(f);
+    f.unknown = f.inferred && ev_.name == "[unknown]";
+    (f.unknown ? t.unknowns : t.frames).push_back(f);
     return true;
   }
 
@@ -474,10 +475,10 @@ class Replay {
     for (const Frame& f : t_.unknowns) all.push_back(&f);
     // A span ends at the return that found no frame: after the inferred
     // frame that ended then.
-    std::sort(all.begin(), all.end(), [this](const Frame* a, const Frame* b) {
+    std::sort(all.begin(), all.end(), [](const Frame* a, const Frame* b) {
       if (a->begin != b->begin) return a->begin < b->begin;
       if (a->end != b->end) return a->end < b->end;
-      const bool ua = IsUnknown(a), ub = IsUnknown(b);
+      const bool ua = a->unknown, ub = b->unknown;
       if (ua != ub) return ub;
       return a->offset < b->offset;
     });
@@ -488,11 +489,6 @@ class Replay {
       segments_.back().deferred.push_back(f);
     }
   }
-  bool IsUnknown(const Frame* f) const {
-    return !t_.unknowns.empty() && f >= t_.unknowns.data() &&
-           f < t_.unknowns.data() + t_.unknowns.size();
-  }
-
   void Pop() {
     const Frame& f = *stack_.back();
     stack_.pop_back();
@@ -501,7 +497,7 @@ class Replay {
 
   void Deferred(const Segment& seg) {
     for (auto it = seg.deferred.rbegin(); it != seg.deferred.rend(); ++it) {
-      if (IsUnknown(*it)) {
+      if ((*it)->unknown) {
         Emit(model::Slice::kComplete, **it, (*it)->begin);
       } else {
         Emit(model::Slice::kBegin, **it, (*it)->begin);
