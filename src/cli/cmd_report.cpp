@@ -163,10 +163,10 @@ void AddReportCommand(CLI::App& app, CommandFn* selected) {
       "  ptsnap report trace.fxt.gz parse                 from a decoded FXT file (no decode)\n"
       "  ptsnap report trace.json parse                   or a Chrome JSON file decode wrote");
   cmd->add_option("TRACE", a->dir,
-                  "The trace directory written by run/attach, or a file decode wrote: FXT "
-                  "(.fxt, .fxt.gz) or Chrome JSON (.json, .json.gz), read as written, so "
-                  "thinned files report what they hold (--decoder, --snapshot and --no-inline "
-                  "need the directory)")
+                  "The trace directory written by run/attach, or a file decode wrote, read as "
+                  "written (a thinned file reports what it holds): FXT (.fxt, .fxt.gz, "
+                  "streamed) or Chrome JSON (.json, .json.gz: each thread's frames are held until "
+                  "the file ends). --decoder, --snapshot and --no-inline need the directory")
       ->required();
   cmd->add_option("FUNC", a->functions,
                   "Functions to show a duration histogram for (and, with --slowest, their "
