@@ -175,6 +175,8 @@ struct Frame {
   bool inferred = false, inlined = false;
   bool unknown = false;  // a "[unknown]" span, not a frame
 };
+// docs/report.md gives the memory per "X" event.
+static_assert(sizeof(Frame) == 32);
 
 struct ThreadFrames {
   int32_t pid = 0;
