@@ -47,9 +47,9 @@ void ExpectExit(const std::string& args, int rc, const std::string& says) {
   EXPECT_THAT(r.out, HasSubstr(says)) << args;
 }
 
-fs::path MakeTrace(const TempDir& tmp) {
+fs::path MakeTrace(const TempDir& tmp, bool two_threads = false) {
   auto prog = decode::testing::LoadCallsProgram();
-  fs::path dir = tmp.path() / "trace";
+  fs::path dir = tmp.path() / (two_threads ? "threads" : "trace");
   auto w = trace::TraceWriter::Create(dir, decode::testing::CallsManifest(77));
   EXPECT_TRUE(w.has_value());
   std::string sb;
@@ -59,6 +59,10 @@ fs::path MakeTrace(const TempDir& tmp) {
   trace::Stream s;
   s.pid = s.tid = 77;
   EXPECT_TRUE(w->AddStream(s, std::as_bytes(std::span(pt.data(), pt.size()))).has_value());
+  if (two_threads) {  // a second thread of the process running the same calls
+    s.tid = 78;
+    EXPECT_TRUE(w->AddStream(s, std::as_bytes(std::span(pt.data(), pt.size()))).has_value());
+  }
   EXPECT_TRUE(w->Finish().has_value());
   return dir;
 }
@@ -586,6 +590,12 @@ TEST(CmdReportTest, DecodedJsonFileReportsLikeTheTraceDirectory) {
   fs::path dir = MakeTrace(tmp);
   for (const char* name : {"t.json", "t.json.gz"})
     ExpectFileReportsLikeTheTraceDirectory(tmp, dir, name);
+  // Two threads: each one's frames are put back in order on their own.
+  fs::path threads = MakeTrace(tmp, true);
+  auto report = ptsnap::testing::RunPtsnap("report '" + threads.string() + "' --per-thread",
+                                           {.stdout_only = true});
+  EXPECT_THAT(report.out, HasSubstr(", 2 thread(s), "));
+  ExpectFileReportsLikeTheTraceDirectory(tmp, threads, "threads.json");
 }
 
 TEST(CmdReportTest, FileErrors) {
