@@ -47,9 +47,9 @@ void ExpectExit(const std::string& args, int rc, const std::string& says) {
   EXPECT_THAT(r.out, HasSubstr(says)) << args;
 }
 
-fs::path MakeTrace(const TempDir& tmp) {
+fs::path MakeTrace(const TempDir& tmp, bool two_threads = false) {
   auto prog = decode::testing::LoadCallsProgram();
-  fs::path dir = tmp.path() / "trace";
+  fs::path dir = tmp.path() / (two_threads ? "threads" : "trace");
   auto w = trace::TraceWriter::Create(dir, decode::testing::CallsManifest(77));
   EXPECT_TRUE(w.has_value());
   std::string sb;
@@ -59,6 +59,10 @@ fs::path MakeTrace(const TempDir& tmp) {
   trace::Stream s;
   s.pid = s.tid = 77;
   EXPECT_TRUE(w->AddStream(s, std::as_bytes(std::span(pt.data(), pt.size()))).has_value());
+  if (two_threads) {  // a second thread of the process running the same calls
+    s.tid = 78;
+    EXPECT_TRUE(w->AddStream(s, std::as_bytes(std::span(pt.data(), pt.size()))).has_value());
+  }
   EXPECT_TRUE(w->Finish().has_value());
   return dir;
 }
@@ -541,37 +545,57 @@ TEST(CmdReportTest, PprofReadsTheProfile) {
   EXPECT_THAT(calls.out, HasSubstr("Type: calls"));
 }
 
-// `ptsnap report FILE.fxt[.gz]` reads the decoded file and prints what the
-// report of the trace directory prints: the table, percentiles, histogram,
-// slowest calls with their trees, JSON, folded stacks, per thread, windows.
+// `ptsnap report FILE` prints, for a file `ptsnap decode` wrote from the
+// trace directory, what the report of the directory prints: the table,
+// percentiles, histogram, slowest calls with their trees (fib's recursion),
+// JSON, folded stacks, per thread, windows.
+void ExpectFileReportsLikeTheTraceDirectory(const TempDir& tmp, const fs::path& dir,
+                                            const char* name) {
+  const fs::path file = tmp.path() / name;
+  Outcome d = Ptsnap("decode '" + dir.string() + "' -o '" + file.string() + "'");
+  ASSERT_EQ(d.rc, 0) << d.out;
+  for (const std::string options :
+       {" fib --slowest 2", " --json --sort calls --limit 0", " --per-thread --sort self",
+        " fib --since 100ns --until 5us --json"}) {
+    auto want = ptsnap::testing::RunPtsnap("report '" + dir.string() + "'" + options,
+                                           {.stdout_only = true});
+    auto got = ptsnap::testing::RunPtsnap("report '" + file.string() + "'" + options,
+                                          {.stdout_only = true});
+    ASSERT_EQ(want.rc, 0) << want.out;
+    EXPECT_EQ(got.rc, 0) << name << options;
+    EXPECT_EQ(got.out, want.out) << name << options;
+  }
+  Outcome r = Ptsnap("report '" + dir.string() + "' -o " + (tmp.path() / "d.folded").string());
+  ASSERT_EQ(r.rc, 0) << r.out;
+  r = Ptsnap("report '" + file.string() + "' -o " + (tmp.path() / "f.folded").string());
+  ASSERT_EQ(r.rc, 0) << r.out;
+  auto from_dir = base::ReadFile(tmp.path() / "d.folded");
+  auto from_file = base::ReadFile(tmp.path() / "f.folded");
+  ASSERT_TRUE(from_dir.has_value() && from_file.has_value());
+  EXPECT_THAT(*from_dir, HasSubstr(";fib;fib "));
+  EXPECT_EQ(*from_file, *from_dir) << name;
+}
+
 TEST(CmdReportTest, DecodedFxtFileReportsLikeTheTraceDirectory) {
   TempDir tmp;
   fs::path dir = MakeTrace(tmp);
-  for (const char* name : {"t.fxt", "t.fxt.gz"}) {
-    const fs::path file = tmp.path() / name;
-    Outcome d = Ptsnap("decode '" + dir.string() + "' -o '" + file.string() + "'");
-    ASSERT_EQ(d.rc, 0) << d.out;
-    for (const std::string options :
-         {" fib --slowest 2", " --json --sort calls --limit 0", " --per-thread --sort self",
-          " fib --since 100ns --until 5us --json"}) {
-      auto want = ptsnap::testing::RunPtsnap("report '" + dir.string() + "'" + options,
-                                             {.stdout_only = true});
-      auto got = ptsnap::testing::RunPtsnap("report '" + file.string() + "'" + options,
-                                            {.stdout_only = true});
-      ASSERT_EQ(want.rc, 0) << want.out;
-      EXPECT_EQ(got.rc, 0) << name << options;
-      EXPECT_EQ(got.out, want.out) << name << options;
-    }
-    Outcome r = Ptsnap("report '" + dir.string() + "' -o " + (tmp.path() / "d.folded").string());
-    ASSERT_EQ(r.rc, 0) << r.out;
-    r = Ptsnap("report '" + file.string() + "' -o " + (tmp.path() / "f.folded").string());
-    ASSERT_EQ(r.rc, 0) << r.out;
-    auto from_dir = base::ReadFile(tmp.path() / "d.folded");
-    auto from_file = base::ReadFile(tmp.path() / "f.folded");
-    ASSERT_TRUE(from_dir.has_value() && from_file.has_value());
-    EXPECT_THAT(*from_dir, HasSubstr(";fib "));
-    EXPECT_EQ(*from_file, *from_dir) << name;
-  }
+  for (const char* name : {"t.fxt", "t.fxt.gz"})
+    ExpectFileReportsLikeTheTraceDirectory(tmp, dir, name);
+}
+
+// Chrome JSON too: its frames come as they end and are put back in order
+// (src/report/trace_file_test.cpp has the inferred frames and two threads).
+TEST(CmdReportTest, DecodedJsonFileReportsLikeTheTraceDirectory) {
+  TempDir tmp;
+  fs::path dir = MakeTrace(tmp);
+  for (const char* name : {"t.json", "t.json.gz"})
+    ExpectFileReportsLikeTheTraceDirectory(tmp, dir, name);
+  // Two threads: each one's frames are put back in order on their own.
+  fs::path threads = MakeTrace(tmp, true);
+  auto report = ptsnap::testing::RunPtsnap("report '" + threads.string() + "' --per-thread",
+                                           {.stdout_only = true});
+  EXPECT_THAT(report.out, HasSubstr(", 2 thread(s), "));
+  ExpectFileReportsLikeTheTraceDirectory(tmp, threads, "threads.json");
 }
 
 TEST(CmdReportTest, FileErrors) {
@@ -585,8 +609,28 @@ TEST(CmdReportTest, FileErrors) {
              "--no-inline needs the trace directory");
   const fs::path json = tmp.path() / "t.json";
   ASSERT_EQ(Ptsnap("decode '" + dir.string() + "' -o '" + json.string() + "'").rc, 0);
-  ExpectExit("report '" + json.string() + "'", 2,
-             "is Chrome JSON: report reads trace directories and FXT files");
+  auto json_text = base::ReadFile(json);
+  ASSERT_TRUE(json_text.has_value());
+  const fs::path cut_json = tmp.path() / "cut.json";
+  ASSERT_TRUE(base::WriteFileAtomic(cut_json, json_text->substr(0, json_text->size() / 2), 0644)
+                  .has_value());
+  ExpectExit("report '" + cut_json.string() + "'", 1,
+             "ptsnap: error: reading " + cut_json.string() + ": JSON at offset " +
+                 std::to_string(json_text->size() / 2) + ": syntax error");
+  const fs::path other = tmp.path() / "other.json";
+  ASSERT_TRUE(base::WriteFileAtomic(other, "{\"version\": 1}", 0644).has_value());
+  ExpectExit("report '" + other.string() + "'", 1,
+             other.string() +
+                 ": JSON at offset 13: not a Chrome trace: the object has no "
+                 "\"traceEvents\" array");
+  const fs::path overlap = tmp.path() / "overlap.json";
+  ASSERT_TRUE(base::WriteFileAtomic(overlap,
+                                    R"([{"ph":"X","name":"f","pid":1,"tid":1,"ts":0,"dur":2},)"
+                                    R"({"ph":"X","name":"g","pid":1,"tid":1,"ts":1,"dur":2}])",
+                                    0644)
+                  .has_value());
+  ExpectExit("report '" + overlap.string() + "'", 1,
+             overlap.string() + ": JSON at offset 54: frames overlap without nesting on thread 1");
   auto bytes = base::ReadFile(fxt);
   ASSERT_TRUE(bytes.has_value());
   const fs::path cut = tmp.path() / "cut.fxt";
@@ -598,7 +642,9 @@ TEST(CmdReportTest, FileErrors) {
   EXPECT_THAT(r.out, HasSubstr(": record runs past the end"));
   const fs::path text = tmp.path() / "notes.txt";
   ASSERT_TRUE(base::WriteFileAtomic(text, "hello", 0644).has_value());
-  ExpectExit("report '" + text.string() + "'", 2, "is neither a trace directory nor an FXT file");
+  ExpectExit("report '" + text.string() + "'", 2,
+             "is neither a trace directory nor a decoded file (FXT: .fxt, .fxt.gz; Chrome JSON: "
+             ".json, .json.gz)");
 }
 
 TEST(CmdReportTest, Errors) {

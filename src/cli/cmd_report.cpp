@@ -1,10 +1,10 @@
 // `ptsnap report TRACE [FUNC...]`: per-function numbers from a trace
 // without a viewer (docs/report.md). TRACE is a trace directory, decoded
-// once, streaming, into report::ReportSink, or a decoded FXT file
-// (.fxt, .fxt.gz) read once, streaming, into the same sink
-// (report/trace_file.h); nothing but the report (and -o's file) is
-// written. -o writes the stacks as collapsed text (.folded) or a pprof
-// profile (.pprof, .pb.gz: report/pprof.h).
+// once, streaming, into report::ReportSink, or a decoded file read once
+// into the same sink (report/trace_file.h): FXT (.fxt, .fxt.gz) streaming,
+// Chrome JSON (.json, .json.gz) holding each thread's frames; nothing but the report (and -o's
+// file) is written. -o writes the stacks as collapsed text (.folded) or a pprof profile (.pprof,
+// .pb.gz: report/pprof.h).
 #include <cstdio>
 
 #include "base/file_util.h"
@@ -81,16 +81,14 @@ int RunReport(const ReportArgs& a) {
       std::fprintf(stderr, "ptsnap: error: %s\n", kind.error().ToString().c_str());
       return kExitFailure;
     }
-    if (*kind == report::TraceFileKind::kJson)
+    if (*kind == report::TraceFileKind::kOther)
       return Usage(a.dir +
-                   " is Chrome JSON: report reads trace directories and FXT files (its events "
-                   "come as frames end, callers after callees, which cannot be read in bounded "
-                   "memory); run it on the trace directory, or decode that to .fxt "
-                   "(ptsnap decode TRACE_DIR -o trace.fxt.gz)");
-    if (*kind != report::TraceFileKind::kFxt)
-      return Usage(a.dir + " is neither a trace directory nor an FXT file (.fxt, .fxt.gz)");
-    if (auto r = report::ReadFxtSlices(a.dir, &sink); !r) {
-      std::fprintf(stderr, "ptsnap: error: reading %s\n", r.error().ToString().c_str());
+                   " is neither a trace directory nor a decoded file (FXT: .fxt, .fxt.gz; Chrome "
+                   "JSON: .json, .json.gz)");
+    auto read = *kind == report::TraceFileKind::kFxt ? report::ReadFxtSlices(a.dir, &sink)
+                                                     : report::ReadJsonSlices(a.dir, &sink);
+    if (!read) {
+      std::fprintf(stderr, "ptsnap: error: reading %s\n", read.error().ToString().c_str());
       return kExitFailure;
     }
   } else {
@@ -162,11 +160,13 @@ void AddReportCommand(CLI::App& app, CommandFn* selected) {
       "  ptsnap report trace.ptsnap --sort p99 --json     for scripts and agents\n"
       "  ptsnap report trace.ptsnap -o t.folded           collapsed stacks for a flame graph\n"
       "  ptsnap report trace.ptsnap -o t.pb.gz            a pprof profile (pprof -http=: t.pb.gz)\n"
-      "  ptsnap report trace.fxt.gz parse                 from a decoded FXT file (no decode)");
+      "  ptsnap report trace.fxt.gz parse                 from a decoded FXT file (no decode)\n"
+      "  ptsnap report trace.json parse                   or a Chrome JSON file decode wrote");
   cmd->add_option("TRACE", a->dir,
-                  "The trace directory written by run/attach, or an FXT file decode wrote "
-                  "(.fxt, .fxt.gz: read as written, so thinned files report what they hold; "
-                  "--decoder, --snapshot and --no-inline need the directory)")
+                  "The trace directory written by run/attach, or a file decode wrote, read as "
+                  "written (a thinned file reports what it holds): FXT (.fxt, .fxt.gz, "
+                  "streamed) or Chrome JSON (.json, .json.gz: each thread's frames are held until "
+                  "the file ends). --decoder, --snapshot and --no-inline need the directory")
       ->required();
   cmd->add_option("FUNC", a->functions,
                   "Functions to show a duration histogram for (and, with --slowest, their "

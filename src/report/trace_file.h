@@ -10,9 +10,11 @@
 // (output/fxt_writer.h); files of older versions read it as
 // "[inferred frame]" from the thread's first time in the segment.
 //
-// Chrome JSON is refused: its "X" events come as frames end, callees before
-// callers, so the callers of a frame (its stack, its depth) are only known
-// once the outermost frame ends, which needs the whole thread in memory.
+// Chrome JSON (.json, .json.gz) is read once, but not in bounded memory: its
+// "X" events come as frames end, callees before callers, so the callers of a
+// frame (its stack, its depth) are only known once the thread's outermost
+// frame ends. Each thread's frames are kept (about 32 bytes each, names
+// interned) and put back in begin/end order at the end of the file.
 #pragma once
 
 #include <filesystem>
@@ -38,5 +40,21 @@ Result<TraceFileKind> SniffTraceFile(const std::filesystem::path& path);
 Result<void> ReadFxtSlices(const std::filesystem::path& path, model::SliceSink* sink);
 // The same over bytes in memory (uncompressed): the fuzz target's entry.
 Result<void> ReadFxtSlicesFromBytes(std::string_view bytes, model::SliceSink* sink);
+
+// Reads a Chrome JSON trace (an object with "traceEvents", or an array of
+// events; gunzipped when gzip) into `sink`, then calls its Finish, as
+// ReadFxtSlices does. Per thread, its "X" events (and "B"/"E" pairs) are
+// frames, sorted by begin, the longer first, that must nest; an "X" event
+// with args.inferred_start_time is a frame whose start was not seen (no
+// begin), and named "[unknown]" the model's span from the segment's start
+// (a kComplete slice). "i"/"I" events are markers; other phases and the
+// "Snapshot triggers" track are left out. Times are microseconds, read from
+// the number's text to the exact ns JsonWriter writes (digits below 1 ns are
+// rounded). Errors name the file and the byte offset (in the uncompressed
+// stream) of the bad event or character: JSON syntax (a truncated file), a
+// JSON that is not a Chrome trace, frames that overlap without nesting.
+Result<void> ReadJsonSlices(const std::filesystem::path& path, model::SliceSink* sink);
+// The same over bytes in memory (uncompressed): the fuzz target's entry.
+Result<void> ReadJsonSlicesFromBytes(std::string_view bytes, model::SliceSink* sink);
 
 }  // namespace ptsnap::report

@@ -7,8 +7,10 @@
 #include <vector>
 
 #include "base/file_util.h"
+#include "output/fxt_reader.h"
 #include "output/fxt_writer.h"
 #include "output/output_file.h"
+#include "output/text_writers.h"
 #include "report/report.h"
 #include "tests/support/result_matchers.h"
 #include "tests/support/temp_dir.h"
@@ -93,10 +95,13 @@ Rendered Render(const ReportSink& r) {
   return {FormatText(r, SortKey::kTotal, 0), FormatJson(r, SortKey::kTotal, 0), r.FoldedStacks()};
 }
 
-void WriteFxt(const std::vector<model::Slice>& slices, const std::filesystem::path& path) {
-  auto f = output::OutputFile::Open(path);
+// What `ptsnap decode -o FILE` writes from these slices, with FxtWriter or
+// JsonWriter (gzip for .gz), the trigger track included.
+template <typename Writer>
+void WriteTrace(const std::vector<model::Slice>& slices, const std::filesystem::path& path) {
+  auto f = output::OutputFile::Open(path, path.extension() == ".gz");
   ASSERT_THAT(f, HasValue());
-  output::FxtWriter w(f->get());
+  Writer w(f->get());
   w.OnProcess(7, "prog [pid=7]");
   w.OnThread(7, 1, "main");
   w.OnThread(7, 2, "worker");
@@ -106,33 +111,161 @@ void WriteFxt(const std::vector<model::Slice>& slices, const std::filesystem::pa
   w.Instant(output::kTriggerTrackPid, output::kTriggerTrackTid, 5000, "hit parse");
   ASSERT_THAT(w.Finish(), HasValue());
 }
+void WriteFxt(const std::vector<model::Slice>& slices, const std::filesystem::path& path) {
+  WriteTrace<output::FxtWriter>(slices, path);
+}
+void WriteJson(const std::vector<model::Slice>& slices, const std::filesystem::path& path) {
+  WriteTrace<output::JsonWriter>(slices, path);
+}
 
-// The report of a decoded FXT file is the report of the slices it was
-// written from: counts, totals, self times, percentiles, slowest calls and
-// their trees, folded stacks, span. Plain and gzip.
-TEST(TraceFile, FxtFileReportsWhatTheSlicesReport) {
+using Reader = Result<void> (*)(const std::filesystem::path&, model::SliceSink*);
+
+// The report of a decoded file is the report of the slices it was written
+// from: counts, totals, self times, percentiles, slowest calls and their
+// trees, folded stacks, span, threads; merged and per thread.
+void ExpectFileReportsWhatTheSlicesReport(void (*write)(const std::vector<model::Slice>&,
+                                                        const std::filesystem::path&),
+                                          Reader read, TraceFileKind kind,
+                                          const std::vector<std::string>& files) {
   std::deque<std::string> names;
   const std::vector<model::Slice> slices = ModelSlices(names);
-  ReportSink direct(Options());
-  for (const model::Slice& s : slices) direct.OnSlice(s);
-  ASSERT_THAT(direct.Finish(), HasValue());
-  const Rendered want = Render(direct);
-  EXPECT_THAT(want.text, HasSubstr("Slowest calls of parse"));
-  EXPECT_THAT(want.folded, HasSubstr("main;loop;parse;parse;lex 20\n"));
+  for (const bool per_thread : {false, true}) {
+    ReportOptions o = Options();
+    o.per_thread = per_thread;
+    ReportSink direct(o);
+    for (const model::Slice& s : slices) direct.OnSlice(s);
+    ASSERT_THAT(direct.Finish(), HasValue());
+    const Rendered want = Render(direct);
+    EXPECT_THAT(want.text, HasSubstr("Slowest calls of parse"));
+    EXPECT_THAT(want.folded, HasSubstr("main;loop;parse;parse;lex 20\n"));
+    EXPECT_THAT(want.folded, HasSubstr("[unknown] 5\n"));
 
-  ::ptsnap::testing::TempDir tmp;
-  for (const char* file : {"t.fxt", "t.fxt.gz"}) {
-    const auto path = tmp.path() / file;
-    WriteFxt(slices, path);
-    EXPECT_EQ(Sniffed(path), TraceFileKind::kFxt) << file;
-    ReportSink from_file(Options());
-    ASSERT_THAT(ReadFxtSlices(path, &from_file), HasValue()) << file;
-    const Rendered got = Render(from_file);
-    EXPECT_EQ(got.text, want.text) << file;
-    EXPECT_EQ(got.json, want.json) << file;
-    EXPECT_EQ(got.folded, want.folded) << file;
-    EXPECT_EQ(from_file.span_ns(), direct.span_ns()) << file;
+    ::ptsnap::testing::TempDir tmp;
+    for (const std::string& file : files) {
+      const auto path = tmp.path() / file;
+      write(slices, path);
+      EXPECT_EQ(Sniffed(path), kind) << file;
+      ReportSink from_file(o);
+      ASSERT_THAT(read(path, &from_file), HasValue()) << file;
+      const Rendered got = Render(from_file);
+      EXPECT_EQ(got.text, want.text) << file;
+      EXPECT_EQ(got.json, want.json) << file;
+      EXPECT_EQ(got.folded, want.folded) << file;
+      EXPECT_EQ(from_file.span_ns(), direct.span_ns()) << file;
+      EXPECT_EQ(from_file.threads(), 2u) << file;
+    }
   }
+}
+
+// FXT, plain and gzip.
+TEST(TraceFile, FxtFileReportsWhatTheSlicesReport) {
+  ExpectFileReportsWhatTheSlicesReport(WriteFxt, ReadFxtSlices, TraceFileKind::kFxt,
+                                       {"t.fxt", "t.fxt.gz"});
+}
+
+// The same for Chrome JSON, whose "X" events come as frames end: the
+// frames are put back in begin/end order, inferred frames (no begin) and
+// the "[unknown]" span settled at their segment's end, as the model wrote
+// them; two threads, recursion, two segments.
+TEST(TraceFile, JsonFileReportsWhatTheSlicesReport) {
+  ExpectFileReportsWhatTheSlicesReport(WriteJson, ReadJsonSlices, TraceFileKind::kJson,
+                                       {"t.json", "t.json.gz"});
+}
+
+ReportOptions SlowestF() {
+  ReportOptions o;
+  o.functions = {"f"};
+  o.slowest = 1;
+  return o;
+}
+
+// JsonWriter writes microseconds with three decimals: perf-clock times
+// (about 2^60 ns) come back to the nanosecond, where a double would lose
+// them. Other writers' forms (integers, exponents, more decimals) are read
+// too, rounded to the nanosecond. "B"/"E" pairs are frames; a top-level
+// array is a trace.
+TEST(TraceFile, JsonTimesAreExactNanoseconds) {
+  ReportSink exact(SlowestF());
+  Result<void> r = ReadJsonSlicesFromBytes(
+      R"({"traceEvents":[{"ph":"X","name":"g","pid":1,"tid":1,"ts":1733280000123456.790,"dur":0.003},
+{"ph":"X","name":"f","pid":1,"tid":1,"ts":1733280000123456.789,"dur":0.012}]})",
+      &exact);
+  ASSERT_THAT(r, HasValue());
+  ASSERT_EQ(exact.Slowest().size(), 1u);
+  EXPECT_EQ(exact.Slowest()[0].begin_ns, 1733280000123456789u);
+  EXPECT_EQ(exact.Slowest()[0].duration_ns, 12u);
+  ASSERT_EQ(exact.Slowest()[0].tree.children.size(), 1u);
+  EXPECT_EQ(exact.Slowest()[0].tree.children[0].name, "g");
+  EXPECT_EQ(exact.span_ns(), 12u);
+
+  ReportSink forms(SlowestF());
+  r = ReadJsonSlicesFromBytes(
+      R"([{"ph":"B","name":"f","pid":1,"tid":1,"ts":2},
+{"ph":"X","name":"g","pid":1,"tid":1,"ts":2.0004,"dur":1.5e-3},
+{"ph":"E","pid":1,"tid":1,"ts":0.4e1}])",
+      &forms);
+  ASSERT_THAT(r, HasValue());
+  ASSERT_EQ(forms.Slowest().size(), 1u);
+  EXPECT_EQ(forms.Slowest()[0].begin_ns, 2000u);
+  EXPECT_EQ(forms.Slowest()[0].duration_ns, 2000u);
+  ASSERT_EQ(forms.Slowest()[0].tree.children.size(), 1u);
+  EXPECT_EQ(forms.Slowest()[0].tree.children[0].total_ns,
+            2u);  // 2000..2002 (0.0004 us rounds to 0)
+}
+
+// What is not a trace, or not a whole one: the byte offset of the event
+// or the character that is wrong.
+TEST(TraceFile, JsonErrorsNameTheOffset) {
+  const std::string x0 = R"({"ph":"X","name":"f","pid":1,"tid":1,"ts":0,"dur":10})";
+  const std::string x5 = R"({"ph":"X","name":"g","pid":1,"tid":1,"ts":5,"dur":10})";
+  const std::string head = R"({"traceEvents":[)";
+  struct Case {
+    std::string text, error;
+  };
+  const Case cases[] = {
+      {head + x0, "JSON at offset " + std::to_string(head.size() + x0.size()) +
+                      ": syntax error while parsing array - unexpected end of input"},
+      {head + x0.substr(0, 20), "JSON at offset " + std::to_string(head.size() + 20) + ": "},
+      {R"({"events": []})", "not a Chrome trace: the object has no \"traceEvents\" array"},
+      // A misplaced value: where the parser stood once it had read it.
+      {"[1]", "JSON at offset 2: not a Chrome trace: an event is not an object"},
+      {"\"x\"", "JSON at offset 2: not a Chrome trace: neither an object"},
+      {R"({"traceEvents": 3})", "\"traceEvents\" is not an array"},
+      {head + R"({"ph":"X","name":"f","ts":1}]})",
+       "JSON at offset " + std::to_string(head.size()) + ": \"X\" event without \"dur\""},
+      {head + R"({"ph":"X","name":"f","ts":-1,"dur":1}]})", "\"ts\" is not a time in microseconds"},
+      {head + R"({"ph":"X","name":"f","ts":"1","dur":1}]})", "\"ts\" is not a time"},
+      {head + R"({"ph":"X","name":"f","ts":1e30,"dur":1}]})", "\"ts\" is not a time"},
+      {head + R"({"name":"f","ts":1}]})", "an event has no \"ph\""},
+      {head + R"({"ph":"E","ts":1}]})", "an \"E\" event with no open \"B\" on thread 0"},
+      {head + x0 + "," + x5 + "]}",
+       "JSON at offset " + std::to_string(head.size() + x0.size() + 1) +
+           ": frames overlap without nesting on thread 1: \"g\" [5000, 15000] ns begins inside "
+           "\"f\" [0, 10000] ns and ends after it"},
+  };
+  for (const Case& c : cases) {
+    ReportSink sink(SlowestF());
+    EXPECT_THAT(ReadJsonSlicesFromBytes(c.text, &sink), HasErrorContaining(c.error)) << c.text;
+  }
+  // From a file: its name, and the offset of a cut in the uncompressed text.
+  std::deque<std::string> names;
+  ::ptsnap::testing::TempDir tmp;
+  const auto path = tmp.path() / "t.json.gz";
+  WriteJson(ModelSlices(names), path);
+  auto text = output::ReadMaybeGzip(path);
+  ASSERT_THAT(text, HasValue());
+  const auto cut = tmp.path() / "cut.json";
+  ASSERT_THAT(base::WriteFileAtomic(cut, text->substr(0, 300), 0644), HasValue());
+  ReportSink r({});
+  EXPECT_THAT(ReadJsonSlices(cut, &r),
+              HasErrorContaining(cut.string() + ": JSON at offset 300: syntax error"));
+  auto gz = base::ReadFile(path);
+  ASSERT_THAT(gz, HasValue());
+  const auto bad_gz = tmp.path() / "bad.json.gz";
+  ASSERT_THAT(base::WriteFileAtomic(bad_gz, gz->substr(0, gz->size() / 2), 0644), HasValue());
+  EXPECT_THAT(ReadJsonSlices(bad_gz, &r),
+              HasErrorContaining(bad_gz.string() + ": JSON at offset "));
+  EXPECT_THAT(ReadJsonSlices(tmp.path() / "none.json", &r), HasErrorContaining("none.json"));
 }
 
 // A file cut short, or not FXT: an error naming the file and, for a cut,
