@@ -183,7 +183,11 @@ class StreamDecoder {
       status_ = pt_blk_next(dec_.get(), &block, sizeof block);
       // Errors apply after the last instruction of the returned block.
       if (block.ninsn > 0) HandleBlock(block);
-      if (status_ < 0) return EndSegment(status_);
+      // A call that decoded nothing stopped at block.ip: with -pte_nomap
+      // the address whose code is not in the image (flow::Item, kError).
+      if (status_ < 0)
+        return EndSegment(status_,
+                          pt_errcode(status_) == pte_nomap && block.ninsn == 0 ? block.ip : 0);
       return true;
     }
     if (state_ == State::kDone) return false;
@@ -260,7 +264,7 @@ class StreamDecoder {
           state_ = State::kDone;
           return false;
         }
-        Error(it.error);
+        Error(it.error, it.ip);
         skip_from_ = it.offset;
         skipping_ = true;
         state_ = State::kSync;
@@ -324,9 +328,9 @@ class StreamDecoder {
     }
     return ev;
   }
-  bool EndSegment(int status) {
+  bool EndSegment(int status, uint64_t unread = 0) {
     if (status == -pte_eos) return Done();
-    Error(status);
+    Error(status, unread);
     // Up to the next sync point, nothing of this stretch is decoded.
     if (pt_blk_get_offset(dec_.get(), &skip_from_) >= 0) skipping_ = true;
     uint64_t off = 0;
@@ -597,7 +601,8 @@ class StreamDecoder {
   void AnchorAt(uint64_t time) {
     if (!have_anchor_ || time > anchor_time_) Anchor(pos_, time);
   }
-  void Error(int status) {
+  // `unread`: the address whose code could not be read, when known.
+  void Error(int status, uint64_t unread = 0) {
     DropTransaction();  // magic-trace: an error inside a transaction drops it
     stats_.errors++;
     if (pt_errcode(status) == pte_nomap) stats_.nomap_errors++;
@@ -606,6 +611,7 @@ class StreamDecoder {
     e.from = have_prev_ ? prev_end_ : 0;
     e.error = status;
     e.error_at_from = pt_errcode(status) == pte_nomap && have_prev_;
+    e.to = pt_errcode(status) == pte_nomap ? unread : 0;
     have_prev_ = false;
     Emit(e, /*gap=*/true, Now());
   }

@@ -70,7 +70,10 @@ struct BranchEvent {
   // kError only: libipt's status (a negative pte_* code; the flow decoder
   // uses the same codes), and whether the message names `from` (code not
   // mapped there). The text is ErrorMessage's, made only when shown: an
-  // event holds no heap memory and copies as plain bytes.
+  // event holds no heap memory and copies as plain bytes. For -pte_nomap,
+  // `to` is the address whose code is not in the image when the decode
+  // stopped at the start of a block (a branch's target, e.g. a call into
+  // a BPF program not in the kcore copy), else 0; `from` is the branch.
   int32_t error = 0;
   bool error_at_from = false;
 };

@@ -282,6 +282,7 @@ bool Symbolizer::ResolveKernelSymbol(uint64_t addr, uint64_t time, Resolved& r) 
   if (!covered) return false;
   if (best != nullptr) {
     r.known = true;
+    r.ksymbol = true;
     r.start = best_start;
     r.end = best->end;
     r.name = best->name;

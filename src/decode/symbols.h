@@ -39,6 +39,9 @@ struct Resolved {
   const std::string* name = nullptr;  // display name, owned by the Symbolizer
   const std::string* dso = nullptr;
   bool known = false;  // false: "[unknown @ 0xADDR (dso)]"
+  // Named by a PERF_RECORD_KSYMBOL live at the time asked (a BPF program,
+  // trampoline or dispatcher, out-of-line kernel code): AddKernelSymbol.
+  bool ksymbol = false;
   // When !known: every address in [unknown_lo, unknown_hi) resolves
   // unknown too, in the same mapping (`dso`): no symbol (and no JIT map)
   // covers any of it. Empty when not computed (kernel, JIT maps, no dso).

@@ -23,7 +23,7 @@ bool operator==(const Item& a, const Item& b) {
   if (a.kind != b.kind || a.has_now != b.has_now || a.now != b.now) return false;
   switch (a.kind) {
     case ItemKind::kSync: return a.offset == b.offset;
-    case ItemKind::kError: return a.error == b.error;
+    case ItemKind::kError: return a.error == b.error && a.ip == b.ip;
     case ItemKind::kBlock:
       return a.ip == b.ip && a.end_ip == b.end_ip && a.ninsn == b.ninsn && a.mode == b.mode &&
              a.speculative == b.speculative &&
@@ -2346,12 +2346,16 @@ struct FlowDecoder::State {
       Item& b = out[*n];
       const int st = NextBlock(&b);
       status_out = st;
+      // libipt's pt_block.ip of a call that decoded nothing: where the code
+      // could not be read (flow_decoder.h, Item). b's slot may be reused.
+      const uint64_t unread = st == kErrNoMap && b.ninsn == 0 ? b.ip : 0;
       if (b.ninsn > 0) {
         *insns_out += b.ninsn;
         ++*n;
       }
       if (st < 0) {
         EndSegment(out, n, st);
+        if (phase != Phase::kDone) out[*n - 1].ip = unread;
         return phase != Phase::kDone;
       }
       return true;

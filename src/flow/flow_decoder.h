@@ -17,7 +17,8 @@
 //   - event: its type, ip_suppressed, status_update, the payload fields of
 //     the types below, has_tsc and tsc (libipt's time estimate, including
 //     MTC and CYC: timing.h);
-//   - error: the libipt error code (negative), where the loop reports one.
+//   - error: the libipt error code (negative), where the loop reports one,
+//     and for -pte_nomap the unread address (Item, kError).
 // and, on every item, the time pt_blk_time reports right after the call
 // that produced it (Item::now: what StreamDecoder's Now() reads there).
 // Two runs are equal when their Item sequences are equal up to and including
@@ -131,7 +132,10 @@ enum class ItemKind : uint8_t { kSync, kBlock, kEvent, kError };
 //     payload (hints | ext << 32); kPwre: payload (state | sub_state << 8 |
 //     hw << 16); kPwrx: payload (last | deepest << 8 | interrupt << 16 |
 //     store << 17 | autonomous << 18); kMnt: payload.
-//   kError: error (negative code), offset (decoder position).
+//   kError: error (negative code), offset (decoder position) and, for
+//     kErrNoMap from a call that decoded no instruction, ip: the block's
+//     start (libipt's pt_block.ip), the address whose code could not be
+//     read (a branch target, where tracing resumed); else 0.
 // Every kind: has_now, now: libipt's pt_blk_time right after the call that
 // produced the item (its query layer reads ahead, so this can be later than
 // an event's own tsc); has_now false where pt_blk_time says -pte_no_time.

@@ -202,7 +202,12 @@ std::vector<Item> DecodeWithLibipt(const struct pt_config& cfg, struct pt_image*
       struct pt_block block;
       status = pt_blk_next(dec, &block, sizeof block);
       if (block.ninsn > 0) out.push_back(stamped(FromBlock(block)));
-      if (status < 0) end_segment(status);
+      if (status < 0) {
+        end_segment(status);
+        if (status == -pte_nomap && block.ninsn == 0 && !out.empty() &&
+            out.back().kind == ItemKind::kError)
+          out.back().ip = block.ip;
+      }
       continue;
     }
     const int st = pt_blk_sync_forward(dec);
@@ -244,7 +249,9 @@ std::string ToString(const Item& i) {
   std::string now = i.has_now ? " now=" + std::to_string(i.now) : " now=(none)";
   switch (i.kind) {
     case ItemKind::kSync: std::snprintf(b, sizeof b, "sync @%" PRIu64, i.offset); break;
-    case ItemKind::kError: std::snprintf(b, sizeof b, "error %d", i.error); break;
+    case ItemKind::kError:
+      std::snprintf(b, sizeof b, "error %d unread=0x%" PRIx64, i.error, i.ip);
+      break;
     case ItemKind::kBlock:
       std::snprintf(b, sizeof b, "block 0x%" PRIx64 "-0x%" PRIx64 " n=%u class=%d mode=%d%s", i.ip,
                     i.end_ip, i.ninsn, static_cast<int>(i.iclass), static_cast<int>(i.mode),

@@ -15,6 +15,7 @@ const char* ViaName(Via v) {
     case Via::kStart: return "start";
     case Via::kSignal: return "signal";
     case Via::kUntraced: return "untraced";
+    case Via::kGap: return "gap";
     case Via::kInferred: return "inferred";
     case Via::kInline: return "inline";
     case Via::kReturn: return "return";
@@ -50,6 +51,7 @@ CallStackModel::Frame CallStackModel::Resolve(uint64_t addr) {
   f.address = r.start;
   f.function_id = r.function_id;
   f.known = r.known;
+  f.ksymbol = r.ksymbol;
   f.unknown_lo = r.unknown_lo;
   f.unknown_hi = r.unknown_hi;
   return f;
@@ -377,6 +379,18 @@ void CallStackModel::UntracedFrame(const std::string* name) {
   Call(Pseudo(name), Via::kUntraced);
 }
 
+// The decoder could not read the code at `target` (the branch into it is
+// the error's `from`). Where a KSYMBOL names that code at this time, the
+// time until decoding resumes was spent there (docs/decoding.md, "Kernel
+// JIT (eBPF)"): a frame with its name, dso and entry, as a call would
+// show it, marked as a gap.
+void CallStackModel::NamedGap(uint64_t target) {
+  Frame f = Resolve(target);
+  if (!f.ksymbol) return;
+  f.gap = true;
+  Call(f, Via::kGap);
+}
+
 void CallStackModel::SyncInline(size_t real, const decode::InlineScope* leaf, int64_t bias) {
   chain_.clear();
   for (const decode::InlineScope* s = leaf; s != nullptr; s = s->parent) chain_.push_back(s);
@@ -441,6 +455,13 @@ void CallStackModel::OnEvent(const decode::BranchEvent& e) {
     default: block_start_ = e.to; break;
   }
   SetTime(e.time);
+  if (!stack_.empty() && stack_.back().gap) {
+    // Decoding picked up again (at a sync point): the named gap ends at
+    // the first event after it, and frames inferred from here on begin
+    // here, after the gap, not at the error.
+    Ret(Via::kResume);
+    create_time_ = now_;
+  }
   switch (e.kind) {
     case BranchKind::kCall:
       if (stack_.empty() && e.from != 0) PushInferred(Resolve(e.from));
@@ -539,6 +560,7 @@ void CallStackModel::OnEvent(const decode::BranchEvent& e) {
       stats_.decode_errors++;
       Queue(OpKind::kInstant, Pseudo(Name("[decode error: " + decode::ErrorMessage(e) + "]")));
       ResetAll();
+      if (e.to != 0) NamedGap(e.to);
       break;
   }
 }

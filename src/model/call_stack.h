@@ -92,8 +92,13 @@ class CallStackModel {
     uint64_t fn_start = 0, fn_end = 0;  // [start, end) of the function
     uint64_t address = 0;               // entry address shown (0 for pseudo frames)
     uint32_t function_id = 0;
-    int32_t space = 0;      // Symbolizer key it was resolved in
-    bool pseudo = false;    // [syscall], [untraced]
+    int32_t space = 0;    // Symbolizer key it was resolved in
+    bool pseudo = false;  // [syscall], [untraced]
+    // A named gap: KSYMBOL-named kernel code (a BPF program) whose bytes
+    // the trace has not, from the decode error at the branch into it until
+    // the thread's next event (tracing picks up again).
+    bool gap = false;
+    bool ksymbol = false;   // Resolved::ksymbol
     bool known = true;      // false: "[unknown @ ...]" (no symbol covers it)
     bool inferred = false;  // begin time is create_time_, written at EndSegment
     // An inlined call of the real frame below it (the same function's range
@@ -145,6 +150,7 @@ class CallStackModel {
   void ClearAllStacks();                        // the current stack and every saved one
   void UntracedFrame(const std::string* name);  // [syscall]/[untraced] at the disable
   void ResetAll();                              // end_of_thread: close everything, new create time
+  void NamedGap(uint64_t target);               // after a decode error at a branch to `target`
   bool UnwindTo(uint64_t dst);                  // kUnwind
   bool SameFunction(const Frame& top, uint64_t addr);
   void Resume(uint64_t dst);  // tracing resumed at dst with the stack non-empty

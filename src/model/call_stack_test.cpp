@@ -232,6 +232,50 @@ TEST(CallStackTest, DecodeErrorClosesFramesAndRestartsInference) {
   EXPECT_EQ(h.model.stats().decode_errors, 1u);
 }
 
+// An unmapped-code error at a branch into KSYMBOL-named code (a BPF
+// program whose bytes the trace has not): after the marker, a frame with
+// the program's name runs until the first event after the resync, and the
+// frames inferred then begin there. The same error before the program's
+// load, or at an address no KSYMBOL names, is the marker alone.
+TEST(CallStackTest, UnreadableKsymbolCodeIsANamedGapUntilDecodingResumes) {
+  constexpr uint64_t kProg = 0xffffffffa0001000;
+  for (const uint64_t load : {5, 30}) {
+    for (const uint64_t target : {kProg + 0x10, kProg + 0x100}) {
+      SCOPED_TRACE(::testing::Message() << "load " << load << " target " << target);
+      Harness h;
+      h.symbols.AddKernelSymbol(load, kProg, 0x100, "bpf_prog_abcd_x", "[bpf]");
+      h.Ev(BranchKind::kEnable, 0, 0, Fn(0));
+      h.Ev(BranchKind::kCall, 10, Fn(0, 1), Fn(1));
+      BranchEvent err;
+      err.kind = BranchKind::kError;
+      err.time = 21;
+      err.error = -pte_nomap;
+      err.from = Fn(1, 1);
+      err.error_at_from = true;
+      err.to = target;
+      h.model.OnEvent(err);
+      h.Ev(BranchKind::kJump, 67, 0, Fn(1, 0x10));  // resumes inside fn1
+      h.Ev(BranchKind::kReturn, 100, Fn(1, 0x11), Fn(0, 0x20));
+      h.model.EndSegment(141);
+      if (load == 5 && target == kProg + 0x10) {
+        EXPECT_THAT(h.sink.lines,
+                    ElementsAre("1 B fn0", "10 B fn1",
+                                "21 I [decode error: no memory mapped at this address at 0x2001]",
+                                "21 E fn1 from 10", "21 E fn0 from 1", "21 B bpf_prog_abcd_x",
+                                "67 E bpf_prog_abcd_x from 21", "100 E fn1 from 67",
+                                "141 E fn0 from 67", "67 B fn0 inferred", "67 B fn1 inferred"));
+      } else {
+        EXPECT_THAT(h.sink.lines,
+                    ElementsAre("1 B fn0", "10 B fn1",
+                                "21 I [decode error: no memory mapped at this address at 0x2001]",
+                                "21 E fn1 from 10", "21 E fn0 from 1", "100 E fn1 from 21",
+                                "141 E fn0 from 21", "21 B fn0 inferred", "21 B fn1 inferred"));
+      }
+      EXPECT_EQ(h.model.stats().decode_errors, 1u);
+    }
+  }
+}
+
 TEST(CallStackTest, KernelNestsAboveTheUserStack) {
   Harness h;
   h.Ev(BranchKind::kEnable, 0, 0, Fn(0));

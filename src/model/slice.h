@@ -24,6 +24,8 @@ enum class Via : uint8_t {
   kStart,     // tracing started, or resumed with no frame open
   kSignal,    // a signal handler, or its sigreturn trampoline
   kUntraced,  // "[syscall]" / "[untraced]"
+  kGap,       // a named gap: a decode error at a branch into KSYMBOL-named code (a BPF
+              // program) whose bytes the trace has not; ends with kResume
   kInferred,  // its start was not seen (the begin is written at the segment's end)
   kInline,    // an inlined call (Slice::inlined): the code entered its inlined range;
               // as kEnd: the code left it (it also ends, with the frame's own reason,
@@ -31,7 +33,7 @@ enum class Via : uint8_t {
   // kEnd
   kReturn,  // a return instruction (near, or sysret/iret: the kernel stack's top frame)
   kUnwind,  // longjmp, exception unwinding, a signal handler's sigreturn
-  kResume,  // "[syscall]"/"[untraced]": tracing resumed
+  kResume,  // "[syscall]"/"[untraced]": tracing resumed; a named gap: decoding resumed
   kClose,   // the stack was cleared: segment end, decode error, exec, exit, a kernel
             // stack's lower frames at sysret/iret, a kernel-only trace's disable
 };

@@ -401,7 +401,8 @@ class DecodeEmulatedNode : public DecodeEmulated {
     for (int32_t pid : pids_)
       std::filesystem::remove("/tmp/perf-" + std::to_string(pid) + ".map", ec);
   }
-  std::string RunNode(std::vector<std::string> flags, DecodeReport& rep) {
+  std::string RunNode(std::vector<std::string> flags, DecodeReport& rep,
+                      const std::string& suffix = ".events") {
     // --single-threaded: V8 compiles on the main thread, so when hotFunction
     // reaches baseline and optimized code depends on call counts, not on how
     // soon a background compiler thread gets a core (CI saw 992 of 2000 calls
@@ -414,7 +415,7 @@ class DecodeEmulatedNode : public DecodeEmulated {
         " let t = 0; for (let k = 0; k < 2000; k++) t += hotFunction(500);"
         " process.exitCode = t === 2988000 ? 0 : 1;");
     record::RecordOptions o;  // a snapshot at exit
-    std::string text = Run(cmd, o, &rep);
+    std::string text = Run(cmd, o, &rep, suffix);
     auto reader = trace::TraceReader::Open(tmp_.path() / ("t" + std::to_string(n_ - 1)));
     if (reader) pids_ = reader->manifest().pids;
     return text;
@@ -459,6 +460,38 @@ TEST_F(DecodeEmulatedNode, PerfProfNamesTheJsFunction) {
   for (const auto& f : rep.top_self)
     in_summary = in_summary || f.name.find("hotFunction") != std::string::npos;
   EXPECT_TRUE(in_summary) << "the hottest JIT function is in the summary";
+}
+
+// node --perf-prof writes JIT_CODE_DEBUG_INFO for baseline and optimized
+// code, each entry 0x40 past its code (V8's perf inject workaround, taken
+// off by the jitdump parser): a JS function's slices carry the file and
+// line its V8 name gives ("JS:^resolve node:path:1217:10": node:path, 1217).
+TEST_F(DecodeEmulatedNode, V8DebugInfoGivesJsFunctionsTheirSourceLine) {
+  DecodeReport rep;
+  std::string text = RunNode({"--perf-prof"}, rep, ".json");
+  ASSERT_EQ(exit_code_, 0);
+  EXPECT_EQ(rep.decode.errors, 0u);
+  nlohmann::json j = nlohmann::json::parse(text);  // throws (fails the test) if invalid
+  size_t with_line = 0, matching = 0;
+  for (const auto& e : j["traceEvents"]) {
+    const std::string name = e.value("name", "");
+    if (!name.starts_with("JS:^") && !name.starts_with("JS:*")) continue;
+    if (!e.contains("args") || !e["args"].contains("line")) continue;
+    ++with_line;
+    // "JS:^name FILE:LINE:COLUMN"
+    const size_t sp = name.rfind(' ');
+    const size_t col = name.rfind(':');
+    const size_t line =
+        col == std::string::npos || col == 0 ? std::string::npos : name.rfind(':', col - 1);
+    if (sp == std::string::npos || line == std::string::npos || line < sp) continue;
+    const std::string file = name.substr(sp + 1, line - sp - 1);
+    const std::string want = name.substr(line + 1, col - line - 1);
+    if (e["args"].value("file", "") == file && std::to_string(e["args"].value("line", 0)) == want)
+      ++matching;
+  }
+  std::cout << with_line << " JS slices with a line, " << matching << " as their name says\n";
+  EXPECT_GT(with_line, 1000u) << "the 2000 hotFunction calls, most in JIT code";
+  EXPECT_EQ(matching, with_line);
 }
 
 }  // namespace

@@ -83,6 +83,8 @@ std::string ParseRecord(uint32_t id, uint64_t timestamp, Reader r, Jitdump& out,
           return "JIT_CODE_DEBUG_INFO entry " + std::to_string(i) + " of " + std::to_string(n) +
                  " runs past the record";
         if (e.file == "\xff") e.file = d.entries.empty() ? "" : d.entries.back().file;
+        // V8's entries lie kJitdumpV8EntryBias past their code (jitdump.h).
+        if (out.header.from_v8() && e.addr >= kJitdumpV8EntryBias) e.addr -= kJitdumpV8EntryBias;
         d.entries.push_back(std::move(e));
       }
       pending[d.code_addr] = out.debug.size();
@@ -113,13 +115,13 @@ std::string ParseRecord(uint32_t id, uint64_t timestamp, Reader r, Jitdump& out,
 Result<Jitdump> ParseJitdump(std::string_view text) {
   Jitdump out;
   JitdumpHeader& h = out.header;
-  uint32_t magic = 0, pad = 0;
+  uint32_t magic = 0;
   Reader r(text, 0, text.size());
   if (!r.Get(magic)) return Error("not a jitdump (bad magic)");
   if (magic == kJitdumpMagicSwapped)
     return Error("a byte-swapped (big-endian) jitdump is not supported");
   if (magic != kJitdumpMagic) return Error("not a jitdump (bad magic)");
-  if (!r.Get(h.version) || !r.Get(h.total_size) || !r.Get(h.elf_mach) || !r.Get(pad) ||
+  if (!r.Get(h.version) || !r.Get(h.total_size) || !r.Get(h.elf_mach) || !r.Get(h.reserved) ||
       !r.Get(h.pid) || !r.Get(h.timestamp) || !r.Get(h.flags))
     return Error("jitdump header cut short (" + std::to_string(text.size()) + " bytes)");
   if (h.version != 1)

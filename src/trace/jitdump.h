@@ -49,9 +49,20 @@ enum class JitdumpRecord : uint32_t {
   kUnwindingInfo = 4,
 };
 
+// V8 (Node.js, Chrome) writes this in the header's reserved word
+// (perf-jit.cc LogWriteHeader), and places every JIT_CODE_DEBUG_INFO
+// entry kJitdumpV8EntryBias bytes after the code it describes (the ELF
+// header size of the file perf inject makes: a workaround for perf's line
+// tables, 0x40 early until perf's 2020 fix). ParseJitdump takes the bias
+// off, so entries are the code's own addresses.
+inline constexpr uint32_t kJitdumpV8Reserved = 0xDEADBEEF;
+inline constexpr uint64_t kJitdumpV8EntryBias = 0x40;
+
 struct JitdumpHeader {
   uint32_t version = 0, total_size = 0, elf_mach = 0, pid = 0;
+  uint32_t reserved = 0;  // pad1; kJitdumpV8Reserved from V8
   uint64_t timestamp = 0, flags = 0;
+  [[nodiscard]] bool from_v8() const { return reserved == kJitdumpV8Reserved; }
   [[nodiscard]] bool arch_timestamp() const { return (flags & kJitdumpFlagArchTimestamp) != 0; }
 };
 

@@ -17,8 +17,9 @@ using ::ptsnap::testing::HasValue;
 // Hand-built jitdump bytes, laid out as perf's jitdump.h declares them.
 class Dump {
  public:
-  explicit Dump(uint64_t flags = 0, uint32_t mach = 62, uint32_t version = 1) {
-    U32(0x4A695444).U32(version).U32(40).U32(mach).U32(0).U32(4242).U64(1000).U64(flags);
+  explicit Dump(uint64_t flags = 0, uint32_t mach = 62, uint32_t version = 1,
+                uint32_t reserved = 0) {
+    U32(0x4A695444).U32(version).U32(40).U32(mach).U32(reserved).U32(4242).U64(1000).U64(flags);
   }
   Dump& U32(uint32_t v) { return Raw(&v, 4); }
   Dump& U64(uint64_t v) { return Raw(&v, 8); }
@@ -181,6 +182,38 @@ TEST(JitdumpTest, DebugInfoDescribesTheNextLoadOfItsAddress) {
   EXPECT_FALSE(j->loads[2].debug.has_value());
   ASSERT_TRUE(j->loads[3].debug.has_value());  // the latest of two
   EXPECT_EQ(j->debug[*j->loads[3].debug].entries[0].line, 10);
+}
+
+// V8 marks its jitdumps (0xDEADBEEF in the header's reserved word) and
+// writes each debug entry at code + offset + 0x40, as node v20 does: the
+// parser gives the code's own addresses, so the entry at offset 0 names
+// the function's first line. Other writers' entries are kept as written.
+TEST(JitdumpTest, V8DebugEntriesAreMovedBackOntoTheirCode) {
+  for (const uint32_t reserved : {0xDEADBEEFu, 0u}) {
+    Dump d(0, 62, 1, reserved);
+    d.Begin(2, 10)
+        .U64(0x5b80)
+        .U64(2)
+        .U64(0x5b80 + 0x40)
+        .I32(1217)
+        .I32(10)
+        .Str("node:path")
+        .U64(0x5b83 + 0x40)
+        .I32(1218)
+        .I32(3)
+        .Str("\xff")
+        .End();
+    Load(d, 11, 0x5b80, "JS:^resolve node:path:1217:10", "\x90\x90\x90\xc3");
+    auto j = ParseJitdump(d.str());
+    ASSERT_THAT(j, HasValue());
+    EXPECT_EQ(j->header.from_v8(), reserved != 0);
+    ASSERT_EQ(j->debug.size(), 1u);
+    ASSERT_EQ(j->debug[0].entries.size(), 2u);
+    const uint64_t bias = reserved != 0 ? 0 : 0x40;
+    EXPECT_EQ(j->debug[0].entries[0].addr, 0x5b80 + bias);
+    EXPECT_EQ(j->debug[0].entries[1].addr, 0x5b83 + bias);
+    EXPECT_EQ(j->debug[0].entries[1].file, "node:path");
+  }
 }
 
 TEST(JitdumpTest, MarkerMappingsNameTheirProcess) {

@@ -149,7 +149,7 @@ std::string TestKernel::Modules() const {
   return std::string(kModuleName) + " 16384 0 - Live " + HexAddr(kModuleBase) + "\n";
 }
 
-std::string TestKernel::Kcore() const {
+std::string TestKernel::Kcore(uint64_t hole, uint64_t hole_size) const {
   // Regions as a running kernel's /proc/kcore shows them (fs/proc/kcore.c):
   // KCORE_TEXT, KCORE_RAM (direct map), KCORE_VMALLOC (modules); data after
   // text is part of the kernel image mapping.
@@ -170,7 +170,14 @@ std::string TestKernel::Kcore() const {
   std::string ram;
   while (ram.size() < 0x4000) ram += kSecret;
   regions.push_back({kDirectMap, ram});
-  regions.push_back({kModuleBase, from_elf(kModuleBase, 0x10000)});
+  const std::string modules = from_elf(kModuleBase, 0x10000);
+  if (hole_size != 0 && hole >= kModuleBase && hole + hole_size <= kModuleBase + modules.size()) {
+    const size_t cut = hole - kModuleBase, resume = cut + hole_size;
+    if (cut > 0) regions.push_back({kModuleBase, modules.substr(0, cut)});
+    regions.push_back({hole + hole_size, modules.substr(resume)});
+  } else {
+    regions.push_back({kModuleBase, modules});
+  }
 
   // A PT_NOTE like the kernel's (CORE/NT_PRSTATUS, zeroed).
   std::string note;
@@ -202,7 +209,8 @@ Result<TestKernel> LoadTestKernel() {
 Result<ElfImage> LoadUserProgram() { return LoadElf(PTSNAP_KUSER); }
 
 Result<void> WriteFakeRoot(const TestKernel& k, const std::filesystem::path& root,
-                           const std::string& osrelease) {
+                           const std::string& osrelease, uint64_t kcore_hole,
+                           uint64_t kcore_hole_size) {
   std::error_code ec;
   std::filesystem::create_directories(root / "proc/sys/kernel", ec);
   std::filesystem::create_directories(root / "proc/self", ec);
@@ -210,7 +218,8 @@ Result<void> WriteFakeRoot(const TestKernel& k, const std::filesystem::path& roo
   if (ec) return Error::FromErrno("creating " + root.string(), ec.value());
   PTSNAP_TRY(base::WriteFileAtomic(root / "proc/kallsyms", k.Kallsyms(), 0444));
   PTSNAP_TRY(base::WriteFileAtomic(root / "proc/modules", k.Modules(), 0444));
-  PTSNAP_TRY(base::WriteFileAtomic(root / "proc/kcore", k.Kcore(), 0400));
+  PTSNAP_TRY(
+      base::WriteFileAtomic(root / "proc/kcore", k.Kcore(kcore_hole, kcore_hole_size), 0400));
   PTSNAP_TRY(base::WriteFileAtomic(root / "proc/sys/kernel/osrelease", osrelease + "\n", 0444));
   PTSNAP_TRY(base::WriteFileAtomic(root / "proc/sys/kernel/kptr_restrict", "0\n", 0444));
   PTSNAP_TRY(base::WriteFileAtomic(root / "proc/sys/kernel/perf_event_paranoid", "2\n", 0444));
@@ -751,7 +760,8 @@ Result<void> WriteTrace(const Scenario& sc, const std::filesystem::path& dir,
   if (kernel && opts.kcore) {
     // The recorder's own copier, on a fake root holding the test kernel.
     auto root = dir.parent_path() / (dir.filename().string() + ".root");
-    PTSNAP_TRY(WriteFakeRoot(sc.kernel, root));
+    PTSNAP_TRY(
+        WriteFakeRoot(sc.kernel, root, "6.1.0-ptsnap-test", opts.kcore_hole, opts.kcore_hole_size));
     PTSNAP_ASSIGN_OR_RETURN(record::KcoreCopy copy,
                             record::CopyKcore(base::RootPath(root), dir / "kcore"));
     w.manifest().kcore = {trace::KcoreStatus::kCopied, "", "kcore"};

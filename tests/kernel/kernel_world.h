@@ -94,7 +94,9 @@ struct TestKernel {
   // /proc/kcore: ET_CORE, a PT_NOTE and PT_LOADs for kernel text (64 KiB
   // from _text), kernel data, the direct map (kSecret repeated) and the
   // module area (64 KiB). Written by this file, not by ptsnap's own writer.
-  std::string Kcore() const;
+  // `hole_size` bytes at `hole` are left out of the module area (code
+  // loaded after the copy: a BPF program's).
+  std::string Kcore(uint64_t hole = 0, uint64_t hole_size = 0) const;
 };
 Result<TestKernel> LoadTestKernel();  // the ELF built by meson (PTSNAP_TEST_KERNEL)
 Result<ElfImage> LoadUserProgram();   // tests/kernel/programs/kuser.S (PTSNAP_KUSER)
@@ -102,8 +104,10 @@ Result<ElfImage> LoadUserProgram();   // tests/kernel/programs/kuser.S (PTSNAP_K
 // Writes a fake root for the test kernel into `root`: proc/kallsyms,
 // proc/modules, proc/kcore (mode 0400), proc/sys/kernel/{osrelease,
 // kptr_restrict,perf_event_paranoid}, proc/self/status (root's capabilities).
+// `kcore_hole`/`kcore_hole_size`: as TestKernel::Kcore's hole.
 Result<void> WriteFakeRoot(const TestKernel& k, const std::filesystem::path& root,
-                           const std::string& osrelease = "6.1.0-ptsnap-test");
+                           const std::string& osrelease = "6.1.0-ptsnap-test",
+                           uint64_t kcore_hole = 0, uint64_t kcore_hole_size = 0);
 
 // ---- Ground truth ----------------------------------------------------------
 
@@ -218,6 +222,9 @@ struct TraceOptions {
   int32_t per_cpu = -1;
   // More sideband (e.g. PERF_RECORD_KSYMBOL), merged in by time.
   std::vector<trace::Record> extra_sideband;
+  // Module-area bytes missing from the fake /proc/kcore, so from the copy:
+  // code loaded after the copy (TestKernel::Kcore).
+  uint64_t kcore_hole = 0, kcore_hole_size = 0;
 };
 inline constexpr int32_t kPid = 4242;
 // Writes a trace directory with TraceWriter: manifest, sideband (COMM exec,

@@ -780,5 +780,66 @@ TEST(KernelDecode, KsymbolNamesBpfProgramsAtTheirTimes) {
   ExpectNested(d.lines, "bpf_prog_1111111111111111_first", "kmod_copy_from_user [ptsnap_kmod]");
 }
 
+// A BPF program loaded during the recording has no bytes in the kcore copy
+// (here kmod_write's range is left out of /proc/kcore, and a KSYMBOL loads
+// a program over it between its two runs). The decode stops at each call
+// into it with an unmapped-code error (counted, under both decoders). Where
+// a KSYMBOL names the code at the error's time, the gap is a slice with the
+// program's name and dso, via=gap, from the error until the first event
+// after the decode picked up again (via=resume); before the load the call
+// shows the marker alone.
+TEST(KernelDecode, BpfProgramWithoutBytesInTheCopyIsANamedGap) {
+  TempDir dir;
+  auto sc = BuildScenario(false);
+  ASSERT_THAT(sc, HasValue());
+  const Kmod k = KmodWrite(*sc);
+  ASSERT_GT(k.sym.size, 0u);
+  ASSERT_EQ(k.runs.size(), 2u);
+  const std::string prog = "bpf_prog_3333333333333333_late";
+  TraceOptions o;
+  o.extra_sideband = {BpfKsymbol((k.runs[0] + k.runs[1]) / 2, k.sym, prog)};
+  o.kcore_hole = k.sym.addr;
+  o.kcore_hole_size = k.sym.size;
+  Decoded d = Decode(*sc, o, dir.path());
+  EXPECT_EQ(d.report.decode.errors, 2u) << d.text;
+  EXPECT_EQ(d.report.decode.nomap_errors, 2u) << d.text;
+  std::vector<::ptsnap::testing::EventLine> ev = ::ptsnap::testing::ParseEvents(d.text);
+  std::vector<size_t> errors;
+  size_t gap_b = ev.size(), gap_e = ev.size();
+  for (size_t i = 0; i < ev.size(); ++i) {
+    if (ev[i].kind == 'I' && ev[i].name.starts_with("[decode error: no memory mapped"))
+      errors.push_back(i);
+    if (ev[i].name == prog && ev[i].kind == 'B') gap_b = i;
+    if (ev[i].name == prog && ev[i].kind == 'E') gap_e = i;
+  }
+  ASSERT_EQ(errors.size(), 2u) << d.text;
+  EXPECT_EQ(Count(d.lines, "B " + prog), 1) << d.text;
+  EXPECT_EQ(Count(d.lines, "E " + prog), 1) << d.text;
+  ASSERT_LT(gap_e, ev.size()) << d.text;
+  // The second call's marker, the open frames' ends, then the gap: at the
+  // error's time, just before the program's run, ending after it where
+  // decoding resumed.
+  EXPECT_GT(gap_b, errors[1]) << d.text;
+  for (size_t i = errors[1] + 1; i < gap_b && gap_b < ev.size(); ++i) {
+    EXPECT_TRUE(ev[i].kind == 'E' || ev[i].inferred) << ev[i].line;
+  }
+  EXPECT_EQ(ev[gap_b].dso, "[bpf]");
+  EXPECT_EQ(ev[gap_b].via, "gap");
+  EXPECT_EQ(ev[gap_e].via, "resume");
+  EXPECT_EQ(ev[gap_b].ts, ev[errors[1]].ts);
+  EXPECT_LE(ev[gap_b].ts, k.runs[1]);
+  EXPECT_GT(ev[gap_b].ts, k.runs[0]);
+  EXPECT_GT(ev[gap_e].ts, k.runs[1]);
+  // Nothing else is open over the gap: it is the thread's only frame.
+  for (size_t i = gap_b + 1; i < gap_e; ++i) ADD_FAILURE() << "inside the gap: " << ev[i].line;
+  // The summary counts the gap's time under the program's name.
+  EXPECT_TRUE(std::ranges::any_of(d.report.top_self, [&](const output::FunctionTime& f) {
+    return f.name == prog && f.self_ns == ev[gap_e].ts - ev[gap_b].ts;
+  })) << d.text;
+  // What the first call reached was not the program yet: the marker alone.
+  EXPECT_LT(errors[0], gap_b);
+  EXPECT_THAT(ev[errors[0]].name, HasSubstr("no memory mapped at this address at 0x"));
+}
+
 }  // namespace
 }  // namespace ptsnap::kworld
