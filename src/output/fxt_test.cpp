@@ -37,6 +37,85 @@ uint64_t WordAt(const std::string& b, size_t i) {
   return w;
 }
 
+// One gzip member inflated (at most `size` bytes); "" when it is not one
+// whole member.
+std::string Gunzip(std::string gz, size_t size) {
+  z_stream z{};
+  if (inflateInit2(&z, 15 + 16) != Z_OK) return "";
+  std::string back(size + 16, '\0');
+  z.next_in = reinterpret_cast<Bytef*>(gz.data());
+  z.avail_in = static_cast<uInt>(gz.size());
+  z.next_out = reinterpret_cast<Bytef*>(back.data());
+  z.avail_out = static_cast<uInt>(back.size());
+  const int r = inflate(&z, Z_FINISH);
+  back.resize(z.total_out);
+  inflateEnd(&z);
+  return r == Z_STREAM_END && z.avail_in == 0 ? back : "";
+}
+
+// Bytes that compress about as a trace does: runs of text and of noise.
+std::string TraceLikeBytes(size_t size) {
+  std::string data;
+  uint64_t x = 88172645463325252ULL;
+  while (data.size() < size) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    if (x % 3 == 0) {
+      data += "slice " + std::to_string(x % 5000) + " fib;";
+    } else {
+      data.append(reinterpret_cast<const char*>(&x), 3);
+    }
+  }
+  data.resize(size);
+  return data;
+}
+
+std::string FileBytes(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// -j 2's compressing thread (OutputFile::Open's compress_on_thread) writes
+// the file -j 1 writes, byte for byte, over several of its buffers written
+// in pieces of uneven sizes.
+TEST(OutputFileTest, CompressingOnAThreadWritesTheSameBytes) {
+  ::ptsnap::testing::TempDir tmp;
+  const std::string data = TraceLikeBytes(7 << 20);
+  std::string file[2];
+  for (bool on_thread : {false, true}) {
+    const auto path = tmp.path() / (on_thread ? "thread.fxt.gz" : "one.fxt.gz");
+    auto f = OutputFile::Open(path, std::nullopt, on_thread);
+    ASSERT_THAT(f, HasValue());
+    for (size_t at = 0, piece = 1; at < data.size(); at += piece, piece = piece * 7 % 90001 + 1) {
+      (*f)->Write(std::string_view(data).substr(at, piece));
+    }
+    EXPECT_EQ((*f)->bytes_written(), data.size());
+    ASSERT_THAT((*f)->Close(), HasValue());
+    file[on_thread ? 1 : 0] = FileBytes(path);
+  }
+  EXPECT_GT(file[0].size(), 1u << 20);
+  EXPECT_TRUE(file[0] == file[1]) << "the compressing thread wrote another file";
+  EXPECT_TRUE(Gunzip(file[1], data.size()) == data) << "the file does not inflate back";
+}
+
+// A write error on the compressing thread (a full disk) is the error
+// Close() reports without one, and Close() ends the thread.
+TEST(OutputFileTest, DiskFullOnTheCompressingThreadIsReportedOnClose) {
+  const std::string data = TraceLikeBytes(6 << 20);
+  for (bool on_thread : {false, true}) {
+    auto out = OutputFile::Open("/dev/full", true, on_thread);
+    ASSERT_THAT(out, HasValue());
+    for (size_t at = 0; at < data.size(); at += 100000) {
+      (*out)->Write(std::string_view(data).substr(at, 100000));
+    }
+    EXPECT_THAT((*out)->Close(), HasErrorContaining("writing /dev/full: No space left on device"))
+        << (on_thread ? "on a thread" : "on the caller's");
+    // Later calls give the same error; nothing more is written.
+    EXPECT_THAT((*out)->Close(), HasErrorContaining("No space left on device"));
+  }
+}
+
 // gzip forced on a name without ".gz" (pprof's .pprof): one gzip member
 // (RFC 1952) that inflates back to what was written.
 TEST(OutputFileTest, ForcedGzipIsAGzipMemberThatInflatesBack) {
@@ -55,17 +134,7 @@ TEST(OutputFileTest, ForcedGzipIsAGzipMemberThatInflatesBack) {
   ASSERT_GE(gz.size(), 18u);
   EXPECT_EQ(static_cast<uint8_t>(gz[0]), 0x1f);  // RFC 1952 magic
   EXPECT_EQ(static_cast<uint8_t>(gz[1]), 0x8b);
-  z_stream z{};
-  ASSERT_EQ(inflateInit2(&z, 15 + 16), Z_OK);
-  std::string back(data.size() + 16, '\0');
-  z.next_in = reinterpret_cast<Bytef*>(gz.data());
-  z.avail_in = static_cast<uInt>(gz.size());
-  z.next_out = reinterpret_cast<Bytef*>(back.data());
-  z.avail_out = static_cast<uInt>(back.size());
-  EXPECT_EQ(inflate(&z, Z_FINISH), Z_STREAM_END);
-  back.resize(z.total_out);
-  inflateEnd(&z);
-  EXPECT_EQ(back, data);
+  EXPECT_EQ(Gunzip(gz, data.size()), data);
   // Without the choice, the suffix decides: .pb stays raw.
   {
     auto f = OutputFile::Open(tmp.path() / "t.pb");

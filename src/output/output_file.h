@@ -1,5 +1,8 @@
 // A write-only output file, gzip-compressed when its name ends in ".gz".
 // Writes are buffered; errors are remembered and reported by Close().
+// zlib's deflate may run on a thread of its own (Open's
+// `compress_on_thread`), fed the same buffers in the same order, so the
+// file's bytes are the same either way.
 #pragma once
 
 #include <zlib.h>
@@ -22,9 +25,13 @@ class OutputFile {
   // Creates (truncates) `path`, gzip-compressed when `gzip` says so (by
   // default: when the name ends in ".gz"; pprof's .pprof is gzip without
   // the suffix). Errors name the path and the cause ("opening out.fxt for
-  // writing: Permission denied").
+  // writing: Permission denied"). `compress_on_thread` (gzip only): the
+  // buffers of 1 MiB are compressed and written on a thread of its own,
+  // which Close() (or the destructor) ends; Write() then waits only when
+  // the thread is two buffers behind.
   static Result<std::unique_ptr<OutputFile>> Open(const std::filesystem::path& path,
-                                                  std::optional<bool> gzip = std::nullopt);
+                                                  std::optional<bool> gzip = std::nullopt,
+                                                  bool compress_on_thread = false);
   ~OutputFile();
   OutputFile(const OutputFile&) = delete;
   OutputFile& operator=(const OutputFile&) = delete;
@@ -42,13 +49,14 @@ class OutputFile {
     watch_bytes_ = bytes;
     watch_ = std::move(passed);
   }
-  // Flushes and closes; the first error of any write or of closing.
+  // Flushes and closes (ends the compressing thread); the first error of
+  // any write or of closing.
   Result<void> Close();
   [[nodiscard]] uint64_t bytes_written() const { return bytes_; }  // before compression
 
  private:
-  OutputFile(std::filesystem::path path, base::UniqueFd fd, gzFile gz)
-      : path_(std::move(path)), fd_(std::move(fd)), gz_(gz) {}
+  class Compressor;
+  OutputFile(std::filesystem::path path, base::UniqueFd fd, gzFile gz);
   static constexpr size_t kBufferSize = 1 << 20;
   void FlushBuffer();
   void Watched() {
@@ -58,6 +66,8 @@ class OutputFile {
   std::filesystem::path path_;
   base::UniqueFd fd_;    // plain output
   gzFile gz_ = nullptr;  // compressed output (owns its own fd)
+  // Non-null: gz_ is written on its thread until Close() ends it.
+  std::unique_ptr<Compressor> compressor_;
   std::string buf_;
   uint64_t bytes_ = 0;
   uint64_t watch_bytes_ = UINT64_MAX;  // WatchSize: none

@@ -103,8 +103,9 @@ TEST_P(DecodeEngines, Python) {
 }
 TEST_P(DecodeEngines, LsRecursive) { Check({"/bin/ls", "-lR", "/usr/share/doc/libipt2"}); }
 
-// -j 2 writes the same FXT and JSON files as -j 1, source lines included
-// (looked up on the model's thread for the writer's, parallel.h).
+// -j 2 writes the same FXT, JSON and gzip-compressed FXT files as -j 1,
+// source lines included (looked up on the model's thread for the writer's,
+// parallel.h; deflate on a thread of its own for .gz).
 TEST_P(DecodeEngines, FibFilesWithJobs) {
   record::RecordOptions o;
   o.full_execution = true;
@@ -115,7 +116,7 @@ TEST_P(DecodeEngines, FibFilesWithJobs) {
   const auto dir = tmp_.path() / "jobs";
   auto r = emulate::RecordEmulated(o, dir);
   ASSERT_TRUE(r.has_value()) << r.error().ToString();
-  for (const char* suffix : {".fxt", ".json"}) {
+  for (const char* suffix : {".fxt", ".json", ".fxt.gz"}) {
     std::string file[2];
     for (unsigned jobs : {1u, 2u}) {
       DecodeOptions d;

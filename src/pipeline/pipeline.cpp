@@ -121,8 +121,14 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
   PTSNAP_ASSIGN_OR_RETURN(auto decoder, decode::PtDecoder::Create(trace_dir, m, records));
   decoder->set_engine(options.decoder);
 
-  // -j: from 2 on, decoding and the file's writer each on a thread of their own (parallel.h).
+  // -j: from 2 on, one more thread, where it was measured to gain most
+  // (docs/decoding.md, "Parallel decode"): zlib's deflate for a .gz file,
+  // the writer for .json, else decoding (parallel.h).
   const unsigned jobs = options.jobs == 0 ? DefaultJobs() : options.jobs;
+  const bool gzip = write_file && options.output.extension() == ".gz";
+  const bool deflate_thread = jobs >= 2 && gzip;
+  const bool writer_thread_on = jobs >= 2 && !gzip && report.format == "json";
+  const bool decode_thread = jobs >= 2 && !gzip && !writer_thread_on;
   std::unique_ptr<OutputFile> out;
   std::unique_ptr<Writer> writer;
   decode::Symbolizer* symbolizer = &decoder->symbolizer();
@@ -130,7 +136,7 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
     return symbolizer->SourceLine(pid, address);
   };
   if (write_file) {
-    PTSNAP_ASSIGN_OR_RETURN(out, OutputFile::Open(options.output));
+    PTSNAP_ASSIGN_OR_RETURN(out, OutputFile::Open(options.output, std::nullopt, deflate_thread));
     if (options.on_viewer_size && report.format != "events") {
       out->WatchSize(options.viewer_comfort_bytes, [&options, &report](uint64_t bytes) {
         options.on_viewer_size(ViewerSizeWarningWhileWriting(options.output, report.format, bytes,
@@ -148,7 +154,7 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
   model::SliceSink* file = writer ? writer->sink() : nullptr;
   if (file != nullptr && options.thin.active()) file = &thin.emplace(file, options.thin);
   std::optional<WriterThread> writer_thread;
-  if (file != nullptr && jobs >= 2) {
+  if (file != nullptr && writer_thread_on) {
     file = &writer_thread.emplace(file, source_lookup, writer->LookupKinds());
     writer->SetSourceLookup(writer_thread->WriterLookup());
   }
@@ -293,7 +299,7 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
              cut + "]";
     };
     // -j: reading and decoding on a thread of their own, ahead of the model (parallel.h).
-    StreamFeed feed(jobs, reader, *decoder, streams);
+    StreamFeed feed(decode_thread ? jobs : 1, reader, *decoder, streams);
     for (size_t i = 0; i < streams.size();) {
       const trace::Stream& s = streams[i];
       if (s.tid < 0 && s.cpu >= 0) {

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <map>
+#include <regex>
 #include <utility>
 
 #include "base/file_util.h"
@@ -421,12 +422,31 @@ TEST(PipelineThreadsTest, ParallelDecodeEqualsOneJob) {
   EXPECT_GT(d.report.overlap_events_skipped, 0u);
   EXPECT_THAT(d.text, ::testing::HasSubstr("[snapshot 2: trigger leaf]"));
   EXPECT_EQ(d.report.threads, 2u);
-  for (const char* suffix : {".fxt", ".json"}) {
+  // .fxt: decoding on its thread; .json: the writer; .gz: deflate (pipeline.cpp).
+  for (const char* suffix : {".fxt", ".json", ".fxt.gz", ".json.gz"}) {
     auto [r1, one] = DecodeWithJobs(dir, tmp.path() / (std::string("one") + suffix), 1);
-    auto [r2, two] = DecodeWithJobs(dir, tmp.path() / (std::string("two") + suffix), 2);
-    EXPECT_GT(one.size(), 1000u) << suffix;
-    EXPECT_TRUE(one == two) << suffix << ": -j 2 wrote another file";
+    for (unsigned jobs : {2u, 3u}) {
+      auto [r2, two] =
+          DecodeWithJobs(dir, tmp.path() / ("j" + std::to_string(jobs) + suffix), jobs);
+      EXPECT_GT(one.size(), 500u) << suffix;
+      EXPECT_TRUE(one == two) << suffix << ": -j " << jobs << " wrote another file";
+    }
   }
+  // A full disk under the compressing thread: the error -j 1 reports, and
+  // the decode returns (no thread left behind: the test would hang).
+  std::string error[2];
+  for (unsigned jobs : {1u, 2u}) {
+    const auto full = tmp.path() / ("full" + std::to_string(jobs) + ".fxt.gz");
+    std::filesystem::create_symlink("/dev/full", full);
+    DecodeOptions o;
+    o.output = full;
+    o.jobs = jobs;
+    auto r = DecodeTraceDir(dir, o);
+    ASSERT_FALSE(r.has_value()) << "-j " << jobs << ": no error writing to /dev/full";
+    error[jobs - 1] = r.error().ToString();
+    EXPECT_THAT(error[jobs - 1], ::testing::HasSubstr(full.string() + ": No space left on device"));
+  }
+  EXPECT_EQ(error[1], std::regex_replace(error[0], std::regex("full1"), "full2"));
 }
 
 }  // namespace
