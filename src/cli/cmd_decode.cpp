@@ -202,10 +202,10 @@ void AddDecoderFlag(CLI::App* cmd, std::string* decoder) {
 
 void AddJobsFlag(CLI::App* cmd, unsigned* jobs) {
   cmd->add_option("-j,--jobs", *jobs,
-                  "Threads for decoding, 0 = one per core. From 2 on, PT decoding and the output "
-                  "file's writer (and its compression) each run on a thread of their own beside "
-                  "the call stacks; more than 2 adds nothing yet. The output is the same whatever "
-                  "N")
+                  "Threads for decoding, 0 = one per core. From 2 on, one more thread runs beside "
+                  "the call stacks: the gzip compression of a .gz file, the writer of a .json "
+                  "file, else PT decoding; more than 2 adds nothing yet. The output is the same "
+                  "whatever N")
       ->check(CLI::Range(0u, 1024u))
       ->capture_default_str();
 }

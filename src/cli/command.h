@@ -46,7 +46,7 @@ struct ViewFlags {
   std::string decoder = "ours";  // --decoder: ours or libipt
   bool no_inline = false;        // --no-inline: no frames for inlined calls
   bool split_snapshots = false;  // --split-snapshots: one file per snapshot (SplitSnapshotPath)
-  unsigned jobs = 1;             // -j: decoding threads; 0, one per core
+  unsigned jobs = 0;             // -j: decoding threads; 0 (the default), one per core
 };
 
 // Adds --max-depth, --min-duration, --no-inline and --split-snapshots (decode,
@@ -61,7 +61,8 @@ std::filesystem::path SplitSnapshotPath(const std::filesystem::path& output, uin
 // (docs/decoding.md, "Decoders"). Defined in cmd_decode.cpp.
 void AddDecoderFlag(CLI::App* cmd, std::string* decoder);
 // -j,--jobs N (decode, run, attach, report): threads for decoding
-// (docs/decoding.md, "Parallel decode"); 0, one per core; 1 by default.
+// (docs/decoding.md, "Parallel decode"); 0, one per core: the default of
+// decode, run and attach (report's is 1).
 // Defined in cmd_decode.cpp.
 void AddJobsFlag(CLI::App* cmd, unsigned* jobs);
 // The pipeline's engine for a --decoder value AddDecoderFlag accepted.

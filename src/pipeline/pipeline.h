@@ -53,11 +53,13 @@ struct DecodeOptions {
   // stop it. Tests lower the size.
   std::function<void(const std::string& warning, uint64_t bytes)> on_viewer_size;
   uint64_t viewer_comfort_bytes = kViewerComfortBytes;
-  // -j: threads. 0: one per core (DefaultJobs()). From 2 on, the streams
-  // are read and decoded on a thread of their own, ahead of the model, and
-  // the file is written on another (parallel.h); the output is the same as
-  // with 1. 1 by default: on the 2-core development VM the hand-off costs
-  // more than it gains (docs/decoding.md, "Parallel decode").
+  // -j: threads. 0: one per core (DefaultJobs()). From 2 on, one more
+  // thread, where it was measured to gain (docs/decoding.md, "Parallel
+  // decode"): zlib's deflate for a .gz file (OutputFile), the file's
+  // writer for .json (WriterThread), else reading and decoding the streams
+  // ahead of the model (StreamFeed); the output is the same as with 1. 1
+  // here (the CLI's decode, run and attach pass 0): a library caller
+  // chooses its threads.
   unsigned jobs = 1;
 };
 
