@@ -76,41 +76,54 @@ std::string FileBytes(const std::filesystem::path& path) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
-// -j 2's compressing thread (OutputFile::Open's compress_on_thread) writes
+// -j 2's compressing thread (OutputFile::Open's compress_threads 1) writes
 // the file -j 1 writes, byte for byte, over several of its buffers written
-// in pieces of uneven sizes.
-TEST(OutputFileTest, CompressingOnAThreadWritesTheSameBytes) {
+// in pieces of uneven sizes; -j 3's two (and three), compressing in
+// blocks, one gzip member that inflates to the same bytes.
+TEST(OutputFileTest, CompressingOnThreadsWritesTheSameBytes) {
   ::ptsnap::testing::TempDir tmp;
   const std::string data = TraceLikeBytes(7 << 20);
-  std::string file[2];
-  for (bool on_thread : {false, true}) {
-    const auto path = tmp.path() / (on_thread ? "thread.fxt.gz" : "one.fxt.gz");
-    auto f = OutputFile::Open(path, std::nullopt, on_thread);
+  std::string file[4];
+  for (unsigned threads : {0u, 1u, 2u, 3u}) {
+    const auto path = tmp.path() / ("t" + std::to_string(threads) + ".fxt.gz");
+    auto f = OutputFile::Open(path, std::nullopt, threads);
     ASSERT_THAT(f, HasValue());
     for (size_t at = 0, piece = 1; at < data.size(); at += piece, piece = piece * 7 % 90001 + 1) {
       (*f)->Write(std::string_view(data).substr(at, piece));
     }
     EXPECT_EQ((*f)->bytes_written(), data.size());
     ASSERT_THAT((*f)->Close(), HasValue());
-    file[on_thread ? 1 : 0] = FileBytes(path);
+    file[threads] = FileBytes(path);
+    EXPECT_TRUE(Gunzip(file[threads], data.size()) == data)
+        << threads << " thread(s): the file is not one gzip member of the bytes written";
   }
   EXPECT_GT(file[0].size(), 1u << 20);
   EXPECT_TRUE(file[0] == file[1]) << "the compressing thread wrote another file";
-  EXPECT_TRUE(Gunzip(file[1], data.size()) == data) << "the file does not inflate back";
+  // Blocks cost little: each starts with the previous 32 KiB as its dictionary.
+  EXPECT_LT(file[2].size(), file[0].size() + file[0].size() / 100);
+  // Empty and small files in blocks, too.
+  for (size_t size : {size_t{0}, size_t{10}}) {
+    const auto path = tmp.path() / "small.gz";
+    auto f = OutputFile::Open(path, std::nullopt, 2);
+    ASSERT_THAT(f, HasValue());
+    (*f)->Write(data.substr(0, size));
+    ASSERT_THAT((*f)->Close(), HasValue());
+    EXPECT_EQ(Gunzip(FileBytes(path), size), data.substr(0, size)) << size << " bytes";
+  }
 }
 
-// A write error on the compressing thread (a full disk) is the error
-// Close() reports without one, and Close() ends the thread.
+// A write error on a compressing thread (a full disk) is the error Close()
+// reports without one, and Close() ends the threads.
 TEST(OutputFileTest, DiskFullOnTheCompressingThreadIsReportedOnClose) {
   const std::string data = TraceLikeBytes(6 << 20);
-  for (bool on_thread : {false, true}) {
-    auto out = OutputFile::Open("/dev/full", true, on_thread);
+  for (unsigned threads : {0u, 1u, 2u}) {
+    auto out = OutputFile::Open("/dev/full", true, threads);
     ASSERT_THAT(out, HasValue());
     for (size_t at = 0; at < data.size(); at += 100000) {
       (*out)->Write(std::string_view(data).substr(at, 100000));
     }
     EXPECT_THAT((*out)->Close(), HasErrorContaining("writing /dev/full: No space left on device"))
-        << (on_thread ? "on a thread" : "on the caller's");
+        << threads << " thread(s)";
     // Later calls give the same error; nothing more is written.
     EXPECT_THAT((*out)->Close(), HasErrorContaining("No space left on device"));
   }

@@ -3,11 +3,13 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -32,6 +34,18 @@ bool GzWrite(gzFile gz, std::string_view data, const std::filesystem::path& path
   *error =
       "writing " + path.string() + (zerr == Z_ERRNO ? "" : ": ") + (zerr == Z_ERRNO ? "" : msg);
   return false;
+}
+// Writes all of `data` to `fd`; false with errno set when a write fails.
+bool WriteAll(int fd, std::string_view data) {
+  while (!data.empty()) {
+    const ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
 }
 }  // namespace
 
@@ -112,12 +126,198 @@ class OutputFile::Compressor {
   std::thread thread_;  // last: starts once the rest is made
 };
 
+// gzip compressed in blocks on several threads, as pigz does (its
+// README; RFC 1951 section 3.2.4 and zlib.h on Z_SYNC_FLUSH and
+// deflateSetDictionary): each buffer is one raw-deflate block sequence,
+// started with the previous buffer's last 32 KiB as its dictionary (so it
+// finds the matches one stream would, except where zlib's lazy matching
+// crosses the boundary) and ended by Z_SYNC_FLUSH on a byte boundary, so
+// the pieces concatenate into one deflate stream; the last is an empty
+// final block. The pieces are written in order by whichever thread
+// finishes the next one; the member's CRC-32 is crc32_combine of the
+// pieces'. Memory: at most 2 buffers per thread queued or in flight, each
+// with its 32 KiB dictionary and its output.
+class OutputFile::BlockCompressor {
+ public:
+  BlockCompressor(int fd, const std::filesystem::path& path, unsigned threads)
+      : fd_(fd), path_(path) {
+    max_pending_ = 2 * static_cast<uint64_t>(threads);
+    for (unsigned i = 0; i < threads; ++i) threads_.emplace_back([this] { Run(); });
+  }
+  ~BlockCompressor() { Finish(); }
+  BlockCompressor(const BlockCompressor&) = delete;
+  BlockCompressor& operator=(const BlockCompressor&) = delete;
+
+  // Queues `buf` and leaves an empty buffer in its place, to fill next.
+  void Push(std::string* buf) {
+    Job job;
+    job.dict = dict_;
+    const size_t keep = std::min(buf->size(), kDictBytes);
+    if (keep == kDictBytes) {
+      dict_.assign(*buf, buf->size() - keep, keep);
+    } else {
+      dict_.append(*buf);
+      if (dict_.size() > kDictBytes) dict_.erase(0, dict_.size() - kDictBytes);
+    }
+    job.input = std::move(*buf);
+    *buf = std::string();
+    buf->reserve(kBufferSize);
+    Queue(std::move(job));
+  }
+  [[nodiscard]] bool failed() const { return failed_.load(std::memory_order_relaxed); }
+  // From here on the file is being closed: errors say so.
+  void Closing() { closing_ = true; }
+  // Queues the final block, waits until every piece is written, ends the
+  // threads and writes the trailer. The first error, if any, is then in
+  // errnum() and error().
+  void Finish() {
+    if (threads_.empty()) return;
+    Job last;
+    last.dict = dict_;
+    last.last = true;
+    Queue(std::move(last));
+    {
+      std::unique_lock lock(mu_);
+      written_cv_.wait(lock, [&] { return written_ == next_seq_; });
+      stop_ = true;
+    }
+    work_cv_.notify_all();
+    for (auto& t : threads_) t.join();
+    threads_.clear();
+    if (failed()) return;
+    char trailer[8];
+    for (int i = 0; i < 4; ++i) {
+      trailer[i] = static_cast<char>(crc_ >> (8 * i));
+      trailer[4 + i] = static_cast<char>(size_ >> (8 * i));  // ISIZE: the size mod 2^32
+    }
+    if (!WriteAll(fd_, std::string_view(trailer, sizeof trailer))) Fail(errno, "closing ");
+  }
+  [[nodiscard]] int errnum() const { return errnum_; }
+  [[nodiscard]] const std::string& error() const { return error_; }
+
+ private:
+  static constexpr size_t kDictBytes = 32 << 10;  // deflate's window
+  // RFC 1952 header as gzdopen writes it: no name, no time, OS Unix.
+  static constexpr char kHeader[10] = {'\x1f', '\x8b', 8, 0, 0, 0, 0, 0, 0, 3};
+  struct Job {
+    uint64_t seq = 0;
+    std::string input;
+    std::string dict;
+    bool last = false;
+  };
+  struct Piece {
+    std::string output;
+    uint32_t crc = 0;
+    size_t size = 0;
+  };
+
+  void Queue(Job job) {
+    std::unique_lock lock(mu_);
+    written_cv_.wait(lock, [&] { return next_seq_ - written_ < max_pending_; });
+    job.seq = next_seq_++;
+    jobs_.push_back(std::move(job));
+    lock.unlock();
+    work_cv_.notify_one();
+  }
+
+  void Run() {
+    for (;;) {
+      std::unique_lock lock(mu_);
+      work_cv_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
+      if (jobs_.empty()) return;
+      Job job = std::move(jobs_.front());
+      jobs_.pop_front();
+      lock.unlock();
+      Piece piece = failed() ? Piece{} : Compress(job);
+      lock.lock();
+      done_.emplace(job.seq, std::move(piece));
+      if (writing_) continue;  // the thread writing takes it in turn
+      writing_ = true;
+      for (auto it = done_.find(written_); it != done_.end(); it = done_.find(written_)) {
+        Piece p = std::move(it->second);
+        done_.erase(it);
+        lock.unlock();
+        if (!failed()) {
+          if (written_ == 0) p.output.insert(0, kHeader, sizeof kHeader);
+          // As gzFile's: a write from Close() on is "closing" the file.
+          if (!WriteAll(fd_, p.output)) Fail(errno, closing_ ? "closing " : "writing ");
+          crc_ = crc32_combine(crc_, p.crc, static_cast<z_off_t>(p.size));
+          size_ += p.size;
+        }
+        lock.lock();
+        ++written_;
+        written_cv_.notify_all();
+      }
+      writing_ = false;
+    }
+  }
+
+  // One job's raw deflate: its input after its dictionary, ended by
+  // Z_SYNC_FLUSH, or the empty final block.
+  Piece Compress(const Job& job) {
+    Piece p;
+    p.size = job.input.size();
+    p.crc = static_cast<uint32_t>(
+        crc32(0, reinterpret_cast<const Bytef*>(job.input.data()), static_cast<uInt>(p.size)));
+    z_stream z{};
+    // Level 6, as gzdopen's "wb6"; -15: raw deflate, a 32 KiB window.
+    if (deflateInit2(&z, 6, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
+      Fail(0, "zlib could not start compressing ");
+      return p;
+    }
+    if (!job.dict.empty())
+      deflateSetDictionary(&z, reinterpret_cast<const Bytef*>(job.dict.data()),
+                           static_cast<uInt>(job.dict.size()));
+    p.output.resize(deflateBound(&z, static_cast<uLong>(p.size)) + 16);
+    z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(job.input.data()));
+    z.avail_in = static_cast<uInt>(p.size);
+    z.next_out = reinterpret_cast<Bytef*>(p.output.data());
+    z.avail_out = static_cast<uInt>(p.output.size());
+    const int r = deflate(&z, job.last ? Z_FINISH : Z_SYNC_FLUSH);
+    if (r != (job.last ? Z_STREAM_END : Z_OK) || z.avail_in != 0)
+      Fail(0, "zlib could not compress the output for ");
+    p.output.resize(z.total_out);
+    deflateEnd(&z);
+    return p;
+  }
+
+  void Fail(int errnum, const char* what = "writing ") {
+    std::lock_guard lock(error_mu_);
+    if (failed()) return;
+    errnum_ = errnum;
+    error_ = what + path_.string();
+    failed_.store(true, std::memory_order_relaxed);
+  }
+
+  int fd_;
+  const std::filesystem::path& path_;
+  std::string dict_;  // the caller's: the last 32 KiB pushed
+  std::mutex mu_;
+  std::condition_variable work_cv_;
+  std::condition_variable written_cv_;
+  std::deque<Job> jobs_;            // under mu_
+  std::map<uint64_t, Piece> done_;  // under mu_: compressed, not yet written
+  uint64_t next_seq_ = 0;           // under mu_
+  uint64_t written_ = 0;            // under mu_
+  uint64_t max_pending_ = 2;
+  bool writing_ = false;  // under mu_: a thread is writing pieces
+  bool stop_ = false;     // under mu_
+  uint32_t crc_ = 0;      // the writing thread's
+  uint64_t size_ = 0;     // the writing thread's
+  std::mutex error_mu_;
+  std::atomic<bool> failed_{false};
+  std::atomic<bool> closing_{false};
+  int errnum_ = 0;     // under error_mu_ until Finish()
+  std::string error_;  // under error_mu_ until Finish()
+  std::vector<std::thread> threads_;
+};
+
 OutputFile::OutputFile(std::filesystem::path path, base::UniqueFd fd, gzFile gz)
     : path_(std::move(path)), fd_(std::move(fd)), gz_(gz) {}
 
 Result<std::unique_ptr<OutputFile>> OutputFile::Open(const std::filesystem::path& path,
                                                      std::optional<bool> gzip,
-                                                     bool compress_on_thread) {
+                                                     unsigned compress_threads) {
   // A file this call creates goes to the user who ran sudo; an existing
   // one keeps its owner.
   const bool existed = ::access(path.c_str(), F_OK) == 0;
@@ -125,13 +325,20 @@ Result<std::unique_ptr<OutputFile>> OutputFile::Open(const std::filesystem::path
   if (!fd) return Error::FromErrno("opening " + path.string() + " for writing");
   if (!existed) base::GiveToInvoker(fd.get());
   gzFile gz = nullptr;
-  if (gzip.value_or(EndsWith(path.string(), ".gz"))) {
+  const bool compress = gzip.value_or(EndsWith(path.string(), ".gz"));
+  if (compress && compress_threads >= 2) {
+    std::unique_ptr<OutputFile> f(new OutputFile(path, std::move(fd), nullptr));
+    f->buf_.reserve(kBufferSize);
+    f->blocks_ = std::make_unique<BlockCompressor>(f->fd_.get(), f->path_, compress_threads);
+    return f;
+  }
+  if (compress) {
     gz = gzdopen(fd.release(), "wb6");  // level 6, as magic-trace
     if (gz == nullptr) return Error("zlib could not start compressing " + path.string());
   }
   std::unique_ptr<OutputFile> f(new OutputFile(path, std::move(fd), gz));
   f->buf_.reserve(kBufferSize);
-  if (gz != nullptr && compress_on_thread)
+  if (gz != nullptr && compress_threads == 1)
     f->compressor_ = std::make_unique<Compressor>(gz, f->path_);
   return f;
 }
@@ -141,6 +348,14 @@ OutputFile::~OutputFile() { (void)Close(); }
 void OutputFile::FlushBuffer() {
   if (buf_.empty() || !error_.empty()) {
     buf_.clear();
+    return;
+  }
+  if (blocks_) {
+    if (blocks_->failed()) {
+      buf_.clear();
+    } else {
+      blocks_->Push(&buf_);
+    }
     return;
   }
   if (compressor_) {
@@ -154,18 +369,9 @@ void OutputFile::FlushBuffer() {
   if (gz_ != nullptr) {
     GzWrite(gz_, buf_, path_, &errnum_, &error_);
   } else {
-    const char* p = buf_.data();
-    size_t left = buf_.size();
-    while (left > 0) {
-      ssize_t n = ::write(fd_.get(), p, left);
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        errnum_ = errno;
-        error_ = "writing " + path_.string();
-        break;
-      }
-      p += n;
-      left -= static_cast<size_t>(n);
+    if (!WriteAll(fd_.get(), buf_)) {
+      errnum_ = errno;
+      error_ = "writing " + path_.string();
     }
   }
   buf_.clear();
@@ -174,7 +380,14 @@ void OutputFile::FlushBuffer() {
 Result<void> OutputFile::Close() {
   if (closed_) return error_.empty() ? Ok() : Result<void>(Error(error_, errnum_));
   closed_ = true;
+  if (blocks_) blocks_->Closing();
   FlushBuffer();
+  if (blocks_) {
+    blocks_->Finish();
+    errnum_ = blocks_->errnum();
+    error_ = blocks_->error();
+    blocks_.reset();
+  }
   if (compressor_) {
     compressor_->Finish();
     errnum_ = compressor_->errnum();

@@ -1,8 +1,7 @@
 // A write-only output file, gzip-compressed when its name ends in ".gz".
 // Writes are buffered; errors are remembered and reported by Close().
-// zlib's deflate may run on a thread of its own (Open's
-// `compress_on_thread`), fed the same buffers in the same order, so the
-// file's bytes are the same either way.
+// zlib's deflate may run on threads of their own (Open's
+// `compress_threads`).
 #pragma once
 
 #include <zlib.h>
@@ -25,13 +24,18 @@ class OutputFile {
   // Creates (truncates) `path`, gzip-compressed when `gzip` says so (by
   // default: when the name ends in ".gz"; pprof's .pprof is gzip without
   // the suffix). Errors name the path and the cause ("opening out.fxt for
-  // writing: Permission denied"). `compress_on_thread` (gzip only): the
-  // buffers of 1 MiB are compressed and written on a thread of its own,
-  // which Close() (or the destructor) ends; Write() then waits only when
-  // the thread is two buffers behind.
+  // writing: Permission denied"). `compress_threads` (gzip only): 0,
+  // compressed on the caller's thread; 1, the buffers of 1 MiB are
+  // compressed and written on a thread of its own, the same zlib calls on
+  // the same bytes, so the file is the one 0 writes; from 2 on, as pigz
+  // does, that many threads compress the buffers side by side, each as a
+  // block with the previous 32 KiB as its dictionary, into one gzip
+  // member that inflates to the same bytes (its own bytes differ). Close()
+  // (or the destructor) ends the threads; Write() waits only when they are
+  // 2 buffers (per thread) behind.
   static Result<std::unique_ptr<OutputFile>> Open(const std::filesystem::path& path,
                                                   std::optional<bool> gzip = std::nullopt,
-                                                  bool compress_on_thread = false);
+                                                  unsigned compress_threads = 0);
   ~OutputFile();
   OutputFile(const OutputFile&) = delete;
   OutputFile& operator=(const OutputFile&) = delete;
@@ -56,6 +60,7 @@ class OutputFile {
 
  private:
   class Compressor;
+  class BlockCompressor;
   OutputFile(std::filesystem::path path, base::UniqueFd fd, gzFile gz);
   static constexpr size_t kBufferSize = 1 << 20;
   void FlushBuffer();
@@ -68,6 +73,8 @@ class OutputFile {
   gzFile gz_ = nullptr;  // compressed output (owns its own fd)
   // Non-null: gz_ is written on its thread until Close() ends it.
   std::unique_ptr<Compressor> compressor_;
+  // Non-null: fd_ is written by its threads (gzip in blocks) until Close().
+  std::unique_ptr<BlockCompressor> blocks_;
   std::string buf_;
   uint64_t bytes_ = 0;
   uint64_t watch_bytes_ = UINT64_MAX;  // WatchSize: none

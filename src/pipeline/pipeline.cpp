@@ -122,11 +122,13 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
   decoder->set_engine(options.decoder);
 
   // -j: from 2 on, one more thread, where it was measured to gain most
-  // (docs/decoding.md, "Parallel decode"): zlib's deflate for a .gz file,
-  // the writer for .json, else decoding (parallel.h).
+  // (docs/decoding.md, "Parallel decode"): zlib's deflate for a .gz file
+  // (from 3 on, jobs - 1 of them), the writer for .json, else decoding
+  // (parallel.h).
   const unsigned jobs = options.jobs == 0 ? DefaultJobs() : options.jobs;
   const bool gzip = write_file && options.output.extension() == ".gz";
-  const bool deflate_thread = jobs >= 2 && gzip;
+  // -j 2: one thread, the same bytes as -j 1; from 3 on, jobs - 1 threads in blocks (pigz).
+  const unsigned deflate_threads = !gzip || jobs < 2 ? 0 : (jobs == 2 ? 1 : jobs - 1);
   const bool writer_thread_on = jobs >= 2 && !gzip && report.format == "json";
   const bool decode_thread = jobs >= 2 && !gzip && !writer_thread_on;
   std::unique_ptr<OutputFile> out;
@@ -136,7 +138,7 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
     return symbolizer->SourceLine(pid, address);
   };
   if (write_file) {
-    PTSNAP_ASSIGN_OR_RETURN(out, OutputFile::Open(options.output, std::nullopt, deflate_thread));
+    PTSNAP_ASSIGN_OR_RETURN(out, OutputFile::Open(options.output, std::nullopt, deflate_threads));
     if (options.on_viewer_size && report.format != "events") {
       out->WatchSize(options.viewer_comfort_bytes, [&options, &report](uint64_t bytes) {
         options.on_viewer_size(ViewerSizeWarningWhileWriting(options.output, report.format, bytes,

@@ -55,7 +55,8 @@ struct DecodeOptions {
   uint64_t viewer_comfort_bytes = kViewerComfortBytes;
   // -j: threads. 0: one per core (DefaultJobs()). From 2 on, one more
   // thread, where it was measured to gain (docs/decoding.md, "Parallel
-  // decode"): zlib's deflate for a .gz file (OutputFile), the file's
+  // decode"): zlib's deflate for a .gz file (OutputFile; from 3 on, in
+  // blocks on jobs - 1 threads: other compressed bytes), the file's
   // writer for .json (WriterThread), else reading and decoding the streams
   // ahead of the model (StreamFeed); the output is the same as with 1. 1
   // here (the CLI's decode, run and attach pass 0): a library caller
