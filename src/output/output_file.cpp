@@ -49,21 +49,40 @@ bool WriteAll(int fd, std::string_view data) {
 }
 }  // namespace
 
+// What OutputFile asks of its compressing threads.
+class OutputFile::Compressor {
+ public:
+  Compressor() = default;
+  virtual ~Compressor() = default;
+  Compressor(const Compressor&) = delete;
+  Compressor& operator=(const Compressor&) = delete;
+  // Queues `buf` and leaves an empty buffer in its place, to fill next.
+  virtual void Push(std::string* buf) = 0;
+  // Whether a write has failed: what is queued after it is dropped.
+  [[nodiscard]] virtual bool failed() const = 0;
+  // From here on the file is being closed: errors say so.
+  virtual void Closing() {}
+  // Compresses and writes what is queued and ends the threads. The first
+  // error, if any, is then in errnum() and error().
+  virtual void Finish() = 0;
+  [[nodiscard]] virtual int errnum() const = 0;
+  [[nodiscard]] virtual const std::string& error() const = 0;
+};
+
 // The compressing thread: buffers queued by FlushBuffer are handed to
 // gzwrite on it, in order. The writer's thread fills the next buffer
 // meanwhile; it waits only when kQueued buffers are already waiting, and
 // the thread waits while none is. At most kQueued + 2 buffers exist (the
 // one being filled, the one being compressed): about 4 MiB.
-class OutputFile::Compressor {
+class OutputFile::ThreadCompressor final : public Compressor {
  public:
-  Compressor(gzFile gz, const std::filesystem::path& path)
+  ThreadCompressor(gzFile gz, const std::filesystem::path& path)
       : gz_(gz), path_(path), thread_([this] { Run(); }) {}
-  ~Compressor() { Finish(); }
-  Compressor(const Compressor&) = delete;
-  Compressor& operator=(const Compressor&) = delete;
+  ~ThreadCompressor() override { ThreadCompressor::Finish(); }
+  ThreadCompressor(const ThreadCompressor&) = delete;
+  ThreadCompressor& operator=(const ThreadCompressor&) = delete;
 
-  // Queues `buf` and leaves an empty buffer in its place, to fill next.
-  void Push(std::string* buf) {
+  void Push(std::string* buf) override {
     std::unique_lock lock(mu_);
     not_full_.wait(lock, [&] { return queue_.size() < kQueued; });
     queue_.push_back(std::move(*buf));
@@ -77,11 +96,8 @@ class OutputFile::Compressor {
     lock.unlock();
     not_empty_.notify_one();
   }
-  // Whether a write has failed: what is queued after it is dropped.
-  [[nodiscard]] bool failed() const { return failed_.load(std::memory_order_relaxed); }
-  // Compresses what is queued and ends the thread. The first write error,
-  // if any, is then in errnum() and error().
-  void Finish() {
+  [[nodiscard]] bool failed() const override { return failed_.load(std::memory_order_relaxed); }
+  void Finish() override {
     {
       std::lock_guard lock(mu_);
       stop_ = true;
@@ -89,8 +105,8 @@ class OutputFile::Compressor {
     not_empty_.notify_one();
     if (thread_.joinable()) thread_.join();
   }
-  [[nodiscard]] int errnum() const { return errnum_; }
-  [[nodiscard]] const std::string& error() const { return error_; }
+  [[nodiscard]] int errnum() const override { return errnum_; }
+  [[nodiscard]] const std::string& error() const override { return error_; }
 
  private:
   static constexpr size_t kQueued = 2;
@@ -137,19 +153,18 @@ class OutputFile::Compressor {
 // finishes the next one; the member's CRC-32 is crc32_combine of the
 // pieces'. Memory: at most 2 buffers per thread queued or in flight, each
 // with its 32 KiB dictionary and its output.
-class OutputFile::BlockCompressor {
+class OutputFile::BlockCompressor final : public Compressor {
  public:
   BlockCompressor(int fd, const std::filesystem::path& path, unsigned threads)
       : fd_(fd), path_(path) {
     max_pending_ = 2 * static_cast<uint64_t>(threads);
     for (unsigned i = 0; i < threads; ++i) threads_.emplace_back([this] { Run(); });
   }
-  ~BlockCompressor() { Finish(); }
+  ~BlockCompressor() override { BlockCompressor::Finish(); }
   BlockCompressor(const BlockCompressor&) = delete;
   BlockCompressor& operator=(const BlockCompressor&) = delete;
 
-  // Queues `buf` and leaves an empty buffer in its place, to fill next.
-  void Push(std::string* buf) {
+  void Push(std::string* buf) override {
     Job job;
     job.dict = dict_;
     const size_t keep = std::min(buf->size(), kDictBytes);
@@ -164,13 +179,10 @@ class OutputFile::BlockCompressor {
     buf->reserve(kBufferSize);
     Queue(std::move(job));
   }
-  [[nodiscard]] bool failed() const { return failed_.load(std::memory_order_relaxed); }
-  // From here on the file is being closed: errors say so.
-  void Closing() { closing_ = true; }
-  // Queues the final block, waits until every piece is written, ends the
-  // threads and writes the trailer. The first error, if any, is then in
-  // errnum() and error().
-  void Finish() {
+  [[nodiscard]] bool failed() const override { return failed_.load(std::memory_order_relaxed); }
+  void Closing() override { closing_ = true; }
+  // The final block, then the trailer once every piece is written.
+  void Finish() override {
     if (threads_.empty()) return;
     Job last;
     last.dict = dict_;
@@ -192,8 +204,8 @@ class OutputFile::BlockCompressor {
     }
     if (!WriteAll(fd_, std::string_view(trailer, sizeof trailer))) Fail(errno, "closing ");
   }
-  [[nodiscard]] int errnum() const { return errnum_; }
-  [[nodiscard]] const std::string& error() const { return error_; }
+  [[nodiscard]] int errnum() const override { return errnum_; }
+  [[nodiscard]] const std::string& error() const override { return error_; }
 
  private:
   static constexpr size_t kDictBytes = 32 << 10;  // deflate's window
@@ -329,7 +341,7 @@ Result<std::unique_ptr<OutputFile>> OutputFile::Open(const std::filesystem::path
   if (compress && compress_threads >= 2) {
     std::unique_ptr<OutputFile> f(new OutputFile(path, std::move(fd), nullptr));
     f->buf_.reserve(kBufferSize);
-    f->blocks_ = std::make_unique<BlockCompressor>(f->fd_.get(), f->path_, compress_threads);
+    f->compressor_ = std::make_unique<BlockCompressor>(f->fd_.get(), f->path_, compress_threads);
     return f;
   }
   if (compress) {
@@ -339,7 +351,7 @@ Result<std::unique_ptr<OutputFile>> OutputFile::Open(const std::filesystem::path
   std::unique_ptr<OutputFile> f(new OutputFile(path, std::move(fd), gz));
   f->buf_.reserve(kBufferSize);
   if (gz != nullptr && compress_threads == 1)
-    f->compressor_ = std::make_unique<Compressor>(gz, f->path_);
+    f->compressor_ = std::make_unique<ThreadCompressor>(gz, f->path_);
   return f;
 }
 
@@ -348,14 +360,6 @@ OutputFile::~OutputFile() { (void)Close(); }
 void OutputFile::FlushBuffer() {
   if (buf_.empty() || !error_.empty()) {
     buf_.clear();
-    return;
-  }
-  if (blocks_) {
-    if (blocks_->failed()) {
-      buf_.clear();
-    } else {
-      blocks_->Push(&buf_);
-    }
     return;
   }
   if (compressor_) {
@@ -380,14 +384,8 @@ void OutputFile::FlushBuffer() {
 Result<void> OutputFile::Close() {
   if (closed_) return error_.empty() ? Ok() : Result<void>(Error(error_, errnum_));
   closed_ = true;
-  if (blocks_) blocks_->Closing();
+  if (compressor_) compressor_->Closing();
   FlushBuffer();
-  if (blocks_) {
-    blocks_->Finish();
-    errnum_ = blocks_->errnum();
-    error_ = blocks_->error();
-    blocks_.reset();
-  }
   if (compressor_) {
     compressor_->Finish();
     errnum_ = compressor_->errnum();

@@ -60,6 +60,7 @@ class OutputFile {
 
  private:
   class Compressor;
+  class ThreadCompressor;
   class BlockCompressor;
   OutputFile(std::filesystem::path path, base::UniqueFd fd, gzFile gz);
   static constexpr size_t kBufferSize = 1 << 20;
@@ -71,10 +72,9 @@ class OutputFile {
   std::filesystem::path path_;
   base::UniqueFd fd_;    // plain output
   gzFile gz_ = nullptr;  // compressed output (owns its own fd)
-  // Non-null: gz_ is written on its thread until Close() ends it.
+  // Non-null: the file is compressed and written by its threads (through
+  // gz_ with one, fd_ in blocks with more) until Close() ends them.
   std::unique_ptr<Compressor> compressor_;
-  // Non-null: fd_ is written by its threads (gzip in blocks) until Close().
-  std::unique_ptr<BlockCompressor> blocks_;
   std::string buf_;
   uint64_t bytes_ = 0;
   uint64_t watch_bytes_ = UINT64_MAX;  // WatchSize: none
