@@ -248,9 +248,10 @@ class OutputFile::BlockCompressor final : public Compressor {
       for (auto it = done_.find(written_); it != done_.end(); it = done_.find(written_)) {
         Piece p = std::move(it->second);
         done_.erase(it);
+        const bool first = written_ == 0;
         lock.unlock();
         if (!failed()) {
-          if (written_ == 0) p.output.insert(0, kHeader, sizeof kHeader);
+          if (first) p.output.insert(0, kHeader, sizeof kHeader);
           // As gzFile's: a write from Close() on is "closing" the file.
           if (!WriteAll(fd_, p.output)) Fail(errno, closing_ ? "closing " : "writing ");
           crc_ = crc32_combine(crc_, p.crc, static_cast<z_off_t>(p.size));
