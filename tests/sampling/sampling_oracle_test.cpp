@@ -156,6 +156,7 @@ TEST_F(SamplingOracle, DoctoredDecodesDisagree) {
   fs::path work = tmp_.path() / "fp";
   ShellRun r =
       RunShell(Agree(HotPathsArgs(work, "fp")) + " -- " + RequiredEnv("HOT_PATHS_FP") + " 40");
+  std::printf("%s", r.out.c_str());
   ASSERT_EQ(r.status, 0) << r.out;
   std::string reuse =
       " --trace-dir " + (work / "t").string() + " --perf-data " + (work / "perf.data").string();
