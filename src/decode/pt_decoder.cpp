@@ -411,25 +411,23 @@ class StreamDecoder {
   // disable, an error, an overflow) and the next anchor may lie after time
   // the trace does not cover; `lower` is then the time libipt knew there.
   void Emit(const BranchEvent& e, bool gap = false, uint64_t lower = 0) {
-    Pend(gap, lower) = e;
-    Stamp(pending_.back());
-    Pended();
+    BranchEvent& p = Pend(gap, lower);
+    p = e;
+    Pended(p);
   }
-  // A new pending event, for the caller to fill before Stamp and Pended.
+  // A new pending event, for the caller to fill in place (no copy on the
+  // per-block path) and hand to Pended.
   BranchEvent& Pend(bool gap, uint64_t lower) {
     pending_meta_.push_back(PendingMeta{pos_, lower, gap, in_tx_});
-    pending_tx_ += in_tx_ ? 1 : 0;
     if (gap) gap_since_anchor_ = true;  // the time to the next anchor is no rate
     return pending_.emplace_back();
   }
-  void Stamp(BranchEvent& e) {
+  void Pended(BranchEvent& e) {
     e.insns = insns_;
     insns_ = 0;
     e.pid = thread_.pid;
     e.tid = thread_.tid;
     e.space = space_;
-  }
-  void Pended() {
     if (pending_.size() >= kMaxPending) ResolvePending(0, /*have_next=*/false);
   }
   // A time anchor: `time` is the time after the first `pos` instructions of
@@ -461,6 +459,7 @@ class StreamDecoder {
       t0 = !have_next ? lower : lower != 0 ? std::min(lower, next_time) : next_time;
     }
     uint64_t last_pos = 0, last_time = 0;
+    bool any_tx = false;
     size_t i = 0;
     while (i < pending_.size()) {
       // Up to and including the next event where tracing stopped.
@@ -483,6 +482,7 @@ class StreamDecoder {
       const size_t end = g < pending_.size() ? g + 1 : pending_.size();
       for (; i < end; ++i) {
         const uint64_t pos = pending_meta_[i].pos;
+        any_tx |= pending_meta_[i].tx;
         uint64_t t;
         if (!bounded) {
           t = Extrapolate(p0, t0, pos);
@@ -507,7 +507,7 @@ class StreamDecoder {
       p0 = last_pos;
       t0 = std::max(t0, last_time);
     }
-    DeliverPending();
+    DeliverPending(any_tx);
     // Where the placed events leave off: the next events continue from here.
     if (have_anchor_ || have_next) {
       anchor_pos_ = p0;
@@ -533,8 +533,8 @@ class StreamDecoder {
   // until the transaction commits, dropped if it aborts (magic-trace's
   // rule). Without those or events to skip, the sink reads them where they
   // lie, after the events delivered before them.
-  void DeliverPending() {
-    if (pending_tx_ == 0 && skip_ == 0 && sink_ != nullptr) {
+  void DeliverPending(bool any_tx) {
+    if (!any_tx && skip_ == 0 && sink_ != nullptr) {
       FlushOut();
       delivered_ += pending_.size();
       owner_->mutable_stats().events += pending_.size();
@@ -550,7 +550,6 @@ class StreamDecoder {
     }
     pending_.clear();
     pending_meta_.clear();
-    pending_tx_ = 0;
   }
   void Deliver(const BranchEvent& e) {
     delivered_++;
@@ -577,7 +576,6 @@ class StreamDecoder {
     for (const BranchEvent& e : tx_) Deliver(e);
     tx_.clear();
     for (PendingMeta& m : pending_meta_) m.tx = false;
-    pending_tx_ = 0;
   }
   void DropTransaction() {
     in_tx_ = false;
@@ -590,7 +588,6 @@ class StreamDecoder {
     }
     pending_.resize(kept);
     pending_meta_.resize(kept);
-    pending_tx_ = 0;
   }
   // An event's own time when libipt has one: by the time an event is
   // returned, pt_blk_time() may already have read ahead to a later timing
@@ -601,12 +598,12 @@ class StreamDecoder {
     return last_time_;
   }
   void Emit(BranchKind kind, uint64_t from, uint64_t to, bool syscall = false) {
-    BranchEvent e;
+    BranchEvent& e = Pend(/*gap=*/false, 0);
     e.kind = kind;
     e.from = from;
     e.to = to;
     e.syscall = syscall;
-    Emit(e);
+    Pended(e);
   }
   // An event where tracing stops, at libipt's time `time` for it. When no
   // timing packet came since the last anchor, that time is stale, and the
@@ -667,14 +664,7 @@ class StreamDecoder {
     stats_.blocks++;
     stats_.instructions += b.ninsn;
     if (b.speculative && !in_tx_) in_tx_ = true;
-    if (have_prev_) {
-      BranchEvent& e = Pend(/*gap=*/false, 0);
-      e.kind = PrevBranchKind();
-      e.from = prev_end_;
-      e.to = b.ip;
-      Stamp(e);
-      Pended();
-    }
+    if (have_prev_) Emit(PrevBranchKind(), prev_end_, b.ip);
     insns_ += b.ninsn;
     pos_ += b.ninsn;
     have_prev_ = true;
@@ -852,7 +842,6 @@ class StreamDecoder {
   uint64_t anchor_pos_ = 0, anchor_time_ = 0;
   std::vector<BranchEvent> pending_;
   std::vector<PendingMeta> pending_meta_;  // pending_[i]'s
-  size_t pending_tx_ = 0;                  // how many of them are speculative
   bool in_tx_ = false;
   std::vector<BranchEvent> tx_;
   std::deque<BranchEvent> queue_;

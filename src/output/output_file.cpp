@@ -215,10 +215,10 @@ class OutputFile::BlockCompressor final : public Compressor {
 
  private:
   static constexpr size_t kDictBytes = 32 << 10;  // deflate's window
-  // RFC 1952 header as gzdopen writes it: no name, no time, XFL 4 (level
-  // 1: "fastest"), OS Unix.
-  static_assert(kGzipLevel == 1, "XFL below is level 1's");
-  static constexpr char kHeader[10] = {'\x1f', '\x8b', 8, 0, 0, 0, 0, 0, 4, 3};
+  // RFC 1952 header as gzdopen writes it: no name, no time, XFL as zlib
+  // sets it for the level (2: level 9, 4: below 2), OS Unix.
+  static constexpr char kXfl = kGzipLevel == 9 ? 2 : kGzipLevel < 2 ? 4 : 0;
+  static constexpr char kHeader[10] = {'\x1f', '\x8b', 8, 0, 0, 0, 0, 0, kXfl, 3};
   struct Job {
     uint64_t seq = 0;
     std::string input;
