@@ -72,7 +72,10 @@ class PerfInterop : public ::testing::TestWithParam<Case> {};
 ShellRun Agree(const Case& c, const fs::path& work, const std::string& timer = "normal",
                int max_skew = 200) {
   std::string bin = RequiredEnv("PTSNAP_BIN");
-  ShellRun rec = RunShell(bin + " run --emulate --no-decode --timer-resolution " + timer +
+  // In `work`: what the program writes into its working directory (node
+  // --perf-prof's jit-PID.dump and isolate logs) goes with it.
+  ShellRun rec = RunShell("cd " + work.string() + " && " + bin +
+                          " run --emulate --no-decode --timer-resolution " + timer +
                           " --trace-dir " + (work / "t").string() + " -- " + c.command);
   EXPECT_EQ(rec.status, 0) << rec.out;
   std::string counts;

@@ -469,6 +469,12 @@ void CallStackModel::OnEvent(const decode::BranchEvent& e) {
       break;
     case BranchKind::kReturn: {
       bool from_signal = !stack_.empty() && stack_.back().signal;
+      // (ptsnap) A return with nothing on the stack (the segment's first
+      // branch) returns from the function its source lies in: that frame
+      // is inferred, as a call's caller is, rather than "[unknown]". So a
+      // segment that starts with a return shows what one that starts with
+      // a jump shows, and what perf shows.
+      if (stack_.empty() && e.from != 0) PushInferred(Resolve(e.from));
       Ret(Via::kReturn);
       if (!stack_.empty() && Contains(stack_.back(), e.to)) break;
       if (from_signal && !stack_.empty()) {

@@ -127,12 +127,25 @@ TEST(CallStackTest, ReturnsPastTheStackInferFramesFromTheStart) {
   h.Ev(BranchKind::kReturn, 13, Fn(1, 9), Fn(4, 2));  // past the stack: fn4 inferred
   h.model.EndSegment();
   EXPECT_THAT(h.sink.lines,
-              ElementsAre("11 B fn2", "12 B fn3", "13 E fn3 from 12", "13 E fn2 from 11",
-                          "13 E fn1 from 10", "13 E fn4 from 10",
+              ElementsAre("11 E fn0 from 10", "11 B fn2", "12 B fn3", "13 E fn3 from 12",
+                          "13 E fn2 from 11", "13 E fn1 from 10", "13 E fn4 from 10",
                           // Deferred, outermost first: fn4 encloses fn1, which
-                          // encloses the "[unknown]" frame that returned into it.
-                          "10 B fn4 inferred", "10 B fn1 inferred", "10 X [unknown] to 11"));
-  EXPECT_EQ(h.model.stats().inferred, 2u);
+                          // encloses fn0, the frame that returned into it
+                          // (named from the return's source; magic-trace
+                          // shows "[unknown]" there).
+                          "10 B fn4 inferred", "10 B fn1 inferred", "10 B fn0 inferred"));
+  EXPECT_EQ(h.model.stats().inferred, 3u);
+}
+
+TEST(CallStackTest, AReturnFromAnUnknownSourceIsAnUnknownSpan) {
+  // magic-trace's rule where the source is not known (a return whose
+  // source address the decoder does not have).
+  Harness h;
+  h.Ev(BranchKind::kReturn, 10, 0, Fn(1, 4));
+  h.Ev(BranchKind::kCall, 12, Fn(1, 5), Fn(2));
+  h.model.EndSegment();
+  EXPECT_THAT(h.sink.lines, ElementsAre("12 B fn2", "13 E fn2 from 12", "13 E fn1 from 10",
+                                        "10 B fn1 inferred", "10 X [unknown] to 11"));
 }
 
 TEST(CallStackTest, TailCallIsAdjacentSpans) {
