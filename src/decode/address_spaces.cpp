@@ -344,7 +344,7 @@ void AddressSpaces::AddMmap(int32_t pid, uint64_t time, uint64_t addr, uint64_t 
       return;
     }
     isids_.emplace(key, isid);
-    if (views_ != nullptr) views_->Section(isid, addr, n);
+    if (views_ != nullptr) views_->Section(isid, addr, n, file.path.string(), file_off);
   }
   AddSection(Image(space), isid);
 }

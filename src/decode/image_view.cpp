@@ -4,8 +4,11 @@
 
 namespace ptsnap::decode {
 
-void ImageViews::Section(int isid, uint64_t vaddr, uint64_t size) {
-  isids_[isid] = Sec{isid, vaddr, size};
+void ImageViews::Section(int isid, uint64_t vaddr, uint64_t size, const std::string& file,
+                         uint64_t offset) {
+  const std::string id = file + "@" + std::to_string(offset) + "+" + std::to_string(size);
+  const uint64_t section = sections_.emplace(id, sections_.size() + 1).first->second;
+  isids_[isid] = Sec{isid, vaddr, size, section};
 }
 
 void ImageViews::Add(const struct pt_image* image, int isid) {
@@ -47,6 +50,30 @@ size_t ImageViews::Read(const struct pt_image* image, uint64_t ip, uint8_t* buf,
     return r > 0 ? static_cast<size_t>(r) : 0;
   }
   return view.jit != nullptr ? view.jit->Read(buf, size, ip) : 0;
+}
+
+bool ImageViews::CacheKey(const struct pt_image* image, uint64_t ip, uint64_t* key, uint64_t* lo,
+                          uint64_t* hi) const {
+  auto it = views_.find(image);
+  if (it == views_.end()) return false;
+  const std::vector<Sec>& v = it->second.sections;
+  for (size_t i = v.size(); i-- > 0;) {
+    const Sec& s = v[i];
+    if (ip < s.vaddr || ip - s.vaddr >= s.size) continue;
+    // As Read: the later sections win where they lie.
+    uint64_t from = s.vaddr, to = s.vaddr + s.size;
+    for (size_t j = i + 1; j < v.size(); ++j) {
+      const uint64_t a = v[j].vaddr, b = v[j].vaddr + v[j].size;
+      if (a > ip && a < to) to = a;
+      if (b <= ip && b > from) from = b;
+    }
+    // Offsets stay below 2^40 (a section is a mapping of a file).
+    *key = (s.section << 40) | ((ip - s.vaddr) & ((uint64_t{1} << 40) - 1));
+    *lo = from;
+    *hi = to;
+    return true;
+  }
+  return false;
 }
 
 }  // namespace ptsnap::decode

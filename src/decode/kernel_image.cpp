@@ -51,7 +51,7 @@ void KernelImage::Load(const std::filesystem::path& dir, const trace::Manifest& 
     // isid not in the cache): a bug, never a property of the trace.
     PTSNAP_CHECK_OK(pt_image_add_cached(image_.get(), iscache_, isid, nullptr));
     if (views_ != nullptr) {
-      views_->Section(isid, seg.vaddr, seg.filesz);
+      views_->Section(isid, seg.vaddr, seg.filesz, kcore.string(), seg.offset);
       views_->Add(image_.get(), isid);
     }
     kcore_segments_.push_back({seg.vaddr, seg.filesz, isid});
@@ -116,7 +116,7 @@ void KernelImage::AddTextPoke(uint64_t time, const trace::TextPoke& poke, Decode
                              ": libipt: " + LibiptError(isid));
     return;
   }
-  if (views_ != nullptr) views_->Section(isid, lo, bytes.size());
+  if (views_ != nullptr) views_->Section(isid, lo, bytes.size(), name, 0);
   poke_fds_.push_back(std::move(fd));
   pokes_.push_back({time, isid});
 }

@@ -129,7 +129,8 @@ class StreamDecoder {
     if (!dec_) {
       code_.views = &owner->views();
       code_.image = owner->KernelImageForFlow();
-      flow_ = std::make_unique<flow::FlowDecoder>(owner->FlowConfig(bytes), &code_);
+      flow_ = std::make_unique<flow::FlowDecoder>(owner->FlowConfig(bytes), &code_,
+                                                  owner->LibiptCaches());
     }
   }
   StreamDecoder(const StreamDecoder&) = delete;
@@ -774,6 +775,20 @@ class StreamDecoder {
     size_t Read(uint64_t ip, uint8_t* buf, size_t size) override {
       return views->Read(image, ip, buf, size);
     }
+    // The section around the last key asked for: blocks ask for their
+    // instructions' keys one after the other.
+    bool LibiptCacheKey(uint64_t ip, uint64_t* key) override {
+      if (image != key_image || ip < key_lo || ip >= key_hi) {
+        uint64_t k = 0;
+        if (!views->CacheKey(image, ip, &k, &key_lo, &key_hi)) return false;
+        key_image = image;
+        key_base = k - (ip - key_lo);
+      }
+      *key = key_base + (ip - key_lo);
+      return true;
+    }
+    const struct pt_image* key_image = nullptr;
+    uint64_t key_lo = 0, key_hi = 0, key_base = 0;
   };
   static void MergeStats(DecodeStats& to, const DecodeStats& s) {
     to.undecoded_bytes += s.undecoded_bytes;

@@ -239,6 +239,10 @@ class PtDecoder {
   [[nodiscard]] const ImageViews& views() const { return views_; }
   [[nodiscard]] const struct pt_image* KernelImageForFlow() const { return kernel_.image(); }
   [[nodiscard]] flow::Config FlowConfig(std::string_view bytes) const;
+  // What libipt's block caches (in iscache_'s sections) would hold after
+  // the streams decoded so far: every flow decoder shares it, as libipt's
+  // decoders share the iscache, so a block's first pass is libipt's.
+  [[nodiscard]] flow::LibiptCacheModel* LibiptCaches() { return &libipt_caches_; }
 
  private:
   PtDecoder(const std::filesystem::path& dir, const trace::Manifest& m);
@@ -250,6 +254,7 @@ class PtDecoder {
   // Declared before every image (kernel_, spaces_) so that it outlives them.
   UniqueIscache iscache_;
   ImageViews views_;  // what every image holds, for the flow decoder
+  flow::LibiptCacheModel libipt_caches_;
   KernelImage kernel_;
   AddressSpaces spaces_;
   Schedule schedule_;

@@ -466,13 +466,31 @@ ExecMode ModeFromBits(uint8_t bits) {
 
 // ---------------------------------------------------------------------------
 
+struct LibiptCacheModel::Set {
+  AddressSet keys;
+};
+LibiptCacheModel::LibiptCacheModel() : set_(std::make_unique<Set>()) {}
+LibiptCacheModel::~LibiptCacheModel() = default;
+
 struct FlowDecoder::State {
-  State(const Config& c, CodeReader* r) : cfg(c), code(r) {}
+  State(const Config& c, CodeReader* r, AddressSet* shared)
+      : cfg(c), code(r), libipt_set(shared != nullptr ? shared : &own_set) {}
 
   Config cfg;
   CodeReader* code;
   std::array<BlockCache, 4> caches;  // by ExecMode
-  AddressSet libipt_cached;          // what libipt's block cache would hold (AddressSet)
+  // What libipt's block cache would hold, by CodeReader::LibiptCacheKey:
+  // the decoder's own or one shared with other streams' decoders.
+  AddressSet own_set;
+  AddressSet* libipt_set;
+  [[nodiscard]] bool LibiptCached(uint64_t a) const {
+    uint64_t key = 0;
+    return code->LibiptCacheKey(a, &key) && libipt_set->Contains(key);
+  }
+  void LibiptInsert(uint64_t a) {
+    uint64_t key = 0;
+    if (code->LibiptCacheKey(a, &key)) libipt_set->Insert(key);
+  }
   // Every cached block's instruction sizes, in order, with kPtwriteBit set
   // on PTWRITEs (the one class other than kOther inside a block).
   std::vector<uint8_t> insn_sizes;
@@ -1616,7 +1634,7 @@ struct FlowDecoder::State {
   BlockEntry* Lookup(uint64_t at) {
     BlockCache& cache = caches[0];
     BlockEntry* old = cache.Find(at);
-    if (old != nullptr && (old->mode == mode || libipt_cached.Contains(at))) return old;
+    if (old != nullptr && (old->mode == mode || LibiptCached(at))) return old;
     BlockEntry be;
     be.ip = at;
     be.mode = mode;
@@ -1672,7 +1690,7 @@ struct FlowDecoder::State {
   // cache where libipt has the start address cached, else as libipt's first
   // pass, which fills its cache (Fill).
   int ProceedNoEvent(Item* b, BlockEntry* e) {
-    if (!libipt_cached.Contains(e->ip)) return Fill(b, e);
+    if (!LibiptCached(e->ip)) return Fill(b, e);
     if (e->ninsn > 0) {
       if (e->ninsn > 1024) return kErrUnsupported;  // see flow_decoder.h
       b->ninsn = static_cast<uint16_t>(e->ninsn);
@@ -1753,11 +1771,13 @@ struct FlowDecoder::State {
   // address libipt already caches and after 1024 instructions; addresses
   // join its cache unless the pass fails.
   int Fill(Item* b, BlockEntry* e) {
+    uint64_t key = 0;
+    if (!code->LibiptCacheKey(e->ip, &key)) return Uncached(b, e);
     uint64_t a = e->ip;
     const uint32_t n = e->ninsn;
     for (uint32_t k = 0; k < n; ++k) {
       const bool last = k + 1 == n;
-      if (k > 0 && libipt_cached.Contains(a)) {
+      if (k > 0 && LibiptCached(a)) {
         b->ninsn = static_cast<uint16_t>(k);
         b->iclass = ClassAt(e, k - 1);
         AddRun(e->ip, e, k);
@@ -1783,7 +1803,7 @@ struct FlowDecoder::State {
         AddRun(e->ip, e, n);
         return Decide(e, true);
       }
-      libipt_cached.Insert(a);
+      LibiptInsert(a);
       const int st = Decide(e, true);
       if (st < 0) return st;
       AddRun(e->ip, e, n - 1);
@@ -1793,9 +1813,26 @@ struct FlowDecoder::State {
     ip = a;
     return e->error == 1 ? kErrUnsupported : e->error;
   }
+  // libipt's pass through code it has no block cache for
+  // (pt_blk_proceed_no_event_uncached): the whole straight-line run to the
+  // branch that ends it, decided with trace as on a first pass; nothing
+  // joins the cache.
+  int Uncached(Item* b, BlockEntry* e) {
+    const uint32_t n = e->ninsn;
+    if (n > 0) {
+      b->ninsn = static_cast<uint16_t>(n);
+      b->end_ip = e->end_ip;
+      b->iclass = e->error == 0 ? e->iclass : ClassAt(e, n - 1);
+    }
+    if (e->error != 0) {
+      ip = n > 0 ? e->end_ip + SizeAt(e, n - 1) : e->ip;
+      return e->error == 1 ? kErrUnsupported : e->error;
+    }
+    return Decide(e, /*first_pass=*/true);
+  }
   void AddRun(uint64_t a, const BlockEntry* e, uint32_t count) {
     for (uint32_t k = 0; k < count; ++k) {
-      libipt_cached.Insert(a);
+      LibiptInsert(a);
       a += SizeAt(e, k);
     }
   }
@@ -2204,7 +2241,7 @@ struct FlowDecoder::State {
     while (k < room) {
       BlockEntry* e = Entry();
       if (!e->start_cached) {
-        if (!libipt_cached.Contains(e->ip)) {
+        if (!LibiptCached(e->ip)) {
           hint = e;
           break;
         }
@@ -2389,8 +2426,9 @@ struct FlowDecoder::State {
   int status_out = 0;  // the status the loop holds (StreamDecoder::status_)
 };
 
-FlowDecoder::FlowDecoder(const Config& config, CodeReader* code)
-    : s_(std::make_unique<State>(config, code)) {}
+FlowDecoder::FlowDecoder(const Config& config, CodeReader* code, LibiptCacheModel* shared)
+    : s_(std::make_unique<State>(config, code, shared != nullptr ? &shared->set_->keys : nullptr)) {
+}
 FlowDecoder::~FlowDecoder() = default;
 
 void FlowDecoder::InvalidateCode() {
@@ -2400,7 +2438,10 @@ void FlowDecoder::InvalidateCode() {
   s_->retentry.fill(nullptr);
   for (auto& c : s_->caches) c.Clear();
   s_->insn_sizes.clear();
-  s_->libipt_cached.Clear();
+  // libipt's block caches belong to its sections, which an image change
+  // keeps: a shared model (keyed by section) stays; the decoder's own,
+  // keyed by address, starts again.
+  if (s_->libipt_set == &s_->own_set) s_->own_set.Clear();
 }
 bool FlowDecoder::BlockNext() const {
   return s_->phase == State::Phase::kSegment &&

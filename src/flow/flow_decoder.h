@@ -165,6 +165,35 @@ class CodeReader {
  public:
   virtual ~CodeReader() = default;
   virtual size_t Read(uint64_t ip, uint8_t* buf, size_t size) = 0;
+  // Where libipt's block cache would hold `ip`: libipt keeps one per image
+  // section (a file's bytes at an offset), whatever image or decoder maps
+  // it, so the key names the section and the offset in it. The default,
+  // the address itself, suits a decoder that sees one image. False where
+  // libipt has no block cache: memory read through the image's callback
+  // (JIT code), which it decodes as a first pass every time
+  // (pt_blk_proceed_no_event_uncached) and never caches.
+  virtual bool LibiptCacheKey(uint64_t ip, uint64_t* key) {
+    *key = ip;
+    return true;
+  }
+};
+
+// What libipt's block caches hold, by LibiptCacheKey, for decoders that
+// share them: libipt's live in its image section cache, so the decoders of
+// every stream of a recording (one iscache) see what the earlier ones
+// filled, and a block's first pass differs with it. Pass one to each
+// FlowDecoder, in the order libipt would decode the streams.
+class LibiptCacheModel {
+ public:
+  LibiptCacheModel();
+  ~LibiptCacheModel();
+  LibiptCacheModel(const LibiptCacheModel&) = delete;
+  LibiptCacheModel& operator=(const LibiptCacheModel&) = delete;
+
+ private:
+  friend class FlowDecoder;
+  struct Set;
+  std::unique_ptr<Set> set_;
 };
 
 // libipt's errata workarounds (pt_cpu_errata) the flow decoder applies for
@@ -186,7 +215,9 @@ struct Config {
 class FlowDecoder {
  public:
   // `code` must outlive the decoder.
-  FlowDecoder(const Config& config, CodeReader* code);
+  // `shared` (may be null: the decoder's own, keyed as `code` says) must
+  // outlive the decoder.
+  FlowDecoder(const Config& config, CodeReader* code, LibiptCacheModel* shared = nullptr);
   ~FlowDecoder();
   FlowDecoder(const FlowDecoder&) = delete;
   FlowDecoder& operator=(const FlowDecoder&) = delete;

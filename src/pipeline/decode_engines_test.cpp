@@ -43,9 +43,9 @@ class DecodeEngines : public ::testing::TestWithParam<const char*> {
     if (text) out.events = *text;
     return out;
   }
-  void Check(std::vector<std::string> cmd) {
+  void Check(std::vector<std::string> cmd, bool full_execution = true) {
     record::RecordOptions o;
-    o.full_execution = true;
+    o.full_execution = full_execution;
     o.command = cmd;
     auto timing = perf::ParseTiming(GetParam());
     ASSERT_TRUE(timing.has_value());
@@ -102,6 +102,21 @@ TEST_P(DecodeEngines, Python) {
   Check({"/usr/bin/python3", "-S", "-c", "import json; print(len(json.dumps(list(range(300)))))"});
 }
 TEST_P(DecodeEngines, LsRecursive) { Check({"/bin/ls", "-lR", "/usr/share/doc/libipt2"}); }
+// Node.js, a snapshot at its exit: a JIT (V8's code, which libipt reads
+// through the image's callback and never caches: every pass is a first
+// pass) and seven threads whose streams decode one after the other, each
+// meeting libc code the earlier ones left in libipt's block caches (they
+// belong to the image sections, shared by every stream). Both change where
+// libipt's blocks end, so where an inline frame (libc's, from its DWARF)
+// begins and ends inside them; the flow decoder must end them there too.
+TEST_P(DecodeEngines, NodeSnapshot) {
+  if (!std::filesystem::exists("/usr/bin/node"))
+    GTEST_SKIP() << "/usr/bin/node is not installed (nodejs)";
+  Check({"/usr/bin/node", "--single-threaded", "-e",
+         "function hot(n) { let s = 0; for (let i = 0; i < n; i++) s += i % 7; return s; }"
+         " let t = 0; for (let k = 0; k < 2000; k++) t += hot(500);"},
+        /*full_execution=*/false);
+}
 
 // -j 2 writes the same FXT, JSON and gzip-compressed FXT files as -j 1,
 // source lines included (looked up on the model's thread for the writer's,
