@@ -74,6 +74,7 @@ ShellRun Agree(const Case& c, const fs::path& work, const std::string& timer = "
   std::string bin = RequiredEnv("PTSNAP_BIN");
   // In `work`: what the program writes into its working directory (node
   // --perf-prof's jit-PID.dump and isolate logs) goes with it.
+  fs::create_directories(work);
   ShellRun rec = RunShell("cd " + work.string() + " && " + bin +
                           " run --emulate --no-decode --timer-resolution " + timer +
                           " --trace-dir " + (work / "t").string() + " -- " + c.command);
