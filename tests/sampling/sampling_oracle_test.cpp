@@ -49,17 +49,6 @@ std::string HotPathsArgs(const fs::path& work, const std::string& callgraph) {
          " --path cold_leaf=side,main";
 }
 
-// ptsnap's share of `symbol` (percent) as sampling-agree printed it.
-double PtsnapShare(const std::string& out, const std::string& symbol) {
-  std::smatch m;
-  std::regex line("sampling-agree: " + symbol + ": perf [0-9.]+%, ptsnap ([0-9.]+)%");
-  if (!std::regex_search(out, m, line)) {
-    ADD_FAILURE() << "no share of " << symbol << " in\n" << out;
-    return -1;
-  }
-  return std::stod(m[1]);
-}
-
 // (symbol, percent) rows of `perf report --stdio --sort symbol -g none`.
 std::vector<std::pair<std::string, double>> ReportRows(const std::string& out) {
   std::vector<std::pair<std::string, double>> rows;
@@ -72,7 +61,22 @@ std::vector<std::pair<std::string, double>> ReportRows(const std::string& out) {
   return rows;
 }
 
-// perf report on ptsnap's export: the top rows and their shares are ptsnap's.
+// The export's share of `symbol` (percent) as sampling-agree printed it.
+double ExportShare(const std::string& out, const std::string& symbol) {
+  std::smatch m;
+  std::regex line("sampling-agree: " + symbol +
+                  ": perf [0-9.]+%, ptsnap [0-9.]+%, export ([0-9.]+)%");
+  if (!std::regex_search(out, m, line)) {
+    ADD_FAILURE() << "no export share of " << symbol << " in\n" << out;
+    return -1;
+  }
+  return std::stod(m[1]);
+}
+
+// perf report on ptsnap's export: the top rows are ptsnap's, and their
+// shares are the export's that sampling-agree measured and bounded against
+// ptsnap's decode (its bound allows for the samples the kernel lost, the
+// gaps: with 120 gaps under CI's load the two differed by 1.04 points).
 void ExpectPerfReportMatches(const fs::path& work, const std::string& agree_out) {
   std::string data = (work / "export.data").string();
   ShellRun r = RunShell("perf report -i " + data + " --stdio --no-children --sort symbol -g none");
@@ -82,8 +86,8 @@ void ExpectPerfReportMatches(const fs::path& work, const std::string& agree_out)
   EXPECT_EQ(rows[0].first, "hot_leaf") << r.out;
   EXPECT_EQ(rows[1].first, "cold_leaf") << r.out;
   for (size_t i = 0; i < 2; ++i) {
-    EXPECT_NEAR(rows[i].second, PtsnapShare(agree_out, rows[i].first), 1.0)
-        << rows[i].first << ": perf report on the export vs ptsnap's decode\n"
+    EXPECT_NEAR(rows[i].second, ExportShare(agree_out, rows[i].first), 0.05)
+        << rows[i].first << ": perf report on the export vs sampling-agree's figure\n"
         << r.out;
   }
   // With callchains (perf unwinds dwarf samples itself): hot_leaf's callers.
