@@ -31,49 +31,48 @@ void ImageViews::SetJit(const struct pt_image* image, const JitMemory* jit) {
   views_[image].jit = jit;
 }
 
+const ImageViews::Sec* ImageViews::Serving(const View& view, uint64_t ip, uint64_t* from,
+                                           uint64_t* to) {
+  const std::vector<Sec>& v = view.sections;
+  for (size_t i = v.size(); i-- > 0;) {
+    const Sec& s = v[i];
+    if (ip < s.vaddr || ip - s.vaddr >= s.size) continue;
+    // The later sections win where they lie: this one serves up to the
+    // next of them above `ip` and from the last of them below it.
+    *from = s.vaddr;
+    *to = s.vaddr + s.size;
+    for (size_t j = i + 1; j < v.size(); ++j) {
+      const uint64_t a = v[j].vaddr, b = v[j].vaddr + v[j].size;
+      if (a > ip && a < *to) *to = a;
+      if (b <= ip && b > *from) *from = b;
+    }
+    return &s;
+  }
+  return nullptr;
+}
+
 size_t ImageViews::Read(const struct pt_image* image, uint64_t ip, uint8_t* buf,
                         size_t size) const {
   auto it = views_.find(image);
   if (it == views_.end()) return 0;
-  const View& view = it->second;
-  for (size_t i = view.sections.size(); i-- > 0;) {
-    const Sec& s = view.sections[i];
-    if (ip < s.vaddr || ip - s.vaddr >= s.size) continue;
-    uint64_t end = s.vaddr + s.size;
-    // A later section split this one where it starts.
-    for (size_t j = i + 1; j < view.sections.size(); ++j) {
-      const Sec& later = view.sections[j];
-      if (later.vaddr > ip && later.vaddr < end) end = later.vaddr;
-    }
-    const auto want = static_cast<size_t>(std::min<uint64_t>(size, end - ip));
-    const int r = pt_iscache_read(iscache_, buf, want, s.isid, ip);
+  uint64_t from = 0, to = 0;
+  if (const Sec* s = Serving(it->second, ip, &from, &to)) {
+    const auto want = static_cast<size_t>(std::min<uint64_t>(size, to - ip));
+    const int r = pt_iscache_read(iscache_, buf, want, s->isid, ip);
     return r > 0 ? static_cast<size_t>(r) : 0;
   }
-  return view.jit != nullptr ? view.jit->Read(buf, size, ip) : 0;
+  return it->second.jit != nullptr ? it->second.jit->Read(buf, size, ip) : 0;
 }
 
 bool ImageViews::CacheKey(const struct pt_image* image, uint64_t ip, uint64_t* key, uint64_t* lo,
                           uint64_t* hi) const {
   auto it = views_.find(image);
   if (it == views_.end()) return false;
-  const std::vector<Sec>& v = it->second.sections;
-  for (size_t i = v.size(); i-- > 0;) {
-    const Sec& s = v[i];
-    if (ip < s.vaddr || ip - s.vaddr >= s.size) continue;
-    // As Read: the later sections win where they lie.
-    uint64_t from = s.vaddr, to = s.vaddr + s.size;
-    for (size_t j = i + 1; j < v.size(); ++j) {
-      const uint64_t a = v[j].vaddr, b = v[j].vaddr + v[j].size;
-      if (a > ip && a < to) to = a;
-      if (b <= ip && b > from) from = b;
-    }
-    // Offsets stay below 2^40 (a section is a mapping of a file).
-    *key = (s.section << 40) | ((ip - s.vaddr) & ((uint64_t{1} << 40) - 1));
-    *lo = from;
-    *hi = to;
-    return true;
-  }
-  return false;
+  const Sec* s = Serving(it->second, ip, lo, hi);
+  if (s == nullptr) return false;
+  // Offsets stay below 2^40 (a section is a mapping of a file).
+  *key = (s->section << 40) | ((ip - s->vaddr) & ((uint64_t{1} << 40) - 1));
+  return true;
 }
 
 }  // namespace ptsnap::decode

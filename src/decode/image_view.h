@@ -54,6 +54,9 @@ class ImageViews {
     std::vector<Sec> sections;  // in the order added: later ones win
     const JitMemory* jit = nullptr;
   };
+  // The section Read reads `ip` from (null: none), and [*from, *to), the
+  // addresses around `ip` it serves.
+  static const Sec* Serving(const View& view, uint64_t ip, uint64_t* from, uint64_t* to);
   struct pt_image_section_cache* iscache_;
   std::unordered_map<int, Sec> isids_;
   std::unordered_map<std::string, uint64_t> sections_;  // "file@offset+size" -> Sec::section

@@ -483,6 +483,10 @@ struct FlowDecoder::State {
   // the decoder's own or one shared with other streams' decoders.
   AddressSet own_set;
   AddressSet* libipt_set;
+  [[nodiscard]] bool LibiptHasCache(uint64_t a) const {
+    uint64_t key = 0;
+    return code->LibiptCacheKey(a, &key);
+  }
   [[nodiscard]] bool LibiptCached(uint64_t a) const {
     uint64_t key = 0;
     return code->LibiptCacheKey(a, &key) && libipt_set->Contains(key);
@@ -1691,21 +1695,32 @@ struct FlowDecoder::State {
   // pass, which fills its cache (Fill).
   int ProceedNoEvent(Item* b, BlockEntry* e) {
     if (!LibiptCached(e->ip)) return Fill(b, e);
+    if (e->ninsn > 1024) return kErrUnsupported;  // see flow_decoder.h
+    if (e->ninsn > 0) b->mode = e->mode;          // libipt: the cache entry's
+    return WholeEntry(b, e, /*first_pass=*/false);
+  }
+  // The entry's whole straight-line run as one block, then its branch
+  // decided (or its error): libipt's pass from its cache and its pass
+  // through code it has no cache for (pt_blk_proceed_no_event_uncached).
+  // An entry that ends in an error ends in an ordinary instruction, so
+  // end_ip, size and iclass are that instruction's.
+  int WholeEntry(Item* b, BlockEntry* e, bool first_pass) {
     if (e->ninsn > 0) {
-      if (e->ninsn > 1024) return kErrUnsupported;  // see flow_decoder.h
       b->ninsn = static_cast<uint16_t>(e->ninsn);
       b->end_ip = e->end_ip;
       b->iclass = e->iclass;
-      b->mode = e->mode;  // libipt: the cache entry's
     }
     if (e->error != 0) {
       // The instruction after the last one (or the first) cannot be
       // decoded: libipt returns the block so far with the error.
       ip = e->ninsn > 0 ? e->end_ip + e->size : e->ip;
-      return e->error == 1 ? kErrUnsupported : e->error;
+      return EntryError(*e);
     }
-    return Decide(e, /*first_pass=*/false);
+    return Decide(e, first_pass);
   }
+  // An entry's error as libipt reports it (1: a run split at 0xffff
+  // instructions, which libipt would not split).
+  static int EntryError(const BlockEntry& e) { return e.error == 1 ? kErrUnsupported : e.error; }
 
   // The branch that ends `e`'s block: the next IP, from trace if needed.
   // Leaves the next block's entry in `hint` when it is known cheaply.
@@ -1771,8 +1786,8 @@ struct FlowDecoder::State {
   // address libipt already caches and after 1024 instructions; addresses
   // join its cache unless the pass fails.
   int Fill(Item* b, BlockEntry* e) {
-    uint64_t key = 0;
-    if (!code->LibiptCacheKey(e->ip, &key)) return Uncached(b, e);
+    // No block cache there: every pass is like this one, caching nothing.
+    if (!LibiptHasCache(e->ip)) return WholeEntry(b, e, /*first_pass=*/true);
     uint64_t a = e->ip;
     const uint32_t n = e->ninsn;
     for (uint32_t k = 0; k < n; ++k) {
@@ -1811,24 +1826,7 @@ struct FlowDecoder::State {
     }
     // The entry ends in an undecodable instruction (or is empty).
     ip = a;
-    return e->error == 1 ? kErrUnsupported : e->error;
-  }
-  // libipt's pass through code it has no block cache for
-  // (pt_blk_proceed_no_event_uncached): the whole straight-line run to the
-  // branch that ends it, decided with trace as on a first pass; nothing
-  // joins the cache.
-  int Uncached(Item* b, BlockEntry* e) {
-    const uint32_t n = e->ninsn;
-    if (n > 0) {
-      b->ninsn = static_cast<uint16_t>(n);
-      b->end_ip = e->end_ip;
-      b->iclass = e->error == 0 ? e->iclass : ClassAt(e, n - 1);
-    }
-    if (e->error != 0) {
-      ip = n > 0 ? e->end_ip + SizeAt(e, n - 1) : e->ip;
-      return e->error == 1 ? kErrUnsupported : e->error;
-    }
-    return Decide(e, /*first_pass=*/true);
+    return EntryError(*e);
   }
   void AddRun(uint64_t a, const BlockEntry* e, uint32_t count) {
     for (uint32_t k = 0; k < count; ++k) {

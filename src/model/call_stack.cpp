@@ -462,19 +462,19 @@ void CallStackModel::OnEvent(const decode::BranchEvent& e) {
     Ret(Via::kResume);
     create_time_ = now_;
   }
+  // (ptsnap) A call or return with nothing on the stack (the segment's
+  // first branch) leaves the function its source lies in: that frame is
+  // inferred first. For a return, magic-trace writes "[unknown]" instead;
+  // named, a segment that starts with a return shows what one that starts
+  // with a jump shows, and what perf shows.
+  if ((e.kind == BranchKind::kCall || e.kind == BranchKind::kReturn) && stack_.empty() &&
+      e.from != 0) {
+    PushInferred(Resolve(e.from));
+  }
   switch (e.kind) {
-    case BranchKind::kCall:
-      if (stack_.empty() && e.from != 0) PushInferred(Resolve(e.from));
-      Call(Resolve(e.to), Via::kCall);
-      break;
+    case BranchKind::kCall: Call(Resolve(e.to), Via::kCall); break;
     case BranchKind::kReturn: {
       bool from_signal = !stack_.empty() && stack_.back().signal;
-      // (ptsnap) A return with nothing on the stack (the segment's first
-      // branch) returns from the function its source lies in: that frame
-      // is inferred, as a call's caller is, rather than "[unknown]". So a
-      // segment that starts with a return shows what one that starts with
-      // a jump shows, and what perf shows.
-      if (stack_.empty() && e.from != 0) PushInferred(Resolve(e.from));
       Ret(Via::kReturn);
       if (!stack_.empty() && Contains(stack_.back(), e.to)) break;
       if (from_signal && !stack_.empty()) {
