@@ -349,6 +349,7 @@ class StreamDecoder {
       skipping_ = false;
     }
     DropTransaction();  // its outcome is not in the trace
+    EmitTrailingBranch();
     ResolvePending(0, /*have_next=*/false);
     state_ = State::kDone;
     MergeStats(owner_->mutable_stats(), own_stats_);
@@ -648,6 +649,32 @@ class StreamDecoder {
     e.to = pt_errcode(status) == pte_nomap ? unread : 0;
     have_prev_ = false;
     Emit(e, /*gap=*/true, Now());
+  }
+
+  // The trace ends after a block (a snapshot's stream ends wherever the
+  // buffer was copied) whose last branch retired and whose destination the
+  // decoder already knows: from the packet that ended the block (an indirect
+  // call's TIP, a TNT bit) or from the code (a direct call). That branch is
+  // an event as if a block followed at its destination, as perf's decoder
+  // reports it. Nothing after it is decoded: where tracing stopped, nothing
+  // says that more instructions ran.
+  void EmitTrailingBranch() {
+    if (!have_prev_) return;
+    uint64_t to = 0;
+    if (flow_) {
+      if (!flow_->NextIp(&to)) return;
+    } else {
+      // pt_blk_next fills in the next block's ip before it proceeds; over
+      // an image with nothing in it, it proceeds no further (no code read,
+      // no block cached).
+      if (pt_blk_set_image(dec_.get(), owner_->EmptyImage()) < 0) return;
+      struct pt_block b {};
+      const int st = pt_blk_next(dec_.get(), &b, sizeof b);
+      if (b.ninsn != 0 || pt_errcode(st) != pte_nomap) return;
+      to = b.ip;
+    }
+    Emit(PrevBranchKind(), prev_end_, to);
+    have_prev_ = false;
   }
 
   // The kind of branch the previous block ended with.

@@ -232,6 +232,11 @@ class PtDecoder {
     return spaces_.Image(space, k);
   }
 
+  // An image with nothing in it (no sections, no read callback), owned by
+  // the decoder: over it pt_blk_next reports where it would go on without
+  // reading code (StreamDecoder's trailing branch).
+  [[nodiscard]] struct pt_image* EmptyImage() { return empty_image_.get(); }
+
   // A block decoder over `bytes` with the kernel image set.
   Result<UniqueBlockDecoder> AllocDecoder(std::string_view bytes);
   // For the flow decoder: the images' bytes, the image a stream starts
@@ -257,6 +262,7 @@ class PtDecoder {
   flow::LibiptCacheModel libipt_caches_;
   KernelImage kernel_;
   AddressSpaces spaces_;
+  UniqueImage empty_image_ = NewImage("empty");
   Schedule schedule_;
   uint64_t rate_ns_ = 0, rate_insns_ = 0;
   bool use_flow_ = true;

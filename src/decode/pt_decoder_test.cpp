@@ -130,6 +130,50 @@ TEST(PtDecoderTest, OursAndLibiptGiveTheSameEvents) {
   ExpectSameAsLibipt(b.Finish() + good, 0);
 }
 
+// A snapshot's stream ends wherever the ring buffer was copied, often right
+// after the packet that took the last branch. That branch retired and its
+// destination is known (from the TIP, from the TNT bit of a compressed
+// return): it is the last event, as perf reports it, with nothing decoded
+// at its destination. Both decoders agree.
+TEST(PtDecoderTest, AStreamThatEndsAfterABranchEndsWithThatBranch) {
+  auto p = testing::LoadCallsProgram();
+  auto cut = [&](int upto) {
+    testing::StreamBuilder b;
+    b.Psb(1000);
+    b.TipPge(p.Sym("_start"));
+    b.Tsc(1010);
+    b.Tnt(true);  // leaf -> mid
+    if (upto >= 2) {
+      b.Tnt(true);  // mid -> main
+      b.Tnt(true);  // leaf (via tail_caller) -> main
+      b.Tip(p.Sym("leaf"));  // call *%rax
+    }
+    return b.Finish();
+  };
+  {  // ends after leaf's compressed return to mid
+    SCOPED_TRACE("compressed return");
+    ExpectSameAsLibipt(cut(1), 0);
+    Decoded d = DecodeCallsWith(cut(1), PtDecoder::Engine::kOurs);
+    ASSERT_FALSE(d.events.empty());
+    EXPECT_EQ(d.events.back().kind, BranchKind::kReturn);
+    EXPECT_EQ(d.events.back().from, p.Sym("leaf"));
+    EXPECT_EQ(d.events.back().to, p.Sym("mid") + 5);  // after mid's `call leaf`
+    EXPECT_EQ(Count(d, BranchKind::kCall), 3);        // _start->main->mid->leaf
+    EXPECT_EQ(d.stats.instructions, 4u);
+  }
+  {  // ends after the TIP of main's `call *%rax`
+    SCOPED_TRACE("indirect call");
+    ExpectSameAsLibipt(cut(2), 0);
+    Decoded d = DecodeCallsWith(cut(2), PtDecoder::Engine::kOurs);
+    ASSERT_FALSE(d.events.empty());
+    EXPECT_EQ(d.events.back().kind, BranchKind::kCall);
+    EXPECT_EQ(d.events.back().to, p.Sym("leaf"));
+    // Nothing at the destination was decoded: 10 instructions up to the
+    // call, leaf's `ret` not among them.
+    EXPECT_EQ(d.stats.instructions, 10u);
+  }
+}
+
 // A case ptsnap's flow decoder does not decode in the middle of a stream
 // (here libipt's SKL014 workaround: a TIP.PGD with its IP suppressed while
 // address filters are configured, on a CPU with that erratum, the

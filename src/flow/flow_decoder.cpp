@@ -2445,6 +2445,11 @@ bool FlowDecoder::BlockNext() const {
   return s_->phase == State::Phase::kSegment &&
          (s_->status_out & (kStatusEventPending | kStatusEos)) == 0;
 }
+bool FlowDecoder::NextIp(uint64_t* ip) const {
+  if (!s_->enabled) return false;
+  *ip = s_->ip;
+  return true;
+}
 size_t FlowDecoder::cached_blocks() const {
   size_t n = 0;
   for (const auto& c : s_->caches) n += c.size();

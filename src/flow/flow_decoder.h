@@ -230,6 +230,11 @@ class FlowDecoder {
   // Whether the next Decode step decodes a block (no event pending, in a
   // segment): where StreamDecoder switches images between blocks.
   [[nodiscard]] bool BlockNext() const;
+  // Where decoding goes on after the last block, as libipt's pt_blk_next
+  // reports it in the next block's ip (decoder->ip: the last branch's
+  // destination, known without more trace); false while tracing is
+  // disabled or before the first sync.
+  [[nodiscard]] bool NextIp(uint64_t* ip) const;
 
   // Counters (for benchmarks and stats).
   [[nodiscard]] uint64_t instructions() const { return instructions_; }
