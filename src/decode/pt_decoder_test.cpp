@@ -144,8 +144,8 @@ TEST(PtDecoderTest, AStreamThatEndsAfterABranchEndsWithThatBranch) {
     b.Tsc(1010);
     b.Tnt(true);  // leaf -> mid
     if (upto >= 2) {
-      b.Tnt(true);  // mid -> main
-      b.Tnt(true);  // leaf (via tail_caller) -> main
+      b.Tnt(true);           // mid -> main
+      b.Tnt(true);           // leaf (via tail_caller) -> main
       b.Tip(p.Sym("leaf"));  // call *%rax
     }
     return b.Finish();
