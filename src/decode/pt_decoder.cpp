@@ -177,7 +177,10 @@ class StreamDecoder {
         HandleEvent(ev);
         return true;
       }
-      if (status_ & pts_eos) return Done();
+      if (status_ & pts_eos) {
+        at_eos_ = true;
+        return Done();
+      }
       if (next_change_ != UINT64_MAX) {
         uint64_t now = Now();
         if (now >= next_change_) Retarget(now, /*thread=*/false);
@@ -272,6 +275,7 @@ class StreamDecoder {
         skipping_ = true;
         state_ = State::kSync;
         return true;
+      case flow::ItemKind::kNextIp: return true;  // the oracle's, never from Decode
     }
     return true;
   }
@@ -664,6 +668,7 @@ class StreamDecoder {
     if (flow_) {
       if (!flow_->NextIp(&to)) return;
     } else {
+      if (!at_eos_) return;  // not where libipt reported the end (pts_eos)
       // pt_blk_next fills in the next block's ip before it proceeds; over
       // an image with nothing in it, it proceeds no further (no code read,
       // no block cached).
@@ -869,6 +874,7 @@ class StreamDecoder {
   bool skipping_ = true;
   uint64_t skip_from_ = 0;
   bool have_prev_ = false;
+  bool at_eos_ = false;  // libipt: the stream ended where pt_blk_next reported pts_eos
   uint64_t prev_end_ = 0;
   enum pt_insn_class prev_iclass_ = ptic_error;
   uint64_t last_time_ = 0;

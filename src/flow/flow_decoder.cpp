@@ -23,6 +23,7 @@ bool operator==(const Item& a, const Item& b) {
   if (a.kind != b.kind || a.has_now != b.has_now || a.now != b.now) return false;
   switch (a.kind) {
     case ItemKind::kSync: return a.offset == b.offset;
+    case ItemKind::kNextIp: return a.ip == b.ip;
     case ItemKind::kError: return a.error == b.error && a.ip == b.ip;
     case ItemKind::kBlock:
       return a.ip == b.ip && a.end_ip == b.end_ip && a.ninsn == b.ninsn && a.mode == b.mode &&
@@ -2376,6 +2377,7 @@ struct FlowDecoder::State {
       }
       if ((status_out & kStatusEos) != 0) {
         phase = Phase::kDone;
+        at_eos = true;
         return false;
       }
       Item& b = out[*n];
@@ -2422,6 +2424,7 @@ struct FlowDecoder::State {
     return true;
   }
   int status_out = 0;  // the status the loop holds (StreamDecoder::status_)
+  bool at_eos = false;  // done where the status reported the end (pts_eos)
 };
 
 FlowDecoder::FlowDecoder(const Config& config, CodeReader* code, LibiptCacheModel* shared)
@@ -2446,7 +2449,7 @@ bool FlowDecoder::BlockNext() const {
          (s_->status_out & (kStatusEventPending | kStatusEos)) == 0;
 }
 bool FlowDecoder::NextIp(uint64_t* ip) const {
-  if (!s_->enabled) return false;
+  if (!s_->at_eos || !s_->enabled) return false;
   *ip = s_->ip;
   return true;
 }

@@ -117,7 +117,7 @@ enum class EventType : uint8_t {
 // As libipt's pt_exec_mode.
 enum class ExecMode : uint8_t { kUnknown, k16, k32, k64 };
 
-enum class ItemKind : uint8_t { kSync, kBlock, kEvent, kError };
+enum class ItemKind : uint8_t { kSync, kBlock, kEvent, kError, kNextIp };
 
 // One unit of output. Fields by kind:
 //   kSync:  offset (of the PSB).
@@ -136,6 +136,9 @@ enum class ItemKind : uint8_t { kSync, kBlock, kEvent, kError };
 //     kErrNoMap from a call that decoded no instruction, ip: the block's
 //     start (libipt's pt_block.ip), the address whose code could not be
 //     read (a branch target, where tracing resumed); else 0.
+//   kNextIp (the oracle runs' last item, libipt_oracle.h; never from
+//     Decode): ip, where decoding goes on after the trace ended
+//     (FlowDecoder::NextIp), now: 0.
 // Every kind: has_now, now: libipt's pt_blk_time right after the call that
 // produced the item (its query layer reads ahead, so this can be later than
 // an event's own tsc); has_now false where pt_blk_time says -pte_no_time.
@@ -230,10 +233,11 @@ class FlowDecoder {
   // Whether the next Decode step decodes a block (no event pending, in a
   // segment): where StreamDecoder switches images between blocks.
   [[nodiscard]] bool BlockNext() const;
-  // Where decoding goes on after the last block, as libipt's pt_blk_next
-  // reports it in the next block's ip (decoder->ip: the last branch's
-  // destination, known without more trace); false while tracing is
-  // disabled or before the first sync.
+  // Once Decode is done where the trace ended in a segment (the status
+  // reported the end, as pts_eos): where decoding goes on after the last
+  // block, as libipt's next pt_blk_next reports it in the block's ip
+  // (decoder->ip: the last branch's destination, known without more
+  // trace). False otherwise, and while tracing is disabled.
   [[nodiscard]] bool NextIp(uint64_t* ip) const;
 
   // Counters (for benchmarks and stats).

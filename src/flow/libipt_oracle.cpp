@@ -198,7 +198,23 @@ std::vector<Item> DecodeWithLibipt(const struct pt_config& cfg, struct pt_image*
         out.push_back(stamped(FromEvent(ev)));
         continue;
       }
-      if ((status & pts_eos) != 0) break;
+      if ((status & pts_eos) != 0) {
+        // Where pt_blk_next would go on: it fills in the block's ip first,
+        // and over an empty image proceeds no further (StreamDecoder's
+        // trailing branch).
+        struct pt_image* empty = pt_image_alloc(nullptr);
+        struct pt_block block {};
+        if (empty != nullptr && pt_blk_set_image(dec, empty) >= 0 &&
+            pt_errcode(pt_blk_next(dec, &block, sizeof block)) == pte_nomap && block.ninsn == 0) {
+          Item n;
+          n.kind = ItemKind::kNextIp;
+          n.ip = block.ip;
+          out.push_back(n);
+        }
+        pt_blk_free_decoder(dec);
+        pt_image_free(empty);
+        return out;
+      }
       struct pt_block block;
       status = pt_blk_next(dec, &block, sizeof block);
       if (block.ninsn > 0) out.push_back(stamped(FromBlock(block)));
@@ -241,6 +257,11 @@ std::vector<Item> DecodeWithFlow(const struct pt_config& cfg, CodeReader* code) 
     if (n == 0) break;
     out.insert(out.end(), buf, buf + n);
   }
+  Item next;
+  if (dec.NextIp(&next.ip)) {
+    next.kind = ItemKind::kNextIp;
+    out.push_back(next);
+  }
   return out;
 }
 
@@ -249,6 +270,7 @@ std::string ToString(const Item& i) {
   std::string now = i.has_now ? " now=" + std::to_string(i.now) : " now=(none)";
   switch (i.kind) {
     case ItemKind::kSync: std::snprintf(b, sizeof b, "sync @%" PRIu64, i.offset); break;
+    case ItemKind::kNextIp: std::snprintf(b, sizeof b, "next ip 0x%" PRIx64, i.ip); break;
     case ItemKind::kError:
       std::snprintf(b, sizeof b, "error %d unread=0x%" PRIx64, i.error, i.ip);
       break;

@@ -68,12 +68,16 @@ struct pt_config Config(const std::string& bytes, bool timing) {
 
 // `unread`: adds the number of libipt's unmapped-code errors that name the
 // address they could not read (Item kError ip, compared like the rest).
-Comparison Diff(const std::string& bytes, bool timing = false, size_t* unread = nullptr) {
+// `next_ips`: adds 1 when libipt's run ends with where decoding would go on
+// (kNextIp, compared like the rest).
+Comparison Diff(const std::string& bytes, bool timing = false, size_t* unread = nullptr,
+                size_t* next_ips = nullptr) {
   const struct pt_config cfg = Config(bytes, timing);
   auto lib = DecodeWithLibipt(cfg, F().code.NewLibiptImage());
   if (unread != nullptr) {
     for (const Item& i : lib) *unread += i.kind == ItemKind::kError && i.ip != 0;
   }
+  if (next_ips != nullptr && !lib.empty() && lib.back().kind == ItemKind::kNextIp) ++*next_ips;
   CodeImage& code = F().code;
   auto ours = DecodeWithFlow(cfg, &code);
   return Compare(lib, ours);
@@ -196,13 +200,18 @@ TEST(FlowDiffTest, BackToBackCopies) {
   EXPECT_TRUE(c.all_equal);
 }
 
+// Every cut, as a snapshot cuts a stream: the same items, and where the
+// trace ends after a block, the same next ip (StreamDecoder's trailing
+// branch).
 TEST(FlowDiffTest, EveryPrefix) {
   const std::string s = decode::testing::CallsProgramStream(F().prog) +
                         decode::testing::CallsProgramStream(F().prog, 5000);
+  size_t next_ips = 0;
   for (size_t n = 0; n <= s.size(); ++n) {
     const std::string t = s.substr(0, n);
-    ExpectEqual(Diff(t), "prefix " + std::to_string(n));
+    ExpectEqual(Diff(t, false, nullptr, &next_ips), "prefix " + std::to_string(n));
   }
+  EXPECT_GT(next_ips, s.size() / 4) << next_ips << " of " << s.size();
 }
 
 TEST(FlowDiffTest, CorruptedBytes) {
