@@ -101,6 +101,32 @@ TEST(RootPathTest, ResolvesIntoRoot) {
   EXPECT_FALSE(fake.IsLive());
 }
 
+// Regular files are read at their size, in one piece; files whose size says
+// nothing (/proc), pipes and a file read from the middle are read to their end.
+TEST(FileUtilTest, ReadFdReadsWholeFilesOfEverySize) {
+  TempDir dir;
+  std::string big(300000, '\0');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 7 + i / 251);
+  dir.Write("big", big);
+  EXPECT_EQ(*ReadFile(dir.path() / "big"), big);
+  EXPECT_EQ(*ReadFile(dir.path() / "big", big.size()), big);
+  EXPECT_THAT(ReadFile(dir.path() / "big", big.size() - 1), HasErrorContaining("larger than"));
+  dir.Write("empty", "");
+  EXPECT_EQ(*ReadFile(dir.path() / "empty"), "");
+  EXPECT_THAT(ReadFile("/proc/self/status"), HasValue());
+  EXPECT_NE(ReadFile("/proc/self/status")->find("Pid:"), std::string::npos);
+  UniqueFd fd(::open((dir.path() / "big").c_str(), O_RDONLY | O_CLOEXEC));
+  ASSERT_TRUE(fd);
+  ASSERT_EQ(::lseek(fd.get(), 1000, SEEK_SET), 1000);
+  EXPECT_EQ(*ReadFd(fd.get(), big.size(), "big"), big.substr(1000));
+  int p[2];
+  ASSERT_EQ(::pipe(p), 0);
+  UniqueFd r(p[0]), w(p[1]);
+  ASSERT_EQ(::write(w.get(), "abc", 3), 3);
+  w.reset();
+  EXPECT_EQ(*ReadFd(r.get(), 10, "pipe"), "abc");
+}
+
 TEST(FileUtilTest, ReadTrimmedAndAtomicWrite) {
   TempDir dir;
   dir.Write("a/type", "8\n");

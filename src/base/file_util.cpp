@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
@@ -29,6 +30,32 @@ Result<void> WriteAll(int fd, std::string_view data, const std::string& what) {
 
 Result<std::string> ReadFd(int fd, size_t max_size, const std::string& what) {
   std::string out;
+  // A regular file is read straight into a string of its size and one byte
+  // more (to see its end): one copy, by the kernel. Growing the string from
+  // a small buffer copied a 31 MB PT stream about three times over (5% of
+  // its `ptsnap decode`). /proc and /sys files (size 0 or 4096, whatever
+  // they hold), pipes and a file that grew go on below.
+  struct stat st;
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+    const size_t room = std::min(static_cast<size_t>(st.st_size), max_size) + 1;
+    out.resize(room);
+    size_t have = 0;
+    while (have < room) {
+      ssize_t n = ::read(fd, out.data() + have, room - have);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return Error::FromErrno("read " + what);
+      }
+      if (n == 0) {
+        out.resize(have);
+        return out;
+      }
+      have += static_cast<size_t>(n);
+    }
+    if (out.size() > max_size) {
+      return Error(what + " is larger than " + std::to_string(max_size) + " bytes");
+    }
+  }
   char buf[65536];
   for (;;) {
     ssize_t n = ::read(fd, buf, sizeof buf);
