@@ -130,8 +130,8 @@ class StreamFeed::Ahead {
     it.result = std::move(r);
     Push(std::move(it));
   }
-  Result<std::string> ReadAndPush(size_t i) {
-    Result<std::string> bytes = reader_.ReadStream(streams_[i]);
+  Result<trace::StreamBytes> ReadAndPush(size_t i) {
+    Result<trace::StreamBytes> bytes = reader_.MapStream(streams_[i]);
     Item it;
     it.kind = Kind::kRead;
     it.stream = i;
@@ -151,7 +151,7 @@ class StreamFeed::Ahead {
     for (size_t i = 0; i < streams_.size() && !cancelled();) {
       const trace::Stream& s = streams_[i];
       if (s.tid < 0 && s.cpu >= 0) {
-        std::vector<std::string> held;
+        std::vector<trace::StreamBytes> held;
         std::vector<decode::PtDecoder::CpuStream> group;
         size_t j = i;
         for (; j < streams_.size() && InCpuGroup(s, streams_[j]); ++j) {
@@ -160,7 +160,7 @@ class StreamFeed::Ahead {
           held.push_back(std::move(*bytes));
           group.push_back({streams_[j].cpu, {}});
         }
-        for (size_t k = 0; k < group.size(); ++k) group[k].bytes = held[k];
+        for (size_t k = 0; k < group.size(); ++k) group[k].bytes = held[k].view();
         PushEnd(decoder_.DecodeCpuStreams(group, sink));
         i = j;
         continue;
@@ -169,7 +169,7 @@ class StreamFeed::Ahead {
       auto bytes = ReadAndPush(i - 1);
       if (!bytes) continue;
       const int32_t pid = s.pid >= 0 ? s.pid : 0;
-      PushEnd(decoder_.DecodeStream(pid, s.tid >= 0 ? s.tid : pid, *bytes, sink));
+      PushEnd(decoder_.DecodeStream(pid, s.tid >= 0 ? s.tid : pid, bytes->view(), sink));
     }
   }
 
@@ -195,15 +195,15 @@ StreamFeed::StreamFeed(unsigned jobs, const trace::TraceReader& reader, decode::
 
 StreamFeed::~StreamFeed() = default;
 
-Result<std::string> StreamFeed::Read(const trace::Stream& s) {
-  if (!ahead_) return reader_.ReadStream(s);
+Result<trace::StreamBytes> StreamFeed::Read(const trace::Stream& s) {
+  if (!ahead_) return reader_.MapStream(s);
   ahead_->Start();
   Ahead::Item it = ahead_->Pop();
   PTSNAP_CHECK(it.kind == Ahead::Kind::kRead && streams_[it.stream].id == s.id &&
                streams_[it.stream].file == s.file)
       << "StreamFeed: streams read out of the order given";
   if (!it.result) return it.result.error();
-  return std::string();
+  return trace::StreamBytes();
 }
 
 Result<void> StreamFeed::DecodeStream(int32_t pid, int32_t tid, std::string_view bytes,

@@ -53,10 +53,10 @@ class StreamFeed {
   StreamFeed& operator=(const StreamFeed&) = delete;
 
   // The bytes of `s`, which must be the next stream in the order: as
-  // TraceReader::ReadStream, errors included. With a decoding thread the
-  // bytes stay with it and the string returned is empty (pass it on to
-  // Decode* as it is).
-  Result<std::string> Read(const trace::Stream& s);
+  // TraceReader::MapStream, errors included. With a decoding thread the
+  // bytes stay with it and those returned are empty (pass them on to
+  // Decode* as they are).
+  Result<trace::StreamBytes> Read(const trace::Stream& s);
   // As PtDecoder::DecodeStream / DecodeCpuStreams, for the streams just
   // Read (a per-CPU group: those of it that were read without error). `sink`
   // is called on the caller's thread, in the decoder's order. Blocks until

@@ -307,7 +307,7 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
       if (s.tid < 0 && s.cpu >= 0) {
         // One recording's per-CPU streams decode together, merged by time,
         // each thread's stack continuing across CPUs (docs/decoding.md).
-        std::vector<std::string> held;
+        std::vector<trace::StreamBytes> held;
         std::vector<decode::PtDecoder::CpuStream> group;
         size_t j = i;
         for (; j < streams.size() && InCpuGroup(s, streams[j]); ++j) {
@@ -322,7 +322,7 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
           held.push_back(std::move(*bytes));
           group.push_back({streams[j].cpu, {}});
         }
-        for (size_t k = 0; k < group.size(); ++k) group[k].bytes = held[k];
+        for (size_t k = 0; k < group.size(); ++k) group[k].bytes = held[k].view();
         model.BeginSegment(0, -1 - s.cpu);
         watch_slow_call(s.snapshot);
         PTSNAP_TRY(feed.DecodeCpuStreams(group, on_event));
@@ -349,7 +349,7 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
         continue;
       }
       watch_slow_call(s.snapshot);
-      PTSNAP_TRY(feed.DecodeStream(pid, tid, *bytes, on_event));
+      PTSNAP_TRY(feed.DecodeStream(pid, tid, bytes->view(), on_event));
       done_bytes += s.size;
       if (auto name = end_marker(s.snapshot); !name.empty()) {
         model.Marker(snaps[s.snapshot]->time, name);

@@ -686,7 +686,7 @@ Result<TraceReader> TraceReader::Open(const std::filesystem::path& dir) {
   return TraceReader(dir, std::move(*m));
 }
 
-Result<std::string> TraceReader::ReadStream(const Stream& stream) const {
+Result<base::UniqueFd> TraceReader::OpenStream(const Stream& stream, uint64_t* file_size) const {
   std::filesystem::path path = dir_ / stream.file;
   struct stat st;
   if (::lstat(path.c_str(), &st) != 0 && errno == ENOENT) {
@@ -706,13 +706,42 @@ Result<std::string> TraceReader::ReadStream(const Stream& stream) const {
                  " bytes but the manifest says " + std::to_string(stream.size) +
                  " (the file was changed or truncated)");
   }
+  *file_size = static_cast<uint64_t>(st.st_size);
+  return std::move(*fd);
+}
+
+Result<std::string> TraceReader::ReadStream(const Stream& stream) const {
+  uint64_t file_size = 0;
+  PTSNAP_ASSIGN_OR_RETURN(base::UniqueFd fd, OpenStream(stream, &file_size));
+  const std::filesystem::path path = dir_ / stream.file;
   PTSNAP_ASSIGN_OR_RETURN(std::string data,
-                          base::ReadFd(fd->get(), static_cast<size_t>(st.st_size), path.string()));
-  if (cut_short && data.size() > stream.size) data.resize(stream.size);
+                          base::ReadFd(fd.get(), static_cast<size_t>(file_size), path.string()));
+  if (data.size() > stream.size && manifest_.state != State::kComplete) data.resize(stream.size);
   if (data.size() != stream.size) {
     return Error(StreamName(stream) + " changed while being read");
   }
   return data;
+}
+
+Result<StreamBytes> TraceReader::MapStream(const Stream& stream) const {
+  uint64_t file_size = 0;
+  PTSNAP_ASSIGN_OR_RETURN(base::UniqueFd fd, OpenStream(stream, &file_size));
+  if (stream.size == 0) return StreamBytes();
+  // The file over the start of a reservation one page longer, whose rest
+  // reads as zeros: the bytes after the stream can be read as a string's
+  // terminator can (never past it: the decoders stop at their end).
+  const auto size = static_cast<size_t>(stream.size);
+  const auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  auto area = base::MappedRegion::Map((size + page - 1) / page * page + page, PROT_READ,
+                                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (!area ||
+      ::mmap(area->data(), size, PROT_READ, MAP_PRIVATE | MAP_FIXED, fd.get(), 0) == MAP_FAILED) {
+    // A file system that cannot map it: read it.
+    PTSNAP_ASSIGN_OR_RETURN(std::string data, ReadStream(stream));
+    return StreamBytes(std::move(data));
+  }
+  (void)::madvise(area->data(), size, MADV_SEQUENTIAL);
+  return StreamBytes(std::move(*area), size);
 }
 
 Result<RecordStream> TraceReader::ReadSideband() const {

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "base/file_util.h"
+#include "base/mapped_region.h"
 #include "base/unique_fd.h"
 #include "ptsnap/result.h"
 #include "trace/manifest.h"
@@ -203,6 +204,29 @@ class TraceWriter {
   uint64_t manifest_bytes_written_ = 0;
 };
 
+// A stream's bytes for decoding, read-only: the file mapped (MAP_PRIVATE,
+// MADV_SEQUENTIAL), so that they stay page cache the kernel can reclaim
+// rather than memory of the process that grows with the trace; held in a
+// string where nothing can be mapped (an empty stream, a file system
+// without mmap). Move-only.
+class StreamBytes {
+ public:
+  StreamBytes() = default;
+  explicit StreamBytes(std::string held) : held_(std::move(held)) {}
+  StreamBytes(base::MappedRegion map, size_t size) : map_(std::move(map)), size_(size) {}
+
+  [[nodiscard]] std::string_view view() const {
+    if (map_.empty()) return held_;
+    return {reinterpret_cast<const char*>(map_.data()), size_};
+  }
+  [[nodiscard]] bool mapped() const { return !map_.empty(); }
+
+ private:
+  base::MappedRegion map_;
+  size_t size_ = 0;
+  std::string held_;
+};
+
 class TraceReader {
  public:
   // Reads and validates manifest.json, then replays manifest.journal when
@@ -223,6 +247,10 @@ class TraceReader {
   // "recording": a full-execution recording that died between appending
   // and rewriting the manifest.
   Result<std::string> ReadStream(const Stream& stream) const;
+  // The same bytes, with the same checks and errors, mapped (StreamBytes)
+  // instead of read. A file truncated while mapped would make reading it a
+  // SIGBUS: ptsnap never truncates a stream file, and a recording appends.
+  Result<StreamBytes> MapStream(const Stream& stream) const;
   // All sideband records, sorted by sample_id.time (stable). A torn tail (a
   // partial last record, or zero bytes a crash left at the end) is ignored
   // and counted in truncated_tail; any other corrupt record is an error
@@ -232,6 +260,9 @@ class TraceReader {
  private:
   TraceReader(std::filesystem::path dir, Manifest m)
       : dir_(std::move(dir)), manifest_(std::move(m)) {}
+  // The stream's file, open, once its size (`file_size`) agrees with the
+  // manifest.
+  Result<base::UniqueFd> OpenStream(const Stream& stream, uint64_t* file_size) const;
   std::filesystem::path dir_;
   Manifest manifest_;
 };

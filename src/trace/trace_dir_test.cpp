@@ -137,6 +137,16 @@ TEST(TraceDirTest, WritesAndReadsBackACompleteTrace) {
   auto s1 = r->ReadStream(m.streams[1]);
   ASSERT_THAT(s1, HasValue());
   EXPECT_EQ(*s1, pt1);
+  // Mapped for decoding: the same bytes, not copied.
+  auto m0 = r->MapStream(m.streams[0]);
+  ASSERT_THAT(m0, HasValue());
+  EXPECT_TRUE(m0->mapped());
+  EXPECT_EQ(m0->view(), pt0);
+  auto m1 = r->MapStream(m.streams[1]);
+  ASSERT_THAT(m1, HasValue());
+  EXPECT_EQ(m1->view(), pt1);
+  trace::StreamBytes moved = std::move(*m0);
+  EXPECT_EQ(moved.view(), pt0);
 
   auto records = r->ReadSideband();
   ASSERT_THAT(records, HasValue());
@@ -221,15 +231,63 @@ TEST(TraceDirTest, AnInterruptedStreamIsReadUpToItsListedSize) {
     auto r = TraceReader::Open(dir);
     ASSERT_THAT(r, HasValue());
     auto data = r->ReadStream(r->manifest().streams[0]);
+    auto mapped = r->MapStream(r->manifest().streams[0]);
     if (state == State::kInterrupted) {
       ASSERT_THAT(data, HasValue());
       EXPECT_EQ(*data, "LISTED");
+      ASSERT_THAT(mapped, HasValue());
+      EXPECT_EQ(mapped->view(), "LISTED");
     } else {
       ASSERT_FALSE(data.has_value());
       EXPECT_THAT(data.error().message(),
                   ::testing::HasSubstr("has 10 bytes but the manifest says 6"));
+      EXPECT_THAT(mapped, HasErrorContaining("has 10 bytes but the manifest says 6"));
     }
   }
+}
+
+// An empty stream (a thread that ran no traced code) has nothing to map.
+TEST(TraceDirTest, AnEmptyStreamMapsToNoBytes) {
+  TempDir tmp;
+  fs::path dir = tmp.path() / "t";
+  {
+    auto w = TraceWriter::Create(dir, Initial());
+    ASSERT_THAT(w, HasValue());
+    ASSERT_THAT(w->AddStream(Stream{.tid = 1}, Span("")), HasValue());
+    ASSERT_THAT(w->Finish(State::kComplete, ""), HasValue());
+  }
+  auto r = TraceReader::Open(dir);
+  ASSERT_THAT(r, HasValue());
+  ASSERT_EQ(r->manifest().streams.size(), 1u);
+  auto mapped = r->MapStream(r->manifest().streams[0]);
+  ASSERT_THAT(mapped, HasValue());
+  EXPECT_FALSE(mapped->mapped());
+  EXPECT_TRUE(mapped->view().empty());
+}
+
+// A stream that fills whole pages is mapped with a page of zeros after it,
+// as a string has its terminator: reading a byte past the end (which no
+// decoder should) cannot fault.
+TEST(TraceDirTest, AMappedStreamOfWholePagesEndsInReadableZeros) {
+  TempDir tmp;
+  fs::path dir = tmp.path() / "t";
+  const auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const std::string bytes(2 * page, '\x55');
+  {
+    auto w = TraceWriter::Create(dir, Initial());
+    ASSERT_THAT(w, HasValue());
+    ASSERT_THAT(w->AddStream(Stream{.tid = 1}, Span(bytes)), HasValue());
+    ASSERT_THAT(w->Finish(State::kComplete, ""), HasValue());
+  }
+  auto r = TraceReader::Open(dir);
+  ASSERT_THAT(r, HasValue());
+  auto mapped = r->MapStream(r->manifest().streams[0]);
+  ASSERT_THAT(mapped, HasValue());
+  EXPECT_TRUE(mapped->mapped());
+  EXPECT_EQ(mapped->view(), bytes);
+  const volatile char* after = mapped->view().data() + bytes.size();
+  EXPECT_EQ(after[0], 0);
+  EXPECT_EQ(after[page - 1], 0);
 }
 
 TEST(TraceDirTest, CrashedRecordingIsReadableWithATornSidebandTail) {
@@ -315,6 +373,10 @@ TEST(TraceDirTest, StreamAndSidebandProblemsNameTheFile) {
               HasErrorContaining("stream 0 (pt/0.pt) is missing"));
   EXPECT_THAT(r->ReadStream(r->manifest().streams[1]),
               HasErrorContaining("stream 1 (pt/1.pt) has 8 bytes but the manifest says 4"));
+  EXPECT_THAT(r->MapStream(r->manifest().streams[0]),
+              HasErrorContaining("stream 0 (pt/0.pt) is missing"));
+  EXPECT_THAT(r->MapStream(r->manifest().streams[1]),
+              HasErrorContaining("stream 1 (pt/1.pt) has 8 bytes but the manifest says 4"));
 
   // A header whose size (16) cannot hold the trailer, followed by non-zero bytes.
   std::string bad("\x01\0\0\0\0\0\x10\0", 8);
@@ -345,6 +407,10 @@ TEST(TraceDirTest, LinksAndSpecialFilesInATraceAreRefused) {
                                  " is a symbolic link: ptsnap reads only a trace directory's "
                                  "own files"));
   EXPECT_THAT(r->ReadStream(r->manifest().streams[1]),
+              HasErrorContaining("pt/1.pt is not a regular file"));
+  EXPECT_THAT(r->MapStream(r->manifest().streams[0]),
+              HasErrorContaining(" is a symbolic link: ptsnap reads only a trace directory's"));
+  EXPECT_THAT(r->MapStream(r->manifest().streams[1]),
               HasErrorContaining("pt/1.pt is not a regular file"));
 
   // The stream directory itself linked elsewhere.
