@@ -2423,7 +2423,7 @@ struct FlowDecoder::State {
     phase = Phase::kSegment;
     return true;
   }
-  int status_out = 0;  // the status the loop holds (StreamDecoder::status_)
+  int status_out = 0;   // the status the loop holds (StreamDecoder::status_)
   bool at_eos = false;  // done where the status reported the end (pts_eos)
 };
 
