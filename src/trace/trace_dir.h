@@ -249,7 +249,7 @@ class TraceReader {
   Result<std::string> ReadStream(const Stream& stream) const;
   // The same bytes, with the same checks and errors, mapped (StreamBytes)
   // instead of read. A file truncated while mapped would make reading it a
-  // SIGBUS: ptsnap never truncates a stream file, and a recording appends.
+  // SIGBUS: ptsnap never cuts into a stream's listed bytes (a recording appends).
   Result<StreamBytes> MapStream(const Stream& stream) const;
   // All sideband records, sorted by sample_id.time (stable). A torn tail (a
   // partial last record, or zero bytes a crash left at the end) is ignored
