@@ -352,8 +352,8 @@ class StreamDecoder {
       if (size > skip_from_) stats_.undecoded_bytes += size - skip_from_;
       skipping_ = false;
     }
-    DropTransaction();  // its outcome is not in the trace
-    EmitTrailingBranch();
+    EmitTrailingBranch();  // before: inside a transaction, it goes with it
+    DropTransaction();     // its outcome is not in the trace
     ResolvePending(0, /*have_next=*/false);
     state_ = State::kDone;
     MergeStats(owner_->mutable_stats(), own_stats_);

@@ -172,6 +172,21 @@ TEST(PtDecoderTest, AStreamThatEndsAfterABranchEndsWithThatBranch) {
     // call, leaf's `ret` not among them.
     EXPECT_EQ(d.stats.instructions, 10u);
   }
+  {  // inside a transaction (from main's entry) whose outcome is not in the trace
+    SCOPED_TRACE("transaction");
+    testing::StreamBuilder b;
+    b.Psb(1000);
+    b.TipPge(p.Sym("_start"));
+    b.Tsc(1005);
+    b.ModeTsx(true, false);
+    b.Fup(p.Sym("main"));
+    b.Tsc(1010);
+    b.Tnt(true);  // leaf -> mid, speculative
+    ExpectSameAsLibipt(b.Finish(), 0);
+    Decoded d = DecodeCallsWith(b.Finish(), PtDecoder::Engine::kOurs);
+    ASSERT_FALSE(d.events.empty());
+    EXPECT_EQ(Count(d, BranchKind::kReturn), 0);  // leaf -> mid: dropped with the transaction
+  }
 }
 
 // A case ptsnap's flow decoder does not decode in the middle of a stream
