@@ -185,6 +185,34 @@ TEST(PerfInteropLs, LsOfASmallTree) {
   EXPECT_THAT(r.out, HasSubstr("; AGREE"));
 }
 
+// A snapshot's stream starts and ends wherever the ring buffer was copied:
+// pieces of one recording from a PSB to the next but one (perf-agree
+// --cut-psb) must agree with perf at both ends, a stream that ends right
+// after the packet of a call or return included (docs/decoding.md,
+// "Pipeline": the trailing branch; before it, perf showed one more event at
+// the end of some pieces).
+TEST(PerfInteropCuts, StreamsCutAtPsbsAgreeAtBothEnds) {
+  if (!HavePerf()) GTEST_SKIP() << "perf is not installed (apt-get install linux-perf)";
+  ptsnap::testing::TempDir tmp;
+  const std::string bin = RequiredEnv("PTSNAP_BIN");
+  ShellRun rec = RunShell(bin + " run --emulate --no-decode --full-execution --trace-dir " +
+                          (tmp.path() / "t").string() + " -- " + Prog("fib") + " 22");
+  ASSERT_EQ(rec.status, 0) << rec.out;
+  int cuts = 0;
+  for (int k = 0;; ++k) {
+    ShellRun r =
+        RunShell("python3 " + RequiredEnv("PERF_AGREE") + " " + (tmp.path() / "t").string() +
+                 " --cut-psb " + std::to_string(k) + " --ptsnap " + bin + " --work " +
+                 (tmp.path() / ("w" + std::to_string(k))).string() + " --max-skew 200");
+    if (r.status == 2 && r.out.find("PSBs") != std::string::npos) break;  // no more pieces
+    std::printf("piece %d: %s", k, r.out.c_str());
+    EXPECT_EQ(r.status, 0) << "piece " << k << ": " << r.out;
+    EXPECT_THAT(r.out, HasSubstr("; AGREE")) << "piece " << k;
+    ++cuts;
+  }
+  EXPECT_GE(cuts, 4);
+}
+
 // Threads: a thread's virtual clock starts at its creator's clone time
 // (docs/emulation.md, "Time"), so every thread's TSCs order correctly
 // against the sideband (libc's MMAP2 before a worker's first use of it) and
