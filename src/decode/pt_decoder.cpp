@@ -667,16 +667,8 @@ class StreamDecoder {
     uint64_t to = 0;
     if (flow_) {
       if (!flow_->NextIp(&to)) return;
-    } else {
-      if (!at_eos_) return;  // not where libipt reported the end (pts_eos)
-      // pt_blk_next fills in the next block's ip before it proceeds; over
-      // an image with nothing in it, it proceeds no further (no code read,
-      // no block cached).
-      if (pt_blk_set_image(dec_.get(), owner_->EmptyImage()) < 0) return;
-      struct pt_block b {};
-      const int st = pt_blk_next(dec_.get(), &b, sizeof b);
-      if (b.ninsn != 0 || pt_errcode(st) != pte_nomap) return;
-      to = b.ip;
+    } else if (!at_eos_ || !flow::LibiptNextIp(dec_.get(), owner_->EmptyImage(), &to)) {
+      return;
     }
     Emit(PrevBranchKind(), prev_end_, to);
     have_prev_ = false;

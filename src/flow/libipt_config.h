@@ -1,6 +1,6 @@
 // libipt's configuration (as src/decode's MakePtConfig makes it) as the
-// flow decoder's: one place for both the pipeline and the oracle. Header
-// only: it needs libipt's header, not the library.
+// flow decoder's, and where libipt goes on after the trace: one place for
+// both the pipeline and the oracle. Header only: both link libipt already.
 #pragma once
 
 #include <intel-pt.h>
@@ -25,6 +25,21 @@ inline Config FlowConfig(const struct pt_config& cfg) {
   c.errata.skl014 = cfg.errata.skl014 != 0;
   c.addr_filter = cfg.addr_filter.config.addr_cfg != 0;
   return c;
+}
+
+// Once `dec` reported the end of the trace (pts_eos) after a block: where it
+// goes on (decoder->ip, the last branch's destination; FlowDecoder::NextIp
+// is ours). pt_blk_next fills in the next block's ip before it proceeds, and
+// over `empty` (an image with no section and no read callback) proceeds no
+// further: no code read, no block cached. `dec` keeps `empty` as its image.
+// False while tracing is disabled.
+inline bool LibiptNextIp(struct pt_block_decoder* dec, struct pt_image* empty, uint64_t* ip) {
+  if (pt_blk_set_image(dec, empty) < 0) return false;
+  struct pt_block b {};
+  const int st = pt_blk_next(dec, &b, sizeof b);
+  if (b.ninsn != 0 || pt_errcode(st) != pte_nomap) return false;
+  *ip = b.ip;
+  return true;
 }
 
 }  // namespace ptsnap::flow

@@ -198,19 +198,11 @@ std::vector<Item> DecodeWithLibipt(const struct pt_config& cfg, struct pt_image*
         out.push_back(stamped(FromEvent(ev)));
         continue;
       }
-      if ((status & pts_eos) != 0) {
-        // Where pt_blk_next would go on: it fills in the block's ip first,
-        // and over an empty image proceeds no further (StreamDecoder's
-        // trailing branch).
+      if ((status & pts_eos) != 0) {  // where it goes on: StreamDecoder's trailing branch
         struct pt_image* empty = pt_image_alloc(nullptr);
-        struct pt_block block {};
-        if (empty != nullptr && pt_blk_set_image(dec, empty) >= 0 &&
-            pt_errcode(pt_blk_next(dec, &block, sizeof block)) == pte_nomap && block.ninsn == 0) {
-          Item n;
-          n.kind = ItemKind::kNextIp;
-          n.ip = block.ip;
-          out.push_back(n);
-        }
+        Item n;
+        n.kind = ItemKind::kNextIp;
+        if (empty != nullptr && LibiptNextIp(dec, empty, &n.ip)) out.push_back(n);
         pt_blk_free_decoder(dec);
         pt_image_free(empty);
         return out;
