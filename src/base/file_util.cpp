@@ -29,46 +29,33 @@ Result<void> WriteAll(int fd, std::string_view data, const std::string& what) {
 }
 
 Result<std::string> ReadFd(int fd, size_t max_size, const std::string& what) {
-  std::string out;
-  // A regular file is read straight into a string of its size and one byte
-  // more (to see its end): one copy, by the kernel. Growing the string from
-  // a small buffer copied a 31 MB PT stream about three times over (5% of
-  // its `ptsnap decode`). /proc and /sys files (size 0 or 4096, whatever
-  // they hold), pipes and a file that grew go on below.
+  // Straight into the string, one kernel copy: a regular file in one piece
+  // of its size and one byte more (to see its end; growing the string from
+  // a small buffer copied a 31 MB PT stream about three times, 5% of its
+  // `ptsnap decode`), anything else (/proc and /sys files, whose size says
+  // nothing; pipes; a file that grew) 4 KiB first, then 64 KiB at a time.
   struct stat st;
-  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
-    const size_t room = std::min(static_cast<size_t>(st.st_size), max_size) + 1;
-    out.resize(room);
-    size_t have = 0;
-    while (have < room) {
-      ssize_t n = ::read(fd, out.data() + have, room - have);
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        return Error::FromErrno("read " + what);
-      }
-      if (n == 0) {
-        out.resize(have);
-        return out;
-      }
-      have += static_cast<size_t>(n);
-    }
-    if (out.size() > max_size) {
-      return Error(what + " is larger than " + std::to_string(max_size) + " bytes");
-    }
-  }
-  char buf[65536];
+  const bool sized = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0;
+  size_t step = sized ? std::min(static_cast<size_t>(st.st_size), max_size) + 1 : 4096;
+  std::string out;
+  size_t have = 0;
   for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (have == out.size()) {
+      out.resize(have + step);
+      step = 65536;
+    }
+    ssize_t n = ::read(fd, out.data() + have, out.size() - have);
     if (n < 0) {
       if (errno == EINTR) continue;
       return Error::FromErrno("read " + what);
     }
     if (n == 0) break;
-    out.append(buf, static_cast<size_t>(n));
-    if (out.size() > max_size) {
+    have += static_cast<size_t>(n);
+    if (have > max_size) {
       return Error(what + " is larger than " + std::to_string(max_size) + " bytes");
     }
   }
+  out.resize(have);
   return out;
 }
 
