@@ -713,9 +713,13 @@ Result<base::UniqueFd> TraceReader::OpenStream(const Stream& stream, uint64_t* f
 Result<std::string> TraceReader::ReadStream(const Stream& stream) const {
   uint64_t file_size = 0;
   PTSNAP_ASSIGN_OR_RETURN(base::UniqueFd fd, OpenStream(stream, &file_size));
-  const std::filesystem::path path = dir_ / stream.file;
-  PTSNAP_ASSIGN_OR_RETURN(std::string data,
-                          base::ReadFd(fd.get(), static_cast<size_t>(file_size), path.string()));
+  return ReadOpenStream(stream, fd.get(), file_size);
+}
+
+Result<std::string> TraceReader::ReadOpenStream(const Stream& stream, int fd,
+                                                uint64_t file_size) const {
+  PTSNAP_ASSIGN_OR_RETURN(std::string data, base::ReadFd(fd, static_cast<size_t>(file_size),
+                                                         (dir_ / stream.file).string()));
   if (data.size() > stream.size && manifest_.state != State::kComplete) data.resize(stream.size);
   if (data.size() != stream.size) {
     return Error(StreamName(stream) + " changed while being read");
@@ -737,7 +741,7 @@ Result<StreamBytes> TraceReader::MapStream(const Stream& stream) const {
   if (!area ||
       ::mmap(area->data(), size, PROT_READ, MAP_PRIVATE | MAP_FIXED, fd.get(), 0) == MAP_FAILED) {
     // A file system that cannot map it: read it.
-    PTSNAP_ASSIGN_OR_RETURN(std::string data, ReadStream(stream));
+    PTSNAP_ASSIGN_OR_RETURN(std::string data, ReadOpenStream(stream, fd.get(), file_size));
     return StreamBytes(std::move(data));
   }
   (void)::madvise(area->data(), size, MADV_SEQUENTIAL);

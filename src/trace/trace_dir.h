@@ -263,6 +263,8 @@ class TraceReader {
   // The stream's file, open, once its size (`file_size`) agrees with the
   // manifest.
   Result<base::UniqueFd> OpenStream(const Stream& stream, uint64_t* file_size) const;
+  // ReadStream's reading, once OpenStream opened `fd`.
+  Result<std::string> ReadOpenStream(const Stream& stream, int fd, uint64_t file_size) const;
   std::filesystem::path dir_;
   Manifest manifest_;
 };
