@@ -150,10 +150,14 @@ TEST(PtDecoderTest, AStreamThatEndsAfterABranchEndsWithThatBranch) {
     }
     return b.Finish();
   };
+  // Both decoders' events, then ours.
+  auto decode = [](const std::string& stream) {
+    ExpectSameAsLibipt(stream, 0);
+    return DecodeCallsWith(stream, PtDecoder::Engine::kOurs);
+  };
   {  // ends after leaf's compressed return to mid
     SCOPED_TRACE("compressed return");
-    ExpectSameAsLibipt(cut(1), 0);
-    Decoded d = DecodeCallsWith(cut(1), PtDecoder::Engine::kOurs);
+    Decoded d = decode(cut(1));
     ASSERT_FALSE(d.events.empty());
     EXPECT_EQ(d.events.back().kind, BranchKind::kReturn);
     EXPECT_EQ(d.events.back().from, p.Sym("leaf"));
@@ -163,8 +167,7 @@ TEST(PtDecoderTest, AStreamThatEndsAfterABranchEndsWithThatBranch) {
   }
   {  // ends after the TIP of main's `call *%rax`
     SCOPED_TRACE("indirect call");
-    ExpectSameAsLibipt(cut(2), 0);
-    Decoded d = DecodeCallsWith(cut(2), PtDecoder::Engine::kOurs);
+    Decoded d = decode(cut(2));
     ASSERT_FALSE(d.events.empty());
     EXPECT_EQ(d.events.back().kind, BranchKind::kCall);
     EXPECT_EQ(d.events.back().to, p.Sym("leaf"));
@@ -182,8 +185,7 @@ TEST(PtDecoderTest, AStreamThatEndsAfterABranchEndsWithThatBranch) {
     b.Fup(p.Sym("main"));
     b.Tsc(1010);
     b.Tnt(true);  // leaf -> mid, speculative
-    ExpectSameAsLibipt(b.Finish(), 0);
-    Decoded d = DecodeCallsWith(b.Finish(), PtDecoder::Engine::kOurs);
+    Decoded d = decode(b.Finish());
     ASSERT_FALSE(d.events.empty());
     EXPECT_EQ(Count(d, BranchKind::kReturn), 0);  // leaf -> mid: dropped with the transaction
   }
