@@ -120,7 +120,7 @@ class StreamFeed::Ahead {
 
  private:
   // Events per chunk, and items the queue holds before the thread waits:
-  // at most about kQueueItems * kChunkEvents events are held (about 1.5 MB),
+  // at most about kQueueItems * kChunkEvents events are held (about 1 MB),
   // whatever the trace's length.
   static constexpr size_t kChunkEvents = 2048;
   static constexpr size_t kQueueItems = 8;
