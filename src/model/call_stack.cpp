@@ -445,6 +445,12 @@ void CallStackModel::InlineBlock(uint64_t start, uint64_t end, uint64_t end_time
 }
 
 void CallStackModel::OnEvent(const decode::BranchEvent& e) {
+  if (e.kind == BranchKind::kJump && QuietJump(e)) {
+    // What the rest of OnEvent would do for it, and all it would do.
+    block_start_ = e.to;
+    SetTime(e.time);
+    return;
+  }
   if (inline_frames_ && started_ && e.from != 0 && block_start_ != 0 && block_start_ <= e.from) {
     InlineBlock(block_start_, e.from, e.time);
   }
@@ -569,6 +575,23 @@ void CallStackModel::OnEvent(const decode::BranchEvent& e) {
       if (e.to != 0) NamedGap(e.to);
       break;
   }
+}
+
+// A jump inside the top frame's code (most events of an interpreter or a
+// JIT: 81% of a CPython trace's): it changes nothing but the time. The
+// top frame is a real frame (no inlined frame above it, no pseudo frame,
+// no gap), holds the destination (or the destination is in its file's
+// unknown stretch), and the block before the jump had no inlined code to
+// follow (InlineBlock would return at once).
+bool CallStackModel::QuietJump(const decode::BranchEvent& e) const {
+  if (!started_ || stack_.empty()) return false;
+  const Frame& top = stack_.back();
+  if (top.scope != nullptr || top.pseudo || top.gap) return false;
+  if (!Contains(top, e.to) && !InUnknownStretch(top, e.to)) return false;
+  const bool inline_step =
+      inline_frames_ && e.from != 0 && block_start_ != 0 && block_start_ <= e.from;
+  return !inline_step || !top.known || !Contains(top, block_start_) || !Contains(top, e.from) ||
+         top.has_inlines == 0;
 }
 
 void CallStackModel::Marker(uint64_t ts, const std::string& name) {

@@ -131,6 +131,7 @@ class CallStackModel {
 
   Frame Resolve(uint64_t addr);
   Frame Pseudo(const std::string* name);
+  [[nodiscard]] bool QuietJump(const decode::BranchEvent& e) const;
   static bool Contains(const Frame& f, uint64_t addr) {
     return addr >= f.fn_start && addr < f.fn_end;
   }

@@ -100,6 +100,23 @@ TEST(CallStackTest, TimeBatchSpreading) {
                           "104 E fn1 from 100", "104 E fn0 from 1"));
 }
 
+// Jumps inside the top frame's code change only the time (QuietJump), but
+// that they do: the first with a later time spreads the queued calls up to
+// it, and the last is where the thread's frames end.
+TEST(CallStackTest, JumpsInsideAFunctionMoveOnlyTheTime) {
+  Harness h;
+  h.Ev(BranchKind::kEnable, 0, 0, Fn(0));
+  h.Ev(BranchKind::kCall, 10, Fn(0, 1), Fn(1));
+  h.Ev(BranchKind::kCall, 10, Fn(1, 1), Fn(2));
+  h.Ev(BranchKind::kJump, 10, Fn(2, 1), Fn(2, 8));  // the calls' time: they stay queued
+  h.Ev(BranchKind::kJump, 30, Fn(2, 9), Fn(2, 4));  // spreads them over [10, 30)
+  h.Ev(BranchKind::kJump, 40, Fn(2, 5), Fn(2, 12));
+  h.Ev(BranchKind::kJump, 50, Fn(2, 13), Fn(2, 2));
+  h.model.EndSegment();
+  EXPECT_THAT(h.sink.lines, ElementsAre("1 B fn0", "10 B fn1", "20 B fn2", "50 E fn2 from 20",
+                                        "50 E fn1 from 10", "50 E fn0 from 1"));
+}
+
 // A thread that exited before a later snapshot's marker: its frames end at
 // its exit, the marker stays at the snapshot.
 TEST(CallStackTest, FramesOfAnExitedThreadEndAtItsExitNotAtALaterMarker) {
