@@ -451,9 +451,7 @@ void CallStackModel::OnEvent(const decode::BranchEvent& e) {
     SetTime(e.time);
     return;
   }
-  if (inline_frames_ && started_ && e.from != 0 && block_start_ != 0 && block_start_ <= e.from) {
-    InlineBlock(block_start_, e.from, e.time);
-  }
+  if (InlineStep(e)) InlineBlock(block_start_, e.from, e.time);
   switch (e.kind) {
     case BranchKind::kDisable:
     case BranchKind::kStop:
@@ -588,9 +586,7 @@ bool CallStackModel::QuietJump(const decode::BranchEvent& e) const {
   const Frame& top = stack_.back();
   if (top.scope != nullptr || top.pseudo || top.gap) return false;
   if (!Contains(top, e.to) && !InUnknownStretch(top, e.to)) return false;
-  const bool inline_step =
-      inline_frames_ && e.from != 0 && block_start_ != 0 && block_start_ <= e.from;
-  return !inline_step || !top.known || !Contains(top, block_start_) || !Contains(top, e.from) ||
+  return !InlineStep(e) || !top.known || !Contains(top, block_start_) || !Contains(top, e.from) ||
          top.has_inlines == 0;
 }
 

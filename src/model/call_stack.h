@@ -132,6 +132,11 @@ class CallStackModel {
   Frame Resolve(uint64_t addr);
   Frame Pseudo(const std::string* name);
   [[nodiscard]] bool QuietJump(const decode::BranchEvent& e) const;
+  // Whether the block that ended with `e` is one InlineBlock follows
+  // (OnEvent's step, and QuietJump's test of it).
+  [[nodiscard]] bool InlineStep(const decode::BranchEvent& e) const {
+    return inline_frames_ && started_ && e.from != 0 && block_start_ != 0 && block_start_ <= e.from;
+  }
   static bool Contains(const Frame& f, uint64_t addr) {
     return addr >= f.fn_start && addr < f.fn_end;
   }
