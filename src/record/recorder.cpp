@@ -962,6 +962,15 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
     PTSNAP_TRY(writer.Flush());
     Emit(events, {Event::Kind::kStarted, "Recording."});
 
+    auto take_trigger = [&](const TriggerHit& h) -> Result<void> {
+      auto seq = session.TakeSnapshot(
+          IsStopIndicator(h.symbol) ? trace::SnapshotReason::kStopIndicator
+                                    : trace::SnapshotReason::kTrigger,
+          h.symbol.empty() ? "addr:" + base::Hex(h.ip) : h.symbol, h.time, h.tid,
+          opts.multi_snapshot);
+      if (!seq) return std::move(seq).error();
+      return Ok();
+    };
     const auto start = std::chrono::steady_clock::now();
     const uint64_t start_perf = source->Now();  // slow calls' "+T" counts from here
     auto last_flush = start;
@@ -992,12 +1001,7 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
       }
       PTSNAP_ASSIGN_OR_RETURN(auto hits, source->PollTriggers());
       if (!hits.empty()) {
-        const TriggerHit& h = hits.front();
-        PTSNAP_TRY(session.TakeSnapshot(IsStopIndicator(h.symbol)
-                                            ? trace::SnapshotReason::kStopIndicator
-                                            : trace::SnapshotReason::kTrigger,
-                                        h.symbol.empty() ? "addr:" + base::Hex(h.ip) : h.symbol,
-                                        h.time, h.tid, opts.multi_snapshot));
+        PTSNAP_TRY(take_trigger(hits.front()));
         if (!opts.multi_snapshot) break;
       }
       PTSNAP_ASSIGN_OR_RETURN(SidebandEvents ev, source->DrainSideband(writer));
@@ -1114,6 +1118,17 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
         PTSNAP_TRY(session.TakeSnapshot(trace::SnapshotReason::kSlowCall,
                                         SlowCallDetail(opts.trigger, c, start_perf), c.end, c.tid,
                                         opts.multi_snapshot, &c));
+        if (!opts.multi_snapshot) break;
+      }
+    }
+    // Likewise a trigger hit after the loop's last PollTriggers: a thread
+    // that calls it and exits, or the program's last call before its exit,
+    // within one turn of the loop. Its snapshot replaces the exit's.
+    if (!self_driven && end_reason && prepared.mode == trace::Mode::kSnapshot &&
+        (opts.multi_snapshot || session.seq == 0)) {
+      PTSNAP_ASSIGN_OR_RETURN(auto hits, source->PollTriggers());
+      for (const TriggerHit& h : hits) {
+        PTSNAP_TRY(take_trigger(h));
         if (!opts.multi_snapshot) break;
       }
     }

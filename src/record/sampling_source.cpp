@@ -160,9 +160,20 @@ Result<void> SamplingSource::DrainAux(trace::TraceWriter& writer) {
 }
 
 Result<std::vector<TriggerHit>> SamplingSource::PollTriggers() {
-  std::vector<TriggerHit> hits;
+  std::vector<TriggerHit> hits = std::move(late_hits_);
+  late_hits_.clear();
   for (auto& [key, u] : units_) u.breakpoints.Poll(u.tid, hits);
   return hits;
+}
+
+void SamplingSource::CloseUnit(Key key) {
+  auto it = units_.find(key);
+  if (it == units_.end()) return;
+  // A breakpoint hit between the loop's last PollTriggers and the EXIT that
+  // closes the thread (a thread that calls the trigger and exits at once)
+  // is kept for the next PollTriggers, not closed with its ring.
+  it->second.breakpoints.Poll(it->second.tid, late_hits_);
+  units_.erase(it);
 }
 
 std::vector<int> SamplingSource::WakeFds() const {
@@ -183,13 +194,13 @@ Result<void> SamplingSource::ThreadExited(pid_t tid, trace::TraceWriter& writer)
     if (!batch_.empty()) PTSNAP_TRY(writer.AppendSideband(batch_));
     PTSNAP_TRY(WritePending(u, writer));
     Carry(ev, carried_);
-    units_.erase(it);
+    CloseUnit(it->first);
     return Ok();
   }
   u.exited = true;
   exited_.push_back(it->first);
   if (exited_.size() > kMaxExitedKept) {
-    units_.erase(exited_.front());
+    CloseUnit(exited_.front());
     exited_.erase(exited_.begin());
   }
   return Ok();
@@ -225,7 +236,7 @@ Result<void> SamplingSource::Snapshot(trace::TraceWriter& writer, uint32_t seq, 
     }
   }
   // Exited threads' samples are in this snapshot now: close them.
-  for (const Key& k : exited_) units_.erase(k);
+  for (const Key& k : exited_) CloseUnit(k);
   exited_.clear();
   return r;
 }

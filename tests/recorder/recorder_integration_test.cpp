@@ -38,6 +38,7 @@
 #include "record/forwarding_source.h"
 #include "record/hardware_source.h"
 #include "record/recorder.h"
+#include "record/sampling_source.h"
 #include "sys/cpus.h"
 #include "sys/kernel_version.h"
 #include "tests/support/result_matchers.h"
@@ -309,6 +310,57 @@ TEST(Trigger, SingleShotBreakpointFiresOnce) {
   EXPECT_EQ((*hits)[0].tid, static_cast<uint32_t>(t.worker));
 }
 
+// A thread that hits a trigger and exits before the loop polls: its EXIT,
+// drained first, closes its breakpoints, and the hit must survive that (the
+// run test below lost it now and then under ASan, taking the exit snapshot).
+// Both sources that close units on EXIT.
+void ExpectHitKeptAcrossExit(PtSource& src) {
+  WaitingTarget t;
+  ASSERT_GT(t.worker, 0) << "trigger_target did not start";
+  ASSERT_THAT(src.AddThread(t.pid, t.worker, false), HasValue());
+  auto target = ResolveTrigger("ptsnap_test_target", t.pid);
+  ASSERT_THAT(target, HasValue());
+  ASSERT_THAT(src.ArmTriggers(*target), HasValue());
+  t.Go();
+  int st = t.Wait();
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+  TempDir dir;
+  trace::Manifest m;
+  m.command = {"trigger_target"};
+  auto writer = trace::TraceWriter::Create(dir.path() / "t", m);
+  ASSERT_THAT(writer, HasValue());
+  ASSERT_THAT(src.ThreadExited(t.worker, *writer), HasValue());  // before any poll
+  EXPECT_FALSE(src.HasThread(t.worker));                          // its events are closed
+  auto hits = src.PollTriggers();
+  ASSERT_THAT(hits, HasValue());
+  ASSERT_EQ(hits->size(), 3u);  // one per call
+  for (const TriggerHit& h : *hits) {
+    EXPECT_EQ(h.tid, static_cast<uint32_t>(t.worker));
+    EXPECT_EQ(h.symbol, "ptsnap_test_target");
+  }
+  auto again = src.PollTriggers();
+  ASSERT_THAT(again, HasValue());
+  EXPECT_TRUE(again->empty());  // handed over once
+}
+
+TEST(Trigger, HitOfAThreadThatExitedBeforeThePollIsKept) {
+  REQUIRE_TARGET();
+  HardwareConfig cfg;
+  cfg.tracking_attr = perf::BuildTrackingAttr(false, false);
+  auto src = HardwarePtSource::Create(cfg);
+  ASSERT_THAT(src, HasValue());
+  ExpectHitKeptAcrossExit(**src);
+}
+
+TEST(Trigger, HitOfAThreadThatExitedBeforeThePollIsKeptWhenSampling) {
+  REQUIRE_TARGET();
+  SamplingConfig cfg;
+  cfg.tracking_attr = perf::BuildTrackingAttr(false, false);
+  auto src = SamplingSource::Create(cfg);
+  ASSERT_THAT(src, HasValue());
+  ExpectHitKeptAcrossExit(**src);
+}
+
 // A whole `run` recording, with the sideband-only source where there is no
 // PT: checks the orchestration (exec stop, trigger resolved after exec, new
 // thread followed through FORK, breakpoint on it, snapshot metadata, trace
@@ -371,6 +423,55 @@ TEST(Record, RunWithTriggerOnNewThreadSidebandOnly) {
   EXPECT_TRUE(target_listed);
   EXPECT_TRUE(std::filesystem::exists(dir.path() / "t.ptsnap" / "vdso" /
                                       (std::to_string(m.pids[0]) + ".so")));
+}
+
+// The hit and the program's exit fall in one turn of the loop: the loop's
+// PollTriggers came before the hit, and child->Poll then saw the exit. The
+// source here holds every hit back for as long as the program exists (a
+// zombie exists until Record reaps it), which makes that order certain:
+// the hit must still be the snapshot's reason, not the exit.
+TEST(Record, TriggerHitInTheLoopsLastTurnIsSnapshotted) {
+  REQUIRE_TARGET();
+  struct HoldingHits final : ForwardingSource {
+    using ForwardingSource::ForwardingSource;
+    pid_t pid = 0;
+    std::vector<TriggerHit> held;
+    Result<void> AddThread(pid_t p, pid_t t, bool trace) override {
+      if (pid == 0) pid = p;
+      return ForwardingSource::AddThread(p, t, trace);
+    }
+    Result<std::vector<TriggerHit>> PollTriggers() override {
+      PTSNAP_ASSIGN_OR_RETURN(auto hits, ForwardingSource::PollTriggers());
+      held.insert(held.end(), hits.begin(), hits.end());
+      if (pid != 0 && ::kill(pid, 0) == 0) return std::vector<TriggerHit>{};
+      return std::exchange(held, {});
+    }
+  };
+  TempDir dir;
+  RecordOptions opts;
+  opts.command = {TargetPath(), "2", "delay"};
+  opts.trigger = "ptsnap_test_target";
+  opts.multi_thread = true;
+  Prepared p;
+  p.hw.tracking_attr = perf::BuildTrackingAttr(false, true);
+  p.hw.data_pages = 16;
+  auto out = RecordUndriven(opts, p, dir.path() / "t.ptsnap", base::RootPath(),
+                            [](const HardwareConfig& cfg) -> Result<std::unique_ptr<PtSource>> {
+                              PTSNAP_ASSIGN_OR_RETURN(auto hw, HardwarePtSource::Create(cfg));
+                              return std::unique_ptr<PtSource>(
+                                  std::make_unique<HoldingHits>(std::move(hw)));
+                            });
+  ASSERT_THAT(out, HasValue());
+  EXPECT_EQ(out->snapshots, 1u);
+  EXPECT_EQ(out->program_status, 0);
+  auto reader = trace::TraceReader::Open(dir.path() / "t.ptsnap");
+  ASSERT_THAT(reader, HasValue());
+  const trace::Manifest& m = reader->manifest();
+  ASSERT_EQ(m.snapshots.size(), 1u);
+  EXPECT_EQ(m.snapshots[0].reason, trace::SnapshotReason::kTrigger);
+  EXPECT_EQ(m.snapshots[0].detail, "ptsnap_test_target");
+  ASSERT_EQ(m.pids.size(), 1u);
+  EXPECT_NE(m.snapshots[0].tid, static_cast<uint32_t>(m.pids[0]));  // the worker's hit
 }
 
 // hw-path-review.md: without --multi-thread a per-thread tracking event
