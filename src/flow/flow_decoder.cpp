@@ -463,18 +463,31 @@ ExecMode ModeFromBits(uint8_t bits) {
   return csd ? ExecMode::k32 : ExecMode::k16;
 }
 
+// What libipt's block caches hold: every cached instruction's key, and
+// apart, those cached in a mode other than 64-bit (libipt's entries keep
+// the mode they were filled in; a fill that reaches an entry of another
+// mode is its -pte_internal).
+struct CacheKeys {
+  AddressSet all;
+  std::array<AddressSet, 3> other_mode;  // by ExecMode kUnknown, k16, k32
+  void Clear() {
+    all.Clear();
+    for (AddressSet& m : other_mode) m.Clear();
+  }
+};
+
 }  // namespace
 
 // ---------------------------------------------------------------------------
 
 struct LibiptCacheModel::Set {
-  AddressSet keys;
+  CacheKeys keys;
 };
 LibiptCacheModel::LibiptCacheModel() : set_(std::make_unique<Set>()) {}
 LibiptCacheModel::~LibiptCacheModel() = default;
 
 struct FlowDecoder::State {
-  State(const Config& c, CodeReader* r, AddressSet* shared)
+  State(const Config& c, CodeReader* r, CacheKeys* shared)
       : cfg(c), code(r), libipt_set(shared != nullptr ? shared : &own_set) {}
 
   Config cfg;
@@ -482,19 +495,30 @@ struct FlowDecoder::State {
   std::array<BlockCache, 4> caches;  // by ExecMode
   // What libipt's block cache would hold, by CodeReader::LibiptCacheKey:
   // the decoder's own or one shared with other streams' decoders.
-  AddressSet own_set;
-  AddressSet* libipt_set;
+  CacheKeys own_set;
+  CacheKeys* libipt_set;
   [[nodiscard]] bool LibiptHasCache(uint64_t a) const {
     uint64_t key = 0;
     return code->LibiptCacheKey(a, &key);
   }
   [[nodiscard]] bool LibiptCached(uint64_t a) const {
     uint64_t key = 0;
-    return code->LibiptCacheKey(a, &key) && libipt_set->Contains(key);
+    return code->LibiptCacheKey(a, &key) && libipt_set->all.Contains(key);
   }
-  void LibiptInsert(uint64_t a) {
+  void LibiptInsert(uint64_t a, ExecMode m) {
     uint64_t key = 0;
-    if (code->LibiptCacheKey(a, &key)) libipt_set->Insert(key);
+    if (!code->LibiptCacheKey(a, &key)) return;
+    libipt_set->all.Insert(key);
+    if (m != ExecMode::k64) libipt_set->other_mode[static_cast<size_t>(m)].Insert(key);
+  }
+  // The mode libipt's cache entry at `a` (cached) was filled in.
+  [[nodiscard]] ExecMode LibiptCachedMode(uint64_t a) const {
+    uint64_t key = 0;
+    if (!code->LibiptCacheKey(a, &key)) return ExecMode::k64;
+    for (size_t m = 0; m < libipt_set->other_mode.size(); ++m) {
+      if (libipt_set->other_mode[m].Contains(key)) return static_cast<ExecMode>(m);
+    }
+    return ExecMode::k64;
   }
   // Every cached block's instruction sizes, in order, with kPtwriteBit set
   // on PTWRITEs (the one class other than kOther inside a block).
@@ -663,6 +687,7 @@ struct FlowDecoder::State {
     Packet p;
     switch (next) {
       case PacketType::kUnknown: return -4;  // pte_bad_opc
+      case PacketType::kInvalid: return kErrInternal;  // scans only, never fetched
       case PacketType::kPad: pos += 1; return 0;
       case PacketType::kPsb: return DecodePsb();
       case PacketType::kTip: return DecodeTip();
@@ -908,7 +933,15 @@ struct FlowDecoder::State {
   int DecodeTma() {
     Packet p;
     const int size = Read(&p);
-    if (size < 0) return size;
+    if (size < 0) {
+      // SKZ84 (VMX TSC scaling corrupts packets): libipt skips a TMA with
+      // reserved bits set, and one byte more (ptps_tma + 1).
+      if (cfg.errata.skz84 && size == kErrBadPacket) {
+        pos += 8;
+        return 0;
+      }
+      return size;
+    }
     const int e = time.Tma(static_cast<uint16_t>(p.payload), p.fc, cfg.timing);
     if (e < 0) return e;
     pos += size;
@@ -1008,9 +1041,8 @@ struct FlowDecoder::State {
   // in between.
   int ScanBdm70(const uint8_t* p) const {
     for (;;) {
-      if (p >= cfg.end) return 0;
       Packet pk;
-      const int size = ParsePacket(p, cfg.end, &pk);
+      const int size = ScanPacket(p, &pk);
       if (size < 0) return size == kErrEosCode ? 0 : size;
       switch (pk.type) {
         case PacketType::kTipPge: return 1;
@@ -1208,15 +1240,63 @@ struct FlowDecoder::State {
     return 0;
   }
 
-  // pt_pkt_find_ovf_fup from `p`: 1 a FUP follows, 0 none, or an error.
-  int FindOvfFup(const uint8_t* p) const {
+  // pt_pkt_next for libipt's scans ahead of the query decoder (each with a
+  // packet decoder of its own): the packet at `p` and its size, or an
+  // error. Under SKZ84 a TMA with reserved bits set is an 8-byte invalid
+  // packet (pt_pkt_decode_tma), as the query decoder skips it (DecodeTma).
+  int ScanPacket(const uint8_t* p, Packet* pk) const {
+    if (p > cfg.end) return kErrNoSync;
+    if (p == cfg.end) return kErrEosCode;
+    const int size = ParsePacket(p, cfg.end, pk);
+    // pt_pkt_read_tnt refuses a TNT-64 with no outcomes (the query decoder
+    // too: DecodeNext).
+    if (size > 0 && pk->type == PacketType::kTnt64 && pk->tnt_bits == 0) return kErrBadPacket;
+    if (size == kErrBadPacket && cfg.errata.skz84 && cfg.end - p >= 2 && p[0] == 0x02 &&
+        p[1] == 0x73) {
+      pk->type = PacketType::kInvalid;
+      pk->size = 8;
+      return 8;
+    }
+    return size;
+  }
+  // Applies a timing packet met by a scan to `t` (pt_qry_apply_*); other
+  // packets leave it. Returns 0 or the error.
+  int ApplyTiming(const Packet& pk, Timing* t) const {
+    switch (pk.type) {
+      case PacketType::kTsc: return t->Tsc(pk.payload, /*header=*/false, cfg.timing);
+      case PacketType::kCbr:
+        return t->Cbr(static_cast<uint8_t>(pk.payload), /*header=*/false, cfg.timing);
+      case PacketType::kTma: return t->Tma(static_cast<uint16_t>(pk.payload), pk.fc, cfg.timing);
+      case PacketType::kMtc: return t->Mtc(static_cast<uint8_t>(pk.payload), cfg.timing);
+      case PacketType::kCyc: return t->Cyc(pk.payload, cfg.timing);
+      default: return 0;
+    }
+  }
+  // pt_qry_find_header_fup, in the PSB+ that starts at `p` (after the PSB):
+  // 1 with the FUP in `fup`, 0 at PSBEND without one, or an error.
+  int FindHeaderFup(const uint8_t* p, Packet* fup) const {
     for (;;) {
-      if (p >= cfg.end) return kErrEosCode;
-      Packet pk;
-      const int size = ParsePacket(p, cfg.end, &pk);
+      const int size = ScanPacket(p, fup);
       if (size < 0) return size;
+      if (fup->type == PacketType::kPsbEnd) return 0;
+      if (fup->type == PacketType::kFup) return 1;
+      p += size;
+    }
+  }
+
+  // pt_qry_find_ovf_fup from `from`: the offset from `from` to after the FUP
+  // that follows, 0 when none does (tracing was off as the overflow
+  // resolved), or an error.
+  int FindOvfFup(const uint8_t* from) const {
+    const uint8_t* p = from;
+    for (;;) {
+      Packet pk;
+      const int size = ScanPacket(p, &pk);
+      if (size < 0) return size;
+      p += size;
       switch (pk.type) {
-        case PacketType::kFup: return 1;
+        case PacketType::kFup: return static_cast<int>(p - from);
+        case PacketType::kInvalid: return kErrBadOpc;
         case PacketType::kPad:
         case PacketType::kMnt:
         case PacketType::kCbr:
@@ -1231,10 +1311,11 @@ struct FlowDecoder::State {
         case PacketType::kTnt64: return kErrBadContext;
         default: return 0;
       }
-      p += size;
     }
   }
 
+  // pt_qry_decode_ovf, with libipt's workarounds for SKD010 (the FUP
+  // dropped), APL11 (an extra TIP.PGD) and APL12 (an extra FUP).
   int DecodeOvf() {
     const int st = ProcessPendingPsbEvents();
     if (st != 0) return st < 0 ? st : 0;
@@ -1245,15 +1326,20 @@ struct FlowDecoder::State {
     pos += 2;
     const int found = FindOvfFup(pos);
     if (found <= 0) {
-      if (cfg.errata.skd010) return kErrUnsupported;  // libipt scans for where to resume
+      if (cfg.errata.skd010) {
+        const int s = Skd010();
+        if (s <= 0) return s;
+      }
+      if (cfg.errata.apl11 && found == kErrBadContext) {
+        const int s = Apl11();
+        if (s <= 0) return s;
+      }
       if (found < 0 && found != kErrEosCode) return found;
-      Event* ev = evq.Standalone();
-      ev->type = EventType::kOverflow;
-      ev->ip_suppressed = true;
-      q_enabled = false;
-      q_event = ev;
-      EventTime(ev);
-      return 0;
+      return OvfDisabled();
+    }
+    if (cfg.errata.apl12) {
+      const int s = Apl12(found);
+      if (s <= 0) return s;
     }
     Event* ev = evq.Enqueue(kBindFup);
     if (ev == nullptr) return kErrInternal;
@@ -1261,6 +1347,216 @@ struct FlowDecoder::State {
     q_enabled = true;
     EventTime(ev);
     return 0;
+  }
+  // pt_qry_event_ovf_disabled: the overflow resolved with tracing off.
+  int OvfDisabled() {
+    Event* ev = evq.Standalone();
+    ev->type = EventType::kOverflow;
+    ev->ip_suppressed = true;
+    q_enabled = false;
+    q_event = ev;
+    EventTime(ev);
+    return 0;
+  }
+
+  // skd010_scan_for_ovf_resume: an OVF without a FUP. If what follows shows
+  // tracing was on (the FUP was dropped), resume at a later packet and IP
+  // with the time the packets skipped lead to; 1 where it cannot tell or
+  // cannot recover (the overflow is then taken as resolved with tracing
+  // off), 0 when recovered, or an error.
+  int Skd010() {
+    Timing t = time;  // libipt's copies of time and tcal
+    const uint8_t* tsx_at = nullptr;  // a MODE.TSX that may bind to a FUP
+    Timing tsx_time;
+    const uint8_t* p = pos;
+    for (;;) {
+      Packet pk;
+      const int size = ScanPacket(p, &pk);
+      if (size < 0) return size == kErrEosCode ? 1 : size;
+      const uint8_t* at = p;
+      p += size;
+      switch (pk.type) {
+        case PacketType::kTipPge: return 1;
+        case PacketType::kTipPgd:  // the erratum applies: resume after the disable
+          time = t;
+          pos = p;
+          return OvfDisabled();
+        case PacketType::kTnt8:
+        case PacketType::kTnt64: return 1;  // applies, but no IP to resume at
+        case PacketType::kPip:
+        case PacketType::kVmcs: break;
+        case PacketType::kMode:
+          if (pk.mode_leaf == 1) {  // TSX; MODE.Exec changes are ignored
+            if (tsx_at != nullptr) return 1;
+            tsx_at = at;
+            tsx_time = t;
+          }
+          break;
+        case PacketType::kFup:
+          if (tsx_at != nullptr) return Skd010Recover(pk, tsx_time, tsx_at);
+          return Skd010Recover(pk, t, at);
+        case PacketType::kTip: return Skd010Recover(pk, t, p);
+        case PacketType::kPsb: {  // on if and only if its PSB+ has a FUP
+          Packet fup;
+          const int f = FindHeaderFup(p, &fup);
+          if (f <= 0) return f == 0 || f == kErrEosCode ? 1 : f;
+          return Skd010Recover(fup, t, at);
+        }
+        case PacketType::kPsbEnd: return kErrBadContext;
+        case PacketType::kOvf:
+        case PacketType::kStop:
+        case PacketType::kInvalid:
+        case PacketType::kUnknown:
+        case PacketType::kMwait: return 1;
+        case PacketType::kExstop:
+        case PacketType::kPtw:
+          if (pk.mode_bits != 0) return 1;  // binds to a FUP: not skipped
+          break;
+        case PacketType::kPad:
+        case PacketType::kMnt:
+        case PacketType::kPwre:
+        case PacketType::kPwrx: break;
+        case PacketType::kTsc:
+        case PacketType::kCbr:
+        case PacketType::kTma:
+        case PacketType::kMtc:
+        case PacketType::kCyc: {
+          const int e = ApplyTiming(pk, &t);
+          if (e < 0) return e;
+          break;
+        }
+      }
+    }
+  }
+  // skd010_recover: the overflow event at the IP of `ip_packet`, tracing
+  // on, decoding resuming at `resume` with time `t`.
+  int Skd010Recover(const Packet& ip_packet, const Timing& t, const uint8_t* resume) {
+    const auto saved = last_ip;  // libipt updates a copy (the reset one)
+    UpdateLastIp(ip_packet.ipc, ip_packet.payload);
+    uint64_t at = 0;
+    if (LastIpQuery(&at) < 0) {
+      last_ip = saved;
+      return kErrBadContext;  // no full IP
+    }
+    Event* ev = evq.Standalone();
+    ev->type = EventType::kOverflow;
+    ev->ip = at;
+    pos = resume;
+    q_enabled = true;
+    time = t;
+    q_event = ev;
+    EventTime(ev);
+    return 0;
+  }
+
+  // apl11_apply: an OVF followed by a TIP.PGD (FindOvfFup's bad context).
+  // Resumes after the TIP.PGD with tracing off when one follows; 1 when
+  // another packet shows the erratum does not apply, or an error.
+  int Apl11() {
+    Timing t = time;
+    const uint8_t* p = pos;
+    for (;;) {
+      Packet pk;
+      const int size = ScanPacket(p, &pk);
+      if (size < 0) return size;  // the end too
+      p += size;
+      switch (pk.type) {
+        case PacketType::kTipPgd:
+          time = t;
+          pos = p;
+          return OvfDisabled();
+        case PacketType::kInvalid: return kErrBadOpc;
+        case PacketType::kFup:
+        case PacketType::kPsb:
+        case PacketType::kTipPge:
+        case PacketType::kStop:
+        case PacketType::kOvf:
+        case PacketType::kMode:
+        case PacketType::kPip:
+        case PacketType::kVmcs:
+        case PacketType::kExstop:
+        case PacketType::kMwait:
+        case PacketType::kPwre:
+        case PacketType::kPwrx:
+        case PacketType::kPtw: return 1;
+        case PacketType::kUnknown:
+        case PacketType::kPad:
+        case PacketType::kMnt: break;
+        case PacketType::kPsbEnd:
+        case PacketType::kTip:
+        case PacketType::kTnt8:
+        case PacketType::kTnt64: return kErrBadContext;
+        case PacketType::kTsc:
+        case PacketType::kCbr:
+        case PacketType::kTma:
+        case PacketType::kMtc:
+        case PacketType::kCyc: {
+          const int e = ApplyTiming(pk, &t);
+          if (e < 0) return e;
+          break;
+        }
+      }
+    }
+  }
+
+  // pt_qry_handle_apl12: an OVF followed by a FUP (`offset` bytes on, to
+  // after the FUP) although the overflow may have resolved with tracing
+  // off. If what follows the FUP shows tracing off, resume after the FUP
+  // with tracing off (the timing packets up to it applied); 1 when tracing
+  // is on or it cannot tell, or an error.
+  int Apl12(int offset) {
+    // apl12_tracing_is_disabled
+    const uint8_t* p = pos + offset;
+    for (bool disabled = false; !disabled;) {
+      Packet pk;
+      const int size = ScanPacket(p, &pk);
+      if (size < 0) return size == kErrEosCode ? 1 : size;
+      p += size;
+      switch (pk.type) {
+        case PacketType::kStop:
+        case PacketType::kTipPge: disabled = true; break;
+        case PacketType::kTnt8:
+        case PacketType::kTnt64:
+        case PacketType::kTip:
+        case PacketType::kTipPgd:
+        case PacketType::kOvf:
+        case PacketType::kUnknown:
+        case PacketType::kInvalid: return 1;
+        case PacketType::kPsb: {  // off if and only if its PSB+ has no FUP
+          Packet fup;
+          const int f = FindHeaderFup(p, &fup);
+          if (f != 0) return f == kErrEosCode ? 1 : f;
+          disabled = true;
+          break;
+        }
+        case PacketType::kPsbEnd: return kErrBadContext;
+        default: break;
+      }
+    }
+    // apl12_resume_disabled: through the FUP, keeping time.
+    const uint8_t* end = pos + offset;
+    for (const uint8_t* q = pos;;) {
+      Packet pk;
+      const int size = ScanPacket(q, &pk);
+      if (size < 0) return size == kErrEosCode ? 0 : size;
+      q += size;
+      if (end <= q) {
+        if (end < q) return kErrInternal;
+        break;  // the FUP itself is skipped
+      }
+      switch (pk.type) {
+        case PacketType::kMode:
+        case PacketType::kPip:
+        case PacketType::kVmcs: return kErrInternal;
+        default: {
+          const int e = ApplyTiming(pk, &time);
+          if (e < 0) return e;
+          break;
+        }
+      }
+    }
+    pos += offset;
+    return OvfDisabled();
   }
 
   int ReadAhead() {
@@ -1577,6 +1873,49 @@ struct FlowDecoder::State {
       if (EndsBlock(*insn)) return 0;
     }
   }
+  // pt_blk_proceed_skl014: a TIP.PGD with its IP suppressed, where SKL014
+  // lets a direct branch that leaves the filter regions (or enters a
+  // TraceStop region) send one too. The event binds to the first such
+  // branch, as the configured ranges say, or to a MOV CR3. 1 there, 0 when
+  // the block ends first, or an error (kErrBadQuery at a branch that needs
+  // trace, which the caller binds it to).
+  int ProceedSkl014(Item* b, Insn* insn) {
+    int st = 0;
+    for (;;) {
+      st = ProceedToInsn(b, insn, [](const Insn& i) {
+        return ((i.iclass == InsnClass::kCall || i.iclass == InsnClass::kJump) && i.is_direct) ||
+               (i.iclass == InsnClass::kOther && i.changes_cr3);
+      });
+      if (st <= 0 || insn->changes_cr3) break;
+      uint64_t to = 0;
+      st = NextIpNoTrace(*insn, &to);
+      if (st < 0) break;
+      st = FilterAddrCheck(to);
+      if (st <= 0) {  // tracing is off at the target: this is the branch
+        st = 1;
+        break;
+      }
+      ip = to;
+      // libipt ends the block at the branch here (end_on_call/end_on_jump)
+      // and reports the event as reached (its status is still the check's 1).
+      if (EndsBlock(*insn)) break;
+    }
+    return st;
+  }
+  // pt_filter_addr_check: 0 when `addr` is in a TraceStop range or, with
+  // filter ranges configured, in none of them; else 1.
+  [[nodiscard]] int FilterAddrCheck(uint64_t addr) const {
+    for (const Config::AddrRange& r : cfg.addr_ranges) {
+      if (r.cfg == 2 && r.a <= addr && addr <= r.b) return 0;
+    }
+    bool any_filter = false;
+    for (const Config::AddrRange& r : cfg.addr_ranges) {
+      if (r.cfg != 1) continue;
+      if (r.a <= addr && addr <= r.b) return 1;
+      any_filter = true;
+    }
+    return any_filter ? 0 : 1;
+  }
   int ProceedToIp(Item* b, Insn* insn, uint64_t target) {
     for (;;) {
       if (ip == target) return 1;
@@ -1796,6 +2135,9 @@ struct FlowDecoder::State {
       if (k > 0 && LibiptCached(a)) {
         b->ninsn = static_cast<uint16_t>(k);
         b->iclass = ClassAt(e, k - 1);
+        // libipt cached `a` in another mode (code run in two modes): its
+        // fill gives up, caching nothing of this run.
+        if (LibiptCachedMode(a) != e->mode) return kErrInternal;
         AddRun(e->ip, e, k);
         ip = a;
         return 0;
@@ -1819,7 +2161,7 @@ struct FlowDecoder::State {
         AddRun(e->ip, e, n);
         return Decide(e, true);
       }
-      LibiptInsert(a);
+      LibiptInsert(a, e->mode);
       const int st = Decide(e, true);
       if (st < 0) return st;
       AddRun(e->ip, e, n - 1);
@@ -1831,7 +2173,7 @@ struct FlowDecoder::State {
   }
   void AddRun(uint64_t a, const BlockEntry* e, uint32_t count) {
     for (uint32_t k = 0; k < count; ++k) {
-      LibiptInsert(a);
+      LibiptInsert(a, e->mode);
       a += SizeAt(e, k);
     }
   }
@@ -1861,8 +2203,11 @@ struct FlowDecoder::State {
       case EventType::kEnabled: break;
       case EventType::kDisabled:
         if (ev.ip_suppressed) {
-          if (cfg.addr_filter && cfg.errata.skl014) return kErrUnsupported;
-          st = ProceedToInsn(b, &insn, [](const Insn& i) { return i.changes_cr3; });
+          if (cfg.addr_filter && cfg.errata.skl014) {
+            st = ProceedSkl014(b, &insn);
+          } else {
+            st = ProceedToInsn(b, &insn, [](const Insn& i) { return i.changes_cr3; });
+          }
         } else {
           st = ProceedToIp(b, &insn, ev.ip);
         }
@@ -2053,10 +2398,16 @@ struct FlowDecoder::State {
           case EventType::kAsyncBranch:
             if (ip != ev.ip) break;
             return BlkStatus(pending);
+          case EventType::kTsx:
+            // BDM64 (Broadwell): libipt may take the abort as reached where
+            // the code cannot lead to it (pt_blk_handle_erratum_bdm64, a
+            // bounded walk of the code): not decoded here.
+            if (cfg.errata.bdm64 && ev.aborted && !ev.ip_suppressed && ip != ev.ip)
+              return kErrUnsupported;
+            [[fallthrough]];
           case EventType::kAsyncPaging:
           case EventType::kAsyncVmcs:
           case EventType::kExecMode:
-          case EventType::kTsx:
             if (!ev.ip_suppressed && ip != ev.ip) break;
             return BlkStatus(pending);
           case EventType::kExstop:

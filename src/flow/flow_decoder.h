@@ -33,11 +33,12 @@
 // MOV CR3, VMPTRLD, VMLAUNCH/VMRESUME or far branch, an async one bound to
 // an async branch's TIP, a status update in PSB+), PTW (bound to the next
 // PTWRITE, or to its FUP's IP), EXSTOP, MWAIT (bound to their FUP), PWRE,
-// PWRX and MNT. What is not decoded yields kErrUnsupported there (and
-// resyncs), so it never yields something libipt would not: libipt's
-// SKD010 and SKL014 workarounds (see Errata below), a straight run of
-// over 1024 instructions from libipt's block cache, and a straight-line
-// block of 65535 instructions.
+// PWRX and MNT; and libipt 2.0's workarounds for the errata of every CPU
+// it knows (see Errata below). What is not decoded yields kErrUnsupported
+// there (and resyncs), so it never yields something libipt would not:
+// libipt's BDM64 workaround (Broadwell), a straight run of over 1024
+// instructions from libipt's block cache, and a straight-line block of
+// 65535 instructions.
 // Only 64-bit code. Not modelled: instructions that cross a region
 // boundary of the code reader, and libipt's uncached path's block split
 // after 1024 instructions on the first pass through straight-line code.
@@ -48,6 +49,7 @@
 // Not thread-safe; one decoder per stream.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -199,12 +201,20 @@ class LibiptCacheModel {
   std::unique_ptr<Set> set_;
 };
 
-// libipt's errata workarounds (pt_cpu_errata) the flow decoder applies for
-// the CPUs ptsnap names (the emulator's Kaby Lake among them). SKD010 (an
-// OVF without a FUP) and SKL014 (with address filters) are recognised and
-// reported as kErrUnsupported where they would change the outcome.
+// libipt 2.0's errata workarounds (pt_cpu_errata sets them from the CPU the
+// recording names), applied as libipt applies them: BDM70 (a FUP in PSB+
+// while tracing is off), SKD007 (a CYC overlapping an OVF), SKD010 (an OVF whose FUP was
+// dropped: a scan ahead for where tracing resumes), SKD022 (a VMLAUNCH/
+// VMRESUME async disable), SKL014 (a TIP.PGD with its IP suppressed after
+// a direct branch leaves the address filters: Config::addr_ranges), SKL168
+// (timing.h), SKZ84 (a TMA with reserved bits skipped), APL11 (a TIP.PGD
+// after an OVF), APL12 (a FUP after an OVF while tracing is off). BDM64 (a
+// TSX abort the code may not reach; libipt walks the code) is reported as
+// kErrUnsupported wherever it may apply. flow_diff_test.cpp's
+// ErrataOfTheCpusLibiptKnows runs one CPU of each set against libipt.
 struct Errata {
-  bool bdm70 = false, skd007 = false, skd010 = false, skd022 = false, skl014 = false;
+  bool bdm64 = false, bdm70 = false, skd007 = false, skd010 = false, skd022 = false;
+  bool skl014 = false, skz84 = false, apl11 = false, apl12 = false;
 };
 
 struct Config {
@@ -213,6 +223,14 @@ struct Config {
   TimingConfig timing;  // with timing.skl168
   Errata errata;
   bool addr_filter = false;  // IA32_RTIT_CTL.ADDRn_CFG configured (libipt addr_cfg != 0)
+  // The address ranges as libipt's pt_conf_addr_filter has them (SKL014
+  // finds the direct branch that left the filter with them): ADDRn_CFG (1
+  // filter, 2 TraceStop) and the inclusive range [a, b].
+  struct AddrRange {
+    uint8_t cfg = 0;
+    uint64_t a = 0, b = 0;
+  };
+  std::array<AddrRange, 4> addr_ranges{};
 };
 
 class FlowDecoder {

@@ -3,7 +3,9 @@
 // 4 KiB of calls, conditional, indirect and far branches, returns and a
 // zero-displacement call, then 4 KiB with the instructions PIP, VMCS and
 // PTW packets bind to: PTWRITE, MOV CR3, VMPTRLD, VMLAUNCH, VMRESUME),
-// configured with or without timing by the first byte.
+// configured with or without timing by the first byte, which also picks
+// the CPU whose errata libipt works around (none, or one model per set of
+// errata pt_cpu_errata knows, with address filters where SKL014 applies).
 // They must agree as flow_decoder.h defines it (libipt_oracle.h Compare);
 // streams where ours stops at a packet it does not decode yet count as
 // agreeing up to there. Seeds: tests/fuzz/corpus/flow_diff/.
@@ -72,6 +74,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     cfg.cpuid_0x15_ebx = 200;
     cfg.mtc_freq = static_cast<uint8_t>((mode >> 1) & 7);
     cfg.nom_freq = static_cast<uint8_t>(mode >> 4);
+  }
+  // No errata; Kaby Lake (SKD007, SKD010, SKD022, SKL014, SKL168, BDM70);
+  // Alder Lake (APL11, SKL014, SKD022, BDM70); Goldmont (APL11, APL12);
+  // Skylake server (SKZ84, SKL014, SKD022, BDM70); Broadwell (BDM64, BDM70).
+  static constexpr uint8_t kModels[] = {0, 0x9e, 0x97, 0x5c, 0x55, 0x3d};
+  const uint8_t model = kModels[((mode & 1) != 0 ? mode >> 4 : mode >> 1) % sizeof kModels];
+  if (model != 0) {
+    cfg.cpu.vendor = pcv_intel;
+    cfg.cpu.family = 6;
+    cfg.cpu.model = model;
+    if (pt_cpu_errata(&cfg.errata, &cfg.cpu) < 0) return 0;
+    if (cfg.errata.skl014) {  // a filter over the first 4 KiB: branches to the rest leave it
+      cfg.addr_filter.config.addr_cfg = 1;
+      cfg.addr_filter.addr0_a = kCodeBase;
+      cfg.addr_filter.addr0_b = kCodeBase + 4095;
+    }
   }
   cfg.begin = reinterpret_cast<uint8_t*>(const_cast<char*>(bytes.data()));
   cfg.end = cfg.begin + bytes.size();

@@ -23,7 +23,20 @@ inline Config FlowConfig(const struct pt_config& cfg) {
   c.errata.skd010 = cfg.errata.skd010 != 0;
   c.errata.skd022 = cfg.errata.skd022 != 0;
   c.errata.skl014 = cfg.errata.skl014 != 0;
+  c.errata.bdm64 = cfg.errata.bdm64 != 0;
+  c.errata.skz84 = cfg.errata.skz84 != 0;
+  c.errata.apl11 = cfg.errata.apl11 != 0;
+  c.errata.apl12 = cfg.errata.apl12 != 0;
   c.addr_filter = cfg.addr_filter.config.addr_cfg != 0;
+  const uint64_t ab[8] = {cfg.addr_filter.addr0_a, cfg.addr_filter.addr0_b,
+                          cfg.addr_filter.addr1_a, cfg.addr_filter.addr1_b,
+                          cfg.addr_filter.addr2_a, cfg.addr_filter.addr2_b,
+                          cfg.addr_filter.addr3_a, cfg.addr_filter.addr3_b};
+  for (size_t n = 0; n < c.addr_ranges.size(); ++n) {
+    c.addr_ranges[n].cfg = static_cast<uint8_t>((cfg.addr_filter.config.addr_cfg >> (4 * n)) & 0xf);
+    c.addr_ranges[n].a = ab[2 * n];
+    c.addr_ranges[n].b = ab[2 * n + 1];
+  }
   return c;
 }
 

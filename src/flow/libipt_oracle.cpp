@@ -299,7 +299,8 @@ Comparison Compare(const std::vector<Item>& libipt, const std::vector<Item>& our
   }
   std::string m = "first difference at item " + std::to_string(i) + " of " +
                   std::to_string(libipt.size()) + " (ours " + std::to_string(ours.size()) + ")\n";
-  const size_t from = i >= 4 ? i - (getenv("FLOW_CONTEXT") ? 40 : 4) : 0;
+  const size_t context = getenv("FLOW_CONTEXT") != nullptr ? 40 : 4;
+  const size_t from = i >= context ? i - context : 0;
   for (size_t k = from; k < i + 3; ++k) {
     m += "  [" + std::to_string(k) +
          "] libipt: " + (k < libipt.size() ? ToString(libipt[k]) : std::string("-")) + "\n";

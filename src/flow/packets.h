@@ -37,6 +37,9 @@ enum class PacketType : uint8_t {
   kExstop,
   kMwait,
   kMnt,
+  // Never from ParsePacket: the flow decoder's scans name so a TMA with
+  // reserved bits set under erratum SKZ84 (libipt's ppt_invalid, 8 bytes).
+  kInvalid,
 };
 
 // A decoded packet. Only the fields of its type are meaningful.
