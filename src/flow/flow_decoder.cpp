@@ -2035,7 +2035,9 @@ struct FlowDecoder::State {
   // pass, which fills its cache (Fill).
   int ProceedNoEvent(Item* b, BlockEntry* e) {
     if (!LibiptCached(e->ip)) return Fill(b, e);
-    if (e->ninsn > 1024) return kErrUnsupported;  // see flow_decoder.h
+    // A run of 65536 instructions or more (our entry split it at 0xffff):
+    // libipt's cache splits it where its entries' counts overflow a block.
+    if (e->error == 1) return kErrUnsupported;
     if (e->ninsn > 0) b->mode = e->mode;          // libipt: the cache entry's
     return WholeEntry(b, e, /*first_pass=*/false);
   }

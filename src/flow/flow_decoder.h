@@ -36,9 +36,9 @@
 // PWRX and MNT; and libipt 2.0's workarounds for the errata of every CPU
 // it knows (see Errata below). What is not decoded yields kErrUnsupported
 // there (and resyncs), so it never yields something libipt would not:
-// libipt's BDM64 workaround (Broadwell), a straight run of over 1024
-// instructions from libipt's block cache, and a straight-line block of
-// 65535 instructions.
+// libipt's BDM64 workaround (Broadwell), and a straight-line run of 65536
+// instructions or more from libipt's block cache (which splits it where
+// its entries' counts overflow a block).
 // Only 64-bit code. Not modelled: instructions that cross a region
 // boundary of the code reader, and libipt's uncached path's block split
 // after 1024 instructions on the first pass through straight-line code.

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <random>
 #include <string>
 #include <utility>
@@ -489,6 +490,67 @@ TEST(FlowDiffTest, PagingAndVmcsBindToAnAsyncBranch) {
     } else {
       EXPECT_EQ(order, (std::vector<EventType>{EventType::kAsyncBranch, EventType::kAsyncVmcs,
                                                EventType::kAsyncPaging, EventType::kDisabled}));
+    }
+  }
+}
+
+// Straight-line runs longer than libipt's first pass takes in one go (it
+// stops filling its block cache after 1024 instructions with a
+// trampoline), and than a block holds (65535 instructions), entered at
+// their start and in their middle, first pass and from libipt's cache:
+// `n` NOPs at kLongBase, then jmp *%rax.
+constexpr uint64_t kLongBase = 0x600000;
+CodeImage& LongCode(size_t n) {
+  static std::map<size_t, CodeImage*> codes;
+  CodeImage*& c = codes[n];
+  if (c == nullptr) {
+    std::string code(n, '\x90');
+    code += "\xff\xe0";
+    static std::vector<std::string> paths;
+    char path[] = "/tmp/ptsnap-flow-long-XXXXXX";
+    const int fd = ::mkstemp(path);
+    EXPECT_GE(fd, 0);
+    EXPECT_EQ(::write(fd, code.data(), code.size()), static_cast<ssize_t>(code.size()));
+    ::close(fd);
+    if (paths.empty()) {
+      std::atexit([] {
+        for (const std::string& p : paths) ::unlink(p.c_str());
+      });
+    }
+    paths.emplace_back(path);
+    c = new CodeImage();
+    EXPECT_TRUE(c->AddFile(path, 0, code.size(), kLongBase).has_value());
+  }
+  return *c;
+}
+
+TEST(FlowDiffTest, LongStraightRunsFirstPassAndCached) {
+  for (const size_t n :
+       {1000u, 1023u, 1024u, 1025u, 1500u, 2047u, 2049u, 5000u, 20000u, 65534u, 65535u, 70000u}) {
+    for (const size_t first : {0u, 1u, 500u, 1100u}) {
+      if (first >= n) continue;
+      emulate::PacketWriter w;
+      w.Psb();
+      w.Tsc(1000);
+      w.ModeExec64();
+      w.Ip(IpPacket::kFup, kLongBase + first, IpCompression::kSext48);
+      w.PsbEnd();
+      // Entered again at the start, in the middle, near the end, at the start.
+      for (const size_t at : {size_t{0}, n / 2, n - 3, size_t{0}, first, size_t{0}}) {
+        w.Ip(IpPacket::kTip, kLongBase + at, IpCompression::kSext48);
+      }
+      w.Ip(IpPacket::kTipPgd, 0, IpCompression::kSuppressed);
+      const Runs r = RunBoth(Bytes(w), LongCode(n));
+      SCOPED_TRACE("n " + std::to_string(n) + " first " + std::to_string(first));
+      if (n < 65535) {
+        ExpectExact(r);
+      } else {
+        // Past what one block holds libipt splits a cached run where its
+        // cache entries' counts overflow it: ours falls back there.
+        EXPECT_TRUE(r.c.equal) << r.c.message;
+        EXPECT_TRUE(r.c.unsupported) << r.c.message;
+      }
+      EXPECT_GT(r.c.items, 6u);
     }
   }
 }
