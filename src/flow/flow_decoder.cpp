@@ -469,10 +469,12 @@ ExecMode ModeFromBits(uint8_t bits) {
 // mode is its -pte_internal).
 struct CacheKeys {
   AddressSet all;
-  std::array<AddressSet, 3> other_mode;  // by ExecMode kUnknown, k16, k32
+  // By ExecMode kUnknown, k16, k32; made at the first such key (64-bit
+  // code alone never needs them).
+  std::unique_ptr<std::array<AddressSet, 3>> other_mode;
   void Clear() {
     all.Clear();
-    for (AddressSet& m : other_mode) m.Clear();
+    other_mode.reset();
   }
 };
 
@@ -509,14 +511,16 @@ struct FlowDecoder::State {
     uint64_t key = 0;
     if (!code->LibiptCacheKey(a, &key)) return;
     libipt_set->all.Insert(key);
-    if (m != ExecMode::k64) libipt_set->other_mode[static_cast<size_t>(m)].Insert(key);
+    if (m == ExecMode::k64) return;
+    if (!libipt_set->other_mode) libipt_set->other_mode = std::make_unique<std::array<AddressSet, 3>>();
+    (*libipt_set->other_mode)[static_cast<size_t>(m)].Insert(key);
   }
   // The mode libipt's cache entry at `a` (cached) was filled in.
   [[nodiscard]] ExecMode LibiptCachedMode(uint64_t a) const {
     uint64_t key = 0;
-    if (!code->LibiptCacheKey(a, &key)) return ExecMode::k64;
-    for (size_t m = 0; m < libipt_set->other_mode.size(); ++m) {
-      if (libipt_set->other_mode[m].Contains(key)) return static_cast<ExecMode>(m);
+    if (!libipt_set->other_mode || !code->LibiptCacheKey(a, &key)) return ExecMode::k64;
+    for (size_t m = 0; m < libipt_set->other_mode->size(); ++m) {
+      if ((*libipt_set->other_mode)[m].Contains(key)) return static_cast<ExecMode>(m);
     }
     return ExecMode::k64;
   }
