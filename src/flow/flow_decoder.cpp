@@ -512,7 +512,8 @@ struct FlowDecoder::State {
     if (!code->LibiptCacheKey(a, &key)) return;
     libipt_set->all.Insert(key);
     if (m == ExecMode::k64) return;
-    if (!libipt_set->other_mode) libipt_set->other_mode = std::make_unique<std::array<AddressSet, 3>>();
+    if (!libipt_set->other_mode)
+      libipt_set->other_mode = std::make_unique<std::array<AddressSet, 3>>();
     (*libipt_set->other_mode)[static_cast<size_t>(m)].Insert(key);
   }
   // The mode libipt's cache entry at `a` (cached) was filled in.
@@ -690,7 +691,7 @@ struct FlowDecoder::State {
   int DecodeNext() {
     Packet p;
     switch (next) {
-      case PacketType::kUnknown: return -4;  // pte_bad_opc
+      case PacketType::kUnknown: return -4;            // pte_bad_opc
       case PacketType::kInvalid: return kErrInternal;  // scans only, never fetched
       case PacketType::kPad: pos += 1; return 0;
       case PacketType::kPsb: return DecodePsb();
@@ -1369,7 +1370,7 @@ struct FlowDecoder::State {
   // cannot recover (the overflow is then taken as resolved with tracing
   // off), 0 when recovered, or an error.
   int Skd010() {
-    Timing t = time;  // libipt's copies of time and tcal
+    Timing t = time;                  // libipt's copies of time and tcal
     const uint8_t* tsx_at = nullptr;  // a MODE.TSX that may bind to a FUP
     Timing tsx_time;
     const uint8_t* p = pos;
@@ -2042,7 +2043,7 @@ struct FlowDecoder::State {
     // A run of 65536 instructions or more (our entry split it at 0xffff):
     // libipt's cache splits it where its entries' counts overflow a block.
     if (e->error == 1) return kErrUnsupported;
-    if (e->ninsn > 0) b->mode = e->mode;          // libipt: the cache entry's
+    if (e->ninsn > 0) b->mode = e->mode;  // libipt: the cache entry's
     return WholeEntry(b, e, /*first_pass=*/false);
   }
   // The entry's whole straight-line run as one block, then its branch

@@ -28,9 +28,8 @@ inline Config FlowConfig(const struct pt_config& cfg) {
   c.errata.apl11 = cfg.errata.apl11 != 0;
   c.errata.apl12 = cfg.errata.apl12 != 0;
   c.addr_filter = cfg.addr_filter.config.addr_cfg != 0;
-  const uint64_t ab[8] = {cfg.addr_filter.addr0_a, cfg.addr_filter.addr0_b,
-                          cfg.addr_filter.addr1_a, cfg.addr_filter.addr1_b,
-                          cfg.addr_filter.addr2_a, cfg.addr_filter.addr2_b,
+  const uint64_t ab[8] = {cfg.addr_filter.addr0_a, cfg.addr_filter.addr0_b, cfg.addr_filter.addr1_a,
+                          cfg.addr_filter.addr1_b, cfg.addr_filter.addr2_a, cfg.addr_filter.addr2_b,
                           cfg.addr_filter.addr3_a, cfg.addr_filter.addr3_b};
   for (size_t n = 0; n < c.addr_ranges.size(); ++n) {
     c.addr_ranges[n].cfg = static_cast<uint8_t>((cfg.addr_filter.config.addr_cfg >> (4 * n)) & 0xf);

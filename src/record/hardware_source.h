@@ -207,7 +207,7 @@ class HardwarePtSource final : public PtSource {
   std::map<Key, Thread> units_;
   std::vector<Thread> kernel_sideband_;  // one per CPU: ring only, no PT
   std::vector<TriggerPoint> triggers_;
-  std::vector<Key> exited_;  // oldest first
+  std::vector<Key> exited_;            // oldest first
   std::vector<TriggerHit> late_hits_;  // polled from units as they closed
   perf::RingStats stats_;
   std::vector<std::byte> batch_;

@@ -963,11 +963,11 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
     Emit(events, {Event::Kind::kStarted, "Recording."});
 
     auto take_trigger = [&](const TriggerHit& h) -> Result<void> {
-      auto seq = session.TakeSnapshot(
-          IsStopIndicator(h.symbol) ? trace::SnapshotReason::kStopIndicator
-                                    : trace::SnapshotReason::kTrigger,
-          h.symbol.empty() ? "addr:" + base::Hex(h.ip) : h.symbol, h.time, h.tid,
-          opts.multi_snapshot);
+      auto seq =
+          session.TakeSnapshot(IsStopIndicator(h.symbol) ? trace::SnapshotReason::kStopIndicator
+                                                         : trace::SnapshotReason::kTrigger,
+                               h.symbol.empty() ? "addr:" + base::Hex(h.ip) : h.symbol, h.time,
+                               h.tid, opts.multi_snapshot);
       if (!seq) return std::move(seq).error();
       return Ok();
     };

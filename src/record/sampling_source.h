@@ -100,7 +100,7 @@ class SamplingSource final : public PtSource {
   SamplingConfig config_;
   std::map<Key, Unit> units_;
   std::vector<TriggerPoint> triggers_;
-  std::vector<Key> exited_;  // oldest first
+  std::vector<Key> exited_;            // oldest first
   std::vector<TriggerHit> late_hits_;  // polled from units as they closed
   perf::RingStats stats_;
   std::vector<std::byte> batch_;  // sideband of the current drain

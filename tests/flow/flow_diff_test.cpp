@@ -661,8 +661,8 @@ TEST(FlowDiffTest, ErrataOfTheCpusLibiptKnows) {
         cfg.addr_filter.addr1_a = F().prog.Sym("mid");
         cfg.addr_filter.addr1_b = F().prog.Sym("mid") + 3;
       }
-      const Comparison c = Compare(DecodeWithLibipt(cfg, F().code.NewLibiptImage()),
-                                   DecodeWithFlow(cfg, &F().code));
+      const Comparison c =
+          Compare(DecodeWithLibipt(cfg, F().code.NewLibiptImage()), DecodeWithFlow(cfg, &F().code));
       EXPECT_TRUE(c.equal) << cpu.name << " seed " << seed << ": " << c.message;
       fallbacks += c.unsupported;
       struct pt_config none = cfg;

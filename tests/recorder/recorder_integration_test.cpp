@@ -330,7 +330,7 @@ void ExpectHitKeptAcrossExit(PtSource& src) {
   auto writer = trace::TraceWriter::Create(dir.path() / "t", m);
   ASSERT_THAT(writer, HasValue());
   ASSERT_THAT(src.ThreadExited(t.worker, *writer), HasValue());  // before any poll
-  EXPECT_FALSE(src.HasThread(t.worker));                          // its events are closed
+  EXPECT_FALSE(src.HasThread(t.worker));                         // its events are closed
   auto hits = src.PollTriggers();
   ASSERT_THAT(hits, HasValue());
   ASSERT_EQ(hits->size(), 3u);  // one per call
@@ -455,12 +455,12 @@ TEST(Record, TriggerHitInTheLoopsLastTurnIsSnapshotted) {
   Prepared p;
   p.hw.tracking_attr = perf::BuildTrackingAttr(false, true);
   p.hw.data_pages = 16;
-  auto out = RecordUndriven(opts, p, dir.path() / "t.ptsnap", base::RootPath(),
-                            [](const HardwareConfig& cfg) -> Result<std::unique_ptr<PtSource>> {
-                              PTSNAP_ASSIGN_OR_RETURN(auto hw, HardwarePtSource::Create(cfg));
-                              return std::unique_ptr<PtSource>(
-                                  std::make_unique<HoldingHits>(std::move(hw)));
-                            });
+  auto out = RecordUndriven(
+      opts, p, dir.path() / "t.ptsnap", base::RootPath(),
+      [](const HardwareConfig& cfg) -> Result<std::unique_ptr<PtSource>> {
+        PTSNAP_ASSIGN_OR_RETURN(auto hw, HardwarePtSource::Create(cfg));
+        return std::unique_ptr<PtSource>(std::make_unique<HoldingHits>(std::move(hw)));
+      });
   ASSERT_THAT(out, HasValue());
   EXPECT_EQ(out->snapshots, 1u);
   EXPECT_EQ(out->program_status, 0);
