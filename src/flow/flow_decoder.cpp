@@ -1264,6 +1264,10 @@ struct FlowDecoder::State {
     }
     return size;
   }
+  [[nodiscard]] static bool IsTiming(PacketType t) {
+    return t == PacketType::kTsc || t == PacketType::kCbr || t == PacketType::kTma ||
+           t == PacketType::kMtc || t == PacketType::kCyc;
+  }
   // Applies a timing packet met by a scan to `t` (pt_qry_apply_*); other
   // packets leave it. Returns 0 or the error.
   int ApplyTiming(const Packet& pk, Timing* t) const {
@@ -1380,6 +1384,11 @@ struct FlowDecoder::State {
       if (size < 0) return size == kErrEosCode ? 1 : size;
       const uint8_t* at = p;
       p += size;
+      if (IsTiming(pk.type)) {
+        const int e = ApplyTiming(pk, &t);
+        if (e < 0) return e;
+        continue;
+      }
       switch (pk.type) {
         case PacketType::kTipPge: return 1;
         case PacketType::kTipPgd:  // the erratum applies: resume after the disable
@@ -1421,15 +1430,7 @@ struct FlowDecoder::State {
         case PacketType::kMnt:
         case PacketType::kPwre:
         case PacketType::kPwrx: break;
-        case PacketType::kTsc:
-        case PacketType::kCbr:
-        case PacketType::kTma:
-        case PacketType::kMtc:
-        case PacketType::kCyc: {
-          const int e = ApplyTiming(pk, &t);
-          if (e < 0) return e;
-          break;
-        }
+        default: break;  // timing: applied above
       }
     }
   }
@@ -1465,6 +1466,11 @@ struct FlowDecoder::State {
       const int size = ScanPacket(p, &pk);
       if (size < 0) return size;  // the end too
       p += size;
+      if (IsTiming(pk.type)) {
+        const int e = ApplyTiming(pk, &t);
+        if (e < 0) return e;
+        continue;
+      }
       switch (pk.type) {
         case PacketType::kTipPgd:
           time = t;
@@ -1491,15 +1497,7 @@ struct FlowDecoder::State {
         case PacketType::kTip:
         case PacketType::kTnt8:
         case PacketType::kTnt64: return kErrBadContext;
-        case PacketType::kTsc:
-        case PacketType::kCbr:
-        case PacketType::kTma:
-        case PacketType::kMtc:
-        case PacketType::kCyc: {
-          const int e = ApplyTiming(pk, &t);
-          if (e < 0) return e;
-          break;
-        }
+        default: break;  // timing: applied above
       }
     }
   }

@@ -343,22 +343,24 @@ void ExpectHitKeptAcrossExit(PtSource& src) {
   EXPECT_TRUE(again->empty());  // handed over once
 }
 
-TEST(Trigger, HitOfAThreadThatExitedBeforeThePollIsKept) {
-  REQUIRE_TARGET();
-  HardwareConfig cfg;
+// The same on a sideband-only `Source` (its `Config`).
+template <class Source, class Config>
+void ExpectHitKeptAcrossExitOn() {
+  Config cfg;
   cfg.tracking_attr = perf::BuildTrackingAttr(false, false);
-  auto src = HardwarePtSource::Create(cfg);
+  auto src = Source::Create(cfg);
   ASSERT_THAT(src, HasValue());
   ExpectHitKeptAcrossExit(**src);
 }
 
+TEST(Trigger, HitOfAThreadThatExitedBeforeThePollIsKept) {
+  REQUIRE_TARGET();
+  ExpectHitKeptAcrossExitOn<HardwarePtSource, HardwareConfig>();
+}
+
 TEST(Trigger, HitOfAThreadThatExitedBeforeThePollIsKeptWhenSampling) {
   REQUIRE_TARGET();
-  SamplingConfig cfg;
-  cfg.tracking_attr = perf::BuildTrackingAttr(false, false);
-  auto src = SamplingSource::Create(cfg);
-  ASSERT_THAT(src, HasValue());
-  ExpectHitKeptAcrossExit(**src);
+  ExpectHitKeptAcrossExitOn<SamplingSource, SamplingConfig>();
 }
 
 // A whole `run` recording, with the sideband-only source where there is no
