@@ -501,23 +501,24 @@ TEST(FlowDiffTest, PagingAndVmcsBindToAnAsyncBranch) {
 // `n` NOPs at kLongBase, then jmp *%rax.
 constexpr uint64_t kLongBase = 0x600000;
 CodeImage& LongCode(size_t n) {
-  static std::map<size_t, CodeImage*> codes;
-  CodeImage*& c = codes[n];
+  // Kept until exit, as BindCode's (never destroyed: LeakSanitizer).
+  static auto* codes = new std::map<size_t, CodeImage*>;
+  CodeImage*& c = (*codes)[n];
   if (c == nullptr) {
     std::string code(n, '\x90');
     code += "\xff\xe0";
-    static std::vector<std::string> paths;
+    static auto* paths = new std::vector<std::string>;
     char path[] = "/tmp/ptsnap-flow-long-XXXXXX";
     const int fd = ::mkstemp(path);
     EXPECT_GE(fd, 0);
     EXPECT_EQ(::write(fd, code.data(), code.size()), static_cast<ssize_t>(code.size()));
     ::close(fd);
-    if (paths.empty()) {
+    if (paths->empty()) {
       std::atexit([] {
-        for (const std::string& p : paths) ::unlink(p.c_str());
+        for (const std::string& p : *paths) ::unlink(p.c_str());
       });
     }
-    paths.emplace_back(path);
+    paths->emplace_back(path);
     c = new CodeImage();
     EXPECT_TRUE(c->AddFile(path, 0, code.size(), kLongBase).has_value());
   }
