@@ -660,7 +660,8 @@ TEST(FlowDiffTest, Skl014FilterDecidesWhereTracingResumes) {
     ExpectEqual(Compare(lib, ours), main_filtered_in ? "main in the filter" : "main outside");
     std::vector<bool> resumed;
     for (const Item& i : ours) {
-      if (i.kind == ItemKind::kEvent && i.event == EventType::kEnabled) resumed.push_back(i.resumed);
+      if (i.kind == ItemKind::kEvent && i.event == EventType::kEnabled)
+        resumed.push_back(i.resumed);
     }
     // The second enable resumes where the first disable left: at main when
     // the call's target is still in the filter, else at the call.
