@@ -64,4 +64,18 @@ class TriggerBreakpoints {
   std::vector<Breakpoint> bps_;
 };
 
+// Closes `units[key]` (a source's per-thread unit: its `breakpoints` and
+// `tid`), appending its breakpoints' unread hits to `late` first: a hit
+// between the loop's last PollTriggers and the EXIT that closes the thread
+// (one that calls the trigger and exits at once) is not closed with its
+// ring. The source's next PollTriggers returns `late` first.
+template <class Units>
+void CloseUnitKeepingHits(Units& units, const typename Units::key_type& key,
+                          std::vector<TriggerHit>& late) {
+  auto it = units.find(key);
+  if (it == units.end()) return;
+  it->second.breakpoints.Poll(it->second.tid, late);
+  units.erase(it);
+}
+
 }  // namespace ptsnap::record

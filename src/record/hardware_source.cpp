@@ -327,8 +327,7 @@ Result<void> HardwarePtSource::DrainAux(trace::TraceWriter& writer) {
 }
 
 Result<std::vector<TriggerHit>> HardwarePtSource::PollTriggers() {
-  std::vector<TriggerHit> hits = std::move(late_hits_);
-  late_hits_.clear();
+  std::vector<TriggerHit> hits = std::exchange(late_hits_, {});
   for (auto& [key, t] : units_) t.breakpoints.Poll(t.tid, hits);
   return hits;
 }
@@ -339,30 +338,20 @@ Result<void> HardwarePtSource::ThreadExited(pid_t tid, trace::TraceWriter& write
   Thread& t = it->second;
   if (t.full) {
     PTSNAP_TRY(t.full->Drain(writer));
-    CloseUnit(it->first);
+    CloseUnitKeepingHits(units_, it->first, late_hits_);
     return Ok();
   }
   if (!t.snapshot) {  // breakpoints or sideband only: nothing to keep
-    CloseUnit(it->first);
+    CloseUnitKeepingHits(units_, it->first, late_hits_);
     return Ok();
   }
   t.exited = true;
   exited_.push_back(it->first);
   if (exited_.size() > kMaxExitedKept) {
-    CloseUnit(exited_.front());
+    CloseUnitKeepingHits(units_, exited_.front(), late_hits_);
     exited_.erase(exited_.begin());
   }
   return Ok();
-}
-
-void HardwarePtSource::CloseUnit(Key key) {
-  auto it = units_.find(key);
-  if (it == units_.end()) return;
-  // A breakpoint hit between the loop's last PollTriggers and the EXIT that
-  // closes the thread (a thread that calls the trigger and exits at once)
-  // is kept for the next PollTriggers, not closed with its ring.
-  it->second.breakpoints.Poll(it->second.tid, late_hits_);
-  units_.erase(it);
 }
 
 std::vector<int> HardwarePtSource::WakeFds() const {
@@ -419,7 +408,7 @@ Result<void> HardwarePtSource::Snapshot(trace::TraceWriter& writer, uint32_t seq
   };
   auto r = RunSnapshot(steps, resume);
   // Exited threads' rings are in this snapshot now: close them.
-  for (const Key& k : exited_) CloseUnit(k);
+  for (const Key& k : exited_) CloseUnitKeepingHits(units_, k, late_hits_);
   exited_.clear();
   return r;
 }

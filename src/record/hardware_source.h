@@ -200,15 +200,12 @@ class HardwarePtSource final : public PtSource {
   // AuxRestartAfterDrain says.
   Result<void> DrainAndRestart(Thread& t, trace::TraceWriter& writer);
 
-  // Closes a unit's events and buffers, its breakpoint hits kept first.
-  void CloseUnit(Key key);
-
   HardwareConfig config_;
   std::map<Key, Thread> units_;
   std::vector<Thread> kernel_sideband_;  // one per CPU: ring only, no PT
   std::vector<TriggerPoint> triggers_;
   std::vector<Key> exited_;            // oldest first
-  std::vector<TriggerHit> late_hits_;  // polled from units as they closed
+  std::vector<TriggerHit> late_hits_;  // CloseUnitKeepingHits's
   perf::RingStats stats_;
   std::vector<std::byte> batch_;
   bool started_ = false;    // EnableAll ran: new threads start enabled

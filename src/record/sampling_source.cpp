@@ -1,6 +1,7 @@
 #include "record/sampling_source.h"
 
 #include <cstring>
+#include <utility>
 
 #include "base/log.h"
 #include "record/hardware_source.h"
@@ -160,20 +161,9 @@ Result<void> SamplingSource::DrainAux(trace::TraceWriter& writer) {
 }
 
 Result<std::vector<TriggerHit>> SamplingSource::PollTriggers() {
-  std::vector<TriggerHit> hits = std::move(late_hits_);
-  late_hits_.clear();
+  std::vector<TriggerHit> hits = std::exchange(late_hits_, {});
   for (auto& [key, u] : units_) u.breakpoints.Poll(u.tid, hits);
   return hits;
-}
-
-void SamplingSource::CloseUnit(Key key) {
-  auto it = units_.find(key);
-  if (it == units_.end()) return;
-  // A breakpoint hit between the loop's last PollTriggers and the EXIT that
-  // closes the thread (a thread that calls the trigger and exits at once)
-  // is kept for the next PollTriggers, not closed with its ring.
-  it->second.breakpoints.Poll(it->second.tid, late_hits_);
-  units_.erase(it);
 }
 
 std::vector<int> SamplingSource::WakeFds() const {
@@ -194,13 +184,13 @@ Result<void> SamplingSource::ThreadExited(pid_t tid, trace::TraceWriter& writer)
     if (!batch_.empty()) PTSNAP_TRY(writer.AppendSideband(batch_));
     PTSNAP_TRY(WritePending(u, writer));
     Carry(ev, carried_);
-    CloseUnit(it->first);
+    CloseUnitKeepingHits(units_, it->first, late_hits_);
     return Ok();
   }
   u.exited = true;
   exited_.push_back(it->first);
   if (exited_.size() > kMaxExitedKept) {
-    CloseUnit(exited_.front());
+    CloseUnitKeepingHits(units_, exited_.front(), late_hits_);
     exited_.erase(exited_.begin());
   }
   return Ok();
@@ -236,7 +226,7 @@ Result<void> SamplingSource::Snapshot(trace::TraceWriter& writer, uint32_t seq, 
     }
   }
   // Exited threads' samples are in this snapshot now: close them.
-  for (const Key& k : exited_) CloseUnit(k);
+  for (const Key& k : exited_) CloseUnitKeepingHits(units_, k, late_hits_);
   exited_.clear();
   return r;
 }

@@ -94,14 +94,11 @@ class SamplingSource final : public PtSource {
   Result<void> DrainUnit(Unit& u, SidebandEvents& ev);
   Result<void> WritePending(Unit& u, trace::TraceWriter& writer);
 
-  // Closes a unit's events and buffers, its breakpoint hits kept first.
-  void CloseUnit(Key key);
-
   SamplingConfig config_;
   std::map<Key, Unit> units_;
   std::vector<TriggerPoint> triggers_;
   std::vector<Key> exited_;            // oldest first
-  std::vector<TriggerHit> late_hits_;  // polled from units as they closed
+  std::vector<TriggerHit> late_hits_;  // CloseUnitKeepingHits's
   perf::RingStats stats_;
   std::vector<std::byte> batch_;  // sideband of the current drain
   SidebandEvents carried_;        // seen by a Snapshot's drain, for the next DrainSideband
