@@ -1426,11 +1426,7 @@ struct FlowDecoder::State {
         case PacketType::kPtw:
           if (pk.mode_bits != 0) return 1;  // binds to a FUP: not skipped
           break;
-        case PacketType::kPad:
-        case PacketType::kMnt:
-        case PacketType::kPwre:
-        case PacketType::kPwrx: break;
-        default: break;  // timing: applied above
+        default: break;  // PAD, MNT, PWRE, PWRX skipped; timing applied above
       }
     }
   }
