@@ -165,7 +165,13 @@ void CallStackModel::SetTime(uint64_t t) {
 
 void CallStackModel::Queue(OpKind kind, const Frame& f, Via via) {
   if (pending_.empty()) pending_time_ = now_;
-  pending_.push_back(Op{kind, f, via});
+  // Filled in place: a temporary Op, built on the stack by stores of
+  // several widths and copied by 16-byte loads, stalled every load on
+  // store forwarding (60% of this function's samples on a fib trace).
+  Op& op = pending_.emplace_back();
+  op.kind = kind;
+  op.frame = f;
+  op.via = via;
   if (pending_.size() >= kMaxPending) Flush(pending_time_);
 }
 
