@@ -1281,6 +1281,20 @@ struct FlowDecoder::State {
       default: return 0;
     }
   }
+  // The next packet of a scan, from `*p`, that is not a timing packet; the
+  // timing packets before it are applied to `t` (libipt's scans apply them
+  // to copies of the decoder's time and calibration). `*p` moves past the
+  // packet; its size, or an error.
+  int ScanPastTiming(const uint8_t** p, Timing* t, Packet* pk) const {
+    for (;;) {
+      const int size = ScanPacket(*p, pk);
+      if (size < 0) return size;
+      *p += size;
+      if (!IsTiming(pk->type)) return size;
+      const int e = ApplyTiming(*pk, t);
+      if (e < 0) return e;
+    }
+  }
   // pt_qry_find_header_fup, in the PSB+ that starts at `p` (after the PSB):
   // 1 with the FUP in `fup`, 0 at PSBEND without one, or an error.
   int FindHeaderFup(const uint8_t* p, Packet* fup) const {
@@ -1380,15 +1394,9 @@ struct FlowDecoder::State {
     const uint8_t* p = pos;
     for (;;) {
       Packet pk;
-      const int size = ScanPacket(p, &pk);
+      const int size = ScanPastTiming(&p, &t, &pk);
       if (size < 0) return size == kErrEosCode ? 1 : size;
-      const uint8_t* at = p;
-      p += size;
-      if (IsTiming(pk.type)) {
-        const int e = ApplyTiming(pk, &t);
-        if (e < 0) return e;
-        continue;
-      }
+      const uint8_t* at = p - size;
       switch (pk.type) {
         case PacketType::kTipPge: return 1;
         case PacketType::kTipPgd:  // the erratum applies: resume after the disable
@@ -1426,7 +1434,7 @@ struct FlowDecoder::State {
         case PacketType::kPtw:
           if (pk.mode_bits != 0) return 1;  // binds to a FUP: not skipped
           break;
-        default: break;  // PAD, MNT, PWRE, PWRX skipped; timing applied above
+        default: break;  // PAD, MNT, PWRE, PWRX: skipped
       }
     }
   }
@@ -1459,14 +1467,8 @@ struct FlowDecoder::State {
     const uint8_t* p = pos;
     for (;;) {
       Packet pk;
-      const int size = ScanPacket(p, &pk);
+      const int size = ScanPastTiming(&p, &t, &pk);
       if (size < 0) return size;  // the end too
-      p += size;
-      if (IsTiming(pk.type)) {
-        const int e = ApplyTiming(pk, &t);
-        if (e < 0) return e;
-        continue;
-      }
       switch (pk.type) {
         case PacketType::kTipPgd:
           time = t;
@@ -1493,7 +1495,7 @@ struct FlowDecoder::State {
         case PacketType::kTip:
         case PacketType::kTnt8:
         case PacketType::kTnt64: return kErrBadContext;
-        default: break;  // timing: applied above
+        default: break;  // timing packets: ScanPastTiming applied them
       }
     }
   }
