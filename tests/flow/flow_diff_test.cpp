@@ -702,14 +702,13 @@ TEST(FlowDiffTest, ErrataOfTheCpusLibiptKnows) {
         cfg.addr_filter.addr1_a = F().prog.Sym("mid");
         cfg.addr_filter.addr1_b = F().prog.Sym("mid") + 3;
       }
-      const Comparison c =
-          Compare(DecodeWithLibipt(cfg, F().code.NewLibiptImage()), DecodeWithFlow(cfg, &F().code));
+      const auto lib = DecodeWithLibipt(cfg, F().code.NewLibiptImage());
+      const Comparison c = Compare(lib, DecodeWithFlow(cfg, &F().code));
       EXPECT_TRUE(c.equal) << cpu.name << " seed " << seed << ": " << c.message;
       fallbacks += c.unsupported;
       struct pt_config none = cfg;
       none.errata = {};
-      const Comparison w = Compare(DecodeWithLibipt(cfg, F().code.NewLibiptImage()),
-                                   DecodeWithLibipt(none, F().code.NewLibiptImage()));
+      const Comparison w = Compare(lib, DecodeWithLibipt(none, F().code.NewLibiptImage()));
       changed += !w.all_equal;
     }
     F().code.FreeLibiptImages();
