@@ -20,6 +20,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "perf/perf_event.h"
@@ -76,6 +77,14 @@ void CloseUnitKeepingHits(Units& units, const typename Units::key_type& key,
   if (it == units.end()) return;
   it->second.breakpoints.Poll(it->second.tid, late);
   units.erase(it);
+}
+// A source's PollTriggers: the hits CloseUnitKeepingHits kept in `late`
+// (taken from it), then every open unit's.
+template <class Units>
+std::vector<TriggerHit> PollUnitsKeepingHits(Units& units, std::vector<TriggerHit>& late) {
+  std::vector<TriggerHit> hits = std::exchange(late, {});
+  for (auto& [key, u] : units) u.breakpoints.Poll(u.tid, hits);
+  return hits;
 }
 
 }  // namespace ptsnap::record

@@ -327,9 +327,7 @@ Result<void> HardwarePtSource::DrainAux(trace::TraceWriter& writer) {
 }
 
 Result<std::vector<TriggerHit>> HardwarePtSource::PollTriggers() {
-  std::vector<TriggerHit> hits = std::exchange(late_hits_, {});
-  for (auto& [key, t] : units_) t.breakpoints.Poll(t.tid, hits);
-  return hits;
+  return PollUnitsKeepingHits(units_, late_hits_);
 }
 
 Result<void> HardwarePtSource::ThreadExited(pid_t tid, trace::TraceWriter& writer) {

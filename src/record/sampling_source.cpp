@@ -161,9 +161,7 @@ Result<void> SamplingSource::DrainAux(trace::TraceWriter& writer) {
 }
 
 Result<std::vector<TriggerHit>> SamplingSource::PollTriggers() {
-  std::vector<TriggerHit> hits = std::exchange(late_hits_, {});
-  for (auto& [key, u] : units_) u.breakpoints.Poll(u.tid, hits);
-  return hits;
+  return PollUnitsKeepingHits(units_, late_hits_);
 }
 
 std::vector<int> SamplingSource::WakeFds() const {
