@@ -181,9 +181,21 @@ int main(int argc, char** argv) {
                 static_cast<unsigned long long>(lib_insns),
                 static_cast<unsigned long long>(flow_insns));
   }
-  // (c), (d): ptsnap decode end to end, each decoder.
-  // 0-2: (c), (d), (e) to trace.fxt; 3, 4: (f) to trace.fxt.gz, -j 1 and -j 2.
-  constexpr int kRuns = 5;
+  // ptsnap decode end to end: (c), (d), (e) to trace.fxt; (f) to
+  // trace.fxt.gz, -j 1 and -j 2.
+  struct Run {
+    decode::PtDecoder::Engine engine;
+    const char* output;
+    unsigned jobs;
+  };
+  constexpr decode::PtDecoder::Engine kLibipt = decode::PtDecoder::Engine::kLibipt;
+  constexpr decode::PtDecoder::Engine kOurs = decode::PtDecoder::Engine::kOurs;
+  const Run runs[] = {{kLibipt, "/trace.fxt", 1},
+                      {kOurs, "/trace.fxt", 1},
+                      {kOurs, "/trace.fxt", 2},
+                      {kOurs, "/trace.fxt.gz", 1},
+                      {kOurs, "/trace.fxt.gz", 2}};
+  constexpr int kRuns = sizeof runs / sizeof runs[0];
   double pipe_best[kRuns] = {1e30, 1e30, 1e30, 1e30, 1e30};
   uint64_t pipe_insns[kRuns] = {0, 0, 0, 0, 0}, fallbacks = 0;
   char out_tmpl[] = "/tmp/ptsnap-flow-bench-out-XXXXXX";
@@ -191,9 +203,9 @@ int main(int argc, char** argv) {
   for (int r = 0; r < repeat && !out_dir.empty(); ++r) {
     for (int e = 0; e < kRuns; ++e) {
       pipeline::DecodeOptions d;
-      d.output = out_dir + (e >= 3 ? "/trace.fxt.gz" : "/trace.fxt");
-      d.decoder = e == 0 ? decode::PtDecoder::Engine::kLibipt : decode::PtDecoder::Engine::kOurs;
-      d.jobs = e == 2 || e == 4 ? 2 : 1;
+      d.output = out_dir + runs[e].output;
+      d.decoder = runs[e].engine;
+      d.jobs = runs[e].jobs;
       const double t = Now();
       auto rep = pipeline::DecodeTraceDir(dir, d);
       if (!rep) {
