@@ -11,6 +11,7 @@
 #include "base/check.h"
 #include "base/file_util.h"
 #include "decode/classify.h"
+#include "decode/interpolate.h"
 #include "flow/flow_decoder.h"
 #include "flow/libipt_config.h"
 #include "trace/owned_file.h"
@@ -99,8 +100,6 @@ Result<std::unique_ptr<PtDecoder>> PtDecoder::Create(const std::filesystem::path
 }
 
 namespace {
-
-__extension__ typedef unsigned __int128 Uint128;
 
 // One stream's decode state, as a resumable state machine: Step() does one
 // unit of work (a sync, one event or one block). Events go to the sink
@@ -486,6 +485,7 @@ class StreamDecoder {
         bounded = true;
       }
       const size_t end = g < pending_.size() ? g + 1 : pending_.size();
+      Interpolator place(t1 - t0, p1 > p0 ? p1 - p0 : 1);
       for (; i < end; ++i) {
         const uint64_t pos = pending_meta_[i].pos;
         any_tx |= pending_meta_[i].tx;
@@ -495,7 +495,7 @@ class StreamDecoder {
         } else if (p1 <= p0 || pos <= p0) {
           t = t0;
         } else {
-          t = t0 + MulDiv(t1 - t0, pos - p0, p1 - p0);
+          t = t0 + place.At(pos - p0);
         }
         pending_[i].time = t;
         if (!bounded) {
@@ -520,11 +520,6 @@ class StreamDecoder {
       anchor_time_ = t0;
       have_anchor_ = true;
     }
-  }
-  // a * b / c, exactly (128-bit product), in 64 bits when the product fits.
-  static uint64_t MulDiv(uint64_t a, uint64_t b, uint64_t c) {
-    if ((a | b) >> 32 == 0) return a * b / c;
-    return static_cast<uint64_t>(static_cast<Uint128>(a) * b / c);
   }
   uint64_t Extrapolate(uint64_t p0, uint64_t t0, uint64_t p) const {
     const double rate = owner_->Rate();
