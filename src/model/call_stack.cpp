@@ -450,7 +450,7 @@ void CallStackModel::InlineBlock(uint64_t start, uint64_t end, uint64_t end_time
   }
 }
 
-void CallStackModel::OnEvent(const decode::BranchEvent& e) {
+void CallStackModel::OnAnyEvent(const decode::BranchEvent& e) {
   if (e.kind == BranchKind::kJump && QuietJump(e)) {
     // What the rest of OnEvent would do for it, and all it would do.
     block_start_ = e.to;

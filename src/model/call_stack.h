@@ -68,7 +68,13 @@ class CallStackModel {
   [[nodiscard]] int32_t pid() const { return pid_; }
   [[nodiscard]] int32_t tid() const { return tid_; }
   [[nodiscard]] int32_t space() const { return space_; }
-  void OnEvent(const decode::BranchEvent& e);
+  // Inlined into the caller's loop for the commonest event, a jump inside
+  // the top frame's code (QuietJump; 81% of an interpreter's events): the
+  // checks and the time, with no call. Everything else: OnAnyEvent.
+  void OnEvent(const decode::BranchEvent& e) {
+    if (!TakeQuietJump(e)) OnAnyEvent(e);
+  }
+  void OnAnyEvent(const decode::BranchEvent& e);
   // Closes every open frame of every thread of the segment at its last
   // event time (or `end_time` when later) and writes the deferred inferred
   // begins.
@@ -132,6 +138,26 @@ class CallStackModel {
   Frame Resolve(uint64_t addr);
   Frame Pseudo(const std::string* name);
   [[nodiscard]] bool QuietJump(const decode::BranchEvent& e) const;
+  // OnAnyEvent's step for a QuietJump (but for the unknown-stretch case,
+  // left to it): what it does, inline. False: not such a jump, nothing done.
+  bool TakeQuietJump(const decode::BranchEvent& e) {
+    if (e.kind != decode::BranchKind::kJump || !started_ || stack_.empty()) return false;
+    const Frame& top = stack_.back();
+    if (top.scope != nullptr || top.pseudo || top.gap || !Contains(top, e.to)) return false;
+    if (top.has_inlines != 0 && top.known && InlineStep(e) && Contains(top, block_start_) &&
+        Contains(top, e.from))
+      return false;
+    block_start_ = e.to;
+    if (!pending_.empty()) {
+      SetTime(e.time);
+      return true;
+    }
+    // SetTime with nothing queued, started.
+    uint64_t t = e.time < now_ ? now_ : e.time;
+    if (t == create_time_ && t != UINT64_MAX) t = create_time_ + 1;
+    now_ = t;
+    return true;
+  }
   // Whether the block that ended with `e` is one InlineBlock follows
   // (OnEvent's step, and QuietJump's test of it).
   [[nodiscard]] bool InlineStep(const decode::BranchEvent& e) const {
