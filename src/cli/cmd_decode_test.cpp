@@ -217,6 +217,28 @@ TEST(CmdDecodeTest, JobsFlagWritesTheSameFile) {
   EXPECT_THAT(r.out, HasSubstr("--jobs"));
 }
 
+// `report` decodes with one thread per core by default, as `decode` does,
+// and its answer does not depend on the threads.
+TEST(CmdDecodeTest, ReportDefaultsToOneThreadPerCoreWithTheSameAnswer) {
+  TempDir tmp;
+  fs::path dir = MakeTrace(tmp);
+  Outcome help = Ptsnap("report --help");
+  EXPECT_EQ(help.rc, 0) << help.out;
+  EXPECT_THAT(help.out, HasSubstr("-j,--jobs UINT:UINT in [0 - 1024]=0"));
+  std::string out[3];
+  for (int j : {0, 1, 2}) {
+    Outcome r = Ptsnap("report '" + dir.string() + "' -j " + std::to_string(j));
+    EXPECT_EQ(r.rc, 0) << r.out;
+    out[j] = r.out;
+  }
+  Outcome byDefault = Ptsnap("report '" + dir.string() + "'");
+  EXPECT_EQ(byDefault.rc, 0) << byDefault.out;
+  EXPECT_THAT(out[1], HasSubstr("calls"));
+  EXPECT_EQ(out[0], out[1]);
+  EXPECT_EQ(out[2], out[1]);
+  EXPECT_EQ(byDefault.out, out[1]);
+}
+
 TEST(CmdDecodeTest, Errors) {
   TempDir tmp;
   Outcome r = Ptsnap("decode '" + (tmp.path() / "missing").string() + "'");

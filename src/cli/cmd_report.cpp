@@ -27,7 +27,7 @@ struct ReportArgs {
   size_t slowest = 0, depth = 3, limit = 20;
   std::string sort = "total", since, until, output;
   std::string decoder = "ours";
-  unsigned jobs = 1;  // -j
+  unsigned jobs = 0;  // -j: one thread per core, as decode
   uint32_t snapshot = 0;
   // Options that need the trace directory, as given (for the error on a file).
   std::vector<std::string> dir_only;
