@@ -74,7 +74,6 @@ class CallStackModel {
   void OnEvent(const decode::BranchEvent& e) {
     if (!TakeQuietJump(e)) OnAnyEvent(e);
   }
-  void OnAnyEvent(const decode::BranchEvent& e);
   // Closes every open frame of every thread of the segment at its last
   // event time (or `end_time` when later) and writes the deferred inferred
   // begins.
@@ -137,6 +136,8 @@ class CallStackModel {
 
   Frame Resolve(uint64_t addr);
   Frame Pseudo(const std::string* name);
+  // OnEvent's full path: every event TakeQuietJump does not take.
+  void OnAnyEvent(const decode::BranchEvent& e);
   [[nodiscard]] bool QuietJump(const decode::BranchEvent& e) const;
   // OnAnyEvent's step for a QuietJump (but for the unknown-stretch case,
   // left to it): what it does, inline. False: not such a jump, nothing done.
