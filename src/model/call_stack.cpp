@@ -150,19 +150,6 @@ void CallStackModel::SetSpace(int32_t space, bool exec) {
   space_ = space;
 }
 
-void CallStackModel::SetTime(uint64_t t) {
-  if (!started_) {
-    started_ = true;
-    create_time_ = now_ = pending_time_ = t;
-  }
-  if (t < now_) t = now_;
-  // magic-trace's "#155 hack": nothing real happens exactly at the reset time,
-  // so inferred frames (which begin there) always enclose what follows.
-  if (t == create_time_ && t != UINT64_MAX) t = create_time_ + 1;
-  if (!pending_.empty() && t > pending_time_) Flush(t);
-  now_ = t;
-}
-
 void CallStackModel::Queue(OpKind kind, const Frame& f, Via via) {
   if (pending_.empty()) pending_time_ = now_;
   // Filled in place: a temporary Op, built on the stack by stores of
@@ -451,12 +438,6 @@ void CallStackModel::InlineBlock(uint64_t start, uint64_t end, uint64_t end_time
 }
 
 void CallStackModel::OnAnyEvent(const decode::BranchEvent& e) {
-  if (e.kind == BranchKind::kJump && QuietJump(e)) {
-    // What the rest of OnEvent would do for it, and all it would do.
-    block_start_ = e.to;
-    SetTime(e.time);
-    return;
-  }
   if (InlineStep(e)) InlineBlock(block_start_, e.from, e.time);
   switch (e.kind) {
     case BranchKind::kDisable:
@@ -579,21 +560,6 @@ void CallStackModel::OnAnyEvent(const decode::BranchEvent& e) {
       if (e.to != 0) NamedGap(e.to);
       break;
   }
-}
-
-// A jump inside the top frame's code (most events of an interpreter or a
-// JIT: 81% of a CPython trace's): it changes nothing but the time. The
-// top frame is a real frame (no inlined frame above it, no pseudo frame,
-// no gap), holds the destination (or the destination is in its file's
-// unknown stretch), and the block before the jump had no inlined code to
-// follow (InlineBlock would return at once).
-bool CallStackModel::QuietJump(const decode::BranchEvent& e) const {
-  if (!started_ || stack_.empty()) return false;
-  const Frame& top = stack_.back();
-  if (top.scope != nullptr || top.pseudo || top.gap) return false;
-  if (!Contains(top, e.to) && !InUnknownStretch(top, e.to)) return false;
-  return !InlineStep(e) || !top.known || !Contains(top, block_start_) || !Contains(top, e.from) ||
-         top.has_inlines == 0;
 }
 
 void CallStackModel::Marker(uint64_t ts, const std::string& name) {

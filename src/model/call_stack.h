@@ -138,25 +138,26 @@ class CallStackModel {
   Frame Pseudo(const std::string* name);
   // OnEvent's full path: every event TakeQuietJump does not take.
   void OnAnyEvent(const decode::BranchEvent& e);
-  [[nodiscard]] bool QuietJump(const decode::BranchEvent& e) const;
-  // OnAnyEvent's step for a QuietJump (but for the unknown-stretch case,
-  // left to it): what it does, inline. False: not such a jump, nothing done.
-  bool TakeQuietJump(const decode::BranchEvent& e) {
-    if (e.kind != decode::BranchKind::kJump || !started_ || stack_.empty()) return false;
+  // A jump inside the top frame's code (most events of an interpreter or a
+  // JIT: 81% of a CPython trace's): it changes nothing but the time. The
+  // top frame is a real frame (no inlined frame above it, no pseudo frame,
+  // no gap), holds the destination (or the destination is in its file's
+  // unknown stretch), and the block before the jump had no inlined code to
+  // follow (InlineBlock would return at once).
+  [[nodiscard]] bool QuietJump(const decode::BranchEvent& e) const {
+    if (!started_ || stack_.empty()) return false;
     const Frame& top = stack_.back();
-    if (top.scope != nullptr || top.pseudo || top.gap || !Contains(top, e.to)) return false;
-    if (top.has_inlines != 0 && top.known && InlineStep(e) && Contains(top, block_start_) &&
-        Contains(top, e.from))
-      return false;
+    if (top.scope != nullptr || top.pseudo || top.gap) return false;
+    if (!Contains(top, e.to) && !InUnknownStretch(top, e.to)) return false;
+    return !InlineStep(e) || !top.known || !Contains(top, block_start_) || !Contains(top, e.from) ||
+           top.has_inlines == 0;
+  }
+  // OnEvent's step for a QuietJump, and all the full path would do for it.
+  // False: not such a jump, nothing done.
+  bool TakeQuietJump(const decode::BranchEvent& e) {
+    if (e.kind != decode::BranchKind::kJump || !QuietJump(e)) return false;
     block_start_ = e.to;
-    if (!pending_.empty()) {
-      SetTime(e.time);
-      return true;
-    }
-    // SetTime with nothing queued, started.
-    uint64_t t = e.time < now_ ? now_ : e.time;
-    if (t == create_time_ && t != UINT64_MAX) t = create_time_ + 1;
-    now_ = t;
+    SetTime(e.time);
     return true;
   }
   // Whether the block that ended with `e` is one InlineBlock follows
@@ -194,7 +195,19 @@ class CallStackModel {
   void SyncInline(size_t real, const decode::InlineScope* leaf, int64_t bias);
 
   // Timestamps: queue ops at `now_`, spread them when time advances.
-  void SetTime(uint64_t t);
+  // Inline: every QuietJump sets the time.
+  void SetTime(uint64_t t) {
+    if (!started_) {
+      started_ = true;
+      create_time_ = now_ = pending_time_ = t;
+    }
+    if (t < now_) t = now_;
+    // magic-trace's "#155 hack": nothing real happens exactly at the reset
+    // time, so inferred frames (which begin there) always enclose what follows.
+    if (t == create_time_ && t != UINT64_MAX) t = create_time_ + 1;
+    if (!pending_.empty() && t > pending_time_) Flush(t);
+    now_ = t;
+  }
   void Queue(OpKind kind, const Frame& f, Via via = Via::kNone);
   void Flush(uint64_t next_time);
   void Emit(const Op& op, uint64_t ts);
