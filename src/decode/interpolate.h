@@ -12,10 +12,11 @@
 
 namespace ptsnap::decode {
 
+__extension__ using Uint128 = unsigned __int128;
+
 // a * b / c, exactly (128-bit product), in 64 bits when the product fits.
 inline uint64_t MulDiv(uint64_t a, uint64_t b, uint64_t c) {
   if ((a | b) >> 32 == 0) return a * b / c;
-  __extension__ using Uint128 = unsigned __int128;
   return static_cast<uint64_t>(static_cast<Uint128>(a) * b / c);
 }
 
@@ -40,18 +41,15 @@ class Interpolator {
         }
       }
     } else {
-      q_ = MulDiv(a_, b, c_);
-      r_ = Remainder(b);
+      const Uint128 ab = static_cast<Uint128>(a_) * b;
+      q_ = static_cast<uint64_t>(ab / c_);
+      r_ = static_cast<uint64_t>(ab % c_);
     }
     b_ = b;
     return q_;
   }
 
  private:
-  uint64_t Remainder(uint64_t b) const {
-    __extension__ using Uint128 = unsigned __int128;
-    return static_cast<uint64_t>(static_cast<Uint128>(a_) * b % c_);
-  }
   uint64_t a_, c_;
   uint64_t b_ = 0, q_ = 0, r_ = 0;
 };
