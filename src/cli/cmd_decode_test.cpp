@@ -231,12 +231,12 @@ TEST(CmdDecodeTest, ReportDefaultsToOneThreadPerCoreWithTheSameAnswer) {
     EXPECT_EQ(r.rc, 0) << r.out;
     out[j] = r.out;
   }
-  Outcome byDefault = Ptsnap("report '" + dir.string() + "'");
-  EXPECT_EQ(byDefault.rc, 0) << byDefault.out;
+  Outcome by_default = Ptsnap("report '" + dir.string() + "'");
+  EXPECT_EQ(by_default.rc, 0) << by_default.out;
   EXPECT_THAT(out[1], HasSubstr("calls"));
   EXPECT_EQ(out[0], out[1]);
   EXPECT_EQ(out[2], out[1]);
-  EXPECT_EQ(byDefault.out, out[1]);
+  EXPECT_EQ(by_default.out, out[1]);
 }
 
 TEST(CmdDecodeTest, Errors) {

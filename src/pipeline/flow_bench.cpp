@@ -196,8 +196,9 @@ int main(int argc, char** argv) {
                       {kOurs, "/trace.fxt.gz", 1},
                       {kOurs, "/trace.fxt.gz", 2}};
   constexpr int kRuns = sizeof runs / sizeof runs[0];
-  double pipe_best[kRuns] = {1e30, 1e30, 1e30, 1e30, 1e30};
-  uint64_t pipe_insns[kRuns] = {0, 0, 0, 0, 0}, fallbacks = 0;
+  std::vector<double> pipe_best(kRuns, 1e30);
+  std::vector<uint64_t> pipe_insns(kRuns, 0);
+  uint64_t fallbacks = 0;
   char out_tmpl[] = "/tmp/ptsnap-flow-bench-out-XXXXXX";
   const std::string out_dir = only.empty() && ::mkdtemp(out_tmpl) != nullptr ? out_tmpl : "";
   for (int r = 0; r < repeat && !out_dir.empty(); ++r) {
