@@ -287,7 +287,8 @@ std::string Histogram(const FunctionStats& f) {
   for (const auto& [k, n] : rows) peak = std::max(peak, n);
   for (const auto& [k, n] : rows) {
     const uint64_t lo = k < 0 ? 0 : uint64_t{1} << k;
-    const uint64_t hi = k < 0 ? 1 : uint64_t{1} << (k + 1);
+    // The top octave, [2^63, 2^64), ends past uint64_t: at its largest value.
+    const uint64_t hi = k < 0 ? 1 : k >= 63 ? UINT64_MAX : uint64_t{1} << (k + 1);
     const size_t bar = peak == 0 ? 0 : static_cast<size_t>((n * 50 + peak - 1) / peak);
     char buf[160];
     std::snprintf(buf, sizeof buf, "  [%11s, %11s) %-50s %llu\n",

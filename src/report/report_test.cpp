@@ -6,6 +6,8 @@
 #include <deque>
 #include <nlohmann/json.hpp>
 
+#include "output/summary.h"
+
 namespace ptsnap::report {
 namespace {
 
@@ -169,6 +171,24 @@ TEST(Report, SlowestCallsComeWithTheTreeUnderThem) {
   auto j = nlohmann::json::parse(FormatJson(r, SortKey::kTotal, 10));
   EXPECT_EQ(j["slowest"][0]["duration_ns"], 70);
   EXPECT_EQ(j["slowest"][0]["callees"][0]["name"], "parse");
+}
+
+// A call of 2^63 ns or more (a corrupt decoded file's times; found by
+// report_fxt_fuzzer) lies in the histogram's top octave, [2^63, 2^64): its
+// row ends at the largest duration, not at an out-of-range shift.
+TEST(Report, TheHistogramsTopOctaveEndsAtTheLargestDuration) {
+  ReportOptions o;
+  o.functions = {"huge"};
+  ReportSink r(o);
+  Feed f(r);
+  f.Call(1, "huge", 0, uint64_t{1} << 63);
+  f.Call(1, "huge", 0, UINT64_MAX);
+  ASSERT_TRUE(r.Finish());
+  const std::string text = FormatText(r, SortKey::kTotal, 10);
+  EXPECT_THAT(text, HasSubstr("huge: 2 calls, durations:"));
+  const std::string top = "[" + output::FormatDuration(uint64_t{1} << 63);
+  EXPECT_THAT(text, HasSubstr(top));
+  EXPECT_THAT(text, HasSubstr(output::FormatDuration(UINT64_MAX) + ")"));
 }
 
 TEST(Report, ARecursiveSlowCallShowsItsInnerCalls) {
