@@ -383,6 +383,7 @@ class StreamDecoder {
     next_change_ = owner_->NextSpaceChange(thread_.pid, at);
     if (k < owner_->PokeCount()) next_change_ = std::min(next_change_, owner_->PokeTime(k));
     if (space == space_ && k == applied_pokes_ && have_image_) return;
+    join_ = false;  // the next block is in another image: its boundary stays an event
     space_ = space;
     applied_pokes_ = k;
     have_image_ = true;
@@ -684,16 +685,24 @@ class StreamDecoder {
     stats_.blocks++;
     stats_.instructions += b.ninsn;
     if (b.speculative && !in_tx_) in_tx_ = true;
-    if (have_prev_) Emit(PrevBranchKind(), prev_end_, b.ip);
+    // A block that ended on an instruction that is not a branch, with no
+    // event after it, ended where libipt's block cache held the next
+    // address (or its block reached a size limit): the code runs straight
+    // on into this block. No event there, so the timeline does not depend
+    // on what libipt had cached, which depends on the order streams are
+    // decoded in (docs/decoding.md, "libipt's block caches, modelled").
+    if (have_prev_ && !join_) Emit(PrevBranchKind(), prev_end_, b.ip);
     insns_ += b.ninsn;
     pos_ += b.ninsn;
     have_prev_ = true;
     prev_end_ = b.end_ip;
     prev_iclass_ = b.iclass;
     if (prev_iclass_ == ptic_error) prev_iclass_ = owner_->ClassifyBlockEnd(b);
+    join_ = prev_iclass_ == ptic_other;
   }
 
   void HandleEvent(const struct pt_event& ev) {
+    join_ = false;
     if (ev.has_tsc) Advance(owner_->TscToNs(ev.tsc));
     switch (ev.type) {
       case ptev_enabled: {
@@ -861,6 +870,7 @@ class StreamDecoder {
   bool skipping_ = true;
   uint64_t skip_from_ = 0;
   bool have_prev_ = false;
+  bool join_ = false;  // the next block continues the previous one (HandleBlock)
   bool at_eos_ = false;  // libipt: the stream ended where pt_blk_next reported pts_eos
   uint64_t prev_end_ = 0;
   enum pt_insn_class prev_iclass_ = ptic_error;

@@ -130,6 +130,58 @@ TEST(PtDecoderTest, OursAndLibiptGiveTheSameEvents) {
   ExpectSameAsLibipt(b.Finish() + good, 0);
 }
 
+// libipt ends a block on its first pass through code where it meets an
+// address its block cache holds, so the blocks of a stream depend on the
+// streams decoded before it. The events do not: such a block runs straight
+// on into the next, with no event between them. Here a first stream starts
+// at fib's second push, so the calls program's stream decoded after it finds
+// that address cached in the middle of fib's straight-line code; decoded
+// alone, it does not. Its events are the same both ways, with either engine.
+TEST(PtDecoderTest, TheEventsDoNotDependOnWhatLibiptCachedBefore) {
+  auto p = testing::LoadCallsProgram();
+  const std::string calls = testing::CallsProgramStream(p);
+  testing::StreamBuilder first;
+  first.Psb(500);
+  first.TipPge(p.Sym("fib") + 6);  // push %rbp, after cmp (3 bytes), jl (2), push %rbx (1)
+  // Two calls of fib(1) (jl taken, the return compressed), then tracing stops.
+  for (int i = 0; i < 4; ++i) first.Tnt(true);
+  first.TipPgd();
+  const std::string before = first.Finish();
+  auto branches = [](std::vector<std::string>* out) {
+    return [out](const BranchEvent& e) {
+      out->push_back(std::string(ToString(e.kind)) + " " + std::to_string(e.from) + "->" +
+                     std::to_string(e.to) + " n=" + std::to_string(e.insns));
+    };
+  };
+  for (auto engine : {PtDecoder::Engine::kLibipt, PtDecoder::Engine::kOurs}) {
+    SCOPED_TRACE(engine == PtDecoder::Engine::kLibipt ? "libipt" : "ours");
+    std::vector<std::string> alone, after, ignored;
+    uint64_t blocks_alone = 0, blocks_after = 0;
+    {
+      auto dec = PtDecoder::Create("/nonexistent", testing::CallsManifest(100),
+                                   testing::CallsSideband(p, 100));
+      ASSERT_THAT(dec, HasValue());
+      (*dec)->set_engine(engine);
+      ASSERT_THAT((*dec)->DecodeStream(100, calls, branches(&alone)), HasValue());
+      blocks_alone = (*dec)->stats().blocks;
+    }
+    {
+      auto dec = PtDecoder::Create("/nonexistent", testing::CallsManifest(100),
+                                   testing::CallsSideband(p, 100));
+      ASSERT_THAT(dec, HasValue());
+      (*dec)->set_engine(engine);
+      ASSERT_THAT((*dec)->DecodeStream(100, before, branches(&ignored)), HasValue());
+      const uint64_t blocks_before = (*dec)->stats().blocks;
+      ASSERT_THAT((*dec)->DecodeStream(100, calls, branches(&after)), HasValue());
+      blocks_after = (*dec)->stats().blocks - blocks_before;
+    }
+    // The cache split the block that holds fib's pushes.
+    EXPECT_GT(blocks_after, blocks_alone);
+    EXPECT_EQ(alone, after);
+    EXPECT_GT(alone.size(), 60u);
+  }
+}
+
 // A snapshot's stream ends wherever the ring buffer was copied, often right
 // after the packet that took the last branch. That branch retired and its
 // destination is known (from the TIP, from the TNT bit of a compressed
