@@ -1,8 +1,15 @@
 #include "decode/symbols.h"
 
+#include <Zydis/Zydis.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <unordered_map>
+
+#include "base/unique_fd.h"
 
 namespace ptsnap::decode {
 
@@ -545,6 +552,7 @@ const InlineRuns* Symbolizer::Inlines(int32_t pid, uint64_t fn_start, uint64_t s
       result = std::make_unique<InlineRuns>();
       result->bias = m->bias;
       result->runs = std::move(merged);
+      CountInstructions(*m, start, end, result.get());
       if (!table->named) {
         for (InlineScope& s : table->scopes) s.display = Intern(s.name + " (inlined)");
         table->named = true;
@@ -553,6 +561,59 @@ const InlineRuns* Symbolizer::Inlines(int32_t pid, uint64_t fn_start, uint64_t s
   }
   if (proc.inlines.size() > (1u << 20)) proc.inlines.clear();
   return proc.inlines.emplace(key, std::move(result)).first->second.get();
+}
+
+std::span<const std::byte> Symbolizer::FileBytes(const Mapping& m) {
+  const std::string& path = m.elf->path().string();
+  auto it = files_.find(path);
+  if (it == files_.end()) {
+    base::MappedRegion map;
+    base::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    struct stat st {};
+    if (fd.get() >= 0 && ::fstat(fd.get(), &st) == 0 && st.st_size > 0) {
+      auto r = base::MappedRegion::Map(static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE,
+                                       fd.get(), 0);
+      if (r) map = std::move(*r);
+    }
+    it = files_.emplace(path, std::move(map)).first;
+  }
+  return it->second.bytes();
+}
+
+// Walks the block's code from `start`, an instruction at a time, to the
+// instruction at `end`; each run starts at the first instruction at or
+// after its address. Leaves the counts at 0 unless the walk lands on `end`.
+void Symbolizer::CountInstructions(const Mapping& m, uint64_t start, uint64_t end,
+                                   InlineRuns* r) {
+  const std::span<const std::byte> file = FileBytes(m);
+  const uint64_t off = start - m.start + m.pgoff;
+  if (start < m.start || off >= file.size() || end - start >= (1u << 20)) return;
+  const auto* code = reinterpret_cast<const uint8_t*>(file.data() + off);
+  const uint64_t avail = file.size() - off;
+  ZydisDecoder decoder;
+  if (ZYAN_FAILED(ZydisDecoderInit(&decoder, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64)))
+    return;
+  uint64_t at = start;
+  uint32_t n = 0;
+  size_t run = 0;
+  while (at <= end) {
+    for (; run < r->runs.size() && r->runs[run].addr <= at; ++run) r->runs[run].insn = n;
+    ZydisDecodedInstruction insn;
+    const uint64_t pos = at - start;
+    if (pos >= avail ||
+        ZYAN_FAILED(ZydisDecoderDecodeInstruction(&decoder, nullptr, code + pos, avail - pos,
+                                                  &insn))) {
+      return;
+    }
+    if (at == end) {
+      r->insns = n + 1;
+      return;
+    }
+    at += insn.length;
+    ++n;
+  }
+  // The walk stepped over `end`: the counts would not be the block's.
+  for (InlineRun& x : r->runs) x.insn = 0;
 }
 
 }  // namespace ptsnap::decode

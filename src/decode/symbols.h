@@ -8,6 +8,7 @@
 // elf::SymbolFile (elf/symbol_file.h), kallsyms text by sys::ParseKallsyms.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -19,6 +20,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/mapped_region.h"
 #include "decode/source_lines.h"
 #include "elf/symbol_file.h"
 #include "ptsnap/result.h"
@@ -54,9 +56,14 @@ struct Resolved {
 struct InlineRun {
   uint64_t addr = 0;
   const InlineScope* leaf = nullptr;
+  uint32_t insn = 0;  // the block's instructions before this run's first (when insns != 0)
 };
 struct InlineRuns {
   int64_t bias = 0;  // process address - ELF vaddr (InlineScope::entry is a vaddr)
+  // The block's instructions, counted in the mapped file's code (Zydis,
+  // 64-bit); 0 when its bytes could not be read, or did not decode to an
+  // instruction at the block's last address.
+  uint32_t insns = 0;
   std::vector<InlineRun> runs;
 };
 
@@ -144,7 +151,9 @@ class Symbolizer {
   // starts at `fn_start` in `pid`, from DWARF (DwarfFile::Inlines): the
   // first run starts at `start`. A piece of code of the function's own
   // lying between two pieces of one inlined call within the block (the
-  // compiler interleaved them) counts as that call's. Cached per (pid,
+  // compiler interleaved them) counts as that call's. The block's
+  // instructions are counted in the mapped file (InlineRuns::insns, each
+  // run's `insn`) for the model to time the runs by. Cached per (pid,
   // start, end); every scope's `display` is set. nullptr when no inlined
   // code lies in it (or no DWARF covers it). Valid until the next call.
   const InlineRuns* Inlines(int32_t pid, uint64_t fn_start, uint64_t start, uint64_t end);
@@ -160,6 +169,11 @@ class Symbolizer {
   ProcessSymbols& Process(int32_t pid);
   // The DWARF of a mapping's ELF or its debug file (opened once); nullptr: none.
   DwarfFile* Dwarf(const Mapping& m);
+  // The bytes of a mapping's ELF file (mapped once, read-only; empty when
+  // unreadable).
+  std::span<const std::byte> FileBytes(const Mapping& m);
+  // Fills `r`'s instruction counts for the block [start, end] of `m`.
+  void CountInstructions(const Mapping& m, uint64_t start, uint64_t end, InlineRuns* r);
   uint32_t FunctionId(const std::string* dso, uint64_t start, const std::string* name);
   // The KSYMBOL-named kernel symbol covering `addr` at `time` (see
   // Resolve); false when no KSYMBOL ever covered `addr`. `r` is filled in
@@ -172,6 +186,7 @@ class Symbolizer {
                                                      const elf::SymbolFile& elf) const;
   // By ELF path: the DWARF of the file or its debug file; null = none.
   std::map<std::string, std::unique_ptr<DwarfFile>> dwarves_;
+  std::map<std::string, base::MappedRegion> files_;  // by ELF path; empty = unreadable
   std::unordered_map<int32_t, std::unique_ptr<ProcessSymbols>> processes_;
   std::unordered_map<std::string, std::unique_ptr<std::string>> strings_;
   std::map<std::pair<const std::string*, uint64_t>, uint32_t> function_ids_;

@@ -1,8 +1,11 @@
 #include "decode/symbols.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -320,6 +323,33 @@ TEST(InlineTest, InlinedCallShowsInItsCallersCode) {
     EXPECT_EQ(run.leaf->call_line, 27u);  // inline.c: acc += inl_step(i);
   }
   EXPECT_EQ(entered, 1);  // interleaved pieces of the one call count once
+  // The block's instructions, and those before each run, as objdump (an
+  // independent disassembler) lists loop_caller's.
+  ::ptsnap::testing::TempDir tmp;
+  const auto out = tmp.path() / "caller.txt";
+  char range[96];
+  std::snprintf(range, sizeof range, " --start-address=0x%lx --stop-address=0x%lx ",
+                static_cast<unsigned long>(caller),
+                static_cast<unsigned long>(caller + (r.end - r.start)));
+  ASSERT_EQ(std::system(("objdump -d --no-show-raw-insn" + std::string(range) + prog.string() +
+                         " > " + out.string())
+                            .c_str()),
+            0);
+  std::vector<uint64_t> insns;  // process addresses
+  std::ifstream in(out);
+  for (std::string line; std::getline(in, line);) {
+    // "    11ad:\tmov    %eax,%ecx"
+    const size_t colon = line.find(":\t");
+    if (line.rfind("  ", 0) != 0 || colon == std::string::npos) continue;
+    insns.push_back(kSrclineBase + std::stoull(line.substr(0, colon), nullptr, 16));
+  }
+  ASSERT_GT(insns.size(), 10u);
+  EXPECT_EQ(insns.back(), r.end - 1);  // its one-byte ret
+  EXPECT_EQ(runs->insns, insns.size());
+  for (const InlineRun& run : runs->runs) {
+    const auto before = std::lower_bound(insns.begin(), insns.end(), run.addr) - insns.begin();
+    EXPECT_EQ(run.insn, static_cast<uint32_t>(before)) << std::hex << run.addr;
+  }
   EXPECT_EQ(s.Inlines(9, r.start, r.start, r.end - 1), runs);  // cached per block
   // A block of the function's own code before the loop: nothing inlined.
   EXPECT_EQ(s.Inlines(9, r.start, r.start, runs->runs[1].addr - 1), nullptr);

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "decode/interpolate.h"
+
 namespace ptsnap::model {
 
 using decode::BranchKind;
@@ -410,7 +412,9 @@ void CallStackModel::SyncInline(size_t real, const decode::InlineScope* leaf, in
 
 // Time inside a block is not measured: the block ran between the previous
 // event's time and this one's, and an inline run starts at its share of
-// that interval by code bytes (docs/decoding.md, "Inline frames").
+// that interval by the block's instructions retired before it (by code
+// bytes where the code could not be counted): docs/decoding.md, "Inline
+// frames".
 void CallStackModel::InlineBlock(uint64_t start, uint64_t end, uint64_t end_time) {
   size_t real = stack_.size();
   while (real > 0 && stack_[real - 1].scope != nullptr) --real;
@@ -430,8 +434,10 @@ void CallStackModel::InlineBlock(uint64_t start, uint64_t end, uint64_t end_time
   const double bytes = static_cast<double>(end - start + 1);
   for (const decode::InlineRun& run : runs->runs) {
     if (run.addr > start && span != 0) {
-      SetTime(t0 + static_cast<uint64_t>(static_cast<double>(span) *
-                                         static_cast<double>(run.addr - start) / bytes));
+      SetTime(t0 + (runs->insns != 0
+                        ? decode::MulDiv(span, run.insn, runs->insns)
+                        : static_cast<uint64_t>(static_cast<double>(span) *
+                                                static_cast<double>(run.addr - start) / bytes)));
     }
     SyncInline(real, run.leaf, runs->bias);
   }

@@ -189,7 +189,7 @@ class CallStackModel {
   bool SameFunction(const Frame& top, uint64_t addr);
   void Resume(uint64_t dst);  // tracing resumed at dst with the stack non-empty
   // The block [start, end] ran before the event at `end_time`: its inline
-  // runs, each at its share of the time (by code bytes).
+  // runs, each at its share of the time (by instructions, else code bytes).
   void InlineBlock(uint64_t start, uint64_t end, uint64_t end_time);
   // Makes the inlined frames above stack_[real - 1] the chain ending in `leaf`.
   void SyncInline(size_t real, const decode::InlineScope* leaf, int64_t bias);

@@ -47,10 +47,12 @@ class ViaSink : public SliceSink {
     if (s.kind == Slice::kBegin || s.kind == Slice::kEnd) {
       lines.push_back(std::string(s.kind == Slice::kBegin ? "B " : "E ") + *s.name + " " +
                       ViaName(s.via));
+      times.push_back(s.ts);
     }
   }
   Result<void> Finish() override { return Ok(); }
   std::vector<std::string> lines;
+  std::vector<uint64_t> times;  // lines[i]'s
 };
 
 // fnN lives at 0x1000 * (N + 1), 0x100 bytes, via a JIT map.
@@ -549,6 +551,29 @@ TEST(CallStackTest, InlinedCodeIsANestedFrameWhileTheCodeIsInIt) {
   EXPECT_THAT(h.sink.lines, ElementsAre("B loop_caller call", "B inl_step (inlined) inline",
                                         "E inl_step (inlined) inline", "E loop_caller return",
                                         "E main close", "B main inferred"));
+}
+
+// Under the emulator every instruction takes 1 ns: an inlined frame
+// begins and ends after as many ns as the block ran instructions before
+// it, counted in the code.
+TEST(CallStackTest, InlinedFramesAreTimedByTheBlocksInstructions) {
+  InlineHarness h(true);
+  const decode::InlineRuns* runs =
+      h.symbols.Inlines(1, h.caller.start, h.caller.start, h.caller.end - 1);
+  ASSERT_NE(runs, nullptr);
+  ASSERT_EQ(runs->runs.size(), 3u);  // loop_caller's code, inl_step's, loop_caller's
+  ASSERT_GT(runs->insns, 0u);
+  const uint64_t t0 = 100;
+  h.Ev(BranchKind::kCall, t0, h.main + 4, h.caller.start);
+  h.Ev(BranchKind::kReturn, t0 + runs->insns, h.caller.end - 1, h.main + 9);
+  h.model.EndSegment(1000);
+  ASSERT_THAT(h.sink.lines, ElementsAre("B loop_caller call", "B inl_step (inlined) inline",
+                                        "E inl_step (inlined) inline", "E loop_caller return",
+                                        "E main close", "B main inferred"));
+  EXPECT_EQ(h.sink.times[1], t0 + runs->runs[1].insn);
+  EXPECT_EQ(h.sink.times[2], t0 + runs->runs[2].insn);
+  EXPECT_GT(runs->runs[1].insn, 0u);
+  EXPECT_GT(runs->runs[2].insn, runs->runs[1].insn);
 }
 
 TEST(CallStackTest, InlinedFramesEndWithTheirRealFrame) {
