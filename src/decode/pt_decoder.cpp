@@ -870,7 +870,7 @@ class StreamDecoder {
   bool skipping_ = true;
   uint64_t skip_from_ = 0;
   bool have_prev_ = false;
-  bool join_ = false;  // the next block continues the previous one (HandleBlock)
+  bool join_ = false;    // the next block continues the previous one (HandleBlock)
   bool at_eos_ = false;  // libipt: the stream ended where pt_blk_next reported pts_eos
   uint64_t prev_end_ = 0;
   enum pt_insn_class prev_iclass_ = ptic_error;

@@ -583,8 +583,7 @@ std::span<const std::byte> Symbolizer::FileBytes(const Mapping& m) {
 // Walks the block's code from `start`, an instruction at a time, to the
 // instruction at `end`; each run starts at the first instruction at or
 // after its address. Leaves the counts at 0 unless the walk lands on `end`.
-void Symbolizer::CountInstructions(const Mapping& m, uint64_t start, uint64_t end,
-                                   InlineRuns* r) {
+void Symbolizer::CountInstructions(const Mapping& m, uint64_t start, uint64_t end, InlineRuns* r) {
   const std::span<const std::byte> file = FileBytes(m);
   const uint64_t off = start - m.start + m.pgoff;
   if (start < m.start || off >= file.size() || end - start >= (1u << 20)) return;
@@ -600,9 +599,8 @@ void Symbolizer::CountInstructions(const Mapping& m, uint64_t start, uint64_t en
     for (; run < r->runs.size() && r->runs[run].addr <= at; ++run) r->runs[run].insn = n;
     ZydisDecodedInstruction insn;
     const uint64_t pos = at - start;
-    if (pos >= avail ||
-        ZYAN_FAILED(ZydisDecoderDecodeInstruction(&decoder, nullptr, code + pos, avail - pos,
-                                                  &insn))) {
+    if (pos >= avail || ZYAN_FAILED(ZydisDecoderDecodeInstruction(&decoder, nullptr, code + pos,
+                                                                  avail - pos, &insn))) {
       return;
     }
     if (at == end) {
