@@ -6,12 +6,17 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
 
 #include "base/file_util.h"
 #include "base/string_util.h"
+#include "decode/symbols.h"
+#include "elf/symbol_file.h"
 #include "emulate/emulate.h"
 #include "pipeline/pipeline.h"
 #include "tests/support/events.h"
@@ -195,6 +200,76 @@ TEST_F(DecodeEmulated, InlinedCallsAreFramesNestedInTheirCaller) {
   auto [plain, plain_in_caller] = count(text);
   EXPECT_EQ(plain["leaf_call"], 7);
   EXPECT_EQ(plain_in_caller["leaf_call"], 7);
+}
+
+// Under the emulator every instruction takes 1 ns, so an inlined frame lasts
+// exactly the instructions it ran: each inl_step frame of the loop lasts as
+// many ns as objdump (an independent disassembler) lists instructions in
+// inl_step's run of the loop's block (the run by DWARF, from the Symbolizer).
+TEST_F(DecodeEmulated, InlinedFramesLastTheInstructionsTheyRan) {
+  const std::string prog = PTSNAP_DECODE_INLINE;
+  auto elf = elf::SymbolFile::Open(prog);
+  ASSERT_TRUE(elf.has_value());
+  uint64_t caller = 0, caller_size = 0;
+  for (const auto& sym : elf->symbols().symbols()) {
+    if (sym.name == "loop_caller") {
+      caller = sym.start;
+      caller_size = sym.size;
+    }
+  }
+  ASSERT_NE(caller, 0u);
+  ::ptsnap::testing::TempDir tmp;
+  const auto listing = tmp.path() / "caller.txt";
+  char range[96];
+  std::snprintf(range, sizeof range, " --start-address=0x%lx --stop-address=0x%lx ",
+                static_cast<unsigned long>(caller),
+                static_cast<unsigned long>(caller + caller_size));
+  ASSERT_EQ(std::system(("objdump -d --no-show-raw-insn" + std::string(range) + prog + " > " +
+                         listing.string())
+                            .c_str()),
+            0);
+  // The loop's block: from the instruction after the call of leaf_call to
+  // the jne that closes the loop.
+  std::vector<uint64_t> insns;
+  uint64_t start = 0, end = 0;
+  bool after_call = false;
+  std::ifstream in(listing);
+  for (std::string line; std::getline(in, line);) {
+    const size_t colon = line.find(":\t");
+    if (line.rfind("  ", 0) != 0 || colon == std::string::npos) continue;
+    const uint64_t addr = std::stoull(line.substr(0, colon), nullptr, 16);
+    insns.push_back(addr);
+    if (after_call && start == 0) start = addr;
+    if (line.find("call") != std::string::npos && line.find("<leaf_call>") != std::string::npos)
+      after_call = true;
+    if (start != 0 && end == 0 && line.find("\tjne ") != std::string::npos) end = addr;
+  }
+  ASSERT_NE(start, 0u);
+  ASSERT_NE(end, 0u);
+  constexpr uint64_t kBase = 0x555500000000;
+  decode::Symbolizer symbols;
+  symbols.AddMapping(1, kBase, 0x10000, 0, prog, "inline");
+  const decode::Resolved fn = symbols.Resolve(1, kBase + caller);
+  const decode::InlineRuns* runs = symbols.Inlines(1, fn.start, kBase + start, kBase + end);
+  ASSERT_NE(runs, nullptr);
+  uint64_t expected = 0;
+  for (size_t i = 0; i < runs->runs.size(); ++i) {
+    if (runs->runs[i].leaf == nullptr) continue;
+    const uint64_t lo = runs->runs[i].addr - kBase;
+    const uint64_t hi = i + 1 < runs->runs.size() ? runs->runs[i + 1].addr - kBase : end + 1;
+    expected = static_cast<uint64_t>(
+        std::count_if(insns.begin(), insns.end(), [&](uint64_t a) { return a >= lo && a < hi; }));
+  }
+  ASSERT_GT(expected, 3u);
+
+  const std::string text = Run({prog, "7"});
+  int frames = 0;
+  for (const auto& e : ::ptsnap::testing::ParseEvents(text)) {
+    if (e.kind != 'E' || e.name != "inl_step (inlined)") continue;
+    ++frames;
+    EXPECT_EQ(e.ts - e.begin, expected) << "inl_step ending at " << e.ts;
+  }
+  EXPECT_EQ(frames, 7);
 }
 
 TEST_F(DecodeEmulated, ExceptionCrossingThreeFramesUnwindsThem) {
