@@ -1,7 +1,6 @@
 #include "decode/symbols.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <string>
@@ -11,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "decode/test_stream.h"
+#include "tests/support/objdump.h"
 #include "tests/support/result_matchers.h"
 #include "tests/support/temp_dir.h"
 
@@ -325,24 +325,9 @@ TEST(InlineTest, InlinedCallShowsInItsCallersCode) {
   EXPECT_EQ(entered, 1);  // interleaved pieces of the one call count once
   // The block's instructions, and those before each run, as objdump (an
   // independent disassembler) lists loop_caller's.
-  ::ptsnap::testing::TempDir tmp;
-  const auto out = tmp.path() / "caller.txt";
-  char range[96];
-  std::snprintf(range, sizeof range, " --start-address=0x%lx --stop-address=0x%lx ",
-                static_cast<unsigned long>(caller),
-                static_cast<unsigned long>(caller + (r.end - r.start)));
-  ASSERT_EQ(std::system(("objdump -d --no-show-raw-insn" + std::string(range) + prog.string() +
-                         " > " + out.string())
-                            .c_str()),
-            0);
   std::vector<uint64_t> insns;  // process addresses
-  std::ifstream in(out);
-  for (std::string line; std::getline(in, line);) {
-    // "    11ad:\tmov    %eax,%ecx"
-    const size_t colon = line.find(":\t");
-    if (line.rfind("  ", 0) != 0 || colon == std::string::npos) continue;
-    insns.push_back(kSrclineBase + std::stoull(line.substr(0, colon), nullptr, 16));
-  }
+  for (const auto& i : ::ptsnap::testing::ObjdumpInstructions(prog, caller, caller + (r.end - r.start)))
+    insns.push_back(kSrclineBase + i.addr);
   ASSERT_GT(insns.size(), 10u);
   EXPECT_EQ(insns.back(), r.end - 1);  // its one-byte ret
   EXPECT_EQ(runs->insns, insns.size());

@@ -6,9 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
-#include <fstream>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -20,6 +17,7 @@
 #include "emulate/emulate.h"
 #include "pipeline/pipeline.h"
 #include "tests/support/events.h"
+#include "tests/support/objdump.h"
 #include "tests/support/result_matchers.h"
 #include "tests/support/temp_dir.h"
 #include "trace/trace_dir.h"
@@ -218,31 +216,15 @@ TEST_F(DecodeEmulated, InlinedFramesLastTheInstructionsTheyRan) {
     }
   }
   ASSERT_NE(caller, 0u);
-  ::ptsnap::testing::TempDir tmp;
-  const auto listing = tmp.path() / "caller.txt";
-  char range[96];
-  std::snprintf(range, sizeof range, " --start-address=0x%lx --stop-address=0x%lx ",
-                static_cast<unsigned long>(caller),
-                static_cast<unsigned long>(caller + caller_size));
-  ASSERT_EQ(std::system(("objdump -d --no-show-raw-insn" + std::string(range) + prog + " > " +
-                         listing.string())
-                            .c_str()),
-            0);
   // The loop's block: from the instruction after the call of leaf_call to
   // the jne that closes the loop.
-  std::vector<uint64_t> insns;
+  const auto listing = ::ptsnap::testing::ObjdumpInstructions(prog, caller, caller + caller_size);
   uint64_t start = 0, end = 0;
-  bool after_call = false;
-  std::ifstream in(listing);
-  for (std::string line; std::getline(in, line);) {
-    const size_t colon = line.find(":\t");
-    if (line.rfind("  ", 0) != 0 || colon == std::string::npos) continue;
-    const uint64_t addr = std::stoull(line.substr(0, colon), nullptr, 16);
-    insns.push_back(addr);
-    if (after_call && start == 0) start = addr;
-    if (line.find("call") != std::string::npos && line.find("<leaf_call>") != std::string::npos)
-      after_call = true;
-    if (start != 0 && end == 0 && line.find("\tjne ") != std::string::npos) end = addr;
+  for (size_t i = 0; i + 1 < listing.size(); ++i) {
+    if (start == 0 && listing[i].text.find("<leaf_call>") != std::string::npos)
+      start = listing[i + 1].addr;
+    if (start != 0 && end == 0 && listing[i + 1].text.rfind("jne ", 0) == 0)
+      end = listing[i + 1].addr;
   }
   ASSERT_NE(start, 0u);
   ASSERT_NE(end, 0u);
@@ -252,14 +234,12 @@ TEST_F(DecodeEmulated, InlinedFramesLastTheInstructionsTheyRan) {
   const decode::Resolved fn = symbols.Resolve(1, kBase + caller);
   const decode::InlineRuns* runs = symbols.Inlines(1, fn.start, kBase + start, kBase + end);
   ASSERT_NE(runs, nullptr);
-  uint64_t expected = 0;
-  for (size_t i = 0; i < runs->runs.size(); ++i) {
-    if (runs->runs[i].leaf == nullptr) continue;
-    const uint64_t lo = runs->runs[i].addr - kBase;
-    const uint64_t hi = i + 1 < runs->runs.size() ? runs->runs[i + 1].addr - kBase : end + 1;
-    expected = static_cast<uint64_t>(
-        std::count_if(insns.begin(), insns.end(), [&](uint64_t a) { return a >= lo && a < hi; }));
-  }
+  // loop_caller's code, inl_step's, loop_caller's.
+  ASSERT_EQ(runs->runs.size(), 3u);
+  ASSERT_NE(runs->runs[1].leaf, nullptr);
+  const uint64_t lo = runs->runs[1].addr - kBase, hi = runs->runs[2].addr - kBase;
+  const auto expected = static_cast<uint64_t>(std::count_if(
+      listing.begin(), listing.end(), [&](const auto& i) { return i.addr >= lo && i.addr < hi; }));
   ASSERT_GT(expected, 3u);
 
   const std::string text = Run({prog, "7"});
