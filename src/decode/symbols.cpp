@@ -564,25 +564,25 @@ const InlineRuns* Symbolizer::Inlines(int32_t pid, uint64_t fn_start, uint64_t s
 }
 
 std::span<const std::byte> Symbolizer::FileBytes(const Mapping& m) {
-  const std::string& path = m.elf->path().string();
-  auto it = files_.find(path);
+  auto it = files_.find(m.elf);
   if (it == files_.end()) {
     base::MappedRegion map;
-    base::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    base::UniqueFd fd(::open(m.elf->path().c_str(), O_RDONLY | O_CLOEXEC));
     struct stat st {};
     if (fd.get() >= 0 && ::fstat(fd.get(), &st) == 0 && st.st_size > 0) {
       auto r = base::MappedRegion::Map(static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE,
                                        fd.get(), 0);
       if (r) map = std::move(*r);
     }
-    it = files_.emplace(path, std::move(map)).first;
+    it = files_.emplace(m.elf, std::move(map)).first;
   }
   return it->second.bytes();
 }
 
 // Walks the block's code from `start`, an instruction at a time, to the
 // instruction at `end`; each run starts at the first instruction at or
-// after its address. Leaves the counts at 0 unless the walk lands on `end`.
+// after its address. Leaves `insns` at 0 (the runs' counts unused) unless
+// the walk lands on `end`.
 void Symbolizer::CountInstructions(const Mapping& m, uint64_t start, uint64_t end, InlineRuns* r) {
   const std::span<const std::byte> file = FileBytes(m);
   const uint64_t off = start - m.start + m.pgoff;
@@ -610,8 +610,6 @@ void Symbolizer::CountInstructions(const Mapping& m, uint64_t start, uint64_t en
     at += insn.length;
     ++n;
   }
-  // The walk stepped over `end`: the counts would not be the block's.
-  for (InlineRun& x : r->runs) x.insn = 0;
 }
 
 }  // namespace ptsnap::decode

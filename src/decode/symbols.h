@@ -186,7 +186,8 @@ class Symbolizer {
                                                      const elf::SymbolFile& elf) const;
   // By ELF path: the DWARF of the file or its debug file; null = none.
   std::map<std::string, std::unique_ptr<DwarfFile>> dwarves_;
-  std::map<std::string, base::MappedRegion> files_;  // by ELF path; empty = unreadable
+  // The bytes of each file in elves_ (FileBytes); empty = unreadable.
+  std::unordered_map<const elf::SymbolFile*, base::MappedRegion> files_;
   std::unordered_map<int32_t, std::unique_ptr<ProcessSymbols>> processes_;
   std::unordered_map<std::string, std::unique_ptr<std::string>> strings_;
   std::map<std::pair<const std::string*, uint64_t>, uint32_t> function_ids_;
