@@ -431,14 +431,13 @@ void CallStackModel::InlineBlock(uint64_t start, uint64_t end, uint64_t end_time
   }
   const uint64_t t0 = now_;
   const uint64_t span = end_time > t0 ? end_time - t0 : 0;
-  const double bytes = static_cast<double>(end - start + 1);
+  auto share = [&](const decode::InlineRun& run) -> uint64_t {
+    if (runs->insns != 0) return decode::MulDiv(span, run.insn, runs->insns);
+    return static_cast<uint64_t>(static_cast<double>(span) * static_cast<double>(run.addr - start) /
+                                 static_cast<double>(end - start + 1));
+  };
   for (const decode::InlineRun& run : runs->runs) {
-    if (run.addr > start && span != 0) {
-      SetTime(t0 + (runs->insns != 0
-                        ? decode::MulDiv(span, run.insn, runs->insns)
-                        : static_cast<uint64_t>(static_cast<double>(span) *
-                                                static_cast<double>(run.addr - start) / bytes)));
-    }
+    if (run.addr > start && span != 0) SetTime(t0 + share(run));
     SyncInline(real, run.leaf, runs->bias);
   }
 }
