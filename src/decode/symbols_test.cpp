@@ -326,7 +326,8 @@ TEST(InlineTest, InlinedCallShowsInItsCallersCode) {
   // The block's instructions, and those before each run, as objdump (an
   // independent disassembler) lists loop_caller's.
   std::vector<uint64_t> insns;  // process addresses
-  for (const auto& i : ::ptsnap::testing::ObjdumpInstructions(prog, caller, caller + (r.end - r.start)))
+  for (const auto& i :
+       ::ptsnap::testing::ObjdumpInstructions(prog, caller, caller + (r.end - r.start)))
     insns.push_back(kSrclineBase + i.addr);
   ASSERT_GT(insns.size(), 10u);
   EXPECT_EQ(insns.back(), r.end - 1);  // its one-byte ret
