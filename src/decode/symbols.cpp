@@ -18,7 +18,9 @@ elf::SymbolTable KernelSymbols(const sys::Kallsyms& kallsyms) {
   for (const sys::KallsymsSymbol& s : kallsyms.symbols) {
     if (s.type != 't' && s.type != 'T' && s.type != 'w' && s.type != 'W') continue;
     if (s.addr == 0) continue;
-    table.Add(elf::Symbol{s.addr, 0, s.module.empty() ? s.name : s.name + " [" + s.module + "]"});
+    elf::Symbol sym{s.addr, 0, s.module.empty() ? s.name : s.name + " [" + s.module + "]"};
+    sym.split = elf::IsSplitPartName(s.name);
+    table.Add(std::move(sym));
   }
   table.Finish();
   return table;
@@ -353,6 +355,7 @@ Resolved Symbolizer::Resolve(int32_t pid, uint64_t addr, uint64_t time) {
       r.start = s->start;
       r.end = s->start + (s->size != 0 ? s->size : 1);
       r.name = Intern(s->name);
+      r.split = s->split;
     }
   } else if (const Mapping* m = proc.Find(addr)) {
     r.dso = m->dso;
@@ -365,6 +368,7 @@ Resolved Symbolizer::Resolve(int32_t pid, uint64_t addr, uint64_t time) {
         r.start = s->start + static_cast<uint64_t>(m->bias);
         r.end = r.start + std::max<uint64_t>(s->size, 1);
         r.name = Intern(s->name);
+        r.split = s->split;
       } else {
         // The gap between the symbols around vaddr, as SymbolTable::Find
         // sees it: after the last symbol starting at or before it (which
@@ -394,6 +398,7 @@ Resolved Symbolizer::Resolve(int32_t pid, uint64_t addr, uint64_t time) {
         r.start = s->start;
         r.end = s->start + std::max<uint64_t>(s->size, 1);
         r.name = Intern(s->name);
+        r.split = s->split;
         static const std::string kJit = "[jit]";
         if (r.dso == nullptr) r.dso = Intern(kJit);
         break;

@@ -41,6 +41,10 @@ struct Resolved {
   const std::string* name = nullptr;  // display name, owned by the Symbolizer
   const std::string* dso = nullptr;
   bool known = false;  // false: "[unknown @ 0xADDR (dso)]"
+  // A part split off a function (elf::Symbol::split): code its function
+  // jumps into, which starts no frame (docs/decoding.md, "Call stacks on
+  // optimized code").
+  bool split = false;
   // Named by a PERF_RECORD_KSYMBOL live at the time asked (a BPF program,
   // trampoline or dispatcher, out-of-line kernel code): AddKernelSymbol.
   bool ksymbol = false;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <unordered_map>
@@ -56,12 +57,37 @@ std::string Demangle(std::string_view name) {
   return result;
 }
 
+// C++: `_Z3fooi.cold`.
+bool IsSplitPartName(std::string_view name) {
+  for (size_t at = name.find(".cold"); at != std::string_view::npos;
+       at = name.find(".cold", at + 1)) {
+    const size_t after = at + 5;
+    if (after == name.size() || name[after] == '.') return true;
+  }
+  return false;
+}
+
 namespace {
 
 bool SectionIsCode(Elf* elf, size_t index) {
   GElf_Shdr shdr;
   Elf_Scn* scn = elf_getscn(elf, index);
   return scn != nullptr && gelf_getshdr(scn, &shdr) != nullptr && (shdr.sh_flags & SHF_EXECINSTR);
+}
+
+// The .eh_frame section's FDEs; empty when there is none (or no bytes: a
+// separate debug file's NOBITS copy).
+std::vector<FdeRange> ReadEhFrame(Elf* elf, size_t shstrndx) {
+  for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn != nullptr; scn = elf_nextscn(elf, scn)) {
+    GElf_Shdr shdr;
+    if (gelf_getshdr(scn, &shdr) == nullptr || shdr.sh_type == SHT_NOBITS) continue;
+    const char* name = elf_strptr(elf, shstrndx, shdr.sh_name);
+    if (name == nullptr || std::strcmp(name, ".eh_frame") != 0) continue;
+    Elf_Data* data = elf_rawdata(scn, nullptr);
+    if (data == nullptr || data->d_buf == nullptr) return {};
+    return ParseEhFrame({static_cast<const std::byte*>(data->d_buf), data->d_size}, shdr.sh_addr);
+  }
+  return {};
 }
 
 // Functions, plus code labels that no function covers: assembly entry
@@ -79,7 +105,7 @@ void ReadSymbols(Elf* elf, Elf_Scn* scn, const GElf_Shdr& shdr, SymbolTable* tab
     if (!function && !SectionIsCode(elf, sym.st_shndx)) return;
     if (function) {
       functions.emplace_back(sym.st_value, sym.st_value + sym.st_size);
-      table->Add(Symbol{sym.st_value, sym.st_size, Demangle(name)});
+      table->Add(Symbol{sym.st_value, sym.st_size, Demangle(name), IsSplitPartName(name)});
     } else if (name[0] != '.') {  // .L local labels never name code
       labels.push_back(Symbol{sym.st_value, 0, name});
     }
@@ -289,14 +315,38 @@ Result<SymbolFile> SymbolFile::Open(const std::filesystem::path& path) {
   if (dynsym != nullptr) ReadSymbols(elf.get(), dynsym, dynsym_hdr, &out.symbols_);
   if (shstrndx != 0) ReadPlt(elf.get(), shstrndx, &out.symbols_);
   out.build_id_ = internal::BuildIdNote(elf.get());
+  if (shstrndx != 0) out.fdes_ = ReadEhFrame(elf.get(), shstrndx);
   out.symbols_.Finish();
+  out.AddFdeFunctions();
   return out;
 }
 
 void SymbolFile::MergeSymbols(const SymbolFile& debug) {
-  for (const auto& s : debug.symbols_.symbols()) symbols_.Add(s);
+  symbols_.DropUnnamed();
+  for (const auto& s : debug.symbols_.symbols()) {
+    if (!s.unnamed) symbols_.Add(s);
+  }
   symbols_.Finish();
+  AddFdeFunctions();
   has_symtab_ = has_symtab_ || debug.has_symtab_;
+}
+
+void SymbolFile::AddFdeFunctions() {
+  if (fdes_.empty()) return;
+  symbols_.DropUnnamed();
+  symbols_.Finish();
+  const std::string file = path_.filename().string();
+  std::vector<Symbol> add;
+  for (const FdeRange& f : fdes_) {
+    // Only code no symbol names: a symbol's own range wins, FDE or not.
+    if (symbols_.Find(f.start) != nullptr) continue;
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "+0x%llx", static_cast<unsigned long long>(f.start));
+    add.push_back(Symbol{f.start, f.end - f.start, file + buf, !f.entry, true});
+  }
+  if (add.empty()) return;
+  for (auto& s : add) symbols_.Add(std::move(s));
+  symbols_.Finish();
 }
 
 SymbolTable ParsePerfMap(std::string_view text) {
@@ -313,7 +363,8 @@ SymbolTable ParsePerfMap(std::string_view text) {
     auto start = base::ParseUint(strip(line.substr(0, sp1)), 16);
     auto size = base::ParseUint(strip(line.substr(sp1 + 1, sp2 - sp1 - 1)), 16);
     if (!start || !size || *size == 0) continue;
-    table.Add(Symbol{*start, *size, Demangle(base::Trim(line.substr(sp2 + 1)))});
+    const std::string_view name = base::Trim(line.substr(sp2 + 1));
+    table.Add(Symbol{*start, *size, Demangle(name), IsSplitPartName(name)});
   }
   table.Finish();
   return table;

@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "elf/eh_frame.h"
 #include "elf/segments.h"
 #include "ptsnap/result.h"
 
@@ -26,12 +27,22 @@ struct Symbol {
   uint64_t start = 0;
   uint64_t size = 0;
   std::string name;  // demangled
+  // A part split off a function (GCC's `foo.cold`, or an FDE that begins
+  // inside a frame: eh_frame.h): code its function jumps into, not a
+  // function of its own.
+  bool split = false;
+  // No symbol names it: its range is an FDE's and its name "FILE+0xVADDR".
+  bool unnamed = false;
 };
 
 // A sorted, non-owning-free table with nearest-below lookup.
 class SymbolTable {
  public:
   void Add(Symbol s) { symbols_.push_back(std::move(s)); }
+  // Drops the Symbol::unnamed entries (call Finish after adding).
+  void DropUnnamed() {
+    std::erase_if(symbols_, [](const Symbol& s) { return s.unnamed; });
+  }
   // Sorts, drops duplicates (prefers sized, global-looking names) and
   // computes sizes of zero-sized entries from their successor.
   void Finish();
@@ -49,7 +60,10 @@ class SymbolFile {
  public:
   // Reads `path` with libelf: .symtab (or .dynsym), synthesised `name@plt`
   // entries for .plt/.plt.sec stubs from .rela.plt, PT_LOAD segments, the
-  // NT_GNU_BUILD_ID note and .gnu_debuglink. Errors: unreadable, not ELF.
+  // NT_GNU_BUILD_ID note and .gnu_debuglink, and .eh_frame's FDEs: code
+  // that no symbol covers but an FDE bounds is a function named
+  // "FILE+0xVADDR" (Symbol::unnamed), so a stripped binary's static
+  // functions have ranges. Errors: unreadable, not ELF.
   static Result<SymbolFile> Open(const std::filesystem::path& path);
 
   [[nodiscard]] const std::filesystem::path& path() const { return path_; }
@@ -59,8 +73,10 @@ class SymbolFile {
   [[nodiscard]] const SymbolTable& symbols() const { return symbols_; }
   [[nodiscard]] bool has_symtab() const { return has_symtab_; }
   // Adds symbols from a separate debug file (same layout) when this file has
-  // no .symtab.
+  // no .symtab; the FDE-bounded names give way to the debug file's.
   void MergeSymbols(const SymbolFile& debug);
+  // The .eh_frame FDEs (eh_frame.h), sorted by start.
+  [[nodiscard]] const std::vector<FdeRange>& fdes() const { return fdes_; }
 
   // The ELF virtual address for a file offset, using the PT_LOAD that holds
   // it; nullopt when none does.
@@ -73,12 +89,20 @@ class SymbolFile {
   std::string build_id_, debuglink_;
   std::vector<Segment> segments_;
   SymbolTable symbols_;
+  std::vector<FdeRange> fdes_;
   bool has_symtab_ = false;
+  // Adds an unnamed function per FDE that no symbol covers (after dropping
+  // earlier ones), then Finish()es the table.
+  void AddFdeFunctions();
 };
 
 // "START SIZE NAME" lines of a perf JIT map (/tmp/perf-PID.map: hex, with
 // or without 0x; names demangled); lines that do not parse are skipped.
 SymbolTable ParsePerfMap(std::string_view text);
+
+// Whether `name` (raw, not demangled) is GCC's name for a part split off a
+// function: `foo.cold`, `foo.cold.N`.
+bool IsSplitPartName(std::string_view name);
 
 // abi::__cxa_demangle for names starting with _Z, else the name unchanged.
 std::string Demangle(std::string_view name);
