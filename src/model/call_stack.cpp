@@ -33,6 +33,8 @@ namespace {
 // they are written at that timestamp, so memory stays bounded on traces
 // without timing packets.
 constexpr size_t kMaxPending = 1 << 16;
+// The longest x86 instruction: a return lands at most this far past its call.
+constexpr uint64_t kMaxInsnLength = 15;
 }  // namespace
 
 CallStackModel::CallStackModel(decode::Symbolizer* symbols, SliceSink* sink)
@@ -53,6 +55,7 @@ CallStackModel::Frame CallStackModel::Resolve(uint64_t addr) {
   f.address = r.start;
   f.function_id = r.function_id;
   f.known = r.known;
+  f.split = r.split;
   f.ksymbol = r.ksymbol;
   f.unknown_lo = r.unknown_lo;
   f.unknown_hi = r.unknown_hi;
@@ -284,6 +287,8 @@ void CallStackModel::CheckCurrent(uint64_t dst) {
     return;  // still in the same file's unknown code: one frame
   } else if (stack_.back().function_id != f.function_id || stack_.back().pseudo) {
     f.signal = stack_.back().signal;  // a handler's tail call stays its frame
+    // A tail-called function returns where the frame it replaces would have.
+    f.call_site = stack_.back().call_site;
     Ret(Via::kJump);  // tail call, PLT jump, return past the known stack: adjacent spans
     Call(f, Via::kJump);
   }
@@ -317,6 +322,33 @@ void CallStackModel::Resume(uint64_t dst) {
   // A handler's entry: its own frame, nested above the interrupted one.
   f.signal = true;
   Call(f, Via::kSignal);
+}
+
+size_t CallStackModel::MatchReturn(uint64_t dst) const {
+  for (size_t i = stack_.size(); i-- > 0;) {
+    const Frame& f = stack_[i];
+    if (f.call_site != 0 && dst > f.call_site && dst - f.call_site <= kMaxInsnLength) return i + 1;
+  }
+  return 0;
+}
+
+void CallStackModel::ReturnFrom(size_t index) {
+  bool skipped = false;
+  while (stack_.size() > index) {
+    // Ret ends the top real frame with the inlined frames above it.
+    size_t top_real = stack_.size() - 1;
+    while (top_real > 0 && stack_[top_real].scope != nullptr) --top_real;
+    const bool returned = top_real <= index;
+    skipped = skipped || !returned;
+    Ret(returned ? Via::kReturn : Via::kUnwind);
+  }
+  if (skipped) stats_.unwinds++;
+}
+
+void CallStackModel::EnterPart(const Frame& f) {
+  Frame& top = stack_.back();
+  top.part_start = f.fn_start;
+  top.part_end = f.fn_end;
 }
 
 bool CallStackModel::UnwindTo(uint64_t dst) {
@@ -406,6 +438,7 @@ void CallStackModel::SyncInline(size_t real, const decode::InlineScope* leaf, in
     f.name = chain_[i]->display;
     f.address = chain_[i]->entry + static_cast<uint64_t>(bias);
     f.inferred = false;
+    f.call_site = 0;  // returns match the real frame below
     Call(f, Via::kInline);
   }
 }
@@ -420,7 +453,7 @@ void CallStackModel::InlineBlock(uint64_t start, uint64_t end, uint64_t end_time
   while (real > 0 && stack_[real - 1].scope != nullptr) --real;
   if (real == 0) return;
   Frame& r = stack_[real - 1];
-  if (r.pseudo || !r.known || !Contains(r, start) || !Contains(r, end)) return;
+  if (r.pseudo || !r.known || !InHome(r, start) || !InHome(r, end)) return;
   // Most functions have no inlined code: asked once per frame, not per block.
   if (r.has_inlines < 0) r.has_inlines = symbols_->HasInlines(r.space, r.fn_start) ? 1 : 0;
   const decode::InlineRuns* runs =
@@ -468,8 +501,21 @@ void CallStackModel::OnAnyEvent(const decode::BranchEvent& e) {
     PushInferred(Resolve(e.from));
   }
   switch (e.kind) {
-    case BranchKind::kCall: Call(Resolve(e.to), Via::kCall); break;
+    case BranchKind::kCall: {
+      Frame f = Resolve(e.to);
+      f.call_site = e.from;
+      Call(f, Via::kCall);
+      break;
+    }
     case BranchKind::kReturn: {
+      // To just past a call on the stack: that frame returns, and any frame
+      // above it ended unseen (perf's thread stack does the same), so one
+      // misread jump cannot shift every later return.
+      if (size_t i = MatchReturn(e.to); i != 0) {
+        ReturnFrom(i - 1);
+        CheckCurrent(e.to);
+        break;
+      }
       bool from_signal = !stack_.empty() && stack_.back().signal;
       Ret(Via::kReturn);
       if (!stack_.empty() && Contains(stack_.back(), e.to)) break;
@@ -501,8 +547,19 @@ void CallStackModel::OnAnyEvent(const decode::BranchEvent& e) {
           f.dso != nullptr && stack_.back().dso == f.dso) {
         break;
       }
-      // A jump into the middle of a caller's function is a longjmp; a jump
-      // to a function's entry is a tail call.
+      // A jump is a tail call only where it enters a function at its
+      // entry. Into the middle of a caller's function it is a longjmp; into
+      // a split-off part or the middle of other code, the frame runs on
+      // there (docs/decoding.md, "Call stacks on optimized code").
+      // (Only from the top frame's own code: where the jump's source is not
+      // in it, the top frame is already stale, and the target is where the
+      // code runs.)
+      if (!stack_.empty() && !stack_.back().pseudo && f.known && (f.split || e.to != f.fn_start) &&
+          e.from != 0 && Contains(stack_.back(), e.from)) {
+        if (!f.split && stack_.size() > 1 && UnwindTo(e.to)) break;
+        EnterPart(f);
+        break;
+      }
       if (e.to != f.fn_start && stack_.size() > 1 && UnwindTo(e.to)) break;
       CheckCurrent(e.to);
       break;

@@ -95,7 +95,15 @@ class CallStackModel {
     const std::string* name = nullptr;
     const std::string* dso = nullptr;
     uint64_t fn_start = 0, fn_end = 0;  // [start, end) of the function
-    uint64_t address = 0;               // entry address shown (0 for pseudo frames)
+    // Code outside the function the frame runs in, entered by a jump that
+    // was no tail call (a split-off `.cold` part, code shared with another
+    // function): the frame goes on there, [part_start, part_end).
+    uint64_t part_start = 0, part_end = 0;
+    // The call instruction that began the frame (BranchEvent::from; 0: not
+    // begun by a call the trace showed). A return to just past it returns
+    // from this frame, whatever lies above it (MatchReturn).
+    uint64_t call_site = 0;
+    uint64_t address = 0;  // entry address shown (0 for pseudo frames)
     uint32_t function_id = 0;
     int32_t space = 0;    // Symbolizer key it was resolved in
     bool pseudo = false;  // [syscall], [untraced]
@@ -105,6 +113,7 @@ class CallStackModel {
     bool gap = false;
     bool ksymbol = false;   // Resolved::ksymbol
     bool known = true;      // false: "[unknown @ ...]" (no symbol covers it)
+    bool split = false;     // Resolved::split: a part split off a function
     bool inferred = false;  // begin time is create_time_, written at EndSegment
     // An inlined call of the real frame below it (the same function's range
     // and id, so that the rules below treat it as that frame).
@@ -149,7 +158,7 @@ class CallStackModel {
     const Frame& top = stack_.back();
     if (top.scope != nullptr || top.pseudo || top.gap) return false;
     if (!Contains(top, e.to) && !InUnknownStretch(top, e.to)) return false;
-    return !InlineStep(e) || !top.known || !Contains(top, block_start_) || !Contains(top, e.from) ||
+    return !InlineStep(e) || !top.known || !InHome(top, block_start_) || !InHome(top, e.from) ||
            top.has_inlines == 0;
   }
   // OnEvent's step for a QuietJump, and all the full path would do for it.
@@ -165,7 +174,14 @@ class CallStackModel {
   [[nodiscard]] bool InlineStep(const decode::BranchEvent& e) const {
     return inline_frames_ && started_ && e.from != 0 && block_start_ != 0 && block_start_ <= e.from;
   }
+  // Whether the frame runs `addr`: its function's code or the part it
+  // jumped into.
   static bool Contains(const Frame& f, uint64_t addr) {
+    return (addr >= f.fn_start && addr < f.fn_end) || (addr >= f.part_start && addr < f.part_end);
+  }
+  // Whether `addr` is the frame's own function's code (what its inline
+  // ranges describe).
+  static bool InHome(const Frame& f, uint64_t addr) {
     return addr >= f.fn_start && addr < f.fn_end;
   }
   // Whether `addr` (in the current space) is unknown code of the same file
@@ -186,6 +202,14 @@ class CallStackModel {
   void ResetAll();                              // end_of_thread: close everything, new create time
   void NamedGap(uint64_t target);               // after a decode error at a branch to `target`
   bool UnwindTo(uint64_t dst);                  // kUnwind
+  // The frame a return to `dst` returns from, as perf's thread stack finds
+  // it: the topmost whose call site lies just before `dst`. Its index + 1;
+  // 0 when none does.
+  size_t MatchReturn(uint64_t dst) const;
+  // Ends every frame above stack_[index] and that frame (a matched return).
+  void ReturnFrom(size_t index);
+  // A jump into `f` that is no tail call: the top frame runs on in it.
+  void EnterPart(const Frame& f);
   bool SameFunction(const Frame& top, uint64_t addr);
   void Resume(uint64_t dst);  // tracing resumed at dst with the stack non-empty
   // The block [start, end] ran before the event at `end_time`: its inline

@@ -243,6 +243,85 @@ TEST(CallStackTest, SyscallAndUntracedPseudoFrames) {
                           "40 E [untraced] from 30", "50 E fn0 from 1"));
 }
 
+// GCC's hot/cold partitioning: fn1 jumps into its split-off part
+// fn1.cold and back. The part is fn1's own code: one fn1 frame, not a tail
+// call into the part and another back (what magic-trace's rule gives).
+TEST(CallStackTest, AJumpIntoASplitPartEndsNoFrame) {
+  Harness h;
+  h.symbols.AddPerfMap(1, decode::ParsePerfMap("6000 40 fn1.cold\n"));
+  h.Ev(BranchKind::kEnable, 0, 0, Fn(0));
+  h.Ev(BranchKind::kCall, 10, Fn(0, 1), Fn(1));
+  h.Ev(BranchKind::kJump, 20, Fn(1, 4), 0x6004);     // into the cold part (not its start)
+  h.Ev(BranchKind::kJump, 25, 0x6008, 0x6000);       // inside it
+  h.Ev(BranchKind::kJump, 30, 0x600c, Fn(1, 0x20));  // back
+  h.Ev(BranchKind::kJump, 35, Fn(1, 0x24), 0x6000);  // and in again, at the part's start
+  h.Ev(BranchKind::kReturn, 40, 0x6010, Fn(0, 6));   // the part returns for fn1
+  h.model.EndSegment(50);
+  EXPECT_THAT(h.sink.lines,
+              ElementsAre("1 B fn0", "10 B fn1", "40 E fn1 from 10", "50 E fn0 from 1"));
+}
+
+// The cascade seen on CPython: in recursion, the inner frame's jump back
+// from its cold part lands in the middle of the function that the outer
+// frame runs too. Taking it for a longjmp to the outer frame (or the
+// jump into the part for a tail call) shifted every return after it; the
+// frames must nest exactly as the calls did.
+TEST(CallStackTest, RecursionThroughAColdPartNestsExactly) {
+  Harness h;
+  h.symbols.AddPerfMap(1, decode::ParsePerfMap("6000 40 fn1.cold\n"));
+  h.Ev(BranchKind::kEnable, 0, 0, Fn(0));
+  h.Ev(BranchKind::kCall, 10, Fn(0, 1), Fn(1));             // outer fn1
+  h.Ev(BranchKind::kCall, 20, Fn(1, 0x10), Fn(1));          // inner fn1
+  h.Ev(BranchKind::kJump, 30, Fn(1, 4), 0x6004);            // inner: into the cold part
+  h.Ev(BranchKind::kJump, 40, 0x6008, Fn(1, 0x30));         // and back into fn1's middle
+  h.Ev(BranchKind::kReturn, 50, Fn(1, 0x34), Fn(1, 0x15));  // inner returns to outer
+  h.Ev(BranchKind::kReturn, 60, Fn(1, 0x34), Fn(0, 6));     // outer returns to fn0
+  h.Ev(BranchKind::kCall, 70, Fn(0, 8), Fn(2));
+  h.Ev(BranchKind::kReturn, 80, Fn(2, 1), Fn(0, 13));
+  h.model.EndSegment(90);
+  EXPECT_THAT(h.sink.lines,
+              ElementsAre("1 B fn0", "10 B fn1", "20 B fn1", "50 E fn1 from 20", "60 E fn1 from 10",
+                          "70 B fn2", "80 E fn2 from 70", "90 E fn0 from 1"));
+}
+
+// A jump into the middle of another function that no frame holds (code
+// shared between functions, a stripped binary's part): the frame runs on
+// there. Only a jump to an entry is a tail call.
+TEST(CallStackTest, OnlyAJumpToAnEntryIsATailCall) {
+  Harness h;
+  h.Ev(BranchKind::kEnable, 0, 0, Fn(0));
+  h.Ev(BranchKind::kCall, 10, Fn(0, 1), Fn(1));
+  h.Ev(BranchKind::kJump, 20, Fn(1, 4), Fn(3, 0x40));  // mid-fn3: fn1 runs on there
+  h.Ev(BranchKind::kJump, 25, Fn(3, 0x44), Fn(2));     // fn2's entry: a tail call
+  h.Ev(BranchKind::kReturn, 30, Fn(2, 8), Fn(0, 6));   // fn2 returns for fn1
+  h.model.EndSegment(40);
+  EXPECT_THAT(h.sink.lines, ElementsAre("1 B fn0", "10 B fn1", "25 E fn1 from 10", "25 B fn2",
+                                        "30 E fn2 from 25", "40 E fn0 from 1"));
+}
+
+// A return to just past a call on the stack returns from that call's frame,
+// as perf's thread stack pops to the matching return address: frames above
+// it (whose returns the trace did not show) end with it.
+TEST(CallStackTest, AReturnPopsToTheFrameWhoseCallItReturnsTo) {
+  Harness h;
+  ViaSink via;
+  CallStackModel model(&h.symbols, &via);
+  model.BeginSegment(1, 1);
+  auto ev = [&](BranchKind k, uint64_t t, uint64_t from, uint64_t to) {
+    Feed(model, k, t, from, to);
+  };
+  ev(BranchKind::kEnable, 0, 0, Fn(0));
+  ev(BranchKind::kCall, 10, Fn(0, 1), Fn(1));       // fn0 -> fn1
+  ev(BranchKind::kCall, 20, Fn(1, 0x10), Fn(1));    // fn1 -> fn1
+  ev(BranchKind::kCall, 30, Fn(1, 0x10), Fn(2));    // fn1 -> fn2
+  ev(BranchKind::kReturn, 40, Fn(2, 1), Fn(0, 6));  // to fn0's call: fn2 and both fn1 end
+  ev(BranchKind::kCall, 50, Fn(0, 8), Fn(3));
+  model.EndSegment(60);
+  EXPECT_THAT(via.lines, ElementsAre("B fn0 start", "B fn1 call", "B fn1 call", "B fn2 call",
+                                     "E fn2 unwind", "E fn1 unwind", "E fn1 return", "B fn3 call",
+                                     "E fn3 close", "E fn0 close"));
+}
+
 TEST(CallStackTest, DecodeErrorClosesFramesAndRestartsInference) {
   // magic-trace memmove_decode_error: frames after the error are inferred
   // from the error time, not from the trace start.
