@@ -167,11 +167,21 @@ int DecodeAndReport(const std::filesystem::path& trace_dir, const std::filesyste
   std::fputs(pipeline::FormatReport(*report).c_str(), report_to);
   if (const std::string w = pipeline::ViewerSizeWarning(*report); !w.empty())
     std::fprintf(stderr, "%s\n", w.c_str());
+  // The file is written, but its numbers cannot all be true: say so in the
+  // exit status too (docs/errors.md).
+  const uint64_t impossible = report->implausible.count();
+  if (impossible != 0) {
+    std::fprintf(stderr,
+                 "ptsnap: error: decoding %s: %llu impossible result(s) (listed above): the "
+                 "timeline was written but is not to be trusted\n",
+                 trace_dir.c_str(), static_cast<unsigned long long>(impossible));
+  }
   if (view.open) {
     std::fflush(report_to);
-    return ServeFile(report->output, view.port, 1, report_to);
+    const int served = ServeFile(report->output, view.port, 1, report_to);
+    return served != kExitOk || impossible == 0 ? served : kExitFailure;
   }
-  return kExitOk;
+  return impossible == 0 ? kExitOk : kExitFailure;
 }
 
 void AddViewFlags(CLI::App* cmd, ViewFlags* view) {

@@ -104,6 +104,7 @@ int RunReport(const ReportArgs& a) {
                    decoded.error().ToString().c_str());
       return kExitFailure;
     }
+    sink.SetImplausible(decoded->implausible);
   }
   if (!a.output.empty()) {
     if (pprof) {
@@ -141,6 +142,14 @@ int RunReport(const ReportArgs& a) {
   const std::string text =
       a.json ? report::FormatJson(sink, *key, a.limit) : report::FormatText(sink, *key, a.limit);
   std::fputs(text.c_str(), stdout);
+  // The table is printed, but not all of it can be true (docs/errors.md).
+  if (const uint64_t impossible = sink.implausible().count(); impossible != 0) {
+    std::fprintf(stderr,
+                 "ptsnap: error: %s: %llu impossible result(s) (listed in the report): its numbers "
+                 "are not to be trusted\n",
+                 a.dir.c_str(), static_cast<unsigned long long>(impossible));
+    return kExitFailure;
+  }
   return kExitOk;
 }
 

@@ -15,6 +15,7 @@ void SummarySink::OnCall(const Call& c) {
   f.calls++;
   f.self_ns += c.self_ns;
   if (c.outermost) f.total_ns += c.end - c.begin;  // not inside another frame of itself
+  check_.OnCall(c);
 }
 
 std::vector<FunctionTime> SummarySink::Top(size_t n, bool by_self) const {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "output/calls.h"
+#include "output/plausibility.h"
 
 namespace ptsnap::output {
 
@@ -25,6 +26,8 @@ class SummarySink : public CallSink {
  public:
   // The `n` hottest functions by total (by_self false) or self time.
   [[nodiscard]] std::vector<FunctionTime> Top(size_t n, bool by_self) const;
+  // The impossible-results check over the same calls.
+  PlausibilityCheck& check() { return check_; }
 
  protected:
   void OnCall(const Call& c) override;
@@ -37,6 +40,7 @@ class SummarySink : public CallSink {
     FunctionTime* f = nullptr;
   };
   std::vector<Recent> recent_;
+  PlausibilityCheck check_;
 };
 
 // "1.234 ms", "56 ns", "2.5 s".

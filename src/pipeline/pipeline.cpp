@@ -151,6 +151,7 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
   }
   // The slices go to the file's writer and/or the caller's sink, and to the summary.
   SummarySink summary;
+  summary.check().SetFullExecution(m.mode == trace::Mode::kFull);
   // The file's writer, behind the thinning filter when one is asked for.
   std::optional<ThinSink> thin;
   model::SliceSink* file = writer ? writer->sink() : nullptr;
@@ -401,6 +402,7 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
   report.slices = summary.slices();
   report.top_total = summary.Top(options.top, false);
   report.top_self = summary.Top(options.top, true);
+  report.implausible = summary.check().Result();
   return report;
 }
 
@@ -497,6 +499,7 @@ std::string FormatReport(const DecodeReport& r) {
     }
     line("warning: " + w);
   }
+  s += output::FormatImplausible(r.implausible);
   if (r.format == "fxt") {
     line("Wrote " + r.output.string() + ": open it at https://ui.perfetto.dev");
   } else if (r.format == "json") {

@@ -102,6 +102,9 @@ struct DecodeReport {
   uint64_t output_bytes = 0;
   ThinOptions thin;        // as asked
   ThinStats thin_dropped;  // spans left out of the file by `thin`
+  // Results that cannot be true (output/plausibility.h): decode says so
+  // and exits 1.
+  output::Implausible implausible;
 };
 
 // Errors: the directory is not a trace (no or corrupt manifest), the output

@@ -166,6 +166,7 @@ void ReportSink::OnSegmentEnd(int32_t tid) {
 
 void ReportSink::OnCall(const output::Call& c) {
   if (!origin_) origin_ = c.begin;
+  check_.OnCall(c);
   ThreadState& t = threads_[c.tid];
   if (!InWindow(c)) {
     ++outside_window_;
@@ -363,6 +364,8 @@ std::string FormatText(const ReportSink& r, SortKey key, size_t limit) {
     out += "(" + std::to_string(unseen) +
            " of these calls began before the trace did: counted in calls, total and self, not in "
            "the durations)\n";
+  if (const std::string imp = output::FormatImplausible(r.implausible()); !imp.empty())
+    out += "\n" + imp;
   for (const FunctionStats& f : r.Named()) {
     out += "\n" + f.name + ": " + std::to_string(f.calls) + " calls";
     if (f.calls == 0) {
@@ -410,6 +413,12 @@ std::string FormatJson(const ReportSink& r, SortKey key, size_t limit) {
                     {"duration_ns", s.duration_ns},
                     {"callees", TreeJson(s.tree)}});
   j["slowest"] = std::move(slow);
+  const output::Implausible imp = r.implausible();
+  j["impossible"] = {{"count", imp.count()},
+                     {"over_span", imp.over_span},
+                     {"first_over_span", imp.first_over_span},
+                     {"begun_before_full_trace", imp.inferred},
+                     {"first_begun_before_full_trace", imp.first_inferred}};
   return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "output/calls.h"
+#include "output/plausibility.h"
 #include "report/histogram.h"
 #include "report/pprof.h"
 
@@ -90,6 +91,13 @@ class ReportSink : public output::CallSink {
   [[nodiscard]] bool per_thread() const { return options_.per_thread; }
   // Calls left out by --since/--until.
   [[nodiscard]] uint64_t outside_window() const { return outside_window_; }
+  // Results that cannot be true (output/plausibility.h), over every call
+  // (the window aside): this sink's own check, or what SetImplausible gave.
+  [[nodiscard]] output::Implausible implausible() const {
+    return implausible_ ? *implausible_ : check_.Result();
+  }
+  // The decode's check, which knows the recording (full-execution or not).
+  void SetImplausible(output::Implausible i) { implausible_ = std::move(i); }
 
  protected:
   void OnCall(const output::Call& c) override;
@@ -117,6 +125,8 @@ class ReportSink : public output::CallSink {
   void Captured(ThreadState& t, const output::Call& c);
 
   ReportOptions options_;
+  output::PlausibilityCheck check_;
+  std::optional<output::Implausible> implausible_;
   std::set<std::string> named_;
   struct KeyHash {
     size_t operator()(const std::pair<const std::string*, int32_t>& k) const {

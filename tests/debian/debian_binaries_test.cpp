@@ -1,0 +1,71 @@
+// Debian's python3 (stripped, -O2, GCC's hot/cold partitioning, static
+// functions without names) recorded from its first instruction under the
+// emulator: the timeline must add up (docs/decoding.md, "Call stacks on
+// optimized code", "Impossible results"). Before .eh_frame ranges and the
+// call-site rule for returns, this recording gave _PyEval_EvalFrameDefault
+// 817 ms of inclusive time in a 74.8 ms trace and 64 frames "begun before
+// the trace".
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "elf/symbol_file.h"
+#include "tests/support/run_ptsnap.h"
+#include "tests/support/temp_dir.h"
+
+namespace ptsnap::testing {
+namespace {
+
+constexpr const char* kPython = "/usr/bin/python3.11";
+
+TEST(DebianBinaries, PythonFullExecutionAddsUp) {
+  if (!std::filesystem::exists(kPython)) GTEST_SKIP() << kPython << " is not installed";
+  TempDir dir;
+  const std::string trace = (dir.path() / "py.ptsnap").string();
+  const PtsnapRun run = RunPtsnap("run --emulate --full-execution --trace-dir '" + trace +
+                                  "' -o '" + (dir.path() / "py.fxt").string() + "' -- " + kPython +
+                                  " -c 'import json; json.dumps(list(range(2000)))'");
+  ASSERT_EQ(run.rc, 0) << run.out;
+  EXPECT_EQ(run.out.find("Impossible results"), std::string::npos) << run.out;
+  EXPECT_THAT(run.out, ::testing::HasSubstr("Decode errors: 0"));
+
+  const PtsnapRun rep = RunPtsnap("report '" + trace + "' --json --limit 0", {.stdout_only = true});
+  ASSERT_EQ(rep.rc, 0) << rep.out.substr(0, 2000);
+  const auto j = nlohmann::json::parse(rep.out);
+  auto python = elf::SymbolFile::Open(kPython);
+  ASSERT_TRUE(python.has_value());
+  ASSERT_GT(python->fdes().size(), 1000u);
+  const uint64_t span = j["span_ns"];
+  EXPECT_EQ(j["impossible"]["count"], 0);
+  bool saw_eval = false;
+  uint64_t unnamed = 0, unknown_python = 0;
+  for (const auto& f : j["functions"]) {
+    const std::string name = f["name"];
+    // Every function's inclusive time (recursion counted once) fits the span.
+    EXPECT_LE(f["total_ns"].get<uint64_t>(), span) << name;
+    // Nothing began before a trace that starts at exec.
+    EXPECT_EQ(f["unseen_start"].get<uint64_t>(), 0u) << name;
+    saw_eval = saw_eval || name == "_PyEval_EvalFrameDefault";
+    unnamed += name.starts_with("python3.11+0x");
+    // Code of python3 itself (non-PIE: addresses are its vaddrs) that is
+    // unknown must be code no FDE bounds (crtstuff's helpers, .init, .fini).
+    if (name.starts_with("[unknown @ 0x") && name.ends_with("(/usr/bin/python3.11)]")) {
+      const uint64_t addr = std::stoull(name.substr(11), nullptr, 16);
+      for (const elf::FdeRange& r : python->fdes()) {
+        if (addr >= r.start && addr < r.end) {
+          ++unknown_python;
+          ADD_FAILURE() << name << " lies in the FDE [" << r.start << ", " << r.end << ")";
+        }
+      }
+    }
+  }
+  EXPECT_TRUE(saw_eval);
+  EXPECT_GT(unnamed, 10u) << "static functions of the stripped binary, named by their FDE";
+  EXPECT_EQ(unknown_python, 0u);
+}
+
+}  // namespace
+}  // namespace ptsnap::testing
