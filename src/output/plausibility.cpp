@@ -16,7 +16,7 @@ void PlausibilityCheck::OnCall(const Call& c) {
     if (fresh) it->second.name = *c.name;
     it->second.ns += c.end - c.begin;
   }
-  if (c.inferred && full_execution_) {
+  if (c.inferred && c.tid == full_execution_tid_) {
     Inferred& i = t.inferred[c.begin];
     if (i.count++ == 0) {
       i.first =

@@ -7,8 +7,10 @@
 //   exceeds that thread's span: its frames overlap themselves, which no
 //   execution does (a frame longer than its thread's span is one such);
 // - in a full-execution recording, frames whose start the trace did not
-//   see (inferred), where the trace began at the program's first
-//   instruction: every frame's start is in it (a decode error or an
+//   see (inferred) on the thread whose trace began at the program's first
+//   instruction (`run`'s program; a thread or process it creates starts
+//   inside frames its parent began, so theirs are not counted): every
+//   frame's start is in it (a decode error or an
 //   overflow restarts the stack, inferring frames from its time on: those
 //   are counted on the summary's own lines, not here).
 // Memory grows with the number of distinct (thread, function) pairs.
@@ -38,9 +40,10 @@ class PlausibilityCheck {
  public:
   // Every ended frame (CallSink::OnCall).
   void OnCall(const Call& c);
-  // Whether frames begun before the trace are impossible (a full-execution
-  // recording).
-  void SetFullExecution(bool full) { full_execution_ = full; }
+  // Frames of thread `tid` begun before the trace are impossible: a
+  // full-execution recording of a program ptsnap started, whose first
+  // thread is `tid`.
+  void SetFullExecution(int32_t tid) { full_execution_tid_ = tid; }
   [[nodiscard]] Implausible Result() const;
 
  private:
@@ -60,7 +63,7 @@ class PlausibilityCheck {
     std::map<uint64_t, Inferred> inferred;
   };
   std::unordered_map<int32_t, Thread> threads_;
-  bool full_execution_ = false;
+  int32_t full_execution_tid_ = -1;  // -1: none
 };
 
 // "Impossible results: N ..." lines for a summary or report, "" when none.

@@ -25,7 +25,7 @@ Call MakeCall(const std::string* name, uint64_t begin, uint64_t end, bool outerm
 // Recursion counted once stays within the span: nothing to flag.
 TEST(PlausibilityTest, ARealTimelinePasses) {
   PlausibilityCheck check;
-  check.SetFullExecution(true);
+  check.SetFullExecution(7);
   check.OnCall(MakeCall(&kWork, 20, 30, false));  // inner work, inside the outer one
   check.OnCall(MakeCall(&kWork, 10, 40));
   check.OnCall(MakeCall(&kWork, 50, 60));
@@ -55,7 +55,7 @@ TEST(PlausibilityTest, OverlappingFramesOfOneFunctionAreFlagged) {
 TEST(PlausibilityTest, FramesBegunBeforeAFullExecutionTraceAreFlagged) {
   for (bool full : {false, true}) {
     PlausibilityCheck check;
-    check.SetFullExecution(full);
+    check.SetFullExecution(full ? 7 : 8);  // thread 8: another thread's trace starts at exec
     check.OnCall(MakeCall(&kWork, 5, 20));
     check.OnCall(MakeCall(&kMain, 1, 40, true, true));   // at the thread's first time
     check.OnCall(MakeCall(&kWork, 60, 80, true, true));  // after a reset at 60

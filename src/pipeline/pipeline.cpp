@@ -151,7 +151,8 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
   }
   // The slices go to the file's writer and/or the caller's sink, and to the summary.
   SummarySink summary;
-  summary.check().SetFullExecution(m.mode == trace::Mode::kFull);
+  if (m.mode == trace::Mode::kFull && !m.command.empty() && !m.pids.empty())
+    summary.check().SetFullExecution(m.pids[0]);
   // The file's writer, behind the thinning filter when one is asked for.
   std::optional<ThinSink> thin;
   model::SliceSink* file = writer ? writer->sink() : nullptr;
