@@ -133,6 +133,34 @@ TEST(EhFrame, BoundsFunctionsOfAStrippedBinary) {
   EXPECT_EQ(matched, cold);
 }
 
+// MiniDebugInfo, as Fedora builds it: the stripped file carries an
+// xz-compressed ELF with a .symtab in .gnu_debugdata. Its names come back,
+// static functions included, where .eh_frame alone would give FILE+0xVADDR.
+TEST(EhFrame, MiniDebugInfoNamesAStrippedBinarysFunctions) {
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  ptsnap::testing::TempDir dir;
+  const std::string d = dir.path().string();
+  const auto run = RunShell("cd " + d + " && objcopy --only-keep-debug " + self +
+                            " mini && objcopy --strip-debug mini && xz -k mini && "
+                            "strip --strip-all -o bare " +
+                            self + " && objcopy --add-section .gnu_debugdata=mini.xz bare");
+  ASSERT_EQ(run.status, 0) << run.out;
+  auto full = SymbolFile::Open(self);
+  auto bare = SymbolFile::Open(d + "/bare");
+  ASSERT_TRUE(full.has_value() && bare.has_value());
+  EXPECT_FALSE(bare->has_symtab());
+  const Symbol* fn = nullptr;
+  for (const Symbol& s : full->symbols().symbols())
+    if (s.name.starts_with("eh_frame_test_static_fn")) fn = &s;
+  ASSERT_NE(fn, nullptr);
+  const Symbol* got = bare->symbols().Find(fn->start);
+  ASSERT_NE(got, nullptr);
+  EXPECT_EQ(got->name, fn->name);
+  EXPECT_FALSE(got->unnamed);
+  // Not xz, or xz of something that is no ELF: nothing, no crash.
+  EXPECT_EQ(ParseMiniDebugInfo(Bytes(std::string("not xz at all"))).size(), 0u);
+}
+
 // Hand-made: one CIE ("zR", pc-relative sdata4 pointers, CFA rsp+8) and two
 // FDEs, one that keeps the CIE's CFA and one that sets CFA offset 16 before
 // its first advance.

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
+#include <lzma.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -86,6 +87,20 @@ std::vector<FdeRange> ReadEhFrame(Elf* elf, size_t shstrndx) {
     Elf_Data* data = elf_rawdata(scn, nullptr);
     if (data == nullptr || data->d_buf == nullptr) return {};
     return ParseEhFrame({static_cast<const std::byte*>(data->d_buf), data->d_size}, shdr.sh_addr);
+  }
+  return {};
+}
+
+// The bytes of the section named `name`, empty when none.
+std::span<const std::byte> SectionBytes(Elf* elf, size_t shstrndx, const char* name) {
+  for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn != nullptr; scn = elf_nextscn(elf, scn)) {
+    GElf_Shdr shdr;
+    if (gelf_getshdr(scn, &shdr) == nullptr || shdr.sh_type == SHT_NOBITS) continue;
+    const char* n = elf_strptr(elf, shstrndx, shdr.sh_name);
+    if (n == nullptr || std::strcmp(n, name) != 0) continue;
+    Elf_Data* data = elf_rawdata(scn, nullptr);
+    if (data == nullptr || data->d_buf == nullptr) return {};
+    return {static_cast<const std::byte*>(data->d_buf), data->d_size};
   }
   return {};
 }
@@ -314,6 +329,11 @@ Result<SymbolFile> SymbolFile::Open(const std::filesystem::path& path) {
   // by address are dropped in Finish().
   if (dynsym != nullptr) ReadSymbols(elf.get(), dynsym, dynsym_hdr, &out.symbols_);
   if (shstrndx != 0) ReadPlt(elf.get(), shstrndx, &out.symbols_);
+  if (shstrndx != 0 && !out.has_symtab_) {
+    const SymbolTable mini =
+        ParseMiniDebugInfo(SectionBytes(elf.get(), shstrndx, ".gnu_debugdata"));
+    for (const Symbol& s : mini.symbols()) out.symbols_.Add(s);
+  }
   out.build_id_ = internal::BuildIdNote(elf.get());
   if (shstrndx != 0) out.fdes_ = ReadEhFrame(elf.get(), shstrndx);
   out.symbols_.Finish();
@@ -347,6 +367,41 @@ void SymbolFile::AddFdeFunctions() {
   if (add.empty()) return;
   for (auto& s : add) symbols_.Add(std::move(s));
   symbols_.Finish();
+}
+
+SymbolTable ParseMiniDebugInfo(std::span<const std::byte> xz) {
+  SymbolTable table;
+  if (xz.empty()) return table;
+  constexpr size_t kMaxOut = size_t{256} << 20;
+  lzma_stream strm = LZMA_STREAM_INIT;
+  if (lzma_stream_decoder(&strm, UINT64_MAX, 0) != LZMA_OK) return table;
+  std::string out(std::max<size_t>(xz.size() * 4, 4096), '\0');
+  strm.next_in = reinterpret_cast<const uint8_t*>(xz.data());
+  strm.avail_in = xz.size();
+  lzma_ret ret = LZMA_OK;
+  while (ret == LZMA_OK) {
+    if (strm.total_out == out.size()) {
+      if (out.size() >= kMaxOut) break;
+      out.resize(std::min(out.size() * 2, kMaxOut));
+    }
+    strm.next_out = reinterpret_cast<uint8_t*>(out.data()) + strm.total_out;
+    strm.avail_out = out.size() - strm.total_out;
+    ret = lzma_code(&strm, LZMA_FINISH);
+  }
+  const size_t size = strm.total_out;
+  lzma_end(&strm);
+  if (ret != LZMA_STREAM_END) return table;
+  elf_version(EV_CURRENT);
+  internal::ElfHandle inner(elf_memory(out.data(), size));
+  if (inner == nullptr || elf_kind(inner.get()) != ELF_K_ELF) return table;
+  for (Elf_Scn* scn = elf_nextscn(inner.get(), nullptr); scn != nullptr;
+       scn = elf_nextscn(inner.get(), scn)) {
+    GElf_Shdr shdr;
+    if (gelf_getshdr(scn, &shdr) != nullptr && shdr.sh_type == SHT_SYMTAB)
+      ReadSymbols(inner.get(), scn, shdr, &table);
+  }
+  table.Finish();
+  return table;
 }
 
 SymbolTable ParsePerfMap(std::string_view text) {

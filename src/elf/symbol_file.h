@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -58,7 +59,8 @@ class SymbolTable {
 // What the decoder needs from one ELF file to name code.
 class SymbolFile {
  public:
-  // Reads `path` with libelf: .symtab (or .dynsym), synthesised `name@plt`
+  // Reads `path` with libelf: .symtab (or .dynsym, and MiniDebugInfo's
+  // .symtab: ParseMiniDebugInfo), synthesised `name@plt`
   // entries for .plt/.plt.sec stubs from .rela.plt, PT_LOAD segments, the
   // NT_GNU_BUILD_ID note and .gnu_debuglink, and .eh_frame's FDEs: code
   // that no symbol covers but an FDE bounds is a function named
@@ -95,6 +97,12 @@ class SymbolFile {
   // earlier ones), then Finish()es the table.
   void AddFdeFunctions();
 };
+
+// The functions of a MiniDebugInfo section (`.gnu_debugdata`: an
+// xz-compressed ELF whose .symtab names the functions .dynsym lacks, as
+// Fedora, CentOS and others ship): empty when the bytes are not xz, do not
+// decompress (at most 256 MiB), or hold no ELF with a .symtab.
+SymbolTable ParseMiniDebugInfo(std::span<const std::byte> xz);
 
 // "START SIZE NAME" lines of a perf JIT map (/tmp/perf-PID.map: hex, with
 // or without 0x; names demangled); lines that do not parse are skipped.
