@@ -83,6 +83,11 @@ class CallStackModel {
   void SetExitTimes(std::map<int32_t, uint64_t> exits) { exits_ = std::move(exits); }
   // A zero-length marker on the current thread (snapshot boundaries).
   void Marker(uint64_t ts, const std::string& name);
+  // The current thread was not traced from `ts` on until its next event (a
+  // snapshot ring that wrapped between two snapshots): a marker `name` at
+  // `ts`, every open frame ends there, and the next event starts a fresh
+  // stack whose inferred frames begin at that event, not before the gap.
+  void Gap(uint64_t ts, const std::string& name);
   // The same marker on every thread of the segment that has events.
   void MarkerOnEveryThread(uint64_t ts, const std::string& name);
 
@@ -114,6 +119,7 @@ class CallStackModel {
     bool ksymbol = false;   // Resolved::ksymbol
     bool known = true;      // false: "[unknown @ ...]" (no symbol covers it)
     bool split = false;     // Resolved::split: a part split off a function
+    bool unnamed = false;   // Resolved::unnamed: bounded by an FDE, no symbol
     bool inferred = false;  // begin time is create_time_, written at EndSegment
     // An inlined call of the real frame below it (the same function's range
     // and id, so that the rules below treat it as that frame).
