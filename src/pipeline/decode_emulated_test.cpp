@@ -383,6 +383,39 @@ TEST_F(DecodeEmulated, OverlappingSnapshotsAreShownOnce) {
   EXPECT_EQ(CountLines(text, "[snapshot "), 4u);
 }
 
+// The frames of a thread's snapshots are stitched: a frame that runs
+// through several snapshots is one slice, so the multi-snapshot timeline
+// has each function's frames once, as one snapshot at exit has them
+// (before, every snapshot began `main` again from the trace's start:
+// main 4 times, totals above the span).
+TEST_F(DecodeEmulated, SnapshotsOfAThreadAreStitched) {
+  auto begins = [](const std::string& text) {
+    std::map<std::string, size_t> n;
+    for (std::string_view line : base::Split(text, '\n')) {
+      const auto f = base::Split(line, ' ');
+      if (f.size() < 5 || f[3] != "B" || f[4].starts_with("[")) continue;
+      n[std::string(f[4])]++;
+    }
+    return n;
+  };
+  record::RecordOptions once;
+  DecodeReport one;
+  const std::string single = Run({PTSNAP_EMU_STOP_INDICATOR, "3"}, once, &one);
+  ASSERT_EQ(exit_code_, 0);
+  record::RecordOptions multi;
+  multi.trigger = ".";
+  multi.multi_snapshot = true;
+  DecodeReport rep;
+  const std::string text = Run({PTSNAP_EMU_STOP_INDICATOR, "3"}, multi, &rep);
+  ASSERT_EQ(exit_code_, 0);
+  ASSERT_EQ(rep.streams, 4u);
+  EXPECT_EQ(begins(text), begins(single));
+  EXPECT_EQ(begins(text)["main"], 1u);
+  EXPECT_EQ(CountLines(text, " inferred"), 0u) << "nothing begins before the trace";
+  EXPECT_EQ(rep.implausible.count(), 0u) << rep.implausible.first_over_span;
+  EXPECT_EQ(rep.snapshot_gaps, 0u);
+}
+
 // JIT code (tests/programs/emulate/jit.c): machine code written into an
 // anonymous buffer, called three times, overwritten with code of another
 // layout and called twice. The emulator captures each version's bytes when

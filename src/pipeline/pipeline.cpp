@@ -234,20 +234,44 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
     uint64_t last_progress = 0, events = 0;
     // Snapshot mode keeps the AUX ring between snapshots, so a thread's later
     // snapshot can repeat the end of its earlier one: per thread, the last
-    // time decoded in earlier snapshots (`covered`) and in this one (`seen`).
-    // Events at or before `covered` are that repeat and are skipped; the
-    // stack after the cut is inferred as after a decode error.
-    std::map<std::pair<int32_t, int32_t>, uint64_t> covered, seen;
+    // time decoded in earlier snapshots (`covered`) and in this one (`seen`),
+    // with the number of events at that time. Events before `covered`, and
+    // at it as many as were decoded there, are that repeat and are skipped
+    // (a snapshot can end between two events of one timestamp: a trigger's
+    // disable and the resume after it).
+    struct Cover {
+      uint64_t time = 0, at_time = 0;
+      uint64_t tie_skipped = 0;  // `seen` only: repeated events at covered's time
+    };
+    std::map<std::pair<int32_t, int32_t>, Cover> covered, seen;
     const bool skip_overlap = m.mode == trace::Mode::kSnapshot;
+    // Snapshot mode stitches a thread's snapshots (per-thread streams): its
+    // stack goes on from one snapshot to the next, so a frame that runs
+    // through both is one slice. Where the next snapshot repeats none of
+    // the last one (its ring wrapped in between), the gap is not traced:
+    // the frames end at its start (CallStackModel::Gap). docs/decoding.md,
+    // "Overlapping snapshots".
+    const bool stitch = skip_overlap;
+    bool stitching = false;  // one model segment holds every per-thread stream so far
+    // This stream: whether it repeated any event of the thread's earlier
+    // snapshots, and whether its first new event was looked at.
+    bool stream_repeats = false, stream_checked = false;
     // The thread of the previous event and its entries: events come in runs
     // of one thread, so the maps are looked up once per run, not per event.
     struct {
       std::pair<int32_t, int32_t> thread{INT32_MIN, INT32_MIN};
-      const uint64_t* covered = nullptr;  // null: no earlier snapshot of it
-      uint64_t* seen = nullptr;
+      const Cover* covered = nullptr;  // null: no earlier snapshot of it
+      Cover* seen = nullptr;
     } run;
     auto end_snapshot_segment = [&] {
-      for (const auto& [thread, t] : seen) covered[thread] = std::max(covered[thread], t);
+      for (const auto& [thread, t] : seen) {
+        Cover& c = covered[thread];
+        if (t.time > c.time) {
+          c = {t.time, t.at_time, 0};
+        } else if (t.time == c.time) {
+          c.at_time += t.at_time;
+        }
+      }
       seen.clear();
       run = {};
     };
@@ -267,18 +291,41 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
     auto on_event = decode::EventSinkOf([&](const decode::BranchEvent& e) {
       if (slow_start != nullptr && e.tid == slow_tid && e.time != 0 && e.time < *slow_start)
         *slow_start = e.time;
-      if (skip_overlap && e.time != 0) {
+      // (An event before this stream's first timing packet has time 0: for
+      // a thread an earlier snapshot covered, it is part of the repeat.)
+      if (skip_overlap && (e.time != 0 || stitching)) {
         if (const auto thread = std::make_pair(e.pid, e.tid); thread != run.thread) {
           auto c = covered.find(thread);
           run.thread = thread;
           run.covered = c == covered.end() ? nullptr : &c->second;
           run.seen = &seen[thread];
         }
-        if (run.covered != nullptr && e.time <= *run.covered) {
+        if (run.covered != nullptr &&
+            (e.time < run.covered->time ||
+             (e.time == run.covered->time && run.seen->tie_skipped < run.covered->at_time))) {
+          if (e.time == run.covered->time) run.seen->tie_skipped++;
           report.overlap_events_skipped++;
+          stream_repeats = stream_repeats || e.time != 0;
           return;
         }
-        *run.seen = std::max(*run.seen, e.time);
+        if (e.time != 0) {  // (time 0: the thread's first snapshot, nothing to skip)
+          if (e.time > run.seen->time) {
+            run.seen->time = e.time;
+            run.seen->at_time = 1;
+          } else if (e.time == run.seen->time) {
+            run.seen->at_time++;
+          }
+          if (stitching && run.covered != nullptr && !stream_checked) {
+            stream_checked = true;
+            if (!stream_repeats) {
+              if (e.tid != model.tid() || e.pid != model.pid()) model.SwitchThread(e.pid, e.tid);
+              model.Gap(run.covered->time, "[not traced until " +
+                                               FormatDuration(e.time - run.covered->time) +
+                                               " later: the ring wrapped between two snapshots]");
+              report.snapshot_gaps++;
+            }
+          }
+        }
       }
       if (e.tid != model.tid() || e.pid != model.pid()) model.SwitchThread(e.pid, e.tid);
       if (e.space != model.space()) model.SetSpace(e.space, decoder->SpaceIsExec(e.space));
@@ -325,6 +372,8 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
           group.push_back({streams[j].cpu, {}});
         }
         for (size_t k = 0; k < group.size(); ++k) group[k].bytes = held[k].view();
+        if (stitching) model.EndSegment();  // per-thread streams before: not stitched to these
+        stitching = false;
         model.BeginSegment(0, -1 - s.cpu);
         watch_slow_call(s.snapshot);
         PTSNAP_TRY(feed.DecodeCpuStreams(group, on_event));
@@ -344,7 +393,13 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
       int32_t pid = s.pid >= 0 ? s.pid : 0;
       int32_t tid = s.tid >= 0 ? s.tid : pid;
       auto bytes = feed.Read(s);
-      model.BeginSegment(pid, tid);
+      if (stitching) {
+        model.SwitchThread(pid, tid);
+      } else {
+        model.BeginSegment(pid, tid);
+        stitching = stitch;
+      }
+      stream_repeats = stream_checked = false;
       if (!bytes) {
         report.missing_streams++;
         report.warnings.push_back(bytes.error().ToString());
@@ -356,10 +411,11 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
       if (auto name = end_marker(s.snapshot); !name.empty()) {
         model.Marker(snaps[s.snapshot]->time, name);
       }
-      model.EndSegment();
+      if (!stitching) model.EndSegment();
       end_snapshot_segment();
       if (options.progress) options.progress(done_bytes, total_bytes);
     }
+    if (stitching) model.EndSegment();
     feed.Finish();
     // The ring could not hold the whole slow call: say so with the fix.
     for (const auto& [seq, first] : slow_thread_start) {
@@ -404,6 +460,15 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
   report.top_total = summary.Top(options.top, false);
   report.top_self = summary.Top(options.top, true);
   report.implausible = summary.check().Result();
+  // Frames begun before a full-execution trace are impossible only where
+  // the trace is whole: PT lost or undecodable explains them (and is
+  // reported on its own lines).
+  if (report.lost_bytes != 0 || report.aux_truncated != 0 || report.missing_streams != 0 ||
+      report.decode.errors != 0 || report.decode.overflows != 0 ||
+      report.decode.undecoded_bytes != 0) {
+    report.implausible.inferred = 0;
+    report.implausible.first_inferred.clear();
+  }
   return report;
 }
 
@@ -477,6 +542,11 @@ std::string FormatReport(const DecodeReport& r) {
     line("Snapshot overlap: " + std::to_string(r.overlap_events_skipped) +
          (sp.sampled ? " samples" : " events") +
          " already shown by an earlier snapshot of the same thread were skipped.");
+  }
+  if (r.snapshot_gaps != 0) {
+    line("Snapshot gaps: " + std::to_string(r.snapshot_gaps) +
+         " time(s) a thread's snapshot began after its previous one ended (the ring wrapped "
+         "between them): not traced, marked on the timeline; a bigger --snapshot-size keeps more.");
   }
   if (r.thin.active()) {
     std::string what;

@@ -82,6 +82,9 @@ struct DecodeReport {
   // snapshot of it already covered (the AUX ring is not cleared between
   // snapshots), skipped so that stretch is not shown twice.
   uint64_t overlap_events_skipped = 0;
+  // Snapshot mode: times a thread's snapshot repeated none of its earlier
+  // one (the ring wrapped in between): an untraced gap on its timeline.
+  uint64_t snapshot_gaps = 0;
   // Sampled traces (manifest source "sampled"): stack samples, not PT
   // (docs/decoding.md, "Sampled traces").
   struct Sampled {
