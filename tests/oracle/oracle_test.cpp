@@ -292,6 +292,11 @@ TEST_P(Oracle, CallStacksAreTheSingleStepperStacksWithAndWithoutSymbols) {
   {
     SCOPED_TRACE("with symbols");
     plain = CheckAgainstStepcount(program, main_addr);
+    // A jump into a split part keeps its function's frame: no part has one.
+    for (const Frame& f : plain.events.frames) {
+      EXPECT_EQ(f.name.find(".cold"), std::string::npos)
+          << f.name << " has a frame of its own (at " << f.begin << ", via=" << f.begin_via << ")";
+    }
   }
   SCOPED_TRACE("stripped");
   const std::string stripped = program + ".stripped";
