@@ -137,19 +137,20 @@ struct Recorded {
 // Records `program` under the emulator, decodes it to .events, and
 // single-steps it; checks ptsnap's call frames from main's entry on against
 // stepcount's. `main_addr` is main's address (the stripped copy has no name).
-Recorded CheckAgainstStepcount(const std::string& program, uint64_t main_addr) {
+Recorded CheckAgainstStepcount(const std::string& program, const std::string& args,
+                               uint64_t main_addr) {
   ::setenv("GLIBC_TUNABLES", kSameLibcRoutines, 1);  // stepcount and ptsnap inherit it
   Recorded rec;
   testing::TempDir tmp;
   const auto dir = tmp.path() / "t.ptsnap";
   const auto events_path = tmp.path() / "t.events";
   auto run = testing::RunPtsnap("run --emulate --full-execution --trace-dir '" + dir.string() +
-                                "' -o '" + events_path.string() + "' -- '" + program + "'");
+                                "' -o '" + events_path.string() + "' -- '" + program + "' " + args);
   EXPECT_EQ(run.rc, 0) << run.out;
   EXPECT_THAT(run.out, ::testing::HasSubstr("Decode errors: 0 ")) << run.out;
   rec.events = ReadEvents(events_path);
-  rec.stepped =
-      testing::RunStepcountAllCalls(testing::RequiredEnv("STEPCOUNT_BIN"), "'" + program + "'");
+  rec.stepped = testing::RunStepcountAllCalls(testing::RequiredEnv("STEPCOUNT_BIN"),
+                                              "'" + program + "' " + args);
   const Events& ev = rec.events;
   EXPECT_EQ(ev.threads, 1u);
   EXPECT_EQ(ev.inferred, 0u) << "ptsnap inferred frames:\n" << ev.text;
@@ -281,17 +282,23 @@ std::vector<std::string> Structure(const Recorded& rec, const std::set<uint64_t>
   return out;
 }
 
-class Oracle : public ::testing::TestWithParam<std::string> {};
+// A program of tests/programs/oracle and its arguments (shell words).
+struct Case {
+  std::string program, args;
+};
+
+class Oracle : public ::testing::TestWithParam<Case> {};
 
 TEST_P(Oracle, CallStacksAreTheSingleStepperStacksWithAndWithoutSymbols) {
   const std::string dir = testing::RequiredEnv("ORACLE_PROGRAMS_DIR");
-  const std::string program = dir + "/oracle_" + GetParam();
+  const std::string program = dir + "/oracle_" + GetParam().program;
+  const std::string& args = GetParam().args;
   const uint64_t main_addr = MainAddress(program);
   ASSERT_NE(main_addr, 0u);
   Recorded plain;
   {
     SCOPED_TRACE("with symbols");
-    plain = CheckAgainstStepcount(program, main_addr);
+    plain = CheckAgainstStepcount(program, args, main_addr);
     // A jump into a split part keeps its function's frame: no part has one.
     for (const Frame& f : plain.events.frames) {
       EXPECT_EQ(f.name.find(".cold"), std::string::npos)
@@ -300,7 +307,7 @@ TEST_P(Oracle, CallStacksAreTheSingleStepperStacksWithAndWithoutSymbols) {
   }
   SCOPED_TRACE("stripped");
   const std::string stripped = program + ".stripped";
-  const Recorded bare = CheckAgainstStepcount(stripped, main_addr);
+  const Recorded bare = CheckAgainstStepcount(stripped, args, main_addr);
   // Where .eh_frame bounds the code, the function has a name.
   static const std::regex kUnknown("\\[unknown @ 0x([0-9a-f]+)");
   const auto fdes = FdeRanges(stripped);
@@ -336,9 +343,15 @@ TEST_P(Oracle, CallStacksAreTheSingleStepperStacksWithAndWithoutSymbols) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Programs, Oracle,
-                         ::testing::Values("cold_split", "jump_table", "tail_calls", "noreturn",
-                                           "longjmp", "cold_recursion"));
+const Case kCases[] = {
+    {"cold_split", ""},    {"jump_table", ""}, {"tail_calls", ""},     {"noreturn", ""},
+    {"noreturn", "abort"}, {"longjmp", ""},    {"cold_recursion", ""},
+};
+
+INSTANTIATE_TEST_SUITE_P(Programs, Oracle, ::testing::ValuesIn(kCases), [](const auto& info) {
+  const Case& c = info.param;
+  return c.program + (c.args.empty() ? "" : "_" + c.args);
+});
 
 }  // namespace
 }  // namespace ptsnap
