@@ -280,12 +280,25 @@ std::vector<std::string> Structure(const Recorded& rec, const FoldRule& fold, si
   return out;
 }
 
-// A program of tests/programs/oracle and its arguments (shell words).
+// A program of tests/programs/oracle and its arguments (shell words), with
+// what GCC must have made of it for the case to test what it is for: the
+// `.cold` parts nm must list, and per function (a symbol) a pattern its
+// objdump -d listing must hold.
 struct Case {
   std::string program, args;
+  std::vector<std::string> cold_parts;
+  std::vector<std::pair<std::string, std::string>> code;
 };
 void PrintTo(const Case& c, std::ostream* os) {
   *os << c.program << (c.args.empty() ? "" : " ") << c.args;
+}
+
+// The lines objdump -d lists for `function` in `listing`.
+std::string Listing(const std::string& listing, const std::string& function) {
+  const size_t at = listing.find(" <" + function + ">:\n");
+  if (at == std::string::npos) return "";
+  const size_t end = listing.find("\n\n", at);
+  return listing.substr(at, end == std::string::npos ? std::string::npos : end - at);
 }
 
 class Oracle : public ::testing::TestWithParam<Case> {};
@@ -296,6 +309,19 @@ TEST_P(Oracle, CallStacksAreTheSingleStepperStacksWithAndWithoutSymbols) {
   const std::string& args = GetParam().args;
   const uint64_t main_addr = MainAddress(program);
   ASSERT_NE(main_addr, 0u);
+  {
+    SCOPED_TRACE("what GCC made of " + program);
+    const testing::ShellRun symbols = testing::RunShellRaw("nm '" + program + "'");
+    for (const std::string& part : GetParam().cold_parts) {
+      EXPECT_THAT(symbols.out, ::testing::HasSubstr(" " + part + "\n"));
+    }
+    const testing::ShellRun listing =
+        testing::RunShellRaw("objdump -d --no-show-raw-insn '" + program + "'");
+    for (const auto& [function, pattern] : GetParam().code) {
+      EXPECT_TRUE(std::regex_search(Listing(listing.out, function), std::regex(pattern)))
+          << function << " has no " << pattern;
+    }
+  }
   Recorded plain;
   {
     SCOPED_TRACE("with symbols");
@@ -372,8 +398,26 @@ TEST_P(Oracle, CallStacksAreTheSingleStepperStacksWithAndWithoutSymbols) {
 }
 
 const Case kCases[] = {
-    {"cold_split", ""},    {"jump_table", ""}, {"tail_calls", ""},     {"noreturn", ""},
-    {"noreturn", "abort"}, {"longjmp", ""},    {"cold_recursion", ""}, {"exception", ""},
+    {"cold_split", "", {"scale.cold", "mix.cold"}, {{"scale", "j[a-z]+ +[0-9a-f]+ <scale.cold>"}}},
+    {"jump_table",
+     "",
+     {"dispatch.cold"},
+     {{"dispatch", "jmp +\\*%"}, {"dispatch", "jmp +[0-9a-f]+ <op_sub>"}}},
+    {"tail_calls",
+     "",
+     {"relay.cold"},
+     {{"first", "jmp +[0-9a-f]+ <second>"},
+      {"through_table", "jmp +\\*"},
+      {"relay.cold", "jmp +[0-9a-f]+ <third>"}}},
+    {"noreturn", "", {"check.cold", "step.cold"}, {{"step.cold", "call +[0-9a-f]+ <finish>"}}},
+    {"noreturn", "abort", {"check.cold"}, {{"check.cold", "call +[0-9a-f]+ <fail>"}}},
+    {"longjmp", "", {"descend.cold"}, {{"descend.cold", "call +[0-9a-f]+ <raise_error>"}}},
+    {"cold_recursion", "", {"walk.cold"}, {{"walk.cold", "call +[0-9a-f]+ <walk>"}}},
+    {"exception",
+     "",
+     {"_Z7throwerl.cold", "_Z6middlel.cold", "_Z7catcherl.cold"},
+     {{"_Z7throwerl.cold", "call +[0-9a-f]+ <__cxa_throw>"},
+      {"_Z6middlel.cold", "call +[0-9a-f]+ <_Unwind_Resume>"}}},
 };
 
 INSTANTIATE_TEST_SUITE_P(Programs, Oracle, ::testing::ValuesIn(kCases), [](const auto& info) {
