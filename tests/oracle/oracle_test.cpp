@@ -418,6 +418,10 @@ const Case kCases[] = {
      {"_Z7throwerl.cold", "_Z6middlel.cold", "_Z7catcherl.cold"},
      {{"_Z7throwerl.cold", "call +[0-9a-f]+ <__cxa_throw>"},
       {"_Z6middlel.cold", "call +[0-9a-f]+ <_Unwind_Resume>"}}},
+    {"libc_mix",
+     "",
+     {},
+     {{"__vfprintf_internal", "jmp +\\*%"}, {"msort_with_tmp.part.0", "call +\\*"}}},
 };
 
 INSTANTIATE_TEST_SUITE_P(Programs, Oracle, ::testing::ValuesIn(kCases), [](const auto& info) {
