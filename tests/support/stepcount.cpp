@@ -10,7 +10,9 @@
 // pinned to one CPU), so the programs it checks are small.
 //
 // Usage: ptsnap-stepcount [-v] [-o FILE] [--func NAME]... -- PROGRAM [ARGS...]
+//        ptsnap-stepcount [-v] [-o FILE] --all-calls -- PROGRAM [ARGS...]
 //   --func NAME  track the function NAME (a .symtab symbol, or a demangled C++ name)
+//   --all-calls  track every call instead (below); PROGRAM may be stripped
 //   -o FILE      write the output to FILE; PROGRAM's own stdout stays on stdout
 //   -v           print the resolved functions and the stepping rate on stderr
 //
@@ -24,7 +26,23 @@
 // DURATION is the number it retired from that instruction up to and including the one that left
 // the function (its `ret`, the tail-call jump, or the jump with which longjmp or the C++ unwinder
 // leaves it). DEPTH is the number of open tracked frames below it on the thread's shadow stack.
-// Frames still open when their thread exits are reported on stderr only. Exit status: PROGRAM's
+// Frames still open when their thread exits are reported on stderr only.
+//
+// --all-calls: every call instruction of every thread makes a frame, whatever it calls (a symbol,
+// a PLT stub, code no symbol names), by the call rule of the shadow stack below, and the frame
+// ends by its leaving rule; a jump never makes or ends a frame (a tail call, a jump into a split
+// `.cold` part, a jump table: the frame of the last call runs on), so a frame is the whole chain
+// from the call to the return that pops its return address. Output, instead of the call lines:
+//   frame BEGIN DURATION DEPTH THREAD TARGET SITE   one line per finished frame, sorted by THREAD,
+//                                                   then BEGIN
+//   open BEGIN DEPTH THREAD TARGET SITE             a frame still open when its thread exited
+//                                                   (exit() called below it), same order
+// BEGIN, DURATION, DEPTH and THREAD are as above, DEPTH counting every open call frame below it;
+// TARGET is the callee's first instruction and SITE the call instruction, in hex. A thread's
+// first instruction (_start, or the code after clone) and a signal handler's entry are no calls:
+// they make no frame.
+//
+// Exit status: PROGRAM's
 // (128 + signal if it was killed), 125 for usage or ELF errors, 127 when PROGRAM cannot be opened
 // or executed.
 //
@@ -107,6 +125,7 @@ __attribute__((format(printf, 1, 2))) void Warn(const char* format, ...) {
 
 struct Options {
   std::vector<std::string> funcs;
+  bool all_calls = false;
   std::string output;
   bool verbose = false;
   std::vector<char*> argv;  // PROGRAM ARGS..., null-terminated
@@ -115,8 +134,9 @@ struct Options {
 void Usage(FILE* out) {
   std::fprintf(out,
                "usage: ptsnap-stepcount [-v] [-o FILE] [--func NAME]... -- PROGRAM [ARGS...]\n"
+               "       ptsnap-stepcount [-v] [-o FILE] --all-calls -- PROGRAM [ARGS...]\n"
                "Single-steps PROGRAM (static, non-PIE) to exit and prints the instructions\n"
-               "retired by each call of every --func NAME and in total.\n");
+               "retired by each call of every --func NAME (or of every call) and in total.\n");
 }
 
 Options ParseOptions(int argc, char** argv) {
@@ -135,6 +155,8 @@ Options ParseOptions(int argc, char** argv) {
       options.funcs.push_back(value("--func"));
     } else if (arg.rfind("--func=", 0) == 0) {
       options.funcs.push_back(arg.substr(7));
+    } else if (arg == "--all-calls") {
+      options.all_calls = true;
     } else if (arg == "-o" || arg == "--output") {
       options.output = value("--output");
     } else if (arg == "-v" || arg == "--verbose") {
@@ -153,6 +175,7 @@ Options ParseOptions(int argc, char** argv) {
     Usage(stderr);
     Die("no PROGRAM given");
   }
+  if (options.all_calls && !options.funcs.empty()) Die("--all-calls tracks every call: no --func");
   options.argv.assign(argv + i, argv + argc);
   options.argv.push_back(nullptr);
   return options;
@@ -233,7 +256,7 @@ std::vector<Func> ResolveFuncs(const std::string& path, const std::vector<std::s
       if (it != found.end()) it->second[sym.st_value] = sym.st_size;
     }
   }
-  if (!have_symtab) Die("%s has no .symtab (stripped?)", path.c_str());
+  if (!have_symtab && !names.empty()) Die("%s has no .symtab (stripped?)", path.c_str());
 
   std::vector<Func> funcs;
   for (const std::string& name : names) {
@@ -254,13 +277,18 @@ std::vector<Func> ResolveFuncs(const std::string& path, const std::vector<std::s
   return funcs;
 }
 
+// Frame::func of a frame --all-calls made.
+constexpr size_t kAnyCall = SIZE_MAX;
+
 struct Frame {
-  size_t func;     // index into the tracked functions
-  size_t depth;    // tracked frames below it
-  uint64_t begin;  // thread's instruction count before the function's first instruction
-  uint64_t rsp;    // RSP at the first instruction (it points at the return address)
-  uint64_t ret;    // the return address
-  uint64_t seq;    // global entry order
+  size_t func;      // index into the tracked functions, or kAnyCall
+  size_t depth;     // tracked frames below it
+  uint64_t begin;   // thread's instruction count before the function's first instruction
+  uint64_t rsp;     // RSP at the first instruction (it points at the return address)
+  uint64_t ret;     // the return address
+  uint64_t site;    // the call instruction (0: not entered by a call)
+  uint64_t target;  // the first instruction
+  uint64_t seq;     // global entry order
 };
 
 struct Call {
@@ -270,6 +298,9 @@ struct Call {
   uint64_t duration;
   int thread;
   uint64_t seq;
+  uint64_t target;  // the callee's first instruction
+  uint64_t site;
+  bool open;  // still open when its thread exited (--all-calls reports these)
 };
 
 struct Thread {
@@ -286,7 +317,8 @@ struct Thread {
 
 class Tracer {
  public:
-  Tracer(std::vector<Func> funcs, bool verbose) : funcs_(std::move(funcs)), verbose_(verbose) {
+  Tracer(std::vector<Func> funcs, bool all_calls, bool verbose)
+      : funcs_(std::move(funcs)), all_calls_(all_calls), verbose_(verbose) {
     for (size_t i = 0; i < funcs_.size(); ++i) {
       auto [it, inserted] = entries_.emplace(funcs_[i].addr, i);
       if (!inserted) {
@@ -341,6 +373,16 @@ class Tracer {
       return a.thread != b.thread ? a.thread < b.thread : a.seq < b.seq;
     });
     for (const Call& call : calls_) {
+      if (all_calls_) {
+        if (call.open) {
+          std::fprintf(out, "open %" PRIu64 " %zu %d 0x%" PRIx64 " 0x%" PRIx64 "\n", call.begin,
+                       call.depth, call.thread, call.target, call.site);
+        } else {
+          std::fprintf(out, "frame %" PRIu64 " %" PRIu64 " %zu %d 0x%" PRIx64 " 0x%" PRIx64 "\n",
+                       call.begin, call.duration, call.depth, call.thread, call.target, call.site);
+        }
+        continue;
+      }
       std::fprintf(out, "call %s %zu %" PRIu64 " %" PRIu64 " %d\n", funcs_[call.func].name.c_str(),
                    call.depth, call.begin, call.duration, call.thread);
     }
@@ -448,7 +490,7 @@ class Tracer {
     thread.rsp = regs.rsp;
     auto it = entries_.find(thread.rip);
     uint64_t ret = 0;
-    if (it != entries_.end() && Peek(tid, thread.rsp, &ret)) Push(thread, it->second, ret);
+    if (it != entries_.end() && Peek(tid, thread.rsp, &ret)) Push(thread, it->second, ret, 0);
   }
 
   // The trap after the instruction at thread.rip retired (or after one rep iteration of it).
@@ -476,13 +518,22 @@ class Tracer {
       EndLeaving(thread);
     }
 
+    if (all_calls_) {
+      // A call: RSP dropped by 8 to a return address just past the previous instruction, and RIP
+      // is elsewhere (a push of that address would fall through to it).
+      uint64_t ret = 0;
+      if (thread.rsp != prev_rsp - 8 || !Peek(tid, thread.rsp, &ret)) return;
+      if (ret <= prev_rip || ret > prev_rip + kMaxInstructionLength || ret == thread.rip) return;
+      Push(thread, kAnyCall, ret, prev_rip);
+      return;
+    }
     auto it = entries_.find(thread.rip);
     if (it == entries_.end()) return;
     uint64_t ret = 0;
     if (!Peek(tid, thread.rsp, &ret)) return;
     if (thread.rsp == prev_rsp - 8) {
       if (ret <= prev_rip || ret > prev_rip + kMaxInstructionLength) return;  // not a call
-      Push(thread, it->second, ret);
+      Push(thread, it->second, ret, prev_rip);
     } else if (thread.rsp == prev_rsp) {
       // A jump (a tail call): it takes the place of a frame entered at the same RSP.
       if (!thread.stack.empty() && thread.stack.back().rsp == thread.rsp) {
@@ -490,7 +541,7 @@ class Tracer {
         thread.stack.pop_back();
         EndLeaving(thread);
       }
-      Push(thread, it->second, ret);
+      Push(thread, it->second, ret, 0);
     }
   }
 
@@ -503,7 +554,7 @@ class Tracer {
     thread.rsp = regs.rsp;
     auto it = entries_.find(thread.rip);
     uint64_t ret = 0;
-    if (it != entries_.end() && Peek(tid, thread.rsp, &ret)) Push(thread, it->second, ret);
+    if (it != entries_.end() && Peek(tid, thread.rsp, &ret)) Push(thread, it->second, ret, 0);
   }
 
   static bool Peek(pid_t tid, uint64_t addr, uint64_t* value) {
@@ -514,15 +565,16 @@ class Tracer {
     return true;
   }
 
-  void Push(Thread& thread, size_t func, uint64_t ret) {
-    thread.stack.push_back({func, thread.stack.size(), thread.count, thread.rsp, ret, next_seq_++});
+  void Push(Thread& thread, size_t func, uint64_t ret, uint64_t site) {
+    thread.stack.push_back(
+        {func, thread.stack.size(), thread.count, thread.rsp, ret, site, thread.rip, next_seq_++});
   }
 
   // The instruction just retired left the frames in thread.leaving.
   void EndLeaving(Thread& thread) {
     for (const Frame& frame : thread.leaving) {
       calls_.push_back({frame.func, frame.depth, frame.begin, thread.count - frame.begin,
-                        thread.index, frame.seq});
+                        thread.index, frame.seq, frame.target, frame.site, false});
     }
     thread.leaving.clear();
   }
@@ -533,6 +585,11 @@ class Tracer {
     Thread& thread = it->second;
     thread.stack.insert(thread.stack.end(), thread.leaving.rbegin(), thread.leaving.rend());
     for (const Frame& frame : thread.stack) {
+      if (frame.func == kAnyCall) {
+        calls_.push_back({frame.func, frame.depth, frame.begin, 0, thread.index, frame.seq,
+                          frame.target, frame.site, true});
+        continue;
+      }
       Warn("thread %d exited inside %s (depth %zu, begin %" PRIu64 "): no call line for it",
            thread.index, funcs_[frame.func].name.c_str(), frame.depth, frame.begin);
     }
@@ -541,6 +598,7 @@ class Tracer {
   }
 
   std::vector<Func> funcs_;
+  bool all_calls_;
   bool verbose_;
   std::unordered_map<uint64_t, size_t> entries_;  // entry address -> func index
   std::unordered_map<pid_t, Thread> threads_;
@@ -580,7 +638,7 @@ int main(int argc, char** argv) {
     out = std::fopen(options.output.c_str(), "w");
     if (out == nullptr) Die("cannot write %s: %s", options.output.c_str(), std::strerror(errno));
   }
-  Tracer tracer(std::move(funcs), options.verbose);
+  Tracer tracer(std::move(funcs), options.all_calls, options.verbose);
 
   PinToOneCpu();
   std::fflush(nullptr);

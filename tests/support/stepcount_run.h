@@ -1,6 +1,7 @@
 // Runs ptsnap-stepcount (tests/support/stepcount.cpp, the native
-// single-step instruction counter) and reads its `call` lines, for the
-// tests that compare with it (timing, perf interop).
+// single-step instruction counter) and reads its `call` lines, or with
+// --all-calls its `frame` and `open` lines, for the tests that compare with
+// it (timing, perf interop, the call-stack oracle).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -49,6 +50,46 @@ inline std::vector<SteppedCall> RunStepcount(const std::string& stepcount_bin,
     calls.push_back(c);
   }
   return calls;
+}
+
+// --all-calls: `frame BEGIN DURATION DEPTH THREAD TARGET SITE`, or
+// `open BEGIN DEPTH THREAD TARGET SITE` for a frame its thread exited in.
+struct SteppedFrame {
+  uint64_t begin = 0, duration = 0, depth = 0;
+  int thread = 0;
+  uint64_t target = 0, site = 0;  // callee entry, call instruction
+  bool open = false;
+};
+
+// Single-steps `command` with --all-calls: a frame per call instruction,
+// in order of entry per thread.
+inline std::vector<SteppedFrame> RunStepcountAllCalls(const std::string& stepcount_bin,
+                                                      const std::string& command) {
+  TempDir tmp;
+  const std::string out = (tmp.path() / "frames.txt").string();
+  const std::string cmd =
+      "'" + stepcount_bin + "' --all-calls -o '" + out + "' -- " + command + " >/dev/null 2>&1";
+  ShellRun r = RunShellRaw(cmd);
+  EXPECT_EQ(r.status, 0) << cmd;
+  std::vector<SteppedFrame> frames;
+  std::ifstream in(out);
+  std::string word, target, site;
+  while (in >> word) {
+    SteppedFrame f;
+    if (word == "frame") {
+      in >> f.begin >> f.duration >> f.depth >> f.thread >> target >> site;
+    } else if (word == "open") {
+      f.open = true;
+      in >> f.begin >> f.depth >> f.thread >> target >> site;
+    } else {
+      std::getline(in, word);
+      continue;
+    }
+    f.target = std::stoull(target, nullptr, 16);
+    f.site = std::stoull(site, nullptr, 16);
+    frames.push_back(f);
+  }
+  return frames;
 }
 
 }  // namespace ptsnap::testing
