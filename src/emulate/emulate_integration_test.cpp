@@ -30,6 +30,7 @@
 #include "emulate/decode_check.h"
 #include "emulate/emulate.h"
 #include "emulate/events.h"
+#include "tests/support/events.h"
 #include "tests/support/temp_dir.h"
 #include "trace/trace_dir.h"
 
@@ -833,6 +834,77 @@ TEST_F(Emulate, RunKeepsTheProgramsStdoutAndExitStatus) {
   EXPECT_EQ(run("/bin/false"), 1);
   EXPECT_EQ(run("/bin/sh -c 'exit 7'"), 7);
   EXPECT_EQ(run("/bin/sh -c 'kill -TERM $$'"), 128 + SIGTERM);
+}
+
+// A program killed by a signal keeps its trace. QEMU runs no exit callback
+// then (it kills itself with the signal): the plugin snapshots at the fatal
+// signal, the crashed thread's timeline ends inside the function that
+// crashed with a [signal ...] marker, `info` names the cause, and `run`
+// exits as a shell reports the program's death.
+TEST_F(Emulate, AProgramKilledByASignalKeepsItsTrace) {
+  const char* bin = std::getenv("PTSNAP_BIN");
+  ASSERT_NE(bin, nullptr) << "PTSNAP_BIN is set by meson";
+  struct Case {
+    const char* mode;
+    int sig;
+    const char* function;
+  };
+  for (const Case& c :
+       {Case{"segv", SIGSEGV, "crash_here"}, Case{"abort", SIGABRT, "abort_here"}}) {
+    SCOPED_TRACE(c.mode);
+    const std::string name = base::SignalName(c.sig);
+    const fs::path dir = tmp_.path() / (std::string("crash-") + c.mode);
+    fs::create_directories(dir);
+    const fs::path log = dir / "log";
+    const std::string cmd = "cd '" + dir.string() + "' && '" + bin +
+                            "' run --emulate -o t.events --trace-dir t.ptsnap -- '" +
+                            Program("crash").string() + "' " + c.mode + " > '" + log.string() +
+                            "' 2>&1";
+    const int st = std::system(cmd.c_str());
+    const std::string said = *base::ReadFile(log);
+    ASSERT_TRUE(WIFEXITED(st)) << said;
+    EXPECT_EQ(WEXITSTATUS(st), 128 + c.sig) << said;
+    EXPECT_THAT(said, ::testing::HasSubstr("Snapshot 1 taken (fatal-signal: " + name + ")"));
+
+    auto reader = trace::TraceReader::Open(dir / "t.ptsnap");
+    ASSERT_TRUE(reader) << reader.error().ToString();
+    const trace::Manifest& m = reader->manifest();
+    EXPECT_EQ(m.state, trace::State::kComplete);
+    ASSERT_EQ(m.snapshots.size(), 1u) << said;
+    EXPECT_EQ(m.snapshots[0].reason, trace::SnapshotReason::kFatalSignal);
+    EXPECT_EQ(m.snapshots[0].detail, name);
+    ASSERT_NE(m.snapshots[0].tid, 0u);
+    ASSERT_FALSE(m.streams.empty());
+
+    // The crashed thread's last events: the marker, with the function that
+    // crashed open around it (begun before, not ended before it).
+    const auto tid = static_cast<int32_t>(m.snapshots[0].tid);
+    const auto events = ptsnap::testing::ParseEvents(*base::ReadFile(dir / "t.events"));
+    const std::string marker = "[signal " + name + "]";
+    size_t at = events.size();
+    for (size_t i = 0; i < events.size(); ++i)
+      if (events[i].tid == tid && events[i].kind == 'I' && events[i].name == marker) at = i;
+    ASSERT_LT(at, events.size()) << "no " << marker << " on thread " << tid;
+    bool open = false;
+    for (size_t i = 0; i < at; ++i) {
+      if (events[i].tid != tid || events[i].name != c.function) continue;
+      open = events[i].kind == 'B';
+    }
+    EXPECT_TRUE(open) << c.function << " is not running at " << marker;
+    for (size_t i = at + 1; i < events.size(); ++i) {
+      if (events[i].tid != tid) continue;
+      EXPECT_NE(events[i].kind, 'B')
+          << "the thread goes on after its fatal signal: " << events[i].line;
+    }
+
+    // `ptsnap info` gives the cause.
+    const std::string info_cmd = "'" + std::string(bin) + "' info '" + (dir / "t.ptsnap").string() +
+                                 "' > '" + log.string() + "' 2>&1";
+    EXPECT_EQ(std::system(info_cmd.c_str()), 0);
+    const std::string info = *base::ReadFile(log);
+    EXPECT_THAT(info, ::testing::HasSubstr("#1 fatal-signal (" + name + ")"));
+    EXPECT_THAT(info, ::testing::Not(::testing::HasSubstr("Ctrl-C or an error")));
+  }
 }
 
 // Nothing recorded is lost when ptsnap is killed: a snapshot taken before
