@@ -1321,5 +1321,36 @@ TEST_F(EmulateOnlyIn, UnknownFunctionIsReportedBeforeAnythingRuns) {
               ::testing::HasSubstr("--only-in no_such_fn: no such function in "));
 }
 
+// The same crash recorded natively with --sampling: the recorder learns
+// of the signal from waitpid and names it in the last snapshot, and the
+// decode marks the main thread at its last sample.
+TEST(NativeCrash, SampledRunNamesTheFatalSignal) {
+  const char* bin = std::getenv("PTSNAP_BIN");
+  ASSERT_NE(bin, nullptr) << "PTSNAP_BIN is set by meson";
+  ptsnap::testing::TempDir tmp;
+  const fs::path log = tmp.path() / "log";
+  const std::string cmd = "cd '" + tmp.path().string() + "' && '" + bin +
+                          "' run --sampling --callgraph-mode fp -o t.events --trace-dir t.ptsnap "
+                          "-- '" +
+                          Program("crash").string() + "' segv 34 > '" + log.string() + "' 2>&1";
+  const int st = std::system(cmd.c_str());
+  const std::string said = *base::ReadFile(log);
+  ASSERT_TRUE(WIFEXITED(st)) << said;
+  EXPECT_EQ(WEXITSTATUS(st), 128 + SIGSEGV) << said;
+  auto reader = trace::TraceReader::Open(tmp.path() / "t.ptsnap");
+  ASSERT_TRUE(reader) << reader.error().ToString();
+  const trace::Manifest& m = reader->manifest();
+  ASSERT_EQ(m.snapshots.size(), 1u) << said;
+  EXPECT_EQ(m.snapshots[0].reason, trace::SnapshotReason::kFatalSignal);
+  EXPECT_EQ(m.snapshots[0].detail, "SIGSEGV");
+  ASSERT_FALSE(m.pids.empty());
+  EXPECT_EQ(m.snapshots[0].tid, static_cast<uint32_t>(m.pids[0]));
+  const auto events = ptsnap::testing::ParseEvents(*base::ReadFile(tmp.path() / "t.events"));
+  bool marked = false;
+  for (const auto& e : events)
+    marked = marked || (e.kind == 'I' && e.name == "[signal SIGSEGV]" && e.tid == m.pids[0]);
+  EXPECT_TRUE(marked) << said;
+}
+
 }  // namespace
 }  // namespace ptsnap::emulate

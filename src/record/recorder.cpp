@@ -1090,8 +1090,15 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
             PTSNAP_TRY(source->TargetExited(status));
           }
           outcome.program_status = status;
-          end_reason = trace::SnapshotReason::kExit;
-          end_detail = "status " + std::to_string(status);
+          if (const int sig = child->term_signal(); sig != 0) {
+            // Killed by a signal (a crash, abort, a kill): the last
+            // snapshot names it (a self-driven source took its own).
+            end_reason = trace::SnapshotReason::kFatalSignal;
+            end_detail = base::SignalName(sig);
+          } else {
+            end_reason = trace::SnapshotReason::kExit;
+            end_detail = "status " + std::to_string(status);
+          }
           recording = false;
           Emit(events,
                {Event::Kind::kTargetExited,
@@ -1141,7 +1148,12 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
       PTSNAP_TRY(source->Finish(writer));
     } else if (end_reason && prepared.mode == trace::Mode::kSnapshot &&
                (opts.trigger.empty() || session.seq == 0)) {
-      PTSNAP_TRY(session.TakeSnapshot(*end_reason, end_detail, 0, 0, false));
+      // A fatal signal's snapshot names the program's main thread (which
+      // thread it killed is not known here).
+      const uint32_t tid = end_reason == trace::SnapshotReason::kFatalSignal && child
+                               ? static_cast<uint32_t>(child->pid())
+                               : 0;
+      PTSNAP_TRY(session.TakeSnapshot(*end_reason, end_detail, 0, tid, false));
     }
     if (prepared.mode == trace::Mode::kFull && !self_driven) {
       PTSNAP_TRY(source->Finish(writer));

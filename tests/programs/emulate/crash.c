@@ -1,6 +1,8 @@
 // Dies of a signal after some work: `crash segv` writes through a null
 // pointer in crash_here(), `crash abort` calls abort() from abort_here(),
 // `crash spin` spins forever in spin_here() (for --duration and Ctrl-C).
+// A second argument N does fib(N) first (default 18), for a native run long
+// enough to be sampled.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +25,7 @@ __attribute__((noinline)) void spin_here(void) {
 
 int main(int argc, char** argv) {
   const char* mode = argc > 1 ? argv[1] : "segv";
-  long r = fib(18);
+  long r = fib(argc > 2 ? atol(argv[2]) : 18);
   printf("%ld\n", r);
   fflush(stdout);
   if (strcmp(mode, "segv") == 0) crash_here(r);
