@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -553,7 +554,7 @@ TEST_F(Emulate, SlowerThanSaysWhenTheRingCannotHoldTheCall) {
     const fs::path log = tmp_.path() / ("cut-" + size + ".log");
     const std::string cmd = std::string(bin) +
                             " run --emulate --trigger handle_request --slower-than 100us "
-                            "--snapshot-size " +
+                            "--after wait --snapshot-size " +
                             size + " -o '" + out.string() + "' -- '" +
                             Program("slow_call").string() + "' 100 30 2000 100000 > '" +
                             log.string() + "' 2>&1";
@@ -1350,6 +1351,172 @@ TEST(NativeCrash, SampledRunNamesTheFatalSignal) {
   for (const auto& e : events)
     marked = marked || (e.kind == 'I' && e.name == "[signal SIGSEGV]" && e.tid == m.pids[0]);
   EXPECT_TRUE(marked) << said;
+}
+
+// Ending `run` (docs/recording.md, "When recording ends first"): ptsnap
+// started as a user would, its exit awaited with a deadline.
+class EmulateEnding : public ::testing::Test {
+ protected:
+  using Clock = std::chrono::steady_clock;
+
+  // `ptsnap ARGS`, stdout and stderr into log(); returns its pid.
+  pid_t Start(const std::vector<std::string>& args) {
+    const char* bin = std::getenv("PTSNAP_BIN");
+    EXPECT_NE(bin, nullptr) << "PTSNAP_BIN is set by meson";
+    if (bin == nullptr) return -1;
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      const int fd = ::open(log().c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+      std::vector<char*> argv{const_cast<char*>(bin)};
+      for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      ::execv(bin, argv.data());
+      ::_exit(127);
+    }
+    return pid;
+  }
+
+  // Its status as a shell reports it once it exits before `deadline`;
+  // nullopt (and it is killed) when it does not.
+  static std::optional<int> WaitUntil(pid_t pid, Clock::time_point deadline) {
+    for (;;) {
+      int st = 0;
+      if (::waitpid(pid, &st, WNOHANG) == pid)
+        return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+      if (Clock::now() >= deadline) {
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, &st, 0);
+        return std::nullopt;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+
+  // The processes ptsnap started (children of any of its threads).
+  static std::vector<pid_t> Children(pid_t pid) {
+    std::vector<pid_t> out;
+    std::error_code ec;
+    for (const auto& t : fs::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
+      std::istringstream in(base::ReadFile(t.path() / "children").value_or(""));
+      for (pid_t c = 0; in >> c;) out.push_back(c);
+    }
+    return out;
+  }
+
+  // Whether `pid` is gone (or a zombie nobody reaps) within a second.
+  static bool Gone(pid_t pid) {
+    for (int i = 0; i < 100; ++i) {
+      auto stat = base::ReadFile("/proc/" + std::to_string(pid) + "/stat");
+      if (!stat || stat->find(") Z") != std::string::npos) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  }
+
+  fs::path log() const { return tmp_.path() / "log"; }
+  std::string Said() const { return base::ReadFile(log()).value_or(""); }
+
+  ptsnap::testing::TempDir tmp_;
+};
+
+// The case: a program that never exits, --duration 1s. By default
+// (--after=kill) ptsnap ends it after the snapshot and exits with its
+// status; the trace holds the duration snapshot.
+TEST_F(EmulateEnding, DurationEndsAProgramThatNeverExits) {
+  for (const char* mode : {"--emulate", "--sampling"}) {
+    SCOPED_TRACE(mode);
+    const fs::path dir = tmp_.path() / (std::string("kill") + mode);
+    const auto begin = Clock::now();
+    const pid_t pid = Start({"run", mode, "--duration", "1s", "--no-decode", "--trace-dir",
+                             dir.string(), "--", Program("crash").string(), "spin"});
+    const auto status = WaitUntil(pid, begin + std::chrono::seconds(20));
+    ASSERT_TRUE(status) << "ptsnap was still running 20 s after --duration 1s: " << Said();
+    const double took = std::chrono::duration<double>(Clock::now() - begin).count();
+    EXPECT_EQ(*status, 128 + SIGTERM) << Said();
+    EXPECT_LT(took, 10.0) << Said();
+    EXPECT_THAT(Said(), ::testing::HasSubstr("--after=kill"));
+    auto reader = trace::TraceReader::Open(dir);
+    ASSERT_TRUE(reader) << reader.error().ToString();
+    ASSERT_FALSE(reader->manifest().snapshots.empty());
+    EXPECT_EQ(reader->manifest().snapshots[0].reason, trace::SnapshotReason::kDuration);
+  }
+}
+
+// --after=wait: ptsnap waits for the program after --duration's snapshot,
+// and SIGINT to ptsnap (not to the program) ends it, program included,
+// within a second.
+TEST_F(EmulateEnding, SigintEndsAWaitWithinASecond) {
+  for (const char* mode : {"--emulate", "--sampling"}) {
+    SCOPED_TRACE(mode);
+    const fs::path dir = tmp_.path() / (std::string("wait") + mode);
+    const auto begin = Clock::now();
+    const pid_t pid = Start({"run", mode, "--after", "wait", "--duration", "1s", "--no-decode",
+                             "--trace-dir", dir.string(), "--", Program("crash").string(), "spin"});
+    // Until the duration's snapshot is listed (ptsnap then waits).
+    bool listed = false;
+    while (!listed && Clock::now() < begin + std::chrono::seconds(20)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      auto reader = trace::TraceReader::Open(dir);
+      listed = reader && !reader->manifest().snapshots.empty();
+    }
+    ASSERT_TRUE(listed) << Said();
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    const std::vector<pid_t> started = Children(pid);
+    ASSERT_FALSE(started.empty()) << "ptsnap no longer waits: " << Said();
+    ::kill(pid, SIGINT);
+    const auto sent = Clock::now();
+    const auto status = WaitUntil(pid, sent + std::chrono::seconds(5));
+    ASSERT_TRUE(status) << "SIGINT did not end ptsnap within 5 s: " << Said();
+    const double took = std::chrono::duration<double>(Clock::now() - sent).count();
+    EXPECT_LT(took, 1.0) << Said();
+    EXPECT_EQ(*status, 128 + SIGTERM) << Said();
+    for (pid_t c : started) EXPECT_TRUE(Gone(c)) << "pid " << c << " outlived ptsnap";
+  }
+}
+
+// Ctrl-C (SIGINT to ptsnap alone, as `kill -INT` sends it) while a
+// program that never exits is being recorded: run ends within a second
+// and takes the program with it.
+TEST_F(EmulateEnding, SigintWhileRecordingEndsWithinASecond) {
+  for (const char* mode : {"--emulate", "--sampling"}) {
+    SCOPED_TRACE(mode);
+    const fs::path dir = tmp_.path() / (std::string("int") + mode);
+    const auto begin = Clock::now();
+    const pid_t pid = Start({"run", mode, "--no-decode", "--trace-dir", dir.string(), "--",
+                             Program("crash").string(), "spin"});
+    // Until the program runs (its output, fib(18), is written first).
+    while (Said().find("2584") == std::string::npos &&
+           Clock::now() < begin + std::chrono::seconds(20))
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    ASSERT_NE(Said().find("2584"), std::string::npos) << Said();
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    const std::vector<pid_t> started = Children(pid);
+    ASSERT_FALSE(started.empty()) << Said();
+    ::kill(pid, SIGINT);
+    const auto sent = Clock::now();
+    const auto status = WaitUntil(pid, sent + std::chrono::seconds(5));
+    ASSERT_TRUE(status) << "SIGINT did not end ptsnap within 5 s: " << Said();
+    const double took = std::chrono::duration<double>(Clock::now() - sent).count();
+    EXPECT_LT(took, 1.0) << Said();
+    // The emulator passes SIGINT on to the program; natively the terminal
+    // would have, so ptsnap ends it with SIGTERM.
+    EXPECT_EQ(*status, std::string(mode) == "--emulate" ? 128 + SIGINT : 128 + SIGTERM) << Said();
+    for (pid_t c : started) EXPECT_TRUE(Gone(c)) << "pid " << c << " outlived ptsnap";
+    auto reader = trace::TraceReader::Open(dir);
+    ASSERT_TRUE(reader) << reader.error().ToString();
+    ASSERT_FALSE(reader->manifest().snapshots.empty());
+    EXPECT_EQ(reader->manifest().snapshots[0].reason, trace::SnapshotReason::kCtrlC);
+  }
+}
+
+TEST_F(EmulateEnding, AfterTakesKillOrWait) {
+  const pid_t pid = Start({"run", "--emulate", "--after", "later", "--", "/bin/true"});
+  const auto status = WaitUntil(pid, Clock::now() + std::chrono::seconds(20));
+  ASSERT_TRUE(status);
+  EXPECT_EQ(*status, 2);
+  EXPECT_THAT(Said(), ::testing::HasSubstr("--after later: expected kill or wait"));
 }
 
 }  // namespace
