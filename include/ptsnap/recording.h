@@ -43,6 +43,9 @@ enum class Collection {
 // processes), or `all_cpus` (the whole system; `command`/`pids` then only
 // host the trigger). The fields mirror `ptsnap run`/`attach` flags
 // (`ptsnap run --help`).
+// RecordingOptions::after.
+enum class AfterRecording { kKill, kWait };
+
 struct RecordingOptions {
   std::vector<std::string> command;  // argv; found in PATH like a shell would
   std::vector<int> pids;
@@ -87,8 +90,15 @@ struct RecordingOptions {
   // named here must not exist yet.
   std::filesystem::path trace_dir;
   // Sent to the program `command` started when Stop() (not its exit) ends
-  // the recording; 0 sends nothing and Stop() waits for it to exit.
+  // the recording; 0 sends nothing. Either way the program has 0.4 s to
+  // exit, then gets SIGTERM, and SIGKILL 0.5 s later.
   int stop_signal = SIGINT;
+  // What becomes of the program `command` started when recording ends
+  // before it exits (`duration`, the trigger's single snapshot): kKill ends
+  // it (SIGTERM, SIGKILL 0.5 s later), kWait waits for its exit (Stop()
+  // while waiting ends it as kKill does). docs/recording.md, "When
+  // recording ends first".
+  AfterRecording after = AfterRecording::kKill;
 };
 
 struct RecordingEvent {

@@ -205,13 +205,23 @@ ptsnap_status SetOption(ptsnap::RecordingOptions& o, std::string_view key, std::
     o.stop_signal = *sig;
     return PTSNAP_OK;
   }
+  if (key == "after") {
+    if (value == "kill") {
+      o.after = ptsnap::AfterRecording::kKill;
+    } else if (value == "wait") {
+      o.after = ptsnap::AfterRecording::kWait;
+    } else {
+      return bad("kill, wait");
+    }
+    return PTSNAP_OK;
+  }
   return Invalid("unknown option \"" + std::string(key) +
                  "\" (known: emulate, sampling, callgraph-mode, trace-dir, trigger, filter, "
                  "only-in, slower-than, "
                  "snapshot-size, "
                  "timer-resolution, "
                  "full-execution, multi-snapshot, multi-thread, duration-ms, copy-binaries, pid, "
-                 "scope, stop-signal)");
+                 "scope, stop-signal, after)");
 }
 
 class EventForwarder final : public ptsnap::RecordingListener {

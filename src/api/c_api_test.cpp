@@ -48,7 +48,8 @@ TEST(CApi, KnownOptionsAreAccepted) {
                                                         {"copy-binaries", "true"},
                                                         {"pid", "1"},
                                                         {"scope", "both"},
-                                                        {"stop-signal", "SIGTERM"}}) {
+                                                        {"stop-signal", "SIGTERM"},
+                                                        {"after", "wait"}}) {
     EXPECT_EQ(ptsnap_options_set(o.p, k.c_str(), v.c_str()), PTSNAP_OK)
         << k << ": " << ptsnap_last_error();
   }
@@ -75,6 +76,8 @@ TEST(CApi, BadValuesNameTheKeyAndWhatItAccepts) {
   EXPECT_EQ(ptsnap_options_set(o.p, "pid", "-3"), PTSNAP_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(ptsnap_options_set(o.p, "duration-ms", "1s"), PTSNAP_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(ptsnap_options_set(o.p, "stop-signal", "SIGNOPE"), PTSNAP_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(ptsnap_options_set(o.p, "after", "detach"), PTSNAP_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(ptsnap_last_error()).find("kill, wait"), std::string::npos);
   EXPECT_EQ(ptsnap_options_set(nullptr, "emulate", "1"), PTSNAP_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(ptsnap_options_set(o.p, "emulate", nullptr), PTSNAP_ERR_INVALID_ARGUMENT);
 }

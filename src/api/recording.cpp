@@ -64,6 +64,8 @@ Result<record::RecordOptions> ToRecordOptions(const RecordingOptions& o) {
   r.copy_binaries = o.copy_binaries;
   r.trace_dir = o.trace_dir;
   r.stop_signal = o.stop_signal;
+  r.after = o.after == AfterRecording::kWait ? record::AfterRecording::kWait
+                                             : record::AfterRecording::kKill;
   return r;
 }
 

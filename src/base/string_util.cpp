@@ -3,6 +3,7 @@
 #include <cctype>
 #include <charconv>
 #include <cstdio>
+#include <cstring>
 
 namespace ptsnap::base {
 
@@ -140,6 +141,11 @@ std::string ExactSize(uint64_t bytes) {
     if (bytes >= unit && bytes % unit == 0) return std::to_string(bytes / unit) + " " + kUnits[i];
   }
   return std::to_string(bytes) + " bytes";
+}
+
+std::string SignalName(int sig) {
+  const char* abbrev = ::sigabbrev_np(sig);
+  return "SIG" + (abbrev != nullptr ? std::string(abbrev) : std::to_string(sig));
 }
 
 std::string FormatDuration(uint64_t ns) {

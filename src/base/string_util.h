@@ -44,6 +44,9 @@ namespace ptsnap::base {
 // A duration for people: "5.123 ms", "812.000 us", "640 ns", "2.500 s"
 // (three decimals from us up).
 [[nodiscard]] std::string FormatDuration(uint64_t ns);
+// A signal's name as kill -l spells it with its prefix: "SIGSEGV", "SIGABRT";
+// "SIG42" for a number glibc has no name for.
+[[nodiscard]] std::string SignalName(int sig);
 // Any size, exact and approximate: "1536 bytes (1.5 KiB)", "12 bytes".
 [[nodiscard]] std::string ApproxSize(uint64_t bytes);
 

@@ -59,7 +59,8 @@ constexpr std::pair<const char*, const char*> kMagicTraceFlags[] = {
 struct Args {
   record::RecordOptions opts;
   std::string snapshot_size, timer = "normal", duration, pids, format, cpus, slower_than;
-  ViewFlags view;  // how the trace is decoded after recording (decode's flags)
+  std::string after = "kill";  // --after
+  ViewFlags view;              // how the trace is decoded after recording (decode's flags)
   bool include_kernel = false, kernel_only = false;
 };
 
@@ -175,6 +176,10 @@ int RunRecord(Args& a, bool attach) {
     if (!d) return Fail(d.error().ToString()), kExitUsage;
     ro.duration = *d;
   }
+  const std::optional<record::AfterRecording> after = record::AfterRecordingFrom(a.after);
+  if (!after) return Fail("--after " + a.after + ": expected kill or wait"), kExitUsage;
+  ro.after =
+      *after == record::AfterRecording::kWait ? AfterRecording::kWait : AfterRecording::kKill;
   if (!a.cpus.empty()) {
     auto cpus = sys::ParseCpuList(a.cpus);
     if (!cpus || cpus->empty())
@@ -326,6 +331,12 @@ void AddShared(CLI::App* cmd, Args* a) {
       ->capture_default_str();
   cmd->add_option("--duration", a->duration,
                   "Stop after this long, e.g. 10s, 500ms, 2m (a bare number is seconds)");
+  cmd->add_option("--after", a->after,
+                  "run: what becomes of CMD when recording ends before it exits (--duration, the "
+                  "trigger's single snapshot): kill (SIGTERM, then SIGKILL 0.5 s later; ptsnap "
+                  "exits with its status) or wait (for its exit; Ctrl-C or SIGTERM ends it as "
+                  "kill does)")
+      ->capture_default_str();
   cmd->add_flag("--copy-binaries", o.copy_binaries, "Copy the mapped binaries into the trace dir");
   cmd->add_flag("--emulate", o.emulate,
                 "Record under the PT emulator (qemu-user) instead of hardware; user space only");

@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -30,6 +31,7 @@
 #include "emulate/decode_check.h"
 #include "emulate/emulate.h"
 #include "emulate/events.h"
+#include "tests/support/events.h"
 #include "tests/support/temp_dir.h"
 #include "trace/trace_dir.h"
 
@@ -552,7 +554,7 @@ TEST_F(Emulate, SlowerThanSaysWhenTheRingCannotHoldTheCall) {
     const fs::path log = tmp_.path() / ("cut-" + size + ".log");
     const std::string cmd = std::string(bin) +
                             " run --emulate --trigger handle_request --slower-than 100us "
-                            "--snapshot-size " +
+                            "--after wait --snapshot-size " +
                             size + " -o '" + out.string() + "' -- '" +
                             Program("slow_call").string() + "' 100 30 2000 100000 > '" +
                             log.string() + "' 2>&1";
@@ -833,6 +835,77 @@ TEST_F(Emulate, RunKeepsTheProgramsStdoutAndExitStatus) {
   EXPECT_EQ(run("/bin/false"), 1);
   EXPECT_EQ(run("/bin/sh -c 'exit 7'"), 7);
   EXPECT_EQ(run("/bin/sh -c 'kill -TERM $$'"), 128 + SIGTERM);
+}
+
+// A program killed by a signal keeps its trace. QEMU runs no exit callback
+// then (it kills itself with the signal): the plugin snapshots at the fatal
+// signal, the crashed thread's timeline ends inside the function that
+// crashed with a [signal ...] marker, `info` names the cause, and `run`
+// exits as a shell reports the program's death.
+TEST_F(Emulate, AProgramKilledByASignalKeepsItsTrace) {
+  const char* bin = std::getenv("PTSNAP_BIN");
+  ASSERT_NE(bin, nullptr) << "PTSNAP_BIN is set by meson";
+  struct Case {
+    const char* mode;
+    int sig;
+    const char* function;
+  };
+  for (const Case& c :
+       {Case{"segv", SIGSEGV, "crash_here"}, Case{"abort", SIGABRT, "abort_here"}}) {
+    SCOPED_TRACE(c.mode);
+    const std::string name = base::SignalName(c.sig);
+    const fs::path dir = tmp_.path() / (std::string("crash-") + c.mode);
+    fs::create_directories(dir);
+    const fs::path log = dir / "log";
+    const std::string cmd = "cd '" + dir.string() + "' && '" + bin +
+                            "' run --emulate -o t.events --trace-dir t.ptsnap -- '" +
+                            Program("crash").string() + "' " + c.mode + " > '" + log.string() +
+                            "' 2>&1";
+    const int st = std::system(cmd.c_str());
+    const std::string said = *base::ReadFile(log);
+    ASSERT_TRUE(WIFEXITED(st)) << said;
+    EXPECT_EQ(WEXITSTATUS(st), 128 + c.sig) << said;
+    EXPECT_THAT(said, ::testing::HasSubstr("Snapshot 1 taken (fatal-signal: " + name + ")"));
+
+    auto reader = trace::TraceReader::Open(dir / "t.ptsnap");
+    ASSERT_TRUE(reader) << reader.error().ToString();
+    const trace::Manifest& m = reader->manifest();
+    EXPECT_EQ(m.state, trace::State::kComplete);
+    ASSERT_EQ(m.snapshots.size(), 1u) << said;
+    EXPECT_EQ(m.snapshots[0].reason, trace::SnapshotReason::kFatalSignal);
+    EXPECT_EQ(m.snapshots[0].detail, name);
+    ASSERT_NE(m.snapshots[0].tid, 0u);
+    ASSERT_FALSE(m.streams.empty());
+
+    // The crashed thread's last events: the marker, with the function that
+    // crashed open around it (begun before, not ended before it).
+    const auto tid = static_cast<int32_t>(m.snapshots[0].tid);
+    const auto events = ptsnap::testing::ParseEvents(*base::ReadFile(dir / "t.events"));
+    const std::string marker = "[signal " + name + "]";
+    size_t at = events.size();
+    for (size_t i = 0; i < events.size(); ++i)
+      if (events[i].tid == tid && events[i].kind == 'I' && events[i].name == marker) at = i;
+    ASSERT_LT(at, events.size()) << "no " << marker << " on thread " << tid;
+    bool open = false;
+    for (size_t i = 0; i < at; ++i) {
+      if (events[i].tid != tid || events[i].name != c.function) continue;
+      open = events[i].kind == 'B';
+    }
+    EXPECT_TRUE(open) << c.function << " is not running at " << marker;
+    for (size_t i = at + 1; i < events.size(); ++i) {
+      if (events[i].tid != tid) continue;
+      EXPECT_NE(events[i].kind, 'B')
+          << "the thread goes on after its fatal signal: " << events[i].line;
+    }
+
+    // `ptsnap info` gives the cause.
+    const std::string info_cmd = "'" + std::string(bin) + "' info '" + (dir / "t.ptsnap").string() +
+                                 "' > '" + log.string() + "' 2>&1";
+    EXPECT_EQ(std::system(info_cmd.c_str()), 0);
+    const std::string info = *base::ReadFile(log);
+    EXPECT_THAT(info, ::testing::HasSubstr("#1 fatal-signal (" + name + ")"));
+    EXPECT_THAT(info, ::testing::Not(::testing::HasSubstr("Ctrl-C or an error")));
+  }
 }
 
 // Nothing recorded is lost when ptsnap is killed: a snapshot taken before
@@ -1247,6 +1320,203 @@ TEST_F(EmulateOnlyIn, UnknownFunctionIsReportedBeforeAnythingRuns) {
   ASSERT_FALSE(plan);
   EXPECT_THAT(plan.error().ToString(),
               ::testing::HasSubstr("--only-in no_such_fn: no such function in "));
+}
+
+// The same crash recorded natively with --sampling: the recorder learns
+// of the signal from waitpid and names it in the last snapshot, and the
+// decode marks the main thread at its last sample.
+TEST(NativeCrash, SampledRunNamesTheFatalSignal) {
+  const char* bin = std::getenv("PTSNAP_BIN");
+  ASSERT_NE(bin, nullptr) << "PTSNAP_BIN is set by meson";
+  ptsnap::testing::TempDir tmp;
+  const fs::path log = tmp.path() / "log";
+  const std::string cmd = "cd '" + tmp.path().string() + "' && '" + bin +
+                          "' run --sampling --callgraph-mode fp -o t.events --trace-dir t.ptsnap "
+                          "-- '" +
+                          Program("crash").string() + "' segv 34 > '" + log.string() + "' 2>&1";
+  const int st = std::system(cmd.c_str());
+  const std::string said = *base::ReadFile(log);
+  ASSERT_TRUE(WIFEXITED(st)) << said;
+  EXPECT_EQ(WEXITSTATUS(st), 128 + SIGSEGV) << said;
+  auto reader = trace::TraceReader::Open(tmp.path() / "t.ptsnap");
+  ASSERT_TRUE(reader) << reader.error().ToString();
+  const trace::Manifest& m = reader->manifest();
+  ASSERT_EQ(m.snapshots.size(), 1u) << said;
+  EXPECT_EQ(m.snapshots[0].reason, trace::SnapshotReason::kFatalSignal);
+  EXPECT_EQ(m.snapshots[0].detail, "SIGSEGV");
+  ASSERT_FALSE(m.pids.empty());
+  EXPECT_EQ(m.snapshots[0].tid, static_cast<uint32_t>(m.pids[0]));
+  const auto events = ptsnap::testing::ParseEvents(*base::ReadFile(tmp.path() / "t.events"));
+  bool marked = false;
+  for (const auto& e : events)
+    marked = marked || (e.kind == 'I' && e.name == "[signal SIGSEGV]" && e.tid == m.pids[0]);
+  EXPECT_TRUE(marked) << said;
+}
+
+// Ending `run` (docs/recording.md, "When recording ends first"): ptsnap
+// started as a user would, its exit awaited with a deadline.
+class EmulateEnding : public ::testing::Test {
+ protected:
+  using Clock = std::chrono::steady_clock;
+
+  // `ptsnap ARGS`, stdout and stderr into log(); returns its pid.
+  pid_t Start(const std::vector<std::string>& args) {
+    const char* bin = std::getenv("PTSNAP_BIN");
+    EXPECT_NE(bin, nullptr) << "PTSNAP_BIN is set by meson";
+    if (bin == nullptr) return -1;
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      const int fd = ::open(log().c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+      std::vector<char*> argv{const_cast<char*>(bin)};
+      for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      ::execv(bin, argv.data());
+      ::_exit(127);
+    }
+    return pid;
+  }
+
+  // Its status as a shell reports it once it exits before `deadline`;
+  // nullopt (and it is killed) when it does not.
+  static std::optional<int> WaitUntil(pid_t pid, Clock::time_point deadline) {
+    for (;;) {
+      int st = 0;
+      if (::waitpid(pid, &st, WNOHANG) == pid)
+        return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+      if (Clock::now() >= deadline) {
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, &st, 0);
+        return std::nullopt;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+
+  // The processes ptsnap started (children of any of its threads).
+  static std::vector<pid_t> Children(pid_t pid) {
+    std::vector<pid_t> out;
+    std::error_code ec;
+    for (const auto& t : fs::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
+      std::istringstream in(base::ReadFile(t.path() / "children").value_or(""));
+      for (pid_t c = 0; in >> c;) out.push_back(c);
+    }
+    return out;
+  }
+
+  // Whether `pid` is gone (or a zombie nobody reaps) within a second.
+  static bool Gone(pid_t pid) {
+    for (int i = 0; i < 100; ++i) {
+      auto stat = base::ReadFile("/proc/" + std::to_string(pid) + "/stat");
+      if (!stat || stat->find(") Z") != std::string::npos) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  }
+
+  fs::path log() const { return tmp_.path() / "log"; }
+  std::string Said() const { return base::ReadFile(log()).value_or(""); }
+
+  ptsnap::testing::TempDir tmp_;
+};
+
+// The case: a program that never exits, --duration 1s. By default
+// (--after=kill) ptsnap ends it after the snapshot and exits with its
+// status; the trace holds the duration snapshot.
+TEST_F(EmulateEnding, DurationEndsAProgramThatNeverExits) {
+  for (const char* mode : {"--emulate", "--sampling"}) {
+    SCOPED_TRACE(mode);
+    const fs::path dir = tmp_.path() / (std::string("kill") + mode);
+    const auto begin = Clock::now();
+    const pid_t pid = Start({"run", mode, "--duration", "1s", "--no-decode", "--trace-dir",
+                             dir.string(), "--", Program("crash").string(), "spin"});
+    const auto status = WaitUntil(pid, begin + std::chrono::seconds(20));
+    ASSERT_TRUE(status) << "ptsnap was still running 20 s after --duration 1s: " << Said();
+    const double took = std::chrono::duration<double>(Clock::now() - begin).count();
+    EXPECT_EQ(*status, 128 + SIGTERM) << Said();
+    EXPECT_LT(took, 10.0) << Said();
+    EXPECT_THAT(Said(), ::testing::HasSubstr("--after=kill"));
+    auto reader = trace::TraceReader::Open(dir);
+    ASSERT_TRUE(reader) << reader.error().ToString();
+    ASSERT_FALSE(reader->manifest().snapshots.empty());
+    EXPECT_EQ(reader->manifest().snapshots[0].reason, trace::SnapshotReason::kDuration);
+  }
+}
+
+// --after=wait: ptsnap waits for the program after --duration's snapshot,
+// and SIGINT to ptsnap (not to the program) ends it, program included,
+// within a second.
+TEST_F(EmulateEnding, SigintEndsAWaitWithinASecond) {
+  for (const char* mode : {"--emulate", "--sampling"}) {
+    SCOPED_TRACE(mode);
+    const fs::path dir = tmp_.path() / (std::string("wait") + mode);
+    const auto begin = Clock::now();
+    const pid_t pid = Start({"run", mode, "--after", "wait", "--duration", "1s", "--no-decode",
+                             "--trace-dir", dir.string(), "--", Program("crash").string(), "spin"});
+    // Until the duration's snapshot is listed (ptsnap then waits).
+    bool listed = false;
+    while (!listed && Clock::now() < begin + std::chrono::seconds(20)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      auto reader = trace::TraceReader::Open(dir);
+      listed = reader && !reader->manifest().snapshots.empty();
+    }
+    ASSERT_TRUE(listed) << Said();
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    const std::vector<pid_t> started = Children(pid);
+    ASSERT_FALSE(started.empty()) << "ptsnap no longer waits: " << Said();
+    ::kill(pid, SIGINT);
+    const auto sent = Clock::now();
+    const auto status = WaitUntil(pid, sent + std::chrono::seconds(5));
+    ASSERT_TRUE(status) << "SIGINT did not end ptsnap within 5 s: " << Said();
+    const double took = std::chrono::duration<double>(Clock::now() - sent).count();
+    EXPECT_LT(took, 1.0) << Said();
+    EXPECT_EQ(*status, 128 + SIGTERM) << Said();
+    for (pid_t c : started) EXPECT_TRUE(Gone(c)) << "pid " << c << " outlived ptsnap";
+  }
+}
+
+// Ctrl-C (SIGINT to ptsnap alone, as `kill -INT` sends it) while a
+// program that never exits is being recorded: run ends within a second
+// and takes the program with it.
+TEST_F(EmulateEnding, SigintWhileRecordingEndsWithinASecond) {
+  for (const char* mode : {"--emulate", "--sampling"}) {
+    SCOPED_TRACE(mode);
+    const fs::path dir = tmp_.path() / (std::string("int") + mode);
+    const auto begin = Clock::now();
+    const pid_t pid = Start({"run", mode, "--no-decode", "--trace-dir", dir.string(), "--",
+                             Program("crash").string(), "spin"});
+    // Until the program runs (its output, fib(18), is written first).
+    while (Said().find("2584") == std::string::npos &&
+           Clock::now() < begin + std::chrono::seconds(20))
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    ASSERT_NE(Said().find("2584"), std::string::npos) << Said();
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    const std::vector<pid_t> started = Children(pid);
+    ASSERT_FALSE(started.empty()) << Said();
+    ::kill(pid, SIGINT);
+    const auto sent = Clock::now();
+    const auto status = WaitUntil(pid, sent + std::chrono::seconds(5));
+    ASSERT_TRUE(status) << "SIGINT did not end ptsnap within 5 s: " << Said();
+    const double took = std::chrono::duration<double>(Clock::now() - sent).count();
+    EXPECT_LT(took, 1.0) << Said();
+    // The emulator passes SIGINT on to the program; natively the terminal
+    // would have, so ptsnap ends it with SIGTERM.
+    EXPECT_EQ(*status, std::string(mode) == "--emulate" ? 128 + SIGINT : 128 + SIGTERM) << Said();
+    for (pid_t c : started) EXPECT_TRUE(Gone(c)) << "pid " << c << " outlived ptsnap";
+    auto reader = trace::TraceReader::Open(dir);
+    ASSERT_TRUE(reader) << reader.error().ToString();
+    ASSERT_FALSE(reader->manifest().snapshots.empty());
+    EXPECT_EQ(reader->manifest().snapshots[0].reason, trace::SnapshotReason::kCtrlC);
+  }
+}
+
+TEST_F(EmulateEnding, AfterTakesKillOrWait) {
+  const pid_t pid = Start({"run", "--emulate", "--after", "later", "--", "/bin/true"});
+  const auto status = WaitUntil(pid, Clock::now() + std::chrono::seconds(20));
+  ASSERT_TRUE(status);
+  EXPECT_EQ(*status, 2);
+  EXPECT_THAT(Said(), ::testing::HasSubstr("--after later: expected kill or wait"));
 }
 
 }  // namespace

@@ -94,6 +94,20 @@ void SampleSpanModel::OnSample(int32_t pid, int32_t tid, int32_t space, uint64_t
   }
 }
 
+void SampleSpanModel::MarkThread(int32_t tid, std::string_view name) {
+  auto it = threads_.find(tid);
+  if (it == threads_.end() || !it->second.active) return;
+  const Thread& t = it->second;
+  Slice s;
+  s.kind = Slice::kInstant;
+  s.pid = t.pid;
+  s.tid = tid;
+  s.space = t.space;
+  s.ts = t.last;
+  s.name = symbols_->Intern(name);
+  sink_->OnSlice(s);
+}
+
 void SampleSpanModel::EndAll(std::string_view marker, uint64_t marker_ts) {
   const std::string* name = marker.empty() ? nullptr : symbols_->Intern(marker);
   for (int32_t tid : order_) {

@@ -52,6 +52,10 @@ class SampleSpanModel {
   // that had samples since the last EndAll then gets that zero-length
   // marker (the snapshot's) at `marker_ts`, or at its frames' end if later.
   void EndAll(std::string_view marker = {}, uint64_t marker_ts = 0);
+  // A zero-length marker on thread `tid` at its last sample, inside the
+  // frames still open there (a fatal signal's "[signal SIGSEGV]"); nothing
+  // when the thread has no open frames.
+  void MarkThread(int32_t tid, std::string_view name);
 
   [[nodiscard]] const SampleSpanStats& stats() const { return stats_; }
   [[nodiscard]] uint64_t period_ns() const { return period_; }

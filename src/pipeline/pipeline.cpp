@@ -349,6 +349,15 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
              std::string(trace::ToString(sn.reason)) + (sn.detail.empty() ? "" : " " + sn.detail) +
              cut + "]";
     };
+    // The program died of a signal: "[signal SIGSEGV]" ends the thread it
+    // killed (the snapshot's tid; its main thread when unknown).
+    auto signal_marker = [&](uint32_t snapshot, int32_t pid, int32_t tid) -> std::string {
+      auto it = snaps.find(snapshot);
+      if (it == snaps.end() || it->second->reason != trace::SnapshotReason::kFatalSignal) return "";
+      const trace::Snapshot& sn = *it->second;
+      const bool killed = sn.tid != 0 ? static_cast<int32_t>(sn.tid) == tid : tid == pid;
+      return killed ? "[signal " + sn.detail + "]" : "";
+    };
     // -j: reading and decoding on a thread of their own, ahead of the model (parallel.h).
     StreamFeed feed(decode_thread ? jobs : 1, reader, *decoder, streams);
     for (size_t i = 0; i < streams.size();) {
@@ -408,6 +417,9 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
       watch_slow_call(s.snapshot);
       PTSNAP_TRY(feed.DecodeStream(pid, tid, bytes->view(), on_event));
       done_bytes += s.size;
+      if (auto name = signal_marker(s.snapshot, pid, tid); !name.empty()) {
+        model.Marker(snaps[s.snapshot]->time, name);
+      }
       if (auto name = end_marker(s.snapshot); !name.empty()) {
         model.Marker(snaps[s.snapshot]->time, name);
       }

@@ -222,6 +222,9 @@ Result<void> DecodeSampledStreams(const trace::TraceReader& reader, const Decode
                std::string(trace::ToString(sn.reason)) +
                (sn.detail.empty() ? "" : " " + sn.detail) + "]";
       marker_ts = sn.time;
+      // The program died of a signal: its thread's last sample is where.
+      if (sn.reason == trace::SnapshotReason::kFatalSignal && sn.tid != 0)
+        model->MarkThread(static_cast<int32_t>(sn.tid), "[signal " + sn.detail + "]");
     }
     model->EndAll(marker, marker_ts);
     for (const auto& [tid, t] : seen) covered[tid] = std::max(covered[tid], t);

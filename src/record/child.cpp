@@ -162,6 +162,7 @@ bool Child::Poll(int* status) {
   if (r == pid_ && (WIFEXITED(st) || WIFSIGNALED(st))) {
     reaped_ = true;
     status_ = ShellStatus(st);
+    term_signal_ = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
     *status = status_;
     return true;
   }
@@ -176,6 +177,7 @@ int Child::Wait() {
     if (r == pid_ && (WIFEXITED(st) || WIFSIGNALED(st))) {
       reaped_ = true;
       status_ = ShellStatus(st);
+      term_signal_ = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
     }
   }
   return status_;

@@ -58,6 +58,8 @@ class Child {
   // Blocking wait.
   int Wait();
   void Kill();
+  // The signal that killed the program once it was reaped; 0 when it exited.
+  [[nodiscard]] int term_signal() const { return term_signal_; }
 
   [[nodiscard]] pid_t pid() const { return pid_; }
 
@@ -69,6 +71,7 @@ class Child {
   std::string name_;
   bool reaped_ = false;
   int status_ = 0;
+  int term_signal_ = 0;
 };
 
 }  // namespace ptsnap::record

@@ -7,6 +7,12 @@
 
 namespace ptsnap::record {
 
+std::optional<AfterRecording> AfterRecordingFrom(std::string_view s) {
+  if (s == "kill") return AfterRecording::kKill;
+  if (s == "wait") return AfterRecording::kWait;
+  return std::nullopt;
+}
+
 Result<uint64_t> ParseSize(std::string_view text) {
   std::string_view s = base::Trim(text);
   size_t digits = 0;

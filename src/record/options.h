@@ -23,6 +23,18 @@ namespace ptsnap::record {
 // custom keys; perf::BuildPtAttr resolves it against a PMU.
 using TimerResolution = perf::PtTiming;
 
+// What becomes of the program `run` started when recording ends before it
+// exits (--duration, the single snapshot of a trigger, a stop request):
+// kKill: SIGTERM now (after a stop request: once it had kStopGrace to exit
+// by the signal it got), SIGKILL kTermGrace later. kWait: wait for it to
+// exit by itself; a stop request (Ctrl-C, SIGTERM) while waiting ends it as
+// kKill does. Either way `run` ends within a second of a stop request.
+enum class AfterRecording { kKill, kWait };
+inline constexpr std::chrono::milliseconds kStopGrace{400};
+inline constexpr std::chrono::milliseconds kTermGrace{500};
+// "kill", "wait"; nullopt for anything else.
+std::optional<AfterRecording> AfterRecordingFrom(std::string_view s);
+
 struct RecordOptions {
   std::vector<std::string> command;  // run: argv
   std::vector<pid_t> pids;           // attach (with all_cpus: the trigger's process)
@@ -69,6 +81,11 @@ struct RecordOptions {
   // leaves it 0 (Ctrl-C on the terminal reached the program already); the
   // library API sends SIGINT.
   int stop_signal = 0;
+  // --after: what becomes of the program `run` started when recording ends
+  // before it exits (docs/recording.md, "When recording ends first").
+  // Internal default kWait (the recorder's tests and benchmarks let the
+  // program finish); the CLI and the public API default to kKill.
+  AfterRecording after = AfterRecording::kWait;
 };
 
 // "4M", "256K", "1G", "65536", "512KiB" (binary units; B/KB/KiB all mean

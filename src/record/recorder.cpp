@@ -15,6 +15,7 @@
 #include <cstring>
 #include <optional>
 #include <set>
+#include <thread>
 
 #include "base/file_util.h"
 #include "base/log.h"
@@ -598,6 +599,70 @@ std::string SnapshotLine(const trace::Snapshot& s) {
          (s.detail.empty() ? "" : ": " + s.detail) + ").";
 }
 
+// Ends the program `run` started once recording is over (--after): SIGTERM
+// at `term_at`, SIGKILL kTermGrace later; Tick() sends what is due.
+class ProgramEnder {
+ public:
+  using Clock = std::chrono::steady_clock;
+  [[nodiscard]] bool armed() const { return term_at_.has_value(); }
+  void Arm(Clock::time_point term_at) {
+    if (!term_at_) term_at_ = term_at;
+  }
+  void Tick(pid_t pid) {
+    if (!term_at_) return;
+    const auto now = Clock::now();
+    if (!term_sent_ && now >= *term_at_) {
+      ::kill(pid, SIGTERM);
+      term_sent_ = true;
+    }
+    if (!kill_sent_ && now >= *term_at_ + kTermGrace) {
+      ::kill(pid, SIGKILL);
+      kill_sent_ = true;
+    }
+  }
+
+ private:
+  std::optional<Clock::time_point> term_at_;
+  bool term_sent_ = false, kill_sent_ = false;
+};
+
+// The program outlived the recording: ends it as `after` says (a stop
+// request while waiting ends it too) and returns its status. `after` is
+// opts.after, or kWait where the program runs on untraced after a failure
+// (which says so itself: `announce` false); `stopped`: a stop request ended
+// the recording.
+int EndProgram(Child& child, const RecordOptions& opts, AfterRecording after, Control& control,
+               bool stopped, const EventFn& events, bool announce = true) {
+  int status = 0;
+  if (stopped && opts.stop_signal != 0) ::kill(child.pid(), opts.stop_signal);
+  if (!stopped && after == AfterRecording::kWait) {
+    if (announce)
+      Emit(events, {Event::Kind::kInfo, "Recording finished; waiting for " + opts.command[0] +
+                                            " to exit (--after=wait; Ctrl-C ends it)."});
+    while (!child.Poll(&status)) {
+      if (control.stop_requested()) {
+        stopped = true;
+        break;
+      }
+      (void)control.Wait(std::chrono::milliseconds(20));
+    }
+    if (!stopped) return status;
+  }
+  Emit(events, {Event::Kind::kInfo,
+                "Recording finished; ending " + opts.command[0] +
+                    (stopped ? " (stopped: SIGTERM if it is still there in 0.4 s, then SIGKILL)."
+                             : " (--after=kill: SIGTERM, then SIGKILL).")});
+  ProgramEnder ender;
+  // After a stop request the program may be on its way out already (Ctrl-C
+  // on a terminal reaches it too): it gets kStopGrace first.
+  ender.Arm(ProgramEnder::Clock::now() + (stopped ? kStopGrace : std::chrono::milliseconds(0)));
+  while (!child.Poll(&status)) {
+    ender.Tick(child.pid());
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return status;
+}
+
 struct Session {
   const RecordOptions& opts;
   Prepared& prepared;
@@ -904,9 +969,18 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
   std::set<std::string> mapped_files;
   std::set<pid_t> vdso_pids(pids.begin(), pids.end());  // system-wide: every process seen
   std::vector<uint64_t> waiting;  // self-driven: tickets of asked snapshots, in the order asked
+  bool source_ended = false;      // self-driven: the source took its last snapshot
+  ProgramEnder ender;             // self-driven: the program outlived the recording
   auto announce_taken = [&] {
     for (const trace::Snapshot& snap : source->TakenSnapshots()) {
       Emit(events, {Event::Kind::kSnapshot, SnapshotLine(snap), snap.seq});
+      // The source stopped recording (its single snapshot, --duration): the
+      // program is ended as --after says.
+      const bool single = snap.reason == trace::SnapshotReason::kTrigger ||
+                          snap.reason == trace::SnapshotReason::kStopIndicator ||
+                          snap.reason == trace::SnapshotReason::kSlowCall;
+      if (snap.reason == trace::SnapshotReason::kDuration || (single && !opts.multi_snapshot))
+        source_ended = true;
       if (snap.reason != trace::SnapshotReason::kSignal || waiting.empty()) continue;
       if (waiting.front() != 0) control.Complete(waiting.front(), snap.seq);
       waiting.erase(waiting.begin());
@@ -1083,6 +1157,21 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
         end_detail = std::to_string(opts.duration->count()) + "ms";
         recording = false;
       }
+      if (recording && run && self_driven && child) {
+        // The source ends the recording only when the program exits: a stop
+        // request gives the program kStopGrace to exit by the signal the
+        // source passed on, and --after=kill ends it once the source took
+        // its last snapshot.
+        const auto now = ProgramEnder::Clock::now();
+        if (stop_sent) ender.Arm(now + kStopGrace);
+        if (source_ended && opts.after == AfterRecording::kKill) {
+          if (!ender.armed())
+            Emit(events, {Event::Kind::kInfo, "Recording finished; ending " + opts.command[0] +
+                                                  " (--after=kill: SIGTERM, then SIGKILL)."});
+          ender.Arm(now);
+        }
+        ender.Tick(child->pid());
+      }
       if (recording && run) {
         int status = 0;
         if (child->Poll(&status)) {
@@ -1090,8 +1179,15 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
             PTSNAP_TRY(source->TargetExited(status));
           }
           outcome.program_status = status;
-          end_reason = trace::SnapshotReason::kExit;
-          end_detail = "status " + std::to_string(status);
+          if (const int sig = child->term_signal(); sig != 0) {
+            // Killed by a signal (a crash, abort, a kill): the last
+            // snapshot names it (a self-driven source took its own).
+            end_reason = trace::SnapshotReason::kFatalSignal;
+            end_detail = base::SignalName(sig);
+          } else {
+            end_reason = trace::SnapshotReason::kExit;
+            end_detail = "status " + std::to_string(status);
+          }
           recording = false;
           Emit(events,
                {Event::Kind::kTargetExited,
@@ -1141,7 +1237,12 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
       PTSNAP_TRY(source->Finish(writer));
     } else if (end_reason && prepared.mode == trace::Mode::kSnapshot &&
                (opts.trigger.empty() || session.seq == 0)) {
-      PTSNAP_TRY(session.TakeSnapshot(*end_reason, end_detail, 0, 0, false));
+      // A fatal signal's snapshot names the program's main thread (which
+      // thread it killed is not known here).
+      const uint32_t tid = end_reason == trace::SnapshotReason::kFatalSignal && child
+                               ? static_cast<uint32_t>(child->pid())
+                               : 0;
+      PTSNAP_TRY(session.TakeSnapshot(*end_reason, end_detail, 0, tid, false));
     }
     if (prepared.mode == trace::Mode::kFull && !self_driven) {
       PTSNAP_TRY(source->Finish(writer));
@@ -1231,7 +1332,7 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
       slow_probes.reset();
       Emit(events, {Event::Kind::kWarning, err.ToString() + "; " + opts.command[0] +
                                                " runs on untraced; waiting for it to exit"});
-      status = child->Wait();
+      status = EndProgram(*child, opts, AfterRecording::kWait, control, false, events, false);
       err = Error(err.ToString() + "; " + opts.command[0] +
                   " ran on untraced and exited with status " + std::to_string(status))
                 .WithKind(err.kind());
@@ -1244,12 +1345,8 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
                                                                       : trace::State::kComplete));
   if (run && child) {
     int status = 0;
-    if (!child->Poll(&status)) {
-      if (outcome.interrupted && opts.stop_signal != 0) ::kill(child->pid(), opts.stop_signal);
-      Emit(events, {Event::Kind::kInfo,
-                    "Recording finished; waiting for " + opts.command[0] + " to exit."});
-      status = child->Wait();
-    }
+    if (!child->Poll(&status))
+      status = EndProgram(*child, opts, opts.after, control, outcome.interrupted, events);
     outcome.program_status = status;
   }
   return outcome;

@@ -214,9 +214,9 @@ constexpr State kStates[] = {State::kRecording, State::kComplete, State::kInterr
 constexpr Scope kScopes[] = {Scope::kUser, Scope::kKernel, Scope::kUserKernel};
 constexpr Mode kModes[] = {Mode::kSnapshot, Mode::kFull};
 constexpr SnapshotReason kSnapshotReasons[] = {
-    SnapshotReason::kExit,   SnapshotReason::kTrigger, SnapshotReason::kStopIndicator,
-    SnapshotReason::kSignal, SnapshotReason::kCtrlC,   SnapshotReason::kDuration,
-    SnapshotReason::kFull,   SnapshotReason::kSlowCall};
+    SnapshotReason::kExit,   SnapshotReason::kTrigger,  SnapshotReason::kStopIndicator,
+    SnapshotReason::kSignal, SnapshotReason::kCtrlC,    SnapshotReason::kDuration,
+    SnapshotReason::kFull,   SnapshotReason::kSlowCall, SnapshotReason::kFatalSignal};
 constexpr KcoreStatus kKcoreStatuses[] = {KcoreStatus::kNotNeeded, KcoreStatus::kCopied,
                                           KcoreStatus::kDisabled, KcoreStatus::kUnavailable};
 
@@ -480,6 +480,7 @@ std::string_view ToString(SnapshotReason v) {
     case SnapshotReason::kDuration: return "duration";
     case SnapshotReason::kFull: return "full";
     case SnapshotReason::kSlowCall: return "slow-call";
+    case SnapshotReason::kFatalSignal: return "fatal-signal";
   }
   return "?";
 }

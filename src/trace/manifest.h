@@ -33,7 +33,9 @@ enum class State { kRecording, kComplete, kInterrupted };
 // (user scope).
 enum class KcoreStatus { kNotNeeded, kCopied, kDisabled, kUnavailable };
 // Why a snapshot was taken: "exit", "trigger", "stop-indicator", "signal",
-// "ctrl-c", "duration", "full" (the end of a full-execution recording).
+// "ctrl-c", "duration", "full" (the end of a full-execution recording),
+// "slow-call", "fatal-signal" (the program was killed by a signal; the
+// detail names it, e.g. "SIGSEGV").
 enum class SnapshotReason {
   kExit,
   kTrigger,
@@ -42,7 +44,8 @@ enum class SnapshotReason {
   kCtrlC,
   kDuration,
   kFull,
-  kSlowCall
+  kSlowCall,
+  kFatalSignal
 };
 
 std::string_view ToString(Source v);

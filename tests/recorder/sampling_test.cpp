@@ -296,7 +296,7 @@ TEST_F(Sampling, AttachWithoutPtPicksSamplingAndSaysSoOnce) {
 TEST_F(Sampling, TriggerTakesTheSnapshot) {
   Exit e =
       Ptsnap({"run", "--sampling", "--callgraph-mode", "fp", "--trigger", "sampling_trigger_point",
-              "--no-decode", "--trace-dir", Dir(), "--", Spin(), "300"});
+              "--after", "wait", "--no-decode", "--trace-dir", Dir(), "--", Spin(), "300"});
   ASSERT_EQ(e.code, 0) << e.err;
   auto r = ptsnap::trace::TraceReader::Open(Dir());
   ASSERT_TRUE(r.has_value()) << r.error().ToString();

@@ -76,8 +76,8 @@ class SlowCall : public ::testing::Test {
 TEST_F(SlowCall, RunSnapshotsTheSlowCallOnly) {
   const std::string dir = NextDir();
   Exit e = Ptsnap({"run", "--sampling", "--callgraph-mode", "fp", "--trigger", "handle_request",
-                   "--slower-than", "5ms", "--no-decode", "--trace-dir", dir, "--", Prog(), "200",
-                   "100", kFast, kSlow});
+                   "--slower-than", "5ms", "--after", "wait", "--no-decode", "--trace-dir", dir,
+                   "--", Prog(), "200", "100", kFast, kSlow});
   ASSERT_EQ(e.code, 0) << e.err;
   EXPECT_THAT(e.err, HasSubstr("Timing calls of handle_request"));
   const auto m = Manifest();
@@ -110,8 +110,8 @@ TEST_F(SlowCall, AThresholdBelowEveryCallSnapshotsTheFirst) {
   // the fast calls after it by a lower bound, which load cannot break (a
   // fast call preempted under load was seen to last 13.8 ms).
   Exit e = Ptsnap({"run", "--sampling", "--callgraph-mode", "fp", "--trigger", "handle_request",
-                   "--slower-than", "1ns", "--no-decode", "--trace-dir", dir, "--", Prog(), "50",
-                   "0", kFast, kSlow});
+                   "--slower-than", "1ns", "--after", "wait", "--no-decode", "--trace-dir", dir,
+                   "--", Prog(), "50", "0", kFast, kSlow});
   ASSERT_EQ(e.code, 0) << e.err;
   const auto m = Manifest();
   ASSERT_EQ(m.snapshots.size(), 1u);

@@ -21,7 +21,9 @@
 // what one thread caused another to see comes earlier in time. The perf
 // clock is the same count in nanoseconds; sideband records take the time of
 // the thread that caused them.
+#include <elf.h>
 #include <fcntl.h>
+#include <link.h>
 #include <linux/futex.h>
 #include <poll.h>
 #include <sched.h>
@@ -1157,6 +1159,24 @@ void OnSyscallRet(qemu_plugin_id_t, unsigned vcpu, int64_t num, int64_t ret) {
   }
 }
 
+// What every end of the emulation writes last: the note about skipped slow
+// calls, each thread's exit (and its full-execution stream), the done line.
+void ReportEnd() {
+  if (const uint64_t skipped = g_slow_skipped.load(); skipped != 0)
+    Report(NoteMessage{std::to_string(skipped) + " slow call(s) of " + g_opts.slow_name +
+                       " were not snapshotted: --multi-snapshot takes at most one slow-call "
+                       "snapshot per thread every " +
+                       base::FormatDuration(std::max<uint64_t>(g_opts.slow_ns, 10'000'000)) +
+                       " (virtual time)"});
+  std::lock_guard lock(g_mu);
+  for (auto* t : g_threads)
+    if (t != nullptr) {
+      Report(ExitMessage(t));
+      FinishFullStream(t);
+    }
+  Report(DoneMessage{Now()});
+}
+
 void OnExit(qemu_plugin_id_t, void*) {
   int f = g_flags.exchange(kStopped);
   bool ctrl_c = false;
@@ -1180,19 +1200,143 @@ void OnExit(qemu_plugin_id_t, void*) {
                                                      : "exit";
     TakeSnapshot(reason, "", nullptr);
   }
-  if (const uint64_t skipped = g_slow_skipped.load(); skipped != 0)
-    Report(NoteMessage{std::to_string(skipped) + " slow call(s) of " + g_opts.slow_name +
-                       " were not snapshotted: --multi-snapshot takes at most one slow-call "
-                       "snapshot per thread every " +
-                       base::FormatDuration(std::max<uint64_t>(g_opts.slow_ns, 10'000'000)) +
-                       " (virtual time)"});
-  std::lock_guard lock(g_mu);
-  for (auto* t : g_threads)
-    if (t != nullptr) {
-      Report(ExitMessage(t));
-      FinishFullStream(t);
-    }
-  Report(DoneMessage{Now()});
+  ReportEnd();
+}
+
+// A fatal signal (docs/emulation.md, "A program killed by a signal"). QEMU
+// 7.2 runs no plugin callback when the guest dies of a signal: for a signal
+// whose guest action is the default one, linux-user/signal.c's
+// dump_core_and_abort() sets the host action to SIG_DFL, sends the signal
+// to its own process with kill(2) and waits in sigsuspend, so QEMU dies of
+// it and the atexit callbacks (OnExit) never run. That kill() is QEMU's
+// only call of libc's kill (a guest's kill, tkill and tgkill go through
+// safe_syscall), so the plugin puts its own function in the GOT slot of
+// qemu-x86_64's `kill` import: it sees the signal on the dying thread,
+// before anything is lost, snapshots, and then lets the kill happen.
+// Whether kill(getpid(), sig) ends the process: the host action is SIG_DFL
+// (QEMU installs its handler for every other signal while it runs) and
+// that default is to terminate (signal(7)).
+bool KillsSelf(pid_t pid, int sig) {
+  if (pid != ::getpid() || sig <= 0) return false;
+  switch (sig) {
+    case SIGCHLD:
+    case SIGURG:
+    case SIGWINCH:
+    case SIGCONT:
+    case SIGSTOP:
+    case SIGTSTP:
+    case SIGTTIN:
+    case SIGTTOU: return false;
+    default: break;
+  }
+  struct sigaction sa {};
+  return ::sigaction(sig, nullptr, &sa) == 0 && sa.sa_handler == SIG_DFL;
+}
+
+// The guest dies of `sig` on the calling thread: its stream ends where it
+// stopped, and the snapshot (unless recording stopped already) and the end
+// are written as at an exit.
+void OnFatalSignal(int sig) {
+  const int f = g_flags.exchange(kStopped);
+  const auto tid = static_cast<pid_t>(::gettid());
+  ThreadState* self = nullptr;
+  {
+    std::lock_guard lock(g_mu);
+    for (auto* t : g_threads)
+      if (t != nullptr && t->tid == tid) self = t;
+  }
+  if (self != nullptr && self->enabled && self->prev != nullptr) {
+    // A fault (SIGSEGV, SIGILL, SIGFPE, SIGBUS) stops the guest inside the
+    // block that began last, and QEMU 7.2's plugin API cannot say at which
+    // of its instructions: the stream ends at the block's last one (FUP,
+    // TIP.PGD, as at an asynchronous event), so the decode runs the block
+    // up to there, in the function that faulted, which a block never
+    // leaves but by its last instruction. A signal raised by a syscall
+    // (abort's tgkill) found tracing off already.
+    self->pt.SetTime(self->clock - 1);
+    self->pt.AsyncDisable(self->prev->last_ip);
+    self->enabled = false;
+  }
+  for (unsigned i = 0; i < kMaxVcpus; ++i) {
+    ThreadState* t = g_threads[i];
+    if (t == nullptr) continue;
+    t->pt.FlushTnt();
+    Drain(t);
+    Publish(t);
+  }
+  if (!(f & kStopped)) TakeSnapshot("fatal-signal", base::SignalName(sig), self);
+  ReportEnd();
+}
+
+int KillHook(pid_t pid, int sig) {
+  if (KillsSelf(pid, sig)) OnFatalSignal(sig);
+  return ::kill(pid, sig);  // libc's, as the plugin binds it
+}
+
+// Points qemu-x86_64's GOT slot of `kill` at KillHook. Returns false when
+// it found none (a QEMU that links libc statically or calls it otherwise):
+// a fatal signal then ends the recording without a snapshot, as before.
+bool HookQemuKill() {
+  struct Found {
+    uint64_t* slot = nullptr;
+  } found;
+  ::dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* data) -> int {
+        // The first object is the executable: qemu-x86_64.
+        auto* out = static_cast<Found*>(data);
+        const ElfW(Addr) base = info->dlpi_addr;
+        const ElfW(Dyn)* dyn = nullptr;
+        for (int i = 0; i < info->dlpi_phnum; ++i)
+          if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
+            // NOLINTNEXTLINE(performance-no-int-to-ptr)
+            dyn = reinterpret_cast<const ElfW(Dyn)*>(base + info->dlpi_phdr[i].p_vaddr);
+        if (dyn == nullptr) return 1;
+        // ld.so has relocated these d_ptr values in place (absolute
+        // addresses); an unrelocated one is an offset from the base.
+        auto at = [base](ElfW(Addr) p) { return p >= base ? p : base + p; };
+        ElfW(Addr) symtab = 0, strtab = 0, jmprel = 0, rela = 0;
+        size_t jmprel_size = 0, rela_size = 0;
+        for (const ElfW(Dyn)* d = dyn; d->d_tag != DT_NULL; ++d) {
+          switch (d->d_tag) {
+            case DT_SYMTAB: symtab = at(d->d_un.d_ptr); break;
+            case DT_STRTAB: strtab = at(d->d_un.d_ptr); break;
+            case DT_JMPREL: jmprel = at(d->d_un.d_ptr); break;
+            case DT_PLTRELSZ: jmprel_size = d->d_un.d_val; break;
+            case DT_RELA: rela = at(d->d_un.d_ptr); break;
+            case DT_RELASZ: rela_size = d->d_un.d_val; break;
+            default: break;
+          }
+        }
+        if (symtab == 0 || strtab == 0) return 1;
+        for (auto [table, size] : {std::pair{jmprel, jmprel_size}, {rela, rela_size}}) {
+          if (table == 0) continue;
+          // NOLINTNEXTLINE(performance-no-int-to-ptr)
+          const auto* r = reinterpret_cast<const ElfW(Rela)*>(table);
+          for (size_t n = size / sizeof(ElfW(Rela)), i = 0; i < n; ++i) {
+            const auto type = ELF64_R_TYPE(r[i].r_info);
+            if (type != R_X86_64_JUMP_SLOT && type != R_X86_64_GLOB_DAT) continue;
+            // NOLINTNEXTLINE(performance-no-int-to-ptr)
+            const auto* sym = reinterpret_cast<const ElfW(Sym)*>(symtab) + ELF64_R_SYM(r[i].r_info);
+            // NOLINTNEXTLINE(performance-no-int-to-ptr)
+            if (std::strcmp(reinterpret_cast<const char*>(strtab) + sym->st_name, "kill") != 0)
+              continue;
+            // NOLINTNEXTLINE(performance-no-int-to-ptr)
+            out->slot = reinterpret_cast<uint64_t*>(base + r[i].r_offset);
+            return 1;
+          }
+        }
+        return 1;
+      },
+      &found);
+  if (found.slot == nullptr) return false;
+  // The GOT is read-only after relocation (RELRO, as Debian builds QEMU).
+  const long page = ::sysconf(_SC_PAGESIZE);
+  auto* first = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(found.slot) &
+                                        ~static_cast<uintptr_t>(page - 1));
+  // Left writable: without BIND_NOW, lazy binding still writes its page.
+  if (::mprotect(first, static_cast<size_t>(page), PROT_READ | PROT_WRITE) != 0) return false;
+  *found.slot = reinterpret_cast<uint64_t>(&KillHook);
+  return true;
 }
 
 void ControlThread() {
@@ -1339,6 +1483,10 @@ int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t* info, int argc, 
   qemu_plugin_register_vcpu_syscall_cb(id, OnSyscall);
   qemu_plugin_register_vcpu_syscall_ret_cb(id, OnSyscallRet);
   qemu_plugin_register_atexit_cb(id, OnExit, nullptr);
+  if (!HookQemuKill())
+    std::fprintf(stderr,
+                 "ptsnap: warning: qemu-x86_64 has no `kill` import to watch: a program killed by "
+                 "a signal ends the recording without a snapshot\n");
   if (g_opts.ctl_fd >= 0 || g_opts.duration_ms > 0) {
     // The control thread must never take a signal. A process-directed
     // signal (the guest's SIGALRM from setitimer, a SIGCHLD, a kill from
