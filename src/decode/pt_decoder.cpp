@@ -38,6 +38,7 @@ std::string_view ToString(BranchKind k) {
 
 std::string ErrorMessage(const BranchEvent& e) {
   if (e.kind != BranchKind::kError) return "";
+  if (e.error == kErrStreamCut) return "the stream file ends here, before its listed end";
   std::string message = LibiptError(e.error);
   if (e.error_at_from) {
     char buf[40];
@@ -113,10 +114,12 @@ class StreamDecoder {
   // stream already delivered (by a flow decoder that stopped at what it
   // does not decode): decoded again, not delivered again.
   StreamDecoder(PtDecoder* owner, UniqueBlockDecoder dec, std::string_view bytes,
-                PtDecoder::ThreadId thread, int32_t cpu, EventSink* sink, uint64_t skip = 0)
+                PtDecoder::ThreadId thread, int32_t cpu, EventSink* sink, uint32_t stream,
+                uint64_t skip = 0)
       : owner_(owner),
         dec_(std::move(dec)),
         bytes_(bytes),
+        stream_(stream),
         cpu_(cpu),
         thread_(thread),
         sink_(sink),
@@ -151,6 +154,8 @@ class StreamDecoder {
   // decoded again with libipt, skipping delivered() events. Nothing of it
   // is counted in the owner's stats but those delivered events.
   [[nodiscard]] bool needs_libipt() const { return needs_libipt_; }
+  // Bytes of the stream missing after its end (PtDecoder::DecodeStream).
+  void set_missing(uint64_t missing) { missing_ = missing; }
   [[nodiscard]] uint64_t delivered() const { return delivered_; }
 
  private:
@@ -207,9 +212,7 @@ class StreamDecoder {
     }
     if (skipping_) {
       uint64_t at = 0;
-      if (pt_blk_get_sync_offset(dec_.get(), &at) >= 0 && at > skip_from_)
-        stats_.undecoded_bytes += at - skip_from_;
-      skipping_ = false;
+      EndSkip(pt_blk_get_sync_offset(dec_.get(), &at) >= 0 ? at : skip_from_);
     }
     have_prev_ = false;
     status_ = status;
@@ -238,10 +241,7 @@ class StreamDecoder {
     flow_now_ = it.now;
     switch (it.kind) {
       case flow::ItemKind::kSync:
-        if (skipping_) {
-          if (it.offset > skip_from_) stats_.undecoded_bytes += it.offset - skip_from_;
-          skipping_ = false;
-        }
+        if (skipping_) EndSkip(it.offset);
         have_prev_ = false;
         state_ = State::kSegment;
         Retarget(Now(), /*thread=*/true);
@@ -270,8 +270,7 @@ class StreamDecoder {
           return false;
         }
         Error(it.error, it.ip);
-        skip_from_ = it.offset;
-        skipping_ = true;
+        BeginSkip(it.offset, it.error);
         state_ = State::kSync;
         return true;
       case flow::ItemKind::kNextIp: return true;  // the oracle's, never from Decode
@@ -338,21 +337,40 @@ class StreamDecoder {
     if (status == -pte_eos) return Done();
     Error(status, unread);
     // Up to the next sync point, nothing of this stretch is decoded.
-    if (pt_blk_get_offset(dec_.get(), &skip_from_) >= 0) skipping_ = true;
+    if (uint64_t at = 0; pt_blk_get_offset(dec_.get(), &at) >= 0) BeginSkip(at, status);
     uint64_t off = 0;
     if (pt_blk_get_sync_offset(dec_.get(), &off) < 0) off = 0;  // never synchronized
     last_sync_ = off;
     state_ = State::kSync;
     return true;
   }
-  bool Done() {
-    if (skipping_) {  // no further sync point: the rest is undecoded
-      const uint64_t size = bytes_.size();
-      if (size > skip_from_) stats_.undecoded_bytes += size - skip_from_;
-      skipping_ = false;
+  // Nothing is decoded from `offset` to the next sync point, after an
+  // error with libipt status `error`.
+  void BeginSkip(uint64_t offset, int error) {
+    skip_from_ = offset;
+    skipping_ = true;
+    skip_error_ = error;
+  }
+  // The stretch skipped since skip_from_ ends at `at` (a sync point, or
+  // the stream's end): undecoded, and damage unless it came before the
+  // first sync point (a snapshot's ring starts anywhere) or after code
+  // that was not mapped (the bytes are whole, the code is missing).
+  void EndSkip(uint64_t at) {
+    if (at > skip_from_) {
+      stats_.undecoded_bytes += at - skip_from_;
+      if (skip_error_ != 0 && pt_errcode(skip_error_) != pte_nomap)
+        stats_.skipped.push_back({stream_, skip_from_, at - skip_from_, skip_error_});
     }
-    EmitTrailingBranch();  // before: inside a transaction, it goes with it
-    DropTransaction();     // its outcome is not in the trace
+    skipping_ = false;
+    skip_error_ = 0;
+  }
+  bool Done() {
+    if (skipping_) EndSkip(bytes_.size());  // no further sync point: the rest is undecoded
+    EmitTrailingBranch();                   // before: inside a transaction, it goes with it
+    DropTransaction();                      // its outcome is not in the trace
+    // The file was cut: what ran on is not in it, and the frames open here
+    // did not end here.
+    if (missing_ != 0) Error(kErrStreamCut);
     ResolvePending(0, /*have_next=*/false);
     state_ = State::kDone;
     MergeStats(owner_->mutable_stats(), own_stats_);
@@ -820,6 +838,7 @@ class StreamDecoder {
   };
   static void MergeStats(DecodeStats& to, const DecodeStats& s) {
     to.undecoded_bytes += s.undecoded_bytes;
+    to.skipped.insert(to.skipped.end(), s.skipped.begin(), s.skipped.end());
     to.blocks += s.blocks;
     to.instructions += s.instructions;
     to.errors += s.errors;
@@ -838,6 +857,8 @@ class StreamDecoder {
   PtDecoder* owner_;
   UniqueBlockDecoder dec_;
   std::string_view bytes_;
+  uint32_t stream_;  // the manifest's id, for stats_.skipped
+  uint64_t missing_ = 0;
   std::unique_ptr<flow::FlowDecoder> flow_;
   ViewReader code_;
   std::array<flow::Item, 256> items_{};
@@ -869,6 +890,7 @@ class StreamDecoder {
   // Undecoded since skip_from_ (a stream offset) until the next sync point.
   bool skipping_ = true;
   uint64_t skip_from_ = 0;
+  int skip_error_ = 0;  // the error the skip began at; 0: before the first sync point
   bool have_prev_ = false;
   bool join_ = false;    // the next block continues the previous one (HandleBlock)
   bool at_eos_ = false;  // libipt: the stream ended where pt_blk_next reported pts_eos
@@ -913,13 +935,14 @@ flow::Config PtDecoder::FlowConfig(std::string_view bytes) const {
 }
 
 Result<void> PtDecoder::DecodeStream(int32_t pid, int32_t tid, std::string_view bytes,
-                                     EventSink& sink) {
+                                     EventSink& sink, uint32_t stream, uint64_t missing) {
   stats_.pt_bytes += bytes.size();
   if (bytes.empty()) return Ok();
   const ThreadId thread{pid, tid};
   uint64_t skip = 0;
   if (use_flow_) {
-    StreamDecoder ours(this, nullptr, bytes, thread, -1, &sink);
+    StreamDecoder ours(this, nullptr, bytes, thread, -1, &sink, stream);
+    ours.set_missing(missing);
     ours.Run();
     if (!ours.needs_libipt()) return Ok();
     ours.TakeBackRate();
@@ -927,7 +950,9 @@ Result<void> PtDecoder::DecodeStream(int32_t pid, int32_t tid, std::string_view 
     skip = ours.delivered();
   }
   PTSNAP_ASSIGN_OR_RETURN(UniqueBlockDecoder dec, AllocDecoder(bytes));
-  StreamDecoder(this, std::move(dec), bytes, thread, -1, &sink, skip).Run();
+  StreamDecoder libipt(this, std::move(dec), bytes, thread, -1, &sink, stream, skip);
+  libipt.set_missing(missing);
+  libipt.Run();
   return Ok();
 }
 
@@ -942,8 +967,9 @@ Result<void> PtDecoder::DecodeCpuStreams(const std::vector<CpuStream>& streams, 
     if (!use_flow_) {
       PTSNAP_ASSIGN_OR_RETURN(dec, AllocDecoder(s.bytes));
     }
-    decoders.push_back(std::make_unique<StreamDecoder>(this, std::move(dec), s.bytes,
-                                                       ThreadId{0, -1 - s.cpu}, s.cpu, nullptr));
+    decoders.push_back(std::make_unique<StreamDecoder>(
+        this, std::move(dec), s.bytes, ThreadId{0, -1 - s.cpu}, s.cpu, nullptr, s.stream));
+    decoders.back()->set_missing(s.missing);
   }
   // Fills stream i's queue; a flow decoder that stops at what it does not
   // decode hands its stream to libipt, which decodes it again from the
@@ -956,8 +982,10 @@ Result<void> PtDecoder::DecodeCpuStreams(const std::vector<CpuStream>& streams, 
     stats_.flow_fallbacks++;
     const CpuStream& s = *decoded[i];
     PTSNAP_ASSIGN_OR_RETURN(UniqueBlockDecoder dec, AllocDecoder(s.bytes));
-    auto libipt = std::make_unique<StreamDecoder>(
-        this, std::move(dec), s.bytes, ThreadId{0, -1 - s.cpu}, s.cpu, nullptr, ours.delivered());
+    auto libipt =
+        std::make_unique<StreamDecoder>(this, std::move(dec), s.bytes, ThreadId{0, -1 - s.cpu},
+                                        s.cpu, nullptr, s.stream, ours.delivered());
+    libipt->set_missing(s.missing);
     libipt->queue() = std::move(ours.queue());
     decoders[i] = std::move(libipt);
     return decoders[i]->Fill();
