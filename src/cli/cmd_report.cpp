@@ -70,6 +70,7 @@ int RunReport(const ReportArgs& a) {
   }
 
   report::ReportSink sink(o);
+  std::string damaged;  // the decode's DamageError, with the stretches lost
   std::error_code ec;
   if (std::filesystem::is_regular_file(a.dir, ec)) {
     // A decoded file: the slices as written, nothing to decode.
@@ -104,6 +105,11 @@ int RunReport(const ReportArgs& a) {
                    decoded.error().ToString().c_str());
       return kExitFailure;
     }
+    if (!decoded->damage.empty())
+      damaged = pipeline::FormatDamage(*decoded) +
+                "ptsnap: error: " + pipeline::DamageError(a.dir, *decoded) +
+                "; the report counts what was decoded (calls cut by the damage are marked cut: "
+                "docs/report.md)\n";
   }
   if (!a.output.empty()) {
     if (pprof) {
@@ -141,6 +147,11 @@ int RunReport(const ReportArgs& a) {
   const std::string text =
       a.json ? report::FormatJson(sink, *key, a.limit) : report::FormatText(sink, *key, a.limit);
   std::fputs(text.c_str(), stdout);
+  if (!damaged.empty()) {
+    std::fflush(stdout);
+    std::fputs(("Damaged PT:\n" + damaged).c_str(), stderr);
+    return kExitFailure;
+  }
   return kExitOk;
 }
 
