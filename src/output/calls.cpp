@@ -76,8 +76,11 @@ void CallSink::OnSlice(const model::Slice& s) {
   ThreadState& t = Thread(s.tid);
   t.pid = s.pid;
   if (t.closing && s.kind != model::Slice::kEnd) {
-    // The frames the decode error closed have ended.
+    // The frames the decode error closed have ended. A call cut before
+    // whose rest did not show again before this error (the stretch
+    // between them decoded nothing of it) may still go on after it.
     t.closing = false;
+    t.cut.insert(t.cut.end(), t.was_cut.begin(), t.was_cut.end());
     t.was_cut.clear();
   }
   if (s.kind == model::Slice::kInstant) {
