@@ -36,10 +36,16 @@ std::string_view ToString(BranchKind k) {
   return "?";
 }
 
+std::string StatusMessage(int status) {
+  if (status == kErrStreamCut) return "the stream file ends here, before its listed end";
+  if (status == kErrTimeAhead)
+    return "the timing packets before this PSB ran ahead of its TSC (changed bytes)";
+  return LibiptError(status);
+}
+
 std::string ErrorMessage(const BranchEvent& e) {
   if (e.kind != BranchKind::kError) return "";
-  if (e.error == kErrStreamCut) return "the stream file ends here, before its listed end";
-  std::string message = LibiptError(e.error);
+  std::string message = StatusMessage(e.error);
   if (e.error_at_from) {
     char buf[40];
     std::snprintf(buf, sizeof buf, " at 0x%llx", static_cast<unsigned long long>(e.from));
@@ -218,6 +224,7 @@ class StreamDecoder {
     status_ = status;
     state_ = State::kSegment;
     Retarget(Now(), /*thread=*/true);
+    HoldFrom();  // from the PSB's time
     return true;
   }
   // The flow decoder's items, one at a time, handled as Step handles what
@@ -242,9 +249,11 @@ class StreamDecoder {
     switch (it.kind) {
       case flow::ItemKind::kSync:
         if (skipping_) EndSkip(it.offset);
+        flow_offset_ = it.offset;
         have_prev_ = false;
         state_ = State::kSegment;
         Retarget(Now(), /*thread=*/true);
+        HoldFrom();  // from the PSB's time
         return true;
       case flow::ItemKind::kBlock: {
         struct pt_block b {};
@@ -262,7 +271,10 @@ class StreamDecoder {
         HandleBlock(b);
         return true;
       }
-      case flow::ItemKind::kEvent: HandleEvent(ToEvent(it)); return true;
+      case flow::ItemKind::kEvent:
+        flow_offset_ = it.offset;
+        HandleEvent(ToEvent(it));
+        return true;
       case flow::ItemKind::kError:
         if (it.error == flow::kErrUnsupported) {
           needs_libipt_ = true;
@@ -270,7 +282,7 @@ class StreamDecoder {
           return false;
         }
         Error(it.error, it.ip);
-        BeginSkip(it.offset, it.error);
+        BeginSkip(IsDamage(it.error) ? std::min(it.offset, held_from_) : it.offset, it.error);
         state_ = State::kSync;
         return true;
       case flow::ItemKind::kNextIp: return true;  // the oracle's, never from Decode
@@ -337,7 +349,8 @@ class StreamDecoder {
     if (status == -pte_eos) return Done();
     Error(status, unread);
     // Up to the next sync point, nothing of this stretch is decoded.
-    if (uint64_t at = 0; pt_blk_get_offset(dec_.get(), &at) >= 0) BeginSkip(at, status);
+    if (uint64_t at = 0; pt_blk_get_offset(dec_.get(), &at) >= 0)
+      BeginSkip(IsDamage(status) ? std::min(at, held_from_) : at, status);
     uint64_t off = 0;
     if (pt_blk_get_sync_offset(dec_.get(), &off) < 0) off = 0;  // never synchronized
     last_sync_ = off;
@@ -372,6 +385,8 @@ class StreamDecoder {
     // did not end here.
     if (missing_ != 0) Error(kErrStreamCut);
     ResolvePending(0, /*have_next=*/false);
+    ReleaseHeld();
+    holding_ = false;
     state_ = State::kDone;
     MergeStats(owner_->mutable_stats(), own_stats_);
     return false;
@@ -554,6 +569,18 @@ class StreamDecoder {
   // rule). Without those or events to skip, the sink reads them where they
   // lie, after the events delivered before them.
   void DeliverPending(bool any_tx) {
+    if (holding_) {
+      for (size_t i = 0; i < pending_.size(); ++i) {
+        if (pending_meta_[i].tx) {
+          tx_.push_back(pending_[i]);
+        } else {
+          Hold(pending_[i]);
+        }
+      }
+      pending_.clear();
+      pending_meta_.clear();
+      return;
+    }
     if (!any_tx && skip_ == 0 && sink_ != nullptr) {
       FlushOut();
       delivered_ += pending_.size();
@@ -572,6 +599,10 @@ class StreamDecoder {
     pending_meta_.clear();
   }
   void Deliver(const BranchEvent& e) {
+    if (holding_) {
+      Hold(e);
+      return;
+    }
     delivered_++;
     if (skip_ > 0) {  // delivered before, by the flow decoder
       skip_--;
@@ -657,6 +688,8 @@ class StreamDecoder {
   // `unread`: the address whose code could not be read, when known.
   void Error(int status, uint64_t unread = 0) {
     DropTransaction();  // magic-trace: an error inside a transaction drops it
+    const bool damage = IsDamage(status);
+    if (damage) DropHeld();
     stats_.errors++;
     if (pt_errcode(status) == pte_nomap) stats_.nomap_errors++;
     BranchEvent e;
@@ -666,7 +699,94 @@ class StreamDecoder {
     e.error_at_from = pt_errcode(status) == pte_nomap && have_prev_;
     e.to = pt_errcode(status) == pte_nomap ? unread : 0;
     have_prev_ = false;
-    Emit(e, /*gap=*/true, Now());
+    // After damage, libipt's time is what the damaged packets made it.
+    Emit(e, /*gap=*/true, damage ? last_time_ : Now());
+  }
+
+  // Whether the stream's time ran ahead of `psb_ns`, the TSC of the PSB+
+  // just read, by more than what estimating between timing packets can
+  // overshoot (two MTC periods, at least 10 us): on an intact stream the
+  // next PSB's TSC is never earlier than the times before it.
+  bool TimeRanAhead(uint64_t psb_ns) const {
+    if (!holding_) return false;
+    const uint64_t slack = std::max<uint64_t>(2 * mtc_period_ns_, 10'000);
+    return last_time_ > psb_ns && last_time_ - psb_ns > slack;
+  }
+  // Damage (docs/decoding.md, "Damaged streams"): an error in the packets
+  // themselves, not unmapped code, the end of the stream or a cut file.
+  static bool IsDamage(int status) {
+    return status < 0 && status != kErrStreamCut && pt_errcode(status) != pte_nomap &&
+           pt_errcode(status) != pte_eos;
+  }
+  // The events decoded since the last PSB are held until the next PSB (a
+  // PSB+ status update), a sync or the end shows that stretch decoded
+  // without damage: changed bytes are found only where the code or the
+  // packets contradict them, and until then the decoder follows them, so
+  // the stretch before an error is as suspect as what follows it (wrong
+  // branches, and times a changed MTC or TSC moved on by milliseconds,
+  // which the timeline, monotone per thread, would keep). Also the time
+  // state there, to go back to.
+  void HoldFrom() {
+    ReleaseHeld();
+    holding_ = true;
+    held_from_ = LastPsb();
+    held_time_ = {last_time_,        anchor_pos_, anchor_time_, have_anchor_,
+                  gap_since_anchor_, rate_ns_,    rate_insns_};
+  }
+  // Where the PSB the decoder last read begins: the last PSB pattern (SDM
+  // 33.4.2.17: 02 82 eight times) at or before its position (libipt's
+  // offset, or the flow decoder's item's: both read a little ahead), so
+  // that both decoders name the same byte.
+  uint64_t LastPsb() const {
+    uint64_t at = 0;
+    if (flow_) {
+      at = flow_offset_;
+    } else if (pt_blk_get_offset(dec_.get(), &at) < 0) {
+      return 0;
+    }
+    static constexpr char kPsb[] =
+        "\x02\x82\x02\x82\x02\x82\x02\x82\x02\x82\x02\x82\x02\x82\x02\x82";
+    const size_t psb =
+        bytes_.rfind(std::string_view(kPsb, 16), std::min<uint64_t>(at, bytes_.size()));
+    return psb == std::string_view::npos ? at : psb;
+  }
+  void Hold(const BranchEvent& e) {
+    held_.push_back(e);
+    if (held_.size() >= kMaxHeld) ReleaseHeld();  // bounded memory; less to drop
+  }
+  void ReleaseHeld() {
+    const bool was = holding_;
+    holding_ = false;
+    for (const BranchEvent& e : held_) Deliver(e);
+    held_.clear();
+    holding_ = was;
+  }
+  // An error in the packets: what was decoded since the last PSB goes, and
+  // the time goes back to what it was there (the rate measured since too).
+  void DropHeld() {
+    if (!holding_) return;
+    const HeldTime& h = held_time_;
+    // Errors stay (an earlier stretch's, placed by this one's time: no
+    // later than where it began).
+    std::erase_if(held_, [](const BranchEvent& e) { return e.kind != BranchKind::kError; });
+    for (BranchEvent& e : held_) e.time = std::min(e.time, h.last_time);
+    size_t kept = 0;
+    for (size_t i = 0; i < pending_.size(); ++i) {
+      if (pending_[i].kind != BranchKind::kError) continue;
+      pending_[kept] = pending_[i];
+      pending_meta_[kept++] = pending_meta_[i];
+    }
+    pending_.resize(kept);
+    pending_meta_.resize(kept);
+    last_time_ = h.last_time;
+    // The instructions decoded since are no measure of the time either.
+    anchor_pos_ = pos_;
+    anchor_time_ = h.anchor_time;
+    have_anchor_ = h.have_anchor;
+    gap_since_anchor_ = h.gap_since_anchor || kept != 0;
+    owner_->AddRate(h.rate_ns - rate_ns_, h.rate_insns - rate_insns_);
+    rate_ns_ = h.rate_ns;
+    rate_insns_ = h.rate_insns;
   }
 
   // The trace ends after a block (a snapshot's stream ends wherever the
@@ -721,7 +841,22 @@ class StreamDecoder {
 
   void HandleEvent(const struct pt_event& ev) {
     join_ = false;
+    if (ev.status_update && state_ == State::kSegment) {  // a PSB+
+      if (ev.has_tsc && TimeRanAhead(owner_->TscToNs(ev.tsc))) {
+        // The stretch since the last PSB had times no intact stream has:
+        // damaged, though its packets decoded.
+        const uint64_t at = LastPsb();
+        const uint64_t from = held_from_;
+        Error(kErrTimeAhead);
+        if (at > from) {
+          stats_.undecoded_bytes += at - from;
+          stats_.skipped.push_back({stream_, from, at - from, kErrTimeAhead});
+        }
+      }
+    }
     if (ev.has_tsc) Advance(owner_->TscToNs(ev.tsc));
+    // A PSB+: what was held before it decoded whole; hold from its time.
+    if (ev.status_update && state_ == State::kSegment) HoldFrom();
     switch (ev.type) {
       case ptev_enabled: {
         have_prev_ = false;
@@ -891,6 +1026,18 @@ class StreamDecoder {
   bool skipping_ = true;
   uint64_t skip_from_ = 0;
   int skip_error_ = 0;  // the error the skip began at; 0: before the first sync point
+  // Held since the last PSB (HoldFrom): the events, where that PSB was
+  // (about: the decoder's offset when it learned of it), and the time.
+  static constexpr size_t kMaxHeld = 1 << 17;
+  bool holding_ = false;
+  std::vector<BranchEvent> held_;
+  uint64_t held_from_ = 0;
+  struct HeldTime {
+    uint64_t last_time = 0, anchor_pos = 0, anchor_time = 0;
+    bool have_anchor = false, gap_since_anchor = false;
+    uint64_t rate_ns = 0, rate_insns = 0;
+  } held_time_;
+  uint64_t flow_offset_ = 0;  // the offset of the last flow item that has one
   bool have_prev_ = false;
   bool join_ = false;    // the next block continues the previous one (HandleBlock)
   bool at_eos_ = false;  // libipt: the stream ended where pt_blk_next reported pts_eos

@@ -81,9 +81,16 @@ struct BranchEvent {
 // when error_at_from ("no memory mapped at this address at 0x401000").
 // Empty for other kinds.
 std::string ErrorMessage(const BranchEvent& e);
+// The text for a kError event's `error`: libipt's message, or ptsnap's
+// for the codes below.
+std::string StatusMessage(int status);
 // A kError event's `error` where a stream file ends before the bytes the
 // manifest lists (cut or truncated): not a libipt status.
 inline constexpr int kErrStreamCut = -0x10000;
+// A kError event's `error` where the time the packets since a PSB gave ran
+// ahead of the next PSB's TSC (a changed MTC, CYC or TSC: docs/decoding.md,
+// "Damaged streams"): the stretch between the two PSBs is damaged.
+inline constexpr int kErrTimeAhead = -0x10001;
 
 // Receives decoded events in order, a batch at a time (one virtual call
 // per batch, not per event, on the hot path). The span is valid only

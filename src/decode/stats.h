@@ -9,9 +9,11 @@
 
 namespace ptsnap::decode {
 
-// A stretch of a stream that decoding skipped after an error in the trace
-// itself (a packet that is not one, or one the code contradicts: damaged
-// bytes), from the error to the next sync point (PSB) or the stream's end.
+// A stretch of a stream lost to an error in the trace itself (a packet
+// that is not one, one the code contradicts, times that run ahead of the
+// next PSB's TSC: damaged bytes), from the PSB before the error (what was
+// decoded since is dropped) to the next sync point (PSB) or the stream's
+// end (docs/decoding.md, "Damaged streams").
 // Errors of unmapped code (`-pte_nomap`: a binary missing or changed, the
 // kernel without kcore) skip intact bytes for want of code: not damage,
 // not listed here.
@@ -19,7 +21,7 @@ struct SkippedBytes {
   uint32_t stream = 0;  // the manifest's stream id (PtDecoder::DecodeStream's `stream`)
   uint64_t offset = 0;  // in the stream's bytes
   uint64_t size = 0;
-  int error = 0;  // the libipt status of the error that began it (LibiptError)
+  int error = 0;  // the status of the error that began it (StatusMessage)
 };
 
 // Counters shown in the summary.

@@ -9,7 +9,6 @@
 #include <set>
 
 #include "base/string_util.h"
-#include "decode/libipt.h"
 #include "output/fxt_writer.h"
 #include "output/output_file.h"
 #include "output/text_writers.h"
@@ -454,7 +453,7 @@ std::string FormatDamage(const DecodeReport& r, size_t max) {
       s += "missing (the file ends there, " + std::to_string(d.offset + d.bytes) +
            " bytes are listed: it was cut or truncated)\n";
     } else {
-      s += "undecodable (decode error: " + decode::LibiptError(d.error) +
+      s += "undecodable (decode error: " + decode::StatusMessage(d.error) +
            "), skipped to the next sync point\n";
     }
   }

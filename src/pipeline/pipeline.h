@@ -110,7 +110,7 @@ struct DecodeReport {
     uint64_t offset = 0;  // of the first byte lost, in the stream
     uint64_t bytes = 0;
     bool cut = false;  // the file ends at `offset`; else skipped after a decode error
-    int error = 0;     // !cut: the libipt status of that error
+    int error = 0;     // !cut: that error's status (decode::StatusMessage)
   };
   std::vector<Damage> damage;
   [[nodiscard]] uint64_t damaged_bytes() const;
