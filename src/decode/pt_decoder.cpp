@@ -730,8 +730,7 @@ class StreamDecoder {
     ReleaseHeld();
     holding_ = true;
     held_from_ = LastPsb();
-    held_time_ = {last_time_,        anchor_pos_, anchor_time_, have_anchor_,
-                  gap_since_anchor_, rate_ns_,    rate_insns_};
+    held_time_ = {last_time_, anchor_time_, have_anchor_, gap_since_anchor_, rate_ns_, rate_insns_};
   }
   // Where the PSB the decoder last read begins: the last PSB pattern (SDM
   // 33.4.2.17: 02 82 eight times) at or before its position (libipt's
@@ -1033,7 +1032,7 @@ class StreamDecoder {
   std::vector<BranchEvent> held_;
   uint64_t held_from_ = 0;
   struct HeldTime {
-    uint64_t last_time = 0, anchor_pos = 0, anchor_time = 0;
+    uint64_t last_time = 0, anchor_time = 0;  // the anchor's position: where it is dropped
     bool have_anchor = false, gap_since_anchor = false;
     uint64_t rate_ns = 0, rate_insns = 0;
   } held_time_;
