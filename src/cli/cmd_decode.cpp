@@ -37,7 +37,11 @@ std::string SplitLine(const pipeline::DecodeReport& r, const trace::Snapshot& sn
   if (r.thin.active())
     line += ", thinned: " + std::to_string(r.thin_dropped.too_deep + r.thin_dropped.too_short) +
             " spans left out";
+  if (!r.damage.empty())
+    line += ", damaged PT: " + std::to_string(r.damaged_bytes()) + " bytes lost or undecodable";
   for (const auto& w : r.warnings) line += "\n    warning: " + w;
+  if (!r.damage.empty()) line += "\n" + pipeline::FormatDamage(r);
+  if (line.back() == '\n') line.pop_back();
   return line;
 }
 
@@ -133,6 +137,7 @@ int DecodeAndReport(const std::filesystem::path& trace_dir, const std::filesyste
     }
     std::string lines;
     std::vector<std::string> size_warnings;
+    uint64_t damaged = 0;
     for (const trace::Snapshot& sn : snaps) {
       pipeline::DecodeOptions one = options;
       one.snapshot = sn.seq;
@@ -145,6 +150,7 @@ int DecodeAndReport(const std::filesystem::path& trace_dir, const std::filesyste
         return kExitFailure;
       }
       lines += SplitLine(*r, sn) + "\n";
+      damaged += r->damaged_bytes();
       if (std::string w = pipeline::ViewerSizeWarning(*r); !w.empty())
         size_warnings.push_back(std::move(w));
     }
@@ -155,6 +161,14 @@ int DecodeAndReport(const std::filesystem::path& trace_dir, const std::filesyste
                      ? " (.events: text, see docs/decoding.md)"
                      : "");
     for (const std::string& w : size_warnings) std::fprintf(stderr, "%s\n", w.c_str());
+    if (damaged != 0) {
+      std::fflush(report_to);
+      std::fprintf(stderr,
+                   "ptsnap: error: %s is damaged: %llu bytes of PT were lost or undecodable "
+                   "(listed above, by snapshot, stream and offset); the rest was decoded\n",
+                   trace_dir.c_str(), static_cast<unsigned long long>(damaged));
+      return kExitFailure;
+    }
     return kExitOk;
   }
   auto report = pipeline::DecodeTraceDir(trace_dir, options);
@@ -176,12 +190,19 @@ int DecodeAndReport(const std::filesystem::path& trace_dir, const std::filesyste
                  "timeline was written but is not to be trusted\n",
                  trace_dir.c_str(), static_cast<unsigned long long>(impossible));
   }
+  // Bytes lost or undecodable: the file holds the rest, and the exit code
+  // says the trace was not all decoded (docs/errors.md, "decode").
+  const std::string damaged = pipeline::DamageError(trace_dir, *report);
+  if (!damaged.empty()) {
+    std::fflush(report_to);
+    std::fprintf(stderr, "ptsnap: error: %s into %s\n", damaged.c_str(), report->output.c_str());
+  }
   if (view.open) {
     std::fflush(report_to);
     const int served = ServeFile(report->output, view.port, 1, report_to);
-    return served != kExitOk || impossible == 0 ? served : kExitFailure;
+    return damaged.empty() && impossible == 0 ? served : kExitFailure;
   }
-  return impossible == 0 ? kExitOk : kExitFailure;
+  return damaged.empty() && impossible == 0 ? kExitOk : kExitFailure;
 }
 
 void AddViewFlags(CLI::App* cmd, ViewFlags* view) {

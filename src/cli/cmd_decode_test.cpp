@@ -260,6 +260,22 @@ TEST(CmdDecodeTest, Errors) {
   EXPECT_THAT(r.out, HasSubstr("--format: svg not in"));
 }
 
+// A trace of calls.S whose stream is `pt`.
+fs::path MakeTraceOf(const TempDir& tmp, const std::string& name, const std::string& pt) {
+  auto prog = decode::testing::LoadCallsProgram();
+  fs::path dir = tmp.path() / name;
+  auto w = trace::TraceWriter::Create(dir, decode::testing::CallsManifest(77));
+  EXPECT_TRUE(w.has_value());
+  std::string sb;
+  for (const auto& r : decode::testing::CallsSideband(prog, 77)) sb += trace::SerializeRecord(r);
+  EXPECT_TRUE(w->AppendSideband(std::as_bytes(std::span(sb.data(), sb.size()))).has_value());
+  trace::Stream s;
+  s.pid = s.tid = 77;
+  EXPECT_TRUE(w->AddStream(s, std::as_bytes(std::span(pt.data(), pt.size()))).has_value());
+  EXPECT_TRUE(w->Finish().has_value());
+  return dir;
+}
+
 // The JSON timeline's spans ("X" events), per thread.
 struct Span {
   uint64_t ts = 0, dur = 0;  // ns
@@ -309,6 +325,74 @@ uint64_t NumberAfter(const std::string& text, const std::string& after) {
   size_t to = from;
   while (to < text.size() && std::isdigit(static_cast<unsigned char>(text[to]))) ++to;
   return to == from ? UINT64_MAX : std::stoull(text.substr(from, to - from));
+}
+
+// A damaged trace (docs/errors.md, "decode"): a stream file cut short, and
+// bytes that are no packet. decode and report decode what is intact, say
+// how many bytes were lost where, write their output and exit 1, with
+// either decoder. (Both exited 0: the cut stream decoded to 0 slices, the
+// other said only "Decode errors: 1".)
+TEST(CmdDecodeTest, DamagedStreamsAreDecodedAroundTheDamageAndExitOne) {
+  TempDir tmp;
+  auto prog = decode::testing::LoadCallsProgram();
+  const std::string pt = decode::testing::CallsProgramStream(prog);
+  const fs::path cut = MakeTraceOf(tmp, "cut", pt);
+  const uint64_t keep = pt.size() * 3 / 4;
+  fs::resize_file(cut / "pt/0.pt", keep);
+  std::string bad = pt;
+  bad.replace(bad.size() / 2, 16, std::string(16, '\x05'));  // 0x05: no packet
+  const fs::path damaged =
+      MakeTraceOf(tmp, "damaged", bad + decode::testing::CallsProgramStream(prog, 100000));
+  for (const char* decoder : {"ours", "libipt"}) {
+    SCOPED_TRACE(decoder);
+    const fs::path out = tmp.path() / (std::string(decoder) + ".events");
+    Outcome r =
+        Ptsnap("decode '" + cut.string() + "' --decoder " + decoder + " -o " + out.string());
+    EXPECT_EQ(r.rc, 1) << r.out;
+    EXPECT_THAT(r.out, HasSubstr("Damaged PT: " + std::to_string(pt.size() - keep) +
+                                 " bytes lost or undecodable in 1 stream(s)"));
+    EXPECT_THAT(r.out, HasSubstr("stream 0 (pt/0.pt) at offset " + std::to_string(keep) + ": " +
+                                 std::to_string(pt.size() - keep) + " bytes missing"));
+    EXPECT_THAT(r.out, HasSubstr("ptsnap: error: " + cut.string() + " is damaged: "));
+    auto text = base::ReadFile(out);
+    ASSERT_TRUE(text.has_value()) << "the output is written";
+    EXPECT_THAT(*text, HasSubstr(" B main"));
+    EXPECT_EQ(NumberAfter(r.out, "Decode errors: "), 1u) << r.out;
+
+    r = Ptsnap("decode '" + damaged.string() + "' --decoder " + decoder + " -o " + out.string());
+    EXPECT_EQ(r.rc, 1) << r.out;
+    EXPECT_THAT(r.out, HasSubstr("bytes undecodable (decode error: "));
+    EXPECT_THAT(r.out, HasSubstr("ptsnap: error: " + damaged.string() + " is damaged: "));
+    // The second run, after the damage, whole.
+    EXPECT_THAT(r.out, HasSubstr("1 calls  main\n"));
+
+    r = Ptsnap("report '" + damaged.string() + "' main --decoder " + decoder);
+    EXPECT_EQ(r.rc, 1) << r.out;
+    EXPECT_THAT(r.out, HasSubstr("bytes undecodable (decode error: "));
+    EXPECT_THAT(r.out, HasSubstr("ptsnap: error: " + damaged.string() + " is damaged: "));
+    EXPECT_THAT(r.out, HasSubstr("main: 1 calls"));
+    // The cut stream's main: one call, cut, no duration.
+    r = Ptsnap("report '" + cut.string() + "' main --decoder " + decoder);
+    EXPECT_EQ(r.rc, 1) << r.out;
+    EXPECT_THAT(r.out, HasSubstr("2 of these calls were cut by decode errors"));  // main, _start
+    EXPECT_THAT(r.out, HasSubstr("bytes missing"));
+    r = ptsnap::testing::RunPtsnap("report '" + cut.string() + "' --json --decoder " + decoder,
+                                   {.stdout_only = true});
+    EXPECT_EQ(r.rc, 1);
+    auto j = nlohmann::json::parse(r.out, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << r.out;
+    bool seen = false;
+    for (const auto& f : j["functions"]) {
+      if (f["name"] != "main") continue;
+      seen = true;
+      EXPECT_EQ(f["calls"], 1);
+      EXPECT_EQ(f["cut"], 1);
+      EXPECT_EQ(f["max_ns"], 0) << "no duration";
+    }
+    EXPECT_TRUE(seen) << r.out;
+  }
+  // The trace is left as it is.
+  EXPECT_EQ(fs::file_size(cut / "pt/0.pt"), keep);
 }
 
 // --max-depth and --min-duration thin the file, and the summary counts

@@ -70,6 +70,7 @@ int RunReport(const ReportArgs& a) {
   }
 
   report::ReportSink sink(o);
+  std::string damaged;  // the decode's DamageError, with the stretches lost
   std::error_code ec;
   if (std::filesystem::is_regular_file(a.dir, ec)) {
     // A decoded file: the slices as written, nothing to decode.
@@ -105,6 +106,11 @@ int RunReport(const ReportArgs& a) {
       return kExitFailure;
     }
     sink.SetImplausible(decoded->implausible);
+    if (!decoded->damage.empty())
+      damaged = pipeline::FormatDamage(*decoded) +
+                "ptsnap: error: " + pipeline::DamageError(a.dir, *decoded) +
+                "; the report counts what was decoded (calls cut by the damage are marked cut: "
+                "docs/report.md)\n";
   }
   if (!a.output.empty()) {
     if (pprof) {
@@ -142,15 +148,21 @@ int RunReport(const ReportArgs& a) {
   const std::string text =
       a.json ? report::FormatJson(sink, *key, a.limit) : report::FormatText(sink, *key, a.limit);
   std::fputs(text.c_str(), stdout);
+  int rc = kExitOk;
+  if (!damaged.empty()) {
+    std::fflush(stdout);
+    std::fputs(("Damaged PT:\n" + damaged).c_str(), stderr);
+    rc = kExitFailure;
+  }
   // The table is printed, but not all of it can be true (docs/errors.md).
   if (const uint64_t impossible = sink.implausible().count(); impossible != 0) {
     std::fprintf(stderr,
                  "ptsnap: error: %s: %llu impossible result(s) (listed in the report): its numbers "
                  "are not to be trusted\n",
                  a.dir.c_str(), static_cast<unsigned long long>(impossible));
-    return kExitFailure;
+    rc = kExitFailure;
   }
-  return kExitOk;
+  return rc;
 }
 
 }  // namespace

@@ -36,9 +36,16 @@ std::string_view ToString(BranchKind k) {
   return "?";
 }
 
+std::string StatusMessage(int status) {
+  if (status == kErrStreamCut) return "the stream file ends here, before its listed end";
+  if (status == kErrTimeAhead)
+    return "the timing packets before this PSB ran ahead of its TSC (changed bytes)";
+  return LibiptError(status);
+}
+
 std::string ErrorMessage(const BranchEvent& e) {
   if (e.kind != BranchKind::kError) return "";
-  std::string message = LibiptError(e.error);
+  std::string message = StatusMessage(e.error);
   if (e.error_at_from) {
     char buf[40];
     std::snprintf(buf, sizeof buf, " at 0x%llx", static_cast<unsigned long long>(e.from));
@@ -113,10 +120,12 @@ class StreamDecoder {
   // stream already delivered (by a flow decoder that stopped at what it
   // does not decode): decoded again, not delivered again.
   StreamDecoder(PtDecoder* owner, UniqueBlockDecoder dec, std::string_view bytes,
-                PtDecoder::ThreadId thread, int32_t cpu, EventSink* sink, uint64_t skip = 0)
+                PtDecoder::ThreadId thread, int32_t cpu, EventSink* sink, uint32_t stream,
+                uint64_t skip = 0)
       : owner_(owner),
         dec_(std::move(dec)),
         bytes_(bytes),
+        stream_(stream),
         cpu_(cpu),
         thread_(thread),
         sink_(sink),
@@ -151,6 +160,8 @@ class StreamDecoder {
   // decoded again with libipt, skipping delivered() events. Nothing of it
   // is counted in the owner's stats but those delivered events.
   [[nodiscard]] bool needs_libipt() const { return needs_libipt_; }
+  // Bytes of the stream missing after its end (PtDecoder::DecodeStream).
+  void set_missing(uint64_t missing) { missing_ = missing; }
   [[nodiscard]] uint64_t delivered() const { return delivered_; }
 
  private:
@@ -207,14 +218,13 @@ class StreamDecoder {
     }
     if (skipping_) {
       uint64_t at = 0;
-      if (pt_blk_get_sync_offset(dec_.get(), &at) >= 0 && at > skip_from_)
-        stats_.undecoded_bytes += at - skip_from_;
-      skipping_ = false;
+      EndSkip(pt_blk_get_sync_offset(dec_.get(), &at) >= 0 ? at : skip_from_);
     }
     have_prev_ = false;
     status_ = status;
     state_ = State::kSegment;
     Retarget(Now(), /*thread=*/true);
+    HoldFrom();  // from the PSB's time
     return true;
   }
   // The flow decoder's items, one at a time, handled as Step handles what
@@ -238,13 +248,12 @@ class StreamDecoder {
     flow_now_ = it.now;
     switch (it.kind) {
       case flow::ItemKind::kSync:
-        if (skipping_) {
-          if (it.offset > skip_from_) stats_.undecoded_bytes += it.offset - skip_from_;
-          skipping_ = false;
-        }
+        if (skipping_) EndSkip(it.offset);
+        flow_offset_ = it.offset;
         have_prev_ = false;
         state_ = State::kSegment;
         Retarget(Now(), /*thread=*/true);
+        HoldFrom();  // from the PSB's time
         return true;
       case flow::ItemKind::kBlock: {
         struct pt_block b {};
@@ -262,7 +271,10 @@ class StreamDecoder {
         HandleBlock(b);
         return true;
       }
-      case flow::ItemKind::kEvent: HandleEvent(ToEvent(it)); return true;
+      case flow::ItemKind::kEvent:
+        flow_offset_ = it.offset;
+        HandleEvent(ToEvent(it));
+        return true;
       case flow::ItemKind::kError:
         if (it.error == flow::kErrUnsupported) {
           needs_libipt_ = true;
@@ -270,8 +282,7 @@ class StreamDecoder {
           return false;
         }
         Error(it.error, it.ip);
-        skip_from_ = it.offset;
-        skipping_ = true;
+        BeginSkip(IsDamage(it.error) ? std::min(it.offset, held_from_) : it.offset, it.error);
         state_ = State::kSync;
         return true;
       case flow::ItemKind::kNextIp: return true;  // the oracle's, never from Decode
@@ -338,22 +349,44 @@ class StreamDecoder {
     if (status == -pte_eos) return Done();
     Error(status, unread);
     // Up to the next sync point, nothing of this stretch is decoded.
-    if (pt_blk_get_offset(dec_.get(), &skip_from_) >= 0) skipping_ = true;
+    if (uint64_t at = 0; pt_blk_get_offset(dec_.get(), &at) >= 0)
+      BeginSkip(IsDamage(status) ? std::min(at, held_from_) : at, status);
     uint64_t off = 0;
     if (pt_blk_get_sync_offset(dec_.get(), &off) < 0) off = 0;  // never synchronized
     last_sync_ = off;
     state_ = State::kSync;
     return true;
   }
-  bool Done() {
-    if (skipping_) {  // no further sync point: the rest is undecoded
-      const uint64_t size = bytes_.size();
-      if (size > skip_from_) stats_.undecoded_bytes += size - skip_from_;
-      skipping_ = false;
+  // Nothing is decoded from `offset` to the next sync point, after an
+  // error with libipt status `error`.
+  void BeginSkip(uint64_t offset, int error) {
+    skip_from_ = offset;
+    skipping_ = true;
+    skip_error_ = error;
+  }
+  // The stretch skipped since skip_from_ ends at `at` (a sync point, or
+  // the stream's end): undecoded, and damage unless it came before the
+  // first sync point (a snapshot's ring starts anywhere) or after code
+  // that was not mapped (the bytes are whole, the code is missing).
+  void EndSkip(uint64_t at) {
+    if (at > skip_from_) {
+      stats_.undecoded_bytes += at - skip_from_;
+      if (skip_error_ != 0 && pt_errcode(skip_error_) != pte_nomap)
+        stats_.skipped.push_back({stream_, skip_from_, at - skip_from_, skip_error_});
     }
-    EmitTrailingBranch();  // before: inside a transaction, it goes with it
-    DropTransaction();     // its outcome is not in the trace
+    skipping_ = false;
+    skip_error_ = 0;
+  }
+  bool Done() {
+    if (skipping_) EndSkip(bytes_.size());  // no further sync point: the rest is undecoded
+    EmitTrailingBranch();                   // before: inside a transaction, it goes with it
+    DropTransaction();                      // its outcome is not in the trace
+    // The file was cut: what ran on is not in it, and the frames open here
+    // did not end here.
+    if (missing_ != 0) Error(kErrStreamCut);
     ResolvePending(0, /*have_next=*/false);
+    ReleaseHeld();
+    holding_ = false;
     state_ = State::kDone;
     MergeStats(owner_->mutable_stats(), own_stats_);
     return false;
@@ -536,6 +569,18 @@ class StreamDecoder {
   // rule). Without those or events to skip, the sink reads them where they
   // lie, after the events delivered before them.
   void DeliverPending(bool any_tx) {
+    if (holding_) {
+      for (size_t i = 0; i < pending_.size(); ++i) {
+        if (pending_meta_[i].tx) {
+          tx_.push_back(pending_[i]);
+        } else {
+          Hold(pending_[i]);
+        }
+      }
+      pending_.clear();
+      pending_meta_.clear();
+      return;
+    }
     if (!any_tx && skip_ == 0 && sink_ != nullptr) {
       FlushOut();
       delivered_ += pending_.size();
@@ -554,6 +599,10 @@ class StreamDecoder {
     pending_meta_.clear();
   }
   void Deliver(const BranchEvent& e) {
+    if (holding_) {
+      Hold(e);
+      return;
+    }
     delivered_++;
     if (skip_ > 0) {  // delivered before, by the flow decoder
       skip_--;
@@ -639,6 +688,8 @@ class StreamDecoder {
   // `unread`: the address whose code could not be read, when known.
   void Error(int status, uint64_t unread = 0) {
     DropTransaction();  // magic-trace: an error inside a transaction drops it
+    const bool damage = IsDamage(status);
+    if (damage) DropHeld();
     stats_.errors++;
     if (pt_errcode(status) == pte_nomap) stats_.nomap_errors++;
     BranchEvent e;
@@ -648,7 +699,93 @@ class StreamDecoder {
     e.error_at_from = pt_errcode(status) == pte_nomap && have_prev_;
     e.to = pt_errcode(status) == pte_nomap ? unread : 0;
     have_prev_ = false;
-    Emit(e, /*gap=*/true, Now());
+    // After damage, libipt's time is what the damaged packets made it.
+    Emit(e, /*gap=*/true, damage ? last_time_ : Now());
+  }
+
+  // Whether the stream's time ran ahead of `psb_ns`, the TSC of the PSB+
+  // just read, by more than what estimating between timing packets can
+  // overshoot (two MTC periods, at least 10 us): on an intact stream the
+  // next PSB's TSC is never earlier than the times before it.
+  bool TimeRanAhead(uint64_t psb_ns) const {
+    if (!holding_) return false;
+    const uint64_t slack = std::max<uint64_t>(2 * mtc_period_ns_, 10'000);
+    return last_time_ > psb_ns && last_time_ - psb_ns > slack;
+  }
+  // Damage (docs/decoding.md, "Damaged streams"): an error in the packets
+  // themselves, not unmapped code, the end of the stream or a cut file.
+  static bool IsDamage(int status) {
+    return status < 0 && status != kErrStreamCut && pt_errcode(status) != pte_nomap &&
+           pt_errcode(status) != pte_eos;
+  }
+  // The events decoded since the last PSB are held until the next PSB (a
+  // PSB+ status update), a sync or the end shows that stretch decoded
+  // without damage: changed bytes are found only where the code or the
+  // packets contradict them, and until then the decoder follows them, so
+  // the stretch before an error is as suspect as what follows it (wrong
+  // branches, and times a changed MTC or TSC moved on by milliseconds,
+  // which the timeline, monotone per thread, would keep). Also the time
+  // state there, to go back to.
+  void HoldFrom() {
+    ReleaseHeld();
+    holding_ = true;
+    held_from_ = LastPsb();
+    held_time_ = {last_time_, anchor_time_, have_anchor_, gap_since_anchor_, rate_ns_, rate_insns_};
+  }
+  // Where the PSB the decoder last read begins: the last PSB pattern (SDM
+  // 33.4.2.17: 02 82 eight times) at or before its position (libipt's
+  // offset, or the flow decoder's item's: both read a little ahead), so
+  // that both decoders name the same byte.
+  uint64_t LastPsb() const {
+    uint64_t at = 0;
+    if (flow_) {
+      at = flow_offset_;
+    } else if (pt_blk_get_offset(dec_.get(), &at) < 0) {
+      return 0;
+    }
+    static constexpr char kPsb[] =
+        "\x02\x82\x02\x82\x02\x82\x02\x82\x02\x82\x02\x82\x02\x82\x02\x82";
+    const size_t psb =
+        bytes_.rfind(std::string_view(kPsb, 16), std::min<uint64_t>(at, bytes_.size()));
+    return psb == std::string_view::npos ? at : psb;
+  }
+  void Hold(const BranchEvent& e) {
+    held_.push_back(e);
+    if (held_.size() >= kMaxHeld) ReleaseHeld();  // bounded memory; less to drop
+  }
+  void ReleaseHeld() {
+    const bool was = holding_;
+    holding_ = false;
+    for (const BranchEvent& e : held_) Deliver(e);
+    held_.clear();
+    holding_ = was;
+  }
+  // An error in the packets: what was decoded since the last PSB goes, and
+  // the time goes back to what it was there (the rate measured since too).
+  void DropHeld() {
+    if (!holding_) return;
+    const HeldTime& h = held_time_;
+    // Errors stay (an earlier stretch's, placed by this one's time: no
+    // later than where it began).
+    std::erase_if(held_, [](const BranchEvent& e) { return e.kind != BranchKind::kError; });
+    for (BranchEvent& e : held_) e.time = std::min(e.time, h.last_time);
+    size_t kept = 0;
+    for (size_t i = 0; i < pending_.size(); ++i) {
+      if (pending_[i].kind != BranchKind::kError) continue;
+      pending_[kept] = pending_[i];
+      pending_meta_[kept++] = pending_meta_[i];
+    }
+    pending_.resize(kept);
+    pending_meta_.resize(kept);
+    last_time_ = h.last_time;
+    // The instructions decoded since are no measure of the time either.
+    anchor_pos_ = pos_;
+    anchor_time_ = h.anchor_time;
+    have_anchor_ = h.have_anchor;
+    gap_since_anchor_ = h.gap_since_anchor || kept != 0;
+    owner_->AddRate(h.rate_ns - rate_ns_, h.rate_insns - rate_insns_);
+    rate_ns_ = h.rate_ns;
+    rate_insns_ = h.rate_insns;
   }
 
   // The trace ends after a block (a snapshot's stream ends wherever the
@@ -703,7 +840,22 @@ class StreamDecoder {
 
   void HandleEvent(const struct pt_event& ev) {
     join_ = false;
+    if (ev.status_update && state_ == State::kSegment) {  // a PSB+
+      if (ev.has_tsc && TimeRanAhead(owner_->TscToNs(ev.tsc))) {
+        // The stretch since the last PSB had times no intact stream has:
+        // damaged, though its packets decoded.
+        const uint64_t at = LastPsb();
+        const uint64_t from = held_from_;
+        Error(kErrTimeAhead);
+        if (at > from) {
+          stats_.undecoded_bytes += at - from;
+          stats_.skipped.push_back({stream_, from, at - from, kErrTimeAhead});
+        }
+      }
+    }
     if (ev.has_tsc) Advance(owner_->TscToNs(ev.tsc));
+    // A PSB+: what was held before it decoded whole; hold from its time.
+    if (ev.status_update && state_ == State::kSegment) HoldFrom();
     switch (ev.type) {
       case ptev_enabled: {
         have_prev_ = false;
@@ -820,6 +972,7 @@ class StreamDecoder {
   };
   static void MergeStats(DecodeStats& to, const DecodeStats& s) {
     to.undecoded_bytes += s.undecoded_bytes;
+    to.skipped.insert(to.skipped.end(), s.skipped.begin(), s.skipped.end());
     to.blocks += s.blocks;
     to.instructions += s.instructions;
     to.errors += s.errors;
@@ -838,6 +991,8 @@ class StreamDecoder {
   PtDecoder* owner_;
   UniqueBlockDecoder dec_;
   std::string_view bytes_;
+  uint32_t stream_;  // the manifest's id, for stats_.skipped
+  uint64_t missing_ = 0;
   std::unique_ptr<flow::FlowDecoder> flow_;
   ViewReader code_;
   std::array<flow::Item, 256> items_{};
@@ -869,6 +1024,19 @@ class StreamDecoder {
   // Undecoded since skip_from_ (a stream offset) until the next sync point.
   bool skipping_ = true;
   uint64_t skip_from_ = 0;
+  int skip_error_ = 0;  // the error the skip began at; 0: before the first sync point
+  // Held since the last PSB (HoldFrom): the events, where that PSB was
+  // (about: the decoder's offset when it learned of it), and the time.
+  static constexpr size_t kMaxHeld = 1 << 17;
+  bool holding_ = false;
+  std::vector<BranchEvent> held_;
+  uint64_t held_from_ = 0;
+  struct HeldTime {
+    uint64_t last_time = 0, anchor_time = 0;  // the anchor's position: where it is dropped
+    bool have_anchor = false, gap_since_anchor = false;
+    uint64_t rate_ns = 0, rate_insns = 0;
+  } held_time_;
+  uint64_t flow_offset_ = 0;  // the offset of the last flow item that has one
   bool have_prev_ = false;
   bool join_ = false;    // the next block continues the previous one (HandleBlock)
   bool at_eos_ = false;  // libipt: the stream ended where pt_blk_next reported pts_eos
@@ -913,13 +1081,14 @@ flow::Config PtDecoder::FlowConfig(std::string_view bytes) const {
 }
 
 Result<void> PtDecoder::DecodeStream(int32_t pid, int32_t tid, std::string_view bytes,
-                                     EventSink& sink) {
+                                     EventSink& sink, uint32_t stream, uint64_t missing) {
   stats_.pt_bytes += bytes.size();
   if (bytes.empty()) return Ok();
   const ThreadId thread{pid, tid};
   uint64_t skip = 0;
   if (use_flow_) {
-    StreamDecoder ours(this, nullptr, bytes, thread, -1, &sink);
+    StreamDecoder ours(this, nullptr, bytes, thread, -1, &sink, stream);
+    ours.set_missing(missing);
     ours.Run();
     if (!ours.needs_libipt()) return Ok();
     ours.TakeBackRate();
@@ -927,7 +1096,9 @@ Result<void> PtDecoder::DecodeStream(int32_t pid, int32_t tid, std::string_view 
     skip = ours.delivered();
   }
   PTSNAP_ASSIGN_OR_RETURN(UniqueBlockDecoder dec, AllocDecoder(bytes));
-  StreamDecoder(this, std::move(dec), bytes, thread, -1, &sink, skip).Run();
+  StreamDecoder libipt(this, std::move(dec), bytes, thread, -1, &sink, stream, skip);
+  libipt.set_missing(missing);
+  libipt.Run();
   return Ok();
 }
 
@@ -942,8 +1113,9 @@ Result<void> PtDecoder::DecodeCpuStreams(const std::vector<CpuStream>& streams, 
     if (!use_flow_) {
       PTSNAP_ASSIGN_OR_RETURN(dec, AllocDecoder(s.bytes));
     }
-    decoders.push_back(std::make_unique<StreamDecoder>(this, std::move(dec), s.bytes,
-                                                       ThreadId{0, -1 - s.cpu}, s.cpu, nullptr));
+    decoders.push_back(std::make_unique<StreamDecoder>(
+        this, std::move(dec), s.bytes, ThreadId{0, -1 - s.cpu}, s.cpu, nullptr, s.stream));
+    decoders.back()->set_missing(s.missing);
   }
   // Fills stream i's queue; a flow decoder that stops at what it does not
   // decode hands its stream to libipt, which decodes it again from the
@@ -956,8 +1128,10 @@ Result<void> PtDecoder::DecodeCpuStreams(const std::vector<CpuStream>& streams, 
     stats_.flow_fallbacks++;
     const CpuStream& s = *decoded[i];
     PTSNAP_ASSIGN_OR_RETURN(UniqueBlockDecoder dec, AllocDecoder(s.bytes));
-    auto libipt = std::make_unique<StreamDecoder>(
-        this, std::move(dec), s.bytes, ThreadId{0, -1 - s.cpu}, s.cpu, nullptr, ours.delivered());
+    auto libipt =
+        std::make_unique<StreamDecoder>(this, std::move(dec), s.bytes, ThreadId{0, -1 - s.cpu},
+                                        s.cpu, nullptr, s.stream, ours.delivered());
+    libipt->set_missing(s.missing);
     libipt->queue() = std::move(ours.queue());
     decoders[i] = std::move(libipt);
     return decoders[i]->Fill();

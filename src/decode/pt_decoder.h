@@ -81,6 +81,16 @@ struct BranchEvent {
 // when error_at_from ("no memory mapped at this address at 0x401000").
 // Empty for other kinds.
 std::string ErrorMessage(const BranchEvent& e);
+// The text for a kError event's `error`: libipt's message, or ptsnap's
+// for the codes below.
+std::string StatusMessage(int status);
+// A kError event's `error` where a stream file ends before the bytes the
+// manifest lists (cut or truncated): not a libipt status.
+inline constexpr int kErrStreamCut = -0x10000;
+// A kError event's `error` where the time the packets since a PSB gave ran
+// ahead of the next PSB's TSC (a changed MTC, CYC or TSC: docs/decoding.md,
+// "Damaged streams"): the stretch between the two PSBs is damaged.
+inline constexpr int kErrTimeAhead = -0x10001;
 
 // Receives decoded events in order, a batch at a time (one virtual call
 // per batch, not per event, on the hot path). The span is valid only
@@ -135,8 +145,13 @@ class PtDecoder {
   // Decodes `bytes` (one stream, thread `pid`/`tid`) and gives `sink` its
   // events in order, in batches. Returns an error only for configuration
   // failures (e.g. libipt refuses the config); trace errors become kError
-  // events.
-  Result<void> DecodeStream(int32_t pid, int32_t tid, std::string_view bytes, EventSink& sink);
+  // events, and decoding resumes at the next PSB after each (the bytes
+  // skipped are in stats().skipped, under `stream`, the manifest's id).
+  // `missing`: bytes of the stream that are gone after `bytes` (a file cut
+  // short): the stream ends in a kError event (kErrStreamCut) where they
+  // would have begun, so that the frames open there are cut, not ended.
+  Result<void> DecodeStream(int32_t pid, int32_t tid, std::string_view bytes, EventSink& sink,
+                            uint32_t stream = 0, uint64_t missing = 0);
   // The same with a callback per event (tests, tools: a std::function call
   // per event; the pipeline uses an EventSink).
   using Sink = std::function<void(const BranchEvent&)>;
@@ -158,6 +173,8 @@ class PtDecoder {
   struct CpuStream {
     int32_t cpu = 0;
     std::string_view bytes;
+    uint32_t stream = 0;   // the manifest's id, for stats().skipped
+    uint64_t missing = 0;  // as DecodeStream's
   };
   Result<void> DecodeCpuStreams(const std::vector<CpuStream>& streams, EventSink& sink);
   Result<void> DecodeCpuStreams(const std::vector<CpuStream>& streams, const Sink& sink) {

@@ -9,6 +9,21 @@
 
 namespace ptsnap::decode {
 
+// A stretch of a stream lost to an error in the trace itself (a packet
+// that is not one, one the code contradicts, times that run ahead of the
+// next PSB's TSC: damaged bytes), from the PSB before the error (what was
+// decoded since is dropped) to the next sync point (PSB) or the stream's
+// end (docs/decoding.md, "Damaged streams").
+// Errors of unmapped code (`-pte_nomap`: a binary missing or changed, the
+// kernel without kcore) skip intact bytes for want of code: not damage,
+// not listed here.
+struct SkippedBytes {
+  uint32_t stream = 0;  // the manifest's stream id (PtDecoder::DecodeStream's `stream`)
+  uint64_t offset = 0;  // in the stream's bytes
+  uint64_t size = 0;
+  int error = 0;  // the status of the error that began it (StatusMessage)
+};
+
 // Counters shown in the summary.
 struct DecodeStats {
   uint64_t pt_bytes = 0;
@@ -21,6 +36,9 @@ struct DecodeStats {
   // (PSB), or from an error to the next one (the decoder resyncs there).
   // A stream of random bytes is all undecoded, not "nothing ran".
   uint64_t undecoded_bytes = 0;
+  // The part of undecoded_bytes that damage made undecodable, stretch by
+  // stretch in decoding order (SkippedBytes).
+  std::vector<SkippedBytes> skipped;
   uint64_t nomap_errors = 0;  // -pte_nomap: code not in any image section
   uint64_t build_id_mismatches = 0;
   uint64_t missing_files = 0;

@@ -20,6 +20,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <string>
@@ -32,6 +33,7 @@
 #include "emulate/emulate.h"
 #include "emulate/events.h"
 #include "tests/support/events.h"
+#include "tests/support/shell.h"
 #include "tests/support/temp_dir.h"
 #include "trace/trace_dir.h"
 
@@ -1152,6 +1154,117 @@ TEST_F(Emulate, UnknownTriggerSymbolIsReported) {
   auto r = RecordEmulated(o, tmp_.path() / "s");
   ASSERT_FALSE(r);
   EXPECT_NE(r.error().message().find("no such function"), std::string::npos);
+}
+
+// A damaged recording (docs/decoding.md, "Damaged streams"), as a user
+// meets one: `ptsnap run --emulate` of emu_slow_call, whose call 2 of 5 to
+// handle_request is 200 times slower than the others, then its stream
+// damaged by hand. Returns handle_request's row of `ptsnap report --json`
+// (null when absent), with the exit code and stderr.
+struct ReportRow {
+  int rc = -1;
+  nlohmann::json row;
+  std::string err;
+};
+ReportRow SlowCallRow(const fs::path& dir, const std::string& decoder, const fs::path& tmp) {
+  ReportRow out;
+  const fs::path err = tmp / "report.err";
+  auto r = ptsnap::testing::RunShellRaw(ptsnap::testing::RequiredEnv("PTSNAP_BIN") + " report '" +
+                                        dir.string() + "' handle_request --json --decoder " +
+                                        decoder + " 2> '" + err.string() + "'");
+  out.rc = r.status;
+  out.err = base::ReadFile(err).value_or("");
+  auto j = nlohmann::json::parse(r.out, nullptr, false);
+  EXPECT_FALSE(j.is_discarded()) << r.out << out.err;
+  if (j.is_discarded()) return out;
+  for (const auto& f : j["functions"])
+    if (f["name"] == "handle_request") out.row = f;
+  return out;
+}
+
+fs::path RecordSlowCalls(const fs::path& dir) {
+  auto r = ptsnap::testing::RunShell(ptsnap::testing::RequiredEnv("PTSNAP_BIN") +
+                                     " run --emulate --full-execution --no-decode --trace-dir '" +
+                                     dir.string() + "' -- '" + Program("slow_call").string() +
+                                     "' 5 2 1000 200000");
+  EXPECT_EQ(r.status, 0) << r.out;
+  return dir / "pt/0.pt";
+}
+
+// 200 bytes flipped in the middle of the stream: both decoders resume at
+// the next PSB after each error, decode and report list the stretches lost
+// and exit 1, and the report's numbers for handle_request stay true: no
+// more calls than the program made, no more time in total or in its longest
+// call than the undamaged trace shows. (Both exited 0; with 200000 units
+// replaced by 2400000, handle_request had 6 calls and work 152.7 ms of a
+// 16.9 ms trace.)
+TEST_F(Emulate, FlippedBytesResyncAndTheSlowCallsNumbersStayTrue) {
+  const fs::path dir = tmp_.path() / "flipped";
+  const fs::path pt = RecordSlowCalls(dir);
+  const ReportRow clean = SlowCallRow(dir, "ours", tmp_.path());
+  ASSERT_EQ(clean.rc, 0) << clean.err;
+  ASSERT_FALSE(clean.row.is_null());
+  ASSERT_EQ(clean.row["calls"], 5);
+  auto bytes = base::ReadFile(pt);
+  ASSERT_TRUE(bytes);
+  std::string damaged = *bytes;
+  ASSERT_GT(damaged.size(), 10000u);
+  uint32_t x = 2026;
+  for (int i = 0; i < 200; ++i) {
+    x = x * 1103515245u + 12345u;
+    damaged[damaged.size() / 10 + (x >> 8) % (damaged.size() * 8 / 10)] ^= '\xff';
+  }
+  ASSERT_TRUE(base::WriteFileAtomic(pt, damaged, 0644));
+  for (const char* decoder : {"ours", "libipt"}) {
+    SCOPED_TRACE(decoder);
+    const fs::path out = tmp_.path() / (std::string(decoder) + ".fxt");
+    auto d = ptsnap::testing::RunShell(ptsnap::testing::RequiredEnv("PTSNAP_BIN") + " decode '" +
+                                       dir.string() + "' --decoder " + decoder + " -o '" +
+                                       out.string() + "'");
+    EXPECT_EQ(d.status, 1) << d.out;
+    EXPECT_THAT(d.out, ::testing::HasSubstr("Damaged PT: "));
+    EXPECT_THAT(d.out, ::testing::HasSubstr("stream 0 (pt/0.pt) at offset "));
+    EXPECT_THAT(d.out, ::testing::HasSubstr("bytes undecodable (decode error: "));
+    EXPECT_THAT(d.out, ::testing::HasSubstr("ptsnap: error: " + dir.string() + " is damaged: "));
+    EXPECT_TRUE(fs::exists(out)) << "the timeline is written";
+    // Decoding went on after the damage: handle_request's last call (after
+    // every flipped byte) is there.
+    const ReportRow r = SlowCallRow(dir, decoder, tmp_.path());
+    EXPECT_EQ(r.rc, 1) << r.err;
+    EXPECT_THAT(r.err, ::testing::HasSubstr("is damaged: "));
+    ASSERT_FALSE(r.row.is_null()) << r.err;
+    EXPECT_GE(r.row["calls"].get<uint64_t>(), 1u);
+    EXPECT_LE(r.row["calls"].get<uint64_t>(), 5u) << r.row.dump();
+    EXPECT_LE(r.row["total_ns"].get<uint64_t>(), clean.row["total_ns"].get<uint64_t>())
+        << r.row.dump();
+    EXPECT_LE(r.row["max_ns"].get<uint64_t>(), clean.row["max_ns"].get<uint64_t>()) << r.row.dump();
+  }
+}
+
+// The stream cut to 94% of its bytes: each decoder decodes up to the cut,
+// the frames open there are cut, and decode and report say how many bytes
+// are missing and exit 1. (It decoded to 0 slices and exited 0.)
+TEST_F(Emulate, ACutStreamDecodesUpToTheCut) {
+  const fs::path dir = tmp_.path() / "cut";
+  const fs::path pt = RecordSlowCalls(dir);
+  const uint64_t size = fs::file_size(pt);
+  const uint64_t keep = size * 94 / 100;
+  fs::resize_file(pt, keep);
+  for (const char* decoder : {"ours", "libipt"}) {
+    SCOPED_TRACE(decoder);
+    auto d = ptsnap::testing::RunShell(ptsnap::testing::RequiredEnv("PTSNAP_BIN") + " decode '" +
+                                       dir.string() + "' --decoder " + decoder + " -o '" +
+                                       (tmp_.path() / "cut.fxt").string() + "'");
+    EXPECT_EQ(d.status, 1) << d.out;
+    EXPECT_THAT(d.out, ::testing::HasSubstr("stream 0 (pt/0.pt) at offset " + std::to_string(keep) +
+                                            ": " + std::to_string(size - keep) + " bytes missing"));
+    EXPECT_THAT(d.out, ::testing::Not(::testing::HasSubstr(" 0 slices")));
+    const ReportRow r = SlowCallRow(dir, decoder, tmp_.path());
+    EXPECT_EQ(r.rc, 1) << r.err;
+    ASSERT_FALSE(r.row.is_null()) << r.err;
+    EXPECT_GE(r.row["calls"].get<uint64_t>(), 1u);
+    EXPECT_LE(r.row["calls"].get<uint64_t>(), 5u);
+  }
 }
 
 // --filter: the plugin traces only inside the ranges, as Intel PT's IP

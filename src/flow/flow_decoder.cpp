@@ -2528,6 +2528,7 @@ struct FlowDecoder::State {
     out->event = ev.type;
     out->ip_suppressed = ev.ip_suppressed;
     out->status_update = ev.status_update;
+    out->offset = pos != nullptr ? Offset(pos) : 0;
     out->has_tsc = ev.has_tsc;
     out->tsc = ev.tsc;
     out->ip = ev.ip;

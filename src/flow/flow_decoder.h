@@ -124,7 +124,8 @@ enum class ItemKind : uint8_t { kSync, kBlock, kEvent, kError, kNextIp };
 // One unit of output. Fields by kind:
 //   kSync:  offset (of the PSB).
 //   kBlock: ip, end_ip, ninsn, mode, iclass, speculative.
-//   kEvent: event, ip_suppressed, status_update, has_tsc, tsc and
+//   kEvent: event, ip_suppressed, status_update, has_tsc, tsc, offset (the
+//     decoder's position, as pt_blk_get_offset there; not compared) and
 //     kEnabled: ip, resumed; kDisabled: ip; kAsyncDisabled: ip (at), to (ip);
 //     kAsyncBranch: ip (from), to; kOverflow: ip; kExecMode: ip, mode;
 //     kTsx: ip, speculative, aborted; kTick: ip; kCbr: ratio;

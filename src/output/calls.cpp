@@ -50,13 +50,48 @@ void CallSink::Ended(ThreadState& t, const model::Slice& s, uint64_t begin, uint
   c.outermost = outermost;
   c.inferred = inferred;
   c.depth = depth;
+  if (inferred) {
+    // Inferred after a decode error that cut a frame of this function:
+    // the rest of that call (itself cut again, when this error closes it).
+    std::vector<const std::string*>& before = t.closing ? t.was_cut : t.cut;
+    if (auto it = std::find(before.begin(), before.end(), s.name); it != before.end()) {
+      before.erase(it);
+      c.continued = true;
+    }
+  }
+  if (t.closing) {
+    c.cut = true;
+    t.cut.push_back(s.name);
+  }
   t.segment_open = true;
   OnCall(c);
+}
+
+bool CallSink::IsDecodeError(const model::Slice& s) {
+  return s.kind == model::Slice::kInstant && s.name != nullptr &&
+         s.name->starts_with("[decode error");
 }
 
 void CallSink::OnSlice(const model::Slice& s) {
   ThreadState& t = Thread(s.tid);
   t.pid = s.pid;
+  if (t.closing && s.kind != model::Slice::kEnd) {
+    // The frames the decode error closed have ended. A call cut before
+    // whose rest did not show again before this error (the stretch
+    // between them decoded nothing of it) may still go on after it.
+    t.closing = false;
+    t.cut.insert(t.cut.end(), t.was_cut.begin(), t.was_cut.end());
+    t.was_cut.clear();
+  }
+  if (s.kind == model::Slice::kInstant) {
+    if (IsDecodeError(s)) {
+      t.closing = true;
+      t.was_cut = std::move(t.cut);
+      t.cut.clear();
+    } else {
+      t.cut.clear();  // a snapshot's end, an overflow: what comes next is no one call's rest
+    }
+  }
   uint64_t begin = s.ts, end = s.ts;
   if (s.kind == model::Slice::kEnd) begin = s.begin_ts;
   if (s.kind == model::Slice::kComplete) end = s.end_ts;

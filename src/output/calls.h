@@ -9,6 +9,13 @@
 // frame that ended with no open parent since the previous inferred frame
 // ended, innermost first. Memory grows with stack depth and the number of
 // distinct function names only.
+//
+// A decode error closes every open frame of its thread right after its
+// "[decode error: ...]" marker (model/call_stack.h): those frames are cut,
+// their end was not seen (Call::cut). After the resync the model infers
+// the stack again; an inferred frame of a function the error cut on that
+// thread is the same call going on (Call::continued), not a new one
+// (docs/report.md, "Damaged traces").
 #pragma once
 
 #include <cstdint>
@@ -27,6 +34,11 @@ struct Call {
   uint64_t self_ns = 0;         // exclusive of callees
   bool outermost = true;        // no other open frame of this function on the thread
   bool inferred = false;        // the start was not seen: `begin` is the segment's start
+  // A decode error ended it: its end was not seen, `end` is the error's time.
+  bool cut = false;
+  // Inferred after a decode error that cut a frame of the same function on
+  // the thread: the rest of that call, counted there (no new call).
+  bool continued = false;
   // Open frames below it whose start was seen (OpenFrames before it).
   size_t depth = 0;
 };
@@ -73,6 +85,12 @@ class CallSink : public model::SliceSink {
     std::vector<Open> stack;  // non-inferred open frames
     uint64_t orphan_ns = 0;   // time of ended frames with no open parent
     bool segment_open = false;
+    // A decode error's marker came, and the frames it closes follow it.
+    bool closing = false;
+    // The functions of the frames the last decode error cut, one entry per
+    // frame, until an inferred frame after it continues each; while
+    // `closing`, the previous error's (was_cut) and this one's (cut).
+    std::vector<const std::string*> cut, was_cut;
     std::unordered_map<const std::string*, int> on_stack;
     // In front of on_stack, by name pointer (its values never move).
     struct Depth {
@@ -85,6 +103,8 @@ class CallSink : public model::SliceSink {
   ThreadState& Thread(int32_t tid);
   void Ended(ThreadState& t, const model::Slice& s, uint64_t begin, uint64_t end, uint64_t child,
              bool outermost, bool inferred, size_t depth);
+  // Whether a decode error's marker: "[decode error: ...]".
+  static bool IsDecodeError(const model::Slice& s);
 
   uint64_t first_ = UINT64_MAX, last_ = 0;
   uint64_t slices_ = 0;

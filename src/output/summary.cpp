@@ -12,7 +12,8 @@ void SummarySink::OnCall(const Call& c) {
   if (r.name != c.name || r.f == nullptr) r = {c.name, &functions_[c.name]};
   FunctionTime& f = *r.f;
   if (f.name.empty()) f.name = *c.name;
-  f.calls++;
+  if (!c.continued) f.calls++;  // the rest of a call a decode error cut is that call
+  if (c.cut && !c.continued) f.cut++;
   f.self_ns += c.self_ns;
   if (c.outermost) f.total_ns += c.end - c.begin;  // not inside another frame of itself
   check_.OnCall(c);

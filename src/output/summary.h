@@ -20,6 +20,7 @@ struct FunctionTime {
   uint64_t total_ns = 0;  // inclusive; recursion is counted once (outermost frame)
   uint64_t self_ns = 0;   // exclusive of callees
   uint64_t calls = 0;
+  uint64_t cut = 0;  // of the calls, those a decode error cut (Call::cut)
 };
 
 class SummarySink : public CallSink {

@@ -72,6 +72,7 @@ class StreamFeed::Ahead {
     Kind kind = Kind::kEvents;
     size_t stream = 0;                        // kRead: the index in the order
     Result<void> result;                      // kRead: the read's, kEnd: the decoder's
+    uint64_t missing = 0;                     // kRead: StreamBytes::missing()
     std::vector<decode::BranchEvent> events;  // kEvents: kChunkEvents, the first `count` filled
     size_t count = 0;
   };
@@ -169,11 +170,16 @@ class StreamFeed::Ahead {
     Push(std::move(it));
   }
   Result<trace::StreamBytes> ReadAndPush(size_t i) {
-    Result<trace::StreamBytes> bytes = reader_.MapStream(streams_[i]);
+    Result<trace::StreamBytes> bytes =
+        reader_.MapStream(streams_[i], trace::ShortStream::kKeepWhatIsThere);
     Item it;
     it.kind = Kind::kRead;
     it.stream = i;
-    if (!bytes) it.result = bytes.error();
+    if (!bytes) {
+      it.result = bytes.error();
+    } else {
+      it.missing = bytes->missing();
+    }
     Push(std::move(it));
     return bytes;
   }
@@ -196,7 +202,7 @@ class StreamFeed::Ahead {
           auto bytes = ReadAndPush(j);
           if (!bytes) continue;
           held.push_back(std::move(*bytes));
-          group.push_back({streams_[j].cpu, {}});
+          group.push_back({streams_[j].cpu, {}, streams_[j].id, held.back().missing()});
         }
         for (size_t k = 0; k < group.size(); ++k) group[k].bytes = held[k].view();
         PushEnd(decoder_.DecodeCpuStreams(group, sink));
@@ -207,7 +213,8 @@ class StreamFeed::Ahead {
       auto bytes = ReadAndPush(i - 1);
       if (!bytes) continue;
       const int32_t pid = s.pid >= 0 ? s.pid : 0;
-      PushEnd(decoder_.DecodeStream(pid, s.tid >= 0 ? s.tid : pid, bytes->view(), sink));
+      PushEnd(decoder_.DecodeStream(pid, s.tid >= 0 ? s.tid : pid, bytes->view(), sink, s.id,
+                                    bytes->missing()));
     }
   }
 
@@ -235,19 +242,21 @@ StreamFeed::StreamFeed(unsigned jobs, const trace::TraceReader& reader, decode::
 StreamFeed::~StreamFeed() = default;
 
 Result<trace::StreamBytes> StreamFeed::Read(const trace::Stream& s) {
-  if (!ahead_) return reader_.MapStream(s);
+  if (!ahead_) return reader_.MapStream(s, trace::ShortStream::kKeepWhatIsThere);
   ahead_->Start();
   Ahead::Item it = ahead_->Pop();
   PTSNAP_CHECK(it.kind == Ahead::Kind::kRead && streams_[it.stream].id == s.id &&
                streams_[it.stream].file == s.file)
       << "StreamFeed: streams read out of the order given";
   if (!it.result) return it.result.error();
-  return trace::StreamBytes();
+  trace::StreamBytes none;
+  none.set_missing(it.missing);
+  return none;
 }
 
 Result<void> StreamFeed::DecodeStream(int32_t pid, int32_t tid, std::string_view bytes,
-                                      decode::EventSink& sink) {
-  if (!ahead_) return decoder_.DecodeStream(pid, tid, bytes, sink);
+                                      decode::EventSink& sink, uint32_t stream, uint64_t missing) {
+  if (!ahead_) return decoder_.DecodeStream(pid, tid, bytes, sink, stream, missing);
   for (;;) {
     Ahead::Item it = ahead_->Pop();
     PTSNAP_CHECK(it.kind != Ahead::Kind::kRead) << "StreamFeed: a stream decoded before it is read";
@@ -260,7 +269,7 @@ Result<void> StreamFeed::DecodeStream(int32_t pid, int32_t tid, std::string_view
 Result<void> StreamFeed::DecodeCpuStreams(const std::vector<decode::PtDecoder::CpuStream>& group,
                                           decode::EventSink& sink) {
   if (!ahead_) return decoder_.DecodeCpuStreams(group, sink);
-  return DecodeStream(0, 0, {}, sink);
+  return DecodeStream(0, 0, {}, sink, 0, 0);
 }
 
 void StreamFeed::Finish() {

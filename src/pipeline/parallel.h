@@ -53,16 +53,18 @@ class StreamFeed {
   StreamFeed& operator=(const StreamFeed&) = delete;
 
   // The bytes of `s`, which must be the next stream in the order: as
-  // TraceReader::MapStream, errors included. With a decoding thread the
-  // bytes stay with it and those returned are empty (pass them on to
-  // Decode* as they are).
+  // TraceReader::MapStream with ShortStream::kKeepWhatIsThere, errors
+  // included (a file cut short gives what it has, and missing() says how
+  // much is gone). With a decoding thread the bytes stay with it and those
+  // returned are empty but for missing() (pass them on to Decode* as they
+  // are).
   Result<trace::StreamBytes> Read(const trace::Stream& s);
   // As PtDecoder::DecodeStream / DecodeCpuStreams, for the streams just
   // Read (a per-CPU group: those of it that were read without error). `sink`
   // is called on the caller's thread, in the decoder's order. Blocks until
   // the thread has decoded the stream or group to its end.
   Result<void> DecodeStream(int32_t pid, int32_t tid, std::string_view bytes,
-                            decode::EventSink& sink);
+                            decode::EventSink& sink, uint32_t stream, uint64_t missing);
   Result<void> DecodeCpuStreams(const std::vector<decode::PtDecoder::CpuStream>& group,
                                 decode::EventSink& sink);
   // Waits for the thread to end (after the last stream): the decoder's

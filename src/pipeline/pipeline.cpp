@@ -358,6 +358,16 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
       const bool killed = sn.tid != 0 ? static_cast<int32_t>(sn.tid) == tid : tid == pid;
       return killed ? "[signal " + sn.detail + "]" : "";
     };
+    // A stream file shorter than listed decodes up to its end; the rest is lost.
+    std::vector<DecodeReport::Damage> cuts;
+    auto note_cut = [&](const trace::Stream& st, const trace::StreamBytes& b) {
+      if (b.missing() == 0) return;
+      cuts.push_back({.stream = st.id,
+                      .file = st.file,
+                      .offset = st.size - b.missing(),
+                      .bytes = b.missing(),
+                      .cut = true});
+    };
     // -j: reading and decoding on a thread of their own, ahead of the model (parallel.h).
     StreamFeed feed(decode_thread ? jobs : 1, reader, *decoder, streams);
     for (size_t i = 0; i < streams.size();) {
@@ -377,8 +387,9 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
             report.warnings.push_back(bytes.error().ToString());
             continue;
           }
+          note_cut(streams[j], *bytes);
           held.push_back(std::move(*bytes));
-          group.push_back({streams[j].cpu, {}});
+          group.push_back({streams[j].cpu, {}, streams[j].id, held.back().missing()});
         }
         for (size_t k = 0; k < group.size(); ++k) group[k].bytes = held[k].view();
         if (stitching) model.EndSegment();  // per-thread streams before: not stitched to these
@@ -414,8 +425,9 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
         report.warnings.push_back(bytes.error().ToString());
         continue;
       }
+      note_cut(s, *bytes);
       watch_slow_call(s.snapshot);
-      PTSNAP_TRY(feed.DecodeStream(pid, tid, bytes->view(), on_event));
+      PTSNAP_TRY(feed.DecodeStream(pid, tid, bytes->view(), on_event, s.id, bytes->missing()));
       done_bytes += s.size;
       if (auto name = signal_marker(s.snapshot, pid, tid); !name.empty()) {
         model.Marker(snaps[s.snapshot]->time, name);
@@ -429,6 +441,20 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
     }
     if (stitching) model.EndSegment();
     feed.Finish();
+    // Each stream's damage in stream order: skipped stretches, then its cut.
+    std::map<uint32_t, std::string> files;
+    for (const trace::Stream& st : streams) files[st.id] = st.file;
+    for (const decode::SkippedBytes& k : decoder->stats().skipped)
+      report.damage.push_back({.stream = k.stream,
+                               .file = files[k.stream],
+                               .offset = k.offset,
+                               .bytes = k.size,
+                               .error = k.error});
+    report.damage.insert(report.damage.end(), cuts.begin(), cuts.end());
+    std::stable_sort(report.damage.begin(), report.damage.end(),
+                     [](const DecodeReport::Damage& a, const DecodeReport::Damage& b) {
+                       return a.stream != b.stream ? a.stream < b.stream : a.offset < b.offset;
+                     });
     // The ring could not hold the whole slow call: say so with the fix.
     for (const auto& [seq, first] : slow_thread_start) {
       const trace::Snapshot& sn = *snaps[seq];
@@ -484,6 +510,46 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
   return report;
 }
 
+uint64_t DecodeReport::damaged_bytes() const {
+  uint64_t n = 0;
+  for (const Damage& d : damage) n += d.bytes;
+  return n;
+}
+
+std::string FormatDamage(const DecodeReport& r, size_t max) {
+  std::string s;
+  size_t shown = 0;
+  for (const DecodeReport::Damage& d : r.damage) {
+    if (shown++ == max) {
+      uint64_t rest = 0;
+      for (size_t i = max; i < r.damage.size(); ++i) rest += r.damage[i].bytes;
+      s += "  ... and " + std::to_string(r.damage.size() - max) + " more stretches, " +
+           std::to_string(rest) + " bytes\n";
+      break;
+    }
+    s += "  stream " + std::to_string(d.stream) + " (" + d.file + ") at offset " +
+         std::to_string(d.offset) + ": " + std::to_string(d.bytes) + " bytes ";
+    if (d.cut) {
+      s += "missing (the file ends there, " + std::to_string(d.offset + d.bytes) +
+           " bytes are listed: it was cut or truncated)\n";
+    } else {
+      s += "undecodable (decode error: " + decode::StatusMessage(d.error) +
+           "), skipped to the next sync point\n";
+    }
+  }
+  return s;
+}
+
+std::string DamageError(const std::filesystem::path& trace_dir, const DecodeReport& r) {
+  if (r.damage.empty()) return "";
+  std::set<uint32_t> damaged;
+  for (const auto& d : r.damage) damaged.insert(d.stream);
+  return trace_dir.string() + " is damaged: " + std::to_string(r.damaged_bytes()) +
+         " bytes of PT in " + std::to_string(damaged.size()) +
+         " stream(s) were lost or undecodable (listed above, by stream and offset); the rest "
+         "was decoded";
+}
+
 Result<void> CheckSnapshotExists(const trace::Manifest& m, uint32_t seq) {
   if (seq == 0 || std::any_of(m.snapshots.begin(), m.snapshots.end(),
                               [&](const trace::Snapshot& s) { return s.seq == seq; }))
@@ -524,7 +590,8 @@ std::string FormatReport(const DecodeReport& r) {
       std::snprintf(buf, sizeof buf, "  %12s  %8llu calls  ",
                     FormatDuration(self ? f.self_ns : f.total_ns).c_str(),
                     static_cast<unsigned long long>(f.calls));
-      line(buf + f.name);
+      line(buf + f.name +
+           (f.cut != 0 ? " (" + std::to_string(f.cut) + " cut by decode errors)" : ""));
     }
   };
   table("Hottest functions by total time:", r.top_total, false);
@@ -573,6 +640,15 @@ std::string FormatReport(const DecodeReport& r) {
          std::to_string(r.slices -
                         std::min(r.slices, r.thin_dropped.too_deep + r.thin_dropped.too_short)) +
          " of " + std::to_string(r.slices) + ").");
+  }
+  if (!r.damage.empty()) {
+    std::set<uint32_t> damaged;
+    for (const auto& d : r.damage) damaged.insert(d.stream);
+    line("Damaged PT: " + std::to_string(r.damaged_bytes()) + " bytes lost or undecodable in " +
+         std::to_string(damaged.size()) +
+         " stream(s); decoding resumed at the next sync point (PSB) after each stretch, and the "
+         "calls a stretch cut are marked cut (docs/decoding.md, \"Damaged streams\"):");
+    s += FormatDamage(r);
   }
   size_t shown = 0;
   for (const auto& w : r.warnings) {

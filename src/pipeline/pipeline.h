@@ -100,6 +100,23 @@ struct DecodeReport {
     uint64_t torn_bytes = 0;       // partial or corrupt stream tails
     uint64_t gaps = 0;             // a thread not sampled for over 10 periods: its frames ended
   } sampled;
+  // PT bytes lost or undecodable (docs/errors.md, "decode"), stream by
+  // stream in decoding order: the missing tail of a stream file shorter
+  // than the manifest lists (`cut`), and each stretch skipped after a
+  // decode error in the packets themselves up to the next sync point (PSB),
+  // where decoding resumed (decode::SkippedBytes). Not bytes before a
+  // stream's first PSB (a snapshot's ring starts anywhere), nor those
+  // skipped after unmapped code: those are whole.
+  struct Damage {
+    uint32_t stream = 0;  // the manifest's id
+    std::string file;     // the stream's file, relative to the trace directory
+    uint64_t offset = 0;  // of the first byte lost, in the stream
+    uint64_t bytes = 0;
+    bool cut = false;  // the file ends at `offset`; else skipped after a decode error
+    int error = 0;     // !cut: that error's status (decode::StatusMessage)
+  };
+  std::vector<Damage> damage;
+  [[nodiscard]] uint64_t damaged_bytes() const;
   std::vector<std::string> warnings;
   // The output file's size before compression (0: no file written).
   uint64_t output_bytes = 0;
@@ -120,7 +137,18 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
 Result<void> CheckSnapshotExists(const trace::Manifest& m, uint32_t seq);
 
 // Human-readable summary (several lines, ends with how to open the file).
+// With damage, a "Damaged PT" line and one line per stretch (the first
+// kDamageLines of them) before the warnings.
 std::string FormatReport(const DecodeReport& r);
+inline constexpr size_t kDamageLines = 10;
+// The damage, one line per stretch lost (the first `max` of them, then how
+// many more), each "  stream N (FILE) at offset O: B bytes ...\n"; "" when
+// the trace is whole.
+std::string FormatDamage(const DecodeReport& r, size_t max = kDamageLines);
+// The error line (without "ptsnap: error: ") for a decode whose trace was
+// damaged: how many bytes in how many streams; "" when it was whole. The
+// CLI prints it after the summary and exits 1 (the output was written).
+std::string DamageError(const std::filesystem::path& trace_dir, const DecodeReport& r);
 
 // One line (no newline) when the output is an FXT or JSON file larger than
 // kViewerComfortBytes before compression: its size, the threshold, why,

@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -209,6 +210,112 @@ TEST(PipelineTest, TruncatedStreamDecodesWhatIsThere) {
   auto text = *base::ReadFile(o.output);
   EXPECT_EQ(Lines(text, " B ").size(), Lines(text, " E ").size());  // all frames closed
   EXPECT_GE(Lines(text, " B main").size(), 1u);
+}
+
+// Both decoders, for the damage tests (docs/decoding.md, "Damaged streams").
+constexpr decode::PtDecoder::Engine kEngines[] = {decode::PtDecoder::Engine::kOurs,
+                                                  decode::PtDecoder::Engine::kLibipt};
+const char* EngineName(decode::PtDecoder::Engine e) {
+  return e == decode::PtDecoder::Engine::kOurs ? "ours" : "libipt";
+}
+
+// A stream file cut short (the manifest lists more bytes than it has)
+// decodes up to the cut, every frame of the bytes there, as a stream of
+// just those bytes does; the frames open at the cut are cut by a decode
+// error there, and the summary says which bytes are missing. (It was
+// dropped whole as "missing", 0 slices.)
+TEST(PipelineTest, ACutStreamDecodesUpToItsCutAndSaysWhatIsMissing) {
+  ::ptsnap::testing::TempDir tmp;
+  auto prog = decode::testing::LoadCallsProgram();
+  const std::string s = decode::testing::CallsProgramStream(prog);
+  const uint64_t cut = s.size() * 3 / 4;
+  for (auto engine : kEngines) {
+    SCOPED_TRACE(EngineName(engine));
+    const std::string name = EngineName(engine);
+    DecodeOptions o;
+    o.decoder = engine;
+    o.output = tmp.path() / (name + ".prefix.events");
+    auto prefix =
+        DecodeTraceDir(MakeCallsTrace(tmp.path() / (name + ".prefix"), s.substr(0, cut)), o);
+    ASSERT_THAT(prefix, HasValue());
+    const std::string whole_text = *base::ReadFile(o.output);
+
+    auto dir = MakeCallsTrace(tmp.path() / name, s);
+    std::filesystem::resize_file(dir / "pt/0.pt", cut);
+    o.output = tmp.path() / (name + ".events");
+    auto r = DecodeTraceDir(dir, o);
+    ASSERT_THAT(r, HasValue());
+    const std::string text = *base::ReadFile(o.output);
+    EXPECT_EQ(r->missing_streams, 0u);
+    EXPECT_GT(r->slices, 0u);
+    EXPECT_EQ(Lines(text, " B ").size(), Lines(whole_text, " B ").size()) << text;
+    EXPECT_EQ(Lines(text, " B main").size(), 1u);
+    EXPECT_EQ(Lines(text, "[decode error: the stream file ends here").size(), 1u) << text;
+    ASSERT_EQ(r->damage.size(), 1u);
+    EXPECT_TRUE(r->damage[0].cut);
+    EXPECT_EQ(r->damage[0].stream, 0u);
+    EXPECT_EQ(r->damage[0].offset, cut);
+    EXPECT_EQ(r->damage[0].bytes, s.size() - cut);
+    EXPECT_THAT(FormatReport(*r),
+                HasSubstr("stream 0 (pt/0.pt) at offset " + std::to_string(cut) + ": " +
+                          std::to_string(s.size() - cut) + " bytes missing"));
+    EXPECT_THAT(DamageError(dir, *r), HasSubstr(std::to_string(s.size() - cut) + " bytes of PT"));
+    // main was open at the cut: one call, cut there.
+    const auto main_fn = std::find_if(r->top_total.begin(), r->top_total.end(),
+                                      [](const FunctionTime& f) { return f.name == "main"; });
+    ASSERT_NE(main_fn, r->top_total.end());
+    EXPECT_EQ(main_fn->calls, 1u);
+    EXPECT_EQ(main_fn->cut, 1u);
+  }
+}
+
+// Bytes that are no packet in the middle of a run: decoding stops there,
+// drops what it decoded since the PSB before them (the damage lies
+// somewhere after it: until the error, the decoder followed the changed
+// bytes), resumes at the next PSB (the second run) and decodes all of it.
+// The stretch lost, from that PSB to the next, is listed with its stream
+// and offsets.
+TEST(PipelineTest, DamagedBytesAreSkippedToTheNextPsbAndTheRestDecodes) {
+  ::ptsnap::testing::TempDir tmp;
+  auto prog = decode::testing::LoadCallsProgram();
+  std::string first = decode::testing::CallsProgramStream(prog);
+  const std::string second = decode::testing::CallsProgramStream(prog, 100000);
+  // 0x05 is no packet's opcode (SDM 33.4.1): read at any alignment, it
+  // stops both decoders.
+  const size_t at = first.size() / 2;
+  first.replace(at, 16, std::string(16, '\x05'));
+  for (auto engine : kEngines) {
+    SCOPED_TRACE(EngineName(engine));
+    const std::string name = EngineName(engine);
+    DecodeOptions o;
+    o.decoder = engine;
+    o.output = tmp.path() / (name + ".events");
+    auto dir = MakeCallsTrace(tmp.path() / name, first + second);
+    auto r = DecodeTraceDir(dir, o);
+    ASSERT_THAT(r, HasValue());
+    const std::string text = *base::ReadFile(o.output);
+    EXPECT_EQ(r->decode.errors, 1u) << text;
+    ASSERT_EQ(r->damage.size(), 1u) << text;
+    const DecodeReport::Damage& d = r->damage[0];
+    EXPECT_FALSE(d.cut);
+    EXPECT_EQ(d.stream, 0u);
+    EXPECT_LE(d.offset, at);                      // from the PSB+ before the damage
+    EXPECT_EQ(d.offset + d.bytes, first.size());  // up to the second run's PSB
+    EXPECT_THAT(FormatReport(*r),
+                HasSubstr("stream 0 (pt/0.pt) at offset " + std::to_string(d.offset) + ": " +
+                          std::to_string(d.bytes) + " bytes undecodable"));
+    // The second run decoded whole, after the error: fib(6)'s 25 calls,
+    // and main once.
+    const size_t error = text.find("[decode error:");
+    ASSERT_NE(error, std::string::npos);
+    EXPECT_EQ(Lines(text.substr(error), " B fib").size(), 25u);
+    EXPECT_EQ(Lines(text, " B fib").size(), 25u) << "nothing of the damaged stretch";
+    const auto main_fn = std::find_if(r->top_total.begin(), r->top_total.end(),
+                                      [](const FunctionTime& f) { return f.name == "main"; });
+    ASSERT_NE(main_fn, r->top_total.end());
+    EXPECT_EQ(main_fn->calls, 1u);
+    EXPECT_EQ(main_fn->cut, 0u);
+  }
 }
 
 TEST(PipelineTest, MissingDirectoryAndManifestAreClearErrors) {

@@ -78,6 +78,12 @@ void ReportSink::OnEnter(int32_t tid, const std::string* name, uint64_t ts, size
 void ReportSink::Captured(ThreadState& t, const output::Call& c) {
   if (t.captures.empty() || c.inferred) return;
   const Capture& top = t.captures.back();
+  if (c.cut) {
+    // Its end was not seen: no slow call (nor are the captures below it,
+    // which the decode error cuts too).
+    if (c.name == top.name && c.depth == top.depth) t.captures.pop_back();
+    return;
+  }
   if (c.name == top.name && c.depth == top.depth) {
     SlowCall s;
     s.name = *c.name;
@@ -178,14 +184,13 @@ void ReportSink::OnCall(const output::Call& c) {
     f.name = *c.name;
     f.tid = options_.per_thread ? c.tid : 0;
   }
-  ++f.calls;
+  // The rest of a call a decode error cut is that call: its time, no call.
+  if (!c.continued) ++f.calls;
   f.self_ns += c.self_ns;
   if (c.outermost) f.total_ns += c.end - c.begin;
-  if (c.inferred) {
-    ++f.unseen_start;
-  } else {
-    f.durations.Add(c.end - c.begin);
-  }
+  if (c.cut && !c.continued) ++f.cut;
+  if (c.inferred && !c.continued) ++f.unseen_start;
+  if (!c.inferred && !c.cut) f.durations.Add(c.end - c.begin);
   if (options_.folded) Fold(t, c);
   if (!t.captures.empty()) Captured(t, c);
 }
@@ -222,6 +227,7 @@ std::vector<FunctionStats> ReportSink::Named() const {
       merged.total_ns += v.total_ns;
       merged.self_ns += v.self_ns;
       merged.unseen_start += v.unseen_start;
+      merged.cut += v.cut;
       merged.durations.Merge(v.durations);
     }
     out.push_back(std::move(merged));
@@ -319,6 +325,7 @@ nlohmann::json StatsJson(const FunctionStats& f, bool per_thread) {
                       {"total_ns", f.total_ns},
                       {"self_ns", f.self_ns},
                       {"unseen_start", f.unseen_start},
+                      {"cut", f.cut},
                       {"min_ns", d.min()},
                       {"p50_ns", d.Quantile(0.5)},
                       {"p90_ns", d.Quantile(0.9)},
@@ -355,15 +362,20 @@ std::string FormatText(const ReportSink& r, SortKey key, size_t limit) {
                 per_thread ? "thread" : "", "calls", "total", "self", "min", "p50", "p90", "p99",
                 "max");
   out += head;
-  uint64_t unseen = 0;
+  uint64_t unseen = 0, cut = 0;
   for (const FunctionStats* f : rows) {
     out += Row(*f, per_thread);
     unseen += f->unseen_start;
+    cut += f->cut;
   }
   if (unseen != 0)
     out += "(" + std::to_string(unseen) +
            " of these calls began before the trace did: counted in calls, total and self, not in "
            "the durations)\n";
+  if (cut != 0)
+    out += "(" + std::to_string(cut) +
+           " of these calls were cut by decode errors (damaged or undecodable PT): counted once "
+           "in calls, and in total and self for the time decoded, not in the durations)\n";
   if (const std::string imp = output::FormatImplausible(r.implausible()); !imp.empty())
     out += "\n" + imp;
   for (const FunctionStats& f : r.Named()) {

@@ -44,6 +44,10 @@ struct FunctionStats {
   // Calls whose start was not seen (the stack a snapshot began in): in
   // calls, total and self, not in the histogram (their length is unknown).
   uint64_t unseen_start = 0;
+  // Calls a decode error cut (output::Call::cut; docs/report.md, "Damaged
+  // traces"): as unseen_start, in calls (once, however many errors cut
+  // them), total and self (the time decoded), not in the histogram.
+  uint64_t cut = 0;
   DurationHistogram durations;
 };
 
@@ -148,7 +152,7 @@ class ReportSink : public output::CallSink {
 // slowest calls with their trees.
 std::string FormatText(const ReportSink& r, SortKey key, size_t limit);
 // The report as JSON (docs/report.md, stable): {"span_ns", "functions":
-// [{"name", "tid"?, "calls", "total_ns", "self_ns", "unseen_start",
+// [{"name", "tid"?, "calls", "total_ns", "self_ns", "unseen_start", "cut",
 // "min_ns", "p50_ns", "p90_ns", "p99_ns", "max_ns"}], "slowest": [...]}.
 std::string FormatJson(const ReportSink& r, SortKey key, size_t limit);
 

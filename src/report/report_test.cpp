@@ -48,6 +48,16 @@ class Feed {
     Begin(tid, name, begin);
     End(tid, name, begin, end);
   }
+  // A zero-length marker, e.g. "[decode error: ...]".
+  void Instant(int32_t tid, const std::string& name, uint64_t ts) {
+    model::Slice s;
+    s.kind = model::Slice::kInstant;
+    s.pid = 1;
+    s.tid = tid;
+    s.ts = ts;
+    s.name = Name(name);
+    sink_.OnSlice(s);
+  }
   // The deferred begin of an inferred frame (the segment is over).
   void InferredBegin(int32_t tid, const std::string& name, uint64_t ts) {
     model::Slice s;
@@ -242,6 +252,60 @@ TEST(Report, FoldedStacksPutSeenFramesUnderInferredOnes) {
   EXPECT_EQ(loop->durations.count(), 0u);
   EXPECT_EQ(loop->total_ns, 40u);
   EXPECT_THAT(FormatText(r, SortKey::kTotal, 0), HasSubstr("began before the trace did"));
+}
+
+// The slices the model emits for a 100 ns call to slow that two decode
+// errors cut (at 30 and 60; the stretches after them lost), as a damaged
+// stream gives them: the frames open at each error end there, and after
+// the resync the stack is inferred again. slow is one call, cut, its
+// decoded time its total, and no duration; main's call after the damage
+// is whole. (Each piece counted as a whole call: 3 calls of slow, with
+// durations 20, 20 and 30 ns.)
+TEST(Report, ACallDecodeErrorsCutCountsOnceAndHasNoDuration) {
+  ReportOptions o;
+  o.functions = {"slow"};
+  o.slowest = 3;
+  ReportSink r(o);
+  output::SummarySink summary;
+  model::TeeSink tee(&r, &summary);
+  Feed f(tee);
+  f.Begin(1, "main", 0);
+  f.Begin(1, "slow", 10);
+  f.Instant(1, "[decode error: bad packet]", 30);
+  f.End(1, "slow", 10, 30);
+  f.End(1, "main", 0, 30);
+  f.Instant(1, "[decode error: unknown opcode]", 60);  // after the resync at 40
+  f.End(1, "slow", 40, 60, /*inferred=*/true);
+  f.End(1, "main", 40, 60, /*inferred=*/true);
+  f.InferredBegin(1, "main", 40);
+  f.InferredBegin(1, "slow", 40);
+  f.End(1, "slow", 80, 110, /*inferred=*/true);  // returns after the resync at 80
+  f.Call(1, "main", 120, 130);
+  f.End(1, "main", 80, 140, /*inferred=*/true);
+  f.InferredBegin(1, "main", 80);
+  f.InferredBegin(1, "slow", 80);
+  ASSERT_TRUE(r.Finish());
+  const FunctionStats* slow = Find(r, "slow");
+  ASSERT_NE(slow, nullptr);
+  EXPECT_EQ(slow->calls, 1u);
+  EXPECT_EQ(slow->cut, 1u);
+  EXPECT_EQ(slow->total_ns, 20u + 20u + 30u);
+  EXPECT_EQ(slow->durations.count(), 0u);
+  EXPECT_TRUE(r.Slowest().empty());
+  const FunctionStats* main_fn = Find(r, "main");
+  ASSERT_NE(main_fn, nullptr);
+  EXPECT_EQ(main_fn->calls, 2u);  // the cut one, and the whole one at 120
+  EXPECT_EQ(main_fn->cut, 1u);
+  EXPECT_EQ(main_fn->durations.count(), 1u);
+  EXPECT_THAT(FormatText(r, SortKey::kTotal, 0), HasSubstr("were cut by decode errors"));
+  EXPECT_THAT(FormatJson(r, SortKey::kTotal, 0), HasSubstr("\"cut\": 1"));
+  // The decode summary counts the same.
+  for (const auto& t : summary.Top(5, false)) {
+    if (t.name == "slow") {
+      EXPECT_EQ(t.calls, 1u);
+      EXPECT_EQ(t.cut, 1u);
+    }
+  }
 }
 
 TEST(Report, JsonHasTheDocumentedFields) {

@@ -686,7 +686,8 @@ Result<TraceReader> TraceReader::Open(const std::filesystem::path& dir) {
   return TraceReader(dir, std::move(*m));
 }
 
-Result<base::UniqueFd> TraceReader::OpenStream(const Stream& stream, uint64_t* file_size) const {
+Result<base::UniqueFd> TraceReader::OpenStream(const Stream& stream, uint64_t* file_size,
+                                               ShortStream short_file) const {
   std::filesystem::path path = dir_ / stream.file;
   struct stat st;
   if (::lstat(path.c_str(), &st) != 0 && errno == ENOENT) {
@@ -700,8 +701,10 @@ Result<base::UniqueFd> TraceReader::OpenStream(const Stream& stream, uint64_t* f
   // A recording that did not end complete (killed, or stopped by an
   // error) may have bytes after the last flush: only the listed ones count.
   const bool cut_short = manifest_.state != State::kComplete;
+  const bool keep_short = short_file == ShortStream::kKeepWhatIsThere;
   if (static_cast<uint64_t>(st.st_size) != stream.size &&
-      !(cut_short && static_cast<uint64_t>(st.st_size) > stream.size)) {
+      !(cut_short && static_cast<uint64_t>(st.st_size) > stream.size) &&
+      !(keep_short && static_cast<uint64_t>(st.st_size) < stream.size)) {
     return Error(StreamName(stream) + " has " + std::to_string(st.st_size) +
                  " bytes but the manifest says " + std::to_string(stream.size) +
                  " (the file was changed or truncated)");
@@ -727,9 +730,22 @@ Result<std::string> TraceReader::ReadOpenStream(const Stream& stream, int fd,
   return data;
 }
 
-Result<StreamBytes> TraceReader::MapStream(const Stream& stream) const {
+Result<StreamBytes> TraceReader::MapStream(const Stream& stream, ShortStream short_file) const {
   uint64_t file_size = 0;
-  PTSNAP_ASSIGN_OR_RETURN(base::UniqueFd fd, OpenStream(stream, &file_size));
+  PTSNAP_ASSIGN_OR_RETURN(base::UniqueFd fd, OpenStream(stream, &file_size, short_file));
+  if (file_size < stream.size) {
+    // Cut: only the bytes the file has, never a page past its end (SIGBUS).
+    Stream there = stream;
+    there.size = file_size;
+    PTSNAP_ASSIGN_OR_RETURN(StreamBytes bytes, MapOpenStream(there, fd.get(), file_size));
+    bytes.set_missing(stream.size - file_size);
+    return bytes;
+  }
+  return MapOpenStream(stream, fd.get(), file_size);
+}
+
+Result<StreamBytes> TraceReader::MapOpenStream(const Stream& stream, int fd,
+                                               uint64_t file_size) const {
   if (stream.size == 0) return StreamBytes();
   // The file over the start of a reservation one page longer, whose rest
   // reads as zeros: the bytes after the stream can be read as a string's
@@ -739,9 +755,9 @@ Result<StreamBytes> TraceReader::MapStream(const Stream& stream) const {
   auto area = base::MappedRegion::Map((size + page - 1) / page * page + page, PROT_READ,
                                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (!area ||
-      ::mmap(area->data(), size, PROT_READ, MAP_PRIVATE | MAP_FIXED, fd.get(), 0) == MAP_FAILED) {
+      ::mmap(area->data(), size, PROT_READ, MAP_PRIVATE | MAP_FIXED, fd, 0) == MAP_FAILED) {
     // A file system that cannot map it: read it.
-    PTSNAP_ASSIGN_OR_RETURN(std::string data, ReadOpenStream(stream, fd.get(), file_size));
+    PTSNAP_ASSIGN_OR_RETURN(std::string data, ReadOpenStream(stream, fd, file_size));
     return StreamBytes(std::move(data));
   }
   (void)::madvise(area->data(), size, MADV_SEQUENTIAL);

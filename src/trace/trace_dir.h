@@ -220,12 +220,25 @@ class StreamBytes {
     return {reinterpret_cast<const char*>(map_.data()), size_};
   }
   [[nodiscard]] bool mapped() const { return !map_.empty(); }
+  // Listed bytes the file no longer has (MapStream with
+  // ShortStream::kKeepWhatIsThere): they would follow view(), from offset
+  // view().size() of the stream. 0 for a whole stream.
+  [[nodiscard]] uint64_t missing() const { return missing_; }
+  void set_missing(uint64_t missing) { missing_ = missing; }
 
  private:
   base::MappedRegion map_;
   size_t size_ = 0;
   std::string held_;
+  uint64_t missing_ = 0;
 };
+
+// What MapStream does with a stream file shorter than the manifest lists
+// (cut by hand, or truncated since it was recorded): fail, as for any other
+// size mismatch, or give the bytes that are there and count the rest in
+// StreamBytes::missing() (the decoder: it decodes up to the cut and says
+// how many bytes are gone).
+enum class ShortStream : uint8_t { kError, kKeepWhatIsThere };
 
 class TraceReader {
  public:
@@ -250,7 +263,10 @@ class TraceReader {
   // The same bytes, with the same checks and errors, mapped (StreamBytes)
   // instead of read. A file truncated while mapped would make reading it a
   // SIGBUS: ptsnap never cuts into a stream's listed bytes (a recording appends).
-  Result<StreamBytes> MapStream(const Stream& stream) const;
+  // With ShortStream::kKeepWhatIsThere, a file shorter than listed is no
+  // error: its bytes are mapped and the rest counted in missing().
+  Result<StreamBytes> MapStream(const Stream& stream,
+                                ShortStream short_file = ShortStream::kError) const;
   // All sideband records, sorted by sample_id.time (stable). A torn tail (a
   // partial last record, or zero bytes a crash left at the end) is ignored
   // and counted in truncated_tail; any other corrupt record is an error
@@ -261,8 +277,11 @@ class TraceReader {
   TraceReader(std::filesystem::path dir, Manifest m)
       : dir_(std::move(dir)), manifest_(std::move(m)) {}
   // The stream's file, open, once its size (`file_size`) agrees with the
-  // manifest.
-  Result<base::UniqueFd> OpenStream(const Stream& stream, uint64_t* file_size) const;
+  // manifest (or is shorter, with ShortStream::kKeepWhatIsThere).
+  Result<base::UniqueFd> OpenStream(const Stream& stream, uint64_t* file_size,
+                                    ShortStream short_file = ShortStream::kError) const;
+  // MapStream's mapping of `stream.size` bytes, once OpenStream opened `fd`.
+  Result<StreamBytes> MapOpenStream(const Stream& stream, int fd, uint64_t file_size) const;
   // ReadStream's reading, once OpenStream opened `fd`.
   Result<std::string> ReadOpenStream(const Stream& stream, int fd, uint64_t file_size) const;
   std::filesystem::path dir_;
