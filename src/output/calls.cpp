@@ -12,12 +12,16 @@ CallSink::ThreadState& CallSink::Thread(int32_t tid) {
   return *last_thread_;
 }
 
-int& CallSink::ThreadState::OnStack(const std::string* name) {
+CallSink::Function& CallSink::ThreadState::OnStack(const std::string* name) {
   constexpr size_t kRecent = 256;
   if (recent.empty()) recent.resize(kRecent);
   Depth& d = recent[(reinterpret_cast<uintptr_t>(name) >> 4) % kRecent];
-  if (d.name != name || d.depth == nullptr) d = {name, &on_stack[name]};
-  return *d.depth;
+  if (d.name != name || d.f == nullptr) d = {name, &on_stack[name]};
+  if (d.f->gen != gen) {
+    d.f->gen = gen;
+    d.f->segment_total = 0;
+  }
+  return *d.f;
 }
 
 std::vector<const std::string*> CallSink::OpenFrames(int32_t tid) const {
@@ -38,7 +42,7 @@ void CallSink::EndAllSegments() {
 }
 
 void CallSink::Ended(ThreadState& t, const model::Slice& s, uint64_t begin, uint64_t end,
-                     uint64_t child, bool outermost, bool inferred, size_t depth) {
+                     uint64_t child, bool outermost, bool inferred, size_t depth, uint64_t total) {
   const uint64_t dur = end - begin;
   Call c;
   c.pid = s.pid;
@@ -48,6 +52,7 @@ void CallSink::Ended(ThreadState& t, const model::Slice& s, uint64_t begin, uint
   c.end = end;
   c.self_ns = dur - std::min(dur, child);
   c.outermost = outermost;
+  c.total_ns = total;
   c.inferred = inferred;
   c.depth = depth;
   if (inferred) {
@@ -83,6 +88,11 @@ void CallSink::OnSlice(const model::Slice& s) {
     t.cut.insert(t.cut.end(), t.was_cut.begin(), t.was_cut.end());
     t.was_cut.clear();
   }
+  if (s.kind == model::Slice::kInstant && s.name != nullptr &&
+      (s.name->starts_with("[decode error") || s.name->starts_with("[overflow") ||
+       s.name->starts_with("[not traced until"))) {
+    t.gen++;  // the model restarts the stack: a new segment's inclusive time
+  }
   if (s.kind == model::Slice::kInstant) {
     if (IsDecodeError(s)) {
       t.closing = true;
@@ -105,6 +115,7 @@ void CallSink::OnSlice(const model::Slice& s) {
         // Deferred inferred begins come after every frame of the segment
         // has ended: the segment is over.
         t.orphan_ns = 0;
+        t.gen++;  // the next frames' inclusive time is a new segment's
         if (t.segment_open) {
           t.segment_open = false;
           OnSegmentEnd(s.tid);
@@ -113,10 +124,10 @@ void CallSink::OnSlice(const model::Slice& s) {
       }
       slices_++;
       {
-        int& depth = t.OnStack(s.name);
-        ++depth;
+        Function& f = t.OnStack(s.name);
+        ++f.depth;
         OnEnter(s.tid, s.name, s.ts, t.stack.size());
-        t.stack.push_back({s.name, &depth, 0});
+        t.stack.push_back({s.name, &f, 0});
       }
       return;
     case model::Slice::kEnd: {
@@ -126,18 +137,34 @@ void CallSink::OnSlice(const model::Slice& s) {
         slices_++;
         const uint64_t orphans = t.orphan_ns;
         t.orphan_ns = dur;
-        Ended(t, s, begin, end, orphans, t.OnStack(s.name) == 0, true, 0);
+        // It began at the segment's start, so it encloses every frame of its
+        // function that ended in the segment: only the rest is new time.
+        Function& f = t.OnStack(s.name);
+        const bool outermost = f.depth == 0;
+        uint64_t total = 0;
+        if (outermost) {
+          const uint64_t inside = f.last_end > begin ? f.segment_total : 0;
+          total = dur - std::min(dur, inside);
+          f.segment_total = std::max(inside, dur);
+          f.last_end = end;
+        }
+        Ended(t, s, begin, end, orphans, outermost, true, 0, total);
         return;
       }
       Open o = t.stack.back();
       t.stack.pop_back();
-      const bool outermost = --*o.depth == 0;
+      const bool outermost = --o.f->depth == 0;
+      if (outermost) {
+        Function& f = t.OnStack(s.name);  // (brings its segment total up to date)
+        f.segment_total += dur;
+        f.last_end = end;
+      }
       if (!t.stack.empty()) {
         t.stack.back().child_ns += dur;
       } else {
         t.orphan_ns += dur;
       }
-      Ended(t, s, begin, end, o.child_ns, outermost, false, t.stack.size());
+      Ended(t, s, begin, end, o.child_ns, outermost, false, t.stack.size(), outermost ? dur : 0);
       return;
     }
     case model::Slice::kComplete:
@@ -147,7 +174,15 @@ void CallSink::OnSlice(const model::Slice& s) {
       } else {
         t.orphan_ns += dur;
       }
-      Ended(t, s, begin, end, 0, t.OnStack(s.name) == 0, false, t.stack.size());
+      {
+        Function& f = t.OnStack(s.name);
+        const bool outermost = f.depth == 0;
+        if (outermost) {
+          f.segment_total += dur;
+          f.last_end = end;
+        }
+        Ended(t, s, begin, end, 0, outermost, false, t.stack.size(), outermost ? dur : 0);
+      }
       return;
     case model::Slice::kInstant: return;
   }

@@ -33,7 +33,13 @@ struct Call {
   uint64_t begin = 0, end = 0;  // end >= begin
   uint64_t self_ns = 0;         // exclusive of callees
   bool outermost = true;        // no other open frame of this function on the thread
-  bool inferred = false;        // the start was not seen: `begin` is the segment's start
+  // What the call adds to its function's inclusive time with recursion
+  // counted once (the union of its frames' intervals on the thread): its
+  // length when outermost, else 0; an inferred frame (which began at the
+  // segment's start and so encloses every earlier frame of its function in
+  // the segment) adds only what those did not already cover.
+  uint64_t total_ns = 0;
+  bool inferred = false;  // the start was not seen: `begin` is the segment's start
   // A decode error ended it: its end was not seen, `end` is the error's time.
   bool cut = false;
   // Inferred after a decode error that cut a frame of the same function on
@@ -75,9 +81,21 @@ class CallSink : public model::SliceSink {
   [[nodiscard]] std::vector<const std::string*> OpenFrames(int32_t tid) const;
 
  private:
+  // Per thread and function: its open frames whose start was seen, and the
+  // inclusive time its calls added in segment `gen` (Call::total_ns).
+  // A segment ends where the model restarts the stack: inferred begins,
+  // a decode error, an overflow, a snapshot gap. Where nothing marks the
+  // end (a stream without inferred frames), `last_end` tells the earlier
+  // segment's time from this one's: it ended before this segment began.
+  struct Function {
+    int depth = 0;
+    uint32_t gen = 0;
+    uint64_t segment_total = 0;
+    uint64_t last_end = 0;  // of the last call that added to segment_total
+  };
   struct Open {
     const std::string* name;
-    int* depth;  // this thread's count of open frames of the function
+    Function* f;  // the thread's entry for the function (ThreadState::on_stack)
     uint64_t child_ns;
   };
   struct ThreadState {
@@ -91,18 +109,19 @@ class CallSink : public model::SliceSink {
     // frame, until an inferred frame after it continues each; while
     // `closing`, the previous error's (was_cut) and this one's (cut).
     std::vector<const std::string*> cut, was_cut;
-    std::unordered_map<const std::string*, int> on_stack;
+    std::unordered_map<const std::string*, Function> on_stack;
+    uint32_t gen = 1;  // the current segment (inferred frames end one)
     // In front of on_stack, by name pointer (its values never move).
     struct Depth {
       const std::string* name = nullptr;
-      int* depth = nullptr;
+      Function* f = nullptr;
     };
     std::vector<Depth> recent;
-    int& OnStack(const std::string* name);
+    Function& OnStack(const std::string* name);
   };
   ThreadState& Thread(int32_t tid);
   void Ended(ThreadState& t, const model::Slice& s, uint64_t begin, uint64_t end, uint64_t child,
-             bool outermost, bool inferred, size_t depth);
+             bool outermost, bool inferred, size_t depth, uint64_t total);
   // Whether a decode error's marker: "[decode error: ...]".
   static bool IsDecodeError(const model::Slice& s);
 

@@ -11,10 +11,10 @@ void PlausibilityCheck::OnCall(const Call& c) {
   Thread& t = threads_[c.tid];
   t.first = std::min(t.first, c.begin);
   t.last = std::max(t.last, c.end);
-  if (c.outermost) {
+  if (c.total_ns != 0) {
     auto [it, fresh] = t.total.try_emplace(c.name);
     if (fresh) it->second.name = *c.name;
-    it->second.ns += c.end - c.begin;
+    it->second.ns += c.total_ns;
   }
   if (c.inferred && c.tid == full_execution_tid_) {
     Inferred& i = t.inferred[c.begin];

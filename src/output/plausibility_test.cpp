@@ -18,6 +18,7 @@ Call MakeCall(const std::string* name, uint64_t begin, uint64_t end, bool outerm
   c.begin = begin;
   c.end = end;
   c.outermost = outermost;
+  c.total_ns = outermost ? end - begin : 0;
   c.inferred = inferred;
   return c;
 }
@@ -35,9 +36,10 @@ TEST(PlausibilityTest, ARealTimelinePasses) {
   EXPECT_EQ(FormatImplausible(r), "");
 }
 
-// What the old call-stack rules gave on Debian's python3: frames of one
-// function that overlap each other (an inferred frame from the segment's
-// start enclosing frames that already ended), adding up past the span.
+// What the old call-stack rules and accounting gave on Debian's python3:
+// frames of one function that overlap each other (an inferred frame from
+// the segment's start enclosing frames that already ended, both counted
+// whole), adding up past the span.
 TEST(PlausibilityTest, OverlappingFramesOfOneFunctionAreFlagged) {
   PlausibilityCheck check;
   check.OnCall(MakeCall(&kWork, 10, 90));

@@ -15,7 +15,7 @@ void SummarySink::OnCall(const Call& c) {
   if (!c.continued) f.calls++;  // the rest of a call a decode error cut is that call
   if (c.cut && !c.continued) f.cut++;
   f.self_ns += c.self_ns;
-  if (c.outermost) f.total_ns += c.end - c.begin;  // not inside another frame of itself
+  f.total_ns += c.total_ns;  // recursion counted once (Call::total_ns)
   check_.OnCall(c);
 }
 

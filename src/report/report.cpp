@@ -187,7 +187,7 @@ void ReportSink::OnCall(const output::Call& c) {
   // The rest of a call a decode error cut is that call: its time, no call.
   if (!c.continued) ++f.calls;
   f.self_ns += c.self_ns;
-  if (c.outermost) f.total_ns += c.end - c.begin;
+  f.total_ns += c.total_ns;  // recursion counted once (Call::total_ns)
   if (c.cut && !c.continued) ++f.cut;
   if (c.inferred && !c.continued) ++f.unseen_start;
   if (!c.inferred && !c.cut) f.durations.Add(c.end - c.begin);

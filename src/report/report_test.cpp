@@ -254,6 +254,33 @@ TEST(Report, FoldedStacksPutSeenFramesUnderInferredOnes) {
   EXPECT_THAT(FormatText(r, SortKey::kTotal, 0), HasSubstr("began before the trace did"));
 }
 
+// A snapshot that begins inside a recursion: the model infers each level,
+// and every inferred frame begins at the trace's start, so each encloses
+// the ones that ended before it. Recursion counted once: fib's total is
+// the outermost level's 30 ns, not 10 + 20 + 30 (which exceeded the
+// 30 ns span: before, a cut fib(22) trace gave fib 817 us in 253 us).
+TEST(Report, InferredRecursionIsCountedOnce) {
+  ReportSink r(ReportOptions{});
+  output::SummarySink summary;
+  model::TeeSink tee(&r, &summary);
+  Feed f(tee);
+  f.Call(1, "leaf", 2, 5);
+  f.End(1, "fib", 0, 10, /*inferred=*/true);
+  f.Call(1, "fib", 12, 15);  // a seen call inside the inferred levels
+  f.End(1, "fib", 0, 20, /*inferred=*/true);
+  f.End(1, "fib", 0, 30, /*inferred=*/true);
+  f.InferredBegin(1, "fib", 0);
+  f.InferredBegin(1, "fib", 0);
+  f.InferredBegin(1, "fib", 0);
+  ASSERT_TRUE(r.Finish());
+  const FunctionStats* fib = Find(r, "fib");
+  ASSERT_NE(fib, nullptr);
+  EXPECT_EQ(fib->calls, 4u);
+  EXPECT_EQ(fib->total_ns, 30u);
+  EXPECT_EQ(summary.Top(1, false).at(0).total_ns, 30u);
+  EXPECT_EQ(r.implausible().count(), 0u);
+}
+
 // The slices the model emits for a 100 ns call to slow that two decode
 // errors cut (at 30 and 60; the stretches after them lost), as a damaged
 // stream gives them: the frames open at each error end there, and after
