@@ -19,8 +19,8 @@
 #include <filesystem>
 #include <functional>
 #include <map>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
