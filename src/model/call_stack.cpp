@@ -56,7 +56,6 @@ CallStackModel::Frame CallStackModel::Resolve(uint64_t addr) {
   f.function_id = r.function_id;
   f.known = r.known;
   f.split = r.split;
-  f.unnamed = r.unnamed;
   f.ksymbol = r.ksymbol;
   f.unknown_lo = r.unknown_lo;
   f.unknown_hi = r.unknown_hi;
@@ -548,18 +547,16 @@ void CallStackModel::OnAnyEvent(const decode::BranchEvent& e) {
           f.dso != nullptr && stack_.back().dso == f.dso) {
         break;
       }
-      // A jump into a split-off part, or into the middle of code no symbol
-      // names (a stripped binary's part), is no tail call: the frame runs on
+      // A jump into a split-off part is no tail call: the frame runs on
       // there. Into the middle of a caller's function it is a longjmp; into
-      // the middle of another named function (shared code: glibc's mempcpy
-      // jumps into memmove's body) a tail call, as perf names that code
-      // (docs/decoding.md, "Call stacks on optimized code"). Only from the
-      // top frame's own code: where the jump's source is not in it, the top
-      // frame is already stale, and the target is where the code runs.
-      if (!stack_.empty() && !stack_.back().pseudo && f.known &&
-          (f.split || (f.unnamed && e.to != f.fn_start)) && e.from != 0 &&
+      // the middle of another function (shared code: glibc's mempcpy jumps
+      // into memmove's body) a tail call, as perf names that code, with or
+      // without symbols (docs/decoding.md, "Call stacks on optimized
+      // code"). Only from the top frame's own code: where the jump's source
+      // is not in it, the top frame is already stale, and the target is
+      // where the code runs.
+      if (!stack_.empty() && !stack_.back().pseudo && f.known && f.split && e.from != 0 &&
           Contains(stack_.back(), e.from)) {
-        if (!f.split && stack_.size() > 1 && UnwindTo(e.to)) break;
         EnterPart(f);
         break;
       }

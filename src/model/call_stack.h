@@ -119,7 +119,6 @@ class CallStackModel {
     bool ksymbol = false;   // Resolved::ksymbol
     bool known = true;      // false: "[unknown @ ...]" (no symbol covers it)
     bool split = false;     // Resolved::split: a part split off a function
-    bool unnamed = false;   // Resolved::unnamed: bounded by an FDE, no symbol
     bool inferred = false;  // begin time is create_time_, written at EndSegment
     // An inlined call of the real frame below it (the same function's range
     // and id, so that the rules below treat it as that frame).
