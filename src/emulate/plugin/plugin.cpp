@@ -1331,6 +1331,7 @@ bool HookQemuKill() {
   if (found.slot == nullptr) return false;
   // The GOT is read-only after relocation (RELRO, as Debian builds QEMU).
   const long page = ::sysconf(_SC_PAGESIZE);
+  // NOLINTNEXTLINE(performance-no-int-to-ptr): the page of a pointer, for mprotect
   auto* first = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(found.slot) &
                                         ~static_cast<uintptr_t>(page - 1));
   // Left writable: without BIND_NOW, lazy binding still writes its page.
