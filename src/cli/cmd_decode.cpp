@@ -77,6 +77,7 @@ int DecodeAndReport(const std::filesystem::path& trace_dir, const std::filesyste
   options.snapshot = snapshot;
   options.decoder = DecoderEngine(view.decoder);
   options.inline_frames = !view.no_inline;
+  options.debug_dirs.assign(view.debug_dirs.begin(), view.debug_dirs.end());
   options.jobs = view.jobs;
   options.output = output.empty() ? std::filesystem::path("trace.fxt.gz") : output;
   options.format = format;
@@ -205,7 +206,16 @@ int DecodeAndReport(const std::filesystem::path& trace_dir, const std::filesyste
   return damaged.empty() && impossible == 0 ? kExitOk : kExitFailure;
 }
 
+void AddDebugDirFlag(CLI::App* cmd, std::vector<std::string>* dirs) {
+  cmd->add_option("--debug-dir", *dirs,
+                  "A folder of separate debug files, searched before /usr/lib/debug for the "
+                  "symbols of stripped binaries: DIR/.build-id/xx/yyyy.debug (by build-id) or "
+                  "DIR/NAME (by .gnu_debuglink), e.g. an unpacked -dbgsym package's "
+                  "usr/lib/debug; repeatable");
+}
+
 void AddViewFlags(CLI::App* cmd, ViewFlags* view) {
+  AddDebugDirFlag(cmd, &view->debug_dirs);
   cmd->add_option("--max-depth", view->max_depth,
                   "Thin the timeline: leave out frames more than N deep (1 = the lowest frame "
                   "whose start was seen); the summary counts what was left out")

@@ -223,10 +223,11 @@ int RunRecord(Args& a, bool attach) {
                 ": expected a duration such as 1us or 0.5ms"),
            kExitUsage;
   if (o.no_decode && (a.view.max_depth != 0 || !a.view.min_duration.empty() || a.view.no_inline ||
-                      a.view.split_snapshots))
+                      a.view.split_snapshots || !a.view.debug_dirs.empty()))
     return Fail(
-               "--max-depth, --min-duration, --no-inline and --split-snapshots shape the decode "
-               "after recording, and --no-decode skips it: pass them to `ptsnap decode` later"),
+               "--max-depth, --min-duration, --no-inline, --split-snapshots and --debug-dir "
+               "shape the decode after recording, and --no-decode skips it: pass them to "
+               "`ptsnap decode` later"),
            kExitUsage;
   if (!a.slower_than.empty()) {
     auto ns = record::ParseDuration(a.slower_than);

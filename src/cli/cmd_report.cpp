@@ -29,6 +29,7 @@ struct ReportArgs {
   std::string decoder = "ours";
   unsigned jobs = 0;  // -j: one thread per core, as decode
   uint32_t snapshot = 0;
+  std::vector<std::string> debug_dirs;  // --debug-dir
   // Options that need the trace directory, as given (for the error on a file).
   std::vector<std::string> dir_only;
 };
@@ -98,6 +99,7 @@ int RunReport(const ReportArgs& a) {
     d.snapshot = a.snapshot;
     d.decoder = DecoderEngine(a.decoder);
     d.inline_frames = !a.no_inline;
+    d.debug_dirs.assign(a.debug_dirs.begin(), a.debug_dirs.end());
     d.jobs = a.jobs;
     auto decoded = pipeline::DecodeTraceDir(a.dir, d);
     if (!decoded) {
@@ -213,13 +215,14 @@ void AddReportCommand(CLI::App& app, CommandFn* selected) {
                 "No rows for inlined calls (by default, where the binary has DWARF, code the "
                 "compiler inlined counts as \"NAME (inlined)\", its time not its caller's self "
                 "time)");
+  AddDebugDirFlag(cmd, &a->debug_dirs);
   cmd->add_flag("--json", a->json, "Print JSON (docs/report.md) instead of text");
   cmd->add_option("-o,--output", a->output,
                   "Also write the stacks weighted by self time: FILE.folded (collapsed stacks for "
                   "flamegraph.pl, inferno, speedscope) or FILE.pprof / FILE.pb.gz (a gzipped pprof "
                   "profile; .pb: uncompressed) for pprof and go tool pprof");
   cmd->callback([a, cmd, selected] {
-    for (const char* name : {"--decoder", "--snapshot", "--no-inline"})
+    for (const char* name : {"--decoder", "--snapshot", "--no-inline", "--debug-dir"})
       if (cmd->get_option(name)->count() != 0) a->dir_only.emplace_back(name);
     *selected = [a] { return RunReport(*a); };
   });

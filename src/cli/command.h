@@ -47,7 +47,10 @@ struct ViewFlags {
   bool no_inline = false;        // --no-inline: no frames for inlined calls
   bool split_snapshots = false;  // --split-snapshots: one file per snapshot (SplitSnapshotPath)
   unsigned jobs = 0;             // -j: decoding threads; 0 (the default), one per core
+  std::vector<std::string> debug_dirs;  // --debug-dir: separate debug files' folders
 };
+// --debug-dir DIR (repeatable; decode, run, attach, report). Defined in cmd_decode.cpp.
+void AddDebugDirFlag(CLI::App* cmd, std::vector<std::string>* dirs);
 
 // Adds --max-depth, --min-duration, --no-inline and --split-snapshots (decode,
 // run, attach). Defined in cmd_decode.cpp.

@@ -81,10 +81,14 @@ uint64_t PtDecoder::TscToNs(uint64_t tsc) const {
   return trace::TscToPerfTime(manifest_.time_conv, tsc);
 }
 
-Result<std::unique_ptr<PtDecoder>> PtDecoder::Create(const std::filesystem::path& dir,
-                                                     const trace::Manifest& manifest,
-                                                     const std::vector<trace::Record>& records) {
+Result<std::unique_ptr<PtDecoder>> PtDecoder::Create(
+    const std::filesystem::path& dir, const trace::Manifest& manifest,
+    const std::vector<trace::Record>& records, std::vector<std::filesystem::path> debug_dirs) {
   std::unique_ptr<PtDecoder> d(new PtDecoder(dir, manifest));
+  if (!debug_dirs.empty()) {
+    debug_dirs.emplace_back("/usr/lib/debug");
+    d->symbolizer_.SetDebugDirs(std::move(debug_dirs));
+  }
   d->kernel_.Load(dir, manifest, d->symbolizer_, d->stats_);
   d->spaces_.LoadJit(manifest);
   // Sideband in time order: fork copies the parent's address space, exec

@@ -128,9 +128,12 @@ class PtDecoder {
   // `dir` is the trace directory (for binaries/, vdso/, kcore/, jit/); `records`
   // the sideband in time order. Builds images and symbol mappings; never
   // fails (missing files are counted in stats() and reported as warnings).
-  static Result<std::unique_ptr<PtDecoder>> Create(const std::filesystem::path& dir,
-                                                   const trace::Manifest& manifest,
-                                                   const std::vector<trace::Record>& records);
+  // `debug_dirs` are searched for separate debug files (by build-id and
+  // .gnu_debuglink) before /usr/lib/debug (Symbolizer::SetDebugDirs).
+  static Result<std::unique_ptr<PtDecoder>> Create(
+      const std::filesystem::path& dir, const trace::Manifest& manifest,
+      const std::vector<trace::Record>& records,
+      std::vector<std::filesystem::path> debug_dirs = {});
   ~PtDecoder();
   PtDecoder(const PtDecoder&) = delete;
   PtDecoder& operator=(const PtDecoder&) = delete;

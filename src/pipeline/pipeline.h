@@ -46,6 +46,9 @@ struct DecodeOptions {
   // Inlined calls as frames where DWARF has them (--no-inline: false;
   // model::CallStackModel::SetInlineFrames).
   bool inline_frames = true;
+  // --debug-dir: more folders of separate debug files (DIR/.build-id/xx/
+  // yyyy.debug, DIR/<debuglink>), searched before /usr/lib/debug.
+  std::vector<std::filesystem::path> debug_dirs;
   // Called once, while the file is being written, when an FXT or JSON
   // output passes `viewer_comfort_bytes` before compression, with the
   // warning line (ViewerSizeWarning's, said of a file still growing) and

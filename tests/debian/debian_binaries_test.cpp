@@ -14,6 +14,7 @@
 
 #include "elf/symbol_file.h"
 #include "tests/support/run_ptsnap.h"
+#include "tests/support/shell.h"
 #include "tests/support/temp_dir.h"
 
 namespace ptsnap::testing {
@@ -65,6 +66,38 @@ TEST(DebianBinaries, PythonFullExecutionAddsUp) {
   EXPECT_TRUE(saw_eval);
   EXPECT_GT(unnamed, 10u) << "static functions of the stripped binary, named by their FDE";
   EXPECT_EQ(unknown_python, 0u);
+}
+
+// A stripped program whose debug file lies in a folder of the user's
+// (an unpacked -dbgsym package): `decode --debug-dir` names its functions
+// from it, by build-id; without it they are FILE+0xVADDR.
+TEST(DebianBinaries, DebugDirNamesAStrippedProgram) {
+  TempDir dir;
+  const std::string d = dir.path().string();
+  const std::string fib = RequiredEnv("PTSNAP_EMU_FIB");
+  auto prep = RunShell("cd " + d + " && strip --strip-all -o fib " + fib +
+                       " && objcopy --only-keep-debug " + fib + " fib.debug" +
+                       " && id=$(readelf -n fib | sed -n 's/.*Build ID: //p') && test -n \"$id\"" +
+                       " && mkdir -p dbg/.build-id/${id%${id#??}} && mv fib.debug " +
+                       "dbg/.build-id/${id%${id#??}}/${id#??}.debug");
+  ASSERT_EQ(prep.status, 0) << prep.out;
+  const PtsnapRun run = RunPtsnap("run --emulate --full-execution --no-decode --trace-dir '" + d +
+                                  "/t' -- '" + d + "/fib' 8");
+  ASSERT_EQ(run.rc, 0) << run.out;
+  const PtsnapRun bare = RunPtsnap("decode '" + d + "/t' -o '" + d + "/bare.events'");
+  ASSERT_EQ(bare.rc, 0) << bare.out;
+  const PtsnapRun named =
+      RunPtsnap("decode '" + d + "/t' --debug-dir '" + d + "/dbg' -o '" + d + "/named.events'");
+  ASSERT_EQ(named.rc, 0) << named.out;
+  const auto bare_text = RunShell("cat '" + d + "/bare.events'").out;
+  const auto named_text = RunShell("cat '" + d + "/named.events'").out;
+  EXPECT_EQ(bare_text.find(" B fib "), std::string::npos);
+  EXPECT_NE(bare_text.find(" B fib+0x"), std::string::npos) << "FDE-bounded, named by address";
+  EXPECT_NE(named_text.find(" B fib via=call"), std::string::npos);
+  const PtsnapRun rep = RunPtsnap("report '" + d + "/t' fib --debug-dir '" + d + "/dbg'");
+  EXPECT_EQ(rep.rc, 0) << rep.out;
+  EXPECT_THAT(rep.out, ::testing::HasSubstr("fib: "));
+  EXPECT_THAT(rep.out, ::testing::Not(::testing::HasSubstr("not in this trace")));
 }
 
 }  // namespace
