@@ -29,6 +29,17 @@ std::span<const std::byte> Bytes(const std::string& s) {
   return std::as_bytes(std::span(s.data(), s.size()));
 }
 
+// The test's static function in `full`, where both files opened and `bare`
+// has no .symtab; nullptr (with a failure) otherwise.
+const Symbol* StaticFnOfBoth(const Result<SymbolFile>& full, const Result<SymbolFile>& bare) {
+  EXPECT_TRUE(full.has_value() && bare.has_value());
+  if (!full.has_value() || !bare.has_value()) return nullptr;
+  EXPECT_FALSE(bare->has_symtab());
+  for (const Symbol& s : full->symbols().symbols())
+    if (s.name.starts_with("eh_frame_test_static_fn")) return &s;
+  return nullptr;
+}
+
 // The FDE ranges readelf (binutils, an independent reader) lists for `path`.
 std::set<std::pair<uint64_t, uint64_t>> ReadelfFdes(const std::string& path) {
   auto run = RunShell("readelf --debug-dump=frames " + path);
@@ -105,11 +116,7 @@ TEST(EhFrame, BoundsFunctionsOfAStrippedBinary) {
   ASSERT_EQ(RunShell("strip --strip-all -o " + stripped + " " + self).status, 0);
   auto full = SymbolFile::Open(self);
   auto bare = SymbolFile::Open(stripped);
-  ASSERT_TRUE(full.has_value() && bare.has_value());
-  EXPECT_FALSE(bare->has_symtab());
-  const Symbol* fn = nullptr;
-  for (const Symbol& s : full->symbols().symbols())
-    if (s.name.starts_with("eh_frame_test_static_fn")) fn = &s;
+  const Symbol* fn = StaticFnOfBoth(full, bare);
   ASSERT_NE(fn, nullptr);
   const Symbol* got = bare->symbols().Find(fn->start + 1);
   ASSERT_NE(got, nullptr);
@@ -147,11 +154,7 @@ TEST(EhFrame, MiniDebugInfoNamesAStrippedBinarysFunctions) {
   ASSERT_EQ(run.status, 0) << run.out;
   auto full = SymbolFile::Open(self);
   auto bare = SymbolFile::Open(d + "/bare");
-  ASSERT_TRUE(full.has_value() && bare.has_value());
-  EXPECT_FALSE(bare->has_symtab());
-  const Symbol* fn = nullptr;
-  for (const Symbol& s : full->symbols().symbols())
-    if (s.name.starts_with("eh_frame_test_static_fn")) fn = &s;
+  const Symbol* fn = StaticFnOfBoth(full, bare);
   ASSERT_NE(fn, nullptr);
   const Symbol* got = bare->symbols().Find(fn->start);
   ASSERT_NE(got, nullptr);

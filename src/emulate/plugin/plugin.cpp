@@ -411,6 +411,18 @@ void Drain(ThreadState* t) {
   t->pt.Take();
 }
 
+// Every thread's pending TNT bits and ring bytes out to its stream, and
+// published (before a snapshot that ends the recording).
+void DrainEveryThread() {
+  for (unsigned i = 0; i < kMaxVcpus; ++i) {
+    ThreadState* t = g_threads[i];
+    if (t == nullptr) continue;
+    t->pt.FlushTnt();
+    Drain(t);
+    Publish(t);
+  }
+}
+
 std::string StreamFile(pid_t tid, uint32_t seq) {
   return "pt-" + std::to_string(g_pid) + "-" + std::to_string(tid) + "-" + std::to_string(seq) +
          ".pt";
@@ -1186,13 +1198,7 @@ void OnExit(qemu_plugin_id_t, void*) {
     ::fcntl(g_opts.ctl_fd, F_SETFL, fl | O_NONBLOCK);
     ctrl_c = ::read(g_opts.ctl_fd, &c, 1) == 1 && c == 'c';
   }
-  for (unsigned i = 0; i < kMaxVcpus; ++i) {
-    ThreadState* t = g_threads[i];
-    if (t == nullptr) continue;
-    t->pt.FlushTnt();
-    Drain(t);
-    Publish(t);
-  }
+  DrainEveryThread();
   if (!(f & kStopped)) {
     // A request the guest threads never got to (blocked in a syscall).
     const char* reason = (ctrl_c || (f & kReqCtrlC)) ? "ctrl-c"
@@ -1257,13 +1263,7 @@ void OnFatalSignal(int sig) {
     self->pt.AsyncDisable(self->prev->last_ip);
     self->enabled = false;
   }
-  for (unsigned i = 0; i < kMaxVcpus; ++i) {
-    ThreadState* t = g_threads[i];
-    if (t == nullptr) continue;
-    t->pt.FlushTnt();
-    Drain(t);
-    Publish(t);
-  }
+  DrainEveryThread();
   if (!(f & kStopped)) TakeSnapshot("fatal-signal", base::SignalName(sig), self);
   ReportEnd();
 }
