@@ -118,7 +118,8 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
     report.warnings.push_back("sideband unreadable, code addresses will not resolve: " +
                               sb.error().ToString());
   }
-  PTSNAP_ASSIGN_OR_RETURN(auto decoder, decode::PtDecoder::Create(trace_dir, m, records, options.debug_dirs));
+  PTSNAP_ASSIGN_OR_RETURN(auto decoder,
+                          decode::PtDecoder::Create(trace_dir, m, records, options.debug_dirs));
   decoder->set_engine(options.decoder);
 
   // -j: from 2 on, one more thread, where it was measured to gain most
