@@ -17,11 +17,14 @@ CallSink::Function& CallSink::ThreadState::OnStack(const std::string* name) {
   if (recent.empty()) recent.resize(kRecent);
   Depth& d = recent[(reinterpret_cast<uintptr_t>(name) >> 4) % kRecent];
   if (d.name != name || d.f == nullptr) d = {name, &on_stack[name]};
-  if (d.f->gen != gen) {
-    d.f->gen = gen;
-    d.f->segment_total = 0;
-  }
+  Sync(*d.f);
   return *d.f;
+}
+
+void CallSink::ThreadState::Sync(Function& f) const {
+  if (f.gen == gen) return;
+  f.gen = gen;
+  f.segment_total = 0;
 }
 
 std::vector<const std::string*> CallSink::OpenFrames(int32_t tid) const {
@@ -155,9 +158,9 @@ void CallSink::OnSlice(const model::Slice& s) {
       t.stack.pop_back();
       const bool outermost = --o.f->depth == 0;
       if (outermost) {
-        Function& f = t.OnStack(s.name);  // (brings its segment total up to date)
-        f.segment_total += dur;
-        f.last_end = end;
+        t.Sync(*o.f);
+        o.f->segment_total += dur;
+        o.f->last_end = end;
       }
       if (!t.stack.empty()) {
         t.stack.back().child_ns += dur;

@@ -118,6 +118,8 @@ class CallSink : public model::SliceSink {
     };
     std::vector<Depth> recent;
     Function& OnStack(const std::string* name);
+    // Starts `f`'s segment total over when it is from an earlier segment.
+    void Sync(Function& f) const;
   };
   ThreadState& Thread(int32_t tid);
   void Ended(ThreadState& t, const model::Slice& s, uint64_t begin, uint64_t end, uint64_t child,

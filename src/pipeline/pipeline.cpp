@@ -252,7 +252,6 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
     // the last one (its ring wrapped in between), the gap is not traced:
     // the frames end at its start (CallStackModel::Gap). docs/decoding.md,
     // "Overlapping snapshots".
-    const bool stitch = skip_overlap;
     bool stitching = false;  // one model segment holds every per-thread stream so far
     // This stream: whether it repeated any event of the thread's earlier
     // snapshots, and whether its first new event was looked at.
@@ -418,7 +417,7 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
         model.SwitchThread(pid, tid);
       } else {
         model.BeginSegment(pid, tid);
-        stitching = stitch;
+        stitching = skip_overlap;
       }
       stream_repeats = stream_checked = false;
       if (!bytes) {
