@@ -8,7 +8,12 @@
 namespace ptsnap::output {
 
 void PlausibilityCheck::OnCall(const Call& c) {
-  Thread& t = threads_[c.tid];
+  // Calls come in runs of one thread: its entry is looked up once a run.
+  if (last_ == nullptr || last_tid_ != c.tid) {
+    last_ = &threads_[c.tid];  // unordered_map references stay valid
+    last_tid_ = c.tid;
+  }
+  Thread& t = *last_;
   t.first = std::min(t.first, c.begin);
   t.last = std::max(t.last, c.end);
   if (c.total_ns != 0) {

@@ -63,6 +63,8 @@ class PlausibilityCheck {
     std::map<uint64_t, Inferred> inferred;
   };
   std::unordered_map<int32_t, Thread> threads_;
+  Thread* last_ = nullptr;  // threads_[last_tid_]
+  int32_t last_tid_ = 0;
   int32_t full_execution_tid_ = -1;  // -1: none
 };
 
