@@ -369,7 +369,6 @@ Resolved Symbolizer::Resolve(int32_t pid, uint64_t addr, uint64_t time) {
         r.end = r.start + std::max<uint64_t>(s->size, 1);
         r.name = Intern(s->name);
         r.split = s->split;
-        r.unnamed = s->unnamed;
       } else {
         // The gap between the symbols around vaddr, as SymbolTable::Find
         // sees it: after the last symbol starting at or before it (which

@@ -45,8 +45,6 @@ struct Resolved {
   // jumps into, which starts no frame (docs/decoding.md, "Call stacks on
   // optimized code").
   bool split = false;
-  // No symbol names it: an FDE bounds it (elf::Symbol::unnamed).
-  bool unnamed = false;
   // Named by a PERF_RECORD_KSYMBOL live at the time asked (a BPF program,
   // trampoline or dispatcher, out-of-line kernel code): AddKernelSymbol.
   bool ksymbol = false;
