@@ -1477,17 +1477,21 @@ class EmulateEnding : public ::testing::Test {
     const char* bin = std::getenv("PTSNAP_BIN");
     EXPECT_NE(bin, nullptr) << "PTSNAP_BIN is set by meson";
     if (bin == nullptr) return -1;
+    // Emptied here, not in the child: a Said() right after Start() must
+    // not read the previous run's output (it once matched a stale "2584").
+    const int fd = ::open(log().c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     const pid_t pid = ::fork();
     if (pid == 0) {
-      const int fd = ::open(log().c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
       ::dup2(fd, 1);
       ::dup2(fd, 2);
+      ::close(fd);
       std::vector<char*> argv{const_cast<char*>(bin)};
       for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
       argv.push_back(nullptr);
       ::execv(bin, argv.data());
       ::_exit(127);
     }
+    ::close(fd);
     return pid;
   }
 
