@@ -12,6 +12,7 @@
 #include "output/output_file.h"
 #include "output/summary.h"
 #include "pipeline/pipeline.h"
+#include "trace/decode_verdict.h"
 #include "trace/trace_dir.h"
 
 namespace ptsnap::cli {
@@ -180,6 +181,10 @@ int DecodeAndReport(const std::filesystem::path& trace_dir, const std::filesyste
     return kExitFailure;
   }
   std::fputs(pipeline::FormatReport(*report).c_str(), report_to);
+  // For `info`. A recording the user may not write to (someone else's, a
+  // read-only copy) is decoded all the same, without the note.
+  if (snapshot == 0)
+    (void)trace::WriteDecodeVerdict(trace_dir, pipeline::VerdictOf(*report, "decode"));
   if (const std::string w = pipeline::ViewerSizeWarning(*report); !w.empty())
     std::fprintf(stderr, "%s\n", w.c_str());
   // The file is written, but its numbers cannot all be true: say so in the

@@ -20,11 +20,13 @@
 #include <string>
 
 #include "base/file_util.h"
+#include "base/version.h"
 #include "decode/test_stream.h"
 #include "output/fxt_reader.h"
 #include "tests/support/run_ptsnap.h"
 #include "tests/support/shell.h"
 #include "tests/support/temp_dir.h"
+#include "trace/decode_verdict.h"
 #include "trace/trace_dir.h"
 
 namespace ptsnap::cli {
@@ -171,6 +173,19 @@ TEST(CmdDecodeTest, DefaultOutputIsTraceFxtGzWithSummary) {
   auto t = output::ParseFxt(*bytes);
   ASSERT_TRUE(t.has_value()) << t.error().ToString();
   EXPECT_GT(t->events.size(), 50u);
+  // What it found is noted for `info` (docs/decoding.md, "Impossible results").
+  auto verdict = trace::ReadDecodeVerdict(dir);
+  ASSERT_TRUE(verdict) << verdict.error().ToString();
+  ASSERT_TRUE(verdict->has_value());
+  EXPECT_EQ((*verdict)->by, "decode");
+  EXPECT_EQ((*verdict)->output, "trace.fxt.gz");
+  EXPECT_THAT(r.out, HasSubstr(": " + std::to_string((*verdict)->slices) + " slices on "));
+  EXPECT_EQ((*verdict)->impossible, 0u);
+  r = Ptsnap("info '" + dir.string() + "'");
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_THAT(
+      r.out, HasSubstr(" by ptsnap decode (" + std::string(base::kVersion) +
+                       ") into trace.fxt.gz: " + std::to_string((*verdict)->slices) + " slices\n"));
 }
 
 TEST(CmdDecodeTest, FormatFlagAndSuffix) {
@@ -391,8 +406,12 @@ TEST(CmdDecodeTest, DamagedStreamsAreDecodedAroundTheDamageAndExitOne) {
     }
     EXPECT_TRUE(seen) << r.out;
   }
-  // The trace is left as it is.
+  // The trace is left as it is, and what the last decode found is noted.
   EXPECT_EQ(fs::file_size(cut / "pt/0.pt"), keep);
+  auto verdict = trace::ReadDecodeVerdict(cut);
+  ASSERT_TRUE(verdict && verdict->has_value());
+  EXPECT_EQ((*verdict)->by, "report");
+  EXPECT_EQ((*verdict)->damaged_bytes, pt.size() - keep);
 }
 
 // --max-depth and --min-duration thin the file, and the summary counts

@@ -1,6 +1,7 @@
 // `ptsnap info TRACE_DIR [--records]`: what a trace directory holds, without
 // decoding it. Exit 1 (after printing what could be read) when the directory
-// is not a readable trace or a file its manifest lists is missing or damaged.
+// is not a readable trace, a file its manifest lists is missing or damaged, or
+// the last whole decode noted there found impossible results.
 #include <sys/stat.h>
 
 #include <cstdio>
@@ -9,6 +10,7 @@
 
 #include "base/string_util.h"
 #include "cli/command.h"
+#include "trace/decode_verdict.h"
 #include "trace/trace_dir.h"
 
 namespace ptsnap::cli {
@@ -194,6 +196,34 @@ int RunInfo(const InfoOptions& opt) {
     Row("sideband", m.sideband + " [MISSING]");
   }
 
+  // What the last whole decode found (decoded.json): info does not decode,
+  // but a timeline whose numbers cannot be true is worth saying here too.
+  std::string impossible;
+  if (auto verdict = trace::ReadDecodeVerdict(reader->dir()); !verdict) {
+    problems.push_back(verdict.error().ToString());
+  } else if (!verdict->has_value()) {
+    Row("decoded", "no whole decode noted here (ptsnap decode " + reader->dir().string() +
+                       " writes the timeline)");
+  } else {
+    const trace::DecodeVerdict& v = **verdict;
+    std::string line = UtcTime(v.decoded_unix_ns) + " by ptsnap " + v.by;
+    if (!v.ptsnap_version.empty()) line += " (" + v.ptsnap_version + ")";
+    if (!v.output.empty()) line += " into " + v.output;
+    line += ": " + std::to_string(v.slices) + " slices";
+    if (v.damaged_bytes != 0) {
+      line += ", " + std::to_string(v.damaged_bytes) + " bytes of PT lost or undecodable";
+    }
+    if (v.impossible != 0) {
+      line += ", " + std::to_string(v.impossible) + " impossible result(s)";
+      impossible = "the last decode of " + reader->dir().string() + " found " +
+                   std::to_string(v.impossible) + " impossible result(s)" +
+                   (v.first_impossible.empty() ? "" : " (the first: " + v.first_impossible + ")") +
+                   ": the numbers of its timeline are not to be trusted (docs/decoding.md, "
+                   "\"Impossible results\")";
+    }
+    Row("decoded", line);
+  }
+
   if (opt.records) {
     auto records = reader->ReadSideband();
     if (!records) {
@@ -213,6 +243,10 @@ int RunInfo(const InfoOptions& opt) {
   std::fflush(stdout);
   for (const auto& p : problems) {
     PrintError(p);
+    rc = kExitFailure;
+  }
+  if (!impossible.empty()) {
+    PrintError(impossible);
     rc = kExitFailure;
   }
   return rc;

@@ -13,6 +13,7 @@
 #include "base/file_util.h"
 #include "tests/support/run_ptsnap.h"
 #include "tests/support/temp_dir.h"
+#include "trace/decode_verdict.h"
 #include "trace/trace_dir.h"
 
 namespace ptsnap::cli {
@@ -99,6 +100,37 @@ TEST(CmdInfoTest, PrintsTheManifestSummary) {
   EXPECT_THAT(r.out, HasSubstr("kcore        not-needed: user scope"));
   EXPECT_THAT(r.out, HasSubstr("/bin/true build-id abcd (not copied)"));
   EXPECT_THAT(r.out, Not(HasSubstr("MMAP2")));  // records only with --records
+}
+
+// `info` does not decode, but says what the last whole decode noted
+// (decoded.json), and fails when it found impossible results.
+TEST(CmdInfo, SaysTheLastDecodeFoundImpossibleResults) {
+  TempDir tmp;
+  fs::path dir = MakeTrace(tmp);
+  Outcome r = Ptsnap("info " + dir.string());
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("decoded      no whole decode noted here (ptsnap decode "));
+  ASSERT_TRUE(trace::WriteDecodeVerdict(
+      dir, {.by = "decode",
+            .decoded_unix_ns = 1'000'000'000,
+            .output = "t.fxt",
+            .slices = 9,
+            .impossible = 2,
+            .first_impossible = "main on thread 42: 12 ms in a 3 ms span"}));
+  r = Ptsnap("info " + dir.string());
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_THAT(r.out,
+              HasSubstr("decoded      1970-01-01 00:00:01 UTC by ptsnap decode into t.fxt: 9 "
+                        "slices, 2 impossible result(s)\n"));
+  EXPECT_THAT(r.out, HasSubstr("ptsnap: error: the last decode of " + dir.string() +
+                               " found 2 impossible result(s) (the first: main on thread 42: 12 "
+                               "ms in a 3 ms span): the numbers of its timeline are not to be "
+                               "trusted"));
+  ASSERT_TRUE(base::WriteFileAtomic(dir / trace::kDecodeVerdictFile, "{", 0644));
+  r = Ptsnap("info " + dir.string());
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("state        complete"));
+  EXPECT_THAT(r.out, HasSubstr("decoded.json: not valid JSON"));
 }
 
 TEST(CmdInfoTest, RecordsListsSidebandSortedByTime) {

@@ -15,6 +15,7 @@
 #include "report/pprof.h"
 #include "report/report.h"
 #include "report/trace_file.h"
+#include "trace/decode_verdict.h"
 
 namespace ptsnap::cli {
 
@@ -108,6 +109,9 @@ int RunReport(const ReportArgs& a) {
       return kExitFailure;
     }
     sink.SetImplausible(decoded->implausible);
+    // For `info` (as `decode` writes it; not where the user may not write).
+    if (a.snapshot == 0)
+      (void)trace::WriteDecodeVerdict(a.dir, pipeline::VerdictOf(*decoded, "report"));
     if (!decoded->damage.empty())
       damaged = pipeline::FormatDamage(*decoded) +
                 "ptsnap: error: " + pipeline::DamageError(a.dir, *decoded) +

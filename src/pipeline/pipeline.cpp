@@ -1,6 +1,7 @@
 #include "pipeline/pipeline.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <map>
@@ -9,6 +10,7 @@
 #include <set>
 
 #include "base/string_util.h"
+#include "base/version.h"
 #include "output/fxt_writer.h"
 #include "output/output_file.h"
 #include "output/text_writers.h"
@@ -508,6 +510,22 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
     report.implausible.first_inferred.clear();
   }
   return report;
+}
+
+trace::DecodeVerdict VerdictOf(const DecodeReport& r, const std::string& by) {
+  trace::DecodeVerdict v;
+  v.by = by;
+  v.ptsnap_version = base::kVersion;
+  v.decoded_unix_ns = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                std::chrono::system_clock::now().time_since_epoch())
+                                                .count());
+  v.output = r.output.string();
+  v.slices = r.slices;
+  v.damaged_bytes = r.damaged_bytes();
+  v.impossible = r.implausible.count();
+  v.first_impossible = !r.implausible.first_over_span.empty() ? r.implausible.first_over_span
+                                                              : r.implausible.first_inferred;
+  return v;
 }
 
 uint64_t DecodeReport::damaged_bytes() const {

@@ -15,6 +15,7 @@
 #include "output/summary.h"
 #include "pipeline/thin_sink.h"
 #include "ptsnap/result.h"
+#include "trace/decode_verdict.h"
 #include "trace/manifest.h"
 
 namespace ptsnap::pipeline {
@@ -152,6 +153,11 @@ std::string FormatDamage(const DecodeReport& r, size_t max = kDamageLines);
 // damaged: how many bytes in how many streams; "" when it was whole. The
 // CLI prints it after the summary and exits 1 (the output was written).
 std::string DamageError(const std::filesystem::path& trace_dir, const DecodeReport& r);
+
+// What a whole decode found, for `decoded.json` beside the recording
+// (trace/decode_verdict.h), which `info` reads back. `by`: "decode" or
+// "report"; now and ptsnap's version are filled in.
+trace::DecodeVerdict VerdictOf(const DecodeReport& r, const std::string& by);
 
 // One line (no newline) when the output is an FXT or JSON file larger than
 // kViewerComfortBytes before compression: its size, the threshold, why,
