@@ -106,6 +106,10 @@ struct DecodeOptions {
   // DWARF (docs/decoding.md, "Inline frames"); false as `ptsnap decode
   // --no-inline`. WriteFile and Decode alike.
   bool inline_frames = true;
+  // Folders of separate debug files, searched before /usr/lib/debug for the
+  // symbols of stripped binaries, as `ptsnap decode --debug-dir` (by
+  // build-id: DIR/.build-id/xx/yyyy.debug; by .gnu_debuglink: DIR/NAME).
+  std::vector<std::filesystem::path> debug_dirs;
 };
 
 class PTSNAP_API Decoder {

@@ -169,8 +169,9 @@ PTSNAP_API ptsnap_status ptsnap_decoder_open(const char* trace_dir, uint32_t sna
  * leading dashes: "decoder" ("ours" or "libipt"), "max-depth" (N frames, "0":
  * no limit), "min-duration" (a duration such as "1us"; "0": none) (both
  * thin what ptsnap_decoder_write writes), "no-inline" ("true" or "false":
- * no frames for inlined calls). Errors (PTSNAP_ERR_INVALID_ARGUMENT): an
- * unknown key or value. */
+ * no frames for inlined calls), "debug-dir" (a folder of separate debug
+ * files, searched before /usr/lib/debug; each call adds one). Errors
+ * (PTSNAP_ERR_INVALID_ARGUMENT): an unknown key or value. */
 PTSNAP_API ptsnap_status ptsnap_decoder_set(ptsnap_decoder* decoder, const char* key,
                                             const char* value);
 /* Decodes, calling `callbacks` (may be NULL) on this thread. With

@@ -470,9 +470,13 @@ ptsnap_status ptsnap_decoder_set(ptsnap_decoder* decoder, const char* key, const
     } else if (k == "no-inline") {
       if (v != "true" && v != "false") return bad("true or false");
       o.inline_frames = v == "false";
+    } else if (k == "debug-dir") {
+      // Repeatable, as the flag: each call adds a folder.
+      if (v.empty()) return bad("a folder of separate debug files");
+      o.debug_dirs.emplace_back(std::string(v));
     } else {
       return Invalid("unknown decode option \"" + std::string(k) +
-                     "\" (known: decoder, max-depth, min-duration, no-inline)");
+                     "\" (known: decoder, max-depth, min-duration, no-inline, debug-dir)");
     }
     decoder->decoder->set_options(std::move(o));
     return PTSNAP_OK;

@@ -106,6 +106,7 @@ struct Decoder::Impl {
     o.thin.max_depth = options.max_depth;
     o.thin.min_duration_ns = options.min_duration_ns;
     o.inline_frames = options.inline_frames;
+    o.debug_dirs.assign(options.debug_dirs.begin(), options.debug_dirs.end());
     PTSNAP_ASSIGN_OR_RETURN(pipeline::DecodeReport r, pipeline::DecodeTraceDir(trace_dir, o));
     DecodeSummary s = Convert(r);
     s.text = pipeline::FormatReport(r);

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "elf/symbol_file.h"
+#include "ptsnap/ptsnap.h"
 #include "tests/support/run_ptsnap.h"
 #include "tests/support/shell.h"
 #include "tests/support/temp_dir.h"
@@ -98,6 +99,17 @@ TEST(DebianBinaries, DebugDirNamesAStrippedProgram) {
   EXPECT_EQ(rep.rc, 0) << rep.out;
   EXPECT_THAT(rep.out, ::testing::HasSubstr("fib: "));
   EXPECT_THAT(rep.out, ::testing::Not(::testing::HasSubstr("not in this trace")));
+  // The C ABI's "debug-dir" decode option, as the flag.
+  ptsnap_decoder* dec = nullptr;
+  ASSERT_EQ(ptsnap_decoder_open((d + "/t").c_str(), 0, &dec), PTSNAP_OK) << ptsnap_last_error();
+  EXPECT_EQ(ptsnap_decoder_set(dec, "debug-dir", ""), PTSNAP_ERR_INVALID_ARGUMENT);
+  ASSERT_EQ(ptsnap_decoder_set(dec, "debug-dir", (d + "/dbg").c_str()), PTSNAP_OK)
+      << ptsnap_last_error();
+  const std::string api_out = d + "/api.events";
+  ASSERT_EQ(ptsnap_decoder_write(dec, api_out.c_str(), nullptr, nullptr), PTSNAP_OK)
+      << ptsnap_last_error();
+  ptsnap_decoder_free(dec);
+  EXPECT_NE(RunShell("cat '" + api_out + "'").out.find(" B fib via=call"), std::string::npos);
 }
 
 }  // namespace
