@@ -26,6 +26,7 @@
 #include "elf/elf_file.h"
 #include "elf/segments.h"
 #include "emulate/events.h"
+#include "emulate/exec_follow.h"
 #include "emulate/ingest.h"
 #include "emulate/plugin_protocol.h"
 #include "emulate/virtual_cpu.h"
@@ -153,15 +154,6 @@ Result<FunctionSymbol> ResolveFunction(const fs::path& elf_path, const std::stri
 }
 
 namespace {
-
-std::string Escape(const std::string& v) {  // QemuOpts: a comma is written twice
-  std::string out;
-  for (char c : v) {
-    out += c;
-    if (c == ',') out += ',';
-  }
-  return out;
-}
 
 Result<void> CheckElf(const fs::path& p) {
   auto head = base::ReadFileHead(p, 64);
@@ -392,8 +384,9 @@ class EmulatedSource final : public record::PtSource {
     if (::pipe2(ctl, O_CLOEXEC) != 0) return Error::FromErrno("pipe");
     ctl_read_.reset(ctl[0]);
     ctl_write_.reset(ctl[1]);
-    std::string arg = Escape(plan_.plugin.string()) + ",out=" + Escape(work_.string());
-    for (const std::string& a : plan_.plugin_args) arg += "," + Escape(a);
+    std::string arg =
+        EscapePluginArg(plan_.plugin.string()) + ",out=" + EscapePluginArg(work_.string());
+    for (const std::string& a : plan_.plugin_args) arg += "," + EscapePluginArg(a);
     arg += ",ctl=" + std::to_string(ctl_read_.get());
     Launch l{{plan_.qemu.string(), "-plugin", arg, plan_.program.string()}, {ctl_read_.get()}};
     for (size_t i = 1; i < command.size(); ++i) l.argv.push_back(command[i]);

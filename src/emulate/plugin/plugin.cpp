@@ -21,6 +21,7 @@
 // what one thread caused another to see comes earlier in time. The perf
 // clock is the same count in nanoseconds; sideband records take the time of
 // the thread that caused them.
+#include <dlfcn.h>
 #include <elf.h>
 #include <fcntl.h>
 #include <link.h>
@@ -56,6 +57,7 @@
 #include "base/string_util.h"
 #include "base/unique_fd.h"
 #include "elf/segments.h"
+#include "emulate/exec_follow.h"
 #include "emulate/exit_class.h"
 #include "emulate/jit_shadow.h"
 #include "emulate/plugin/qemu_plugin_api.h"
@@ -221,6 +223,20 @@ void FutexCatch(ThreadState* t, uint64_t addr) {
 }
 base::UniqueFd g_events;  // events.<g_pid>
 pid_t g_pid = 0;
+// A followed execve (docs/emulation.md, "exec"): this plugin's file and
+// arguments as QEMU passed them (exec= excepted), for the qemu-x86_64 that
+// runs the new program; the program trigger addresses were resolved in
+// (realpath; "" until the guest is loaded); the guest's start time (0, or
+// the execve's time in the image an exec started); the state of the thread
+// that called execve, for the first thread of this image.
+std::string g_plugin_path;
+std::vector<std::string> g_plugin_args;
+std::string g_main;
+uint64_t g_start_time = 0;
+std::optional<CarriedThread> g_adopt;
+uint64_t g_ctl_ino = 0;  // the control pipe's inode
+// --duration: CLOCK_MONOTONIC ns when it started counting (0: not yet).
+std::atomic<int64_t> g_duration_start_ns{0};
 // Set at the first translation, once QEMU has loaded the guest: the guest
 // runs from then on (the control thread's --duration counts from it).
 std::atomic<bool> g_images_done{false};
@@ -522,14 +538,18 @@ void EmitElfMappings(const std::string& path, const elf::LoadLayout& img, uint64
     if (!s.exec) continue;
     uint64_t start = (bias + s.vaddr) & ~uint64_t{0xfff};
     uint64_t end = (bias + s.vaddr + s.memsz + 0xfff) & ~uint64_t{0xfff};
-    EmitMmap2(0, start, end - start, s.offset & ~uint64_t{0xfff}, path.c_str(),
+    EmitMmap2(g_start_time, start, end - start, s.offset & ~uint64_t{0xfff}, path.c_str(),
               PROT_READ | PROT_EXEC, MAP_PRIVATE);
   }
 }
 
 // Called at the first translation, once QEMU has loaded the guest: the main
-// binary and interpreter mappings, the process's comm, runtime addresses of
-// the trigger and stop-indicator symbols.
+// binary and interpreter mappings, the process's comm (an exec's, at the
+// execve's time in an image a followed exec started), runtime addresses of
+// the trigger and stop-indicator symbols (in the program they were resolved
+// in only: a program exec'd from it has other functions at those
+// addresses, so its triggers never fire and --only-in never resumes, as
+// probes on a file behave on hardware).
 void DescribeImages() {
   g_images_done.store(true);
   std::string bin = qemu_plugin_path_to_binary();
@@ -543,8 +563,11 @@ void DescribeImages() {
     if (lo) bias = qemu_plugin_start_code() - *lo;
   }
   std::string name = bin.substr(bin.rfind('/') + 1);
-  Report(CommMessage{
-      .time = 0, .pid = U32(g_pid), .tid = U32(g_pid), .exec = true, .name = name.substr(0, 15)});
+  Report(CommMessage{.time = g_start_time,
+                     .pid = U32(g_pid),
+                     .tid = U32(g_pid),
+                     .exec = true,
+                     .name = name.substr(0, 15)});
   EmitElfMappings(bin, *img, bias);
   if (!img->interp.empty()) {
     std::string interp = img->interp;
@@ -552,6 +575,9 @@ void DescribeImages() {
     auto iimg = elf::ParseLoadLayout(base::ReadFileHead(interp, 65536).value_or(""));
     if (iimg) EmitElfMappings(interp, *iimg, qemu_plugin_entry_code() - iimg->entry);
   }
+  const bool resolved_here = g_main.empty() || g_main == bin;
+  if (g_main.empty()) g_main = bin;
+  if (!resolved_here) return;
   for (uint64_t a : g_opts.trigger) g_trigger_rt.push_back(a + bias);
   for (uint64_t a : g_opts.stop) g_stop_rt.push_back(a + bias);
   if (g_opts.slow_ns != 0) g_slow_rt = g_opts.slow + bias;
@@ -573,7 +599,24 @@ ThreadState* StartThread(unsigned vcpu) {
   t->tid = static_cast<pid_t>(::gettid());
   // A new thread (or a forked child) starts when its creator's clone did.
   t->clock = g_clone_clock.load(std::memory_order_relaxed);
-  if (g_opts.full) {
+  // The thread that called a followed execve runs on here: its stream goes
+  // on (its ring, or its open full-execution file) and is not started anew.
+  std::optional<CarriedThread> adopted = std::exchange(g_adopt, std::nullopt);
+  if (adopted) {
+    t->insns = adopted->insns;
+    t->hash = adopted->hash;
+    t->wrapped = adopted->wrapped;
+    for (std::vector<uint8_t>& chunk : adopted->ring) {
+      t->ring_bytes += chunk.size();
+      t->ring.push_back(std::move(chunk));
+    }
+    if (g_opts.full && adopted->fd >= 0) {
+      t->fd.reset(adopted->fd);
+      t->file = adopted->file;
+      FullStreamLine(t);
+    }
+  }
+  if (g_opts.full && !t->fd) {
     t->file = StreamFile(t->tid, 0);
     std::string path = g_opts.out + "/" + t->file;
     t->fd.reset(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
@@ -582,7 +625,7 @@ ThreadState* StartThread(unsigned vcpu) {
     // wins): a stream cut short by a full disk or a kill is still listed.
     FullStreamLine(t);
   }
-  Report(ItraceMessage{.time = t->clock, .pid = U32(t->pid), .tid = U32(t->tid)});
+  if (!adopted) Report(ItraceMessage{.time = t->clock, .pid = U32(t->pid), .tid = U32(t->tid)});
   std::lock_guard lock(g_mu);
   g_threads[vcpu] = t;
   return t;
@@ -993,28 +1036,254 @@ void OnTbTrans(qemu_plugin_id_t, qemu_plugin_tb* tb) {
   qemu_plugin_register_vcpu_tb_exec_cb(tb, OnTbExec, QEMU_PLUGIN_CB_NO_REGS, info);
 }
 
-// Whether execve(path) can succeed: the path (a guest pointer; guest_base is
-// 0 in QEMU 7.2 user mode, read safely through process_vm_readv) names an
-// executable file. execvp tries PATH entries that fail.
-bool ExecWillLoad(uint64_t guest_path) {
-  char path[4096] = {};
-  iovec local{path, sizeof(path) - 1};
+int64_t SteadyNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Guest memory: guest_base is 0 in QEMU 7.2 user mode, so guest addresses
+// are host addresses. Read through process_vm_readv, so a bad pointer from
+// the guest is a failed read, not a crash.
+bool ReadGuest(uint64_t addr, void* out, size_t n) {
+  iovec local{out, n};
   // Guest addresses are integers; process_vm_readv wants them as pointers.
-  iovec remote{reinterpret_cast<void*>(guest_path),  // NOLINT(performance-no-int-to-ptr)
-               sizeof(path) - 1};
-  ssize_t n = ::process_vm_readv(::getpid(), &local, 1, &remote, 1, 0);
-  if (n <= 0) {
-    // The read may cross into an unmapped page: retry one byte at a time
-    // up to the NUL.
-    size_t i = 0;
-    for (; i < sizeof(path) - 1; ++i) {
-      iovec l{path + i, 1};
-      iovec r{reinterpret_cast<void*>(guest_path + i), 1};  // NOLINT(performance-no-int-to-ptr)
-      if (::process_vm_readv(::getpid(), &l, 1, &r, 1, 0) != 1) return true;
-      if (path[i] == '\0') break;
+  iovec remote{reinterpret_cast<void*>(addr), n};  // NOLINT(performance-no-int-to-ptr)
+  return ::process_vm_readv(::getpid(), &local, 1, &remote, 1, 0) == static_cast<ssize_t>(n);
+}
+
+// A NUL-terminated guest string (read a page at a time: the next page may
+// be unmapped); nullopt where the kernel's execve would fail with EFAULT or
+// E2BIG (MAX_ARG_STRLEN, 32 pages).
+std::optional<std::string> ReadGuestString(uint64_t addr) {
+  constexpr size_t kPage = 4096, kMax = 32 * kPage;
+  std::string out;
+  char buf[kPage];
+  while (out.size() < kMax) {
+    const size_t n = kPage - (addr & (kPage - 1));
+    if (!ReadGuest(addr, buf, n)) return std::nullopt;
+    if (const void* nul = std::memchr(buf, '\0', n); nul != nullptr) {
+      out.append(buf, static_cast<const char*>(nul) - buf);
+      return out;
+    }
+    out.append(buf, n);
+    addr += n;
+  }
+  return std::nullopt;
+}
+
+// A guest argv or envp: pointers up to a null one (a null array is empty,
+// as Linux takes it).
+std::optional<std::vector<std::string>> ReadGuestStrings(uint64_t array) {
+  std::vector<std::string> out;
+  if (array == 0) return out;
+  constexpr size_t kMaxStrings = 1 << 20;  // far above what ARG_MAX lets through
+  for (size_t i = 0; i < kMaxStrings; ++i) {
+    uint64_t p = 0;
+    if (!ReadGuest(array + i * sizeof(p), &p, sizeof(p))) return std::nullopt;
+    if (p == 0) return out;
+    std::optional<std::string> s = ReadGuestString(p);
+    if (!s) return std::nullopt;
+    out.push_back(std::move(*s));
+  }
+  return std::nullopt;
+}
+
+// What execve(2) sees of `path` (ResolveExec's reader).
+std::optional<ExecFile> ReadExecFile(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+  ExecFile f;
+  // The kernel checks execute permission with the effective ids.
+  f.executable = S_ISREG(st.st_mode) && ::faccessat(AT_FDCWD, path.c_str(), X_OK, AT_EACCESS) == 0;
+  f.changes_credentials = ((st.st_mode & S_ISUID) != 0 && st.st_uid != ::geteuid()) ||
+                          ((st.st_mode & S_ISGID) != 0 && st.st_gid != ::getegid());
+  base::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  f.readable = static_cast<bool>(fd);
+  if (fd) {
+    char buf[kExecHeadBytes];
+    const ssize_t n = ::pread(fd.get(), buf, sizeof(buf), 0);
+    if (n > 0) f.head.assign(buf, static_cast<size_t>(n));
+  }
+  return f;
+}
+
+// The path of open file `fd` ("": none, such as a memfd's or a deleted
+// file's).
+std::string FdPath(int fd) {
+  char link[64], path[4096];
+  std::snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+  const ssize_t n = ::readlink(link, path, sizeof(path) - 1);
+  if (n <= 0 || path[0] != '/') return "";
+  std::string p(path, static_cast<size_t>(n));
+  return ::access(p.c_str(), F_OK) == 0 ? p : "";
+}
+
+// QEMU serves /proc/self/exe (and /proc/PID/exe of its own pid) as the
+// guest's program (linux-user/syscall.c, is_proc_myself): an execve of it
+// runs the program again, not QEMU.
+bool IsProcSelfExe(const std::string& path) {
+  return path == "/proc/self/exe" || path == "/proc/" + std::to_string(::getpid()) + "/exe";
+}
+
+std::string CarryPath() { return g_opts.out + "/exec-carry." + std::to_string(g_pid); }
+
+// `t`'s state for the image an exec starts. Caller holds g_mu (and, for
+// another thread, accepts that it runs on meanwhile: the kernel kills it
+// at the exec, so what it does after this copy is lost, as its packets not
+// yet drained are).
+CarriedThread Carried(ThreadState* t, bool self, bool exited) {
+  CarriedThread c;
+  c.pid = t->pid;
+  c.tid = t->tid;
+  c.clock = t->clock;
+  c.insns = t->insns;
+  c.hash = t->hash;
+  c.exited = exited;
+  c.self = self;
+  std::lock_guard lock(t->mu);
+  c.wrapped = t->wrapped;
+  for (const auto& chunk : t->ring) c.ring.push_back(chunk);
+  if (g_opts.full) {
+    c.file = t->file;
+    if (self && t->fd) c.fd = t->fd.get();
+  }
+  return c;
+}
+
+// Sets or clears FD_CLOEXEC on `fd`.
+void SetCloexec(int fd, bool on) {
+  if (fd < 0) return;
+  const int flags = ::fcntl(fd, F_GETFD);
+  if (flags >= 0) ::fcntl(fd, F_SETFD, on ? (flags | FD_CLOEXEC) : (flags & ~FD_CLOEXEC));
+}
+
+// Replaces this process, as execve would, with qemu-x86_64 running
+// `target` with this plugin, handing the recording over (ExecCarry): the
+// calling thread's stream goes on in the new image, the other threads end
+// there (the kernel kills them). Returns only when that execve failed, with
+// its errno; nothing has changed then.
+int FollowExec(ThreadState* self, const ExecTarget& target, const std::vector<std::string>& envp) {
+  char exe[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (n <= 0) return errno;
+  const std::string qemu(exe, static_cast<size_t>(n));
+  if (self != nullptr) {
+    self->pt.FlushTnt();
+    Drain(self);
+    Publish(self);
+  }
+  ExecCarry carry;
+  carry.clock = self != nullptr ? self->clock : Now();
+  carry.ctl_ino = g_ctl_ino;
+  carry.slow_skipped = g_slow_skipped.load();
+  carry.main = g_main;
+  if (g_opts.duration_ms > 0) {
+    const int64_t since = g_duration_start_ns.load();
+    uint64_t left = g_opts.duration_ms;
+    if (since != 0) {
+      const int64_t elapsed_ms = (SteadyNs() - since) / 1'000'000;
+      left =
+          elapsed_ms >= static_cast<int64_t>(left) ? 1 : left - static_cast<uint64_t>(elapsed_ms);
+    }
+    carry.duration_left_ms = left;
+  }
+  {
+    std::lock_guard lock(g_mu);
+    carry.next_seq = g_seq.load();
+    for (ThreadState* t : g_threads)
+      if (t != nullptr) carry.threads.push_back(Carried(t, t == self, false));
+    for (ThreadState* t : g_finished) carry.threads.push_back(Carried(t, false, true));
+  }
+  int jit_fd = -1;
+  {
+    std::lock_guard lock(g_jit_mu);
+    if (g_jit_fd) jit_fd = g_jit_fd.get();
+  }
+  carry.jit_fd = jit_fd;
+  const std::string carry_path = CarryPath();
+  {
+    base::UniqueFd fd(::open(carry_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+    if (!fd) return errno;
+    if (!base::WriteAll(fd.get(), FormatExecCarry(carry), "the exec hand-over file")) {
+      ::unlink(carry_path.c_str());
+      return EIO;
     }
   }
-  return ::access(path, X_OK) == 0;
+  std::string plugin = EscapePluginArg(g_plugin_path);
+  for (const std::string& a : g_plugin_args) plugin += "," + EscapePluginArg(a);
+  plugin += ",exec=" + EscapePluginArg(carry_path);
+  const std::vector<std::string> cmd = QemuExecCommand(qemu, plugin, target);
+  std::vector<char*> argv, env;
+  for (const std::string& a : cmd) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  for (const std::string& e : envp) env.push_back(const_cast<char*>(e.c_str()));
+  env.push_back(nullptr);
+  // The files the new image writes on stay open across it.
+  int stream_fd = -1;
+  for (const CarriedThread& t : carry.threads)
+    if (t.self) stream_fd = t.fd;
+  SetCloexec(stream_fd, false);
+  SetCloexec(jit_fd, false);
+  ::execve(qemu.c_str(), argv.data(), env.data());
+  const int err = errno;
+  SetCloexec(stream_fd, true);
+  SetCloexec(jit_fd, true);
+  ::unlink(carry_path.c_str());
+  return err;
+}
+
+// The guest calls execve or execveat (before QEMU runs it). QEMU 7.2 would
+// run the new program natively, untraced; an x86-64 program (or a script
+// whose interpreter is one) is followed instead: FollowExec replaces the
+// process with QEMU running it. What QEMU cannot run goes natively as
+// before, with everything on disk first (a successful execve never returns
+// and atexit never runs) and a note; an execve that will fail (execvp's
+// PATH search) changes nothing.
+void OnExec(unsigned vcpu, int64_t num, uint64_t a1, uint64_t a2, uint64_t a3, uint64_t a4,
+            uint64_t a5) {
+  ThreadState* self = g_threads[vcpu];
+  // execve(path, argv, envp); execveat(dirfd, path, argv, envp, flags).
+  const bool at = num == __NR_execveat;
+  std::optional<std::string> path = ReadGuestString(at ? a2 : a1);
+  std::optional<std::vector<std::string>> argv = ReadGuestStrings(at ? a3 : a2);
+  std::optional<std::vector<std::string>> envp = ReadGuestStrings(at ? a4 : a3);
+  if (!path || !argv || !envp) return;  // EFAULT, E2BIG: the exec fails
+  ExecTarget target;
+  const auto dirfd = static_cast<int>(a1);
+  if (at && path->empty() && (a5 & AT_EMPTY_PATH) != 0) {
+    path = FdPath(dirfd);  // fexecve
+  } else if (at && !path->empty() && (*path)[0] != '/' && dirfd != AT_FDCWD) {
+    const std::string dir = FdPath(dirfd);
+    path = dir.empty() ? "" : dir + "/" + *path;
+  }
+  if (path->empty()) {
+    target.kind = ExecTarget::Kind::kNative;
+    target.why = "execveat of an open file that has no path QEMU could load";
+  } else {
+    if (IsProcSelfExe(*path)) path = qemu_plugin_path_to_binary();
+    target = ResolveExec(*path, std::move(*argv), ReadExecFile);
+  }
+  if (target.kind == ExecTarget::Kind::kFails) return;
+  if (target.kind == ExecTarget::Kind::kFollow) {
+    const int err = FollowExec(self, target, *envp);
+    target.why = "starting qemu-x86_64 for it failed: " + std::string(std::strerror(err));
+  }
+  // If the native execve fails after all, tracing goes on and the later
+  // lines supersede these.
+  Report(NoteMessage{"execve: " + *path + " runs outside the emulator and is not traced (" +
+                     target.why + ")"});
+  if (self != nullptr) {
+    self->pt.FlushTnt();
+    Drain(self);
+  }
+  TakeSnapshot("exit", "execve", self);
+  if (g_opts.full) {
+    std::lock_guard lock(g_mu);
+    for (auto* t : g_threads)
+      if (t != nullptr) FullStreamLine(t);
+  }
+  Report(DoneMessage{Now()});
 }
 
 void OnSyscall(qemu_plugin_id_t, unsigned vcpu, int64_t num, uint64_t a1, uint64_t a2, uint64_t a3,
@@ -1081,26 +1350,12 @@ void OnSyscall(qemu_plugin_id_t, unsigned vcpu, int64_t num, uint64_t a1, uint64
     case __NR_exit:  // this thread only
       if (!(g_flags.load() & kStopped) || g_opts.full) EndThread(vcpu);
       break;
-    case __NR_execve:  // QEMU 7.2 runs the new program natively, untraced
+    case __NR_execve:
     case __NR_execveat:
-      if (!(g_flags.load() & kStopped) && (num != __NR_execve || ExecWillLoad(a1))) {
-        // A successful execve never returns and atexit never runs: everything
-        // must be on disk now. If it fails after all, tracing goes on and
-        // the later lines supersede these.
-        Report(NoteMessage{"execve: the new program runs outside the emulator and is not traced"});
-        ThreadState* self = g_threads[vcpu];
-        if (self != nullptr) {
-          self->pt.FlushTnt();
-          Drain(self);
-        }
-        TakeSnapshot("exit", "execve", self);
-        if (g_opts.full) {
-          std::lock_guard lock(g_mu);
-          for (auto* t : g_threads)
-            if (t != nullptr) FullStreamLine(t);
-        }
-        Report(DoneMessage{Now()});
-      }
+      // A request not taken yet is taken first: the exec replaces the
+      // thread that would have taken it.
+      if (const int f = g_flags.load(); f != 0 && !(f & kStopped)) HandleRequests(self, f);
+      if (!(g_flags.load() & kStopped)) OnExec(vcpu, num, a1, a2, a3, a4, a5);
       break;
     default: break;
   }
@@ -1340,6 +1595,71 @@ bool HookQemuKill() {
   return true;
 }
 
+// This image was started by a followed execve (plugin argument exec=FILE):
+// the recording goes on from the state the plugin in the old image handed
+// over. The calling thread's stream is adopted by this image's first
+// thread (StartThread); the others ended at the exec.
+void AdoptCarry(const std::string& path) {
+  auto text = base::ReadFile(path, size_t{1} << 34);
+  ::unlink(path.c_str());
+  Result<ExecCarry> parsed =
+      text ? ParseExecCarry(*text) : Result<ExecCarry>(std::move(text).error());
+  if (!parsed) {
+    Report(NoteMessage{"execve: the state before the exec was lost (" + parsed.error().ToString() +
+                       "): the trace starts at the new program"});
+    return;
+  }
+  ExecCarry& c = *parsed;
+  g_seq.store(c.next_seq);
+  // The new program starts one tick after the execve retired: the exec's
+  // records (COMM, the new image's MMAP2s) come strictly after the last
+  // block of the old program, as the kernel's do on hardware, so a decoder
+  // switching address spaces at the latest timing packet it has read
+  // (the old stream's last CYC, at the execve's time) still decodes that
+  // block in the old space.
+  const uint64_t start = c.clock + 1;
+  g_clock.store(start);
+  g_clone_clock.store(start);
+  g_start_time = start;
+  g_slow_skipped.store(c.slow_skipped);
+  g_main = c.main;
+  if (c.duration_left_ms != 0) g_opts.duration_ms = c.duration_left_ms;
+  // The control pipe is the driver's only if its fd still is (the program
+  // may have closed it and opened something else there).
+  if (g_opts.ctl_fd >= 0 && (c.ctl_ino == 0 || c.ctl_ino != g_ctl_ino)) g_opts.ctl_fd = -1;
+  if (c.jit_fd >= 0) {
+    SetCloexec(c.jit_fd, true);
+    g_jit_fd.reset(c.jit_fd);
+  }
+  for (CarriedThread& t : c.threads) {
+    if (t.self) {
+      SetCloexec(t.fd, true);
+      g_adopt = std::move(t);
+      continue;
+    }
+    // The kernel killed the other threads at the exec.
+    auto* ts = new ThreadState(PtStreamOptions{});
+    ts->pid = t.pid;
+    ts->tid = t.tid;
+    ts->clock = std::max(t.clock, c.clock);
+    ts->insns = t.insns;
+    ts->hash = t.hash;
+    ts->wrapped = t.wrapped;
+    ts->file = t.file;
+    for (std::vector<uint8_t>& chunk : t.ring) {
+      ts->ring_bytes += chunk.size();
+      ts->ring.push_back(std::move(chunk));
+    }
+    if (!t.exited) Report(ExitMessage(ts));
+    if (g_opts.full) {
+      if (!ts->file.empty()) FullStreamLine(ts);
+      delete ts;
+    } else {
+      g_finished.push_back(ts);
+    }
+  }
+}
+
 void ControlThread() {
   // --duration counts from when the guest starts running (its first
   // translated block), not from QEMU's own start-up.
@@ -1351,6 +1671,7 @@ void ControlThread() {
       if (!started && g_images_done.load()) {
         start = std::chrono::steady_clock::now();
         started = true;
+        g_duration_start_ns.store(SteadyNs());
       }
       if (!started) {
         timeout = 2;  // look again soon
@@ -1405,13 +1726,17 @@ int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t* info, int argc, 
                  info->version.cur, info->target_name, PTSNAP_QEMU_PLUGIN_API_VERSION);
     return -1;
   }
+  std::string carry_path;
   for (int i = 0; i < argc; ++i) {
     std::string_view a = argv[i];
     size_t eq = a.find('=');
     std::string_view k = a.substr(0, eq), v = eq == a.npos ? "" : a.substr(eq + 1);
     uint64_t n = 0;
     bool ok = true;
-    if (k == "out") {
+    if (k != "exec") g_plugin_args.emplace_back(a);
+    if (k == "exec") {
+      carry_path = std::string(v);
+    } else if (k == "out") {
       g_opts.out = std::string(v);
     } else if (k == "mode") {
       g_opts.full = v == "full";
@@ -1479,7 +1804,16 @@ int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t* info, int argc, 
     std::fprintf(stderr, "ptsnap: the plugin needs out=DIR\n");
     return -1;
   }
+  Dl_info self{};
+  if (::dladdr(reinterpret_cast<void*>(&qemu_plugin_install), &self) != 0 &&
+      self.dli_fname != nullptr)
+    g_plugin_path = self.dli_fname;
+  if (g_opts.ctl_fd >= 0) {
+    struct stat st {};
+    if (::fstat(g_opts.ctl_fd, &st) == 0) g_ctl_ino = st.st_ino;
+  }
   OpenEvents();
+  if (!carry_path.empty()) AdoptCarry(carry_path);
   qemu_plugin_register_vcpu_tb_trans_cb(id, OnTbTrans);
   qemu_plugin_register_vcpu_syscall_cb(id, OnSyscall);
   qemu_plugin_register_vcpu_syscall_ret_cb(id, OnSyscallRet);
