@@ -162,8 +162,8 @@ Result<void> CheckElf(const fs::path& p) {
                     "\x7f"
                     "ELF") != 0)
     return Error(p.string() +
-                 " is not an ELF executable: --emulate runs x86-64 ELF programs (run a script "
-                 "through its interpreter, e.g. -- /bin/sh script.sh)");
+                 " is neither an ELF executable nor a #! script: --emulate runs x86-64 ELF "
+                 "programs and scripts whose interpreter is one");
   auto header = elf::ParseElfHeader(std::as_bytes(std::span(head->data(), head->size())));
   if (!header || header->machine != EM_X86_64)
     return Error(p.string() + " is not an x86-64 program: --emulate runs x86-64 ELF programs");
@@ -242,7 +242,22 @@ Result<EmulationPlan> PlanEmulation(const record::RecordOptions& opts) {
     if (!p) return Error("command not found: " + cmd0 + " (not in PATH)");
     program = *p;
   }
+  plan.argv = opts.command;
+  if (base::ReadFileHead(program, 2).value_or("") == "#!") {
+    // A script: its interpreter runs, as execve would run it (the plugin
+    // resolves the scripts the program execs the same way).
+    const ExecTarget t = ResolveExec(program.string(), opts.command, ReadExecFile);
+    if (t.kind != ExecTarget::Kind::kFollow)
+      return Error("cannot run " + program.string() + " under the emulator: " + t.why);
+    plan.script = program;
+    program = t.program;
+    plan.argv = t.argv;
+  }
   PTSNAP_TRY(CheckElf(program));
+  // Where a symbol was looked for, for messages.
+  const std::string in_program =
+      program.string() +
+      (plan.script.empty() ? "" : " (the interpreter of the script " + plan.script.string() + ")");
 
   // The trigger, before the emulator's own pieces: a typo is reported as
   // such on any machine.
@@ -256,7 +271,7 @@ Result<EmulationPlan> PlanEmulation(const record::RecordOptions& opts) {
       }
     }
     if (found == 0)
-      return Error(program.string() +
+      return Error(in_program +
                    " has no stop indicator (ptsnap_take_snapshot or magic_trace_stop_indicator "
                    "in its symbol table): call one, or drop --trigger .")
           .WithKind(ErrorKind::kTrigger);
@@ -271,7 +286,7 @@ Result<EmulationPlan> PlanEmulation(const record::RecordOptions& opts) {
   } else if (!opts.trigger.empty()) {
     auto a = ResolveSymbol(program, opts.trigger);
     if (!a)
-      return Error("--trigger " + opts.trigger + ": no such function in " + program.string() +
+      return Error("--trigger " + opts.trigger + ": no such function in " + in_program +
                    "'s symbol table (emulation resolves triggers in the main program only)")
           .WithKind(ErrorKind::kTrigger);
     if (opts.slower_than_ns != 0) {
@@ -292,7 +307,7 @@ Result<EmulationPlan> PlanEmulation(const record::RecordOptions& opts) {
   if (!opts.only_in.empty()) {
     auto a = ResolveSymbol(program, opts.only_in);
     if (!a)
-      return Error("--only-in " + opts.only_in + ": no such function in " + program.string() +
+      return Error("--only-in " + opts.only_in + ": no such function in " + in_program +
                    "'s symbol table (emulation resolves it in the main program only; check the "
                    "spelling with `nm " +
                    program.string() + "`)");
@@ -379,7 +394,8 @@ class EmulatedSource final : public record::PtSource {
   [[nodiscard]] bool self_driven() const override { return true; }
   [[nodiscard]] bool host_vdso() const override { return false; }
 
-  Result<Launch> LaunchCommand(const std::vector<std::string>& command) override {
+  // The command is the plan's (PlanEmulation resolved it, a script to its interpreter).
+  Result<Launch> LaunchCommand(const std::vector<std::string>& /*command*/) override {
     int ctl[2];
     if (::pipe2(ctl, O_CLOEXEC) != 0) return Error::FromErrno("pipe");
     ctl_read_.reset(ctl[0]);
@@ -388,8 +404,11 @@ class EmulatedSource final : public record::PtSource {
         EscapePluginArg(plan_.plugin.string()) + ",out=" + EscapePluginArg(work_.string());
     for (const std::string& a : plan_.plugin_args) arg += "," + EscapePluginArg(a);
     arg += ",ctl=" + std::to_string(ctl_read_.get());
-    Launch l{{plan_.qemu.string(), "-plugin", arg, plan_.program.string()}, {ctl_read_.get()}};
-    for (size_t i = 1; i < command.size(); ++i) l.argv.push_back(command[i]);
+    // argv[0] as the command named it (-0), as execvp would pass it.
+    ExecTarget target;
+    target.program = plan_.program.string();
+    target.argv = plan_.argv;
+    Launch l{QemuExecCommand(plan_.qemu.string(), arg, target), {ctl_read_.get()}};
     PTSNAP_LOG(kInfo) << "emulating " << plan_.program.string() << " under " << plan_.qemu.string();
     return l;
   }

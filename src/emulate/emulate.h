@@ -20,7 +20,12 @@ namespace ptsnap::emulate {
 // x86-64 ELF), the trigger resolved in it, then QEMU 7.x and the plugin,
 // and the plugin's arguments. Errors name the fix.
 struct EmulationPlan {
-  std::filesystem::path program, qemu, plugin;
+  // The ELF QEMU loads and the guest's argv (argv[0] as the command named
+  // it). A `#!` script runs its interpreter, as the kernel would: then
+  // `program` is the interpreter, `argv` [interpreter, arg, script, args],
+  // and `script` the script (empty for an ELF).
+  std::filesystem::path program, script, qemu, plugin;
+  std::vector<std::string> argv;
   std::string qemu_version;
   perf::PtAttr attr;  // the event --timer-resolution would open (its warnings included)
   uint64_t snapshot_size = 0;

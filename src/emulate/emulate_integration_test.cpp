@@ -1187,17 +1187,34 @@ TEST_F(Emulate, MissingPluginIsReported) {
   EXPECT_NE(r.error().message().find("emulator plugin is missing"), std::string::npos);
 }
 
-TEST_F(Emulate, ScriptIsRefusedWithTheFix) {
-  auto script = tmp_.Write("script.sh", "#!/bin/sh\necho hi\n", 0755);
-  record::RecordOptions o;
-  o.command = {script.string()};
-  auto r = RecordEmulated(o, tmp_.path() / "sh");
-  ASSERT_FALSE(r);
-  EXPECT_EQ(r.error().message(),
-            script.string() +
-                " is not an ELF executable: --emulate runs x86-64 ELF programs (run a script "
-                "through its interpreter, e.g. -- /bin/sh script.sh)");
-  EXPECT_FALSE(fs::exists(tmp_.path() / "sh"));  // nothing left on disk
+// A #! script runs its interpreter under the emulator, as execve would run
+// it; a file that is neither ELF nor script, or a script whose interpreter
+// cannot run, is refused before anything is written.
+TEST_F(Emulate, ScriptRunsItsInterpreter) {
+  auto script = tmp_.Write("script.sh", "#!/bin/sh -e\necho $0 \"$@\"; exit 7\n", 0755);
+  auto r = Record({script.string(), "a b"}, Full());
+  EXPECT_EQ(r.exit_code, 7);
+  std::vector<std::string> comms;
+  for (const auto& rec : r.records)
+    if (const auto* c = std::get_if<trace::Comm>(&rec.body)) comms.push_back(c->comm);
+  EXPECT_EQ(comms, std::vector<std::string>{"dash"});
+
+  auto data = tmp_.Write("data.bin", "MZ not a program\n", 0755);
+  auto bad = tmp_.Write("bad.sh", "#!/nonexistent/interp\n", 0755);
+  for (const auto& [file, message] :
+       {std::pair{data, data.string() +
+                            " is neither an ELF executable nor a #! script: --emulate runs x86-64 "
+                            "ELF programs and scripts whose interpreter is one"},
+        {bad, "cannot run " + bad.string() +
+                  " under the emulator: /nonexistent/interp does not exist"}}) {
+    record::RecordOptions o;
+    o.command = {file.string()};
+    const fs::path dir = tmp_.path() / ("refused-" + file.filename().string());
+    auto rc = RecordEmulated(o, dir);
+    ASSERT_FALSE(rc);
+    EXPECT_EQ(rc.error().message(), message);
+    EXPECT_FALSE(fs::exists(dir));  // nothing left on disk
+  }
 }
 
 TEST_F(Emulate, BadTriggerAddressIsReported) {

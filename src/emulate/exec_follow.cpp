@@ -1,8 +1,13 @@
 #include "emulate/exec_follow.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <utility>
 
 #include "base/string_util.h"
+#include "base/unique_fd.h"
 
 namespace ptsnap::emulate {
 
@@ -33,12 +38,14 @@ bool IsAmd64Elf(std::string_view head) {
   return head[4] == 2 && head[5] == 1 && (type == 2 || type == 3) && machine == 62;
 }
 
-ExecTarget Native(std::string why) {
+ExecTarget Target(ExecTarget::Kind kind, std::string why) {
   ExecTarget t;
-  t.kind = ExecTarget::Kind::kNative;
+  t.kind = kind;
   t.why = std::move(why);
   return t;
 }
+ExecTarget Native(std::string why) { return Target(ExecTarget::Kind::kNative, std::move(why)); }
+ExecTarget Fails(std::string why) { return Target(ExecTarget::Kind::kFails, std::move(why)); }
 
 }  // namespace
 
@@ -89,7 +96,8 @@ ExecTarget ResolveExec(const std::string& path, std::vector<std::string> argv,
   // fs/exec.c (exec_binprm): each #! rewrite is one more level.
   for (int depth = 0; depth <= kMaxExecRewrites; ++depth) {
     const std::optional<ExecFile> f = read(file);
-    if (!f || !f->executable) return ExecTarget{};  // ENOENT, EACCES
+    if (!f) return Fails(file + " does not exist");                 // ENOENT
+    if (!f->executable) return Fails(file + " is not executable");  // EACCES
     if (IsElf(f->head)) {
       if (!IsAmd64Elf(f->head)) return Native(file + " is not an x86-64 program");
       if (f->changes_credentials)
@@ -105,7 +113,7 @@ ExecTarget ResolveExec(const std::string& path, std::vector<std::string> argv,
     }
     std::optional<ScriptInterpreter> interp = ParseScriptInterpreter(f->head);
     if (!interp) {
-      if (f->head.starts_with("#!")) return ExecTarget{};  // ENOEXEC
+      if (f->head.starts_with("#!")) return Fails(file + "'s #! line names no interpreter");
       return Native(file + " is neither an ELF program nor a #! script");
     }
     // load_script: argv[0] is replaced by [interpreter, arg, the file].
@@ -116,7 +124,26 @@ ExecTarget ResolveExec(const std::string& path, std::vector<std::string> argv,
     argv = std::move(next);
     file = interp->path;
   }
-  return ExecTarget{};  // ELOOP
+  return Fails(path + " has more than " + std::to_string(kMaxExecRewrites) +
+               " levels of #! interpreters");  // ELOOP
+}
+
+std::optional<ExecFile> ReadExecFile(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+  ExecFile f;
+  // The kernel checks execute permission with the effective ids.
+  f.executable = S_ISREG(st.st_mode) && ::faccessat(AT_FDCWD, path.c_str(), X_OK, AT_EACCESS) == 0;
+  f.changes_credentials = ((st.st_mode & S_ISUID) != 0 && st.st_uid != ::geteuid()) ||
+                          ((st.st_mode & S_ISGID) != 0 && st.st_gid != ::getegid());
+  base::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  f.readable = static_cast<bool>(fd);
+  if (fd) {
+    char buf[kExecHeadBytes];
+    const ssize_t n = ::pread(fd.get(), buf, sizeof(buf), 0);
+    if (n > 0) f.head.assign(buf, static_cast<size_t>(n));
+  }
+  return f;
 }
 
 std::vector<std::string> QemuExecCommand(const std::string& qemu, const std::string& plugin_arg,

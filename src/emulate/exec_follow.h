@@ -49,6 +49,8 @@ struct ExecFile {
   std::string head;  // its first kExecHeadBytes bytes (fewer for a short file)
 };
 using ExecFileReader = std::function<std::optional<ExecFile>(const std::string& path)>;
+// The reader on this machine: stat, faccessat(X_OK, AT_EACCESS), the head.
+[[nodiscard]] std::optional<ExecFile> ReadExecFile(const std::string& path);
 
 // What execve(path, argv) runs.
 struct ExecTarget {
@@ -60,7 +62,7 @@ struct ExecTarget {
   Kind kind = Kind::kFails;
   std::string program;            // kFollow: the ELF QEMU loads (a script's interpreter)
   std::vector<std::string> argv;  // kFollow: its argv, argv[0] included
-  std::string why;                // kNative
+  std::string why;                // kNative, kFails: one clause naming the file and the cause
 };
 // Resolves `path` as fs/exec.c does: an ELF is run as it is (kFollow when it
 // is x86-64, else kNative); a `#!` script runs its interpreter with argv

@@ -1089,25 +1089,6 @@ std::optional<std::vector<std::string>> ReadGuestStrings(uint64_t array) {
   return std::nullopt;
 }
 
-// What execve(2) sees of `path` (ResolveExec's reader).
-std::optional<ExecFile> ReadExecFile(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
-  ExecFile f;
-  // The kernel checks execute permission with the effective ids.
-  f.executable = S_ISREG(st.st_mode) && ::faccessat(AT_FDCWD, path.c_str(), X_OK, AT_EACCESS) == 0;
-  f.changes_credentials = ((st.st_mode & S_ISUID) != 0 && st.st_uid != ::geteuid()) ||
-                          ((st.st_mode & S_ISGID) != 0 && st.st_gid != ::getegid());
-  base::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  f.readable = static_cast<bool>(fd);
-  if (fd) {
-    char buf[kExecHeadBytes];
-    const ssize_t n = ::pread(fd.get(), buf, sizeof(buf), 0);
-    if (n > 0) f.head.assign(buf, static_cast<size_t>(n));
-  }
-  return f;
-}
-
 // The path of open file `fd` ("": none, such as a memfd's or a deleted
 // file's).
 std::string FdPath(int fd) {
