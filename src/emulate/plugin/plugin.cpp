@@ -6,6 +6,8 @@
 //   events.<pid>            one message per line (plugin_protocol.h)
 //   pt-<pid>-<tid>-<seq>.pt stream bytes (seq 0: full-execution stream)
 //   jit-code.<pid>          code run from memory no file backs (trace/jit_code.h)
+//   exec-carry.<pid>        briefly: the recording's state across a followed
+//                           execve, for the plugin in the new image (exec_follow.h)
 //
 // Only per-TB exec callbacks are registered. A block's exit (fall-through,
 // conditional, direct, indirect, return, far) is classified at translation
