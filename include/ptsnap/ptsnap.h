@@ -79,8 +79,10 @@ PTSNAP_API int ptsnap_probe_pt_available(void);
  *   "stop-signal"      number or name (SIGINT, TERM, ...) sent to the program
  *                      at stop; 0 or "none": nothing (either way it gets SIGTERM
  *                      0.4 s later and SIGKILL 0.5 s after that)
- *   "after"            kill | wait: the program when recording ends before it
- *                      exits (duration, the trigger's snapshot); default kill
+ *   "after"            kill | wait | detach: the program when recording ends
+ *                      before it exits (duration, the trigger's snapshot);
+ *                      default kill; detach leaves it running, a child of
+ *                      the caller to reap
  * ptsnap_options_add_arg() appends to the program's argv (the first is the
  * program, found in PATH). An unknown key or a bad value is
  * PTSNAP_ERR_INVALID_ARGUMENT, the message naming the key and what it

@@ -44,7 +44,7 @@ enum class Collection {
 // host the trigger). The fields mirror `ptsnap run`/`attach` flags
 // (`ptsnap run --help`).
 // RecordingOptions::after.
-enum class AfterRecording { kKill, kWait };
+enum class AfterRecording { kKill, kWait, kDetach };
 
 struct RecordingOptions {
   std::vector<std::string> command;  // argv; found in PATH like a shell would
@@ -96,8 +96,10 @@ struct RecordingOptions {
   // What becomes of the program `command` started when recording ends
   // before it exits (`duration`, the trigger's single snapshot): kKill ends
   // it (SIGTERM, SIGKILL 0.5 s later), kWait waits for its exit (Stop()
-  // while waiting ends it as kKill does). docs/recording.md, "When
-  // recording ends first".
+  // while waiting ends it as kKill does), kDetach leaves it running,
+  // untraced, and the recording ends at once (status 0); it is then a child
+  // of this process that nobody reaps: waitpid() it or ignore SIGCHLD.
+  // docs/recording.md, "When recording ends first".
   AfterRecording after = AfterRecording::kKill;
 };
 

@@ -210,8 +210,10 @@ ptsnap_status SetOption(ptsnap::RecordingOptions& o, std::string_view key, std::
       o.after = ptsnap::AfterRecording::kKill;
     } else if (value == "wait") {
       o.after = ptsnap::AfterRecording::kWait;
+    } else if (value == "detach") {
+      o.after = ptsnap::AfterRecording::kDetach;
     } else {
-      return bad("kill, wait");
+      return bad("kill, wait, detach");
     }
     return PTSNAP_OK;
   }

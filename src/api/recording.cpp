@@ -64,8 +64,11 @@ Result<record::RecordOptions> ToRecordOptions(const RecordingOptions& o) {
   r.copy_binaries = o.copy_binaries;
   r.trace_dir = o.trace_dir;
   r.stop_signal = o.stop_signal;
-  r.after = o.after == AfterRecording::kWait ? record::AfterRecording::kWait
-                                             : record::AfterRecording::kKill;
+  switch (o.after) {
+    case AfterRecording::kKill: r.after = record::AfterRecording::kKill; break;
+    case AfterRecording::kWait: r.after = record::AfterRecording::kWait; break;
+    case AfterRecording::kDetach: r.after = record::AfterRecording::kDetach; break;
+  }
   return r;
 }
 

@@ -177,9 +177,12 @@ int RunRecord(Args& a, bool attach) {
     ro.duration = *d;
   }
   const std::optional<record::AfterRecording> after = record::AfterRecordingFrom(a.after);
-  if (!after) return Fail("--after " + a.after + ": expected kill or wait"), kExitUsage;
-  ro.after =
-      *after == record::AfterRecording::kWait ? AfterRecording::kWait : AfterRecording::kKill;
+  if (!after) return Fail("--after " + a.after + ": expected kill, wait or detach"), kExitUsage;
+  switch (*after) {
+    case record::AfterRecording::kKill: ro.after = AfterRecording::kKill; break;
+    case record::AfterRecording::kWait: ro.after = AfterRecording::kWait; break;
+    case record::AfterRecording::kDetach: ro.after = AfterRecording::kDetach; break;
+  }
   if (!a.cpus.empty()) {
     auto cpus = sys::ParseCpuList(a.cpus);
     if (!cpus || cpus->empty())
@@ -335,8 +338,8 @@ void AddShared(CLI::App* cmd, Args* a) {
   cmd->add_option("--after", a->after,
                   "run: what becomes of CMD when recording ends before it exits (--duration, the "
                   "trigger's single snapshot): kill (SIGTERM, then SIGKILL 0.5 s later; ptsnap "
-                  "exits with its status) or wait (for its exit; Ctrl-C or SIGTERM ends it as "
-                  "kill does)")
+                  "exits with its status), wait (for its exit; Ctrl-C or SIGTERM ends it as "
+                  "kill does) or detach (leave it running, untraced; ptsnap exits with 0)")
       ->capture_default_str();
   cmd->add_flag("--copy-binaries", o.copy_binaries, "Copy the mapped binaries into the trace dir");
   cmd->add_flag("--emulate", o.emulate,

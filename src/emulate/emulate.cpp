@@ -438,6 +438,16 @@ class EmulatedSource final : public record::PtSource {
     return Ok();
   }
   void RequestStop() override { Send('c'); }
+  // --after=detach: the plugin stops recording for good (it keeps no
+  // callback: QEMU runs the program on at its own speed) and what it wrote
+  // is read as at an exit.
+  Result<void> Detach() override {
+    Send('d');
+    PTSNAP_ASSIGN_OR_RETURN(std::vector<trace::Snapshot> last, ingest_->Finish());
+    Take(std::move(last));
+    detached_ = true;
+    return Ok();
+  }
   std::vector<trace::Snapshot> TakenSnapshots() override { return std::exchange(taken_, {}); }
 
   // What the plugin wrote at the end (exit snapshots, full-execution
@@ -489,7 +499,7 @@ class EmulatedSource final : public record::PtSource {
       PTSNAP_LOG(kWarning) << "emulator statistics not kept: " << r.error().ToString();
     return Ok();
   }
-  [[nodiscard]] bool complete() const override { return ingest_ && ingest_->done(); }
+  [[nodiscard]] bool complete() const override { return detached_ || (ingest_ && ingest_->done()); }
 
   // The plugin follows threads, triggers and the clock itself.
   Result<void> AddThread(pid_t /*pid*/, pid_t /*tid*/, bool /*trace_pt*/) override { return Ok(); }
@@ -542,6 +552,7 @@ class EmulatedSource final : public record::PtSource {
   std::vector<trace::Snapshot> taken_;
   size_t records_seen_ = 0;
   bool finished_ = false;
+  bool detached_ = false;
 };
 
 }  // namespace

@@ -1729,12 +1729,57 @@ TEST_F(EmulateEnding, SigintWhileRecordingEndsWithinASecond) {
   }
 }
 
-TEST_F(EmulateEnding, AfterTakesKillOrWait) {
+TEST_F(EmulateEnding, AfterTakesKillWaitOrDetach) {
   const pid_t pid = Start({"run", "--emulate", "--after", "later", "--", "/bin/true"});
   const auto status = WaitUntil(pid, Clock::now() + std::chrono::seconds(20));
   ASSERT_TRUE(status);
   EXPECT_EQ(*status, 2);
-  EXPECT_THAT(Said(), ::testing::HasSubstr("--after later: expected kill or wait"));
+  EXPECT_THAT(Said(), ::testing::HasSubstr("--after later: expected kill, wait or detach"));
+}
+
+// --after=detach: ptsnap exits 0 after --duration's snapshot and leaves the
+// program running, untraced: it outlives ptsnap (no PR_SET_PDEATHSIG), the
+// trace directory is complete and nothing writes into it any more (under
+// --emulate the plugin stopped recording; the work directory is gone).
+TEST_F(EmulateEnding, DetachLeavesTheProgramRunningUntraced) {
+  for (const char* mode : {"--emulate", "--sampling"}) {
+    SCOPED_TRACE(mode);
+    const fs::path dir = tmp_.path() / (std::string("detach") + mode);
+    const auto begin = Clock::now();
+    const pid_t pid = Start({"run", mode, "--after", "detach", "--duration", "1s", "--no-decode",
+                             "--trace-dir", dir.string(), "--", Program("crash").string(), "spin"});
+    const auto status = WaitUntil(pid, begin + std::chrono::seconds(20));
+    ASSERT_TRUE(status) << "ptsnap was still running 20 s after --duration 1s: " << Said();
+    EXPECT_EQ(*status, 0) << Said();
+    // "... leaving PROG (pid N) running, untraced (--after=detach)."
+    const std::string said = Said();
+    const size_t at = said.find("(pid ");
+    ASSERT_NE(at, std::string::npos) << said;
+    EXPECT_THAT(said, ::testing::HasSubstr("running, untraced (--after=detach)"));
+    const auto program = static_cast<pid_t>(std::atoi(said.c_str() + at + 5));
+    ASSERT_GT(program, 0) << said;
+    auto reader = trace::TraceReader::Open(dir);
+    ASSERT_TRUE(reader) << reader.error().ToString();
+    EXPECT_EQ(reader->manifest().state, trace::State::kComplete);
+    ASSERT_EQ(reader->manifest().snapshots.size(), 1u);
+    EXPECT_EQ(reader->manifest().snapshots[0].reason, trace::SnapshotReason::kDuration);
+    EXPECT_FALSE(fs::exists(dir / "emulator-work"));
+    auto listing = [&] {
+      std::string out;
+      for (const auto& e : fs::recursive_directory_iterator(dir))
+        out += e.path().string() + " " + std::to_string(e.is_regular_file() ? e.file_size() : 0) +
+               "\n";
+      return out;
+    };
+    const std::string written = listing();
+    // Still running (not a zombie) well after ptsnap has gone.
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    const auto stat = base::ReadFile("/proc/" + std::to_string(program) + "/stat");
+    EXPECT_TRUE(stat && stat->find(") Z") == std::string::npos) << "the program did not survive";
+    EXPECT_EQ(listing(), written);
+    ::kill(program, SIGKILL);
+    EXPECT_TRUE(Gone(program));
+  }
 }
 
 }  // namespace

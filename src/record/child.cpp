@@ -56,7 +56,7 @@ pid_t WaitPid(pid_t pid, int* status, int options) {
 }
 
 Result<Child> Child::Spawn(const std::vector<std::string>& argv, ForkFn fork_fn,
-                           const std::vector<int>& inherit_fds) {
+                           const std::vector<int>& inherit_fds, bool die_with_parent) {
   if (argv.empty()) return Error("no command to run (usage: ptsnap run [options] -- CMD ARGS...)");
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) return Error::FromErrno("pipe");
@@ -75,8 +75,10 @@ Result<Child> Child::Spawn(const std::vector<std::string>& argv, ForkFn fork_fn,
     const int go = go_read.get(), err = err_write.get();
     ::close(go_write.get());
     ::close(err_read.get());
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(127);
+    if (die_with_parent) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) ::_exit(127);
+    }
     char c;
     if (::read(go, &c, 1) != 1) ::_exit(127);
     for (int fd : inherit_fds) ::fcntl(fd, F_SETFD, 0);

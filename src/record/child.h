@@ -1,7 +1,8 @@
 // Starting the program of `ptsnap run` so that events can be opened on it
 // before it runs a single instruction of the new image.
 //
-// Spawn() forks; the child sets PR_SET_PDEATHSIG, asks to be traced
+// Spawn() forks; the child sets PR_SET_PDEATHSIG (unless it is to outlive
+// ptsnap: --after=detach), asks to be traced
 // (PTRACE_TRACEME) and blocks reading a pipe. The parent opens its events
 // (with enable_on_exec) and calls Exec(): the child execs and stops with
 // SIGTRAP right after the exec, when its final mappings exist, so a PIE
@@ -40,9 +41,11 @@ class Child {
   // fork(2), injectable so tests can make it fail.
   using ForkFn = pid_t (*)();
   // Every fd Spawn creates is closed again when it fails. `inherit_fds`
-  // (close-on-exec in ptsnap) stay open in the program.
+  // (close-on-exec in ptsnap) stay open in the program. `die_with_parent`:
+  // PR_SET_PDEATHSIG = SIGKILL, so the program dies with the thread that
+  // spawned it.
   static Result<Child> Spawn(const std::vector<std::string>& argv, ForkFn fork_fn = &::fork,
-                             const std::vector<int>& inherit_fds = {});
+                             const std::vector<int>& inherit_fds = {}, bool die_with_parent = true);
   Child(Child&& o) noexcept;
   Child& operator=(Child&&) = delete;
   // Kills (SIGKILL) and reaps the child unless it was waited for.
@@ -57,6 +60,9 @@ class Child {
   bool Poll(int* status);
   // Blocking wait.
   int Wait();
+  // Lets the program go (--after=detach): it is neither killed nor reaped
+  // by this object any more; whoever is its parent then reaps it.
+  void Release() { reaped_ = true; }
   void Kill();
   // The signal that killed the program once it was reaped; 0 when it exited.
   [[nodiscard]] int term_signal() const { return term_signal_; }

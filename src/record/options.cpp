@@ -10,6 +10,7 @@ namespace ptsnap::record {
 std::optional<AfterRecording> AfterRecordingFrom(std::string_view s) {
   if (s == "kill") return AfterRecording::kKill;
   if (s == "wait") return AfterRecording::kWait;
+  if (s == "detach") return AfterRecording::kDetach;
   return std::nullopt;
 }
 

@@ -29,10 +29,14 @@ using TimerResolution = perf::PtTiming;
 // by the signal it got), SIGKILL kTermGrace later. kWait: wait for it to
 // exit by itself; a stop request (Ctrl-C, SIGTERM) while waiting ends it as
 // kKill does. Either way `run` ends within a second of a stop request.
-enum class AfterRecording { kKill, kWait };
+// kDetach: leave it running, untraced (a self-driven source is told to stop
+// recording: PtSource::Detach), and return at once; the program is started
+// without PR_SET_PDEATHSIG, so it outlives ptsnap. A stop request ends it as
+// kKill does.
+enum class AfterRecording { kKill, kWait, kDetach };
 inline constexpr std::chrono::milliseconds kStopGrace{400};
 inline constexpr std::chrono::milliseconds kTermGrace{500};
-// "kill", "wait"; nullopt for anything else.
+// "kill", "wait", "detach"; nullopt for anything else.
 std::optional<AfterRecording> AfterRecordingFrom(std::string_view s);
 
 struct RecordOptions {

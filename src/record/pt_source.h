@@ -133,6 +133,10 @@ class PtSource {
   virtual void RequestStop() {}
   // Self-driven: the snapshots listed in the writer since the last call.
   virtual std::vector<trace::Snapshot> TakenSnapshots() { return {}; }
+  // Self-driven, after its last snapshot: the program runs on without the
+  // recording (--after=detach). The source stops recording for good, and
+  // reads what it has written, as TargetExited does at an exit.
+  virtual Result<void> Detach() { return Ok(); }
   // Self-driven: the program exited with `status` (shell style); reads what
   // the source wrote at the end. An error: the end was the source's failure,
   // not the program's (Finish still follows).

@@ -635,6 +635,13 @@ int EndProgram(Child& child, const RecordOptions& opts, AfterRecording after, Co
                bool stopped, const EventFn& events, bool announce = true) {
   int status = 0;
   if (stopped && opts.stop_signal != 0) ::kill(child.pid(), opts.stop_signal);
+  if (!stopped && after == AfterRecording::kDetach) {
+    Emit(events, {Event::Kind::kInfo, "Recording finished; leaving " + opts.command[0] + " (pid " +
+                                          std::to_string(child.pid()) +
+                                          ") running, untraced (--after=detach)."});
+    child.Release();
+    return 0;
+  }
   if (!stopped && after == AfterRecording::kWait) {
     if (announce)
       Emit(events, {Event::Kind::kInfo, "Recording finished; waiting for " + opts.command[0] +
@@ -824,7 +831,8 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
   std::vector<TriggerPoint> points;
   if (run) {
     PTSNAP_ASSIGN_OR_RETURN(PtSource::Launch launch, source->LaunchCommand(opts.command));
-    PTSNAP_ASSIGN_OR_RETURN(Child c, Child::Spawn(launch.argv, &::fork, launch.inherit_fds));
+    PTSNAP_ASSIGN_OR_RETURN(Child c, Child::Spawn(launch.argv, &::fork, launch.inherit_fds,
+                                                  opts.after != AfterRecording::kDetach));
     child.emplace(std::move(c));
     pids.push_back(child->pid());
     if (system_wide) PTSNAP_TRY(open_cpus());
@@ -1164,6 +1172,12 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
         // its last snapshot.
         const auto now = ProgramEnder::Clock::now();
         if (stop_sent) ender.Arm(now + kStopGrace);
+        if (source_ended && !stop_sent && opts.after == AfterRecording::kDetach) {
+          // The program runs on; the source records no more (EndProgram
+          // lets the program go once the trace is written).
+          PTSNAP_TRY(source->Detach());
+          recording = false;
+        }
         if (source_ended && opts.after == AfterRecording::kKill) {
           if (!ender.armed())
             Emit(events, {Event::Kind::kInfo, "Recording finished; ending " + opts.command[0] +

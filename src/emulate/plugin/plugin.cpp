@@ -182,6 +182,23 @@ std::atomic<int> g_flags{0};  // kStopped | pending requests
 // kReqSnapshot: the driver asked for a snapshot ('s' on the control pipe:
 // SIGUSR2, Recording::Snapshot); tracing goes on after it.
 constexpr int kStopped = 1, kReqCtrlC = 2, kReqDuration = 4, kReqSnapshot = 8;
+// --after=detach (docs/recording.md, "When recording ends first"): the
+// driver left the program running and went away ('d' on the control pipe,
+// its end of the pipe closed, or its work directory gone). The plugin
+// writes nothing more, and asks QEMU once, from a vCPU thread, to drop its
+// callbacks (g_reset_asked), so the program runs on at QEMU's own speed.
+std::atomic<bool> g_detached{false}, g_reset_asked{false};
+qemu_plugin_id_t g_id = 0;
+void Detach() {
+  g_detached.store(true);
+  g_flags.store(kStopped);
+}
+void Reset(qemu_plugin_id_t /*id*/) {}
+// On a vCPU thread: the first one after the detach asks for the reset.
+void ResetIfDetached() {
+  if (g_detached.load(std::memory_order_relaxed) && !g_reset_asked.exchange(true))
+    qemu_plugin_reset(g_id, Reset);
+}
 std::mutex g_mu;  // thread table, snapshots, events
 ThreadState* g_threads[kMaxVcpus];
 std::vector<ThreadState*> g_finished;  // exited, not yet in a snapshot (snapshot mode)
@@ -348,9 +365,20 @@ TaskMessage ExitMessage(const ThreadState* t) {
 // only after a short write, which a regular file gives only when it cannot
 // take more).
 void Report(const PluginMessage& m) {
+  if (g_detached.load(std::memory_order_relaxed)) return;
   if (!base::WriteAll(g_events.get(), FormatMessage(m), "events")) {
     Die("writing the plugin's events file failed");
   }
+}
+
+// Whether opening a file in the work directory failed because the driver
+// has gone and removed it (--after=detach; a process forked before the
+// detach has no control thread to be told): the recording is over, and
+// this process detaches quietly instead of failing.
+bool DriverGone(int err) {
+  if (err != ENOENT || ::access(g_opts.out.c_str(), F_OK) == 0) return false;
+  Detach();
+  return true;
 }
 
 // The (new) process's event log. In a forked child this closes the
@@ -359,7 +387,8 @@ void OpenEvents() {
   g_pid = ::getpid();
   std::string path = g_opts.out + "/events." + std::to_string(g_pid);
   g_events.reset(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
-  if (!g_events) Die("cannot write %s: %s", path.c_str(), std::strerror(errno));
+  if (!g_events && !DriverGone(errno))
+    Die("cannot write %s: %s", path.c_str(), std::strerror(errno));
 }
 
 // Block `tb` (with captured bytes pending) runs for the first time, on
@@ -375,6 +404,7 @@ bool CaptureJit(const ThreadState* t, const TbInfo* tb, uint64_t now) {
   if (!g_jit_fd) {
     const std::string path = g_opts.out + "/" + trace::JitCodeWorkName(g_pid);
     g_jit_fd.reset(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600));
+    if (!g_jit_fd && DriverGone(errno)) return false;
     if (!g_jit_fd) Die("cannot write %s: %s", path.c_str(), std::strerror(errno));
     if (!base::WriteAll(g_jit_fd.get(), trace::JitCodeHeader(), "JIT code"))
       Die("writing the JIT code file failed");
@@ -410,7 +440,7 @@ void Drain(ThreadState* t) {
   if (bytes.empty()) return;
   std::lock_guard lock(t->mu);
   if (g_opts.full) {
-    WriteStream(t->fd.get(), bytes);
+    if (t->fd) WriteStream(t->fd.get(), bytes);  // none: detached (DriverGone)
   } else {
     t->ring.emplace_back(bytes.begin(), bytes.end());
     t->ring_bytes += bytes.size();
@@ -453,6 +483,7 @@ void WriteRing(ThreadState* t, uint32_t seq) {
   std::string name = StreamFile(t->tid, seq);
   std::string path = g_opts.out + "/" + name;
   base::UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  if (!fd && DriverGone(errno)) return;
   if (!fd) Die("cannot write %s: %s", path.c_str(), std::strerror(errno));
   for (const auto& c : t->ring) WriteStream(fd.get(), c);
   fd.reset();
@@ -622,7 +653,8 @@ ThreadState* StartThread(unsigned vcpu) {
     t->file = StreamFile(t->tid, 0);
     std::string path = g_opts.out + "/" + t->file;
     t->fd.reset(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
-    if (!t->fd) Die("cannot write %s: %s", path.c_str(), std::strerror(errno));
+    if (!t->fd && !DriverGone(errno))
+      Die("cannot write %s: %s", path.c_str(), std::strerror(errno));
     // Described now and again when the thread ends (the last description
     // wins): a stream cut short by a full disk or a kill is still listed.
     FullStreamLine(t);
@@ -809,7 +841,10 @@ void LeaveFilter(ThreadState* t, const TbInfo* p, const TbInfo* tb) {
 
 void OnTbExec(unsigned vcpu, void* udata) {
   if (int f = g_flags.load(std::memory_order_relaxed); f != 0) {
-    if (f & kStopped) return;
+    if (f & kStopped) {
+      ResetIfDetached();
+      return;
+    }
     HandleRequests(vcpu < kMaxVcpus ? g_threads[vcpu] : nullptr, f);
     if (g_flags.load() & kStopped) return;
   }
@@ -972,6 +1007,7 @@ void OnTbExec(unsigned vcpu, void* udata) {
 }
 
 void OnTbTrans(qemu_plugin_id_t, qemu_plugin_tb* tb) {
+  if (g_detached.load(std::memory_order_relaxed)) return;  // nothing is recorded any more
   if (!g_images_done.load(std::memory_order_relaxed)) DescribeImages();
   size_t n = qemu_plugin_tb_n_insns(tb);
   if (n == 0) return;
@@ -1271,7 +1307,7 @@ void OnExec(unsigned vcpu, int64_t num, uint64_t a1, uint64_t a2, uint64_t a3, u
 
 void OnSyscall(qemu_plugin_id_t, unsigned vcpu, int64_t num, uint64_t a1, uint64_t a2, uint64_t a3,
                uint64_t a4, uint64_t a5, uint64_t a6, uint64_t, uint64_t) {
-  if (vcpu >= kMaxVcpus) return;
+  if (vcpu >= kMaxVcpus || g_detached.load(std::memory_order_relaxed)) return;
   ThreadState* self = g_threads[vcpu];
   if (self != nullptr) Publish(self);
   const uint64_t clock = self != nullptr ? self->clock : Now();
@@ -1345,7 +1381,7 @@ void OnSyscall(qemu_plugin_id_t, unsigned vcpu, int64_t num, uint64_t a1, uint64
 }
 
 void OnSyscallRet(qemu_plugin_id_t, unsigned vcpu, int64_t num, int64_t ret) {
-  if (vcpu >= kMaxVcpus) return;
+  if (vcpu >= kMaxVcpus || g_detached.load(std::memory_order_relaxed)) return;
   ThreadState* self = g_threads[vcpu];
   if (self != nullptr) {
     FutexCatch(self, g_waiting_on[vcpu][0]);
@@ -1382,6 +1418,11 @@ void OnSyscallRet(qemu_plugin_id_t, unsigned vcpu, int64_t num, int64_t ret) {
       // (a new thread never returns through here in QEMU 7.2).
       pid_t parent = g_pid;
       pid_t ptid = t ? t->tid : parent;
+      // The control thread stayed in the parent: the driver's requests and
+      // --duration are the parent's (and not a program this child execs).
+      g_opts.ctl_fd = -1;
+      g_ctl_ino = 0;
+      g_opts.duration_ms = 0;
       OpenEvents();
       {
         // The child's own capture file; it knows the code its parent
@@ -1428,6 +1469,7 @@ void ReportEnd() {
 }
 
 void OnExit(qemu_plugin_id_t, void*) {
+  if (g_detached.load()) return;
   int f = g_flags.exchange(kStopped);
   bool ctrl_c = false;
   if (g_opts.ctl_fd >= 0) {
@@ -1507,7 +1549,7 @@ void OnFatalSignal(int sig) {
 }
 
 int KillHook(pid_t pid, int sig) {
-  if (KillsSelf(pid, sig)) OnFatalSignal(sig);
+  if (!g_detached.load() && KillsSelf(pid, sig)) OnFatalSignal(sig);
   return ::kill(pid, sig);  // libc's, as the plugin binds it
 }
 
@@ -1606,7 +1648,7 @@ void AdoptCarry(const std::string& path) {
   g_start_time = start;
   g_slow_skipped.store(c.slow_skipped);
   g_main = c.main;
-  if (c.duration_left_ms != 0) g_opts.duration_ms = c.duration_left_ms;
+  g_opts.duration_ms = c.duration_left_ms;
   // The control pipe is the driver's only if its fd still is (the program
   // may have closed it and opened something else there).
   if (g_opts.ctl_fd >= 0 && (c.ctl_ino == 0 || c.ctl_ino != g_ctl_ino)) g_opts.ctl_fd = -1;
@@ -1681,9 +1723,22 @@ void ControlThread() {
       return;
     }
     char c = 0;
-    if (::read(g_opts.ctl_fd, &c, 1) != 1) return;  // the driver went away
+    const ssize_t n = ::read(g_opts.ctl_fd, &c, 1);
+    if (n == 0) {
+      // End of file: the driver went away (a detach; had it died, QEMU
+      // would have died with it) unless the program put another file at
+      // the pipe's fd.
+      struct stat st {};
+      if (::fstat(g_opts.ctl_fd, &st) == 0 && st.st_ino == g_ctl_ino) Detach();
+      return;
+    }
+    if (n != 1) return;  // the program closed the fd
     if (c == 'c') g_flags.fetch_or(kReqCtrlC);
     if (c == 's') g_flags.fetch_or(kReqSnapshot);
+    if (c == 'd') {  // --after=detach: the driver leaves the program running
+      Detach();
+      return;
+    }
   }
 }
 
@@ -1787,6 +1842,7 @@ int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t* info, int argc, 
     std::fprintf(stderr, "ptsnap: the plugin needs out=DIR\n");
     return -1;
   }
+  g_id = id;
   Dl_info self{};
   if (::dladdr(reinterpret_cast<void*>(&qemu_plugin_install), &self) != 0 &&
       self.dli_fname != nullptr)
