@@ -75,6 +75,14 @@ struct DecodeSummary {
     uint64_t truncated = 0;  // stacks cut short (unwind error, stack copy or depth cap)
     uint64_t bad_records = 0, torn_bytes = 0;  // skipped: fields that did not fit, torn tails
     uint64_t gaps = 0;  // a thread not sampled for over 10 periods: its frames ended there
+    // Callgraph fp: stacks whose caller the kernel's frame-pointer walk
+    // skipped (the sampled code had no frame of its own) and that were
+    // mended from the sample's stack copy, and stacks that could not be
+    // checked (no CFI at the IP, or the return address outside the copy).
+    // Both 0 for recordings without the registers and stack copy
+    // (`fp_checked` false) and for other callgraphs.
+    bool fp_checked = false;
+    uint64_t fp_mended = 0, fp_unmendable = 0;
   };
   std::optional<Sampled> sampled;
   std::vector<std::string> warnings;

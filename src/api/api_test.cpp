@@ -302,6 +302,13 @@ TEST(ApiLive, SampledDecodeSummaryHasTheSampleFigures) {
   EXPECT_NE(json.find("\"samples\": " + std::to_string(summary->sampled->samples)),
             std::string::npos)
       << json;
+  // fp recordings carry the leaf mend's registers and stack copy.
+  EXPECT_TRUE(summary->sampled->fp_checked);
+  EXPECT_LE(summary->sampled->fp_mended + summary->sampled->fp_unmendable,
+            summary->sampled->samples);
+  EXPECT_NE(json.find("\"fp_mended\": " + std::to_string(summary->sampled->fp_mended)),
+            std::string::npos)
+      << json;
 }
 
 }  // namespace

@@ -73,9 +73,9 @@ DecodeSummary Convert(const pipeline::DecodeReport& r) {
   s.top_self = Convert(r.top_self);
   if (r.sampled.sampled) {
     const auto& sp = r.sampled;
-    s.sampled =
-        DecodeSummary::Sampled{sp.event,     sp.callgraph,   sp.period_ns,  sp.samples, sp.unwound,
-                               sp.truncated, sp.bad_records, sp.torn_bytes, sp.gaps};
+    s.sampled = DecodeSummary::Sampled{sp.event,   sp.callgraph,  sp.period_ns,   sp.samples,
+                                       sp.unwound, sp.truncated,  sp.bad_records, sp.torn_bytes,
+                                       sp.gaps,    sp.fp_checked, sp.fp_mended,   sp.fp_unmendable};
   }
   s.warnings = r.warnings;
   s.output = r.output;
@@ -186,7 +186,10 @@ std::string DecodeSummary::ToJson() const {
                     {"truncated", sampled->truncated},
                     {"bad_records", sampled->bad_records},
                     {"torn_bytes", sampled->torn_bytes},
-                    {"gaps", sampled->gaps}};
+                    {"gaps", sampled->gaps},
+                    {"fp_checked", sampled->fp_checked},
+                    {"fp_mended", sampled->fp_mended},
+                    {"fp_unmendable", sampled->fp_unmendable}};
   }
   return j.dump(2) + "\n";
 }

@@ -134,7 +134,7 @@ int RunInfo(const InfoOptions& opt) {
                        (sa.frequency != 0 ? std::to_string(sa.frequency) + " Hz"
                                           : "period " + std::to_string(sa.period)) +
                        ", callgraph " + sa.callgraph + ", sample_type " + base::Hex(sa.sample_type);
-    if (sa.callgraph == "dwarf") {
+    if (sa.regs_user != 0 || sa.stack_user != 0) {  // dwarf; fp since the leaf mend
       line += ", regs_user " + base::Hex(sa.regs_user) + ", stack_user " +
               std::to_string(sa.stack_user) + " bytes";
     }

@@ -18,9 +18,6 @@ constexpr uint8_t kPeAbsptr = 0x00, kPeUleb = 0x01, kPeUdata2 = 0x02, kPeUdata4 
                   kPeSdata8 = 0x0c;
 constexpr uint8_t kPePcrel = 0x10;
 
-// x86-64 DWARF register numbers (psABI, figure 3.36).
-constexpr uint64_t kRegRsp = 7;
-
 // A bounds-checked reader over one record.
 class Reader {
  public:
@@ -121,72 +118,157 @@ struct Cfa {
   bool known = false;  // false: set by an expression, or never set
 };
 
-// Runs call frame instructions until one that advances the location (or
-// the end), updating the CFA rule, and returns the advance (0: the end, or
-// a set_loc/unknown instruction). Only the CFA matters here; the register
-// rules are skipped over.
-uint64_t RunToAdvance(Reader& r, int64_t data_align, Cfa* cfa) {
-  while (!r.done()) {
-    const auto op = r.Fixed<uint8_t>();
-    switch (op & 0xc0) {
-      case 0x40: return op & 0x3f;          // DW_CFA_advance_loc
-      case 0x80: (void)r.Uleb(); continue;  // DW_CFA_offset
-      case 0xc0: continue;                  // DW_CFA_restore
-      default: break;
-    }
-    switch (op) {
-      case 0x00: break;                                  // nop
-      case 0x01: return 0;                               // set_loc
-      case 0x02: return r.Fixed<uint8_t>();              // advance_loc1
-      case 0x03: return r.Fixed<uint16_t>();             // advance_loc2
-      case 0x04: return r.Fixed<uint32_t>();             // advance_loc4
-      case 0x05: (void)r.Uleb(), (void)r.Uleb(); break;  // offset_extended
-      case 0x06:                                         // restore_extended
-      case 0x07:                                         // undefined
-      case 0x08: (void)r.Uleb(); break;                  // same_value
-      case 0x09: (void)r.Uleb(), (void)r.Uleb(); break;  // register
-      case 0x0a:                                         // remember_state
-      case 0x0b: break;                                  // restore_state
-      case 0x0c:                                         // def_cfa
-        cfa->reg = r.Uleb();
-        cfa->offset = static_cast<int64_t>(r.Uleb());
-        cfa->known = true;
-        break;
-      case 0x0d: cfa->reg = r.Uleb(); break;  // def_cfa_register
-      case 0x0e: cfa->offset = static_cast<int64_t>(r.Uleb()); break;
-      case 0x0f:  // def_cfa_expression
-        r.Skip(r.Uleb());
-        cfa->known = false;
-        return 0;
-      case 0x10:  // expression
-      case 0x16:  // val_expression
-        (void)r.Uleb();
-        r.Skip(r.Uleb());
-        break;
-      case 0x11: (void)r.Uleb(), (void)r.Sleb(); break;  // offset_extended_sf
-      case 0x12:                                         // def_cfa_sf
-        cfa->reg = r.Uleb();
-        cfa->offset = r.Sleb() * data_align;
-        cfa->known = true;
-        break;
-      case 0x13: cfa->offset = r.Sleb() * data_align; break;  // def_cfa_offset_sf
-      case 0x14: (void)r.Uleb(), (void)r.Uleb(); break;       // val_offset
-      case 0x15: (void)r.Uleb(), (void)r.Sleb(); break;       // val_offset_sf
-      case 0x2e: (void)r.Uleb(); break;                       // GNU_args_size
-      case 0x2f: (void)r.Uleb(), (void)r.Uleb(); break;       // GNU_negative_offset_extended
-      default: cfa->known = false; return 0;                  // unknown: stop, say nothing
-    }
-  }
-  return 0;
-}
+// The return-address column's rule. Undefined until a CIE says otherwise
+// (DWARF 4, 6.4.1: the default rule of every column).
+struct Ra {
+  FrameRule::Ra kind = FrameRule::Ra::kUndefined;
+  int64_t offset = 0;
+};
 
+// One row's columns that matter here.
+struct State {
+  Cfa cfa;
+  Ra ra;
+};
+
+// What the CIE says about every FDE that names it.
 struct Cie {
   bool ok = false;
   bool z = false;  // augmentation data present ('z')
   uint8_t fde_encoding = kPeAbsptr;
+  uint64_t code_align = 1;
   int64_t data_align = 0;
-  Cfa initial;
+  uint64_t ra_reg = 16;  // x86-64's return-address column
+  State initial;
 };
+
+// Factored offsets wrap like the unsigned arithmetic of a 64-bit register:
+// a corrupt section must not reach signed overflow.
+int64_t Factored(int64_t value, int64_t factor) {
+  return static_cast<int64_t>(static_cast<uint64_t>(value) * static_cast<uint64_t>(factor));
+}
+
+// How RunToAdvance stopped.
+enum class Stop : uint8_t {
+  kAdvance,  // an advance_loc: `advance` code units to the next row
+  kEnd,      // the instructions ended
+  kUnknown,  // an instruction this reader does not follow (the rest is unknown)
+};
+struct Step {
+  Stop stop = Stop::kEnd;
+  uint64_t advance = 0;
+};
+
+constexpr size_t kMaxRememberedStates = 64;
+
+// Runs call frame instructions until one that advances the location (or
+// the end), updating the CFA and return-address rules of `st`. `initial` is
+// the CIE's row (DW_CFA_restore returns to it; nullptr while running the
+// CIE itself); `stack` holds remember_state's rows. The other registers'
+// rules are skipped over. DWARF 4, 6.4.2.
+Step RunToAdvance(Reader& r, const Cie& cie, State* st, const State* initial,
+                  std::vector<State>* stack) {
+  auto unknown = [&] {
+    st->cfa.known = false;
+    return Step{Stop::kUnknown, 0};
+  };
+  // Stops where the rest cannot be followed, the row so far unchanged.
+  constexpr Step kStopHere{Stop::kUnknown, 0};
+  auto saved_at = [&](uint64_t reg, int64_t offset) {
+    if (reg == cie.ra_reg) st->ra = Ra{FrameRule::Ra::kSaved, offset};
+  };
+  auto other_rule = [&](uint64_t reg, FrameRule::Ra kind = FrameRule::Ra::kOther) {
+    if (reg == cie.ra_reg) st->ra = Ra{kind, 0};
+  };
+  auto restore = [&](uint64_t reg) {
+    if (reg == cie.ra_reg) st->ra = initial != nullptr ? initial->ra : Ra{};
+  };
+  while (!r.done()) {
+    const auto op = r.Fixed<uint8_t>();
+    switch (op & 0xc0) {
+      case 0x40: return {Stop::kAdvance, op & 0x3fu};  // DW_CFA_advance_loc
+      case 0x80:                                       // DW_CFA_offset
+        saved_at(op & 0x3fu, Factored(static_cast<int64_t>(r.Uleb()), cie.data_align));
+        continue;
+      case 0xc0: restore(op & 0x3fu); continue;  // DW_CFA_restore
+      default: break;
+    }
+    switch (op) {
+      case 0x00: break;                                         // nop
+      case 0x01: return kStopHere;                              // set_loc
+      case 0x02: return {Stop::kAdvance, r.Fixed<uint8_t>()};   // advance_loc1
+      case 0x03: return {Stop::kAdvance, r.Fixed<uint16_t>()};  // advance_loc2
+      case 0x04: return {Stop::kAdvance, r.Fixed<uint32_t>()};  // advance_loc4
+      case 0x05: {                                              // offset_extended
+        const uint64_t reg = r.Uleb();
+        saved_at(reg, Factored(static_cast<int64_t>(r.Uleb()), cie.data_align));
+        break;
+      }
+      case 0x06: restore(r.Uleb()); break;                                // restore_extended
+      case 0x07: other_rule(r.Uleb(), FrameRule::Ra::kUndefined); break;  // undefined
+      case 0x08: other_rule(r.Uleb()); break;                             // same_value
+      case 0x09:                                                          // register
+        other_rule(r.Uleb());
+        (void)r.Uleb();
+        break;
+      case 0x0a:  // remember_state
+        if (stack->size() >= kMaxRememberedStates) return unknown();
+        stack->push_back(*st);
+        break;
+      case 0x0b:  // restore_state
+        if (stack->empty()) return unknown();
+        *st = stack->back();
+        stack->pop_back();
+        break;
+      case 0x0c:  // def_cfa
+        st->cfa.reg = r.Uleb();
+        st->cfa.offset = static_cast<int64_t>(r.Uleb());
+        st->cfa.known = true;
+        break;
+      case 0x0d: st->cfa.reg = r.Uleb(); break;  // def_cfa_register
+      case 0x0e: st->cfa.offset = static_cast<int64_t>(r.Uleb()); break;
+      case 0x0f:  // def_cfa_expression
+        r.Skip(r.Uleb());
+        st->cfa.known = false;
+        break;
+      case 0x10:  // expression
+      case 0x16:  // val_expression
+        other_rule(r.Uleb());
+        r.Skip(r.Uleb());
+        break;
+      case 0x11: {  // offset_extended_sf
+        const uint64_t reg = r.Uleb();
+        saved_at(reg, Factored(r.Sleb(), cie.data_align));
+        break;
+      }
+      case 0x12:  // def_cfa_sf
+        st->cfa.reg = r.Uleb();
+        st->cfa.offset = Factored(r.Sleb(), cie.data_align);
+        st->cfa.known = true;
+        break;
+      case 0x13: st->cfa.offset = Factored(r.Sleb(), cie.data_align); break;  // def_cfa_offset_sf
+      case 0x14:                                                              // val_offset
+        other_rule(r.Uleb());
+        (void)r.Uleb();
+        break;
+      case 0x15:  // val_offset_sf
+        other_rule(r.Uleb());
+        (void)r.Sleb();
+        break;
+      case 0x2e: (void)r.Uleb(); break;  // GNU_args_size
+      case 0x2f: {                       // GNU_negative_offset_extended
+        const uint64_t reg = r.Uleb();
+        const auto factored =
+            static_cast<uint64_t>(Factored(static_cast<int64_t>(r.Uleb()), cie.data_align));
+        saved_at(reg, static_cast<int64_t>(uint64_t{0} - factored));
+        break;
+      }
+      default: return unknown();  // unknown: stop, say nothing
+    }
+  }
+  if (!r.ok()) return kStopHere;  // an instruction cut short by the record's end
+  return {Stop::kEnd, 0};
+}
 
 Cie ParseCie(std::span<const std::byte> bytes, size_t pos, size_t end, uint64_t vaddr) {
   Cie cie;
@@ -196,12 +278,12 @@ Cie ParseCie(std::span<const std::byte> bytes, size_t pos, size_t end, uint64_t 
   std::string_view aug = r.CString();
   if (aug.find("eh") != std::string_view::npos) r.Skip(8);  // old GCC's eh_ptr
   if (version == 4) r.Skip(2);                              // address_size, segment_size
-  (void)r.Uleb();                                           // code alignment
+  cie.code_align = r.Uleb();
   cie.data_align = r.Sleb();
   if (version == 1) {
-    (void)r.Fixed<uint8_t>();
+    cie.ra_reg = r.Fixed<uint8_t>();
   } else {
-    (void)r.Uleb();
+    cie.ra_reg = r.Uleb();
   }
   if (!aug.empty() && aug[0] == 'z') {
     cie.z = true;
@@ -228,15 +310,26 @@ Cie ParseCie(std::span<const std::byte> bytes, size_t pos, size_t end, uint64_t 
     return cie;  // an augmentation we cannot skip
   }
   if (!r.ok()) return cie;
-  (void)RunToAdvance(r, cie.data_align, &cie.initial);
+  // The CIE's instructions give every FDE's first row; they hold no
+  // advance (a CIE describes no code), so one run covers them.
+  std::vector<State> stack;
+  (void)RunToAdvance(r, cie, &cie.initial, nullptr, &stack);
   cie.ok = true;
   return cie;
 }
 
-}  // namespace
+// One FDE: its CIE, its code [start, end), and a reader over its call frame
+// instructions.
+struct Fde {
+  const Cie* cie = nullptr;
+  uint64_t start = 0, end = 0;
+  Reader instructions;
+};
 
-std::vector<FdeRange> ParseEhFrame(std::span<const std::byte> bytes, uint64_t section_vaddr) {
-  std::vector<FdeRange> out;
+// Calls `fn(const Fde&)` for every FDE of the section with a usable CIE and
+// a non-empty range that does not wrap, in section order.
+template <typename Fn>
+void ForEachFde(std::span<const std::byte> bytes, uint64_t section_vaddr, Fn fn) {
   std::unordered_map<size_t, Cie> cies;
   size_t pos = 0;
   while (bytes.size() - pos >= 4) {
@@ -272,27 +365,103 @@ std::vector<FdeRange> ParseEhFrame(std::span<const std::byte> bytes, uint64_t se
         const auto range = r.Pointer(cie.fde_encoding & kPeFormatMask, 0, false);
         if (cie.z) r.Skip(r.Uleb());
         if (start && range && *range != 0 && *start + *range > *start && r.ok()) {
-          Cfa cfa = cie.initial;
-          const uint64_t first = RunToAdvance(r, cie.data_align, &cfa);
-          bool entry = cfa.known && cfa.reg == kRegRsp && cfa.offset == 8;
-          // A landing pad cannot sit at offset 0 of its region, so GCC
-          // starts a cold part that is one with a `nop` run at the CIE's
-          // rule, then sets the frame's CFA. A function whose first
-          // instruction is one byte long pushes a register: CFA + 8.
-          if (entry && first == 1) {
-            Cfa next = cfa;
-            (void)RunToAdvance(r, cie.data_align, &next);
-            if (next.known && next.offset > 16) entry = false;
-          }
-          out.push_back(FdeRange{*start, *start + *range, entry});
+          fn(Fde{&cie, *start, *start + *range, r});
         }
       }
     }
     pos = end;
   }
+}
+
+FrameRule ToRule(const State& st) {
+  FrameRule f;
+  f.cfa_known = st.cfa.known && st.cfa.reg <= 0xffff;
+  if (f.cfa_known) {
+    f.cfa_reg = static_cast<uint16_t>(st.cfa.reg);
+    f.cfa_offset = st.cfa.offset;
+  }
+  f.ra = st.ra.kind;
+  if (f.ra == FrameRule::Ra::kSaved) f.ra_offset = st.ra.offset;
+  return f;
+}
+
+}  // namespace
+
+std::vector<FdeRange> ParseEhFrame(std::span<const std::byte> bytes, uint64_t section_vaddr) {
+  std::vector<FdeRange> out;
+  std::vector<State> stack;
+  ForEachFde(bytes, section_vaddr, [&](const Fde& fde) {
+    Reader r = fde.instructions;
+    State st = fde.cie->initial;
+    stack.clear();
+    const Step step = RunToAdvance(r, *fde.cie, &st, &fde.cie->initial, &stack);
+    const uint64_t first = step.stop == Stop::kAdvance ? step.advance : 0;
+    bool entry = st.cfa.known && st.cfa.reg == kDwarfRsp && st.cfa.offset == 8;
+    // A landing pad cannot sit at offset 0 of its region, so GCC starts a
+    // cold part that is one with a `nop` run at the CIE's rule, then sets
+    // the frame's CFA. A function whose first instruction is one byte long
+    // pushes a register: CFA + 8.
+    if (entry && first == 1) {
+      State next = st;
+      (void)RunToAdvance(r, *fde.cie, &next, &fde.cie->initial, &stack);
+      if (next.cfa.known && next.cfa.offset > 16) entry = false;
+    }
+    out.push_back(FdeRange{fde.start, fde.end, entry});
+  });
   std::sort(out.begin(), out.end(),
             [](const FdeRange& a, const FdeRange& b) { return a.start < b.start; });
   return out;
+}
+
+CfaTable ParseCfaTable(std::span<const std::byte> bytes, uint64_t section_vaddr) {
+  std::vector<CfaTable::Row> rows;
+  std::vector<State> stack;
+  ForEachFde(bytes, section_vaddr, [&](const Fde& fde) {
+    Reader r = fde.instructions;
+    State st = fde.cie->initial;
+    stack.clear();
+    uint64_t loc = fde.start;
+    while (loc < fde.end) {
+      const Step step = RunToAdvance(r, *fde.cie, &st, &fde.cie->initial, &stack);
+      if (step.stop == Stop::kUnknown) break;  // the rest of the FDE is not known
+      uint64_t next = fde.end;
+      if (step.stop == Stop::kAdvance) {
+        uint64_t delta = 0;
+        if (!__builtin_mul_overflow(step.advance, fde.cie->code_align, &delta) &&
+            delta < fde.end - loc) {
+          next = loc + delta;
+        }
+      }
+      if (next > loc) rows.push_back({loc, next, ToRule(st)});
+      loc = next;
+      if (step.stop == Stop::kEnd) break;
+    }
+  });
+  std::stable_sort(rows.begin(), rows.end(), [](const CfaTable::Row& a, const CfaTable::Row& b) {
+    return a.start < b.start;
+  });
+  CfaTable table;
+  for (const CfaTable::Row& row : rows) {
+    if (!table.rows_.empty()) {
+      CfaTable::Row& last = table.rows_.back();
+      if (row.start < last.end) continue;  // overlaps an earlier FDE's code
+      if (row.start == last.end && row.rule == last.rule) {
+        last.end = row.end;
+        continue;
+      }
+    }
+    table.rows_.push_back(row);
+  }
+  return table;
+}
+
+std::optional<FrameRule> CfaTable::Find(uint64_t vaddr) const {
+  auto it = std::upper_bound(rows_.begin(), rows_.end(), vaddr,
+                             [](uint64_t v, const Row& row) { return v < row.start; });
+  if (it == rows_.begin()) return std::nullopt;
+  --it;
+  if (vaddr >= it->end) return std::nullopt;
+  return it->rule;
 }
 
 }  // namespace ptsnap::elf

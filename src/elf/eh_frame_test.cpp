@@ -4,8 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <map>
+#include <optional>
 #include <regex>
 #include <set>
+#include <sstream>
 #include <string>
 #include <utility>
 
@@ -204,6 +207,202 @@ TEST(EhFrame, ParsesAHandMadeSection) {
   // Cut anywhere: fewer entries, never a crash.
   for (size_t n = 0; n < b.size(); ++n)
     EXPECT_LE(ParseEhFrame(Bytes(b.substr(0, n)), vaddr).size(), 2u);
+}
+
+// The CFA and return-address columns as readelf --debug-dump=frames-interp
+// prints them: "rsp+8", "exp"; "c-8", "u".
+std::string CfaText(const FrameRule& r) {
+  static const char* const kNames[] = {"rax", "rdx", "rcx", "rbx", "rsi", "rdi", "rbp", "rsp", "r8",
+                                       "r9",  "r10", "r11", "r12", "r13", "r14", "r15", "rip"};
+  if (!r.cfa_known) return "exp";
+  const std::string reg =
+      r.cfa_reg < std::size(kNames) ? kNames[r.cfa_reg] : "r" + std::to_string(r.cfa_reg);
+  return reg + (r.cfa_offset >= 0 ? "+" : "") + std::to_string(r.cfa_offset);
+}
+std::string RaText(const FrameRule& r) {
+  switch (r.ra) {
+    case FrameRule::Ra::kSaved:
+      return "c" + std::string(r.ra_offset >= 0 ? "+" : "") + std::to_string(r.ra_offset);
+    case FrameRule::Ra::kUndefined: return "u";
+    case FrameRule::Ra::kOther: return "other";
+  }
+  return "";
+}
+
+// One row readelf (binutils, an independent reader) interprets: [start,
+// end) with its CFA and return-address columns as printed.
+struct ReadelfRow {
+  uint64_t start = 0, end = 0;
+  std::string cfa, ra;
+};
+
+// Every row of `path`'s .eh_frame as readelf --debug-dump=frames-interp
+// prints them. An FDE without instructions of its own has its CIE's row
+// over its whole range.
+std::vector<ReadelfRow> ReadelfRows(const std::string& path) {
+  auto run = RunShell("readelf --debug-dump=frames-interp " + path);
+  EXPECT_EQ(run.status, 0);
+  static const std::regex kCie(R"(^([0-9a-f]+) [0-9a-f]+ 0+ CIE)");
+  static const std::regex kFde(
+      R"(^[0-9a-f]+ [0-9a-f]+ [0-9a-f]+ FDE cie=([0-9a-f]+) pc=([0-9a-f]+)\.\.([0-9a-f]+))");
+  static const std::regex kHead(R"(^\s+LOC\s+CFA\s+(.*?)\s*$)");
+  static const std::regex kRow(R"(^([0-9a-f]{16}) (\S+)\s+(.*?)\s*$)");
+  std::vector<ReadelfRow> out;
+  std::map<std::string, std::pair<std::string, std::string>> cie_rule;  // offset -> cfa, ra
+  std::string cie;  // the CIE being read, or the current FDE's
+  bool in_cie = false;
+  uint64_t fde_start = 0, fde_end = 0;
+  size_t ra_col = 0, fde_first = 0;
+  auto end_fde = [&] {
+    if (in_cie || fde_end == 0) return;
+    if (fde_first == out.size()) {
+      auto it = cie_rule.find(cie);
+      if (it != cie_rule.end())
+        out.push_back({fde_start, fde_end, it->second.first, it->second.second});
+    }
+    for (size_t i = fde_first; i < out.size(); ++i)
+      out[i].end = i + 1 < out.size() ? out[i + 1].start : fde_end;
+    fde_end = 0;
+  };
+  std::istringstream in(run.out);
+  std::string line;
+  std::smatch m;
+  while (std::getline(in, line)) {
+    if (std::regex_search(line, m, kCie)) {
+      end_fde();
+      in_cie = true;
+      cie = m[1];
+    } else if (std::regex_search(line, m, kFde)) {
+      end_fde();
+      in_cie = false;
+      cie = m[1];
+      fde_start = std::stoull(m[2], nullptr, 16);
+      fde_end = std::stoull(m[3], nullptr, 16);
+      fde_first = out.size();
+    } else if (std::regex_search(line, m, kHead)) {
+      // The return-address column is the last ("ra").
+      std::istringstream cols(m[1].str());
+      std::vector<std::string> names;
+      for (std::string c; cols >> c;) names.push_back(c);
+      ra_col = names.size() - 1;
+    } else if (std::regex_search(line, m, kRow)) {
+      std::istringstream cols(m[3].str());
+      std::vector<std::string> v;
+      for (std::string c; cols >> c;) v.push_back(c);
+      const std::string ra = ra_col < v.size() ? v[ra_col] : "";
+      if (in_cie) {
+        cie_rule[cie] = {m[2], ra};
+      } else if (fde_end != 0) {
+        out.push_back({std::stoull(m[1], nullptr, 16), 0, m[2], ra});
+      }
+    }
+  }
+  end_fde();
+  return out;
+}
+
+// Every row readelf interprets has the rule ParseCfaTable finds, at its first
+// and last address: this test binary and a Debian binary (prologues,
+// epilogues with remember/restore_state, PLT expressions).
+TEST(CfaTable, AgreesWithReadelfOnEveryRow) {
+  for (std::string path : {std::string("/proc/self/exe"), std::string("/usr/bin/ls")}) {
+    if (path == "/proc/self/exe") path = std::filesystem::read_symlink(path).string();
+    auto table = ReadCfaTable(path);
+    ASSERT_TRUE(table.has_value()) << path;
+    const std::vector<ReadelfRow> rows = ReadelfRows(path);
+    EXPECT_GT(rows.size(), 200u) << path;
+    size_t checked = 0;
+    for (const ReadelfRow& row : rows) {
+      if (row.end <= row.start) continue;  // an advance past the FDE's end
+      // readelf's "u" column is an undefined rule; other letters (s, r, exp)
+      // are a rule ParseCfaTable does not follow.
+      const std::string want_ra =
+          row.ra == "u" || row.ra.starts_with("c") ? row.ra : std::string("other");
+      for (uint64_t at : {row.start, row.end - 1}) {
+        const std::optional<FrameRule> got = table->Find(at);
+        ASSERT_TRUE(got.has_value()) << path << " at " << std::hex << at;
+        EXPECT_EQ(CfaText(*got), row.cfa) << path << " at " << std::hex << at;
+        EXPECT_EQ(RaText(*got), want_ra) << path << " at " << std::hex << at;
+      }
+      ++checked;
+    }
+    EXPECT_GT(checked, 200u) << path;
+  }
+}
+
+// A hand-made FDE through a prologue, a body, an early return inside
+// remember/restore_state, an epilogue; a PLT-like expression; an undefined
+// return address; and an FDE cut short by an unknown opcode.
+TEST(CfaTable, FollowsAHandMadeSection) {
+  std::string b;
+  auto u32 = [&](uint32_t v) { b.append(reinterpret_cast<const char*>(&v), 4); };
+  auto u8 = [&](uint8_t v) { b.push_back(static_cast<char>(v)); };
+  // The CIE of ParsesAHandMadeSection: def_cfa rsp+8; offset r16 at cfa-8.
+  const std::string cie_body = std::string(
+      "\x00\x00\x00\x00\x01zR\x00\x01\x78\x10\x01\x1b"
+      "\x0c\x07\x08\x90\x01",
+      18);
+  u32(static_cast<uint32_t>(cie_body.size()));
+  b += cie_body;
+  const uint64_t vaddr = 0x2000;
+  auto fde = [&](int32_t start_rel, uint32_t range, const std::string& insns) {
+    const size_t at = b.size();
+    u32(static_cast<uint32_t>(4 + 4 + 4 + 1 + insns.size()));
+    u32(static_cast<uint32_t>(at + 4));
+    const uint64_t field = vaddr + b.size();
+    u32(static_cast<uint32_t>(start_rel - static_cast<int32_t>(field - vaddr)));
+    u32(range);
+    u8(0);
+    b += insns;
+  };
+  // 0x100: push %rbp (1 byte): CFA rsp+16, rbp at cfa-16; mov %rsp,%rbp
+  // (3 bytes): CFA rbp+16; at 0x110 remember_state, pop %rbp: CFA rsp+8,
+  // ret; at 0x112 restore_state (rbp+16 again); at 0x120 pop: rsp+8.
+  fde(0x100, 0x30,
+      std::string("\x41\x0e\x10\x86\x02"  // advance 1; def_cfa_offset 16; offset r6 cfa-16
+                  "\x43\x0d\x06"          // advance 3; def_cfa_register r6
+                  "\x4c\x0a\x0c\x07\x08"  // advance 12 (0x110); remember; def_cfa rsp+8
+                  "\x42\x0b"              // advance 2 (0x112); restore_state
+                  "\x4e\x0c\x07\x08",     // advance 14 (0x120); def_cfa rsp+8
+                  19));
+  // 0x200: a PLT stub's CFA expression (DW_OP_breg7 8; ...), after one row.
+  fde(0x200, 0x10, std::string("\x46\x0f\x03\x77\x08\x9c", 6));
+  // 0x300: _start: the return address undefined (DW_CFA_undefined r16).
+  fde(0x300, 0x08, std::string("\x07\x10", 2));
+  // 0x400: an unknown opcode (0x3f) after the first row: the rest unknown.
+  fde(0x400, 0x20, std::string("\x44\x0e\x10\x3f\x44\x0e\x08", 7));
+  u32(0);
+  const CfaTable table = ParseCfaTable(Bytes(b), vaddr);
+  auto cfa_at = [&](uint64_t off) -> std::string {
+    auto r = table.Find(vaddr + off);
+    return r ? CfaText(*r) + " " + RaText(*r) : "none";
+  };
+  EXPECT_EQ(cfa_at(0x0ff), "none");
+  EXPECT_EQ(cfa_at(0x100), "rsp+8 c-8");
+  EXPECT_EQ(cfa_at(0x101), "rsp+16 c-8");
+  EXPECT_EQ(cfa_at(0x103), "rsp+16 c-8");
+  EXPECT_EQ(cfa_at(0x104), "rbp+16 c-8");
+  EXPECT_EQ(cfa_at(0x10f), "rbp+16 c-8");
+  EXPECT_EQ(cfa_at(0x110), "rsp+8 c-8");
+  EXPECT_EQ(cfa_at(0x111), "rsp+8 c-8");
+  EXPECT_EQ(cfa_at(0x112), "rbp+16 c-8");
+  EXPECT_EQ(cfa_at(0x11f), "rbp+16 c-8");
+  EXPECT_EQ(cfa_at(0x120), "rsp+8 c-8");
+  EXPECT_EQ(cfa_at(0x12f), "rsp+8 c-8");
+  EXPECT_EQ(cfa_at(0x130), "none");
+  EXPECT_EQ(cfa_at(0x205), "rsp+8 c-8");
+  EXPECT_EQ(cfa_at(0x206), "exp c-8");
+  EXPECT_EQ(cfa_at(0x20f), "exp c-8");
+  EXPECT_EQ(cfa_at(0x300), "rsp+8 u");
+  EXPECT_EQ(cfa_at(0x403), "rsp+8 c-8");
+  EXPECT_EQ(cfa_at(0x404), "none");
+  EXPECT_EQ(cfa_at(0x41f), "none");
+  // Cut anywhere: never a crash, never an overlap.
+  for (size_t n = 0; n < b.size(); ++n) {
+    const CfaTable cut = ParseCfaTable(Bytes(b.substr(0, n)), vaddr);
+    for (size_t i = 1; i < cut.row_list().size(); ++i)
+      EXPECT_GE(cut.row_list()[i].start, cut.row_list()[i - 1].end);
+  }
 }
 
 TEST(EhFrame, SplitPartNames) {

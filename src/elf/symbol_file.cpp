@@ -76,9 +76,13 @@ bool SectionIsCode(Elf* elf, size_t index) {
   return scn != nullptr && gelf_getshdr(scn, &shdr) != nullptr && (shdr.sh_flags & SHF_EXECINSTR);
 }
 
-// The .eh_frame section's FDEs; empty when there is none (or no bytes: a
-// separate debug file's NOBITS copy).
-std::vector<FdeRange> ReadEhFrame(Elf* elf, size_t shstrndx) {
+// The .eh_frame section's bytes and virtual address; no bytes when there is
+// none (or a separate debug file's NOBITS copy).
+struct EhFrameSection {
+  std::span<const std::byte> bytes;
+  uint64_t vaddr = 0;
+};
+EhFrameSection FindEhFrame(Elf* elf, size_t shstrndx) {
   for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn != nullptr; scn = elf_nextscn(elf, scn)) {
     GElf_Shdr shdr;
     if (gelf_getshdr(scn, &shdr) == nullptr || shdr.sh_type == SHT_NOBITS) continue;
@@ -86,9 +90,16 @@ std::vector<FdeRange> ReadEhFrame(Elf* elf, size_t shstrndx) {
     if (name == nullptr || std::strcmp(name, ".eh_frame") != 0) continue;
     Elf_Data* data = elf_rawdata(scn, nullptr);
     if (data == nullptr || data->d_buf == nullptr) return {};
-    return ParseEhFrame({static_cast<const std::byte*>(data->d_buf), data->d_size}, shdr.sh_addr);
+    return {{static_cast<const std::byte*>(data->d_buf), data->d_size}, shdr.sh_addr};
   }
   return {};
+}
+
+// The .eh_frame section's FDEs; empty when there is none.
+std::vector<FdeRange> ReadEhFrame(Elf* elf, size_t shstrndx) {
+  const EhFrameSection section = FindEhFrame(elf, shstrndx);
+  if (section.bytes.empty()) return {};
+  return ParseEhFrame(section.bytes, section.vaddr);
 }
 
 // The bytes of the section named `name`, empty when none.
@@ -367,6 +378,20 @@ void SymbolFile::AddFdeFunctions() {
   if (add.empty()) return;
   for (auto& s : add) symbols_.Add(std::move(s));
   symbols_.Finish();
+}
+
+Result<CfaTable> ReadCfaTable(const std::filesystem::path& path) {
+  base::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return Error::FromErrno("opening " + path.string());
+  elf_version(EV_CURRENT);
+  internal::ElfHandle elf(elf_begin(fd.get(), ELF_C_READ_MMAP, nullptr));
+  if (elf == nullptr || elf_kind(elf.get()) != ELF_K_ELF) {
+    return Error(path.string() + " is not an ELF file");
+  }
+  size_t shstrndx = 0;
+  if (elf_getshdrstrndx(elf.get(), &shstrndx) != 0) return CfaTable();
+  const EhFrameSection section = FindEhFrame(elf.get(), shstrndx);
+  return ParseCfaTable(section.bytes, section.vaddr);
 }
 
 SymbolTable ParseMiniDebugInfo(std::span<const std::byte> xz) {

@@ -98,6 +98,12 @@ class SymbolFile {
   void AddFdeFunctions();
 };
 
+// The frame rules of `path`'s .eh_frame (eh_frame.h), read on demand: the
+// sampled decoder wants them for the few files its samples land in, the PT
+// decoder never. An empty table when the file has no .eh_frame. Errors:
+// unreadable, not ELF.
+Result<CfaTable> ReadCfaTable(const std::filesystem::path& path);
+
 // The functions of a MiniDebugInfo section (`.gnu_debugdata`: an
 // xz-compressed ELF whose .symtab names the functions .dynsym lacks, as
 // Fedora, CentOS and others ship): empty when the bytes are not xz, do not

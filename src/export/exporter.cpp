@@ -293,11 +293,19 @@ Result<std::string> BuildSampledPerfData(const trace::TraceReader& trace, Export
     return Error(buf);
   }
   const bool kernel_scope = m.scope != trace::Scope::kUser;
+  // Callgraph fp carries user registers and a small stack copy for the
+  // decoder's leaf mend (decode/fp_mend.h). perf reads any recording with
+  // both as a dwarf one and would unwind that copy after the callchain's
+  // own user frames (callchain_param_setup, thread__resolve_callchain), so
+  // the export leaves them out: what `perf record --call-graph fp` writes.
+  constexpr uint64_t kUserCopy = PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
+  const bool drop_user_copy = sa.callgraph == "fp" && (sa.sample_type & kUserCopy) != 0;
+  const uint64_t sample_type = drop_user_copy ? sa.sample_type & ~kUserCopy : sa.sample_type;
   PerfDataWriter w;
   Attr attr;
   attr.type = sa.type;
   attr.config = sa.config;
-  attr.sample_type = sa.sample_type;
+  attr.sample_type = sample_type;
   attr.sample_period = sa.frequency != 0 ? sa.frequency : sa.period;
   attr.flags = kAttrDisabled | kAttrSampleIdAll | kAttrMmap | kAttrMmap2 | kAttrComm |
                kAttrCommExec | kAttrTask | kAttrExcludeHv | (sa.frequency != 0 ? kAttrFreq : 0) |
@@ -307,8 +315,8 @@ Result<std::string> BuildSampledPerfData(const trace::TraceReader& trace, Export
     attr.flags &= ~kAttrDisabled;  // attach: enabled at once
   else
     attr.flags |= kAttrEnableOnExec;
-  attr.sample_regs_user = sa.regs_user;
-  attr.sample_stack_user = sa.stack_user;
+  attr.sample_regs_user = drop_user_copy ? 0 : sa.regs_user;
+  attr.sample_stack_user = drop_user_copy ? 0 : sa.stack_user;
   attr.sample_max_stack = static_cast<uint16_t>(std::min<uint32_t>(sa.max_stack, 0xffff));
   if (sa.sample_type & PERF_SAMPLE_BRANCH_STACK)
     attr.branch_sample_type = PERF_SAMPLE_BRANCH_USER | PERF_SAMPLE_BRANCH_CALL_STACK;
@@ -325,7 +333,7 @@ Result<std::string> BuildSampledPerfData(const trace::TraceReader& trace, Export
   std::vector<Timed> out;
   PTSNAP_ASSIGN_OR_RETURN(trace::RecordStream sideband, trace.ReadSideband());
   ImageFiles images(trace);
-  const bool dwarf = (sa.sample_type & PERF_SAMPLE_STACK_USER) != 0;
+  const bool dwarf = (sample_type & PERF_SAMPLE_STACK_USER) != 0;
   const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
   std::set<std::tuple<uint32_t, std::string, uint64_t>> segments_added;  // pid, file, addr
   for (trace::Record r : sideband.records) {
@@ -367,7 +375,17 @@ Result<std::string> BuildSampledPerfData(const trace::TraceReader& trace, Export
           !seen.emplace(ref.tid, ref.time, std::string(ref.bytes)).second) {
         continue;
       }
-      out.push_back({ref.time, WithSampleId(ref.bytes, sa.sample_type, kSampleId)});
+      std::string bytes = WithSampleId(ref.bytes, sa.sample_type, kSampleId);
+      if (drop_user_copy) {
+        std::optional<std::string> without =
+            WithoutUserRegsAndStack(bytes, sa.sample_type, sa.regs_user);
+        if (!without) {
+          ++report->skipped_records;  // its fields do not fit: the decoder skips it too
+          continue;
+        }
+        bytes = std::move(*without);
+      }
+      out.push_back({ref.time, std::move(bytes)});
       ++report->samples;
     }
   }

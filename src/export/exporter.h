@@ -79,7 +79,9 @@ struct ExportReport {
   uint64_t samples = 0;     // sampled traces: PERF_RECORD_SAMPLE records written
   uint64_t torn_bytes = 0;  // sampled traces: cut-short stream tails left out
   uint64_t sideband_records = 0;
-  uint64_t skipped_records = 0;  // sideband types perf has no use for (AUX, LOST)
+  // Sideband types perf has no use for (AUX, LOST); fp samples whose fields
+  // do not fit their size (the decoder skips them too).
+  uint64_t skipped_records = 0;
   uint64_t build_ids = 0;
   uint64_t bytes = 0;
   // TSC ticks added to every TSC packet and sideband time, because perf

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -440,7 +441,26 @@ trace::Manifest SampledManifest(uint64_t sample_type = kFpSampleType) {
   return m;
 }
 
-void WriteSampled(const fs::path& dir, trace::Manifest m, bool with_streams = true) {
+// FpSample with what `--callgraph-mode fp` records since the leaf mend:
+// REGS_USER (abi 2, BP SP IP) and STACK_USER (16 bytes, dyn_size 16).
+std::string FpSampleWithCopy(uint32_t tid, uint64_t time) {
+  std::string r = FpSample(tid, time);
+  auto put = [&](uint64_t v) { r.append(reinterpret_cast<const char*>(&v), 8); };
+  put(PERF_SAMPLE_REGS_ABI_64);
+  put(0x7ffd0040);
+  put(0x7ffd0000);
+  put(0x401000);
+  put(16);
+  put(0x402010);
+  put(0x1234);
+  put(16);
+  const auto size = static_cast<uint16_t>(r.size());
+  std::memcpy(r.data() + 6, &size, 2);
+  return r;
+}
+
+void WriteSampled(const fs::path& dir, trace::Manifest m, bool with_streams = true,
+                  std::string (*sample)(uint32_t, uint64_t) = FpSample) {
   auto w = trace::TraceWriter::Create(dir, std::move(m));
   ASSERT_TRUE(w.has_value()) << w.error().ToString();
   std::string sb;
@@ -455,8 +475,8 @@ void WriteSampled(const fs::path& dir, trace::Manifest m, bool with_streams = tr
   ASSERT_TRUE(w->AppendSideband(std::as_bytes(std::span(sb.data(), sb.size()))));
   if (with_streams) {
     // Thread 42: samples at 300 and 500 and a torn tail; thread 43: 400.
-    std::string s0 = FpSample(42, 300) + FpSample(42, 500) + "torn!";
-    std::string s1 = FpSample(43, 400);
+    std::string s0 = sample(42, 300) + sample(42, 500) + "torn!";
+    std::string s1 = sample(43, 400);
     trace::Stream st;
     st.kind = trace::StreamKind::kSamples;
     st.pid = st.tid = 42;
@@ -540,6 +560,37 @@ TEST(ExporterTest, DwarfSamplingAttrCarriesRegsAndStack) {
   EXPECT_EQ(pd.attrs[0].sample_regs_user, 0xff0fffu);
   EXPECT_EQ(pd.attrs[0].sample_stack_user, 8192u);
   EXPECT_TRUE(pd.attrs[0].flags & kAttrExcludeCallchainUser);
+}
+
+// fp's registers and stack copy serve ptsnap's decoder only: perf would
+// take a recording with both for a dwarf one and unwind the copy after the
+// callchain. The export is what `perf record --call-graph fp` writes.
+TEST(ExporterTest, FpSamplesLeaveTheirRegistersAndStackCopyOut) {
+  TempDir tmp;
+  trace::Manifest m =
+      SampledManifest(kFpSampleType | PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER);
+  m.sampling->regs_user = 0x1c0;
+  m.sampling->stack_user = 16;
+  WriteSampled(tmp.path() / "t", m, true, FpSampleWithCopy);
+  auto r = ExportTrace(tmp.path() / "t", tmp.path() / "perf.data", {});
+  ASSERT_TRUE(r.has_value()) << r.error().ToString();
+  EXPECT_EQ(r->samples, 3u);
+  EXPECT_EQ(r->skipped_records, 0u);
+  PerfData pd = Export(tmp.path() / "t", tmp.path() / "perf2.data");
+  ASSERT_EQ(pd.attrs.size(), 1u);
+  EXPECT_EQ(pd.attrs[0].sample_type, kFpSampleType);
+  EXPECT_EQ(pd.attrs[0].sample_regs_user, 0u);
+  EXPECT_EQ(pd.attrs[0].sample_stack_user, 0u);
+  size_t samples = 0;
+  for (const DataRecord& rec : pd.records) {
+    if (rec.type != PERF_RECORD_SAMPLE) continue;
+    ++samples;
+    // The same bytes as a sample recorded without them (IDENTIFIER rewritten).
+    const uint32_t tid = LoadLe<uint32_t>(rec.bytes, 28);
+    const uint64_t time = LoadLe<uint64_t>(rec.bytes, 32);
+    EXPECT_EQ(std::string(rec.bytes), WithSampleId(FpSample(tid, time), kFpSampleType, 1));
+  }
+  EXPECT_EQ(samples, 3u);
 }
 
 TEST(ExporterTest, SampledTraceWhoseTrailerPerfCannotReadIsAnError) {

@@ -344,6 +344,57 @@ std::string WithSampleId(std::string_view record, uint64_t sample_type, uint64_t
   return out;
 }
 
+std::optional<std::string> WithoutUserRegsAndStack(std::string_view record, uint64_t sample_type,
+                                                   uint64_t regs_user) {
+  constexpr uint64_t kUnsupported = PERF_SAMPLE_READ | PERF_SAMPLE_BRANCH_STACK;
+  if ((sample_type & kUnsupported) != 0) return std::nullopt;
+  // perf_output_sample()'s order: the fixed u64 fields, CALLCHAIN, RAW,
+  // then REGS_USER and STACK_USER.
+  size_t off = 8;
+  for (uint64_t bit :
+       {PERF_SAMPLE_IDENTIFIER, PERF_SAMPLE_IP, PERF_SAMPLE_TID, PERF_SAMPLE_TIME, PERF_SAMPLE_ADDR,
+        PERF_SAMPLE_ID, PERF_SAMPLE_STREAM_ID, PERF_SAMPLE_CPU, PERF_SAMPLE_PERIOD}) {
+    if ((sample_type & bit) != 0) off += 8;
+  }
+  auto fits = [&](uint64_t n) { return off <= record.size() && n <= record.size() - off; };
+  if ((sample_type & PERF_SAMPLE_CALLCHAIN) != 0) {
+    if (!fits(8)) return std::nullopt;
+    const uint64_t nr = LoadLe<uint64_t>(record, off);
+    off += 8;
+    if (nr > record.size() / 8 || !fits(nr * 8)) return std::nullopt;
+    off += nr * 8;
+  }
+  if ((sample_type & PERF_SAMPLE_RAW) != 0) {
+    if (!fits(4)) return std::nullopt;
+    const uint32_t size = LoadLe<uint32_t>(record, off);
+    if (!fits(uint64_t{4} + size)) return std::nullopt;
+    off += 4 + size;
+  }
+  const size_t cut_from = off;
+  if ((sample_type & PERF_SAMPLE_REGS_USER) != 0) {
+    if (!fits(8)) return std::nullopt;
+    const uint64_t abi = LoadLe<uint64_t>(record, off);
+    off += 8;
+    const uint64_t regs = abi != 0 ? 8 * static_cast<uint64_t>(__builtin_popcountll(regs_user)) : 0;
+    if (!fits(regs)) return std::nullopt;
+    off += regs;
+  }
+  if ((sample_type & PERF_SAMPLE_STACK_USER) != 0) {
+    if (!fits(8)) return std::nullopt;
+    const uint64_t size = LoadLe<uint64_t>(record, off);
+    off += 8;
+    if (size != 0) {
+      if (size > record.size() || !fits(size + 8)) return std::nullopt;
+      off += size + 8;  // the copy, then dyn_size
+    }
+  }
+  std::string out(record.substr(0, cut_from));
+  out.append(record.substr(off));
+  if (out.size() > 0xffff) return std::nullopt;
+  PutAt<uint16_t>(out, 6, static_cast<uint16_t>(out.size()));
+  return out;
+}
+
 Result<std::vector<AuxtraceIndexEntry>> ParseAuxtraceIndex(std::string_view body) {
   if (body.size() < 8) return Error("AUXTRACE index: shorter than its count");
   uint64_t n = LoadLe<uint64_t>(body, 0);

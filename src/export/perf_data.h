@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -156,6 +157,15 @@ Result<SplitSamples> SplitSampleStream(std::string_view stream, uint64_t sample_
 // IDENTIFIER and ID fields set to `id`; a record too short for them is
 // returned unchanged.
 std::string WithSampleId(std::string_view record, uint64_t sample_type, uint64_t id);
+
+// `record` (a PERF_RECORD_SAMPLE laid out by `sample_type`, whose
+// REGS_USER holds the registers of `regs_user`) without its REGS_USER and
+// STACK_USER fields, the header's size shrunk to match: the sample as a
+// recording without those bits lays it out. nullopt when the fields before
+// them do not fit the record, or `sample_type` has READ or BRANCH_STACK
+// (not laid out here). Pure.
+std::optional<std::string> WithoutUserRegsAndStack(std::string_view record, uint64_t sample_type,
+                                                   uint64_t regs_user);
 
 // What ParsePerfData found.
 struct PerfData {

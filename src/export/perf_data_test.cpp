@@ -183,6 +183,35 @@ TEST(PerfDataTest, SplitSampleStreamFindsEachSampleItsThreadAndTime) {
               HasErrorContaining("TID and TIME"));
 }
 
+// REGS_USER and STACK_USER cut out of a sample, whatever follows them kept:
+// the sample as a recording without them lays it out.
+TEST(PerfDataTest, WithoutUserRegsAndStackCutsBothFields) {
+  const uint64_t st = kSixFields | PERF_SAMPLE_CALLCHAIN | PERF_SAMPLE_REGS_USER |
+                      PERF_SAMPLE_STACK_USER | PERF_SAMPLE_WEIGHT;
+  auto u64s = [](std::initializer_list<uint64_t> v) {
+    return std::string(reinterpret_cast<const char*>(std::data(v)), v.size() * 8);
+  };
+  const std::string chain = u64s({2, static_cast<uint64_t>(PERF_CONTEXT_USER), 0x401000});
+  const std::string regs = u64s({PERF_SAMPLE_REGS_ABI_64, 1, 2, 3});  // mask 0x1c0: 3 registers
+  const std::string stack = u64s({16, 0xaa, 0xbb, 16});
+  const std::string weight = u64s({77});
+  auto record = [](const std::string& body) {
+    return MakeHeader(PERF_RECORD_SAMPLE, 2, static_cast<uint16_t>(8 + 48 + body.size())) +
+           Sample(7, 43, 500).substr(8) + body;
+  };
+  const std::string full = record(chain + regs + stack + weight);
+  const std::optional<std::string> cut = WithoutUserRegsAndStack(full, st, 0x1c0);
+  ASSERT_TRUE(cut.has_value());
+  EXPECT_EQ(*cut, record(chain + weight));
+  // No user registers (abi 0) and an empty stack copy: only their u64 heads.
+  const std::string bare = record(chain + u64s({0}) + u64s({0}) + weight);
+  EXPECT_EQ(WithoutUserRegsAndStack(bare, st, 0x1c0), record(chain + weight));
+  // Cut short anywhere inside the fields: nullopt, never a read past the end.
+  for (size_t n = 56; n < full.size() - 8; ++n)
+    EXPECT_FALSE(WithoutUserRegsAndStack(full.substr(0, n), st, 0x1c0).has_value()) << n;
+  EXPECT_FALSE(WithoutUserRegsAndStack(full, st | PERF_SAMPLE_READ, 0x1c0).has_value());
+}
+
 TEST(PerfDataTest, WithSampleIdRewritesIdentifierAndId) {
   std::string r = WithSampleId(Sample(7, 43, 500), kSixFields, 1);
   EXPECT_EQ(r, Sample(1, 43, 500));

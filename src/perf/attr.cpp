@@ -438,7 +438,14 @@ perf_event_attr BuildSamplingAttr(const SamplingAttrOptions& opts) {
   a.sample_freq = opts.frequency;
   a.sample_type = kSamplingBaseSampleType | PERF_SAMPLE_CALLCHAIN;
   switch (opts.callgraph) {
-    case CallgraphMode::kFp: break;
+    case CallgraphMode::kFp:
+      // perf --call-graph fp takes the kernel's walk alone; the registers
+      // and a small stack copy let the decoder mend it where the sampled
+      // function had no frame (decode/fp_mend.h).
+      a.sample_type |= PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
+      a.sample_regs_user = kFpUserRegsMask;
+      a.sample_stack_user = kFpStackBytes;
+      break;
     case CallgraphMode::kDwarf:
       // perf's --call-graph dwarf: the kernel's callchain keeps only kernel
       // frames; user frames come from unwinding the stack copy.

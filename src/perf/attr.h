@@ -184,13 +184,22 @@ struct SamplingAttrOptions {
 inline constexpr uint64_t kX86UserRegsMask = 0xff0fff;
 // perf's default --call-graph dwarf dump size (bytes of user stack).
 inline constexpr uint32_t kDwarfStackBytes = 8192;
+// Callgraph fp: the registers and stack bytes the decoder needs to put back
+// the caller the kernel's frame-pointer walk skips where the sampled code
+// has no frame of its own (a leaf GCC built without one, a prologue before
+// `mov %rsp,%rbp`, an epilogue after `pop %rbp`: decode/fp_mend.h). BP, SP
+// and IP (PERF_REG_X86_BP/SP/IP 6, 7, 8), and the return address at most
+// 512 bytes above %rsp (a frameless function's pushes and locals).
+inline constexpr uint64_t kFpUserRegsMask = (1u << 6) | (1u << 7) | (1u << 8);
+inline constexpr uint32_t kFpStackBytes = 512;
 // Fields every sample carries, before the callgraph's.
 inline constexpr uint64_t kSamplingBaseSampleType = PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP |
                                                     PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
                                                     PERF_SAMPLE_CPU | PERF_SAMPLE_PERIOD;
 
 // The one event per thread or CPU of a sampled recording: it samples
-// (freq = 1, sample_type = kSamplingBaseSampleType plus CALLCHAIN; dwarf:
+// (freq = 1, sample_type = kSamplingBaseSampleType plus CALLCHAIN; fp:
+// REGS_USER kFpUserRegsMask and STACK_USER kFpStackBytes; dwarf:
 // exclude_callchain_user with REGS_USER kX86UserRegsMask and STACK_USER
 // kDwarfStackBytes; lbr: BRANCH_STACK with user call-stack branch
 // sampling) and carries the tracking event's sideband bits (mmap, mmap2,

@@ -304,10 +304,12 @@ TEST(BuildSamplingAttr, SampleTypePerCallgraphMode) {
   EXPECT_EQ(fp.config, PERF_COUNT_SW_CPU_CLOCK);
   EXPECT_EQ(fp.freq, 1u);
   EXPECT_EQ(fp.sample_freq, 10000u);
-  EXPECT_EQ(fp.sample_type, 0x101a7u);  // IDENTIFIER|IP|TID|TIME|CPU|PERIOD|CALLCHAIN
+  // IDENTIFIER|IP|TID|TIME|CPU|PERIOD|CALLCHAIN, and REGS_USER|STACK_USER
+  // for the decoder's leaf mend (perf's -g has neither: docs/perf-interop.md).
+  EXPECT_EQ(fp.sample_type, 0x131a7u);
   EXPECT_EQ(fp.exclude_callchain_user, 0u);
-  EXPECT_EQ(fp.sample_regs_user, 0u);
-  EXPECT_EQ(fp.sample_stack_user, 0u);
+  EXPECT_EQ(fp.sample_regs_user, 0x1c0u);  // PERF_REG_X86_BP, SP, IP
+  EXPECT_EQ(fp.sample_stack_user, 512u);
   EXPECT_EQ(fp.branch_sample_type, 0u);
 
   o.callgraph = CallgraphMode::kDwarf;

@@ -5,7 +5,11 @@
 // streams, sideband), decodes it, and checks that the program's hot paths
 // come out: main -> outer -> hot_leaf and main -> side -> cold_leaf.
 // Callgraph fp on the frame-pointer build, dwarf (user registers and stack,
-// unwound with libdwfl) on the -fomit-frame-pointer -O2 build.
+// unwound with libdwfl) on the -fomit-frame-pointer -O2 build. fp samples
+// carry what `ptsnap run --sampling --callgraph-mode fp` records with them
+// (perf/attr.h: BP, SP, IP and a 512-byte stack copy), so that a sample in a
+// frameless leaf gets its caller back (decode/fp_mend.h):
+// tests/programs/fp_leaf.c's hot_leaf under driver.
 #include <linux/perf_event.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -21,11 +25,13 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "decode/samples.h"
+#include "perf/attr.h"
 #include "pipeline/pipeline.h"
 #include "tests/support/temp_dir.h"
 #include "trace/trace_dir.h"
@@ -73,7 +79,8 @@ class PathSink : public model::SliceSink {
 struct Recorded {
   std::string samples, sideband;
   pid_t pid = 0;
-  uint64_t sample_type = 0;
+  uint64_t sample_type = 0, regs_user = 0;
+  uint32_t stack_user = 0;
 };
 
 // Copies the ring's new records out: samples to one buffer, everything
@@ -126,8 +133,14 @@ Recorded Record(const std::string& program, const std::string& callgraph) {
     attr.exclude_callchain_user = 1;
     attr.sample_regs_user = decode::kPerfRegsUser;
     attr.sample_stack_user = kStackUser;
+  } else {
+    attr.sample_type |= PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
+    attr.sample_regs_user = perf::kFpUserRegsMask;
+    attr.sample_stack_user = perf::kFpStackBytes;
   }
   out.sample_type = attr.sample_type;
+  out.regs_user = attr.sample_regs_user;
+  out.stack_user = attr.sample_stack_user;
   attr.disabled = 1;
   attr.enable_on_exec = 1;
   attr.exclude_kernel = 1;
@@ -191,10 +204,8 @@ std::filesystem::path WriteTrace(const std::filesystem::path& dir, const Recorde
   sa.sample_type = r.sample_type;
   sa.frequency = kFrequency;
   sa.callgraph = callgraph;
-  if (callgraph == "dwarf") {
-    sa.regs_user = decode::kPerfRegsUser;
-    sa.stack_user = kStackUser;
-  }
+  sa.regs_user = r.regs_user;
+  sa.stack_user = r.stack_user;
   m.sampling = sa;
   std::filesystem::path trace_dir = dir / ("trace-" + callgraph);
   auto w = trace::TraceWriter::Create(trace_dir, m);
@@ -213,10 +224,14 @@ std::filesystem::path WriteTrace(const std::filesystem::path& dir, const Recorde
   return trace_dir;
 }
 
-void CheckHotPaths(const std::string& program, const std::string& callgraph) {
-  ::ptsnap::testing::TempDir tmp;
+// Records `program` with `callgraph` and decodes it into `paths`; the
+// decode's report, or nullopt (with a failure).
+std::optional<DecodeReport> RecordAndDecode(const std::string& program,
+                                            const std::string& callgraph,
+                                            ::ptsnap::testing::TempDir& tmp, PathSink& paths) {
   Recorded r = Record(program, callgraph);
-  ASSERT_FALSE(r.samples.empty()) << "no samples recorded";
+  EXPECT_FALSE(r.samples.empty()) << "no samples recorded";
+  if (r.samples.empty()) return std::nullopt;
   std::filesystem::path dir = WriteTrace(tmp.path(), r, program, callgraph);
   // PTSNAP_KEEP_SAMPLED_TRACES=DIR keeps a copy of each trace directory
   // (DIR/trace-fp, DIR/trace-dwarf) to try `ptsnap decode`/`info` on.
@@ -226,14 +241,14 @@ void CheckHotPaths(const std::string& program, const std::string& callgraph) {
     std::filesystem::copy(dir, std::filesystem::path(keep) / dir.filename(),
                           std::filesystem::copy_options::recursive);
   }
-  PathSink paths;
   DecodeOptions o;
   o.output = tmp.path() / "trace.json";
   o.sink = &paths;
   auto start = std::chrono::steady_clock::now();
   auto report = DecodeTraceDir(dir, o);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  ASSERT_TRUE(report) << report.error().ToString();
+  EXPECT_TRUE(report) << report.error().ToString();
+  if (!report) return std::nullopt;
   const auto& sp = report->sampled;
   std::printf(
       "%s: %llu samples decoded in %.3f s: %.0f samples/s (%llu complete, %llu truncated)\n",
@@ -241,6 +256,15 @@ void CheckHotPaths(const std::string& program, const std::string& callgraph) {
       static_cast<double>(sp.samples) / secs, static_cast<unsigned long long>(sp.unwound),
       static_cast<unsigned long long>(sp.truncated));
   std::printf("%s", FormatReport(*report).c_str());
+  return std::move(*report);
+}
+
+void CheckHotPaths(const std::string& program, const std::string& callgraph) {
+  ::ptsnap::testing::TempDir tmp;
+  PathSink paths;
+  const std::optional<DecodeReport> report = RecordAndDecode(program, callgraph, tmp, paths);
+  ASSERT_TRUE(report.has_value());
+  const auto& sp = report->sampled;
   EXPECT_TRUE(sp.sampled);
   EXPECT_EQ(sp.callgraph, callgraph);
   EXPECT_EQ(sp.period_ns, 1'000'000'000 / kFrequency);
@@ -265,12 +289,37 @@ void CheckHotPaths(const std::string& program, const std::string& callgraph) {
   // Neither leaf under the other's caller.
   EXPECT_EQ(paths.Under(";outer;cold_leaf") + paths.Under(";side;hot_leaf"), 0u);
   // The written file has them too.
-  std::ifstream f(o.output);
+  std::ifstream f(tmp.path() / "trace.json");
   std::string json((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   EXPECT_THAT(json, ::testing::HasSubstr("\"hot_leaf\""));
 }
 
 TEST(DecodeSamplesLive, FramePointerCallchains) { CheckHotPaths(PTSNAP_HOT_PATHS_FP, "fp"); }
+
+// A true leaf: the kernel's frame-pointer walk from a sample in hot_leaf
+// reads driver's frame and skips driver; the mend puts it back from the
+// sample's stack copy, so hot_leaf shows under driver, never under main.
+TEST(DecodeSamplesLive, FramePointerLeafGetsItsCallerBack) {
+  ::ptsnap::testing::TempDir tmp;
+  PathSink paths;
+  const std::optional<DecodeReport> report = RecordAndDecode(PTSNAP_FP_LEAF, "fp", tmp, paths);
+  ASSERT_TRUE(report.has_value());
+  const auto& sp = report->sampled;
+  EXPECT_GT(sp.samples, 200u);
+  EXPECT_TRUE(sp.fp_checked);
+  const uint64_t under_driver = paths.Under(";main;driver;hot_leaf");
+  const uint64_t under_main = paths.Under(";main;hot_leaf");
+  const uint64_t in_main = paths.Under(";main");
+  for (const auto& [path, ns] : paths.ns) {
+    if (ns * 50 > in_main)
+      std::printf("  %10llu ns  %s\n", static_cast<unsigned long long>(ns), path.c_str());
+  }
+  // Nearly every sample is in hot_leaf's loop, frameless: mended.
+  EXPECT_GT(sp.fp_mended, sp.samples / 2);
+  EXPECT_LT(sp.fp_unmendable, sp.samples / 20);
+  EXPECT_GT(under_driver, in_main / 2);
+  EXPECT_EQ(under_main, 0u) << "hot_leaf under main: its caller driver was skipped";
+}
 
 TEST(DecodeSamplesLive, DwarfUnwoundUserStacks) { CheckHotPaths(PTSNAP_HOT_PATHS_NOFP, "dwarf"); }
 

@@ -593,6 +593,17 @@ std::string FormatReport(const DecodeReport& r) {
          " truncated; unreadable sample records: " + std::to_string(sp.bad_records) +
          ", torn bytes: " + std::to_string(sp.torn_bytes) +
          "; gaps (no sample for over 10 periods, frames ended): " + std::to_string(sp.gaps) + ".");
+    if (sp.callgraph == "fp") {
+      line(sp.fp_checked
+               ? "Frame-pointer stacks mended (the sampled code had no frame of its own, so the "
+                 "kernel's walk skipped its caller; read back from the stack copy): " +
+                     std::to_string(sp.fp_mended) +
+                     "; not checkable (no CFI at the IP, or the "
+                     "return address outside the stack copy): " +
+                     std::to_string(sp.fp_unmendable) + "."
+               : "Frame-pointer stacks: not checked for a skipped caller (recorded without user "
+                 "registers and a stack copy).");
+    }
   } else {
     line("Decoded " + std::to_string(r.streams) + " stream(s), " +
          std::to_string(r.decode.pt_bytes) + " bytes of PT, " +

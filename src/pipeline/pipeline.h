@@ -103,6 +103,14 @@ struct DecodeReport {
     uint64_t bad_records = 0;      // sample records whose fields did not fit (skipped)
     uint64_t torn_bytes = 0;       // partial or corrupt stream tails
     uint64_t gaps = 0;             // a thread not sampled for over 10 periods: its frames ended
+    // Callgraph fp (decode/fp_mend.h): whether the samples carry the user
+    // registers and stack copy the mend reads (recordings before it do not),
+    // the stacks whose missing caller was inserted, and those whose user IP
+    // could not be checked (no CFI there, or the return address outside the
+    // stack copy). Stacks where %rbp held the sampled frame count in neither.
+    bool fp_checked = false;
+    uint64_t fp_mended = 0;
+    uint64_t fp_unmendable = 0;
   } sampled;
   // PT bytes lost or undecodable (docs/errors.md, "decode"), stream by
   // stream in decoding order: the missing tail of a stream file shorter

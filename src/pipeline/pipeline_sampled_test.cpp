@@ -164,6 +164,11 @@ TEST(PipelineSampledTest, SpansFromSamplesInEveryFormat) {
   EXPECT_THAT(summary, HasSubstr("one sample every 1.000 us"));
   EXPECT_THAT(summary, HasSubstr("known to within that"));
   EXPECT_THAT(summary, ::testing::Not(HasSubstr("bytes of PT")));
+  // Recorded without user registers and a stack copy (before the leaf
+  // mend): the chains are taken as the kernel walked them, and said so.
+  EXPECT_FALSE(r->sampled.fp_checked);
+  EXPECT_EQ(r->sampled.fp_mended + r->sampled.fp_unmendable, 0u);
+  EXPECT_THAT(summary, HasSubstr("Frame-pointer stacks: not checked for a skipped caller"));
 
   // FXT: the same spans with their times; processes and threads named.
   o.output = t.tmp.path() / "trace.fxt";

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "base/string_util.h"
+#include "decode/fp_mend.h"
 #include "decode/samples.h"
 #include "decode/unwind.h"
 #include "model/sample_spans.h"
@@ -80,6 +81,11 @@ Result<void> DecodeSampledStreams(const trace::TraceReader& reader, const Decode
   const bool lbr = sa.callgraph == "lbr";
   const bool fp = !dwarf && !lbr;
   const size_t fp_cap = sa.max_stack != 0 ? sa.max_stack : kKernelMaxStack;
+  // fp recordings since the leaf mend carry %rip, %rsp and a stack copy.
+  constexpr uint64_t kIpSp = (1ull << decode::kPerfRegIp) | (1ull << decode::kPerfRegSp);
+  out.fp_checked = fp && (sa.sample_type & PERF_SAMPLE_REGS_USER) != 0 &&
+                   (sa.sample_type & PERF_SAMPLE_STACK_USER) != 0 &&
+                   (sa.regs_user & kIpSp) == kIpSp;
 
   std::vector<trace::Stream> streams;
   for (const auto& s : m.streams) {
@@ -121,6 +127,8 @@ Result<void> DecodeSampledStreams(const trace::TraceReader& reader, const Decode
   std::unique_ptr<model::SampleSpanModel> model;
   decode::UserUnwinder unwinder([&decoder](int32_t space) { return decoder.CodeMappings(space); },
                                 &decoder.symbolizer());
+  decode::FpChainMender mender([&decoder](int32_t space) { return decoder.CodeMappings(space); },
+                               &decoder.symbolizer());
   // Snapshot mode: the ring is not cleared between snapshots, so a later
   // one can repeat the samples of an earlier one (as for PT): per thread,
   // the last time earlier snapshots covered.
@@ -199,6 +207,15 @@ Result<void> DecodeSampledStreams(const trace::TraceReader& reader, const Decode
           size_t entries = 0;
           for (uint64_t e : s.callchain) entries += e < static_cast<uint64_t>(PERF_CONTEXT_MAX);
           truncated = fp && entries >= std::min(fp_cap, kMaxDepth);
+          if (out.fp_checked) {
+            switch (mender.Mend(space, s, &frames, kMaxDepth)) {
+              case decode::FpMend::kMended: out.fp_mended++; break;
+              case decode::FpMend::kNoRule:
+              case decode::FpMend::kNoStack: out.fp_unmendable++; break;
+              case decode::FpMend::kRight:
+              case decode::FpMend::kNoUser: break;
+            }
+          }
         }
         (truncated ? out.truncated : out.unwound)++;
         std::reverse(frames.begin(), frames.end());

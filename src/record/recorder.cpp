@@ -206,7 +206,12 @@ uint64_t SampleRecordBytes(perf::CallgraphMode mode) {
   constexpr uint64_t kFrames = uint64_t{64} * 8;       // a 64-frame callchain
   constexpr uint64_t kLbrEntries = uint64_t{32} * 24;  // nr, then {from, to, flags} each
   switch (mode) {
-    case perf::CallgraphMode::kFp: return kFixed + kFrames;
+    case perf::CallgraphMode::kFp: {
+      // REGS_USER abi + BP, SP, IP; STACK_USER size, the copy, dyn_size.
+      const uint64_t regs =
+          8 + 8 * static_cast<uint64_t>(__builtin_popcountll(perf::kFpUserRegsMask));
+      return kFixed + kFrames + regs + 8 + perf::kFpStackBytes + 8;
+    }
     case perf::CallgraphMode::kLbr: return kFixed + kFrames + 8 + kLbrEntries;
     case perf::CallgraphMode::kDwarf: {
       // Kernel frames only; REGS_USER abi + one u64 per mask bit; STACK_USER

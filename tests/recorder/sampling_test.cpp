@@ -204,10 +204,13 @@ TEST_F(Sampling, RunWithFramePointersSamplesTheProgramsTextWithDeepStacks) {
   EXPECT_EQ(m.state, ptsnap::trace::State::kComplete);
   ASSERT_TRUE(m.sampling.has_value());
   EXPECT_EQ(m.sampling->callgraph, "fp");
-  EXPECT_EQ(m.sampling->sample_type, 0x101a7u);
+  // CALLCHAIN, and the registers and stack copy of the decoder's leaf mend.
+  EXPECT_EQ(m.sampling->sample_type, 0x131a7u);
+  EXPECT_EQ(m.sampling->regs_user, 0x1c0u);
+  EXPECT_EQ(m.sampling->stack_user, 512u);
   EXPECT_EQ(m.sampling->frequency, 10000u);  // --timer-resolution normal
   EXPECT_EQ(m.snapshot_size,
-            10000u * 576);  // a second of fp samples (DefaultSamplingSnapshotBytes)
+            10000u * 1136);  // a second of fp samples (DefaultSamplingSnapshotBytes)
   ASSERT_EQ(m.snapshots.size(), 1u);
   EXPECT_EQ(m.snapshots[0].reason, ptsnap::trace::SnapshotReason::kExit);
   ASSERT_FALSE(m.streams.empty());
