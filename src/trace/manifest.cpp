@@ -250,6 +250,19 @@ Result<Stream> ParseStream(const Json& e, const std::string& path) {
   PTSNAP_TRY(o.Bool("wrapped", s.wrapped));
   PTSNAP_TRY(o.Uint("lost_bytes", s.lost_bytes));
   PTSNAP_TRY(o.Uint("truncated", s.truncated));
+  if (o.Find("follows") != nullptr) {
+    uint32_t follows = 0;
+    PTSNAP_TRY(o.Uint("follows", follows));
+    s.follows = follows;
+    PTSNAP_TRY(o.Uint("ring_bytes", s.ring_bytes, true));
+    if (s.ring_bytes < s.size) {
+      return FieldError(path + ".ring_bytes", "value " + std::to_string(s.ring_bytes) +
+                                                  " is less than the stream's size " +
+                                                  std::to_string(s.size));
+    }
+  } else if (o.Find("ring_bytes") != nullptr) {
+    return FieldError(path + ".ring_bytes", "only a stream that follows another has it");
+  }
   return s;
 }
 
@@ -267,7 +280,9 @@ class StreamIndex {
 
   // Appends `s` to m.streams. Two entries for one id or one file would
   // decode the same bytes twice (or let a hand-made manifest alias
-  // streams): refused.
+  // streams): refused. A stream that follows another must name one listed
+  // before it (so a chain always ends, at a stream without `follows`) of
+  // the same ring.
   Result<void> Add(Manifest& m, Stream s, const std::string& path) {
     const size_t k = m.streams.size();
     if (auto it = ids_.find(s.id); it != ids_.end()) {
@@ -277,6 +292,19 @@ class StreamIndex {
     if (auto it = files_.find(s.file); it != files_.end()) {
       return FieldError(path + ".file", "file " + s.file + " is listed twice (streams[" +
                                             std::to_string(it->second) + "] has it)");
+    }
+    if (s.follows) {
+      const std::string id = std::to_string(*s.follows);
+      auto it = ids_.find(*s.follows);
+      if (it == ids_.end())
+        return FieldError(path + ".follows", "no stream " + id + " is listed before it");
+      const Stream& before = m.streams[it->second];
+      if (before.pid != s.pid || before.tid != s.tid || before.cpu != s.cpu ||
+          before.kind != s.kind) {
+        return FieldError(path + ".follows", "stream " + id +
+                                                 " is of another ring (its pid, tid, cpu or "
+                                                 "kind differs)");
+      }
     }
     ids_.emplace(s.id, k);
     files_.emplace(s.file, k);
@@ -308,13 +336,15 @@ Result<Manifest> ParseTree(const Json& root) {
   }
   PTSNAP_ASSIGN_OR_RETURN(const Json* version, r.Require("version"));
   if (!version->is_number_integer()) return FieldError("version", "expected an integer");
-  if (!version->is_number_unsigned() || version->get<uint64_t>() != kManifestVersion) {
+  if (!version->is_number_unsigned() || version->get<uint64_t>() < kManifestVersion ||
+      version->get<uint64_t>() > kManifestVersionFollows) {
     std::string v = version->is_number_unsigned() ? std::to_string(version->get<uint64_t>())
                                                   : std::to_string(version->get<int64_t>());
     return Error("unsupported version " + v + " (this ptsnap reads " +
-                 std::to_string(kManifestVersion) + ")");
+                 std::to_string(kManifestVersion) + " and " +
+                 std::to_string(kManifestVersionFollows) + ")");
   }
-  m.version = kManifestVersion;
+  m.version = static_cast<int>(version->get<uint64_t>());
 
   PTSNAP_TRY(r.Enum("source", m.source, kSources, true));
   PTSNAP_TRY(r.Enum("state", m.state, kStates, true));
@@ -551,17 +581,23 @@ Json SnapshotJson(const Snapshot& s) {
 }
 
 Json StreamJson(const Stream& s) {
-  return {{"id", s.id},
-          {"kind", ToString(s.kind)},
-          {"file", s.file},
-          {"pid", s.pid},
-          {"tid", s.tid},
-          {"cpu", s.cpu},
-          {"snapshot", s.snapshot},
-          {"size", s.size},
-          {"wrapped", s.wrapped},
-          {"lost_bytes", s.lost_bytes},
-          {"truncated", s.truncated}};
+  Json j = {{"id", s.id},
+            {"kind", ToString(s.kind)},
+            {"file", s.file},
+            {"pid", s.pid},
+            {"tid", s.tid},
+            {"cpu", s.cpu},
+            {"snapshot", s.snapshot},
+            {"size", s.size},
+            {"wrapped", s.wrapped},
+            {"lost_bytes", s.lost_bytes},
+            {"truncated", s.truncated}};
+  // Only streams stored as a continuation have them.
+  if (s.follows) {
+    j["follows"] = *s.follows;
+    j["ring_bytes"] = s.ring_bytes;
+  }
+  return j;
 }
 
 // The manifest as JSON; without `snapshots`, `streams` and `journal_seq`

@@ -19,7 +19,11 @@
 
 namespace ptsnap::trace {
 
+// The version a trace is written with, and the one a trace whose streams
+// use `follows` (Stream below) is written with: a reader of version 1 would
+// take such a stream's file for the whole ring. Readers take both.
 inline constexpr int kManifestVersion = 1;
+inline constexpr int kManifestVersionFollows = 2;
 
 // kSampled: no PT; streams hold PERF_RECORD_SAMPLE records (`Sampling`).
 enum class Source { kHardware, kEmulated, kSampled };
@@ -122,8 +126,21 @@ struct Stream {
   // PT was stopped from then until ptsnap drained and re-enabled it, so the
   // trace has a gap there of unknown size.
   uint32_t truncated = 0;
+  // Snapshot mode, a ring stored incrementally (the emulator's
+  // --multi-snapshot): the id of the earlier stream of the same ring (same
+  // pid, tid, cpu and kind) whose file's bytes this file's directly
+  // continue. The snapshot's bytes are then the last `ring_bytes` bytes of
+  // the chain's files concatenated (..., follows's, this one's): what a
+  // stream without `follows` holds in its one file. nullopt: the file is
+  // the whole ring (ring_bytes 0).
+  std::optional<uint32_t> follows;
+  uint64_t ring_bytes = 0;
   friend bool operator==(const Stream&, const Stream&) = default;
 };
+
+// The bytes a decoder reads for `s` (TraceReader::ReadStream): ring_bytes
+// for a stream that follows another, its file's size otherwise.
+inline uint64_t ViewedBytes(const Stream& s) { return s.follows ? s.ring_bytes : s.size; }
 
 struct Binary {
   std::string path;      // as mapped

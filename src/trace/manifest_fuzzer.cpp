@@ -71,7 +71,17 @@ const nlohmann::json& Template() {
                     .detail = "",
                     .time = 5,
                     .tid = 1}};
-    m.streams = {{.id = 0, .file = "pt/0.pt", .pid = 1, .tid = 1, .size = 8}};
+    m.snapshots.push_back({.seq = 2, .reason = ptsnap::trace::SnapshotReason::kTrigger});
+    m.streams = {{.id = 0, .file = "pt/0.pt", .pid = 1, .tid = 1, .snapshot = 1, .size = 8},
+                 {.id = 1,
+                  .file = "pt/1.pt",
+                  .pid = 1,
+                  .tid = 1,
+                  .snapshot = 2,
+                  .size = 4,
+                  .follows = 0,
+                  .ring_bytes = 10}};
+    m.version = ptsnap::trace::kManifestVersionFollows;
     m.binaries = {{.path = "/bin/true", .build_id = "ab", .copy = "binaries/ab/true"}};
     return nlohmann::json::parse(ptsnap::trace::SerializeManifest(m));
   }();
@@ -114,6 +124,11 @@ constexpr const char* kFields[] = {
     "/streams/0/pid",
     "/streams/0/cpu",
     "/streams/0/wrapped",
+    "/streams/1/follows",
+    "/streams/1/ring_bytes",
+    "/streams/1/size",
+    "/streams/1/tid",
+    "/streams/0/follows",
     "/kcore",
     "/kcore/dir",
     "/binaries",

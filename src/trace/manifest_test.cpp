@@ -180,8 +180,8 @@ TEST(ManifestTest, AcceptsPlainNumbersForHexFieldsAndIgnoresUnknownFields) {
 }
 
 TEST(ManifestTest, RejectsUnknownVersions) {
-  EXPECT_THAT(ParseManifest(Edited([](auto& j) { j["version"] = 2; })),
-              HasErrorContaining("unsupported version 2 (this ptsnap reads 1)"));
+  EXPECT_THAT(ParseManifest(Edited([](auto& j) { j["version"] = 3; })),
+              HasErrorContaining("unsupported version 3 (this ptsnap reads 1 and 2)"));
   EXPECT_THAT(ParseManifest(Edited([](auto& j) { j["version"] = -1; })),
               HasErrorContaining("unsupported version -1"));
   EXPECT_THAT(ParseManifest(Edited([](auto& j) { j["version"] = "1"; })),
@@ -238,6 +238,81 @@ TEST(ManifestTest, RejectsWrongTypesNamingTheField) {
     SCOPED_TRACE(c.error);
     EXPECT_THAT(ParseManifest(Edited(c.edit)), HasErrorContaining(c.error));
   }
+}
+
+// A snapshot of a ring stored as what it gained since the ring's previous
+// snapshot (`follows`, `ring_bytes`): written only when set (version 2),
+// read back, and checked: the stream it follows must be listed before it
+// and be of the same ring, and the ring holds at least the file's bytes.
+TEST(ManifestTest, AStreamFollowingAnEarlierOneRoundTripsAndIsChecked) {
+  Manifest m = FullManifest();
+  m.version = kManifestVersionFollows;
+  m.streams.push_back({.id = 2,
+                       .file = "pt/2.pt",
+                       .pid = 1234,
+                       .tid = 1235,
+                       .cpu = -1,
+                       .snapshot = 2,
+                       .size = 100,
+                       .follows = 0,
+                       .ring_bytes = 4000});
+  const std::string text = SerializeManifest(m);
+  auto parsed = ParseManifest(text);
+  ASSERT_THAT(parsed, HasValue());
+  EXPECT_EQ(*parsed, m);
+  EXPECT_EQ(ViewedBytes(parsed->streams[2]), 4000u);
+  EXPECT_EQ(ViewedBytes(parsed->streams[0]), 4096u);
+  auto j = nlohmann::json::parse(text);
+  EXPECT_EQ(j["version"], 2);
+  EXPECT_EQ(j["streams"][2]["follows"], 0);
+  EXPECT_EQ(j["streams"][2]["ring_bytes"], 4000);
+  EXPECT_FALSE(j["streams"][0].contains("follows"));
+  EXPECT_FALSE(j["streams"][0].contains("ring_bytes"));
+
+  struct Case {
+    std::function<void(nlohmann::json&)> edit;
+    std::string error;
+  };
+  std::vector<Case> cases = {
+      {[](auto& j) { j["streams"][2]["follows"] = 9; },
+       "field 'streams[2].follows': no stream 9 is listed before it"},
+      {[](auto& j) { j["streams"][2]["follows"] = 2; },
+       "field 'streams[2].follows': no stream 2 is listed before it"},
+      {[](auto& j) {
+         j["streams"][0]["follows"] = 2;
+         j["streams"][0]["ring_bytes"] = 5000;
+       },
+       "field 'streams[0].follows': no stream 2 is listed before it"},
+      {[](auto& j) { j["streams"][2]["follows"] = 1; },
+       "field 'streams[2].follows': stream 1 is of another ring"},
+      {[](auto& j) { j["streams"][2]["tid"] = 7; },
+       "field 'streams[2].follows': stream 0 is of another ring"},
+      {[](auto& j) { j["streams"][2].erase("ring_bytes"); },
+       "field 'streams[2].ring_bytes': missing"},
+      {[](auto& j) { j["streams"][2]["ring_bytes"] = 99; },
+       "field 'streams[2].ring_bytes': value 99 is less than the stream's size 100"},
+      {[](auto& j) { j["streams"][2]["follows"] = "zero"; },
+       "field 'streams[2].follows': expected a hex string"},
+      {[](auto& j) { j["streams"][0]["ring_bytes"] = 5000; },
+       "field 'streams[0].ring_bytes': only a stream that follows another has it"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.error);
+    auto edited = nlohmann::json::parse(text);
+    c.edit(edited);
+    EXPECT_THAT(ParseManifest(edited.dump()), HasErrorContaining(c.error));
+  }
+
+  // A journal line's streams are checked against everything listed before.
+  Manifest base = FullManifest();
+  ManifestChange line{.seq = 13};
+  line.streams = {m.streams[2]};
+  ASSERT_THAT(ApplyJournal(base, SerializeManifestChange(line)), HasValue());
+  EXPECT_EQ(base.streams.back(), m.streams[2]);
+  base = FullManifest();
+  line.streams[0].follows = 7;
+  EXPECT_THAT(ApplyJournal(base, SerializeManifestChange(line)),
+              HasErrorContaining("line 1: field 'streams[0].follows': no stream 7 is listed"));
 }
 
 TEST(ManifestTest, RejectsTextThatIsNotAManifest) {
