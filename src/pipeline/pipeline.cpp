@@ -231,7 +231,7 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
     }
 
     uint64_t total_bytes = 0, done_bytes = 0;
-    for (const auto& s : streams) total_bytes += s.size;
+    for (const auto& s : streams) total_bytes += trace::ViewedBytes(s);
     std::map<uint32_t, const trace::Snapshot*> snaps;
     for (const auto& sn : m.snapshots) snaps[sn.seq] = &sn;
     uint64_t last_progress = 0, events = 0;
@@ -366,7 +366,7 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
       if (b.missing() == 0) return;
       cuts.push_back({.stream = st.id,
                       .file = st.file,
-                      .offset = st.size - b.missing(),
+                      .offset = trace::ViewedBytes(st) - b.missing(),
                       .bytes = b.missing(),
                       .cut = true});
     };
@@ -399,7 +399,7 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
         model.BeginSegment(0, -1 - s.cpu);
         watch_slow_call(s.snapshot);
         PTSNAP_TRY(feed.DecodeCpuStreams(group, on_event));
-        for (size_t k = i; k < j; ++k) done_bytes += streams[k].size;
+        for (size_t k = i; k < j; ++k) done_bytes += trace::ViewedBytes(streams[k]);
         if (auto name = end_marker(s.snapshot); !name.empty()) {
           model.MarkerOnEveryThread(snaps[s.snapshot]->time, name);
         }
@@ -430,7 +430,7 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
       note_cut(s, *bytes);
       watch_slow_call(s.snapshot);
       PTSNAP_TRY(feed.DecodeStream(pid, tid, bytes->view(), on_event, s.id, bytes->missing()));
-      done_bytes += s.size;
+      done_bytes += trace::ViewedBytes(s);
       if (auto name = signal_marker(s.snapshot, pid, tid); !name.empty()) {
         model.Marker(snaps[s.snapshot]->time, name);
       }

@@ -298,6 +298,8 @@ uint32_t TraceWriter::NameNewStream(Stream& info) {
 
 void TraceWriter::List(Stream info) {
   next_stream_id_ = std::max(next_stream_id_, info.id + 1);
+  // A reader of version 1 would take the file for the whole ring.
+  if (info.follows) manifest_.version = kManifestVersionFollows;
   manifest_.streams.push_back(std::move(info));
 }
 
@@ -686,6 +688,12 @@ Result<TraceReader> TraceReader::Open(const std::filesystem::path& dir) {
   return TraceReader(dir, std::move(*m));
 }
 
+TraceReader::TraceReader(std::filesystem::path dir, Manifest m)
+    : dir_(std::move(dir)), manifest_(std::move(m)) {
+  for (size_t k = 0; k < manifest_.streams.size(); ++k)
+    stream_index_.emplace(manifest_.streams[k].id, k);
+}
+
 Result<base::UniqueFd> TraceReader::OpenStream(const Stream& stream, uint64_t* file_size,
                                                ShortStream short_file) const {
   std::filesystem::path path = dir_ / stream.file;
@@ -713,7 +721,91 @@ Result<base::UniqueFd> TraceReader::OpenStream(const Stream& stream, uint64_t* f
   return std::move(*fd);
 }
 
+namespace {
+
+// `size` bytes of `fd` from `offset` on, appended to `out`; fewer when the
+// file ends first.
+Result<void> ReadAt(int fd, uint64_t offset, uint64_t size, std::string& out,
+                    const std::string& what) {
+  const size_t had = out.size();
+  out.resize(had + size);
+  uint64_t got = 0;
+  while (got < size) {
+    const ssize_t n =
+        ::pread(fd, out.data() + had + got, size - got, static_cast<off_t>(offset + got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      out.resize(had);
+      return Error::FromErrno("read " + what);
+    }
+    if (n == 0) break;
+    got += static_cast<uint64_t>(n);
+  }
+  out.resize(had + got);
+  return Ok();
+}
+
+}  // namespace
+
+Result<std::string> TraceReader::ReadChain(const Stream& stream, ShortStream short_file,
+                                           uint64_t* missing) const {
+  // The pieces, newest first: each stream and how many of its last bytes
+  // the view takes. Every `follows` names a stream listed before the one
+  // that names it (ParseManifest), so the walk ends.
+  struct Piece {
+    const Stream* stream;
+    uint64_t bytes;
+  };
+  std::vector<Piece> pieces;
+  uint64_t need = stream.ring_bytes;
+  for (const Stream* at = &stream;;) {
+    const uint64_t take = std::min(at->size, need);
+    pieces.push_back({at, take});
+    need -= take;
+    if (need == 0) break;
+    const auto it = at->follows ? stream_index_.find(*at->follows) : stream_index_.end();
+    if (it == stream_index_.end() || pieces.size() > manifest_.streams.size()) {
+      return Error(StreamName(stream) + ": the ring held " + std::to_string(stream.ring_bytes) +
+                   " bytes (ring_bytes), but the streams it continues hold only " +
+                   std::to_string(stream.ring_bytes - need) + " (the manifest is inconsistent)");
+    }
+    at = &manifest_.streams[it->second];
+  }
+  // Not reserved from ring_bytes: only the files, checked against the
+  // manifest as they are opened, bound what is read.
+  std::string out;
+  *missing = 0;
+  for (size_t k = pieces.size(); k-- > 0;) {
+    const Stream& from = *pieces[k].stream;
+    const bool own = k == 0;  // the stream's own file: the view's last bytes
+    uint64_t file_size = 0;
+    auto fd = OpenStream(from, &file_size, own ? short_file : ShortStream::kError);
+    if (!fd) {
+      if (own) return std::move(fd).error();
+      return std::move(fd).error().AddContext(StreamName(stream) + " continues stream " +
+                                              std::to_string(from.id) + "'s bytes");
+    }
+    // The piece's last listed bytes, of what the file holds (only the
+    // stream's own file may be short, with kKeepWhatIsThere).
+    const uint64_t begin = from.size - pieces[k].bytes;
+    const uint64_t end = std::max(begin, std::min(from.size, file_size));
+    const size_t had = out.size();
+    PTSNAP_TRY(ReadAt(fd->get(), begin, end - begin, out, (dir_ / from.file).string()));
+    const uint64_t got = out.size() - had;
+    if (got != pieces[k].bytes) {
+      if (!own || short_file == ShortStream::kError)
+        return Error(StreamName(from) + " changed while being read");
+      *missing = pieces[k].bytes - got;
+    }
+  }
+  return out;
+}
+
 Result<std::string> TraceReader::ReadStream(const Stream& stream) const {
+  if (stream.follows) {
+    uint64_t missing = 0;
+    return ReadChain(stream, ShortStream::kError, &missing);
+  }
   uint64_t file_size = 0;
   PTSNAP_ASSIGN_OR_RETURN(base::UniqueFd fd, OpenStream(stream, &file_size));
   return ReadOpenStream(stream, fd.get(), file_size);
@@ -731,6 +823,13 @@ Result<std::string> TraceReader::ReadOpenStream(const Stream& stream, int fd,
 }
 
 Result<StreamBytes> TraceReader::MapStream(const Stream& stream, ShortStream short_file) const {
+  if (stream.follows) {
+    uint64_t missing = 0;
+    PTSNAP_ASSIGN_OR_RETURN(std::string data, ReadChain(stream, short_file, &missing));
+    StreamBytes bytes(std::move(data));
+    bytes.set_missing(missing);
+    return bytes;
+  }
   uint64_t file_size = 0;
   PTSNAP_ASSIGN_OR_RETURN(base::UniqueFd fd, OpenStream(stream, &file_size, short_file));
   if (file_size < stream.size) {

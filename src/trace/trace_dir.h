@@ -14,6 +14,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -259,12 +260,23 @@ class TraceReader {
   // says is accepted (and cut to the manifest's size) while the state is
   // "recording": a full-execution recording that died between appending
   // and rewriting the manifest.
+  //
+  // A stream that follows another (Stream::follows) is put back together:
+  // the last ViewedBytes(stream) = ring_bytes bytes of its chain's files
+  // (each checked as above), oldest first, exactly what a whole-ring file
+  // would hold. A piece of the chain that is missing or of the wrong size is
+  // an error naming both streams ("stream 12 (pt/12.pt) continues stream
+  // 11's bytes: stream 11 (pt/11.pt) is missing: ..."), as is a chain that
+  // holds fewer bytes than ring_bytes.
   Result<std::string> ReadStream(const Stream& stream) const;
   // The same bytes, with the same checks and errors, mapped (StreamBytes)
-  // instead of read. A file truncated while mapped would make reading it a
-  // SIGBUS: ptsnap never cuts into a stream's listed bytes (a recording appends).
-  // With ShortStream::kKeepWhatIsThere, a file shorter than listed is no
-  // error: its bytes are mapped and the rest counted in missing().
+  // instead of read (a stream that follows another: held, as put back
+  // together). A file truncated while mapped would make reading it a
+  // SIGBUS: ptsnap never cuts into a stream's listed bytes (a recording
+  // appends). With ShortStream::kKeepWhatIsThere, a file shorter than
+  // listed is no error: its bytes are mapped and the rest counted in
+  // missing() (for a stream that follows another, only its own file may be
+  // short: its bytes are the view's last).
   Result<StreamBytes> MapStream(const Stream& stream,
                                 ShortStream short_file = ShortStream::kError) const;
   // All sideband records, sorted by sample_id.time (stable). A torn tail (a
@@ -274,8 +286,11 @@ class TraceReader {
   Result<RecordStream> ReadSideband() const;
 
  private:
-  TraceReader(std::filesystem::path dir, Manifest m)
-      : dir_(std::move(dir)), manifest_(std::move(m)) {}
+  TraceReader(std::filesystem::path dir, Manifest m);
+  // A stream that follows another, put back together (ReadStream); the
+  // bytes its own file lacks (kKeepWhatIsThere) in `missing`.
+  Result<std::string> ReadChain(const Stream& stream, ShortStream short_file,
+                                uint64_t* missing) const;
   // The stream's file, open, once its size (`file_size`) agrees with the
   // manifest (or is shorter, with ShortStream::kKeepWhatIsThere).
   Result<base::UniqueFd> OpenStream(const Stream& stream, uint64_t* file_size,
@@ -286,6 +301,7 @@ class TraceReader {
   Result<std::string> ReadOpenStream(const Stream& stream, int fd, uint64_t file_size) const;
   std::filesystem::path dir_;
   Manifest manifest_;
+  std::unordered_map<uint32_t, size_t> stream_index_;  // id -> index in manifest_.streams
 };
 
 }  // namespace ptsnap::trace

@@ -353,9 +353,10 @@ TEST(TraceDirTest, ReaderErrorsSayWhatIsWrong) {
   EXPECT_THAT(TraceReader::Open(tmp.path() / "file"),
               HasErrorContaining("is not a ptsnap trace directory"));
 
-  tmp.Write("v2/manifest.json", "{\"format\": \"ptsnap-trace\", \"version\": 2}");
-  EXPECT_THAT(TraceReader::Open(tmp.path() / "v2"),
-              HasErrorContaining("manifest.json: unsupported version 2 (this ptsnap reads 1)"));
+  tmp.Write("v3/manifest.json", "{\"format\": \"ptsnap-trace\", \"version\": 3}");
+  EXPECT_THAT(
+      TraceReader::Open(tmp.path() / "v3"),
+      HasErrorContaining("manifest.json: unsupported version 3 (this ptsnap reads 1 and 2)"));
   tmp.Write("junk/manifest.json", "not json");
   EXPECT_THAT(TraceReader::Open(tmp.path() / "junk"),
               HasErrorContaining("manifest.json: not valid JSON"));
@@ -385,6 +386,124 @@ TEST(TraceDirTest, StreamAndSidebandProblemsNameTheFile) {
               HasErrorContaining("sideband.data: corrupt perf record at offset 0"));
   fs::remove(dir / "sideband.data");
   EXPECT_THAT(r->ReadSideband(), HasErrorContaining("sideband.data is missing"));
+}
+
+// One ring's snapshots stored incrementally (Stream::follows): a ring of
+// 8 bytes that was "abcdef" at snapshot 1, "abcdefgh" at 2 (nothing new
+// dropped), "cdefghij" at 3 and "ghijklmn" at 4 (the ring wrapped past
+// what snapshot 3 stored, but kept everything since). Files: "abcdef",
+// "gh", "ij", "klmn". Each stream reads back as the whole ring it saw;
+// another thread's whole ring between them is untouched.
+void WriteChain(const fs::path& dir, State state = State::kComplete) {
+  auto w = TraceWriter::Create(dir, Initial());
+  ASSERT_THAT(w, HasValue());
+  ASSERT_THAT(w->AddStream(Stream{.pid = 42, .tid = 1, .snapshot = 1}, Span("abcdef")), HasValue());
+  ASSERT_THAT(w->AddStream(Stream{.pid = 42, .tid = 2, .snapshot = 1}, Span("other")), HasValue());
+  ASSERT_THAT(
+      w->AddStream(Stream{.pid = 42, .tid = 1, .snapshot = 2, .follows = 0, .ring_bytes = 8},
+                   Span("gh")),
+      HasValue());
+  ASSERT_THAT(
+      w->AddStream(Stream{.pid = 42, .tid = 1, .snapshot = 3, .follows = 2, .ring_bytes = 8},
+                   Span("ij")),
+      HasValue());
+  ASSERT_THAT(
+      w->AddStream(Stream{.pid = 42, .tid = 1, .snapshot = 4, .follows = 3, .ring_bytes = 8},
+                   Span("klmn")),
+      HasValue());
+  ASSERT_THAT(w->Finish(state), HasValue());
+}
+
+TEST(TraceDirTest, AStreamThatFollowsAnotherReadsBackAsTheWholeRing) {
+  TempDir tmp;
+  const fs::path dir = tmp.path() / "t";
+  ASSERT_NO_FATAL_FAILURE(WriteChain(dir));
+  auto r = TraceReader::Open(dir);
+  ASSERT_THAT(r, HasValue());
+  const Manifest& m = r->manifest();
+  EXPECT_EQ(m.version, kManifestVersionFollows);
+  ASSERT_EQ(m.streams.size(), 5u);
+  EXPECT_EQ(m.streams[3].follows, std::optional<uint32_t>(2));
+  EXPECT_EQ(m.streams[3].size, 2u);
+  EXPECT_EQ(ViewedBytes(m.streams[3]), 8u);
+  const std::vector<std::string> want = {"abcdef", "other", "abcdefgh", "cdefghij", "ghijklmn"};
+  for (size_t k = 0; k < want.size(); ++k) {
+    SCOPED_TRACE(k);
+    auto read = r->ReadStream(m.streams[k]);
+    ASSERT_THAT(read, HasValue());
+    EXPECT_EQ(*read, want[k]);
+    auto mapped = r->MapStream(m.streams[k], ShortStream::kKeepWhatIsThere);
+    ASSERT_THAT(mapped, HasValue());
+    EXPECT_EQ(mapped->view(), want[k]);
+    EXPECT_EQ(mapped->missing(), 0u);
+  }
+  // A trace without `follows` stays version 1.
+  const fs::path whole = tmp.path() / "whole";
+  ASSERT_NO_FATAL_FAILURE(WriteTwoStreams(whole));
+  auto plain = TraceReader::Open(whole);
+  ASSERT_THAT(plain, HasValue());
+  EXPECT_EQ(plain->manifest().version, kManifestVersion);
+}
+
+// A piece of a chain gone or changed: the streams that need it fail with
+// both names; those that do not (its bytes left their ring) still read.
+// The stream's own file cut short decodes up to the cut, as any stream.
+TEST(TraceDirTest, ABrokenChainNamesThePieceThatIsGone) {
+  TempDir tmp;
+  const fs::path dir = tmp.path() / "t";
+  ASSERT_NO_FATAL_FAILURE(WriteChain(dir));
+  fs::remove(dir / "pt/0.pt");
+  ASSERT_THAT(base::WriteFileAtomic(dir / "pt/3.pt", "i", 0600), HasValue());
+  auto r = TraceReader::Open(dir);
+  ASSERT_THAT(r, HasValue());
+  const Manifest& m = r->manifest();
+  EXPECT_THAT(r->ReadStream(m.streams[0]), HasErrorContaining("stream 0 (pt/0.pt) is missing"));
+  EXPECT_THAT(r->ReadStream(m.streams[1]), HasValue());
+  EXPECT_THAT(r->ReadStream(m.streams[2]),
+              HasErrorContaining("stream 2 (pt/2.pt) continues stream 0's bytes: stream 0 "
+                                 "(pt/0.pt) is missing: "));
+  EXPECT_THAT(r->ReadStream(m.streams[4]),
+              HasErrorContaining("stream 4 (pt/4.pt) continues stream 3's bytes: stream 3 "
+                                 "(pt/3.pt) has 1 bytes but the manifest says 2"));
+  // Only the stream's own file may be cut (its bytes are the view's last).
+  EXPECT_THAT(r->MapStream(m.streams[4], ShortStream::kKeepWhatIsThere),
+              HasErrorContaining("stream 4 (pt/4.pt) continues stream 3's bytes"));
+
+  // Stream 4 no longer needs stream 0's bytes (its ring dropped them); its
+  // own file cut short reads up to the cut, the rest counted missing.
+  const fs::path cut = tmp.path() / "cut";
+  ASSERT_NO_FATAL_FAILURE(WriteChain(cut));
+  fs::remove(cut / "pt/0.pt");
+  ASSERT_THAT(base::WriteFileAtomic(cut / "pt/4.pt", "k", 0600), HasValue());
+  auto rc = TraceReader::Open(cut);
+  ASSERT_THAT(rc, HasValue());
+  auto kept = rc->MapStream(rc->manifest().streams[4], ShortStream::kKeepWhatIsThere);
+  ASSERT_THAT(kept, HasValue());
+  EXPECT_EQ(kept->view(), "ghijk");
+  EXPECT_EQ(kept->missing(), 3u);
+  EXPECT_THAT(rc->ReadStream(rc->manifest().streams[4]),
+              HasErrorContaining("stream 4 (pt/4.pt) has 1 bytes but the manifest says 4"));
+}
+
+// A manifest whose ring_bytes reach past the start of the chain is
+// inconsistent: an error, not a read before the first file.
+TEST(TraceDirTest, AChainShorterThanItsRingIsAnError) {
+  TempDir tmp;
+  const fs::path dir = tmp.path() / "t";
+  ASSERT_NO_FATAL_FAILURE(WriteChain(dir));
+  auto text = base::ReadFile(dir / "manifest.json");
+  ASSERT_THAT(text, HasValue());
+  auto m = ParseManifest(*text);
+  ASSERT_THAT(m, HasValue());
+  m->streams[2].ring_bytes = 9;
+  ASSERT_THAT(base::WriteFileAtomic(dir / "manifest.json", SerializeManifest(*m), 0600),
+              HasValue());
+  auto r = TraceReader::Open(dir);
+  ASSERT_THAT(r, HasValue());
+  EXPECT_THAT(r->ReadStream(r->manifest().streams[2]),
+              HasErrorContaining("stream 2 (pt/2.pt): the ring held 9 bytes (ring_bytes), but "
+                                 "the streams it continues hold only 8 (the manifest is "
+                                 "inconsistent)"));
 }
 
 // Traces come from other hosts and users: a stream, sideband or manifest
