@@ -4,9 +4,12 @@
 // the last whole decode noted there found impossible results.
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <ctime>
+#include <set>
 #include <string>
+#include <unordered_map>
 
 #include "base/string_util.h"
 #include "cli/command.h"
@@ -90,6 +93,26 @@ std::string StreamProblem(const std::filesystem::path& dir, const trace::Stream&
   return "";
 }
 
+// For a stream that follows another (trace::Stream::follows): "" when every
+// stream whose bytes it reads back (as TraceReader::ReadStream walks them)
+// is whole, else what is wrong. `by_id`: the streams listed up to it;
+// `broken`: the ids of those whose file is damaged.
+std::string ChainProblem(const trace::Stream& s,
+                         const std::unordered_map<uint32_t, const trace::Stream*>& by_id,
+                         const std::set<uint32_t>& broken) {
+  uint64_t need = s.ring_bytes;
+  for (const trace::Stream* at = &s;;) {
+    need -= std::min(at->size, need);
+    if (at != &s && broken.contains(at->id))
+      return "BROKEN CHAIN: stream " + std::to_string(at->id) + "'s file is damaged";
+    if (need == 0) return "";
+    auto it = at->follows ? by_id.find(*at->follows) : by_id.end();
+    if (it == by_id.end())  // a manifest only names streams listed before
+      return "BROKEN CHAIN: ring_bytes is more than its streams hold";
+    at = it->second;
+  }
+}
+
 int RunInfo(const InfoOptions& opt) {
   auto reader = trace::TraceReader::Open(opt.dir);
   if (!reader) {
@@ -153,17 +176,39 @@ int RunInfo(const InfoOptions& opt) {
     std::printf("  %s\n", line.c_str());
   }
 
-  uint64_t total = 0;
-  for (const auto& s : m.streams) total += s.size;
-  Row("streams", std::to_string(m.streams.size()) + ", " + Bytes(total));
-  std::vector<std::string> problems;
+  uint64_t total = 0, viewed = 0;
+  size_t follow = 0;
   for (const auto& s : m.streams) {
+    total += s.size;
+    viewed += trace::ViewedBytes(s);
+    follow += s.follows.has_value();
+  }
+  std::string streams = std::to_string(m.streams.size()) + ", " + Bytes(total);
+  // Snapshots stored as what their ring gained since its previous one:
+  // what is on disk, and what the snapshots hold when read back.
+  if (follow != 0) {
+    streams += " on disk; the snapshots hold " + Bytes(viewed) + " (" + std::to_string(follow) +
+               " stored as what their ring gained since its previous snapshot)";
+  }
+  Row("streams", streams);
+  std::vector<std::string> problems;
+  std::unordered_map<uint32_t, const trace::Stream*> by_id;
+  std::set<uint32_t> broken;
+  for (const auto& s : m.streams) {
+    by_id.emplace(s.id, &s);
     std::string line = std::to_string(s.id) + " " + s.file + " " + StreamOwner(s) + "snapshot " +
                        std::to_string(s.snapshot) + " " + Bytes(s.size);
+    if (s.follows)
+      line += " follows " + std::to_string(*s.follows) + " (ring " + Bytes(s.ring_bytes) + ")";
     if (s.wrapped) line += " wrapped";
     if (s.lost_bytes != 0) line += " lost " + std::to_string(s.lost_bytes) + " bytes";
     uint64_t unread = 0;
     std::string problem = StreamProblem(reader->dir(), s, m.state, &unread);
+    if (!problem.empty()) {
+      broken.insert(s.id);
+    } else if (s.follows) {
+      problem = ChainProblem(s, by_id, broken);
+    }
     if (unread != 0)
       line += " (+" + std::to_string(unread) + " bytes after the last flush, not read)";
     if (!problem.empty()) {

@@ -185,7 +185,7 @@ TEST(CmdInfoTest, UnsupportedVersion) {
   EXPECT_EQ(r.rc, 1);
   EXPECT_THAT(r.out,
               AllOf(HasSubstr("ptsnap: error: "),
-                    HasSubstr("manifest.json: unsupported version 7 (this ptsnap reads 1)")));
+                    HasSubstr("manifest.json: unsupported version 7 (this ptsnap reads 1 and 2)")));
 }
 
 TEST(CmdInfoTest, CorruptManifestNamesTheField) {
@@ -225,6 +225,48 @@ TEST(CmdInfoTest, BytesAfterTheLastFlushOfAnInterruptedTraceAreNotAMismatch) {
   EXPECT_EQ(r.rc, 0) << r.out;
   EXPECT_THAT(r.out, HasSubstr("2 bytes (+3 bytes after the last flush, not read)"));
   EXPECT_THAT(r.out, Not(HasSubstr("MISMATCH")));
+}
+
+// Snapshots stored as what their ring gained (--multi-snapshot under
+// --emulate): each stream says which it follows and how much its ring
+// held, the summary what is on disk and what the snapshots hold; a damaged
+// stream marks every stream that reads its bytes back.
+TEST(CmdInfoTest, StreamsThatFollowOthersShowTheChainAndWhatTheSnapshotsHold) {
+  TempDir tmp;
+  fs::path dir = tmp.path() / "chain";
+  {
+    auto w = trace::TraceWriter::Create(dir, {});
+    ASSERT_TRUE(w.has_value());
+    ASSERT_TRUE(w->AddStream({.pid = 42, .tid = 42, .snapshot = 1}, Span(std::string(3000, 'x')))
+                    .has_value());
+    ASSERT_TRUE(
+        w->AddStream({.pid = 42, .tid = 42, .snapshot = 2, .follows = 0, .ring_bytes = 3100},
+                     Span(std::string(100, 'y')))
+            .has_value());
+    ASSERT_TRUE(w->AddStream({.pid = 42, .tid = 42, .snapshot = 3, .follows = 1, .ring_bytes = 150},
+                             Span(std::string(50, 'z')))
+                    .has_value());
+    ASSERT_TRUE(w->Finish().has_value());
+  }
+  Outcome r = Ptsnap("info " + dir.string());
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("streams      3, 3150 bytes (3.1 KiB) on disk; the snapshots hold "
+                               "6250 bytes (6.1 KiB) (2 stored as what their ring gained since "
+                               "its previous snapshot)"));
+  EXPECT_THAT(r.out, HasSubstr("  1 pt/1.pt pid 42 tid 42 snapshot 2 100 bytes follows 0 (ring "
+                               "3100 bytes (3.0 KiB))\n"));
+  EXPECT_THAT(r.out, HasSubstr("  2 pt/2.pt pid 42 tid 42 snapshot 3 50 bytes follows 1 (ring 150 "
+                               "bytes)\n"));
+
+  // Stream 0 gone: stream 1 needs its bytes, stream 2 (a ring of 150) not.
+  fs::remove(dir / "pt/0.pt");
+  Outcome gone = Ptsnap("info " + dir.string());
+  EXPECT_EQ(gone.rc, 1);
+  EXPECT_THAT(gone.out, HasSubstr("follows 0 (ring 3100 bytes (3.0 KiB)) [BROKEN CHAIN: stream 0's "
+                                  "file is damaged]"));
+  EXPECT_THAT(gone.out, HasSubstr("follows 1 (ring 150 bytes)\n"));
+  EXPECT_THAT(gone.out, HasSubstr("ptsnap: error: stream 1 (pt/1.pt) continues stream 0's bytes: "
+                                  "stream 0 (pt/0.pt) is missing"));
 }
 
 TEST(CmdInfoTest, CorruptSidebandFailsWithRecords) {
