@@ -360,6 +360,11 @@ Result<EmulationPlan> PlanEmulation(const record::RecordOptions& opts) {
   pargs.push_back("cyc_thresh=" + std::to_string(timing.cyc_thresh));
   pargs.push_back(std::string("multi=") + (opts.multi_snapshot ? "1" : "0"));
   if (std::getenv("PTSNAP_EMULATE_HASH") != nullptr) pargs.push_back("hash=1");
+  // Each snapshot stream the whole ring, as before incremental snapshot
+  // streams (docs/emulation.md, "Files"): the tests' reference.
+  if (const char* whole = std::getenv("PTSNAP_EMULATE_WHOLE_RINGS");
+      whole != nullptr && std::string_view(whole) == "1")
+    pargs.push_back("whole=1");
   // Benchmark baseline: no JIT code capture (docs/emulation.md, "JIT code").
   if (std::getenv("PTSNAP_EMULATE_NO_JIT") != nullptr) pargs.push_back("jit=0");
   if (opts.duration) pargs.push_back("duration_ms=" + std::to_string(opts.duration->count()));

@@ -580,6 +580,44 @@ TEST_F(Emulate, MultiSnapshotTakesOneSnapshotPerStopIndicatorCall) {
   }
 }
 
+// --multi-snapshot with three threads, a snapshot at every call of any of
+// them: each thread's snapshot is stored as what its ring gained since that
+// thread's previous one (trace::Stream::follows), and every stream read
+// back decodes exactly what the plugin retired on its thread up to there.
+TEST_F(Emulate, MultiSnapshotStoresWhatEachThreadsRingGained) {
+  record::RecordOptions o;
+  o.trigger = "handle_request";
+  o.multi_snapshot = true;
+  auto r = Record({Program("slow_call").string(), "8", "", "300", "300", "3"}, o);
+  EXPECT_EQ(r.exit_code, 0);
+  ASSERT_EQ(r.manifest.snapshots.size(), 3u * 8 + 1);
+  std::map<int32_t, const trace::Stream*> last;  // each thread's stream before
+  uint64_t on_disk = 0, viewed = 0;
+  for (const auto& s : r.manifest.streams) {
+    SCOPED_TRACE("stream " + std::to_string(s.id) + " tid " + std::to_string(s.tid));
+    const auto before = last.find(s.tid);
+    if (before == last.end()) {
+      EXPECT_FALSE(s.follows.has_value());  // a thread's first: its whole ring
+    } else {
+      EXPECT_EQ(s.follows, std::optional<uint32_t>(before->second->id));
+      EXPECT_GE(s.ring_bytes, trace::ViewedBytes(*before->second));  // nothing dropped
+    }
+    last[s.tid] = &s;
+    on_disk += s.size;
+    viewed += trace::ViewedBytes(s);
+    const auto& bytes = r.data.at(s.id);
+    EXPECT_EQ(bytes.size(), trace::ViewedBytes(s));
+    auto d = DecodeCheck({reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()}, r.sections,
+                         CpuOptions(r));
+    ASSERT_TRUE(d) << d.error().ToString();
+    EXPECT_EQ(d->errors, 0u) << d->first_error;
+    EXPECT_EQ(d->insns, r.stats.at(s.id).first);
+    EXPECT_EQ(d->hash, r.stats.at(s.id).second);
+  }
+  EXPECT_EQ(last.size(), 3u);
+  EXPECT_LT(on_disk * 5, viewed) << on_disk << " bytes on disk";
+}
+
 // --slower-than: emu_slow_call's handle_request(units) retires about
 // 5 * units instructions (virtual ns). Call 30 of 100 is 50 times slower.
 record::RecordOptions SlowerThan(uint64_t ns, bool multi = false) {

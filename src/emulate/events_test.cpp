@@ -19,7 +19,7 @@ TEST(Events, BecomeTheRecordsTheKernelWouldWrite) {
                   "itrace 0 10 10\n"
                   "fork 90 10 10 11 10\n"
                   "exit 99 10 10 11 11\n"
-                  "stream 1 10 10 1 1234 99 pt-10-10-1.pt\n"
+                  "stream 1 10 10 1 1234 99 0 0 pt-10-10-1.pt\n"
                   "snapshot 1 100 10 trigger fib\n"
                   "done 120\n",
                   &ev));
@@ -53,7 +53,7 @@ TEST(Events, MalformedLineIsAnErrorNamingIt) {
   auto r = ParseEvents("comm 0 10 10 1 prog\nmmap2 x\n", &ev);
   ASSERT_FALSE(r);
   EXPECT_NE(r.error().message().find("line 2"), std::string::npos);
-  EXPECT_FALSE(ParseEvents("stream 1 2 3 0 5 6 ../escape.pt\n", &ev));
+  EXPECT_FALSE(ParseEvents("stream 1 2 3 0 5 6 0 0 ../escape.pt\n", &ev));
   EXPECT_FALSE(ParseEvents("bogus 1\n", &ev));
 }
 

@@ -47,16 +47,35 @@ bool PluginIngest::done() const {
          std::all_of(logs_.begin(), logs_.end(), [](const auto& l) { return l.second.done; });
 }
 
-Result<void> PluginIngest::AddStream(const StreamMessage& s, uint32_t seq) {
+Result<void> PluginIngest::AddStream(const StreamMessage& s, uint32_t seq, Log& log) {
   const fs::path file = work_ / s.file;
   trace::Stream info;
   info.pid = s.pid;
   info.tid = s.tid;
   info.snapshot = seq;
   info.wrapped = s.wrapped;
+  if (s.follows != 0) {
+    // The plugin writes a thread's snapshots in order, each stream before
+    // its snapshot's line: the stream it continues is listed already.
+    auto last = log.last.find(s.tid);
+    if (last == log.last.end() || last->second.first != s.follows) {
+      return Error("the emulator's plugin wrote " + s.file + " as the continuation of thread " +
+                   std::to_string(s.tid) + "'s stream of its snapshot " +
+                   std::to_string(s.follows) + ", which ptsnap has not listed");
+    }
+    struct stat st {};
+    if (::stat(file.c_str(), &st) != 0) return Error::FromErrno("stat " + file.string());
+    if (static_cast<uint64_t>(st.st_size) > s.ring) {
+      return Error("the emulator's plugin wrote " + std::to_string(st.st_size) + " bytes to " +
+                   s.file + " but says its ring held " + std::to_string(s.ring));
+    }
+    info.follows = last->second.second;
+    info.ring_bytes = s.ring;
+  }
   // Moved, not copied: the work directory is inside the trace directory,
   // so a stream the plugin wrote until the disk filled is still kept.
   PTSNAP_ASSIGN_OR_RETURN(uint32_t id, writer_.AdoptStream(info, file));
+  log.last[s.tid] = {s.seq, id};
   stats_.push_back({id, s.tid, s.insns, s.hash});
   return Ok();
 }
@@ -107,7 +126,7 @@ Result<void> PluginIngest::ReadLog(const fs::path& path, Log& log,
         sideband.clear();
       }
       const uint32_t seq = next_seq_++;
-      for (const StreamMessage& s : log.pending[sn->seq]) PTSNAP_TRY(AddStream(s, seq));
+      for (const StreamMessage& s : log.pending[sn->seq]) PTSNAP_TRY(AddStream(s, seq, log));
       log.pending.erase(sn->seq);
       trace::Snapshot snap;
       snap.seq = seq;
@@ -199,7 +218,7 @@ Result<std::vector<trace::Snapshot>> PluginIngest::Finish() {
     // A snapshot cut short (the process died writing it): its streams are
     // kept, under no snapshot.
     for (const auto& [seq, streams] : log.pending)
-      for (const StreamMessage& s : streams) PTSNAP_TRY(AddStream(s, 0));
+      for (const StreamMessage& s : streams) PTSNAP_TRY(AddStream(s, 0, log));
     log.full.clear();
     log.pending.clear();
   }

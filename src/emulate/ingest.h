@@ -10,7 +10,9 @@
 // line read means its streams are complete. Logs are read up to their last
 // newline; a torn line is read again at the next Poll. Snapshot numbers are
 // the plugin's per process; the trace's are global, in the order the
-// snapshots are read.
+// snapshots are read. A stream the plugin wrote as what the thread's ring
+// gained since its previous snapshot (StreamMessage::follows) is listed as
+// following that snapshot's stream (trace::Stream::follows).
 #pragma once
 
 #include <cstdint>
@@ -77,10 +79,14 @@ class PluginIngest {
     std::vector<StreamMessage> full;  // seq 0: full-execution streams
     // The slow call of a plugin snapshot number whose line has not come yet.
     std::map<uint32_t, SlowCallMessage> slow;
+    // Each thread's last snapshot stream: the plugin's snapshot number and
+    // the stream's id, which a stream that continues it follows.
+    std::map<int32_t, std::pair<uint32_t, uint32_t>> last;
   };
   Result<void> ReadLog(const std::filesystem::path& path, Log& log,
                        std::vector<trace::Snapshot>& added);
-  Result<void> AddStream(const StreamMessage& s, uint32_t seq);
+  // Adds a snapshot stream (`seq`: the trace's snapshot number) of `log`.
+  Result<void> AddStream(const StreamMessage& s, uint32_t seq, Log& log);
 
   std::filesystem::path work_;
   trace::TraceWriter& writer_;

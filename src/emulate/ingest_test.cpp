@@ -71,7 +71,7 @@ TEST_F(IngestTest, ASnapshotIsInTheTraceDirectoryOnceItsLineIsRead) {
   Append("events.10", "comm 0 10 10 1 prog\nmmap2 5 10 10 4194304 8192 0 254 0 77 5 2 /bin/prog\n");
   Pt("pt-10-10-1.pt", "PTBYTES");
   // The stream line and a torn snapshot line: nothing is listed yet.
-  Append("events.10", "stream 1 10 10 1 1234 99 pt-10-10-1.pt\nsnapshot 1 100 10 trig");
+  Append("events.10", "stream 1 10 10 1 1234 99 0 0 pt-10-10-1.pt\nsnapshot 1 100 10 trig");
   auto added = ingest.Poll();
   ASSERT_TRUE(added) << added.error().ToString();
   EXPECT_TRUE(added->empty());
@@ -103,7 +103,7 @@ TEST_F(IngestTest, ASlowCallSnapshotCarriesTheCallsBeginAndLength) {
   PluginIngest ingest(work(), *writer_);
   Pt("pt-10-10-1.pt", "PT");
   Append("events.10",
-         "stream 1 10 10 0 1 1 pt-10-10-1.pt\nslowcall 1 2000 5000\n"
+         "stream 1 10 10 0 1 1 0 0 pt-10-10-1.pt\nslowcall 1 2000 5000\n"
          "snapshot 1 7000 10 slow-call work took 5.000 us (from +2.000 us, thread 10)\n");
   auto added = ingest.Poll();
   ASSERT_TRUE(added) << added.error().ToString();
@@ -122,9 +122,9 @@ TEST_F(IngestTest, NumbersSnapshotsOfEveryProcessInTheOrderRead) {
   ingest.Asked("from the agent");
   Pt("pt-10-10-1.pt", "A");
   Pt("pt-11-11-1.pt", "B");
-  Append("events.11", "stream 1 11 11 0 1 1 pt-11-11-1.pt\nsnapshot 1 50 0 signal\n");
+  Append("events.11", "stream 1 11 11 0 1 1 0 0 pt-11-11-1.pt\nsnapshot 1 50 0 signal\n");
   ASSERT_TRUE(ingest.Poll());
-  Append("events.10", "stream 1 10 10 0 1 1 pt-10-10-1.pt\nsnapshot 1 60 10 exit status=0\n");
+  Append("events.10", "stream 1 10 10 0 1 1 0 0 pt-10-10-1.pt\nsnapshot 1 60 10 exit status=0\n");
   auto added = ingest.Poll();
   ASSERT_TRUE(added) << added.error().ToString();
   ASSERT_EQ(added->size(), 1u);
@@ -146,9 +146,9 @@ TEST_F(IngestTest, FinishAddsFullStreamsOnceAndKeepsStreamsOfACutShortSnapshot) 
   Pt("pt-10-10.pt", "FULL");
   Pt("pt-10-12-3.pt", "CUT");
   Append("events.10",
-         "stream 0 10 10 0 5 5 pt-10-10.pt\n"
-         "stream 0 10 10 0 9 9 pt-10-10.pt\n"  // described again: the last wins
-         "stream 3 10 12 0 1 1 pt-10-12-3.pt\n"
+         "stream 0 10 10 0 5 5 0 0 pt-10-10.pt\n"
+         "stream 0 10 10 0 9 9 0 0 pt-10-10.pt\n"  // described again: the last wins
+         "stream 3 10 12 0 1 1 0 0 pt-10-12-3.pt\n"
          "done 120\n");
   auto added = ingest.Finish();
   ASSERT_TRUE(added) << added.error().ToString();
@@ -162,6 +162,60 @@ TEST_F(IngestTest, FinishAddsFullStreamsOnceAndKeepsStreamsOfACutShortSnapshot) 
   EXPECT_EQ(m.streams[1].snapshot, 0u);
   ASSERT_EQ(ingest.stream_stats().size(), 2u);
   EXPECT_EQ(ingest.stream_stats()[0].insns, 9u);
+}
+
+// A stream the plugin wrote as what the thread's ring gained since its
+// snapshot 1 is listed as following the stream ptsnap listed for that one
+// (another process's snapshot in between takes the trace's number 2), and
+// reads back as the whole ring. A line naming a snapshot whose stream was
+// not listed, or a ring smaller than the file, is an error.
+TEST_F(IngestTest, AStreamThatContinuesAnotherFollowsItsStream) {
+  PluginIngest ingest(work(), *writer_);
+  Pt("pt-10-10-1.pt", "abcdef");
+  Pt("pt-11-11-1.pt", "other");
+  Pt("pt-10-10-2.pt", "gh");
+  Append("events.10", "stream 1 10 10 0 1 1 0 6 pt-10-10-1.pt\nsnapshot 1 50 10 signal\n");
+  Append("events.11", "stream 1 11 11 0 1 1 0 5 pt-11-11-1.pt\nsnapshot 1 55 11 signal\n");
+  ASSERT_TRUE(ingest.Poll());
+  Append("events.10", "stream 2 10 10 1 2 2 1 7 pt-10-10-2.pt\nsnapshot 2 60 10 signal\n");
+  auto added = ingest.Poll();
+  ASSERT_TRUE(added) << added.error().ToString();
+  ASSERT_EQ(added->size(), 1u);
+  auto reader = trace::TraceReader::Open(tmp_.path() / "trace");
+  ASSERT_TRUE(reader) << reader.error().ToString();
+  const trace::Manifest& m = reader->manifest();
+  ASSERT_EQ(m.streams.size(), 3u);
+  EXPECT_EQ(m.streams[0].tid, 10);
+  EXPECT_FALSE(m.streams[0].follows.has_value());
+  EXPECT_EQ(m.streams[2].snapshot, 3u);
+  EXPECT_EQ(m.streams[2].follows, std::optional<uint32_t>(m.streams[0].id));
+  EXPECT_EQ(m.streams[2].ring_bytes, 7u);
+  EXPECT_EQ(m.streams[2].size, 2u);
+  EXPECT_TRUE(m.streams[2].wrapped);
+  auto bytes = reader->ReadStream(m.streams[2]);
+  ASSERT_TRUE(bytes) << bytes.error().ToString();
+  EXPECT_EQ(*bytes, "bcdefgh");
+
+  Pt("pt-10-10-4.pt", "ij");
+  Append("events.10", "stream 4 10 10 0 3 3 3 9 pt-10-10-4.pt\nsnapshot 4 70 10 signal\n");
+  added = ingest.Poll();
+  ASSERT_FALSE(added);
+  EXPECT_EQ(added.error().ToString(),
+            "the emulator's plugin wrote pt-10-10-4.pt as the continuation of thread 10's stream "
+            "of its snapshot 3, which ptsnap has not listed");
+}
+
+TEST_F(IngestTest, AStreamLargerThanItsRingIsAnError) {
+  PluginIngest ingest(work(), *writer_);
+  Pt("pt-10-10-1.pt", "abcdef");
+  Pt("pt-10-10-2.pt", "ghij");
+  Append("events.10",
+         "stream 1 10 10 0 1 1 0 6 pt-10-10-1.pt\nsnapshot 1 50 10 signal\n"
+         "stream 2 10 10 0 1 1 1 3 pt-10-10-2.pt\nsnapshot 2 60 10 signal\n");
+  auto added = ingest.Poll();
+  ASSERT_FALSE(added);
+  EXPECT_EQ(added.error().ToString(),
+            "the emulator's plugin wrote 4 bytes to pt-10-10-2.pt but says its ring held 3");
 }
 
 TEST_F(IngestTest, AMalformedLineIsAnErrorNamingTheLog) {

@@ -9,7 +9,8 @@
 //   comm TIME PID TID EXEC NAME
 //   fork|exit TIME PID PPID TID PTID
 //   itrace TIME PID TID
-//   stream SEQ PID TID WRAPPED INSNS HASH FILE     (SEQ 0: full-execution stream)
+//   stream SEQ PID TID WRAPPED INSNS HASH FOLLOWS RING FILE
+//                                                 (SEQ 0: full-execution stream)
 //   slowcall SEQ BEGIN LENGTH                     (precedes snapshot SEQ)
 //   snapshot SEQ TIME TID REASON[ DETAIL]
 //   note TEXT
@@ -129,12 +130,21 @@ struct ItraceMessage {
 // A stream file the plugin wrote: one thread's PT of snapshot `seq`, or of
 // the whole execution (seq 0, full mode). A later line for the same file
 // supersedes an earlier one.
+//
+// In snapshot mode the file holds the thread's whole ring (`follows` 0), or
+// only what the ring gained since that thread's stream of snapshot
+// `follows` (the plugin's number; every byte since is still in the ring):
+// the snapshot's bytes are then the last `ring` bytes of the files of
+// snapshot `follows`'s chain and this one (trace::Stream::follows).
+// `ring`: the bytes the ring held at the snapshot (0 in full mode).
 struct StreamMessage {
   static constexpr std::string_view kKind = "stream";
   uint32_t seq = 0;
   int32_t pid = 0, tid = 0;
   bool wrapped = false;          // the ring dropped older bytes
   uint64_t insns = 0, hash = 0;  // what the plugin retired (and hashed) in this stream
+  uint32_t follows = 0;          // the snapshot whose stream this file continues; 0: none
+  uint64_t ring = 0;             // bytes in the ring at the snapshot
   std::string file;
   bool operator==(const StreamMessage&) const = default;
   template <typename Self, typename V>
@@ -145,6 +155,8 @@ struct StreamMessage {
     v.Num("wrapped", m.wrapped);
     v.Num("insns", m.insns);
     v.Num("hash", m.hash);
+    v.Num("follows", m.follows);
+    v.Num("ring", m.ring);
     v.FileName("file", m.file);
   }
 };

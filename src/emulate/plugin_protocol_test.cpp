@@ -49,7 +49,17 @@ TEST(PluginProtocol, WriterWritesOneLinePerMessage) {
                                         .insns = 1234,
                                         .hash = kStreamHashSeed,
                                         .file = "pt-10-12-1.pt"}),
-            "stream 1 10 12 1 1234 14695981039346656037 pt-10-12-1.pt\n");
+            "stream 1 10 12 1 1234 14695981039346656037 0 0 pt-10-12-1.pt\n");
+  // A snapshot's stream that continues the thread's stream of snapshot 3.
+  EXPECT_EQ(FormatMessage(StreamMessage{.seq = 4,
+                                        .pid = 10,
+                                        .tid = 12,
+                                        .insns = 2000,
+                                        .hash = 7,
+                                        .follows = 3,
+                                        .ring = 65536,
+                                        .file = "pt-10-12-4.pt"}),
+            "stream 4 10 12 0 2000 7 3 65536 pt-10-12-4.pt\n");
   EXPECT_EQ(FormatMessage(SnapshotMessage{
                 .seq = 2, .time = 100, .tid = 10, .reason = "trigger", .detail = "fib"}),
             "snapshot 2 100 10 trigger fib\n");
@@ -87,6 +97,14 @@ TEST(PluginProtocol, EveryMessageRoundTrips) {
                     .insns = kMax64,
                     .hash = 0,
                     .file = "pt-1-1-0.pt"},
+      StreamMessage{.seq = 2,
+                    .pid = 1,
+                    .tid = 1,
+                    .insns = 5,
+                    .hash = 6,
+                    .follows = kMax32,
+                    .ring = kMax64,
+                    .file = "pt-1-1-2.pt"},
       SnapshotMessage{.seq = 1, .time = 2, .tid = 3, .reason = "exit", .detail = "execve"},
       SnapshotMessage{.seq = 1, .time = 2, .tid = 3, .reason = "trigger", .detail = " a b\\ "},
       SnapshotMessage{.seq = 1, .time = 2, .tid = 3, .reason = "duration", .detail = ""},
@@ -117,17 +135,20 @@ TEST(PluginProtocol, MalformedLinesNameTheField) {
   EXPECT_EQ(ErrorOf("itrace 0 4294967296 11"), "itrace: pid 4294967296 is out of range");
   EXPECT_EQ(ErrorOf("done 18446744073709551616"),
             "done: time '18446744073709551616' is not an unsigned decimal number");
-  EXPECT_EQ(ErrorOf("stream 1 2147483648 3 0 5 6 f.pt"), "stream: pid 2147483648 is out of range");
+  EXPECT_EQ(ErrorOf("stream 1 2147483648 3 0 5 6 0 0 f.pt"),
+            "stream: pid 2147483648 is out of range");
   EXPECT_EQ(ErrorOf("comm 0 1 1 2 prog"), "comm: exec is 2, not 0 or 1");
   EXPECT_EQ(ErrorOf("comm 0 1 1 1"), "comm: name is missing");
   EXPECT_EQ(ErrorOf("comm 0 1 1 1 "), "comm: name is missing");
   EXPECT_EQ(ErrorOf("mmap2 0 1 1 0 0 0 0 0 0 0 0"), "mmap2: path is missing");
   EXPECT_EQ(ErrorOf("note a\\x"), "note: text has a backslash that is not \\\\ or \\n");
   EXPECT_EQ(ErrorOf("note trailing\\"), "note: text has a backslash that is not \\\\ or \\n");
-  EXPECT_EQ(ErrorOf("stream 1 2 3 0 5 6 ../escape.pt"),
+  EXPECT_EQ(ErrorOf("stream 1 2 3 0 5 6 0 0 ../escape.pt"),
             "stream: file '../escape.pt' is not a file name in the plugin's directory");
-  EXPECT_EQ(ErrorOf("stream 1 2 3 0 5 6 .."),
+  EXPECT_EQ(ErrorOf("stream 1 2 3 0 5 6 0 0 .."),
             "stream: file '..' is not a file name in the plugin's directory");
+  EXPECT_EQ(ErrorOf("stream 1 2 3 0 5 6 4294967296 0 f.pt"),
+            "stream: follows 4294967296 is out of range");
   EXPECT_EQ(ErrorOf("snapshot 1 2 3"), "snapshot: reason is missing");
   EXPECT_EQ(ErrorOf("done"), "done: time is missing");
   EXPECT_EQ(ErrorOf("bogus 1"), "unknown message kind 'bogus'");

@@ -416,6 +416,101 @@ TEST_F(DecodeEmulated, SnapshotsOfAThreadAreStitched) {
   EXPECT_EQ(rep.snapshot_gaps, 0u);
 }
 
+// --multi-snapshot under --emulate stores a thread's snapshot as what its
+// ring gained since the thread's previous snapshot (trace::Stream::follows,
+// docs/trace-format.md), so the disk grows with the new data, not with the
+// number of snapshots. Read back, every snapshot's stream is byte for byte
+// the whole ring that a recording storing whole rings
+// (PTSNAP_EMULATE_WHOLE_RINGS; the emulator is deterministic) wrote, and the
+// timeline, of all snapshots or of one, is the same. With a 64 KiB ring the
+// program's start and the slow call (call 20) bring more than the ring
+// holds: those snapshots are whole rings, and later ones continue them.
+TEST_F(DecodeEmulated, MultiSnapshotStoresWhatEachRingGainedAndDecodesTheSame) {
+  // Events as (time, thread in order of appearance, kind, name): the two
+  // recordings' thread ids differ.
+  auto events = [](const std::string& text) {
+    std::vector<std::string> out;
+    std::map<int32_t, size_t> threads;
+    for (const auto& e : ::ptsnap::testing::ParseEvents(text)) {
+      const size_t t = threads.emplace(e.tid, threads.size()).first->second;
+      out.push_back(std::to_string(e.ts) + " " + std::to_string(t) + " " + e.kind + " " + e.name);
+    }
+    return out;
+  };
+  auto decode = [&](const std::filesystem::path& dir, uint32_t snapshot) {
+    DecodeOptions d;
+    d.output = dir.string() + "." + std::to_string(snapshot) + ".events";
+    d.snapshot = snapshot;
+    auto rep = DecodeTraceDir(dir, d);
+    EXPECT_THAT(rep, HasValue());
+    auto text = base::ReadFile(d.output, size_t{1} << 30);
+    return text ? events(*text) : std::vector<std::string>{};
+  };
+  for (const uint64_t ring : {uint64_t{0}, uint64_t{64} << 10}) {
+    SCOPED_TRACE("ring " + std::to_string(ring));
+    std::vector<std::filesystem::path> dirs;
+    for (const bool whole : {false, true}) {
+      // The program sees the variable too: one of the same length in both
+      // runs, so that both run the same instructions.
+      ::setenv("PTSNAP_EMULATE_WHOLE_RINGS", whole ? "1" : "0", 1);
+      record::RecordOptions o;
+      o.command = {PTSNAP_EMU_SLOW_CALL, "40", "20", "300", "100000"};
+      o.trigger = "handle_request";
+      o.multi_snapshot = true;
+      o.snapshot_size = ring;
+      dirs.push_back(tmp_.path() / ("t" + std::to_string(n_++)));
+      auto r = emulate::RecordEmulated(o, dirs.back());
+      ::unsetenv("PTSNAP_EMULATE_WHOLE_RINGS");
+      ASSERT_THAT(r, HasValue());
+      ASSERT_EQ(*r, 0);
+    }
+    auto incremental = trace::TraceReader::Open(dirs[0]);
+    auto whole = trace::TraceReader::Open(dirs[1]);
+    ASSERT_THAT(incremental, HasValue());
+    ASSERT_THAT(whole, HasValue());
+    const auto& streams = incremental->manifest().streams;
+    ASSERT_EQ(incremental->manifest().snapshots.size(), 41u);  // 40 calls, the exit
+    ASSERT_EQ(streams.size(), whole->manifest().streams.size());
+    uint64_t on_disk = 0, viewed = 0, whole_on_disk = 0;
+    size_t follow = 0;
+    for (size_t k = 0; k < streams.size(); ++k) {
+      SCOPED_TRACE("stream " + std::to_string(k));
+      const trace::Stream& s = streams[k];
+      const trace::Stream& w = whole->manifest().streams[k];
+      EXPECT_FALSE(w.follows.has_value());
+      EXPECT_EQ(s.snapshot, w.snapshot);
+      EXPECT_EQ(s.wrapped, w.wrapped);
+      EXPECT_EQ(trace::ViewedBytes(s), w.size);
+      auto bytes = incremental->ReadStream(s);
+      auto want = whole->ReadStream(w);
+      ASSERT_THAT(bytes, HasValue());
+      ASSERT_THAT(want, HasValue());
+      EXPECT_TRUE(*bytes == *want) << bytes->size() << " bytes, want " << want->size();
+      on_disk += s.size;
+      viewed += trace::ViewedBytes(s);
+      whole_on_disk += w.size;
+      follow += s.follows.has_value();
+    }
+    EXPECT_EQ(viewed, whole_on_disk);
+    // Each call adds a few hundred bytes; a whole ring holds the program's
+    // start too, and every snapshot repeated it.
+    EXPECT_LT(on_disk * 5, viewed) << on_disk << " bytes on disk";
+    if (ring == 0) {
+      EXPECT_EQ(follow, streams.size() - 1);  // all but the first
+    } else {
+      EXPECT_GE(follow, streams.size() - 3);
+      EXPECT_LT(follow, streams.size() - 1);  // the slow call's snapshot is whole
+    }
+    EXPECT_EQ(incremental->manifest().version, trace::kManifestVersionFollows);
+    for (const uint32_t snapshot : {0u, 1u, 21u, 41u}) {
+      SCOPED_TRACE("snapshot " + std::to_string(snapshot));
+      const auto got = decode(dirs[0], snapshot);
+      EXPECT_GT(got.size(), 10u);
+      EXPECT_TRUE(got == decode(dirs[1], snapshot));
+    }
+  }
+}
+
 // JIT code (tests/programs/emulate/jit.c): machine code written into an
 // anonymous buffer, called three times, overwritten with code of another
 // layout and called twice. The emulator captures each version's bytes when

@@ -113,6 +113,10 @@ struct Options {
   bool mtc = false, cyc = false;
   uint64_t mtc_freq = 0, cyc_thresh = 0;
   bool multi = false;
+  // Every snapshot stream holds its thread's whole ring (whole=1), never
+  // only what the ring gained since the thread's previous snapshot: a
+  // reference for tests and a check of the incremental streams.
+  bool whole_rings = false;
   bool hash = false;
   bool jit = true;  // capture code run from memory no file backs (jit=0: off, a benchmark baseline)
   uint64_t duration_ms = 0;
@@ -173,6 +177,12 @@ struct ThreadState {
   std::deque<std::vector<uint8_t>> ring;
   uint64_t ring_bytes = 0;
   bool wrapped = false;
+  // Chunks are numbered as they enter the ring: ring.front() is chunk
+  // `ring_first`. The thread's stream of its snapshot `written_seq` (0:
+  // none yet) ended with chunk `written_end` - 1 (WriteRing).
+  uint64_t ring_first = 0;
+  uint64_t written_end = 0;
+  uint32_t written_seq = 0;
   base::UniqueFd fd;  // full mode: the stream file
   std::string file;
 };
@@ -447,12 +457,14 @@ void Drain(ThreadState* t) {
     while (t->ring.size() > 1 && t->ring_bytes > g_opts.size) {
       t->ring_bytes -= t->ring.front().size();
       t->ring.pop_front();
+      ++t->ring_first;
       t->wrapped = true;
       // Drop up to the next chunk that starts with a PSB (02 82): a snapshot
       // then always begins where a decoder can synchronise.
       while (t->ring.size() > 1 && !StartsWithPsb(t->ring.front())) {
         t->ring_bytes -= t->ring.front().size();
         t->ring.pop_front();
+        ++t->ring_first;
       }
     }
   }
@@ -477,6 +489,12 @@ std::string StreamFile(pid_t tid, uint32_t seq) {
 }
 
 // Writes `t`'s ring as the stream of snapshot `seq`. Caller holds g_mu.
+// When every chunk that entered the ring since the thread's previous
+// snapshot stream is still in it, only those chunks are written, as a
+// stream that continues that one (StreamMessage::follows): the ring is the
+// previous streams' bytes and these, so --multi-snapshot's disk grows with
+// the new data, not with the number of snapshots. Otherwise (the first
+// snapshot, or the ring dropped chunks no stream holds yet) the whole ring.
 void WriteRing(ThreadState* t, uint32_t seq) {
   std::lock_guard lock(t->mu);
   if (t->ring.empty()) return;
@@ -485,7 +503,10 @@ void WriteRing(ThreadState* t, uint32_t seq) {
   base::UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
   if (!fd && DriverGone(errno)) return;
   if (!fd) Die("cannot write %s: %s", path.c_str(), std::strerror(errno));
-  for (const auto& c : t->ring) WriteStream(fd.get(), c);
+  const bool follows =
+      t->written_seq != 0 && !g_opts.whole_rings && t->ring_first <= t->written_end;
+  const uint64_t from = follows ? t->written_end - t->ring_first : 0;
+  for (uint64_t i = from; i < t->ring.size(); ++i) WriteStream(fd.get(), t->ring[i]);
   fd.reset();
   Report(StreamMessage{.seq = seq,
                        .pid = t->pid,
@@ -493,7 +514,11 @@ void WriteRing(ThreadState* t, uint32_t seq) {
                        .wrapped = t->wrapped,
                        .insns = t->insns,
                        .hash = t->hash,
+                       .follows = follows ? t->written_seq : 0,
+                       .ring = t->ring_bytes,
                        .file = name});
+  t->written_end = t->ring_first + t->ring.size();
+  t->written_seq = seq;
 }
 
 // A snapshot of every thread's ring, as `perf` takes of AUX buffers in
@@ -1795,6 +1820,8 @@ int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t* info, int argc, 
       ok = ParseU64(v, &g_opts.cyc_thresh) && g_opts.cyc_thresh <= 15;
     } else if (k == "multi") {
       g_opts.multi = v == "1";
+    } else if (k == "whole") {
+      g_opts.whole_rings = v == "1";
     } else if (k == "null") {
       // Benchmark baseline: callbacks registered, but they return at once.
       if (v == "1") g_flags.store(kStopped);
