@@ -411,9 +411,12 @@ class StreamDecoder {
       }
       have_thread_ = true;
     }
-    // A stream without timing packets (time 0) has no place in time: it
-    // decodes against the address space at the end of the recording.
-    uint64_t at = now != 0 ? now : UINT64_MAX;
+    // A stream without timing packets has no place in time: it decodes
+    // against the address space at the end of the recording. A timing
+    // packet of 0 is a time (an emulated trace starts at TSC 0): taken for
+    // none, the start of a program that later execs decoded against the
+    // new program's mappings (Emulate.ExecIsFollowedInTheSameStream).
+    uint64_t at = now != 0 || timed_ ? now : UINT64_MAX;
     int32_t space = owner_->SpaceAt(thread_.pid, at);
     size_t k = applied_pokes_;
     while (k < owner_->PokeCount() && owner_->PokeTime(k) <= now) ++k;
@@ -437,12 +440,14 @@ class StreamDecoder {
 
   uint64_t Now() {
     if (flow_) {
+      if (flow_has_now_) timed_ = true;
       if (flow_has_now_ && flow_now_ != 0) Advance(owner_->TscToNs(flow_now_));
       return last_time_;
     }
     uint64_t tsc = 0;
     uint32_t lost_mtc = 0, lost_cyc = 0;
     int r = pt_blk_time(dec_.get(), &tsc, &lost_mtc, &lost_cyc);
+    if (r >= 0) timed_ = true;
     if (r >= 0 && tsc != 0) Advance(owner_->TscToNs(tsc));
     return last_time_;
   }
@@ -1002,6 +1007,7 @@ class StreamDecoder {
   std::array<flow::Item, 256> items_{};
   size_t item_i_ = 0, item_n_ = 0;
   bool flow_has_now_ = false;
+  bool timed_ = false;  // a timing packet was seen (its time may be 0)
   uint64_t flow_now_ = 0;
   bool needs_libipt_ = false;
   uint64_t delivered_ = 0;

@@ -490,7 +490,7 @@ TEST(PtDecoderTest, StreamWithoutTimingUsesTheLastSpace) {
   auto dec = PtDecoder::Create("/nonexistent", testing::CallsManifest(100), records);
   ASSERT_THAT(dec, HasValue());
   testing::StreamBuilder b;
-  b.Psb(0);  // TSC 0: no time
+  b.PsbWithoutTsc();
   b.TipPge(r.Sym("_start"));
   b.Tnt(true);
   b.Tnt(true);
@@ -504,6 +504,37 @@ TEST(PtDecoderTest, StreamWithoutTimingUsesTheLastSpace) {
   ASSERT_FALSE(events.empty());
   for (const auto& e : events) EXPECT_EQ(e.space, (*dec)->LastSpace(100));
   EXPECT_NE((*dec)->LastSpace(100), 100);
+}
+
+// A TSC of 0 is a time, not the absence of one: an emulated trace starts at
+// TSC 0 (one tick per instruction from the program's first). A stream that
+// starts there decodes against the space of time 0, not the space of a
+// later exec. Before, a program that exec'd another decoded its start
+// against the new program's mappings: an error at its first block.
+TEST(PtDecoderTest, StreamStartingAtTscZeroUsesTheSpaceOfTimeZero) {
+  auto p = testing::LoadCallsProgram();
+  auto r = testing::LoadReplacedProgram();
+  std::vector<trace::Record> records = testing::CallsSideband(p, 100);
+  for (auto& x : testing::ProgramSideband(r, 100, "replaced", 2000)) records.push_back(x);
+  trace::Manifest m = testing::CallsManifest(100);
+  for (const bool flow : {false, true}) {
+    SCOPED_TRACE(flow ? "ours" : "libipt");
+    auto dec = PtDecoder::Create("/nonexistent", m, records);
+    ASSERT_THAT(dec, HasValue());
+    (*dec)->set_engine(flow ? PtDecoder::Engine::kOurs : PtDecoder::Engine::kLibipt);
+    testing::StreamBuilder b;
+    b.Psb(0);
+    b.TipPge(p.Sym("main"));
+    b.TipPgd();
+    std::vector<BranchEvent> events;
+    ASSERT_THAT(
+        (*dec)->DecodeStream(100, b.Finish(), [&](const BranchEvent& e) { events.push_back(e); }),
+        HasValue());
+    EXPECT_EQ((*dec)->stats().errors, 0u);
+    ASSERT_FALSE(events.empty());
+    for (const auto& e : events) EXPECT_EQ(e.space, 100);
+    EXPECT_NE((*dec)->LastSpace(100), 100);
+  }
 }
 
 // JIT code is named by the process's perf map as the recording machine had

@@ -39,6 +39,13 @@ void StreamBuilder::Psb(uint64_t tsc) {
   out_.PsbEnd();
 }
 
+void StreamBuilder::PsbWithoutTsc() {
+  FlushTnt();
+  out_.Psb();
+  out_.ModeExec64();
+  out_.PsbEnd();
+}
+
 void StreamBuilder::Tsc(uint64_t tsc) {
   FlushTnt();
   out_.Tsc(tsc);

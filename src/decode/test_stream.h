@@ -22,6 +22,8 @@ class StreamBuilder {
  public:
   // PSB, TSC, MODE.exec(64-bit), PSBEND.
   void Psb(uint64_t tsc);
+  // PSB, MODE.exec, PSBEND: a stream recorded without timing packets.
+  void PsbWithoutTsc();
   void Tsc(uint64_t tsc);
   void Tnt(bool taken);
   void Tip(uint64_t ip);
