@@ -127,12 +127,15 @@ TEST_F(SamplingOracle, DwarfAgreesWithPerfRecord) {
 }
 
 // Two threads spinning in spin_outer -> spin_middle -> spin_inner. spin_inner
-// is a true leaf (no frame of its own), so the frame-pointer walk shows
-// spin_outer as its caller on every side (docs/decoding.md, fp).
+// is a true leaf (no frame of its own), so the frame-pointer walk skips
+// spin_middle: perf (and perf on the export, which keeps the kernel's
+// chain) show spin_outer as its caller; ptsnap mends the chain from the
+// sample's stack copy and .eh_frame (docs/decoding.md, "Sampled traces").
 TEST_F(SamplingOracle, TwoThreadsAgreeWithPerfRecord) {
   fs::path work = tmp_.path() / "threads";
   ShellRun r = RunShell(Agree("--callgraph fp --multi-thread --min-threads 2 --expect-top "
-                              "spin_inner --path spin_inner=spin_outer --work " +
+                              "spin_inner --path spin_inner=spin_outer --ptsnap-path "
+                              "spin_inner=spin_middle,spin_outer --work " +
                               work.string()) +
                         " -- " + RequiredEnv("SAMPLING_SPIN") + " 600 2");
   std::printf("%s", r.out.c_str());
