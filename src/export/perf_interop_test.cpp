@@ -145,7 +145,9 @@ std::vector<Case> Cases() {
       {"jump_table", Prog("switch"), {{"step", 10000}}},
       // The handler is entered by the kernel, not by a call.
       {"signals", Prog("signal"), {{"handler", 0}}},
-      // fib(12) and fib(11); the exec of /bin/true runs natively (untraced).
+      // fib(12) and fib(11), then /bin/true, which the emulator follows into:
+      // one stream through the exec (two programs, their libc mapped over
+      // each other's addresses).
       {"exec", Prog("exec"), {{"fib", 465 + 287}}},
       // The parent's fib(13) and the child's fib(12), each on its own thread.
       {"fork", Prog("fork"), {{"fib", 753 + 465}}},

@@ -678,6 +678,12 @@ ThreadState* StartThread(unsigned vcpu) {
   // on (its ring, or its open full-execution file) and is not started anew.
   std::optional<CarriedThread> adopted = std::exchange(g_adopt, std::nullopt);
   if (adopted) {
+    // The new encoder's cycle counter starts at the exec, not at 0: its
+    // first PSB would otherwise follow the old stream's last packet with a
+    // CYC of the whole run so far, which perf adds to the time it had there
+    // (it then ignores the PSB's TSC as going backwards: every time after
+    // the exec came out 115 us late in perf_interop's exec case).
+    t->pt.RestartCycles(t->clock);
     t->insns = adopted->insns;
     t->hash = adopted->hash;
     t->wrapped = adopted->wrapped;

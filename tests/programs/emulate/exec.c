@@ -1,5 +1,5 @@
 // execve: one attempt that fails (no such file), then /bin/true replaces the
-// program. QEMU 7.2 runs the new program natively: tracing ends there.
+// program; ptsnap's plugin follows it (docs/emulation.md, "exec").
 #include <stdio.h>
 #include <unistd.h>
 
