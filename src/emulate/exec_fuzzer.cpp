@@ -13,10 +13,10 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
-  const auto script = ptsnap::emulate::ParseScriptInterpreter(
-      text.substr(0, ptsnap::emulate::kExecHeadBytes));
-  if (script && (script->path.empty() || script->path.find_first_of(std::string(" \t\0", 3)) !=
-                                              std::string::npos))
+  const auto script =
+      ptsnap::emulate::ParseScriptInterpreter(text.substr(0, ptsnap::emulate::kExecHeadBytes));
+  if (script && (script->path.empty() ||
+                 script->path.find_first_of(std::string(" \t\0", 3)) != std::string::npos))
     __builtin_trap();
   auto carry = ptsnap::emulate::ParseExecCarry(text);
   if (carry) {
