@@ -298,16 +298,30 @@ void ReadPlt(Elf* elf, size_t shstrndx, SymbolTable* table) {
   }
 }
 
+// An ELF file opened for libelf (the handle before the fd it reads: it is
+// destroyed first).
+struct OpenedElf {
+  base::UniqueFd fd;
+  internal::ElfHandle elf;
+};
+
+Result<OpenedElf> OpenElf(const std::filesystem::path& path) {
+  OpenedElf o;
+  o.fd.reset(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!o.fd) return Error::FromErrno("opening " + path.string());
+  elf_version(EV_CURRENT);
+  o.elf.reset(elf_begin(o.fd.get(), ELF_C_READ_MMAP, nullptr));
+  if (o.elf == nullptr || elf_kind(o.elf.get()) != ELF_K_ELF) {
+    return Error(path.string() + " is not an ELF file");
+  }
+  return o;
+}
+
 }  // namespace
 
 Result<SymbolFile> SymbolFile::Open(const std::filesystem::path& path) {
-  base::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) return Error::FromErrno("opening " + path.string());
-  elf_version(EV_CURRENT);
-  internal::ElfHandle elf(elf_begin(fd.get(), ELF_C_READ_MMAP, nullptr));
-  if (elf == nullptr || elf_kind(elf.get()) != ELF_K_ELF) {
-    return Error(path.string() + " is not an ELF file");
-  }
+  PTSNAP_ASSIGN_OR_RETURN(OpenedElf opened, OpenElf(path));
+  const internal::ElfHandle& elf = opened.elf;
   SymbolFile out;
   out.path_ = path;
   out.segments_ = internal::LoadSegments(elf.get());
@@ -381,13 +395,8 @@ void SymbolFile::AddFdeFunctions() {
 }
 
 Result<CfaTable> ReadCfaTable(const std::filesystem::path& path) {
-  base::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) return Error::FromErrno("opening " + path.string());
-  elf_version(EV_CURRENT);
-  internal::ElfHandle elf(elf_begin(fd.get(), ELF_C_READ_MMAP, nullptr));
-  if (elf == nullptr || elf_kind(elf.get()) != ELF_K_ELF) {
-    return Error(path.string() + " is not an ELF file");
-  }
+  PTSNAP_ASSIGN_OR_RETURN(OpenedElf opened, OpenElf(path));
+  const internal::ElfHandle& elf = opened.elf;
   size_t shstrndx = 0;
   if (elf_getshdrstrndx(elf.get(), &shstrndx) != 0) return CfaTable();
   const EhFrameSection section = FindEhFrame(elf.get(), shstrndx);
