@@ -167,6 +167,11 @@ struct ThreadState {
   bool trace_stopped = false;                  // entered a tracestop range: no more tracing
   uint64_t clock = 0;                          // this thread's virtual time (TSC ticks)
   uint64_t insns = 0, hash = kStreamHashSeed;  // retired by this thread
+  // insns and hash when the encoder's bytes last went into the ring (Drain,
+  // which runs where every block counted so far is described by them): what
+  // a snapshot's ring holds. A thread that another thread's snapshot finds
+  // running has counted blocks whose packets its encoder still holds.
+  uint64_t ring_insns = 0, ring_hash = kStreamHashSeed;
   SlowCalls slow;
   // --only-in: tracing is paused (it starts so, as aux_start_paused), and
   // the frames entered at the function's entry whose return pauses it.
@@ -450,8 +455,10 @@ bool StartsWithPsb(const std::vector<uint8_t>& c) {
 // keeping whole PSB periods so what remains starts at a PSB) or the file.
 void Drain(ThreadState* t) {
   auto bytes = t->pt.bytes();
-  if (bytes.empty()) return;
   std::lock_guard lock(t->mu);
+  t->ring_insns = t->insns;
+  t->ring_hash = t->hash;
+  if (bytes.empty()) return;
   if (g_opts.full) {
     if (t->fd) WriteStream(t->fd.get(), bytes);  // none: detached (DriverGone)
   } else {
@@ -529,8 +536,8 @@ void WriteRing(ThreadState* t, uint32_t seq) {
                        .pid = t->pid,
                        .tid = t->tid,
                        .wrapped = t->wrapped,
-                       .insns = t->insns,
-                       .hash = t->hash,
+                       .insns = t->ring_insns,
+                       .hash = t->ring_hash,
                        .follows = follows ? t->written_seq : 0,
                        .ring = t->ring_bytes,
                        .file = name});
