@@ -87,6 +87,8 @@ void PtStream::Psb(uint64_t tsc, bool enabled, uint64_t ip) {
   // The CYC before a PSB (the one erratum SKL168 may drop) brings the cycle
   // counter to the TSC of the PSB+, from which libipt counts the next CYC.
   Cyc(tsc);
+  taken_since_psb_ = 0;
+  psb_at_ = out_.size();
   out_.Psb();
   TscTma(tsc);
   Cbr();

@@ -159,7 +159,15 @@ class PtStream {
   [[nodiscard]] size_t pending() const { return out_.size(); }
   [[nodiscard]] std::span<const uint8_t> bytes() const { return out_.bytes(); }
   // Forgets the pending bytes (after the owner copied bytes()).
-  void Take() { out_.Clear(); }
+  void Take() {
+    taken_since_psb_ += out_.size() - psb_at_;
+    psb_at_ = 0;
+    out_.Clear();
+  }
+  // Bytes written since the last PSB began (all, before the first), taken
+  // or not: what the PSB period counts, as the hardware's PSB frequency
+  // counts output bytes.
+  [[nodiscard]] uint64_t since_psb() const { return taken_since_psb_ + out_.size() - psb_at_; }
 
   [[nodiscard]] const ReturnStack& return_stack() const { return ret_; }
   [[nodiscard]] int tnt_pending() const { return tnt_bits_; }
@@ -189,6 +197,10 @@ class PtStream {
   uint64_t cyc_min_ = 1;   // 2^(cyc_thresh-1)
   uint64_t mtc_step_ = 0;  // TSC ticks between two MTCs
   uint64_t next_mtc_ = ~uint64_t{0};
+  // since_psb(): bytes taken since the last PSB, and where in the pending
+  // bytes it began (0 when it was taken, or before the first).
+  uint64_t taken_since_psb_ = 0;
+  size_t psb_at_ = 0;
 };
 
 }  // namespace ptsnap::emulate

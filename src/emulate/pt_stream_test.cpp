@@ -158,6 +158,37 @@ TEST(PtStream, PsbCarriesTscModeAndFupWhenEnabled) {
   EXPECT_EQ(p[4].type, ppt_psbend);
 }
 
+// The PSB period counts bytes since the last PSB, across the owner's
+// Take()s (the plugin drains a thread at every syscall), from the PSB's
+// first byte.
+TEST(PtStream, SincePsbCountsAcrossTakes) {
+  PtStream s;
+  s.Tip(0x401000);
+  const size_t before = s.pending();
+  EXPECT_EQ(s.since_psb(), before);
+  s.Psb(0, true, 0x401000);
+  const size_t psb = s.pending() - before;
+  EXPECT_EQ(s.since_psb(), psb);
+  s.Take();
+  EXPECT_EQ(s.since_psb(), psb);
+  s.Tip(0x402000);
+  const size_t tip = s.pending();
+  EXPECT_GT(tip, 0u);
+  EXPECT_EQ(s.since_psb(), psb + tip);
+  s.Take();
+  s.Tip(0x403000);
+  EXPECT_EQ(s.since_psb(), psb + tip + s.pending());
+  s.Psb(10, true, 0x403000);
+  s.Take();
+  s.Tip(0x404000);
+  const size_t at = s.pending();
+  s.Psb(20, true, 0x404000);  // a PSB in the middle of pending bytes
+  const size_t psb2 = s.pending() - at;
+  EXPECT_EQ(s.since_psb(), psb2);
+  s.Take();
+  EXPECT_EQ(s.since_psb(), psb2);  // the bytes before it no longer count
+}
+
 TEST(PtStream, TntBatchesOldestBitFirstAndFlushesBeforeTip) {
   PtStream s;
   s.Psb(0, true, 0x401000);

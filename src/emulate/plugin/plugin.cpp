@@ -181,9 +181,6 @@ struct ThreadState {
   std::mutex mu;
   std::deque<std::vector<uint8_t>> ring;
   uint64_t ring_bytes = 0;
-  // Bytes drained at syscalls since the encoder's last PSB (DrainAtSyscall):
-  // they count towards the PSB period with the encoder's pending bytes.
-  uint64_t since_psb = 0;
   bool wrapped = false;
   // Chunks are numbered as they enter the ring: ring.front() is chunk
   // `ring_first`. The thread's stream of its snapshot `written_seq` (0:
@@ -399,14 +396,21 @@ bool DriverGone(int err) {
   return true;
 }
 
+// Opens `path` in the work directory to write (O_WRONLY | O_CREAT |
+// O_CLOEXEC | `flags`, mode 0600). Not open when the driver has gone
+// (DriverGone: this process has detached); any other failure is fatal.
+base::UniqueFd OpenWorkFile(const std::string& path, int flags) {
+  base::UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | flags, 0600));
+  if (!fd && !DriverGone(errno)) Die("cannot write %s: %s", path.c_str(), std::strerror(errno));
+  return fd;
+}
+
 // The (new) process's event log. In a forked child this closes the
 // parent's, inherited.
 void OpenEvents() {
   g_pid = ::getpid();
   std::string path = g_opts.out + "/events." + std::to_string(g_pid);
-  g_events.reset(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
-  if (!g_events && !DriverGone(errno))
-    Die("cannot write %s: %s", path.c_str(), std::strerror(errno));
+  g_events = OpenWorkFile(path, O_APPEND);
 }
 
 // Block `tb` (with captured bytes pending) runs for the first time, on
@@ -421,9 +425,8 @@ bool CaptureJit(const ThreadState* t, const TbInfo* tb, uint64_t now) {
   if (change == JitShadow::Change::kSame) return false;
   if (!g_jit_fd) {
     const std::string path = g_opts.out + "/" + trace::JitCodeWorkName(g_pid);
-    g_jit_fd.reset(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600));
-    if (!g_jit_fd && DriverGone(errno)) return false;
-    if (!g_jit_fd) Die("cannot write %s: %s", path.c_str(), std::strerror(errno));
+    g_jit_fd = OpenWorkFile(path, O_TRUNC | O_APPEND);
+    if (!g_jit_fd) return false;
     if (!base::WriteAll(g_jit_fd.get(), trace::JitCodeHeader(), "JIT code"))
       Die("writing the JIT code file failed");
   }
@@ -479,20 +482,6 @@ void Drain(ThreadState* t) {
     }
   }
   t->pt.Take();
-  t->since_psb = 0;
-}
-
-// A snapshot that another thread takes writes this thread's ring, not the
-// bytes its encoder still holds; so a thread that enters a syscall (which
-// may block it, in a join or a read, for as long as the program runs) moves
-// them into the ring first. Otherwise every snapshot taken while it waits
-// would lack its last instructions before the wait (up to a PSB period:
-// Emulate.MultiSnapshotStoresWhatEachThreadsRingGained found 2,910 of them
-// missing in a thread waiting in pthread_join).
-void DrainAtSyscall(ThreadState* t) {
-  const uint64_t before = t->since_psb + t->pt.pending();
-  Drain(t);
-  t->since_psb = before;
 }
 
 // Every thread's pending TNT bits and ring bytes out to its stream, and
@@ -524,9 +513,8 @@ void WriteRing(ThreadState* t, uint32_t seq) {
   if (t->ring.empty()) return;
   std::string name = StreamFile(t->tid, seq);
   std::string path = g_opts.out + "/" + name;
-  base::UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
-  if (!fd && DriverGone(errno)) return;
-  if (!fd) Die("cannot write %s: %s", path.c_str(), std::strerror(errno));
+  base::UniqueFd fd = OpenWorkFile(path, O_TRUNC);
+  if (!fd) return;
   const bool follows =
       t->written_seq != 0 && !g_opts.whole_rings && t->ring_first <= t->written_end;
   const uint64_t from = follows ? t->written_end - t->ring_first : 0;
@@ -707,9 +695,7 @@ ThreadState* StartThread(unsigned vcpu) {
   if (g_opts.full && !t->fd) {
     t->file = StreamFile(t->tid, 0);
     std::string path = g_opts.out + "/" + t->file;
-    t->fd.reset(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
-    if (!t->fd && !DriverGone(errno))
-      Die("cannot write %s: %s", path.c_str(), std::strerror(errno));
+    t->fd = OpenWorkFile(path, O_TRUNC);
     // Described now and again when the thread ends (the last description
     // wins): a stream cut short by a full disk or a kill is still listed.
     FullStreamLine(t);
@@ -1033,7 +1019,7 @@ void OnTbExec(unsigned vcpu, void* udata) {
     return;
   }
   if (!t->enabled) {
-    if (!t->started || t->since_psb + t->pt.pending() >= g_opts.psb_period || resumed) {
+    if (!t->started || t->pt.since_psb() >= g_opts.psb_period || resumed) {
       t->pt.FlushTnt();
       Drain(t);
       // A resume starts a new ring chunk at its PSB (no CYC for the pause).
@@ -1043,7 +1029,7 @@ void OnTbExec(unsigned vcpu, void* udata) {
     }
     t->pt.Pge(tb->start, tsc);
     t->enabled = true;
-  } else if (t->since_psb + t->pt.pending() >= g_opts.psb_period || rewritten) {
+  } else if (t->pt.since_psb() >= g_opts.psb_period || rewritten) {
     t->pt.FlushTnt();
     Drain(t);
     t->pt.Psb(tsc, true, tb->start);
@@ -1366,8 +1352,16 @@ void OnSyscall(qemu_plugin_id_t, unsigned vcpu, int64_t num, uint64_t a1, uint64
   ThreadState* self = g_threads[vcpu];
   if (self != nullptr) {
     Publish(self);
-    // The block's TIP.PGD is out already: TNT holds nothing.
-    if (!g_opts.full) DrainAtSyscall(self);
+    // A snapshot that another thread takes writes this thread's ring, not
+    // the bytes its encoder still holds; so a thread entering a syscall
+    // (which may block it, in a join or a read, for as long as the program
+    // runs) moves them into the ring first. Otherwise every snapshot taken
+    // while it waits lacks its last instructions before the wait (up to a
+    // PSB period: Emulate.MultiSnapshotStoresWhatEachThreadsRingGained found
+    // 2,910 missing in a thread in pthread_join). The block's TIP.PGD is out
+    // already: TNT holds nothing. The PSB period counts on across the drain
+    // (PtStream::since_psb).
+    if (!g_opts.full) Drain(self);
   }
   const uint64_t clock = self != nullptr ? self->clock : Now();
   g_waiting_on[vcpu][0] = g_waiting_on[vcpu][1] = 0;
