@@ -4,12 +4,10 @@
 // the last whole decode noted there found impossible results.
 #include <sys/stat.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <ctime>
 #include <set>
 #include <string>
-#include <unordered_map>
 
 #include "base/string_util.h"
 #include "cli/command.h"
@@ -94,23 +92,17 @@ std::string StreamProblem(const std::filesystem::path& dir, const trace::Stream&
 }
 
 // For a stream that follows another (trace::Stream::follows): "" when every
-// stream whose bytes it reads back (as TraceReader::ReadStream walks them)
-// is whole, else what is wrong. `by_id`: the streams listed up to it;
-// `broken`: the ids of those whose file is damaged.
-std::string ChainProblem(const trace::Stream& s,
-                         const std::unordered_map<uint32_t, const trace::Stream*>& by_id,
+// stream whose bytes it reads back (TraceReader::ChainOf) is whole, else
+// what is wrong. `broken`: the ids of the streams whose file is damaged.
+std::string ChainProblem(const trace::TraceReader& reader, const trace::Stream& s,
                          const std::set<uint32_t>& broken) {
-  uint64_t need = s.ring_bytes;
-  for (const trace::Stream* at = &s;;) {
-    need -= std::min(at->size, need);
-    if (at != &s && broken.contains(at->id))
-      return "BROKEN CHAIN: stream " + std::to_string(at->id) + "'s file is damaged";
-    if (need == 0) return "";
-    auto it = at->follows ? by_id.find(*at->follows) : by_id.end();
-    if (it == by_id.end())  // a manifest only names streams listed before
-      return "BROKEN CHAIN: ring_bytes is more than its streams hold";
-    at = it->second;
+  const trace::TraceReader::Chain chain = reader.ChainOf(s);
+  for (const auto& piece : chain.pieces) {
+    if (piece.stream != &s && broken.contains(piece.stream->id))
+      return "BROKEN CHAIN: stream " + std::to_string(piece.stream->id) + "'s file is damaged";
   }
+  if (chain.short_by != 0) return "BROKEN CHAIN: ring_bytes is more than its streams hold";
+  return "";
 }
 
 int RunInfo(const InfoOptions& opt) {
@@ -192,10 +184,8 @@ int RunInfo(const InfoOptions& opt) {
   }
   Row("streams", streams);
   std::vector<std::string> problems;
-  std::unordered_map<uint32_t, const trace::Stream*> by_id;
   std::set<uint32_t> broken;
   for (const auto& s : m.streams) {
-    by_id.emplace(s.id, &s);
     std::string line = std::to_string(s.id) + " " + s.file + " " + StreamOwner(s) + "snapshot " +
                        std::to_string(s.snapshot) + " " + Bytes(s.size);
     if (s.follows)
@@ -207,7 +197,7 @@ int RunInfo(const InfoOptions& opt) {
     if (!problem.empty()) {
       broken.insert(s.id);
     } else if (s.follows) {
-      problem = ChainProblem(s, by_id, broken);
+      problem = ChainProblem(*reader, s, broken);
     }
     if (unread != 0)
       line += " (+" + std::to_string(unread) + " bytes after the last flush, not read)";

@@ -747,30 +747,41 @@ Result<void> ReadAt(int fd, uint64_t offset, uint64_t size, std::string& out,
 
 }  // namespace
 
-Result<std::string> TraceReader::ReadChain(const Stream& stream, ShortStream short_file,
-                                           uint64_t* missing) const {
-  // The pieces, newest first: each stream and how many of its last bytes
-  // the view takes. Every `follows` names a stream listed before the one
-  // that names it (ParseManifest), so the walk ends.
-  struct Piece {
-    const Stream* stream;
-    uint64_t bytes;
-  };
-  std::vector<Piece> pieces;
+TraceReader::Chain TraceReader::ChainOf(const Stream& stream) const {
+  Chain chain;
+  if (!stream.follows) {
+    chain.pieces.push_back({&stream, stream.size});
+    return chain;
+  }
+  // Every `follows` names a stream listed before the one that names it
+  // (ParseManifest), so the walk ends; the bound is for a manifest built
+  // otherwise.
   uint64_t need = stream.ring_bytes;
   for (const Stream* at = &stream;;) {
     const uint64_t take = std::min(at->size, need);
-    pieces.push_back({at, take});
+    chain.pieces.push_back({at, take});
     need -= take;
     if (need == 0) break;
     const auto it = at->follows ? stream_index_.find(*at->follows) : stream_index_.end();
-    if (it == stream_index_.end() || pieces.size() > manifest_.streams.size()) {
-      return Error(StreamName(stream) + ": the ring held " + std::to_string(stream.ring_bytes) +
-                   " bytes (ring_bytes), but the streams it continues hold only " +
-                   std::to_string(stream.ring_bytes - need) + " (the manifest is inconsistent)");
+    if (it == stream_index_.end() || chain.pieces.size() > manifest_.streams.size()) {
+      chain.short_by = need;
+      break;
     }
     at = &manifest_.streams[it->second];
   }
+  return chain;
+}
+
+Result<std::string> TraceReader::ReadChain(const Stream& stream, ShortStream short_file,
+                                           uint64_t* missing) const {
+  const Chain chain = ChainOf(stream);
+  if (chain.short_by != 0) {
+    return Error(StreamName(stream) + ": the ring held " + std::to_string(stream.ring_bytes) +
+                 " bytes (ring_bytes), but the streams it continues hold only " +
+                 std::to_string(stream.ring_bytes - chain.short_by) +
+                 " (the manifest is inconsistent)");
+  }
+  const std::vector<Chain::Piece>& pieces = chain.pieces;
   // Not reserved from ring_bytes: only the files, checked against the
   // manifest as they are opened, bound what is read.
   std::string out;

@@ -279,6 +279,20 @@ class TraceReader {
   // short: its bytes are the view's last).
   Result<StreamBytes> MapStream(const Stream& stream,
                                 ShortStream short_file = ShortStream::kError) const;
+  // The streams whose files the bytes of `stream` are read from, newest
+  // (`stream` itself) first, each with how many of its last listed bytes
+  // they take: one piece for a stream that follows none. `short_by`: the
+  // bytes of ring_bytes the chain cannot hold (0 for a consistent manifest).
+  // Reads no file.
+  struct Chain {
+    struct Piece {
+      const Stream* stream;
+      uint64_t bytes;
+    };
+    std::vector<Piece> pieces;
+    uint64_t short_by = 0;
+  };
+  [[nodiscard]] Chain ChainOf(const Stream& stream) const;
   // All sideband records, sorted by sample_id.time (stable). A torn tail (a
   // partial last record, or zero bytes a crash left at the end) is ignored
   // and counted in truncated_tail; any other corrupt record is an error
@@ -287,8 +301,8 @@ class TraceReader {
 
  private:
   TraceReader(std::filesystem::path dir, Manifest m);
-  // A stream that follows another, put back together (ReadStream); the
-  // bytes its own file lacks (kKeepWhatIsThere) in `missing`.
+  // A stream that follows another, put back together (ReadStream) from its
+  // ChainOf; the bytes its own file lacks (kKeepWhatIsThere) in `missing`.
   Result<std::string> ReadChain(const Stream& stream, ShortStream short_file,
                                 uint64_t* missing) const;
   // The stream's file, open, once its size (`file_size`) agrees with the
