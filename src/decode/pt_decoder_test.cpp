@@ -479,16 +479,34 @@ TEST(PtDecoderTest, AddressSpacesChangeAtExecAndReplacingMmap) {
   EXPECT_EQ(d.SpaceAt(555, 10), 555);  // unknown processes: their pid
 }
 
-// A stream without timing has no place in time: it decodes against the
-// address space at the end of the recording (here: after the exec of
-// replaced.S), as all streams did before spaces changed at their times.
-TEST(PtDecoderTest, StreamWithoutTimingUsesTheLastSpace) {
+// The calls program (pid 100), then replaced.S exec'd at time 2000: two
+// address spaces. `stream` decoded by `engine`, with the last space.
+struct DecodedAcrossExec {
+  Decoded d;
+  int32_t last_space = 0;
+};
+DecodedAcrossExec DecodeAcrossExec(const std::string& stream, PtDecoder::Engine engine) {
   auto p = testing::LoadCallsProgram();
   auto r = testing::LoadReplacedProgram();
   std::vector<trace::Record> records = testing::CallsSideband(p, 100);
   for (auto& x : testing::ProgramSideband(r, 100, "replaced", 2000)) records.push_back(x);
   auto dec = PtDecoder::Create("/nonexistent", testing::CallsManifest(100), records);
-  ASSERT_THAT(dec, HasValue());
+  EXPECT_THAT(dec, HasValue());
+  (*dec)->set_engine(engine);
+  DecodedAcrossExec out;
+  EXPECT_THAT(
+      (*dec)->DecodeStream(100, stream, [&](const BranchEvent& e) { out.d.events.push_back(e); }),
+      HasValue());
+  out.d.stats = (*dec)->stats();
+  out.last_space = (*dec)->LastSpace(100);
+  return out;
+}
+
+// A stream without timing has no place in time: it decodes against the
+// address space at the end of the recording (here: after the exec of
+// replaced.S), as all streams did before spaces changed at their times.
+TEST(PtDecoderTest, StreamWithoutTimingUsesTheLastSpace) {
+  auto r = testing::LoadReplacedProgram();
   testing::StreamBuilder b;
   b.PsbWithoutTsc();
   b.TipPge(r.Sym("_start"));
@@ -496,14 +514,11 @@ TEST(PtDecoderTest, StreamWithoutTimingUsesTheLastSpace) {
   b.Tnt(true);
   b.Tnt(true);
   b.TipPgd();
-  std::vector<BranchEvent> events;
-  ASSERT_THAT(
-      (*dec)->DecodeStream(100, b.Finish(), [&](const BranchEvent& e) { events.push_back(e); }),
-      HasValue());
-  EXPECT_EQ((*dec)->stats().errors, 0u);
-  ASSERT_FALSE(events.empty());
-  for (const auto& e : events) EXPECT_EQ(e.space, (*dec)->LastSpace(100));
-  EXPECT_NE((*dec)->LastSpace(100), 100);
+  const DecodedAcrossExec x = DecodeAcrossExec(b.Finish(), PtDecoder::Engine::kOurs);
+  EXPECT_EQ(x.d.stats.errors, 0u);
+  ASSERT_FALSE(x.d.events.empty());
+  for (const auto& e : x.d.events) EXPECT_EQ(e.space, x.last_space);
+  EXPECT_NE(x.last_space, 100);
 }
 
 // A TSC of 0 is a time, not the absence of one: an emulated trace starts at
@@ -513,27 +528,18 @@ TEST(PtDecoderTest, StreamWithoutTimingUsesTheLastSpace) {
 // against the new program's mappings: an error at its first block.
 TEST(PtDecoderTest, StreamStartingAtTscZeroUsesTheSpaceOfTimeZero) {
   auto p = testing::LoadCallsProgram();
-  auto r = testing::LoadReplacedProgram();
-  std::vector<trace::Record> records = testing::CallsSideband(p, 100);
-  for (auto& x : testing::ProgramSideband(r, 100, "replaced", 2000)) records.push_back(x);
-  trace::Manifest m = testing::CallsManifest(100);
-  for (const bool flow : {false, true}) {
-    SCOPED_TRACE(flow ? "ours" : "libipt");
-    auto dec = PtDecoder::Create("/nonexistent", m, records);
-    ASSERT_THAT(dec, HasValue());
-    (*dec)->set_engine(flow ? PtDecoder::Engine::kOurs : PtDecoder::Engine::kLibipt);
-    testing::StreamBuilder b;
-    b.Psb(0);
-    b.TipPge(p.Sym("main"));
-    b.TipPgd();
-    std::vector<BranchEvent> events;
-    ASSERT_THAT(
-        (*dec)->DecodeStream(100, b.Finish(), [&](const BranchEvent& e) { events.push_back(e); }),
-        HasValue());
-    EXPECT_EQ((*dec)->stats().errors, 0u);
-    ASSERT_FALSE(events.empty());
-    for (const auto& e : events) EXPECT_EQ(e.space, 100);
-    EXPECT_NE((*dec)->LastSpace(100), 100);
+  testing::StreamBuilder b;
+  b.Psb(0);
+  b.TipPge(p.Sym("main"));
+  b.TipPgd();
+  const std::string stream = b.Finish();
+  for (const auto engine : {PtDecoder::Engine::kLibipt, PtDecoder::Engine::kOurs}) {
+    SCOPED_TRACE(engine == PtDecoder::Engine::kOurs ? "ours" : "libipt");
+    const DecodedAcrossExec x = DecodeAcrossExec(stream, engine);
+    EXPECT_EQ(x.d.stats.errors, 0u);
+    ASSERT_FALSE(x.d.events.empty());
+    for (const auto& e : x.d.events) EXPECT_EQ(e.space, 100);
+    EXPECT_NE(x.last_space, 100);
   }
 }
 

@@ -167,35 +167,53 @@ TEST(EhFrame, MiniDebugInfoNamesAStrippedBinarysFunctions) {
   EXPECT_EQ(ParseMiniDebugInfo(Bytes(std::string("not xz at all"))).size(), 0u);
 }
 
+// A hand-made .eh_frame at `vaddr`: one CIE at offset 0 ("zR",
+// pc-relative sdata4 pointers, code align 1, data align -8, RA r16; its
+// initial instructions def_cfa rsp+8 and r16 at cfa-8), the FDEs added,
+// and the zero terminator.
+class HandMadeEhFrame {
+ public:
+  explicit HandMadeEhFrame(uint64_t vaddr) : vaddr_(vaddr) {
+    // length, id 0, version 1, "zR", code align 1, data align -8, RA reg 16,
+    // aug length 1, encoding 0x1b; def_cfa rsp+8; offset r16 at cfa-8.
+    const std::string cie_body = std::string(
+        "\x00\x00\x00\x00\x01zR\x00\x01\x78\x10\x01\x1b"
+        "\x0c\x07\x08\x90\x01",
+        18);
+    U32(static_cast<uint32_t>(cie_body.size()));
+    b_ += cie_body;
+  }
+  // An FDE of [vaddr + start_rel, + range) with call frame instructions `insns`.
+  void Fde(int32_t start_rel, uint32_t range, const std::string& insns) {
+    const size_t at = b_.size();
+    U32(static_cast<uint32_t>(4 + 4 + 4 + 1 + insns.size()));
+    U32(static_cast<uint32_t>(at + 4));  // back to the CIE at 0
+    const uint64_t field = vaddr_ + b_.size();
+    U32(static_cast<uint32_t>(start_rel - static_cast<int32_t>(field - vaddr_)));
+    U32(range);
+    b_.push_back(0);  // augmentation length
+    b_ += insns;
+  }
+  std::string Finish() {
+    U32(0);  // terminator
+    return b_;
+  }
+
+ private:
+  void U32(uint32_t v) { b_.append(reinterpret_cast<const char*>(&v), 4); }
+  uint64_t vaddr_;
+  std::string b_;
+};
+
 // Hand-made: one CIE ("zR", pc-relative sdata4 pointers, CFA rsp+8) and two
 // FDEs, one that keeps the CIE's CFA and one that sets CFA offset 16 before
 // its first advance.
 TEST(EhFrame, ParsesAHandMadeSection) {
-  std::string b;
-  auto u32 = [&](uint32_t v) { b.append(reinterpret_cast<const char*>(&v), 4); };
-  auto u8 = [&](uint8_t v) { b.push_back(static_cast<char>(v)); };
-  // CIE at 0: length, id 0, version 1, "zR", code align 1, data align -8,
-  // RA reg 16, aug length 1, encoding 0x1b; def_cfa rsp+8; offset r16 at cfa-8.
-  const std::string cie_body = std::string(
-      "\x00\x00\x00\x00\x01zR\x00\x01\x78\x10\x01\x1b"
-      "\x0c\x07\x08\x90\x01",
-      18);
-  u32(static_cast<uint32_t>(cie_body.size()));
-  b += cie_body;
   const uint64_t vaddr = 0x2000;
-  auto fde = [&](int32_t start_rel, uint32_t range, const std::string& insns) {
-    const size_t at = b.size();
-    u32(static_cast<uint32_t>(4 + 4 + 4 + 1 + insns.size()));
-    u32(static_cast<uint32_t>(at + 4));  // back to the CIE at 0
-    const uint64_t field = vaddr + b.size();
-    u32(static_cast<uint32_t>(start_rel - static_cast<int32_t>(field - vaddr)));
-    u32(range);
-    u8(0);  // augmentation length
-    b += insns;
-  };
-  fde(0x100, 0x40, std::string("\x41\x0e\x10", 3));  // advance 1; def_cfa_offset 16
-  fde(0x200, 0x20, std::string("\x0e\x30\x41", 3));  // def_cfa_offset 48; advance 1
-  u32(0);                                            // terminator
+  HandMadeEhFrame frame(vaddr);
+  frame.Fde(0x100, 0x40, std::string("\x41\x0e\x10", 3));  // advance 1; def_cfa_offset 16
+  frame.Fde(0x200, 0x20, std::string("\x0e\x30\x41", 3));  // def_cfa_offset 48; advance 1
+  const std::string b = frame.Finish();
   auto fdes = ParseEhFrame(Bytes(b), vaddr);
   ASSERT_EQ(fdes.size(), 2u);
   EXPECT_EQ(fdes[0].start, vaddr + 0x100);
@@ -334,44 +352,25 @@ TEST(CfaTable, AgreesWithReadelfOnEveryRow) {
 // remember/restore_state, an epilogue; a PLT-like expression; an undefined
 // return address; and an FDE cut short by an unknown opcode.
 TEST(CfaTable, FollowsAHandMadeSection) {
-  std::string b;
-  auto u32 = [&](uint32_t v) { b.append(reinterpret_cast<const char*>(&v), 4); };
-  auto u8 = [&](uint8_t v) { b.push_back(static_cast<char>(v)); };
-  // The CIE of ParsesAHandMadeSection: def_cfa rsp+8; offset r16 at cfa-8.
-  const std::string cie_body = std::string(
-      "\x00\x00\x00\x00\x01zR\x00\x01\x78\x10\x01\x1b"
-      "\x0c\x07\x08\x90\x01",
-      18);
-  u32(static_cast<uint32_t>(cie_body.size()));
-  b += cie_body;
   const uint64_t vaddr = 0x2000;
-  auto fde = [&](int32_t start_rel, uint32_t range, const std::string& insns) {
-    const size_t at = b.size();
-    u32(static_cast<uint32_t>(4 + 4 + 4 + 1 + insns.size()));
-    u32(static_cast<uint32_t>(at + 4));
-    const uint64_t field = vaddr + b.size();
-    u32(static_cast<uint32_t>(start_rel - static_cast<int32_t>(field - vaddr)));
-    u32(range);
-    u8(0);
-    b += insns;
-  };
+  HandMadeEhFrame frame(vaddr);  // the CIE of ParsesAHandMadeSection
   // 0x100: push %rbp (1 byte): CFA rsp+16, rbp at cfa-16; mov %rsp,%rbp
   // (3 bytes): CFA rbp+16; at 0x110 remember_state, pop %rbp: CFA rsp+8,
   // ret; at 0x112 restore_state (rbp+16 again); at 0x120 pop: rsp+8.
-  fde(0x100, 0x30,
-      std::string("\x41\x0e\x10\x86\x02"  // advance 1; def_cfa_offset 16; offset r6 cfa-16
-                  "\x43\x0d\x06"          // advance 3; def_cfa_register r6
-                  "\x4c\x0a\x0c\x07\x08"  // advance 12 (0x110); remember; def_cfa rsp+8
-                  "\x42\x0b"              // advance 2 (0x112); restore_state
-                  "\x4e\x0c\x07\x08",     // advance 14 (0x120); def_cfa rsp+8
-                  19));
+  frame.Fde(0x100, 0x30,
+            std::string("\x41\x0e\x10\x86\x02"  // advance 1; def_cfa_offset 16; offset r6 cfa-16
+                        "\x43\x0d\x06"          // advance 3; def_cfa_register r6
+                        "\x4c\x0a\x0c\x07\x08"  // advance 12 (0x110); remember; def_cfa rsp+8
+                        "\x42\x0b"              // advance 2 (0x112); restore_state
+                        "\x4e\x0c\x07\x08",     // advance 14 (0x120); def_cfa rsp+8
+                        19));
   // 0x200: a PLT stub's CFA expression (DW_OP_breg7 8; ...), after one row.
-  fde(0x200, 0x10, std::string("\x46\x0f\x03\x77\x08\x9c", 6));
+  frame.Fde(0x200, 0x10, std::string("\x46\x0f\x03\x77\x08\x9c", 6));
   // 0x300: _start: the return address undefined (DW_CFA_undefined r16).
-  fde(0x300, 0x08, std::string("\x07\x10", 2));
+  frame.Fde(0x300, 0x08, std::string("\x07\x10", 2));
   // 0x400: an unknown opcode (0x3f) after the first row: the rest unknown.
-  fde(0x400, 0x20, std::string("\x44\x0e\x10\x3f\x44\x0e\x08", 7));
-  u32(0);
+  frame.Fde(0x400, 0x20, std::string("\x44\x0e\x10\x3f\x44\x0e\x08", 7));
+  const std::string b = frame.Finish();
   const CfaTable table = ParseCfaTable(Bytes(b), vaddr);
   auto cfa_at = [&](uint64_t off) -> std::string {
     auto r = table.Find(vaddr + off);
