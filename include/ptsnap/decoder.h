@@ -83,6 +83,9 @@ struct DecodeSummary {
     // (`fp_checked` false) and for other callgraphs.
     bool fp_checked = false;
     uint64_t fp_mended = 0, fp_unmendable = 0;
+    // Of fp_mended: stacks whose inserted caller keeps no frame pointer
+    // either, so the frames above it are not to be trusted.
+    uint64_t fp_caller_no_frame = 0;
   };
   std::optional<Sampled> sampled;
   std::vector<std::string> warnings;

@@ -73,9 +73,10 @@ DecodeSummary Convert(const pipeline::DecodeReport& r) {
   s.top_self = Convert(r.top_self);
   if (r.sampled.sampled) {
     const auto& sp = r.sampled;
-    s.sampled = DecodeSummary::Sampled{sp.event,   sp.callgraph,  sp.period_ns,   sp.samples,
-                                       sp.unwound, sp.truncated,  sp.bad_records, sp.torn_bytes,
-                                       sp.gaps,    sp.fp_checked, sp.fp_mended,   sp.fp_unmendable};
+    s.sampled = DecodeSummary::Sampled{
+        sp.event,     sp.callgraph,     sp.period_ns,         sp.samples, sp.unwound,
+        sp.truncated, sp.bad_records,   sp.torn_bytes,        sp.gaps,    sp.fp_checked,
+        sp.fp_mended, sp.fp_unmendable, sp.fp_caller_no_frame};
   }
   s.warnings = r.warnings;
   s.output = r.output;
@@ -189,7 +190,8 @@ std::string DecodeSummary::ToJson() const {
                     {"gaps", sampled->gaps},
                     {"fp_checked", sampled->fp_checked},
                     {"fp_mended", sampled->fp_mended},
-                    {"fp_unmendable", sampled->fp_unmendable}};
+                    {"fp_unmendable", sampled->fp_unmendable},
+                    {"fp_caller_no_frame", sampled->fp_caller_no_frame}};
   }
   return j.dump(2) + "\n";
 }

@@ -9,7 +9,7 @@
 namespace ptsnap::decode {
 
 FpMend MendFpChain(const Sample& s, const std::optional<elf::FrameRule>& rule,
-                   std::vector<StackFrame>* frames, size_t max_depth) {
+                   std::vector<StackFrame>* frames, size_t max_depth, uint64_t* inserted) {
   constexpr uint64_t kIpSp = (1ull << kPerfRegIp) | (1ull << kPerfRegSp);
   if (s.regs_abi == PERF_SAMPLE_REGS_ABI_NONE || (s.regs_mask & kIpSp) != kIpSp) {
     // Without user registers there is no user IP to find either: a kernel
@@ -41,6 +41,7 @@ FpMend MendFpChain(const Sample& s, const std::optional<elf::FrameRule>& rule,
   if (ret == 0 || IsKernelAddress(ret)) return FpMend::kNoStack;
   frames->insert(at + 1, StackFrame{ret, true});
   if (frames->size() > max_depth) frames->pop_back();
+  if (inserted != nullptr) *inserted = ret;
   return FpMend::kMended;
 }
 
@@ -79,7 +80,14 @@ FpMend FpChainMender::Mend(int32_t space, const Sample& s, std::vector<StackFram
   constexpr uint64_t kIp = 1ull << kPerfRegIp;
   if (s.regs_abi != PERF_SAMPLE_REGS_ABI_NONE && (s.regs_mask & kIp) != 0)
     rule = RuleAt(space, s.regs[kPerfRegIp]);
-  return MendFpChain(s, rule, frames, max_depth);
+  uint64_t caller = 0;
+  const FpMend m = MendFpChain(s, rule, frames, max_depth, &caller);
+  if (m != FpMend::kMended) return m;
+  // The call instruction ends just before the return address.
+  const std::optional<elf::FrameRule> at_call = RuleAt(space, caller - 1);
+  if (at_call && at_call->cfa_known && at_call->cfa_reg == elf::kDwarfRsp)
+    return FpMend::kMendedCallerHasNoFrame;
+  return m;
 }
 
 }  // namespace ptsnap::decode

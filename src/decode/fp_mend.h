@@ -34,8 +34,14 @@ namespace ptsnap::decode {
 
 // What MendFpChain did with one sample.
 enum class FpMend : uint8_t {
-  kRight,    // the CFA is %rbp-based at the user IP (or it is the outermost frame): nothing missing
-  kMended,   // the caller was missing: inserted after the user IP
+  kRight,   // the CFA is %rbp-based at the user IP (or it is the outermost frame): nothing missing
+  kMended,  // the caller was missing: inserted after the user IP
+  // (FpChainMender only) kMended, and the caller keeps no frame pointer at
+  // its call either (its CFA is %rsp-based there): %rbp is not its frame,
+  // so the frames the kernel's walk gives beyond it are not to be trusted.
+  // Code built without frame pointers (Debian's own binaries) does this at
+  // nearly every sample.
+  kMendedCallerHasNoFrame,
   kNoRule,   // no usable CFI at the IP: no ELF file there (JIT code, anonymous memory), no
              // FDE covers it, or the CFA is an expression or on another register
   kNoStack,  // no user %rsp/%rip in the sample, or the return address lies outside its stack copy
@@ -47,12 +53,13 @@ enum class FpMend : uint8_t {
 // the first frame at regs_user's IP that is not a return address; when the
 // rule's CFA is %rsp + N, the return address at CFA + ra_offset in `s`'s
 // stack copy is inserted after it (the last frame is dropped when that
-// makes more than `max_depth`). Pure.
+// makes more than `max_depth`; `inserted`, when given, is set to it). Pure.
 FpMend MendFpChain(const Sample& s, const std::optional<elf::FrameRule>& rule,
-                   std::vector<StackFrame>* frames, size_t max_depth);
+                   std::vector<StackFrame>* frames, size_t max_depth, uint64_t* inserted = nullptr);
 
 // MendFpChain with the rule looked up in the .eh_frame of the file mapped at
-// the sample's user IP, in the address space the sample belongs to. Each
+// the sample's user IP, in the address space the sample belongs to; a
+// caller it inserts is checked at its call (kMendedCallerHasNoFrame). Each
 // space's mappings and each file's frame rules are read once, on first use.
 // Not thread-safe.
 class FpChainMender {

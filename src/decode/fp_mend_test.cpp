@@ -77,9 +77,11 @@ TEST(MendFpChain, InsertsTheCallerOfAFramelessLeaf) {
   // CFA = %rsp + 8: the return address into driver is at %rsp.
   FpSample f(kLeafChain, {kIntoDriver, 0x1111});
   auto frames = f.Frames();
-  EXPECT_EQ(MendFpChain(f.s, Rsp(8), &frames, 256), FpMend::kMended);
+  uint64_t inserted = 0;
+  EXPECT_EQ(MendFpChain(f.s, Rsp(8), &frames, 256, &inserted), FpMend::kMended);
   EXPECT_THAT(frames, ElementsAre(StackFrame{kLeafIp, false}, StackFrame{kIntoDriver, true},
                                   StackFrame{kIntoMain, true}, StackFrame{kIntoLibc, true}));
+  EXPECT_EQ(inserted, kIntoDriver);
 }
 
 TEST(MendFpChain, ReadsTheReturnAddressAtTheCfaOfAPrologue) {
@@ -191,6 +193,15 @@ TEST(FpChainMender, FindsTheRuleInTheMappedFile) {
   auto frames = f.Frames();
   EXPECT_EQ(mender.Mend(1, f.s, &frames, 256), FpMend::kMended);
   EXPECT_THAT(frames, ElementsAre(StackFrame{leaf, false}, StackFrame{kIntoDriver, true},
+                                  StackFrame{kIntoMain, true}));
+
+  // A caller that keeps no frame pointer either (its call is in code whose
+  // CFA is %rsp-based: here, as if the leaf had called from its entry):
+  // mended, but the walk above it is not to be trusted.
+  FpSample g({kUser, leaf, kIntoMain}, {leaf + 1}, leaf);
+  frames = g.Frames();
+  EXPECT_EQ(mender.Mend(1, g.s, &frames, 256), FpMend::kMendedCallerHasNoFrame);
+  EXPECT_THAT(frames, ElementsAre(StackFrame{leaf, false}, StackFrame{leaf + 1, true},
                                   StackFrame{kIntoMain, true}));
   EXPECT_EQ(FpMendTestLeaf(1), 4u);
 }

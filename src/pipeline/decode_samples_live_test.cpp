@@ -317,8 +317,29 @@ TEST(DecodeSamplesLive, FramePointerLeafGetsItsCallerBack) {
   // Nearly every sample is in hot_leaf's loop, frameless: mended.
   EXPECT_GT(sp.fp_mended, sp.samples / 2);
   EXPECT_LT(sp.fp_unmendable, sp.samples / 20);
+  // driver keeps its frame: the walk above it is right.
+  EXPECT_LT(sp.fp_caller_no_frame, sp.samples / 20);
   EXPECT_GT(under_driver, in_main / 2);
   EXPECT_EQ(under_main, 0u) << "hot_leaf under main: its caller driver was skipped";
+}
+
+// Frame pointers asked of a program built without them (as Debian builds
+// its own: perl and xz sampled so had nearly every stack "mended" on top of
+// a walk through %rbp values that were no frames): the mend puts back the
+// leaf's caller, finds that caller frameless too, and the summary says
+// that the frames above it are not to be trusted.
+TEST(DecodeSamplesLive, FramePointerStacksOfCodeWithoutThemAreFlagged) {
+  ::ptsnap::testing::TempDir tmp;
+  PathSink paths;
+  const std::optional<DecodeReport> report =
+      RecordAndDecode(PTSNAP_HOT_PATHS_NOFP, "fp", tmp, paths);
+  ASSERT_TRUE(report.has_value());
+  const auto& sp = report->sampled;
+  EXPECT_GT(sp.samples, 200u);
+  EXPECT_TRUE(sp.fp_checked);
+  EXPECT_GT(sp.fp_caller_no_frame, sp.samples / 2);
+  EXPECT_LE(sp.fp_caller_no_frame, sp.fp_mended);
+  EXPECT_THAT(FormatReport(*report), ::testing::HasSubstr("not to be trusted"));
 }
 
 TEST(DecodeSamplesLive, DwarfUnwoundUserStacks) { CheckHotPaths(PTSNAP_HOT_PATHS_NOFP, "dwarf"); }

@@ -603,6 +603,13 @@ std::string FormatReport(const DecodeReport& r) {
                      std::to_string(sp.fp_unmendable) + "."
                : "Frame-pointer stacks: not checked for a skipped caller (recorded without user "
                  "registers and a stack copy).");
+      if (sp.fp_caller_no_frame != 0) {
+        line("Of the stacks mended, " + std::to_string(sp.fp_caller_no_frame) +
+             " have a caller that keeps no frame pointer either: above that caller, the "
+             "kernel's walk followed a %rbp that was not a frame, and those frames are not to be "
+             "trusted. Code built without frame pointers (most distributions' binaries) does "
+             "this; record it with --callgraph-mode dwarf.");
+      }
     }
   } else {
     line("Decoded " + std::to_string(r.streams) + " stream(s), " +

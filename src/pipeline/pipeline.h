@@ -111,6 +111,10 @@ struct DecodeReport {
     bool fp_checked = false;
     uint64_t fp_mended = 0;
     uint64_t fp_unmendable = 0;
+    // Of fp_mended, the stacks whose inserted caller keeps no frame pointer
+    // either: beyond it the walk is not to be trusted (FpMend::
+    // kMendedCallerHasNoFrame).
+    uint64_t fp_caller_no_frame = 0;
   } sampled;
   // PT bytes lost or undecodable (docs/errors.md, "decode"), stream by
   // stream in decoding order: the missing tail of a stream file shorter

@@ -210,6 +210,10 @@ Result<void> DecodeSampledStreams(const trace::TraceReader& reader, const Decode
           if (out.fp_checked) {
             switch (mender.Mend(space, s, &frames, kMaxDepth)) {
               case decode::FpMend::kMended: out.fp_mended++; break;
+              case decode::FpMend::kMendedCallerHasNoFrame:
+                out.fp_mended++;
+                out.fp_caller_no_frame++;
+                break;
               case decode::FpMend::kNoRule:
               case decode::FpMend::kNoStack: out.fp_unmendable++; break;
               case decode::FpMend::kRight:
