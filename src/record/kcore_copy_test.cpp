@@ -105,6 +105,7 @@ struct FakeKernel {
                "ffffffff81000400 T do_syscall_64\n"
                "ffffffff81002100 T _etext\n"
                "ffff888000001000 D some_data\n"
+               "0000000000035000 a fake_mod_cpu\t[fake_mod]\n"  // a per-CPU variable
                "ffffffffc0001000 t mod_init\t[fake_mod]\n"
                "ffffffffc0001800 t mod_exit\t[fake_mod]\n");
     root.Write("proc/modules", "fake_mod 16384 0 - Live 0xffffffffc0001000\n");

@@ -6,6 +6,12 @@
 #include "base/string_util.h"
 
 namespace ptsnap::sys {
+namespace {
+
+// x86-64 kernel addresses start here (the canonical upper half).
+constexpr uint64_t kKernelHalf = 0xffff800000000000;
+
+}  // namespace
 
 Kallsyms ParseKallsyms(std::string_view text, bool keep_symbols) {
   Kallsyms out;
@@ -34,7 +40,11 @@ Kallsyms ParseKallsyms(std::string_view text, bool keep_symbols) {
       if (name == "_stext") out.stext = *addr;
       if (name == "_etext") out.etext = *addr;
       if (name == "_text") out.text = *addr;
-    } else if (*addr != 0) {
+    } else if (*addr >= kKernelHalf && f[1][0] != 'a' && f[1][0] != 'A') {
+      // A module's per-CPU variables are absolute symbols at their offset in
+      // the per-CPU area (e.g. "0000000000035000 a kvm_cpu [kvm]"): not in
+      // the module area, and taken for one they stretched the range over all
+      // of /proc/kcore (found on Debian's 6.1 under the VM suite).
       out.modules_start = std::min(out.modules_start.value_or(*addr), *addr);
       out.modules_end = std::max(out.modules_end.value_or(*addr), *addr);
     }

@@ -36,6 +36,17 @@ TEST(ParseKallsyms, FindsTextBoundsAndModules) {
   EXPECT_EQ(k.symbols[4].module, "ext4");
 }
 
+TEST(ParseKallsyms, ModulePerCpuSymbolsAreNotInTheModuleArea) {
+  // As Debian's 6.1 lists a module with a DEFINE_PER_CPU variable.
+  Kallsyms k = ParseKallsyms(
+      "ffffffff81000000 T _stext\n"
+      "0000000000035000 a ptpmu_cpu\t[ptpmu]\n"
+      "ffffffffc04a5000 t ptpmu_addr_filters_validate\t[ptpmu]\n"
+      "ffffffffc04a8c68 b drop_ptws\t[ptpmu]\n");
+  EXPECT_EQ(k.modules_start, 0xffffffffc04a5000u);
+  EXPECT_EQ(k.modules_end, 0xffffffffc04a8c68u);
+}
+
 TEST(ParseKallsyms, SummaryOnly) {
   Kallsyms k = ParseKallsyms(kLive, /*keep_symbols=*/false);
   EXPECT_TRUE(k.symbols.empty());
