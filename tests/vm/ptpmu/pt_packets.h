@@ -2,7 +2,7 @@
 /*
  * pt_packets.h: the Intel PT packet encoder of the ptpmu test module, and the
  * stream rules the module writes by, shared with its host unit test
- * (pt_packets_test.cpp), which decodes what these functions write with
+ * (tests/vm/ptpmu_packets_test.cpp), which decodes what these functions write with
  * libipt's packet and block decoders.
  *
  * Plain C, no includes: the kernel module and a C++ host test both include
@@ -38,7 +38,7 @@
 #define PTPKT_OPC_TIP_PGD 0x01
 #define PTPKT_OPC_FUP 0x1d
 #define PTPKT_IPC_SUPPRESSED 0 /* no IP bytes */
-#define PTPKT_IPC_SEXT48 3     /* IP[47:0], sign-extended from bit 47 */
+#define PTPKT_IPC_SEXT48 3 /* IP[47:0], sign-extended from bit 47 */
 
 static inline void ptpkt_le(unsigned char *p, unsigned long long v, int n)
 {
@@ -112,8 +112,7 @@ static inline int ptpkt_mode_exec64(unsigned char *p)
  * no last-IP state and is exact for any canonical 48-bit address (user and
  * kernel alike).
  */
-static inline int ptpkt_ip(unsigned char *p, unsigned int opc,
-			   unsigned long long ip, int suppress)
+static inline int ptpkt_ip(unsigned char *p, unsigned int opc, unsigned long long ip, int suppress)
 {
 	if (suppress) {
 		p[0] = (unsigned char)(opc | (PTPKT_IPC_SUPPRESSED << 5));
@@ -161,8 +160,7 @@ static inline int ptpkt_room(const struct ptpkt_ring *r, unsigned long n)
 }
 
 /* Stores n bytes (caller checked ptpkt_room), split at the wrap. */
-static inline void ptpkt_put(struct ptpkt_ring *r, const unsigned char *b,
-			     unsigned long n)
+static inline void ptpkt_put(struct ptpkt_ring *r, const unsigned char *b, unsigned long n)
 {
 	unsigned long i;
 
@@ -191,14 +189,13 @@ static inline void ptpkt_put(struct ptpkt_ring *r, const unsigned char *b,
 /* psb+ bytes: PSB, optionally TSC+TMA, CBR, PSBEND. */
 static inline unsigned long ptpkt_psb_plus_size(int tsc)
 {
-	return PTPKT_PSB_SIZE + (tsc ? PTPKT_TSC_SIZE + PTPKT_TMA_SIZE : 0) +
-	       PTPKT_CBR_SIZE + PTPKT_PSBEND_SIZE;
+	return PTPKT_PSB_SIZE + (tsc ? PTPKT_TSC_SIZE + PTPKT_TMA_SIZE : 0) + PTPKT_CBR_SIZE +
+	       PTPKT_PSBEND_SIZE;
 }
 
 /* Writes PSB+ if it fits; returns the bytes written (0: no room). */
 static inline unsigned long ptpkt_write_psb_plus(struct ptpkt_ring *r, int tsc,
-						 unsigned long long tsc_value,
-						 unsigned int cbr)
+						 unsigned long long tsc_value, unsigned int cbr)
 {
 	unsigned char b[64];
 	unsigned long n = 0;
@@ -218,16 +215,14 @@ static inline unsigned long ptpkt_write_psb_plus(struct ptpkt_ring *r, int tsc,
 }
 
 /* Enable window bytes: MODE.Exec, TIP.PGE, FUP, TIP.PGD. */
-#define PTPKT_WINDOW_SIZE \
-	(PTPKT_MODE_SIZE + 2 * PTPKT_IP_SIZE + PTPKT_IP_SUPPRESSED_SIZE)
+#define PTPKT_WINDOW_SIZE (PTPKT_MODE_SIZE + 2 * PTPKT_IP_SIZE + PTPKT_IP_SUPPRESSED_SIZE)
 
 /*
  * Tracing enabled at ip and disabled again at the same ip before an
  * instruction retires: MODE.Exec + TIP.PGE(ip) + FUP(ip) + TIP.PGD. Returns
  * the bytes written (0: no room).
  */
-static inline unsigned long ptpkt_write_window(struct ptpkt_ring *r,
-					       unsigned long long ip)
+static inline unsigned long ptpkt_write_window(struct ptpkt_ring *r, unsigned long long ip)
 {
 	unsigned char b[PTPKT_WINDOW_SIZE];
 	unsigned long n = 0;
@@ -243,8 +238,7 @@ static inline unsigned long ptpkt_write_window(struct ptpkt_ring *r,
 }
 
 /* PTW(seq), preceded by OVF if ovf. Returns bytes written (0: no room). */
-static inline unsigned long ptpkt_write_ptw(struct ptpkt_ring *r,
-					    unsigned long long seq, int ovf)
+static inline unsigned long ptpkt_write_ptw(struct ptpkt_ring *r, unsigned long long seq, int ovf)
 {
 	unsigned char b[PTPKT_OVF_SIZE + PTPKT_PTW_SIZE];
 	unsigned long n = 0;
@@ -283,8 +277,7 @@ struct ptpkt_stream {
  * and/or user, as the event's scope asks). Returns 0, or -1 when the ring
  * had no room for all of it.
  */
-static inline int ptpkt_sched_in(struct ptpkt_stream *s,
-				 unsigned long long tsc_value,
+static inline int ptpkt_sched_in(struct ptpkt_stream *s, unsigned long long tsc_value,
 				 const unsigned long long *ips, int n)
 {
 	int i;
@@ -303,8 +296,7 @@ static inline int ptpkt_sched_in(struct ptpkt_stream *s,
  * (as the hardware's PacketByteCnt asks for one), then [OVF] PTW(seq).
  * Returns 0, or -1 when the ring had no room (the PTW was not written).
  */
-static inline int ptpkt_tick(struct ptpkt_stream *s,
-			     unsigned long long tsc_value,
+static inline int ptpkt_tick(struct ptpkt_stream *s, unsigned long long tsc_value,
 			     unsigned long long seq, int ovf)
 {
 	if (s->ring.written - s->last_psb >= s->psb_period) {
@@ -316,8 +308,7 @@ static inline int ptpkt_tick(struct ptpkt_stream *s,
 }
 
 /* Schedule-out: the enable windows again. Returns 0, or -1 (no room). */
-static inline int ptpkt_sched_out(struct ptpkt_stream *s,
-				  const unsigned long long *ips, int n)
+static inline int ptpkt_sched_out(struct ptpkt_stream *s, const unsigned long long *ips, int n)
 {
 	int i;
 

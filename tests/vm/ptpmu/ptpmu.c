@@ -41,13 +41,16 @@ MODULE_PARM_DESC(tick_us, "microseconds between PTW packets while an event runs 
 
 static int drop_ptws;
 module_param(drop_ptws, int, 0644);
-MODULE_PARM_DESC(drop_ptws,
-		 "drop the next N PTWs (their sequence numbers are used up); an OVF precedes the next PTW written");
+MODULE_PARM_DESC(drop_ptws, "drop the next N PTWs (their sequence numbers are used up); an OVF "
+			    "precedes the next PTW written");
 
 static uint drop_aux_flags = PERF_AUX_FLAG_TRUNCATED;
 module_param(drop_aux_flags, uint, 0644);
-MODULE_PARM_DESC(drop_aux_flags,
-		 "PERF_AUX_FLAG_* raised on the AUX record that ends a drop (default 1, TRUNCATED: the transaction ends there and perf disables the event; 4 PARTIAL: writing goes on)");
+MODULE_PARM_DESC(
+	drop_aux_flags,
+	"PERF_AUX_FLAG_* raised on the AUX record that ends a drop (default 1, TRUNCATED: the "
+	"transaction ends there, nothing more is written until the event restarts; 4 PARTIAL: "
+	"writing goes on)");
 
 static bool refuse_setup_aux;
 module_param(refuse_setup_aux, bool, 0644);
@@ -55,7 +58,8 @@ MODULE_PARM_DESC(refuse_setup_aux, "setup_aux returns NULL: the AUX mmap fails (
 
 static int refuse_event_init;
 module_param(refuse_event_init, int, 0644);
-MODULE_PARM_DESC(refuse_event_init, "event_init fails with -N (e.g. 95 EOPNOTSUPP, 22 EINVAL); 0: accept");
+MODULE_PARM_DESC(refuse_event_init,
+		 "event_init fails with -N (e.g. 95 EOPNOTSUPP, 22 EINVAL); 0: accept");
 
 static ulong max_aux_bytes;
 module_param(max_aux_bytes, ulong, 0644);
@@ -170,13 +174,14 @@ static struct attribute_group ptpmu_format_group = {
 };
 
 /*
- * max_nonturbo_ratio and tsc_art_ratio at the top level (pt.c:145-178):
+ * max_nonturbo_ratio and tsc_art_ratio at the top level (pt.c:144-185):
  * MSR_PLATFORM_INFO[15:8] and CPUID.15H EBX:EAX of a 3.6 GHz Kaby Lake
  * (i7-7700: ratio 36, 24 MHz crystal x 300/2).
  */
 static ssize_t ptpmu_timing_show(struct device *dev, struct device_attribute *attr, char *page)
 {
-	struct perf_pmu_events_attr *pmu_attr = container_of(attr, struct perf_pmu_events_attr, attr);
+	struct perf_pmu_events_attr *pmu_attr =
+		container_of(attr, struct perf_pmu_events_attr, attr);
 
 	if (pmu_attr->id == 0)
 		return sprintf(page, "%u\n", 36);
@@ -218,7 +223,7 @@ struct ptpmu_buf {
 struct ptpmu_event {
 	struct list_head node; /* ptpmu_events, for debugfs */
 	struct perf_event *event;
-	u64 seq;	       /* the last sequence number used */
+	u64 seq; /* the last sequence number used */
 	bool itrace_started;
 	int nr_filters;
 	struct {
@@ -252,9 +257,9 @@ static struct dentry *ptpmu_debugfs;
 #define RTIT_CTL_PTW (RTIT_CTL_PTW_EN | RTIT_CTL_FUP_ON_PTW)
 #define RTIT_CTL_PASSTHROUGH RTIT_CTL_TRACEEN
 /* pt.c:300-310 */
-#define PT_CONFIG_MASK                                                                       \
-	(RTIT_CTL_TRACEEN | RTIT_CTL_TSC_EN | RTIT_CTL_DISRETC | RTIT_CTL_BRANCH_EN |       \
-	 RTIT_CTL_CYC_PSB | RTIT_CTL_MTC | RTIT_CTL_PWR_EVT_EN | RTIT_CTL_EVENT_EN |         \
+#define PT_CONFIG_MASK                                                                \
+	(RTIT_CTL_TRACEEN | RTIT_CTL_TSC_EN | RTIT_CTL_DISRETC | RTIT_CTL_BRANCH_EN | \
+	 RTIT_CTL_CYC_PSB | RTIT_CTL_MTC | RTIT_CTL_PWR_EVT_EN | RTIT_CTL_EVENT_EN |  \
 	 RTIT_CTL_NOTNT | RTIT_CTL_FUP_ON_PTW | RTIT_CTL_PTW_EN)
 
 /* pt_event_valid, pt.c:312-410, rule for rule against the caps above. */
@@ -373,7 +378,8 @@ static int ptpmu_addr_filters_validate(struct list_head *filters)
 	struct perf_addr_filter *filter;
 	int range = 0;
 
-	list_for_each_entry(filter, filters, entry) {
+	list_for_each_entry(filter, filters, entry)
+	{
 		if (!filter->size || filter->action == PERF_ADDR_FILTER_ACTION_START)
 			return -EOPNOTSUPP;
 		if (++range > cap(CAP_num_address_ranges))
@@ -393,7 +399,8 @@ static void ptpmu_addr_filters_sync(struct perf_event *event)
 
 	if (!pe)
 		return;
-	list_for_each_entry(filter, &head->list, entry) {
+	list_for_each_entry(filter, &head->list, entry)
+	{
 		if (range >= PTPMU_FILTERS)
 			break;
 		if (filter->path.dentry && !fr[range].start) {
@@ -536,15 +543,21 @@ static void ptpmu_end(struct ptpmu_cpu *c)
 	} else {
 		size = c->stream.ring.written;
 	}
-	/* The data stores before aux_head's (pt_config_stop's wmb, pt.c:556). */
+	/* The data stores before aux_head's (pt_config_stop's wmb, pt.c:563). */
 	wmb();
 	perf_aux_output_end(&c->handle, size);
 }
 
 /*
  * No room left in full mode: the ToPA STOP bit would have stopped the
- * hardware; pt_handle_status (pt.c:916-932) flags TRUNCATED and the perf
- * core disables the event (perf_aux_output_end: pending_disable).
+ * hardware; pt_handle_status (pt.c:915-930) flags TRUNCATED and nothing is
+ * written until the next start, as after intel_pt_interrupt's failed begin
+ * (pt.c:1512-1516). perf_aux_output_end then asks for the event's disable
+ * (pending_disable), which these kernels may never carry out: 6.1 stores
+ * smp_processor_id() there, which is 0 on CPU 0, and checks it as a flag;
+ * 6.12 never queues the irq_work that reads it. The event then stays
+ * active and stopped, and only IOC_DISABLE + IOC_ENABLE restart it, as on
+ * real hardware with these kernels.
  */
 static void ptpmu_truncate(struct ptpmu_cpu *c)
 {
@@ -558,6 +571,21 @@ static void ptpmu_publish(struct perf_event *event, struct ptpmu_event *pe, u64 
 	WRITE_ONCE(pe->seq, seq);
 	WRITE_ONCE(last_seq, seq);
 	local64_set(&event->count, seq); /* read(2) on the event fd gives it */
+}
+
+/* Takes one from drop_ptws if it is positive (ticks on all CPUs share it). */
+static bool ptpmu_take_drop(void)
+{
+	int v = READ_ONCE(drop_ptws);
+
+	while (v > 0) {
+		int old = cmpxchg(&drop_ptws, v, v - 1);
+
+		if (old == v)
+			return true;
+		v = old;
+	}
+	return false;
 }
 
 /*
@@ -578,9 +606,8 @@ static enum hrtimer_restart ptpmu_tick(struct hrtimer *t)
 	pe = event->pmu_private;
 	seq = pe->seq + 1;
 
-	if (READ_ONCE(drop_ptws) > 0) {
+	if (ptpmu_take_drop()) {
 		/* Fault injection: a PTW lost, its number used up. */
-		WRITE_ONCE(drop_ptws, READ_ONCE(drop_ptws) - 1);
 		WRITE_ONCE(pe->seq, seq);
 		c->dropped = true;
 		goto again;
@@ -656,7 +683,7 @@ static void ptpmu_start(struct perf_event *event, int mode)
 		pe->itrace_started = true;
 		event->attach_state |= PERF_ATTACH_ITRACE;
 	}
-	/* pt_config_filters (pt.c:458): perf_event_addr_filters_sync(). */
+	/* pt_config_filters (pt.c:468): perf_event_addr_filters_sync(). */
 	perf_event_addr_filters_sync(event);
 
 	ptpmu_open_writer(c, buf);
@@ -740,7 +767,8 @@ static int ptpmu_events_show(struct seq_file *m, void *v)
 	unsigned long flags;
 
 	spin_lock_irqsave(&ptpmu_events_lock, flags);
-	list_for_each_entry(pe, &ptpmu_events, node) {
+	list_for_each_entry(pe, &ptpmu_events, node)
+	{
 		struct perf_event *e = pe->event;
 
 		seq_printf(m, "id %llu pid %d cpu %d seq %llu\n", (unsigned long long)e->id,
@@ -769,7 +797,8 @@ static int __init ptpmu_init(void)
 		ptpmu_cap_attr_ptrs[i] = &de->attr.attr;
 	}
 
-	for_each_possible_cpu(cpu) {
+	for_each_possible_cpu(cpu)
+	{
 		struct ptpmu_cpu *c = per_cpu_ptr(&ptpmu_cpu, cpu);
 
 		hrtimer_init(&c->timer, CLOCK_MONOTONIC, HRTIMER_MODE_REL_PINNED_HARD);
@@ -777,7 +806,7 @@ static int __init ptpmu_init(void)
 	}
 
 	/*
-	 * pt_init, pt.c:1795-1814. Kaby Lake has topa_multiple_entries, so no
+	 * pt_init, pt.c:1794-1814. Kaby Lake has topa_multiple_entries, so no
 	 * PERF_PMU_CAP_AUX_NO_SG (pt.c:1794-1795). The PERF_PMU_CAP_* names
 	 * used are in both kernels' headers (their values differ: 6.12 dropped
 	 * HETEROGENEOUS_CPUS and added AUX_PAUSE, which its pt.c does not set).
@@ -817,11 +846,11 @@ static void __exit ptpmu_exit(void)
 
 	debugfs_remove_recursive(ptpmu_debugfs);
 	perf_pmu_unregister(&ptpmu_pmu);
-	for_each_possible_cpu(cpu)
-		hrtimer_cancel(&per_cpu_ptr(&ptpmu_cpu, cpu)->timer);
+	for_each_possible_cpu(cpu) hrtimer_cancel(&per_cpu_ptr(&ptpmu_cpu, cpu)->timer);
 }
 
 module_init(ptpmu_init);
 module_exit(ptpmu_exit);
 MODULE_LICENSE("GPL");
-MODULE_DESCRIPTION("A PMU shaped like intel_pt that writes a counted PT packet stream (ptsnap tests)");
+MODULE_DESCRIPTION(
+	"A PMU shaped like intel_pt that writes a counted PT packet stream (ptsnap tests)");

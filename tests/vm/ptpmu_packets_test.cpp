@@ -134,8 +134,7 @@ class ModuleLikeWriter {
     s.psb_period = ptpkt_psb_period_bytes(psb_period_);
     s.tsc = tsc_;
     s.cbr = 36;
-    ASSERT_EQ(ptpkt_sched_in(&s, tsc_value_ += 1000, ips.data(), static_cast<int>(ips.size())),
-              0);
+    ASSERT_EQ(ptpkt_sched_in(&s, tsc_value_ += 1000, ips.data(), static_cast<int>(ips.size())), 0);
     bool ovf = false;
     for (int i = 0; i < ticks; ++i) {
       const uint64_t seq = ++seq_;
@@ -177,7 +176,7 @@ struct Decoded {
   std::vector<uint64_t> ptw;  // payloads in stream order
   int psbs = 0, ovfs = 0, enables = 0, disables = 0;
   uint64_t max_psb_gap = 0;  // the most bytes from one PSB to the next (or the end)
-  std::string error;  // first decode error, empty if none
+  std::string error;         // first decode error, empty if none
 };
 
 pt_config Config(const std::vector<uint8_t>& bytes) {
@@ -335,8 +334,8 @@ TEST(PtpmuPackets, FullModeStreamDecodesWithEveryPayloadInOrder) {
       // more than the period and one tick (and a schedule-out) apart.
       EXPECT_GE(pkt.psbs, static_cast<int>(bytes.size() / (ptpkt_psb_period_bytes(psb_period) +
                                                            2 * PTPKT_WINDOW_SIZE + 64)));
-      EXPECT_LE(pkt.max_psb_gap, ptpkt_psb_period_bytes(psb_period) + PTPKT_PTW_SIZE +
-                                     2 * PTPKT_WINDOW_SIZE + 64);
+      EXPECT_LE(pkt.max_psb_gap,
+                ptpkt_psb_period_bytes(psb_period) + PTPKT_PTW_SIZE + 2 * PTPKT_WINDOW_SIZE + 64);
 
       const Decoded blk = BlockDecode(bytes);
       EXPECT_EQ(blk.error, "");
