@@ -1,8 +1,7 @@
 // vm_spin MS [usr2]: a single-threaded program the VM suite traces. It calls
 // a few functions in a loop for MS milliseconds of wall time, then exits 0.
-// With "usr2" it sends itself SIGUSR2 (ptsnap's default snapshot signal for
-// run/attach) halfway through, after printing "usr2 at SEQ" where SEQ is the
-// module's last PTW sequence number at that moment (read from sysfs).
+// With "usr2" it sends its parent (ptsnap run) SIGUSR2, ptsnap's snapshot
+// signal, halfway through.
 #define _GNU_SOURCE
 #include <signal.h>
 #include <stdio.h>

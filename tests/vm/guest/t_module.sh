@@ -4,6 +4,10 @@
 t_module_selftest() {
   rmmod ptpmu 2>/dev/null
   sh /vm/ptpmu_selftest.sh /vm/ptpmu.ko ptpmu_selftest >/tmp/ms.log 2>&1
+  # Each failed check with its own output (the selftest prints it as "  [NAME] ...").
+  for name in $(grep 'ptpmu-guest: FAIL' /tmp/ms.log | sed 's/ptpmu-guest: FAIL \([^:]*\).*/\1/'); do
+    grep -F "[$name]" /tmp/ms.log
+  done
   grep 'ptpmu-guest: FAIL' /tmp/ms.log
   local last
   last=$(grep 'ptpmu-guest: .* passed, .* failed' /tmp/ms.log | tail -1)

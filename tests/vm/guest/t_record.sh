@@ -12,8 +12,13 @@ t_rec_user_exit() {
   [ "$SCAN_FIRST" = 1 ] || { fail "a 4 MiB ring lost the start of a 300 ms run: first PTW $SCAN_FIRST"; return 1; }
   grep -q '"aux_truncated": *0' /tmp/t/manifest.json || grep -vq aux_truncated /tmp/t/manifest.json ||
     { fail "manifest reports truncated AUX"; return 1; }
+  ptsnap info /tmp/t --records >/tmp/r.txt 2>&1
+  grep -q "ITRACE_START pid" /tmp/r.txt || { fail "no ITRACE_START record among the sideband: $(head -5 /tmp/r.txt)"; return 1; }
+  # Snapshot mode: the kernel's AUX records carry OVERWRITE, the whole ring as size.
+  grep -q "AUX offset 0x[0-9a-f]* size 0x400000 OVERWRITE" /tmp/r.txt ||
+    { fail "no AUX record with OVERWRITE and the 4 MiB ring as its size: $(grep -m3 'AUX' /tmp/r.txt)"; return 1; }
   ptsnap decode /tmp/t -o /tmp/t.fxt >/tmp/d.log 2>&1 || { fail "decode failed: $(tail -3 /tmp/d.log)"; return 1; }
-  echo "PTW $SCAN_FIRST..$SCAN_LAST in $SCAN_BYTES bytes, $SCAN_PSB PSBs; decodes"
+  echo "PTW $SCAN_FIRST..$SCAN_LAST in $SCAN_BYTES bytes, $SCAN_PSB PSBs, ITRACE_START recorded; decodes"
 }
 vm_test rec-user-exit t_rec_user_exit
 
@@ -97,6 +102,12 @@ t_rec_full() {
   scan "$(streams /tmp/f)" || return 1
   [ "$SCAN_FIRST" = 1 ] && [ "$SCAN_LAST" = "$(module_seq)" ] ||
     { fail "full mode lost payload: PTW $SCAN_FIRST..$SCAN_LAST, the module wrote 1..$(module_seq)"; return 1; }
+  # Full mode: AUX records without OVERWRITE whose sizes add up to the stream.
+  local sum
+  sum=$(ptsnap info /tmp/f --records 2>/dev/null | grep -o 'AUX offset 0x[0-9a-f]* size 0x[0-9a-f]*.*' |
+    { t=0; while read _ _ _ _ size flags; do
+        [ -z "$flags" ] || { echo "flags $flags"; exit; }; t=$((t + size)); done; echo $t; })
+  [ "$sum" = "$SCAN_BYTES" ] || { fail "full mode: the AUX records add up to '$sum', the stream holds $SCAN_BYTES bytes"; return 1; }
   echo "full execution: PTW 1..$SCAN_LAST, nothing lost ($SCAN_BYTES bytes)"
 }
 vm_test rec-full t_rec_full

@@ -445,7 +445,16 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	t0 = last_drain = last_sleep = now_ms();
-	while (now_ms() - t0 < ms) {
+	/*
+	 * A snapshot ring must wrap for the snapshot checks to mean anything:
+	 * past --ms, go on until the module has written more PTWs (10 bytes
+	 * each) than the ring holds, for at most 20 times --ms. A loaded host
+	 * runs the guest slower, and a fixed time once left a 16 KiB ring
+	 * unwrapped.
+	 */
+	while (now_ms() - t0 < ms ||
+	       (snapshot && now_ms() - t0 < 20.0 * ms &&
+		read_long("/sys/module/ptpmu/parameters/last_seq", 10) < (long)(aux_len / 8))) {
 		for (i = 0; i < 10000; i++)
 			spin += (uint64_t)i;
 		if (drop && !dropped_once && now_ms() - t0 > ms / 3.0) {
