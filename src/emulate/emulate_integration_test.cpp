@@ -1183,6 +1183,13 @@ TEST_F(Emulate, KernelScopeIsRefused) {
   auto r = RecordEmulated(o, tmp_.path() / "k");
   ASSERT_FALSE(r);
   EXPECT_NE(r.error().message().find("user space only"), std::string::npos);
+  // It names the option the user passed (it once said "drop --scope", an
+  // option that does not exist).
+  EXPECT_NE(r.error().message().find("drop --trace-include-kernel"), std::string::npos);
+  o.scope = trace::Scope::kKernel;
+  r = RecordEmulated(o, tmp_.path() / "k2");
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message().find("drop --trace-kernel-only"), std::string::npos);
 }
 
 TEST_F(Emulate, MissingCommandIsReported) {
@@ -1190,7 +1197,42 @@ TEST_F(Emulate, MissingCommandIsReported) {
   o.command = {"no-such-command-ptsnap"};
   auto r = RecordEmulated(o, tmp_.path() / "c");
   ASSERT_FALSE(r);
-  EXPECT_EQ(r.error().message(), "command not found: no-such-command-ptsnap (not in PATH)");
+  EXPECT_EQ(r.error().message(), "command not found: 'no-such-command-ptsnap' is not in $PATH");
+}
+
+TEST_F(Emulate, MissingCommandPathSaysWhatANativeRunSays) {
+  record::RecordOptions o;
+  o.command = {"./no-such-program-ptsnap"};
+  auto r = RecordEmulated(o, tmp_.path() / "c");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().ToString(),
+            record::FindExecutable("./no-such-program-ptsnap").error().ToString());
+  EXPECT_NE(r.error().ToString().find("No such file or directory"), std::string::npos);
+  o.command = {"/tmp"};
+  r = RecordEmulated(o, tmp_.path() / "d");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().message(), "cannot run '/tmp': it is a directory");
+}
+
+// --snapshot-size means what it means on hardware: under perf's 4 KiB it is
+// refused, and a ring no larger than the PSB period gets perf's warning.
+TEST_F(Emulate, SnapshotSizeHasTheHardwaresLimitsAndWarning) {
+  record::RecordOptions o;
+  o.command = {"true"};
+  o.snapshot_size = 1;
+  auto plan = PlanEmulation(o);
+  ASSERT_FALSE(plan);
+  EXPECT_THAT(plan.error().ToString(),
+              ::testing::HasSubstr("--snapshot-size 1 bytes is too small"));
+  o.snapshot_size = 16 << 10;  // the default PSB period (psb_period 3: 16 KiB)
+  plan = PlanEmulation(o);
+  ASSERT_TRUE(plan) << plan.error().ToString();
+  ASSERT_EQ(plan->attr.warnings.size(), 1u);
+  EXPECT_THAT(plan->attr.warnings[0], ::testing::HasSubstr("may be too small for the PSB period"));
+  o.snapshot_size = 1 << 20;
+  plan = PlanEmulation(o);
+  ASSERT_TRUE(plan) << plan.error().ToString();
+  EXPECT_TRUE(plan->attr.warnings.empty());
 }
 
 TEST_F(Emulate, MissingQemuIsReported) {
