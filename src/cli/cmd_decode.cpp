@@ -60,6 +60,15 @@ std::filesystem::path SplitSnapshotPath(const std::filesystem::path& output, uin
   return output.parent_path() / (name + tag);
 }
 
+std::filesystem::path DefaultDecodeOutput(const std::filesystem::path& trace_dir) {
+  std::string name = trace_dir.filename().string();
+  if (name.empty()) name = trace_dir.parent_path().filename().string();  // "x.ptsnap/"
+  constexpr std::string_view kSuffix = ".ptsnap";
+  if (name.size() > kSuffix.size() && name.ends_with(kSuffix))
+    return name.substr(0, name.size() - kSuffix.size()) + ".fxt.gz";
+  return "trace.fxt.gz";
+}
+
 int DecodeAndReport(const std::filesystem::path& trace_dir, const std::filesystem::path& output,
                     const std::string& format, uint32_t snapshot, std::FILE* report_to,
                     const ViewFlags& view) {
@@ -264,7 +273,7 @@ decode::PtDecoder::Engine DecoderEngine(const std::string& decoder) {
 
 void AddDecodeCommand(CLI::App& app, CommandFn* selected) {
   struct Args {
-    std::string dir, output = "trace.fxt.gz", format;
+    std::string dir, output, format;
     uint32_t snapshot = 0;
     ViewFlags view;
   };
@@ -273,8 +282,9 @@ void AddDecodeCommand(CLI::App& app, CommandFn* selected) {
       "decode", "Decode a trace directory into a timeline of every call (Perfetto FXT by default)");
   cmd->add_option("TRACE_DIR", args->dir, "The trace directory written by run/attach")->required();
   cmd->add_option("-o,--output", args->output,
-                  "Output file; the suffix picks the format: .fxt, .json, .events (+ .gz)")
-      ->capture_default_str();
+                  "Output file; the suffix picks the format: .fxt, .json, .events (+ .gz). "
+                  "Default: NAME.fxt.gz for a trace directory NAME.ptsnap (as run -o NAME.fxt.gz "
+                  "names it), else trace.fxt.gz; in the current directory");
   cmd->add_option("--format", args->format, "Output format, overriding the suffix")
       ->check(CLI::IsMember({"fxt", "json", "events"}));
   cmd->add_option("--snapshot", args->snapshot,
@@ -296,8 +306,9 @@ void AddDecodeCommand(CLI::App& app, CommandFn* selected) {
       "smaller.");
   cmd->callback([args, selected] {
     *selected = [args] {
-      return DecodeAndReport(args->dir, args->output, args->format, args->snapshot, stdout,
-                             args->view);
+      const std::filesystem::path out = args->output.empty() ? DefaultDecodeOutput(args->dir)
+                                                             : std::filesystem::path(args->output);
+      return DecodeAndReport(args->dir, out, args->format, args->snapshot, stdout, args->view);
     };
   });
 }

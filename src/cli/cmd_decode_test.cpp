@@ -144,6 +144,14 @@ TEST(CmdDecodeTest, SplitSnapshotsWritesOneFilePerSnapshot) {
                  " has no snapshots (a full-execution recording");
 }
 
+// --help says what --multi-thread's default is under --emulate, which traces
+// every thread whatever the flag (it once said only "the main thread").
+TEST(CmdDecodeTest, RunHelpSaysEmulateTracesEveryThread) {
+  Outcome help = Ptsnap("run --help");
+  EXPECT_EQ(help.rc, 0);
+  EXPECT_THAT(help.out, HasSubstr("--emulate always traces every thread"));
+}
+
 // run and attach take decode's flags and check them before recording.
 TEST(CmdDecodeTest, RunAndAttachTakeTheDecodeFlags) {
   for (const char* cmd : {"run", "attach"}) {
@@ -580,6 +588,13 @@ TEST(CmdServeTest, Errors) {
   r = Ptsnap("serve '" + tmp.path().string() + "'");
   EXPECT_EQ(r.rc, 1);
   EXPECT_THAT(r.out, HasSubstr("is not a regular file"));
+  // A trace directory: decode it first, and how.
+  fs::path dir = MakeTrace(tmp);
+  r = Ptsnap("serve '" + dir.string() + "'");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_THAT(r.out, HasSubstr("it is a trace directory (the raw recording), not a decoded trace: "
+                               "decode it first, e.g. `ptsnap decode " +
+                               dir.string() + " --open`"));
   // A port someone else holds.
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
@@ -800,6 +815,21 @@ TEST(CmdReportTest, Errors) {
   r = Ptsnap("report '" + (tmp.path() / "missing").string() + "'");
   EXPECT_EQ(r.rc, 1);
   EXPECT_THAT(r.out, HasSubstr("does not exist"));
+}
+
+TEST(CmdDecodeTest, DefaultOutputIsNamedAfterAPtsnapDirectory) {
+  TempDir tmp;
+  fs::path dir = MakeTraceOf(
+      tmp, "x.ptsnap", decode::testing::CallsProgramStream(decode::testing::LoadCallsProgram()));
+  Outcome r = Ptsnap("decode x.ptsnap", tmp.path().string());
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_TRUE(fs::exists(tmp.path() / "x.fxt.gz"));
+  EXPECT_FALSE(fs::exists(tmp.path() / "trace.fxt.gz"));
+  // Named by its path, with a trailing slash: still beside us, by its name.
+  fs::create_directory(tmp.path() / "out");
+  r = Ptsnap("decode '" + (tmp.path() / "x.ptsnap").string() + "/'", (tmp.path() / "out").string());
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_TRUE(fs::exists(tmp.path() / "out" / "x.fxt.gz"));
 }
 
 }  // namespace

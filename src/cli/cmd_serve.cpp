@@ -18,6 +18,15 @@ void OnInterrupt(int) { g_interrupted = true; }
 }  // namespace
 
 int ServeFile(const std::filesystem::path& file, uint16_t port, size_t count, std::FILE* out) {
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(file / "manifest.json", ec)) {
+    std::fprintf(stderr,
+                 "ptsnap: error: serving %s: it is a trace directory (the raw recording), not a "
+                 "decoded trace: decode it first, e.g. `ptsnap decode %s --open` decodes and "
+                 "serves it\n",
+                 file.c_str(), file.c_str());
+    return kExitFailure;
+  }
   auto server = serve::TraceServer::Open(file, {.port = port, .count = count});
   if (!server) {
     std::fprintf(stderr, "ptsnap: error: serving %s: %s\n", file.c_str(),

@@ -79,6 +79,10 @@ decode::PtDecoder::Engine DecoderEngine(const std::string& decoder);
 // own). `view` thins the timeline and can serve it (ViewFlags). An FXT or
 // JSON file past what the viewer loads comfortably gets a one-line warning
 // on stderr. Defined in cmd_decode.cpp. Returns an exit code.
+// `decode`'s default output for TRACE_DIR: NAME.fxt.gz for NAME.ptsnap (the
+// name `run -o NAME.fxt.gz` gives its directory), else trace.fxt.gz.
+std::filesystem::path DefaultDecodeOutput(const std::filesystem::path& trace_dir);
+
 int DecodeAndReport(const std::filesystem::path& trace_dir, const std::filesystem::path& output,
                     const std::string& format, uint32_t snapshot = 0, std::FILE* report_to = stdout,
                     const ViewFlags& view = {});
