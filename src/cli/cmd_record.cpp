@@ -87,6 +87,13 @@ Result<void> CheckOutputWritable(const std::filesystem::path& output) {
   if (::access(dir.c_str(), W_OK) != 0)
     return Error::FromErrno("cannot write output " + output.string() + ": directory " +
                             dir.string() + " is not writable; choose another -o");
+  // The file itself, where it exists: a directory by that name, or a file
+  // that cannot be replaced, was found only after recording.
+  if (std::filesystem::is_directory(output, ec))
+    return Error("cannot write output " + output.string() +
+                 ": it is a directory; name a file, e.g. -o " + (output / "trace.fxt.gz").string());
+  if (std::filesystem::exists(output, ec) && ::access(output.c_str(), W_OK) != 0)
+    return Error::FromErrno("cannot write output " + output.string() + ": choose another -o");
   return Ok();
 }
 
@@ -168,6 +175,11 @@ int RunRecord(Args& a, bool attach) {
   if (!a.snapshot_size.empty()) {
     auto size = record::ParseSize(a.snapshot_size);
     if (!size) return Fail("--snapshot-size: " + size.error().ToString()), kExitUsage;
+    if (*size == 0)
+      return Fail(
+                 "--snapshot-size 0: a buffer needs at least 4K (perf's minimum); leave the "
+                 "option out for the default"),
+             kExitUsage;
     ro.snapshot_size = *size;
   }
   ro.timer_resolution = a.timer;  // parsed by Recording::Create (a kUsage error)
@@ -311,7 +323,8 @@ void AddShared(CLI::App* cmd, Args* a) {
   cmd->add_flag("--multi-snapshot", o.multi_snapshot,
                 "Snapshot every time the trigger fires (or SIGUSR2 arrives), not only the first");
   cmd->add_flag("--multi-thread", o.multi_thread,
-                "Trace every thread, including ones created later (default: the main thread)");
+                "Trace every thread, including ones created later (default: the main thread; "
+                "--emulate always traces every thread)");
   cmd->add_flag("--full-execution", o.full_execution,
                 "Record everything instead of a ring buffer, streamed to the trace directory as it "
                 "is drained (hundreds of MB/s)");

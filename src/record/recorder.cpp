@@ -1282,6 +1282,23 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
                           "; the trace has gaps there (`truncated` and `lost_bytes` per stream in "
                           "manifest.json); a larger --snapshot-size helps"});
     }
+    // A trigger that never fired leaves the end's snapshot: say so, or the
+    // user takes it for the trigger's (an addr: trigger on code that never
+    // runs once did that silently).
+    if (!opts.trigger.empty() && prepared.mode == trace::Mode::kSnapshot) {
+      const auto& snaps = writer.snapshot_reasons();
+      const bool fired = std::any_of(snaps.begin(), snaps.end(), [](trace::SnapshotReason r) {
+        return r == trace::SnapshotReason::kTrigger || r == trace::SnapshotReason::kStopIndicator ||
+               r == trace::SnapshotReason::kSlowCall;
+      });
+      if (!fired && !snaps.empty())
+        outcome.warnings.push_back("the trigger " + opts.trigger + " never fired (" +
+                                   (opts.slower_than_ns != 0
+                                        ? std::string("no call was slower than --slower-than")
+                                        : std::string("the code never ran")) +
+                                   "): the snapshot was taken at the end instead (" +
+                                   std::string(trace::ToString(snaps.back())) + ")");
+    }
     if (untraced_threads != 0)
       outcome.warnings.push_back(std::to_string(untraced_threads) +
                                  " thread(s) created while recording were not traced (the "

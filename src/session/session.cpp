@@ -198,14 +198,17 @@ Result<Outcome> RunRecording(Plan plan, record::Control& control, const record::
     fs::path old = plan.trace_dir;
     old += ".old";
     std::error_code ec;
+    const bool replaced = fs::exists(old, ec);
     fs::remove_all(old, ec);
     fs::rename(plan.trace_dir, old, ec);
     if (ec)
       return Error("cannot move the previous recording " + plan.trace_dir.string() + " aside to " +
                    old.string() + ": " + ec.message() + "; remove it or choose --trace-dir")
           .WithKind(ErrorKind::kTraceDirExists);
-    Emit(events, {record::Event::Kind::kInfo, "Moved the previous recording " +
-                                                  plan.trace_dir.string() + " to " + old.string()});
+    Emit(events,
+         {record::Event::Kind::kInfo,
+          "Moved the previous recording " + plan.trace_dir.string() + " to " + old.string() +
+              (replaced ? " (the older recording that was there is deleted)" : "")});
   }
   // One session loop (record::Record) for every source: the emulator is a
   // PtSource that drives itself (record/pt_source.h).

@@ -362,6 +362,7 @@ Result<void> TraceWriter::AppendStream(uint32_t id, std::span<const std::byte> d
 }
 
 Result<void> TraceWriter::AddSnapshot(Snapshot snap) {
+  snapshot_reasons_.push_back(snap.reason);
   manifest_.snapshots.push_back(std::move(snap));
   return Flush();
 }

@@ -100,6 +100,11 @@ class TraceWriter {
   [[nodiscard]] uint32_t snapshot_count() const {
     return snapshots_listed_ + static_cast<uint32_t>(manifest_.snapshots.size());
   }
+  // Every snapshot's reason, in the order taken, listed or not (manifest()
+  // keeps only those the next Flush lists).
+  [[nodiscard]] const std::vector<SnapshotReason>& snapshot_reasons() const {
+    return snapshot_reasons_;
+  }
   [[nodiscard]] uint32_t stream_count() const {
     return streams_listed_ + static_cast<uint32_t>(manifest_.streams.size() - listed_streams_);
   }
@@ -198,6 +203,7 @@ class TraceWriter {
   uint64_t manifest_file_bytes_ = 0;
   size_t listed_streams_ = 0;
   uint32_t snapshots_listed_ = 0;
+  std::vector<SnapshotReason> snapshot_reasons_;
   uint32_t streams_listed_ = 0;
   ManifestFields listed_fields_;
   std::vector<uint32_t> touched_streams_;  // ids FindStream/AppendStream handed out since

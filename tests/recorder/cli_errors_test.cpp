@@ -115,11 +115,28 @@ TEST_F(CliErrors, DefaultTraceDirIsMovedAsideOnlyByARecording) {
   EXPECT_EQ(std::filesystem::file_size(dir_.path() / "trace.ptsnap" / "manifest.json"), 2u);
   Exit r = Ptsnap(dir_.path(), {"run", "--emulate", "--no-decode", "--", "/bin/true"});
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_THAT(r.err,
-              HasSubstr("[ Moved the previous recording trace.ptsnap to trace.ptsnap.old ]"));
+  // The older recording it deletes is said, not deleted silently.
+  EXPECT_THAT(r.err, HasSubstr("[ Moved the previous recording trace.ptsnap to trace.ptsnap.old "
+                               "(the older recording that was there is deleted) ]"));
   // The previous recording is the .old one now; the older one is gone.
   EXPECT_EQ(std::filesystem::file_size(dir_.path() / "trace.ptsnap.old" / "manifest.json"), 2u);
   EXPECT_GT(std::filesystem::file_size(dir_.path() / "trace.ptsnap" / "manifest.json"), 2u);
+  // With no .old there, the line says only the move.
+  std::filesystem::remove_all(dir_.path() / "trace.ptsnap.old");
+  r = Ptsnap(dir_.path(), {"run", "--emulate", "--no-decode", "--", "/bin/true"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.err,
+              HasSubstr("[ Moved the previous recording trace.ptsnap to trace.ptsnap.old ]"));
+}
+
+// A trigger that never fires: the exit's snapshot is kept, and said to be
+// the exit's (it once was, silently).
+TEST_F(CliErrors, ATriggerThatNeverFiresIsSaid) {
+  Exit r = Ptsnap(dir_.path(),
+                  {"run", "--emulate", "--no-decode", "--trigger", "addr:0x1", "--", "/bin/true"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("warning: the trigger addr:0x1 never fired (the code never ran): "
+                               "the snapshot was taken at the end instead (exit)"));
 }
 
 TEST_F(CliErrors, UnwritableOutput) {
@@ -127,12 +144,22 @@ TEST_F(CliErrors, UnwritableOutput) {
   EXPECT_EQ(r.code, 1);
   EXPECT_THAT(r.err, HasSubstr("cannot write output missing/dir/out.fxt"));
   ExpectEmpty();
+  // A directory by the output's name is refused before recording, not at the decode.
+  dir_.Write("out.fxt/keep", "");
+  r = Ptsnap(dir_.path(), {"run", "--emulate", "-o", "out.fxt", "--", "/bin/true"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.err, HasSubstr("cannot write output out.fxt: it is a directory"));
+  EXPECT_FALSE(std::filesystem::exists(dir_.path() / "out.ptsnap"));
 }
 
 TEST_F(CliErrors, BadOptionValuesAreUsageErrors) {
   Exit size = Ptsnap(dir_.path(), {"run", "-snapshot-size", "huge", "--", "/bin/true"});
   EXPECT_EQ(size.code, 2);
   EXPECT_THAT(size.err, HasSubstr("bad size 'huge'"));
+  // 0 once meant the default silently.
+  Exit zero = Ptsnap(dir_.path(), {"run", "--snapshot-size", "0", "--", "/bin/true"});
+  EXPECT_EQ(zero.code, 2);
+  EXPECT_THAT(zero.err, HasSubstr("--snapshot-size 0: a buffer needs at least 4K"));
   Exit timer = Ptsnap(dir_.path(), {"run", "-timer-resolution", "custom:cyc=2", "--", "/bin/true"});
   EXPECT_EQ(timer.code, 2);
   EXPECT_THAT(timer.err, HasSubstr("not a boolean"));
