@@ -237,14 +237,27 @@ void TakeEvent(const pt_event& ev, Decoded& d) {
   }
 }
 
-// libipt's block decoder over the whole stream, with an empty image: a
-// stream that needed an instruction decoded would fail with -pte_nomap.
-Decoded BlockDecode(const std::vector<uint8_t>& bytes) {
+// One of libipt's flow decoders (block or instruction) over the whole
+// stream, with an empty image: a stream that needed an instruction decoded
+// would fail with -pte_nomap. RAN says whether an item decoded code.
+template <typename Dec, typename Item>
+struct FlowApi {
+  Dec* (*alloc)(const pt_config*);
+  int (*sync)(Dec*);
+  int (*event)(Dec*, pt_event*, size_t);
+  int (*next)(Dec*, Item*, size_t);
+  void (*release)(Dec*);
+  bool (*ran)(const Item&);
+  const char* what;  // the error when one did
+};
+
+template <typename Dec, typename Item>
+Decoded FlowDecode(const std::vector<uint8_t>& bytes, const FlowApi<Dec, Item>& api) {
   Decoded d;
   pt_config cfg = Config(bytes);
-  pt_block_decoder* dec = pt_blk_alloc_decoder(&cfg);
+  Dec* dec = api.alloc(&cfg);
   for (;;) {
-    int status = pt_blk_sync_forward(dec);
+    int status = api.sync(dec);
     if (status == -pte_eos) break;
     if (status < 0) {
       d.error = std::string("sync: ") + pt_errstr(pt_errcode(status));
@@ -253,55 +266,36 @@ Decoded BlockDecode(const std::vector<uint8_t>& bytes) {
     for (;;) {
       while (status & pts_event_pending) {
         pt_event ev;
-        status = pt_blk_event(dec, &ev, sizeof ev);
+        status = api.event(dec, &ev, sizeof ev);
         if (status < 0) break;
         TakeEvent(ev, d);
       }
       if (status < 0 || (status & pts_eos)) break;
-      pt_block block;
-      status = pt_blk_next(dec, &block, sizeof block);
+      Item item;
+      status = api.next(dec, &item, sizeof item);
       if (status < 0) break;
-      if (block.ninsn) d.error = "a block with instructions";
+      if (api.ran(item)) d.error = api.what;
     }
     if (status == -pte_eos || (status >= 0 && (status & pts_eos))) break;
     d.error = pt_errstr(pt_errcode(status));
     break;
   }
-  pt_blk_free_decoder(dec);
+  api.release(dec);
   return d;
 }
 
-// The same with the instruction flow decoder.
+Decoded BlockDecode(const std::vector<uint8_t>& bytes) {
+  return FlowDecode(bytes, FlowApi<pt_block_decoder, pt_block>{
+                               pt_blk_alloc_decoder, pt_blk_sync_forward, pt_blk_event, pt_blk_next,
+                               pt_blk_free_decoder, [](const pt_block& b) { return b.ninsn != 0; },
+                               "a block with instructions"});
+}
+
 Decoded InsnDecode(const std::vector<uint8_t>& bytes) {
-  Decoded d;
-  pt_config cfg = Config(bytes);
-  pt_insn_decoder* dec = pt_insn_alloc_decoder(&cfg);
-  for (;;) {
-    int status = pt_insn_sync_forward(dec);
-    if (status == -pte_eos) break;
-    if (status < 0) {
-      d.error = std::string("sync: ") + pt_errstr(pt_errcode(status));
-      break;
-    }
-    for (;;) {
-      while (status & pts_event_pending) {
-        pt_event ev;
-        status = pt_insn_event(dec, &ev, sizeof ev);
-        if (status < 0) break;
-        TakeEvent(ev, d);
-      }
-      if (status < 0 || (status & pts_eos)) break;
-      pt_insn insn;
-      status = pt_insn_next(dec, &insn, sizeof insn);
-      if (status < 0) break;
-      d.error = "an instruction";
-    }
-    if (status == -pte_eos || (status >= 0 && (status & pts_eos))) break;
-    d.error = pt_errstr(pt_errcode(status));
-    break;
-  }
-  pt_insn_free_decoder(dec);
-  return d;
+  return FlowDecode(
+      bytes, FlowApi<pt_insn_decoder, pt_insn>{
+                 pt_insn_alloc_decoder, pt_insn_sync_forward, pt_insn_event, pt_insn_next,
+                 pt_insn_free_decoder, [](const pt_insn&) { return true; }, "an instruction"});
 }
 
 std::vector<uint64_t> Range(uint64_t first, uint64_t last) {

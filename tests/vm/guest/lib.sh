@@ -38,6 +38,14 @@ rec() {
   ptsnap run --no-decode --trace-dir "$dir" "$@" >"$dir.log" 2>&1
 }
 
+# rec_bg DIR ARGS...: rec in the background; its pid in REC_PID.
+rec_bg() {
+  local dir=$1; shift
+  rm -rf "$dir" "$dir.log"
+  ptsnap run --no-decode --trace-dir "$dir" "$@" >"$dir.log" 2>&1 &
+  REC_PID=$!
+}
+
 # scan FILE: libipt's reading of one PT stream file (aux_scan) into SCAN_BYTES,
 # SCAN_PSB, SCAN_PTW, SCAN_FIRST, SCAN_LAST; fails unless it decodes without
 # error and its PTW sequence runs without a gap or a repeat.

@@ -34,9 +34,8 @@ vm_test fault-buffer-size t_fault_buffer_size
 # restarts only after IOC_DISABLE + IOC_ENABLE: tests/vm/ptpmu/README.md).
 t_fault_drop_full() {
   load_pmu || return 1
-  rm -rf /tmp/d /tmp/d.log
-  ptsnap run --no-decode --full-execution --trace-dir /tmp/d -- vm_spin 1500 >/tmp/d.log 2>&1 &
-  local pid=$!
+  rec_bg /tmp/d --full-execution -- vm_spin 1500
+  local pid=$REC_PID
   sleep 0.7
   echo 20 >/sys/module/ptpmu/parameters/drop_ptws
   wait $pid || { fail "run failed: $(tail -3 /tmp/d.log)"; return 1; }

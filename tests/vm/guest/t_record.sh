@@ -78,9 +78,8 @@ vm_test rec-trigger t_rec_trigger
 
 t_rec_multi_snapshot() {
   load_pmu || return 1
-  rm -rf /tmp/m /tmp/m.log
-  ptsnap run --no-decode --multi-snapshot --trace-dir /tmp/m -- vm_spin 2500 >/tmp/m.log 2>&1 &
-  local pid=$!
+  rec_bg /tmp/m --multi-snapshot -- vm_spin 2500
+  local pid=$REC_PID
   sleep 1; kill -USR2 $pid; sleep 0.5; kill -USR2 $pid
   wait $pid || { fail "ptsnap run --multi-snapshot failed: $(tail -3 /tmp/m.log)"; return 1; }
   local n=0 prev=0 seen=""
@@ -146,9 +145,8 @@ vm_test rec-all-cpus t_rec_all_cpus
 
 t_rec_kill9() {
   load_pmu || return 1
-  rm -rf /tmp/x /tmp/x.log
-  ptsnap run --no-decode --multi-snapshot --trace-dir /tmp/x -- vm_spin 5000 >/tmp/x.log 2>&1 &
-  local pid=$!
+  rec_bg /tmp/x --multi-snapshot -- vm_spin 5000
+  local pid=$REC_PID
   sleep 1; kill -USR2 $pid; sleep 1
   kill -9 $pid; wait $pid 2>/dev/null
   sleep 0.5
