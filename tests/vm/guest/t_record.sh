@@ -70,7 +70,9 @@ vm_test rec-sigusr2 t_rec_sigusr2
 t_rec_trigger() {
   load_pmu || return 1
   rec /tmp/g --after wait --trigger middle -- vm_spin 300 || { fail "ptsnap run --trigger failed: $(tail -3 /tmp/g.log)"; return 1; }
-  grep -q '"trigger"' /tmp/g/manifest.json || true
+  grep -q '"reason": *"trigger"' /tmp/g/manifest.json ||
+    { fail "no snapshot with reason trigger: $(grep -o '"reason": *"[^"]*"' /tmp/g/manifest.json)"; return 1; }
+  grep -q 'never fired' /tmp/g.log && { fail "the trigger fired, yet ptsnap says it never did"; return 1; }
   scan "$(streams /tmp/g)" || return 1
   echo "trigger snapshot: PTW $SCAN_FIRST..$SCAN_LAST"
 }
