@@ -115,7 +115,9 @@ vm_test rec-full t_rec_full
 
 t_rec_attach_threads() {
   load_pmu || return 1
-  vm_threads 3 6 >/tmp/th.out &
+  # Long enough to outlive a slow attach on a loaded host (it once exited
+  # mid-attach after 6 s); killed below.
+  vm_threads 3 60 >/tmp/th.out &
   local tpid=$!
   sleep 1
   rm -rf /tmp/a
