@@ -1687,15 +1687,26 @@ class EmulateEnding : public ::testing::Test {
     }
   }
 
+  // The promise (docs/recording.md) is a second. An ASan build runs
+  // ptsnap two to three times slower, and `tools/dev test` runs it beside
+  // the VM suite's emulated guest, which keeps one of CI's two cores busy:
+  // there a run took 1.29 s. So the ASan build allows 3 s; the normal
+  // build, which runs alone, holds the promise itself.
+#if defined(__SANITIZE_ADDRESS__)
+  static constexpr double kPromptEnd = 3.0;
+#else
+  static constexpr double kPromptEnd = 1.0;
+#endif
+
   // SIGINT to ptsnap, then its status once it exits (within 5 s, else
-  // nullopt); a failure unless it took under a second.
+  // nullopt); a failure unless it took under kPromptEnd.
   std::optional<int> InterruptAndWait(pid_t pid) const {
     ::kill(pid, SIGINT);
     const auto sent = Clock::now();
     const auto status = WaitUntil(pid, sent + std::chrono::seconds(5));
     const double took = std::chrono::duration<double>(Clock::now() - sent).count();
     if (status) {
-      EXPECT_LT(took, 1.0) << Said();
+      EXPECT_LT(took, kPromptEnd) << Said();
     }
     return status;
   }
