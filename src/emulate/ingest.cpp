@@ -174,34 +174,45 @@ Result<std::vector<trace::Snapshot>> PluginIngest::Poll() {
     }
   }
   std::sort(names.begin(), names.end());
-  std::vector<trace::Snapshot> added;
-  for (const std::string& name : names) PTSNAP_TRY(ReadLog(work_ / name, logs_[name], added));
   struct timespec now {};
   ::clock_gettime(CLOCK_MONOTONIC, &now);
   const int64_t ns = int64_t{now.tv_sec} * 1'000'000'000 + now.tv_nsec;
-  if (!full_ids_.empty() && ns - sizes_listed_ns_ >= 1'000'000'000) {
+  const bool list = !full_ids_.empty() && ns - sizes_listed_ns_ >= 1'000'000'000;
+  std::map<uint32_t, uint64_t> sizes;
+  if (list) sizes = FullSizesNow();
+  std::vector<trace::Snapshot> added;
+  for (const std::string& name : names) PTSNAP_TRY(ReadLog(work_ / name, logs_[name], added));
+  if (list) {
     sizes_listed_ns_ = ns;
-    PTSNAP_TRY(ListFullSizes());
+    PTSNAP_TRY(ListFullSizes(sizes));
   }
   return added;
 }
 
-Result<void> PluginIngest::ListFullSizes() {
-  bool grew = false;
+std::map<uint32_t, uint64_t> PluginIngest::FullSizesNow() {
+  std::map<uint32_t, uint64_t> sizes;
   for (const auto& [file, id] : full_ids_) {
     trace::Stream* st = writer_.FindStream(id);
-    if (st == nullptr) continue;
+    struct stat info {};
+    if (st != nullptr && ::stat((writer_.dir() / st->file).c_str(), &info) == 0)
+      sizes[id] = static_cast<uint64_t>(info.st_size);
+  }
+  return sizes;
+}
+
+Result<void> PluginIngest::ListFullSizes(const std::map<uint32_t, uint64_t>& sizes) {
+  bool grew = false;
+  for (const auto& [id, size] : sizes) {
+    trace::Stream* st = writer_.FindStream(id);
+    if (st == nullptr || size <= st->size) continue;
     const fs::path path = writer_.dir() / st->file;
     // Synced before it is listed: the manifest never claims bytes a crash
     // could take back.
     base::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
     if (!fd) return Error::FromErrno("open " + path.string());
-    struct stat info {};
-    if (::fstat(fd.get(), &info) != 0) return Error::FromErrno("stat " + path.string());
-    if (static_cast<uint64_t>(info.st_size) == st->size) continue;
     if (::fdatasync(fd.get()) != 0 && errno != EINVAL)
       return Error::FromErrno("fsync " + path.string());
-    st->size = static_cast<uint64_t>(info.st_size);
+    st->size = size;
     grew = true;
   }
   return grew ? writer_.Flush() : Ok();
@@ -209,7 +220,9 @@ Result<void> PluginIngest::ListFullSizes() {
 
 Result<std::vector<trace::Snapshot>> PluginIngest::Finish() {
   PTSNAP_ASSIGN_OR_RETURN(std::vector<trace::Snapshot> added, Poll());
-  PTSNAP_TRY(ListFullSizes());
+  // The plugin has ended (QEMU exited): every log line is read, and the
+  // files are whole.
+  PTSNAP_TRY(ListFullSizes(FullSizesNow()));
   for (auto& [name, log] : logs_) {
     for (const StreamMessage& s : log.full) {
       if (auto it = full_ids_.find(s.file); it != full_ids_.end())

@@ -100,7 +100,14 @@ class PluginIngest {
   // Full-execution streams moved into the trace: file name -> stream id.
   std::map<std::string, uint32_t> full_ids_;
   int64_t sizes_listed_ns_ = 0;  // CLOCK_MONOTONIC of the last size raise
-  Result<void> ListFullSizes();
+  // The full streams' sizes, taken before the logs are read (Poll): every
+  // byte of them was written after the messages (mmaps) that the code it
+  // traces needs, so once those are read, listing these sizes never claims
+  // PT the sideband cannot map yet. Sizes taken after reading the logs
+  // could: a ptsnap killed then left decode errors for unmapped code.
+  [[nodiscard]] std::map<uint32_t, uint64_t> FullSizesNow();
+  // Syncs each stream and lists its size from `sizes` where it grew.
+  Result<void> ListFullSizes(const std::map<uint32_t, uint64_t>& sizes);
 };
 
 }  // namespace ptsnap::emulate
