@@ -7,7 +7,23 @@
 
 namespace ptsnap::decode {
 
-enum pt_insn_class ClassifyInstruction(const uint8_t* bytes, size_t size, enum pt_exec_mode mode) {
+namespace {
+
+// The bytes of `block`'s last instruction (up to 16) into `buf`; how many.
+size_t ReadBlockEnd(struct pt_image_section_cache* iscache, const struct pt_block& block,
+                    uint8_t (&buf)[16]) {
+  if (block.truncated) {
+    // The instruction spans two sections; libipt kept its bytes.
+    const size_t n = std::min<size_t>(block.size, sizeof block.raw);
+    std::memcpy(buf, block.raw, n);
+    return n;
+  }
+  const int r = pt_iscache_read(iscache, buf, sizeof buf, block.isid, block.end_ip);
+  return r <= 0 ? 0 : static_cast<size_t>(r);
+}
+
+bool Decode(const uint8_t* bytes, size_t size, enum pt_exec_mode mode,
+            ZydisDecodedInstruction* insn) {
   ZydisMachineMode machine = ZYDIS_MACHINE_MODE_LONG_64;
   ZydisStackWidth width = ZYDIS_STACK_WIDTH_64;
   if (mode == ptem_32bit) {
@@ -18,11 +34,15 @@ enum pt_insn_class ClassifyInstruction(const uint8_t* bytes, size_t size, enum p
     width = ZYDIS_STACK_WIDTH_16;
   }
   ZydisDecoder decoder;
+  return ZYAN_SUCCESS(ZydisDecoderInit(&decoder, machine, width)) &&
+         ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(&decoder, nullptr, bytes, size, insn));
+}
+
+}  // namespace
+
+enum pt_insn_class ClassifyInstruction(const uint8_t* bytes, size_t size, enum pt_exec_mode mode) {
   ZydisDecodedInstruction insn;
-  if (ZYAN_FAILED(ZydisDecoderInit(&decoder, machine, width)) ||
-      ZYAN_FAILED(ZydisDecoderDecodeInstruction(&decoder, nullptr, bytes, size, &insn))) {
-    return ptic_error;
-  }
+  if (!Decode(bytes, size, mode, &insn)) return ptic_error;
   bool far = insn.meta.branch_type == ZYDIS_BRANCH_TYPE_FAR;
   switch (insn.mnemonic) {
     case ZYDIS_MNEMONIC_SYSCALL:
@@ -47,17 +67,15 @@ enum pt_insn_class ClassifyInstruction(const uint8_t* bytes, size_t size, enum p
 enum pt_insn_class ClassifyBlockEnd(struct pt_image_section_cache* iscache,
                                     const struct pt_block& block) {
   uint8_t buf[16];
-  size_t n = 0;
-  if (block.truncated) {
-    // The instruction spans two sections; libipt kept its bytes.
-    n = std::min<size_t>(block.size, sizeof block.raw);
-    std::memcpy(buf, block.raw, n);
-  } else {
-    int r = pt_iscache_read(iscache, buf, sizeof buf, block.isid, block.end_ip);
-    if (r <= 0) return ptic_error;
-    n = static_cast<size_t>(r);
-  }
-  return ClassifyInstruction(buf, n, block.mode);
+  const size_t n = ReadBlockEnd(iscache, block, buf);
+  return n == 0 ? ptic_error : ClassifyInstruction(buf, n, block.mode);
+}
+
+uint8_t BlockEndSize(struct pt_image_section_cache* iscache, const struct pt_block& block) {
+  uint8_t buf[16];
+  const size_t n = ReadBlockEnd(iscache, block, buf);
+  ZydisDecodedInstruction insn;
+  return n != 0 && Decode(buf, n, block.mode, &insn) ? insn.length : 0;
 }
 
 }  // namespace ptsnap::decode

@@ -25,4 +25,8 @@ enum pt_insn_class ClassifyInstruction(const uint8_t* bytes, size_t size, enum p
 enum pt_insn_class ClassifyBlockEnd(struct pt_image_section_cache* iscache,
                                     const struct pt_block& block);
 
+// The length in bytes of `block`'s last instruction, read as
+// ClassifyBlockEnd reads it; 0 when its bytes cannot be read or decoded.
+uint8_t BlockEndSize(struct pt_image_section_cache* iscache, const struct pt_block& block);
+
 }  // namespace ptsnap::decode

@@ -68,6 +68,10 @@ enum pt_insn_class PtDecoder::ClassifyBlockEnd(const struct pt_block& block) con
   return decode::ClassifyBlockEnd(iscache_.get(), block);
 }
 
+uint8_t PtDecoder::BlockEndSize(const struct pt_block& block) const {
+  return decode::BlockEndSize(iscache_.get(), block);
+}
+
 uint64_t PtDecoder::MtcPeriodNs() const {
   const trace::CpuId& c = manifest_.cpu;
   if (!manifest_.pt.mtc || c.cpuid_15_eax == 0 || c.cpuid_15_ebx == 0) return 0;
@@ -267,6 +271,7 @@ class StreamDecoder {
         b.mode = static_cast<enum pt_exec_mode>(it.mode);
         b.iclass = static_cast<enum pt_insn_class>(it.iclass);
         b.speculative = it.speculative ? 1 : 0;
+        b.size = it.size;
         if (b.iclass == ptic_error) {
           uint8_t buf[16];
           const size_t n = code_.Read(b.end_ip, buf, sizeof buf);
@@ -837,7 +842,18 @@ class StreamDecoder {
     // on into this block. No event there, so the timeline does not depend
     // on what libipt had cached, which depends on the order streams are
     // decoded in (docs/decoding.md, "libipt's block caches, modelled").
-    if (have_prev_ && !join_) Emit(PrevBranchKind(), prev_end_, b.ip);
+    // Nor is a conditional branch not taken (the block starts right after
+    // it): no frame changes there (docs/decoding.md, "Events"), and 68% of
+    // a CPython trace's block boundaries are such branches. The first
+    // boundary after tracing (re)starts stays an event: the model ends a
+    // gap, and the untraced time of a [syscall], there.
+    if (!have_prev_) restarted_ = true;
+    const bool fell_through = have_prev_ && prev_iclass_ == ptic_cond_jump && prev_size_ != 0 &&
+                              b.ip == prev_end_ + prev_size_ && !restarted_;
+    if (have_prev_ && !join_ && !fell_through) {
+      Emit(PrevBranchKind(), prev_end_, b.ip);
+      restarted_ = false;
+    }
     insns_ += b.ninsn;
     pos_ += b.ninsn;
     have_prev_ = true;
@@ -845,6 +861,8 @@ class StreamDecoder {
     prev_iclass_ = b.iclass;
     if (prev_iclass_ == ptic_error) prev_iclass_ = owner_->ClassifyBlockEnd(b);
     join_ = prev_iclass_ == ptic_other;
+    prev_size_ = 0;
+    if (prev_iclass_ == ptic_cond_jump) prev_size_ = flow_ ? b.size : owner_->BlockEndSize(b);
   }
 
   void HandleEvent(const struct pt_event& ev) {
@@ -1052,6 +1070,10 @@ class StreamDecoder {
   bool at_eos_ = false;  // libipt: the stream ended where pt_blk_next reported pts_eos
   uint64_t prev_end_ = 0;
   enum pt_insn_class prev_iclass_ = ptic_error;
+  uint8_t prev_size_ = 0;  // of a conditional branch ending the previous block; 0: unknown
+  // No block boundary was an event since tracing (re)started (a sync, a
+  // TIP.PGE, an overflow, ...: wherever have_prev_ went false).
+  bool restarted_ = true;
   uint64_t last_time_ = 0;
   uint64_t insns_ = 0;
   // Time placement (ResolvePending): instructions decoded so far, the last

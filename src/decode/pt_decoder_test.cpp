@@ -130,6 +130,30 @@ TEST(PtDecoderTest, OursAndLibiptGiveTheSameEvents) {
   ExpectSameAsLibipt(b.Finish() + good, 0);
 }
 
+// Events only where a frame can change (docs/decoding.md, "Events"):
+// fib's `jl 1f` (at fib+3, two bytes) is taken for n < 2, in 13 of
+// fib(6)'s 25 calls, and falls through to fib+5 in the other 12. The
+// taken ones are jumps; the fall-throughs are no events, with either
+// engine, and their instructions count in the next event's.
+TEST(PtDecoderTest, ABranchNotTakenIsNoEvent) {
+  auto p = testing::LoadCallsProgram();
+  const uint64_t jl = p.Sym("fib") + 3;
+  for (auto engine : {PtDecoder::Engine::kOurs, PtDecoder::Engine::kLibipt}) {
+    SCOPED_TRACE(engine == PtDecoder::Engine::kOurs ? "ours" : "libipt");
+    Decoded d = DecodeCallsWith(testing::CallsProgramStream(p), engine);
+    int taken = 0, fell = 0;
+    uint64_t insns = 0;
+    for (const auto& e : d.events) {
+      insns += e.insns;
+      if (e.kind != BranchKind::kJump || e.from != jl) continue;
+      (e.to == jl + 2 ? fell : taken)++;
+    }
+    EXPECT_EQ(taken, 13);
+    EXPECT_EQ(fell, 0);
+    EXPECT_EQ(insns, d.stats.instructions);
+  }
+}
+
 // libipt ends a block on its first pass through code where it meets an
 // address its block cache holds, so the blocks of a stream depend on the
 // streams decoded before it. The events do not: such a block runs straight

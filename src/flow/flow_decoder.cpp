@@ -1857,6 +1857,7 @@ struct FlowDecoder::State {
     LogCall(*insn);
     b->iclass = insn->iclass;
     b->end_ip = insn->ip;
+    b->size = insn->size;
     b->ninsn = static_cast<uint16_t>(b->ninsn + 1);
     return 1;
   }
@@ -2051,6 +2052,7 @@ struct FlowDecoder::State {
     if (e->ninsn > 0) {
       b->ninsn = static_cast<uint16_t>(e->ninsn);
       b->end_ip = e->end_ip;
+      b->size = e->size;
       b->iclass = e->iclass;
     }
     if (e->error != 0) {
@@ -2138,6 +2140,7 @@ struct FlowDecoder::State {
       if (k > 0 && LibiptCached(a)) {
         b->ninsn = static_cast<uint16_t>(k);
         b->iclass = ClassAt(e, k - 1);
+        b->size = static_cast<uint8_t>(SizeAt(e, k - 1));
         // libipt cached `a` in another mode (code run in two modes): its
         // fill gives up, caching nothing of this run.
         if (LibiptCachedMode(a) != e->mode) return kErrInternal;
@@ -2147,6 +2150,7 @@ struct FlowDecoder::State {
       }
       b->ninsn = static_cast<uint16_t>(k + 1);
       b->end_ip = a;
+      b->size = static_cast<uint8_t>(SizeAt(e, k));
       b->iclass = last && e->error == 0 ? e->iclass : ClassAt(e, k);
       if (!last || e->error != 0) {
         if (k == 1023) {  // out of steps: a trampoline ends the block
@@ -2610,6 +2614,7 @@ struct FlowDecoder::State {
       b.kind = ItemKind::kBlock;
       b.ip = e->ip;
       b.end_ip = e->end_ip;
+      b.size = e->size;
       b.ninsn = static_cast<uint16_t>(e->ninsn);
       b.iclass = e->iclass;
       b.mode = e->mode;  // libipt: the cache entry's

@@ -123,7 +123,8 @@ enum class ItemKind : uint8_t { kSync, kBlock, kEvent, kError, kNextIp };
 
 // One unit of output. Fields by kind:
 //   kSync:  offset (of the PSB).
-//   kBlock: ip, end_ip, ninsn, mode, iclass, speculative.
+//   kBlock: ip, end_ip, ninsn, mode, iclass, speculative; size (the last
+//     instruction's length: where a not-taken branch falls through; not compared).
 //   kEvent: event, ip_suppressed, status_update, has_tsc, tsc, offset (the
 //     decoder's position, as pt_blk_get_offset there; not compared) and
 //     kEnabled: ip, resumed; kDisabled: ip; kAsyncDisabled: ip (at), to (ip);
