@@ -1,6 +1,5 @@
 #include "export/exporter.h"
 
-#include <intel-pt.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 
@@ -11,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "base/file_util.h"
+#include "emulate/pt_packets.h"
 #include "export/perf_data.h"
 #include "tests/support/result_matchers.h"
 #include "tests/support/temp_dir.h"
@@ -22,50 +22,17 @@ namespace fs = std::filesystem;
 using ::ptsnap::testing::HasErrorContaining;
 using ::ptsnap::testing::TempDir;
 
-std::string Encode(const pt_packet& p) {
-  uint8_t buf[64];
-  pt_config cfg;
-  pt_config_init(&cfg);
-  cfg.begin = buf;
-  cfg.end = buf + sizeof buf;
-  pt_encoder* enc = pt_alloc_encoder(&cfg);
-  int n = pt_enc_next(enc, &p);
-  pt_free_encoder(enc);
-  EXPECT_GT(n, 0);
-  return std::string(reinterpret_cast<char*>(buf), n > 0 ? static_cast<size_t>(n) : 0);
-}
-
-// PSB+ (TSC, MODE.exec 64-bit, PSBEND), TIP.PGE, a few TNTs.
+// PSB+ (TSC, MODE.exec 64-bit, PSBEND), TIP.PGE, a few TNTs, written with
+// the project's one packet writer.
 std::string Psb(uint64_t tsc, uint64_t ip) {
-  std::string out;
-  pt_packet p{};
-  p.type = ppt_psb;
-  out += Encode(p);
-  p = {};
-  p.type = ppt_tsc;
-  p.payload.tsc.tsc = tsc;
-  out += Encode(p);
-  p = {};
-  p.type = ppt_mode;
-  p.payload.mode.leaf = pt_mol_exec;
-  p.payload.mode.bits.exec.csl = 1;
-  out += Encode(p);
-  p = {};
-  p.type = ppt_psbend;
-  out += Encode(p);
-  p = {};
-  p.type = ppt_tip_pge;
-  p.payload.ip.ipc = pt_ipc_sext_48;
-  p.payload.ip.ip = ip;
-  out += Encode(p);
-  for (int i = 0; i < 20; ++i) {
-    p = {};
-    p.type = ppt_tnt_8;
-    p.payload.tnt.bit_size = 6;
-    p.payload.tnt.payload = 0x2a;
-    out += Encode(p);
-  }
-  return out;
+  emulate::PacketWriter w;
+  w.Psb();
+  w.Tsc(tsc);
+  w.ModeExec64();
+  w.PsbEnd();
+  w.Ip(emulate::IpPacket::kTipPge, ip, emulate::IpCompression::kSext48);
+  for (int i = 0; i < 20; ++i) w.Tnt(0x2a, 6);
+  return std::string(reinterpret_cast<const char*>(w.bytes().data()), w.size());
 }
 
 trace::Record Rec(trace::RecordBody body, uint32_t pid, uint32_t tid, uint64_t time) {
