@@ -84,6 +84,12 @@ void PtStream::FlushTnt() {
 void PtStream::Psb(uint64_t tsc, bool enabled, uint64_t ip) {
   FlushTnt();
   if (tsc > now_) now_ = tsc;
+  // The stream's first PSB+ is where TraceEn went 0 -> 1: the cycle
+  // counter starts there, and nothing comes before it. (A thread started
+  // after time 0 began with a CYC before it, bytes no decoder can read:
+  // "undecoded PT bytes", 3 a thread.)
+  if (!started_) last_cyc_ = std::max(last_cyc_, tsc);
+  started_ = true;
   // The CYC before a PSB (the one erratum SKL168 may drop) brings the cycle
   // counter to the TSC of the PSB+, from which libipt counts the next CYC.
   Cyc(tsc);
@@ -122,6 +128,7 @@ void PtStream::Pge(uint64_t ip, uint64_t tsc) {
   // must after MTCs that stopped while tracing was off.
   Cbr();
   last_cyc_ = tsc;  // TraceEn was off: the cycle counter restarts here
+  started_ = true;
   WriteIp(IpPacket::kTipPge, ip);
 }
 

@@ -194,6 +194,7 @@ class PtStream {
   uint64_t now_ = 0;
   uint64_t tnt_time_ = 0;  // when the first pending TNT bit's branch retired
   uint64_t last_cyc_ = 0;  // the cycle counter's reference point
+  bool started_ = false;   // a PSB+ or TIP.PGE was written: TraceEn is on
   uint64_t cyc_min_ = 1;   // 2^(cyc_thresh-1)
   uint64_t mtc_step_ = 0;  // TSC ticks between two MTCs
   uint64_t next_mtc_ = ~uint64_t{0};

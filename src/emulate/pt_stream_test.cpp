@@ -356,6 +356,25 @@ TEST(PtStreamTiming, PsbCarriesTmaAndCbrAndMtcFollowsTheCrystal) {
   EXPECT_EQ(q[3].payload.cbr.ratio, kCoreBusRatio);
 }
 
+// A thread that starts after time 0: its stream begins with its PSB (no CYC
+// before it, which no decoder could read: 3 "undecoded PT bytes" a thread),
+// and the first CYC after it counts from the PSB's time. A later PSB+ has
+// its CYC before it (the cycles since the last one).
+TEST(PtStreamTiming, AStreamBeginsWithItsPsb) {
+  PtStream s(Timed(/*cyc=*/true, /*mtc_freq=*/9));
+  s.Psb(5000, true, 0x401000);
+  s.SetTime(5010);
+  s.Tip(0x401100);
+  s.Psb(6000, true, 0x401100);
+  auto p = Packets(s);
+  ASSERT_FALSE(p.empty());
+  EXPECT_EQ(p[0].type, ppt_psb);
+  std::vector<uint64_t> cycs;
+  for (const pt_packet& q : p)
+    if (q.type == ppt_cyc) cycs.push_back(q.payload.cyc.value);
+  EXPECT_EQ(cycs, (std::vector<uint64_t>{10, 990}));
+}
+
 TEST(PtStreamTiming, CycTimesTheFirstBranchOfATntAndRespectsTheThreshold) {
   PtStream s(Timed(/*cyc=*/true, /*mtc_freq=*/9));  // MTCs far apart
   s.Pge(0x401000, 100);

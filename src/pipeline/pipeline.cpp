@@ -640,7 +640,8 @@ std::string FormatReport(const DecodeReport& r) {
          "), overflows: " + std::to_string(r.decode.overflows) + ", lost sideband records: " +
          std::to_string(r.lost_records) + ", truncated AUX: " + std::to_string(r.aux_truncated) +
          ", lost PT bytes: " + std::to_string(r.lost_bytes) +
-         (r.decode.undecoded_bytes != 0 ? ", undecoded PT bytes (no sync point before them): " +
+         (r.decode.undecoded_bytes != 0 ? ", undecoded PT bytes (before a stream's first sync "
+                                          "point; a snapshot's ring starts mid-packet): " +
                                               std::to_string(r.decode.undecoded_bytes)
                                         : std::string()) +
          (r.decode.tsx_aborts != 0

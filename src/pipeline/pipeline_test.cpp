@@ -182,7 +182,7 @@ TEST(PipelineTest, BytesWithoutASyncPointAreCountedAsUndecoded) {
   ASSERT_THAT(r, HasValue());
   EXPECT_EQ(r->decode.instructions, 0u);
   EXPECT_EQ(r->decode.undecoded_bytes, noise.size());
-  EXPECT_THAT(FormatReport(*r), HasSubstr("undecoded PT bytes (no sync point before them): 2003"));
+  EXPECT_THAT(FormatReport(*r), HasSubstr("undecoded PT bytes (before a stream's first sync point; a snapshot's ring starts mid-packet): 2003"));
 
   const std::string good = decode::testing::CallsProgramStream(prog);
   o.output = tmp.path() / "prefixed.events";
