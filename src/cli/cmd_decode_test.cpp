@@ -410,7 +410,7 @@ TEST(CmdDecodeTest, DamagedStreamsAreDecodedAroundTheDamageAndExitOne) {
       seen = true;
       EXPECT_EQ(f["calls"], 1);
       EXPECT_EQ(f["cut"], 1);
-      EXPECT_EQ(f["max_ns"], 0) << "no duration";
+      EXPECT_TRUE(f["max_ns"].is_null()) << "no duration";
     }
     EXPECT_TRUE(seen) << r.out;
   }

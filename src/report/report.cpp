@@ -276,14 +276,17 @@ namespace {
 std::string Row(const FunctionStats& f, bool per_thread) {
   char buf[512];
   const auto& d = f.durations;
+  // No call of it began and ended in the trace (each began before it, or a
+  // decode error cut it): its durations are unknown, not 0 ns.
   auto dur = [](uint64_t ns) { return output::FormatDuration(ns); };
+  auto call = [&d](uint64_t ns) { return d.count() == 0 ? "-" : output::FormatDuration(ns); };
   std::string name = f.name.size() > 40 ? f.name.substr(0, 37) + "..." : f.name;
   std::string tid = per_thread ? std::to_string(f.tid) : "";
   std::snprintf(buf, sizeof buf, "%-40s %8s %9llu %12s %12s %12s %12s %12s %12s %12s\n",
                 name.c_str(), tid.c_str(), static_cast<unsigned long long>(f.calls),
-                dur(f.total_ns).c_str(), dur(f.self_ns).c_str(), dur(d.min()).c_str(),
-                dur(d.Quantile(0.5)).c_str(), dur(d.Quantile(0.9)).c_str(),
-                dur(d.Quantile(0.99)).c_str(), dur(d.max()).c_str());
+                dur(f.total_ns).c_str(), dur(f.self_ns).c_str(), call(d.min()).c_str(),
+                call(d.Quantile(0.5)).c_str(), call(d.Quantile(0.9)).c_str(),
+                call(d.Quantile(0.99)).c_str(), call(d.max()).c_str());
   return buf;
 }
 
@@ -331,6 +334,9 @@ nlohmann::json StatsJson(const FunctionStats& f, bool per_thread) {
                       {"p90_ns", d.Quantile(0.9)},
                       {"p99_ns", d.Quantile(0.99)},
                       {"max_ns", d.max()}};
+  // Unknown, as in the text's dashes: no whole call.
+  if (d.count() == 0)
+    for (const char* k : {"min_ns", "p50_ns", "p90_ns", "p99_ns", "max_ns"}) j[k] = nullptr;
   if (per_thread) j["tid"] = f.tid;
   return j;
 }
@@ -371,7 +377,7 @@ std::string FormatText(const ReportSink& r, SortKey key, size_t limit) {
   if (unseen != 0)
     out += "(" + std::to_string(unseen) +
            " of these calls began before the trace did: counted in calls, total and self, not in "
-           "the durations)\n";
+           "the durations; '-': no call of the function began and ended in the trace)\n";
   if (cut != 0)
     out += "(" + std::to_string(cut) +
            " of these calls were cut by decode errors (damaged or undecodable PT): counted once "

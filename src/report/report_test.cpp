@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <sstream>
+
 #include <deque>
 #include <nlohmann/json.hpp>
 
@@ -252,6 +254,13 @@ TEST(Report, FoldedStacksPutSeenFramesUnderInferredOnes) {
   EXPECT_EQ(loop->durations.count(), 0u);
   EXPECT_EQ(loop->total_ns, 40u);
   EXPECT_THAT(FormatText(r, SortKey::kTotal, 0), HasSubstr("began before the trace did"));
+  // Its durations are unknown: dashes, not 0 ns; null in JSON.
+  std::string row;
+  for (std::istringstream in(FormatText(r, SortKey::kTotal, 0)); std::getline(in, row);)
+    if (row.starts_with("loop ")) break;
+  EXPECT_THAT(row, ::testing::MatchesRegex("loop +1 +40 ns +[0-9]+ ns +- +- +- +- +-"));
+  EXPECT_THAT(FormatText(r, SortKey::kTotal, 0), ::testing::Not(HasSubstr(" 0 ns ")));
+  EXPECT_THAT(FormatJson(r, SortKey::kTotal, 0), HasSubstr("\"p50_ns\": null"));
 }
 
 // A snapshot that begins inside a recursion: the model infers each level,
