@@ -186,6 +186,7 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
     }
   }
   model.SetExitTimes(std::move(exits));
+  report.source = m.source;
   if (m.source == trace::Source::kSampled) {
     // Stack samples, not PT: the decoder's address spaces and symbols
     // serve the stacks (docs/decoding.md, "Sampled traces").
@@ -617,6 +618,14 @@ std::string FormatReport(const DecodeReport& r) {
          std::to_string(r.decode.instructions) + " instructions: " + std::to_string(r.slices) +
          " slices on " + std::to_string(r.threads) + " thread(s) over " + FormatDuration(span) +
          ".");
+    // What the times are (#41: emulated times read as real ones).
+    line(r.source == trace::Source::kEmulated
+             ? "Clock: virtual (--emulate): 1 ns per instruction a thread retired, so every time "
+               "is an exact instruction count; sleeping, I/O and waiting take none, unless a "
+               "thread waited for another (docs/emulation.md, \"Threads\")."
+             : "Clock: the CPU's timestamp counter as the trace's timing packets give it, in "
+               "perf-clock ns; between timing packets, events are placed by the instructions "
+               "retired (docs/decoding.md, \"Timestamps\").");
   }
   auto table = [&](const char* title, const std::vector<FunctionTime>& v, bool self) {
     if (v.empty()) return;

@@ -71,7 +71,8 @@ struct DecodeOptions {
 struct DecodeReport {
   std::filesystem::path output;
   std::string format;
-  uint64_t first_ns = 0, last_ns = 0;  // time span of the slices
+  trace::Source source = trace::Source::kHardware;  // the manifest's: which clock the times are
+  uint64_t first_ns = 0, last_ns = 0;               // time span of the slices
   size_t threads = 0;
   uint64_t slices = 0;
   std::vector<output::FunctionTime> top_total, top_self;

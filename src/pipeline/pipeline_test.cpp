@@ -182,7 +182,8 @@ TEST(PipelineTest, BytesWithoutASyncPointAreCountedAsUndecoded) {
   ASSERT_THAT(r, HasValue());
   EXPECT_EQ(r->decode.instructions, 0u);
   EXPECT_EQ(r->decode.undecoded_bytes, noise.size());
-  EXPECT_THAT(FormatReport(*r), HasSubstr("undecoded PT bytes (before a stream's first sync point; a snapshot's ring starts mid-packet): 2003"));
+  EXPECT_THAT(FormatReport(*r), HasSubstr("undecoded PT bytes (before a stream's first sync point; "
+                                          "a snapshot's ring starts mid-packet): 2003"));
 
   const std::string good = decode::testing::CallsProgramStream(prog);
   o.output = tmp.path() / "prefixed.events";
@@ -196,6 +197,16 @@ TEST(PipelineTest, BytesWithoutASyncPointAreCountedAsUndecoded) {
   ASSERT_THAT(r, HasValue());
   EXPECT_EQ(r->decode.undecoded_bytes, 0u);
   EXPECT_THAT(FormatReport(*r), Not(HasSubstr("undecoded")));
+}
+
+// The summary says which clock the times are (#41): the emulator's virtual
+// one (an instruction count: sleeps take none), or the CPU's TSC.
+TEST(PipelineTest, TheSummaryNamesTheClock) {
+  DecodeReport r;
+  r.source = trace::Source::kEmulated;
+  EXPECT_THAT(FormatReport(r), HasSubstr("Clock: virtual (--emulate): 1 ns per instruction"));
+  r.source = trace::Source::kHardware;
+  EXPECT_THAT(FormatReport(r), HasSubstr("Clock: the CPU's timestamp counter"));
 }
 
 TEST(PipelineTest, TruncatedStreamDecodesWhatIsThere) {
