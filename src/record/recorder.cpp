@@ -554,7 +554,16 @@ std::vector<pid_t> ListProcesses(const base::RootPath& root) {
 }
 
 Result<std::string> SynthesizeSideband(pid_t pid, uint64_t time) {
-  PTSNAP_ASSIGN_OR_RETURN(auto maps, sys::ReadProcMaps(base::RootPath(), pid));
+  auto maps = sys::ReadProcMaps(base::RootPath(), pid);
+  if (!maps && !ProcessExists(pid)) {
+    // Gone between attach's checks and this read (the raw error was ENOENT
+    // on /proc/PID/maps, naming no cause).
+    return Error("process " + std::to_string(pid) +
+                 " exited while ptsnap was attaching to it: nothing of it was traced (" +
+                 maps.error().ToString() + ")")
+        .WithKind(ErrorKind::kProcessGone);
+  }
+  if (!maps) return std::move(maps).error();
   std::string out;
   trace::SampleId sid;
   sid.pid = static_cast<uint32_t>(pid);
@@ -572,7 +581,7 @@ Result<std::string> SynthesizeSideband(pid_t pid, uint64_t time) {
     r.body = trace::Comm{static_cast<uint32_t>(pid), static_cast<uint32_t>(tid), *comm, false};
     out += trace::SerializeRecord(r);
   }
-  for (const sys::MapEntry& m : maps) {
+  for (const sys::MapEntry& m : *maps) {
     if (!m.exec || m.path.empty()) continue;
     trace::Mmap2 mm;
     mm.pid = static_cast<uint32_t>(pid);

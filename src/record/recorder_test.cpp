@@ -183,6 +183,22 @@ void WriteUser(const TempDir& d, int paranoid) {
   d.Write("proc/sys/kernel/perf_event_paranoid", std::to_string(paranoid) + "\n");
 }
 
+// attach: a process that exits between attach's checks and the read of its
+// memory map is named as gone (kProcessGone), not a bare ENOENT on
+// /proc/PID/maps.
+TEST(Attach, AProcessGoneWhileAttachingIsNamedSo) {
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) ::_exit(0);
+  ASSERT_EQ(::waitpid(child, nullptr, 0), child);  // reaped: the pid is free
+  auto sb = SynthesizeSideband(child, 0);
+  ASSERT_FALSE(sb);
+  EXPECT_EQ(sb.error().kind(), ErrorKind::kProcessGone);
+  EXPECT_THAT(sb.error().ToString(),
+              ::testing::HasSubstr("exited while ptsnap was attaching to it: nothing of it was "
+                                   "traced"));
+}
+
 TEST(Prepare, NoPmuFailsWithKind) {
   TempDir d;
   WriteUser(d, 2);
