@@ -24,7 +24,7 @@ namespace {
 struct ReportArgs {
   std::string dir;
   std::vector<std::string> functions;
-  bool per_thread = false, json = false, no_inline = false;
+  bool per_thread = false, json = false, no_inline = false, full_names = false;
   size_t slowest = 0, depth = 3, limit = 20;
   std::string sort = "total", since, until, output;
   std::string decoder = "ours";
@@ -151,8 +151,8 @@ int RunReport(const ReportArgs& a) {
                    a.output.c_str());
     }
   }
-  const std::string text =
-      a.json ? report::FormatJson(sink, *key, a.limit) : report::FormatText(sink, *key, a.limit);
+  const std::string text = a.json ? report::FormatJson(sink, *key, a.limit)
+                                  : report::FormatText(sink, *key, a.limit, a.full_names);
   std::fputs(text.c_str(), stdout);
   int rc = kExitOk;
   if (!damaged.empty()) {
@@ -199,6 +199,10 @@ void AddReportCommand(CLI::App& app, CommandFn* selected) {
                   "Functions to show a duration histogram for (and, with --slowest, their "
                   "slowest calls)");
   cmd->add_flag("--per-thread", a->per_thread, "One row per function and thread");
+  cmd->add_flag("--full-names", a->full_names,
+                "Print names whole; by default a name over 40 columns is shortened, template "
+                "argument and parameter lists first (<...>, (...)), as uftrace's "
+                "--demangle=simple");
   cmd->add_option("--slowest", a->slowest,
                   "List the N slowest calls of each FUNC with the call tree under each");
   cmd->add_option("--depth", a->depth, "Levels of the call tree under each slow call")

@@ -273,21 +273,68 @@ std::vector<StackSample> ReportSink::Stacks() const {
 
 namespace {
 
-std::string Row(const FunctionStats& f, bool per_thread) {
+// Whether the '<' at `i` belongs to an operator's name (operator<,
+// operator<<, operator<=, operator<=>), not a template argument list.
+bool OperatorLess(std::string_view s, size_t i) {
+  constexpr std::string_view kOp = "operator";
+  size_t j = i;
+  while (j > 0 && s[j - 1] == '<') --j;
+  return j >= kOp.size() && s.substr(j - kOp.size(), kOp.size()) == kOp;
+}
+
+}  // namespace
+
+std::string ShortName(std::string_view name, size_t width) {
+  std::string s(name);
+  while (s.size() > width) {
+    // The deepest bracketed list not yet "...", the last of them.
+    std::vector<size_t> open;
+    size_t best_depth = 0, best_open = 0, best_close = 0;
+    for (size_t i = 0; i < s.size(); ++i) {
+      const char c = s[i];
+      if (c == '(' || (c == '<' && !OperatorLess(s, i))) {
+        open.push_back(i);
+      } else if ((c == ')' || (c == '>' && (i == 0 || s[i - 1] != '-'))) && !open.empty()) {
+        const size_t o = open.back();
+        if ((s[o] == '(') != (c == ')')) continue;  // '>' of an operator: not a list's end
+        open.pop_back();
+        const std::string_view inner(s.data() + o + 1, i - o - 1);
+        if (inner.size() <= 3) continue;  // "...", or as short: nothing to gain
+        if (open.size() + 1 >= best_depth) {
+          best_depth = open.size() + 1;
+          best_open = o;
+          best_close = i;
+        }
+      }
+    }
+    if (best_depth == 0) break;
+    s.replace(best_open + 1, best_close - best_open - 1, "...");
+  }
+  if (s.size() > width && width >= 5) {
+    const size_t head = (width - 3) / 2, tail = width - 3 - head;
+    s = s.substr(0, head) + "..." + s.substr(s.size() - tail);
+  }
+  return s;
+}
+
+namespace {
+
+std::string Row(const FunctionStats& f, bool per_thread, size_t width, bool full_names) {
   char buf[512];
   const auto& d = f.durations;
   // No call of it began and ended in the trace (each began before it, or a
   // decode error cut it): its durations are unknown, not 0 ns.
   auto dur = [](uint64_t ns) { return output::FormatDuration(ns); };
   auto call = [&d](uint64_t ns) { return d.count() == 0 ? "-" : output::FormatDuration(ns); };
-  std::string name = f.name.size() > 40 ? f.name.substr(0, 37) + "..." : f.name;
+  std::string name = full_names ? f.name : ShortName(f.name, width);
+  if (name.size() < width) name.append(width - name.size(), ' ');
   std::string tid = per_thread ? std::to_string(f.tid) : "";
-  std::snprintf(buf, sizeof buf, "%-40s %8s %9llu %12s %12s %12s %12s %12s %12s %12s\n",
-                name.c_str(), tid.c_str(), static_cast<unsigned long long>(f.calls),
-                dur(f.total_ns).c_str(), dur(f.self_ns).c_str(), call(d.min()).c_str(),
-                call(d.Quantile(0.5)).c_str(), call(d.Quantile(0.9)).c_str(),
-                call(d.Quantile(0.99)).c_str(), call(d.max()).c_str());
-  return buf;
+  std::snprintf(buf, sizeof buf, " %8s %9llu %12s %12s %12s %12s %12s %12s %12s\n", tid.c_str(),
+                static_cast<unsigned long long>(f.calls), dur(f.total_ns).c_str(),
+                dur(f.self_ns).c_str(), call(d.min()).c_str(), call(d.Quantile(0.5)).c_str(),
+                call(d.Quantile(0.9)).c_str(), call(d.Quantile(0.99)).c_str(),
+                call(d.max()).c_str());
+  return name + buf;
 }
 
 std::string Histogram(const FunctionStats& f) {
@@ -353,7 +400,7 @@ nlohmann::json TreeJson(const TreeNode& n) {
 
 }  // namespace
 
-std::string FormatText(const ReportSink& r, SortKey key, size_t limit) {
+std::string FormatText(const ReportSink& r, SortKey key, size_t limit, bool full_names) {
   std::string out;
   const uint64_t span = r.last_ns() >= r.first_ns() ? r.last_ns() - r.first_ns() : 0;
   out += "Trace span " + output::FormatDuration(span) + ", " + std::to_string(r.threads()) +
@@ -363,17 +410,23 @@ std::string FormatText(const ReportSink& r, SortKey key, size_t limit) {
   out += ". Durations: p50/p90/p99 within 3.1%; total is inclusive, recursion counted once.\n\n";
   const auto rows = r.Functions(key, limit);
   const bool per_thread = r.per_thread();
+  size_t width = 40;
+  if (full_names)
+    for (const FunctionStats* f : rows) width = std::max(width, f->name.size());
   char head[512];
-  std::snprintf(head, sizeof head, "%-40s %8s %9s %12s %12s %12s %12s %12s %12s %12s\n", "function",
+  std::snprintf(head, sizeof head, " %8s %9s %12s %12s %12s %12s %12s %12s %12s\n",
                 per_thread ? "thread" : "", "calls", "total", "self", "min", "p50", "p90", "p99",
                 "max");
-  out += head;
+  out += "function" + std::string(width - 8, ' ') + head;
+  bool shortened = false;
   uint64_t unseen = 0, cut = 0;
   for (const FunctionStats* f : rows) {
-    out += Row(*f, per_thread);
+    out += Row(*f, per_thread, width, full_names);
+    shortened |= !full_names && f->name.size() > width;
     unseen += f->unseen_start;
     cut += f->cut;
   }
+  if (shortened) out += "(names shortened to fit: --full-names prints them whole)\n";
   if (unseen != 0)
     out += "(" + std::to_string(unseen) +
            " of these calls began before the trace did: counted in calls, total and self, not in "

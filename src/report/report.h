@@ -149,8 +149,16 @@ class ReportSink : public output::CallSink {
 };
 
 // The report as text: the table, a histogram per named function, the
-// slowest calls with their trees.
-std::string FormatText(const ReportSink& r, SortKey key, size_t limit);
+// slowest calls with their trees. The table's names are ShortName'd to 40
+// columns, or with `full_names` printed whole (the column as wide as the
+// longest).
+std::string FormatText(const ReportSink& r, SortKey key, size_t limit, bool full_names = false);
+
+// `name` in at most `width` columns, shortened as uftrace's
+// --demangle=simple reads: the innermost template argument and parameter
+// lists first become `<...>` and `(...)`, until it fits; what still does
+// not is cut in the middle. Pure.
+std::string ShortName(std::string_view name, size_t width);
 // The report as JSON (docs/report.md, stable): {"span_ns", "functions":
 // [{"name", "tid"?, "calls", "total_ns", "self_ns", "unseen_start", "cut",
 // "min_ns", "p50_ns", "p90_ns", "p99_ns", "max_ns"}], "slowest": [...]}.

@@ -344,6 +344,34 @@ TEST(Report, ACallDecodeErrorsCutCountsOnceAndHasNoDuration) {
   }
 }
 
+// Long names (#41: two rows both read `std::thread::_State_impl<std::thread:...`):
+// the innermost lists collapse first, so what tells two instantiations
+// apart stays as long as it fits; --full-names prints them whole.
+TEST(Report, LongNamesAreShortenedInsideTheirLists) {
+  EXPECT_EQ(ShortName("risky(int)", 40), "risky(int)");
+  const std::string a =
+      "std::thread::_State_impl<std::thread::_Invoker<std::tuple<void (*)(int), int> > "
+      ">::_M_run()";
+  EXPECT_EQ(ShortName(a, 80),
+            "std::thread::_State_impl<std::thread::_Invoker<std::tuple<...> > >::_M_run()");
+  EXPECT_EQ(ShortName(a, 70), "std::thread::_State_impl<std::thread::_Invoker<...> >::_M_run()");
+  EXPECT_EQ(ShortName(a, 40), "std::thread::_State_impl<...>::_M_run()");
+  EXPECT_EQ(ShortName("ns::operator<<(std::ostream&, Foo const&)", 20), "ns::operator<<(...)");
+  // Nothing left to collapse: cut in the middle.
+  EXPECT_EQ(ShortName("a_very_long_function_name_without_any_list", 20), "a_very_l..._any_list");
+  for (const std::string& n : {a, std::string(200, 'x'), std::string("f<<<<(((")})
+    EXPECT_LE(ShortName(n, 40).size(), 40u) << n;
+
+  ReportSink r({});
+  Feed f(r);
+  f.Call(7, a, 100, 300);
+  ASSERT_TRUE(r.Finish());
+  EXPECT_THAT(FormatText(r, SortKey::kTotal, 0),
+              HasSubstr("std::thread::_State_impl<...>::_M_run()"));
+  EXPECT_THAT(FormatText(r, SortKey::kTotal, 0), HasSubstr("--full-names prints them whole"));
+  EXPECT_THAT(FormatText(r, SortKey::kTotal, 0, /*full_names=*/true), HasSubstr(a + " "));
+}
+
 TEST(Report, JsonHasTheDocumentedFields) {
   ReportSink r({});
   Feed f(r);
