@@ -187,6 +187,8 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
   }
   model.SetExitTimes(std::move(exits));
   report.source = m.source;
+  for (const auto& r : records)
+    report.recorded_from_ns = std::min(report.recorded_from_ns, r.sample_id.time);
   if (m.source == trace::Source::kSampled) {
     // Stack samples, not PT: the decoder's address spaces and symbols
     // serve the stacks (docs/decoding.md, "Sampled traces").
@@ -233,6 +235,7 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
 
     uint64_t total_bytes = 0, done_bytes = 0;
     for (const auto& s : streams) total_bytes += trace::ViewedBytes(s);
+    for (const auto& s : streams) report.wrapped = report.wrapped || s.wrapped;
     std::map<uint32_t, const trace::Snapshot*> snaps;
     for (const auto& sn : m.snapshots) snaps[sn.seq] = &sn;
     uint64_t last_progress = 0, events = 0;
@@ -618,6 +621,14 @@ std::string FormatReport(const DecodeReport& r) {
          std::to_string(r.decode.instructions) + " instructions: " + std::to_string(r.slices) +
          " slices on " + std::to_string(r.threads) + " thread(s) over " + FormatDuration(span) +
          ".");
+    // What the trace kept of what ran (#41: a snapshot that kept 17.45 ms
+    // of a 74.9 ms run said nothing).
+    if (r.wrapped && r.recorded_from_ns < r.first_ns && r.last_ns > r.recorded_from_ns) {
+      line("Coverage: the snapshot ring wrapped, so the trace holds the last " +
+           FormatDuration(span) + " of the " + FormatDuration(r.last_ns - r.recorded_from_ns) +
+           " recorded; what ran before is gone (a bigger --snapshot-size, or --full-execution, "
+           "keeps more).");
+    }
     // What the times are (#41: emulated times read as real ones).
     line(r.source == trace::Source::kEmulated
              ? "Clock: virtual (--emulate): 1 ns per instruction a thread retired, so every time "

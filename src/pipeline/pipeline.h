@@ -72,7 +72,12 @@ struct DecodeReport {
   std::filesystem::path output;
   std::string format;
   trace::Source source = trace::Source::kHardware;  // the manifest's: which clock the times are
-  uint64_t first_ns = 0, last_ns = 0;               // time span of the slices
+  // Coverage: whether a decoded stream's ring had wrapped (what ran before
+  // its oldest bytes is gone), and the time of the recording's first
+  // sideband record, where what was recorded began (UINT64_MAX: none).
+  bool wrapped = false;
+  uint64_t recorded_from_ns = UINT64_MAX;
+  uint64_t first_ns = 0, last_ns = 0;  // time span of the slices
   size_t threads = 0;
   uint64_t slices = 0;
   std::vector<output::FunctionTime> top_total, top_self;

@@ -209,6 +209,18 @@ TEST(PipelineTest, TheSummaryNamesTheClock) {
   EXPECT_THAT(FormatReport(r), HasSubstr("Clock: the CPU's timestamp counter"));
 }
 
+// A wrapped ring says how much of the recording it kept (#41).
+TEST(PipelineTest, TheSummarySaysWhatAWrappedRingKept) {
+  DecodeReport r;
+  r.first_ns = 57'450'000;
+  r.last_ns = 74'900'000;
+  r.recorded_from_ns = 0;
+  EXPECT_THAT(FormatReport(r), ::testing::Not(HasSubstr("Coverage:")));
+  r.wrapped = true;
+  EXPECT_THAT(FormatReport(r), HasSubstr("Coverage: the snapshot ring wrapped, so the trace holds "
+                                         "the last 17.450 ms of the 74.900 ms recorded"));
+}
+
 TEST(PipelineTest, TruncatedStreamDecodesWhatIsThere) {
   ::ptsnap::testing::TempDir tmp;
   auto prog = decode::testing::LoadCallsProgram();
