@@ -752,14 +752,18 @@ TEST_F(Emulate, SlowerThanTimesEachThreadsCallsOnItsOwn) {
 }
 
 // ptsnap_take_snapshot_if_slower (stop_indicator.h) measures host time:
-// piece 7 runs about 1000 times longer than the others, far above 5 ms
-// under the emulator while the others stay far below.
+// piece 7 runs 3,000 times longer than the others, over 45 ms under the
+// emulator here, far above the 20 ms threshold, while the others take
+// microseconds. (With 1,000,000 units and 5 ms, piece 7 took 5-20 ms, and
+// in CI's ASan run beside the VM suite a fast piece was once preempted
+// past 5 ms: a third snapshot.)
 TEST_F(Emulate, TakeSnapshotIfSlowerSnapshotsOnlyTheSlowPiece) {
   record::RecordOptions o;
   o.trigger = ".";
   o.multi_snapshot = true;
+  o.snapshot_size = 16 << 20;  // piece 7's 3 MB of PT and the pieces before it
   auto prog = Program("slow_marks");
-  auto r = Record({prog.string(), "20", "7", "1000", "1000000", "5000000"}, o);
+  auto r = Record({prog.string(), "20", "7", "1000", "3000000", "20000000"}, o);
   EXPECT_EQ(r.exit_code, 0);
   ASSERT_EQ(r.manifest.snapshots.size(), 2u);
   EXPECT_EQ(r.manifest.snapshots[0].reason, trace::SnapshotReason::kStopIndicator);
@@ -770,7 +774,7 @@ TEST_F(Emulate, TakeSnapshotIfSlowerSnapshotsOnlyTheSlowPiece) {
   EXPECT_EQ(WatchCount(r, r.manifest.streams[0].id, RuntimeAddress(r, prog, "work")), 8u);
 
   // A threshold above every piece: no stop-indicator snapshot at all.
-  auto none = Record({prog.string(), "20", "7", "1000", "1000000", "60000000000"}, o);
+  auto none = Record({prog.string(), "20", "7", "1000", "3000000", "60000000000"}, o);
   ASSERT_EQ(none.manifest.snapshots.size(), 1u);
   EXPECT_EQ(none.manifest.snapshots[0].reason, trace::SnapshotReason::kExit);
 }
