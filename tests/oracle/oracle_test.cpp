@@ -16,12 +16,16 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cinttypes>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
+#include <optional>
 #include <ostream>
 #include <regex>
 #include <set>
@@ -141,15 +145,17 @@ struct Recorded {
 // Both tools run a copy of `program` named `prog` in a temporary directory,
 // so that either copy of a program has a path of the same length, and so
 // the same start-up (its strlen and the like).
-Recorded CheckAgainstStepcount(const std::string& program, const std::string& args,
-                               uint64_t main_addr) {
+// One run of each: `program` under the emulator, decoded to .events, and
+// single-stepped, both as a copy named `prog` in `tmp`.
+Recorded RecordBoth(const std::string& program, const std::string& args,
+                    const testing::TempDir& tmp) {
   ::setenv("GLIBC_TUNABLES", kSameLibcRoutines, 1);  // stepcount and ptsnap inherit it
   Recorded rec;
-  testing::TempDir tmp;
   const auto dir = tmp.path() / "t.ptsnap";
   const auto events_path = tmp.path() / "t.events";
   const std::string copy = (tmp.path() / "prog").string();
-  std::filesystem::copy_file(program, copy);
+  std::filesystem::remove_all(dir);
+  std::filesystem::copy_file(program, copy, std::filesystem::copy_options::overwrite_existing);
   auto run = testing::RunPtsnap("run --emulate --full-execution --trace-dir '" + dir.string() +
                                 "' -o '" + events_path.string() + "' -- '" + copy + "' " + args);
   EXPECT_EQ(run.rc, 0) << run.out;
@@ -157,6 +163,57 @@ Recorded CheckAgainstStepcount(const std::string& program, const std::string& ar
   rec.events = ReadEvents(events_path);
   rec.stepped = testing::RunStepcountAllCalls(testing::RequiredEnv("STEPCOUNT_BIN"),
                                               "'" + copy + "' " + args);
+  return rec;
+}
+
+// main's instructions in each run: ptsnap's main frame (to the end of its
+// chain) and stepcount's; nullopt where either has none.
+std::optional<std::pair<uint64_t, uint64_t>> MainLengths(const Recorded& rec, uint64_t main_addr) {
+  const std::string main_suffix = "+" + Hex(main_addr);
+  const auto& frames = rec.events.frames;
+  for (size_t i = 0; i < frames.size(); ++i) {
+    const std::string& n = frames[i].name;
+    if (frames[i].begin_via != "call" ||
+        !(n == "main" ||
+          (n.size() > main_suffix.size() &&
+           n.compare(n.size() - main_suffix.size(), main_suffix.size(), main_suffix) == 0)))
+      continue;
+    for (const auto& s : rec.stepped) {
+      if (s.target == main_addr && !s.open)
+        return std::make_pair(frames[ChainEnd(frames, i)].end - frames[i].begin, s.duration);
+    }
+    return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+Recorded CheckAgainstStepcount(const std::string& program, const std::string& args,
+                               uint64_t main_addr) {
+  // The two are separate executions. Twice in CI, under load (never on a
+  // quiet machine, nor in 20 runs here under busy loops), the emulated run
+  // retired 2 or 3 instructions more in libgcc's unwinder than the native
+  // one, in both copies of exception (with symbols and stripped) in one
+  // test process, and every frame after that was off by as much. Where
+  // main's instruction counts differ, the runs are not the same execution:
+  // both are made again (at most twice), the first pair kept for a look
+  // (its path is printed). A ptsnap that mistimes main fails every time.
+  testing::TempDir tmp;
+  Recorded rec = RecordBoth(program, args, tmp);
+  for (int again = 0; again < 2; ++again) {
+    const auto lengths = MainLengths(rec, main_addr);
+    if (!lengths || lengths->first == lengths->second) break;
+    const auto kept =
+        std::filesystem::temp_directory_path() /
+        ("ptsnap-oracle-apart-" + std::to_string(::getpid()) + "-" + std::to_string(again));
+    std::error_code ec;
+    std::filesystem::copy(tmp.path(), kept, std::filesystem::copy_options::recursive, ec);
+    std::printf(
+        "main retired %llu instructions under ptsnap, %llu single-stepped: not the same "
+        "execution; recording both again (this pair kept in %s)\n",
+        static_cast<unsigned long long>(lengths->first),
+        static_cast<unsigned long long>(lengths->second), kept.c_str());
+    rec = RecordBoth(program, args, tmp);
+  }
   const Events& ev = rec.events;
   EXPECT_EQ(ev.threads, 1u);
   EXPECT_EQ(ev.inferred, 0u) << "ptsnap inferred frames:\n" << ev.text;
