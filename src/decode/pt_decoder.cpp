@@ -1,6 +1,7 @@
 #include "decode/pt_decoder.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <deque>
 #include <functional>
@@ -440,6 +441,7 @@ class StreamDecoder {
       }
       return;
     }
+    size_ip_.fill(UINT64_MAX);  // CondJumpSize's sizes are the old image's
     PTSNAP_CHECK_OK(pt_blk_set_image(dec_.get(), image));
   }
 
@@ -862,7 +864,18 @@ class StreamDecoder {
     if (prev_iclass_ == ptic_error) prev_iclass_ = owner_->ClassifyBlockEnd(b);
     join_ = prev_iclass_ == ptic_other;
     prev_size_ = 0;
-    if (prev_iclass_ == ptic_cond_jump) prev_size_ = flow_ ? b.size : owner_->BlockEndSize(b);
+    if (prev_iclass_ == ptic_cond_jump) prev_size_ = flow_ ? b.size : CondJumpSize(b);
+  }
+  // libipt's blocks carry no instruction size: read and decoded once per
+  // address and image (decoding each conditional branch again made
+  // `--decoder libipt` a third slower).
+  uint8_t CondJumpSize(const struct pt_block& b) {
+    const size_t slot = (b.end_ip ^ (b.end_ip >> 12)) % kSizeSlots;
+    if (size_ip_[slot] != b.end_ip) {
+      size_ip_[slot] = b.end_ip;
+      size_len_[slot] = owner_->BlockEndSize(b);
+    }
+    return size_len_[slot];
   }
 
   void HandleEvent(const struct pt_event& ev) {
@@ -1071,6 +1084,14 @@ class StreamDecoder {
   uint64_t prev_end_ = 0;
   enum pt_insn_class prev_iclass_ = ptic_error;
   uint8_t prev_size_ = 0;  // of a conditional branch ending the previous block; 0: unknown
+  static constexpr size_t kSizeSlots = 4096;
+  std::array<uint64_t, kSizeSlots> size_ip_ = MakeEmptySlots();  // CondJumpSize's cache
+  std::array<uint8_t, kSizeSlots> size_len_{};
+  static std::array<uint64_t, kSizeSlots> MakeEmptySlots() {
+    std::array<uint64_t, kSizeSlots> a;
+    a.fill(UINT64_MAX);
+    return a;
+  }
   // No block boundary was an event since tracing (re)started (a sync, a
   // TIP.PGE, an overflow, ...: wherever have_prev_ went false).
   bool restarted_ = true;
