@@ -441,7 +441,7 @@ class StreamDecoder {
       }
       return;
     }
-    size_ip_.fill(UINT64_MAX);  // CondJumpSize's sizes are the old image's
+    sizes_.reset();  // CondJumpSize's sizes are the old image's
     PTSNAP_CHECK_OK(pt_blk_set_image(dec_.get(), image));
   }
 
@@ -870,12 +870,13 @@ class StreamDecoder {
   // address and image (decoding each conditional branch again made
   // `--decoder libipt` a third slower).
   uint8_t CondJumpSize(const struct pt_block& b) {
-    const size_t slot = (b.end_ip ^ (b.end_ip >> 12)) % kSizeSlots;
-    if (size_ip_[slot] != b.end_ip) {
-      size_ip_[slot] = b.end_ip;
-      size_len_[slot] = owner_->BlockEndSize(b);
+    if (!sizes_) sizes_ = std::make_unique<SizeCache>();
+    const size_t slot = (b.end_ip ^ (b.end_ip >> 12)) % SizeCache::kSlots;
+    if (sizes_->ip[slot] != b.end_ip) {
+      sizes_->ip[slot] = b.end_ip;
+      sizes_->len[slot] = owner_->BlockEndSize(b);
     }
-    return size_len_[slot];
+    return sizes_->len[slot];
   }
 
   void HandleEvent(const struct pt_event& ev) {
@@ -1084,14 +1085,15 @@ class StreamDecoder {
   uint64_t prev_end_ = 0;
   enum pt_insn_class prev_iclass_ = ptic_error;
   uint8_t prev_size_ = 0;  // of a conditional branch ending the previous block; 0: unknown
-  static constexpr size_t kSizeSlots = 4096;
-  std::array<uint64_t, kSizeSlots> size_ip_ = MakeEmptySlots();  // CondJumpSize's cache
-  std::array<uint8_t, kSizeSlots> size_len_{};
-  static std::array<uint64_t, kSizeSlots> MakeEmptySlots() {
-    std::array<uint64_t, kSizeSlots> a;
-    a.fill(UINT64_MAX);
-    return a;
-  }
+  // CondJumpSize's sizes by address, for the libipt engine only (the flow
+  // decoder's blocks carry theirs); made at its first conditional branch.
+  struct SizeCache {
+    static constexpr size_t kSlots = 4096;
+    SizeCache() { ip.fill(UINT64_MAX); }
+    std::array<uint64_t, kSlots> ip;
+    std::array<uint8_t, kSlots> len{};
+  };
+  std::unique_ptr<SizeCache> sizes_;
   // No block boundary was an event since tracing (re)started (a sync, a
   // TIP.PGE, an overflow, ...: wherever have_prev_ went false).
   bool restarted_ = true;
