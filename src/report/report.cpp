@@ -322,9 +322,9 @@ namespace {
 std::string Row(const FunctionStats& f, bool per_thread, size_t width, bool full_names) {
   char buf[512];
   const auto& d = f.durations;
+  auto dur = [](uint64_t ns) { return output::FormatDuration(ns); };
   // No call of it began and ended in the trace (each began before it, or a
   // decode error cut it): its durations are unknown, not 0 ns.
-  auto dur = [](uint64_t ns) { return output::FormatDuration(ns); };
   auto call = [&d](uint64_t ns) { return d.count() == 0 ? "-" : output::FormatDuration(ns); };
   std::string name = full_names ? f.name : ShortName(f.name, width);
   if (name.size() < width) name.append(width - name.size(), ' ');
