@@ -166,34 +166,50 @@ Recorded RecordBoth(const std::string& program, const std::string& args,
   return rec;
 }
 
-// main's instructions in each run: ptsnap's main frame (to the end of its
-// chain) and stepcount's; nullopt where either has none.
-std::optional<std::pair<uint64_t, uint64_t>> MainLengths(const Recorded& rec, uint64_t main_addr) {
+// main's frame in both runs, the anchor of times and depths: its index in
+// ptsnap's frames (frames.size() when none) and stepcount's (nullptr).
+struct MainFrames {
+  size_t frame = 0;
+  const testing::SteppedFrame* step = nullptr;
+};
+MainFrames FindMain(const Recorded& rec, uint64_t main_addr) {
   const std::string main_suffix = "+" + Hex(main_addr);
   const auto& frames = rec.events.frames;
-  for (size_t i = 0; i < frames.size(); ++i) {
+  MainFrames m{frames.size(), nullptr};
+  for (size_t i = 0; i < frames.size() && m.frame == frames.size(); ++i) {
     const std::string& n = frames[i].name;
-    if (frames[i].begin_via != "call" ||
-        !(n == "main" ||
-          (n.size() > main_suffix.size() &&
-           n.compare(n.size() - main_suffix.size(), main_suffix.size(), main_suffix) == 0)))
-      continue;
-    for (const auto& s : rec.stepped) {
-      if (s.target == main_addr && !s.open)
-        return std::make_pair(frames[ChainEnd(frames, i)].end - frames[i].begin, s.duration);
+    if (frames[i].begin_via == "call" &&
+        (n == "main" ||
+         (n.size() > main_suffix.size() &&
+          n.compare(n.size() - main_suffix.size(), main_suffix.size(), main_suffix) == 0))) {
+      m.frame = i;
     }
-    return std::nullopt;
   }
-  return std::nullopt;
+  for (const auto& s : rec.stepped) {
+    if (s.target == main_addr && m.step == nullptr) m.step = &s;
+  }
+  return m;
+}
+
+// main's instructions in each run: ptsnap's main frame (to the end of its
+// chain) and stepcount's; nullopt where either has none, or main did not
+// return.
+std::optional<std::pair<uint64_t, uint64_t>> MainLengths(const Recorded& rec, uint64_t main_addr) {
+  const MainFrames m = FindMain(rec, main_addr);
+  const auto& frames = rec.events.frames;
+  if (m.frame == frames.size() || m.step == nullptr || m.step->open) return std::nullopt;
+  return std::make_pair(frames[ChainEnd(frames, m.frame)].end - frames[m.frame].begin,
+                        m.step->duration);
 }
 
 Recorded CheckAgainstStepcount(const std::string& program, const std::string& args,
                                uint64_t main_addr) {
-  // The two are separate executions. Twice in CI, under load (never on a
-  // quiet machine, nor in 20 runs here under busy loops), the emulated run
-  // retired 2 or 3 instructions more in libgcc's unwinder than the native
-  // one, in both copies of exception (with symbols and stripped) in one
-  // test process, and every frame after that was off by as much. Where
+  // The two are separate executions. Twice in CI, under load, the
+  // emulated run retired 2 or 3 instructions more in libgcc's unwinder than
+  // the native one, in both copies of exception (with symbols and
+  // stripped) in one test process, and every frame after that was off by
+  // as much (not reproduced outside CI: docs/testing.md, "The call-stack
+  // oracle"). Where
   // main's instruction counts differ, the runs are not the same execution:
   // both are made again (at most twice), the first pair kept for a look
   // (its path is printed). A ptsnap that mistimes main fails every time.
@@ -218,23 +234,8 @@ Recorded CheckAgainstStepcount(const std::string& program, const std::string& ar
   EXPECT_EQ(ev.threads, 1u);
   EXPECT_EQ(ev.inferred, 0u) << "ptsnap inferred frames:\n" << ev.text;
 
-  // main's frame in both: the anchor of times and depths.
-  const std::string main_suffix = "+" + Hex(main_addr);
-  size_t main_frame = ev.frames.size();
-  for (size_t i = 0; i < ev.frames.size() && main_frame == ev.frames.size(); ++i) {
-    const std::string& n = ev.frames[i].name;
-    if (ev.frames[i].begin_via == "call" &&
-        (n == "main" ||
-         (n.size() > main_suffix.size() &&
-          n.compare(n.size() - main_suffix.size(), main_suffix.size(), main_suffix) == 0))) {
-      main_frame = i;
-    }
-  }
+  const auto [main_frame, main_step] = FindMain(rec, main_addr);
   EXPECT_LT(main_frame, ev.frames.size()) << "no frame of main in ptsnap's output";
-  const testing::SteppedFrame* main_step = nullptr;
-  for (const auto& s : rec.stepped) {
-    if (s.target == main_addr && main_step == nullptr) main_step = &s;
-  }
   EXPECT_NE(main_step, nullptr) << "stepcount saw no call of main at " << Hex(main_addr);
   if (main_frame == ev.frames.size() || main_step == nullptr) return rec;
   const Frame& m = ev.frames[main_frame];
