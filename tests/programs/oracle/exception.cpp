@@ -42,7 +42,6 @@ NOINLINE long catcher(long i) {
 }
 
 int main() {
-  ORACLE_SAME_STACK_OFFSET();
   long acc = 0;
   for (long i = 0; i < 5; ++i) acc += catcher(i);
   print_result("exception =", acc);

@@ -24,16 +24,3 @@ __attribute__((noinline)) static void print_result(const char* label, long value
   buf[n++] = '\n';
   if (write(1, buf, n) < 0) _exit(2);
 }
-
-// The stack pointer at one offset in a page for everything main calls after
-// it, in every run. The kernel starts a process's stack at a random 16-byte
-// step (ASLR) and QEMU at a fixed one; glibc's memset and memcpy loop over
-// aligned blocks, so the unwinder's memsets of its frame state took one or
-// two instructions more or fewer in some runs than in the other, and the
-// stacks disagreed from there on (exception.cpp, in one CI run).
-#define ORACLE_SAME_STACK_OFFSET()                                  \
-  do {                                                              \
-    volatile char* pad_ = (volatile char*)__builtin_alloca(         \
-        16 + ((unsigned long)__builtin_frame_address(0) & 4095UL)); \
-    pad_[0] = 0;                                                    \
-  } while (0)
