@@ -845,8 +845,8 @@ class StreamDecoder {
     // on what libipt had cached, which depends on the order streams are
     // decoded in (docs/decoding.md, "libipt's block caches, modelled").
     // Nor is a conditional branch not taken (the block starts right after
-    // it): no frame changes there (docs/decoding.md, "Events"), and 68% of
-    // a CPython trace's block boundaries are such branches. The first
+    // it): no frame changes there (docs/decoding.md, "Pipeline", step 3),
+    // and they were 65% of a CPython trace's events. The first
     // boundary after tracing (re)starts stays an event: the model ends a
     // gap, and the untraced time of a [syscall], there.
     if (!have_prev_) restarted_ = true;

@@ -130,7 +130,7 @@ TEST(PtDecoderTest, OursAndLibiptGiveTheSameEvents) {
   ExpectSameAsLibipt(b.Finish() + good, 0);
 }
 
-// Events only where a frame can change (docs/decoding.md, "Events"):
+// Events only where a frame can change (docs/decoding.md, "Pipeline"):
 // fib's `jl 1f` (at fib+3, two bytes) is taken for n < 2, in 13 of
 // fib(6)'s 25 calls, and falls through to fib+5 in the other 12. The
 // taken ones are jumps; the fall-throughs are no events, with either
