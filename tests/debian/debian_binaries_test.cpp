@@ -69,6 +69,42 @@ TEST(DebianBinaries, PythonFullExecutionAddsUp) {
   EXPECT_EQ(unknown_python, 0u);
 }
 
+// Both decoders give the same timeline on Debian's own optimized code,
+// branches not taken folded away by each (docs/decoding.md, "Pipeline",
+// step 3): perl, whose glibc __memmove_chk_* falls through such a branch
+// into memmove's body, and python3 killed by SIGSEGV.
+TEST(DebianBinaries, BothDecodersAgreeOnPerlAndACrash) {
+  if (!std::filesystem::exists("/usr/bin/perl") || !std::filesystem::exists(kPython))
+    GTEST_SKIP() << "/usr/bin/perl or " << kPython << " is not installed";
+  TempDir dir;
+  const std::string d = dir.path().string();
+  const std::pair<const char*, std::string> programs[] = {
+      {"perl",
+       "/usr/bin/perl -e 'my %h; $h{\"k$_\"} = $_ for 1..3000; print scalar(grep { /7/ } "
+       "keys %h), \"\\n\"'"},
+      {"crash", std::string(kPython) + " -c 'import os; os.kill(os.getpid(), 11)'"}};
+  for (const auto& [name, command] : programs) {
+    SCOPED_TRACE(name);
+    const std::string trace = d + "/" + name + ".ptsnap";
+    const PtsnapRun run = RunPtsnap("run --emulate --full-execution --no-decode --trace-dir '" +
+                                    trace + "' -- " + command);
+    ASSERT_NE(run.out.find("Finished recording"), std::string::npos) << run.out;
+    EXPECT_EQ(run.rc, std::string(name) == "crash" ? 128 + 11 : 0) << run.out;
+    std::string events[2];
+    const char* decoders[] = {"ours", "libipt"};
+    for (int i = 0; i < 2; ++i) {
+      const std::string out = d + "/" + name + "." + decoders[i] + ".events";
+      const PtsnapRun dec = RunPtsnap("decode --decoder " + std::string(decoders[i]) + " -o '" +
+                                      out + "' '" + trace + "'");
+      ASSERT_EQ(dec.rc, 0) << dec.out;
+      EXPECT_THAT(dec.out, ::testing::HasSubstr("Decode errors: 0 "));
+      events[i] = RunShell("cat '" + out + "'").out;
+    }
+    EXPECT_GT(events[0].size(), 100000u);
+    EXPECT_TRUE(events[0] == events[1]) << "the two decoders' .events differ";
+  }
+}
+
 // A stripped program whose debug file lies in a folder of the user's
 // (an unpacked -dbgsym package): `decode --debug-dir` names its functions
 // from it, by build-id; without it they are FILE+0xVADDR.
