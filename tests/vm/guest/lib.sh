@@ -65,3 +65,10 @@ streams() { ls "$1"/pt/*.pt 2>/dev/null; }
 
 # module_seq: the last PTW sequence number the ptpmu module wrote (of the last event).
 module_seq() { cat /sys/module/ptpmu/parameters/last_seq; }
+# wait_traced [N]: until the module has written N PTWs (default 100) since
+# it was loaded, at most 60 s: the trace is under way. A fixed sleep is not
+# enough on a loaded host, where the guest may not have begun.
+wait_traced() {
+  local n=0
+  while [ "$(module_seq)" -lt "${1:-100}" ] && [ $n -lt 600 ]; do sleep 0.1; n=$((n + 1)); done
+}

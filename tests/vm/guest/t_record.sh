@@ -82,7 +82,7 @@ t_rec_multi_snapshot() {
   load_pmu || return 1
   rec_bg /tmp/m --multi-snapshot -- vm_spin 2500
   local pid=$REC_PID
-  sleep 1; kill -USR2 $pid; sleep 0.5; kill -USR2 $pid
+  wait_traced; kill -USR2 $pid; sleep 0.5; kill -USR2 $pid
   wait $pid || { fail "ptsnap run --multi-snapshot failed: $(tail -3 /tmp/m.log)"; return 1; }
   local n=0 prev=0 seen=""
   for f in $(streams /tmp/m); do
@@ -151,7 +151,7 @@ t_rec_kill9() {
   load_pmu || return 1
   rec_bg /tmp/x --multi-snapshot -- vm_spin 5000
   local pid=$REC_PID
-  sleep 1; kill -USR2 $pid; sleep 1
+  wait_traced; kill -USR2 $pid; sleep 1
   kill -9 $pid; wait $pid 2>/dev/null
   sleep 0.5
   for p in /proc/[0-9]*; do
