@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cinttypes>
 #include <cstdio>
 #include <deque>
 #include <functional>
@@ -33,8 +34,24 @@ std::string_view ToString(BranchKind k) {
     case BranchKind::kOverflow: return "overflow";
     case BranchKind::kError: return "error";
     case BranchKind::kStop: return "stop";
+    case BranchKind::kMark: return "mark";
   }
   return "?";
+}
+
+std::string MarkText(uint64_t payload) {
+  char hex[24];
+  std::snprintf(hex, sizeof hex, "0x%" PRIx64, payload);
+  std::string text;
+  size_t i = 0;
+  for (; i < 8; ++i) {  // perf's ptw_is_prt
+    const auto c = static_cast<unsigned char>(payload >> (8 * i));
+    if (c == 0) break;
+    if (c < 0x20 || c > 0x7e) return hex;
+    text += static_cast<char>(c);
+  }
+  if (text.empty() || (i < 8 && (payload >> (8 * i)) != 0)) return hex;
+  return std::string(hex) + " \"" + text + "\"";
 }
 
 std::string StatusMessage(int status) {
@@ -279,6 +296,9 @@ class StreamDecoder {
           b.iclass = n == 0 ? ptic_error : ClassifyInstruction(buf, n, b.mode);
         }
         HandleBlock(b);
+        // An emulated PTWRITE's payload was complete at this block's last
+        // branch (the function's 64th conditional branch).
+        if (it.mark) Emit(BranchKind::kMark, it.end_ip, it.payload);
         return true;
       }
       case flow::ItemKind::kEvent:
@@ -973,6 +993,11 @@ class StreamDecoder {
       case ptev_async_paging:
         if (cpu_ >= 0) Retarget(Now(), /*thread=*/true);
         break;
+      case ptev_ptwrite:
+        if (ev.has_tsc) AnchorAt(owner_->TscToNs(ev.tsc));
+        Emit(BranchKind::kMark, ev.ip_suppressed ? 0 : ev.variant.ptwrite.ip,
+             ev.variant.ptwrite.payload);
+        break;
       case ptev_exec_mode:  // 16/32/64-bit: libipt applies it; nothing to show
       case ptev_vmcs:
       case ptev_async_vmcs:
@@ -980,7 +1005,6 @@ class StreamDecoder {
       case ptev_mwait:
       case ptev_pwre:
       case ptev_pwrx:
-      case ptev_ptwrite:
       case ptev_cbr:
       case ptev_mnt:
         // Status events of a PSB+ carry its TSC: the time at this position.

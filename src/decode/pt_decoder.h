@@ -49,6 +49,10 @@ enum class BranchKind : uint8_t {
   kOverflow,   // the CPU's internal buffer overflowed: trace lost until `to`
   kError,      // decode error (`error`, ErrorMessage); decoding resumes at the next PSB
   kStop,       // TraceStop packet
+  // A mark (docs/decoding.md, "Marks"): a PTW packet's payload, or an
+  // emulated PTWRITE's (perf's encoding in TNT bits), in `to`; `from` is
+  // the PTWRITE's address when the trace gives it, else 0. No frame changes.
+  kMark,
 };
 std::string_view ToString(BranchKind k);
 
@@ -81,6 +85,10 @@ struct BranchEvent {
 // when error_at_from ("no memory mapped at this address at 0x401000").
 // Empty for other kinds.
 std::string ErrorMessage(const BranchEvent& e);
+// A mark's payload as the timeline shows it: "0x1234", and when the bytes
+// (little-endian) are printable ASCII padded with NULs, as perf script
+// prints them, the text too: "0x6f6c6c6548 \"Hello\"".
+std::string MarkText(uint64_t payload);
 // The text for a kError event's `error`: libipt's message, or ptsnap's
 // for the codes below.
 std::string StatusMessage(int status);

@@ -154,6 +154,90 @@ TEST(PtDecoderTest, ABranchNotTakenIsNoEvent) {
   }
 }
 
+// Marks (docs/decoding.md, "Marks"): a stream of tests/programs/decode/
+// marks.S decoded with `engine`; its kMark events.
+std::vector<BranchEvent> MarksOf(const std::string& stream, PtDecoder::Engine engine) {
+  auto p = testing::LoadMarksProgram();
+  auto dec = PtDecoder::Create("/nonexistent", testing::CallsManifest(100),
+                               testing::ProgramSideband(p, 100, "decode_marks", 1));
+  EXPECT_THAT(dec, HasValue());
+  (*dec)->set_engine(engine);
+  std::vector<BranchEvent> marks;
+  uint64_t events = 0;
+  EXPECT_THAT((*dec)->DecodeStream(100, stream,
+                                   [&](const BranchEvent& e) {
+                                     ++events;
+                                     EXPECT_NE(e.kind, BranchKind::kError) << ErrorMessage(e);
+                                     if (e.kind == BranchKind::kMark) marks.push_back(e);
+                                   }),
+              HasValue());
+  EXPECT_GT(events, marks.size());
+  return marks;
+}
+
+// An emulated PTWRITE's payload is the 64 TNT bits after the `jmp` over its
+// signature, highest bit first, whatever the code does with them: both
+// ptsnap's shape (`jc` over a `nop`) and perf's (`jc` to the next
+// instruction) read alike. Only our engine reads them (libipt's blocks do
+// not say whether a branch was taken).
+TEST(PtDecoderTest, AnEmulatedPtwriteIsAMark) {
+  auto p = testing::LoadMarksProgram();
+  const uint64_t payload = 0x6f6c6c6548;  // "Hello"
+  for (const auto& [fn, ret] :
+       {std::pair{"ptsnap_emulate_ptwrite", 15}, {"perf_emulate_ptwrite", 20}}) {
+    SCOPED_TRACE(fn);
+    testing::StreamBuilder b;
+    b.Psb(500);
+    b.TipPge(p.Sym(fn));
+    for (int bit = 63; bit >= 0; --bit) b.Tnt(((payload >> bit) & 1) != 0);
+    b.Tip(p.Sym("_start") + ret);  // the return, uncompressed: no call was traced
+    b.TipPgd();
+    const std::string stream = b.Finish();
+    const auto marks = MarksOf(stream, PtDecoder::Engine::kOurs);
+    ASSERT_EQ(marks.size(), 1u);
+    EXPECT_EQ(marks[0].to, payload);
+    EXPECT_EQ(MarkText(marks[0].to), "0x6f6c6c6548 \"Hello\"");
+    EXPECT_TRUE(MarksOf(stream, PtDecoder::Engine::kLibipt).empty());
+  }
+}
+
+// A PTW packet (with and without the FUP that fup_on_ptw adds) is a mark,
+// with either engine, bound to the PTWRITE instruction (whose address the
+// block decoders know from the code when no FUP gives it).
+TEST(PtDecoderTest, APtwPacketIsAMark) {
+  auto p = testing::LoadMarksProgram();
+  for (bool fup : {false, true}) {
+    SCOPED_TRACE(fup ? "fup_on_ptw" : "no fup");
+    testing::StreamBuilder b;
+    b.Psb(500);
+    b.TipPge(p.Sym("hw_mark"));
+    emulate::PacketWriter w;
+    w.Ptw(0x1234, 8, fup);
+    b.Raw(std::string(reinterpret_cast<const char*>(w.bytes().data()), w.bytes().size()));
+    if (fup) b.Fup(p.Sym("hw_mark"));
+    b.Tip(p.Sym("_start") + 28);  // the return
+    b.TipPgd();
+    const std::string stream = b.Finish();
+    for (auto engine : {PtDecoder::Engine::kOurs, PtDecoder::Engine::kLibipt}) {
+      SCOPED_TRACE(engine == PtDecoder::Engine::kOurs ? "ours" : "libipt");
+      const auto marks = MarksOf(stream, engine);
+      ASSERT_EQ(marks.size(), 1u);
+      EXPECT_EQ(marks[0].to, 0x1234u);
+      EXPECT_EQ(marks[0].from, p.Sym("hw_mark"));  // the PTWRITE the block decoder binds it to
+      EXPECT_EQ(MarkText(marks[0].to), "0x1234");
+    }
+  }
+}
+
+TEST(PtDecoderTest, AMarkIsShownAsTextWhereItIsPrintableAsciiAsPerfShowsIt) {
+  EXPECT_EQ(MarkText(0), "0x0");
+  EXPECT_EQ(MarkText(0x41), "0x41 \"A\"");
+  EXPECT_EQ(MarkText(0x4141414141414141), "0x4141414141414141 \"AAAAAAAA\"");
+  EXPECT_EQ(MarkText(0x4100), "0x4100");              // a NUL before the text
+  EXPECT_EQ(MarkText(0x0a41), "0xa41");               // a newline
+  EXPECT_EQ(MarkText(0xff00000041), "0xff00000041");  // bytes after the NUL
+}
+
 // libipt ends a block on its first pass through code where it meets an
 // address its block cache holds, so the blocks of a stream depend on the
 // streams decoded before it. The events do not: such a block runs straight

@@ -12,6 +12,9 @@
 #ifndef PTSNAP_DECODE_REPLACED
 #define PTSNAP_DECODE_REPLACED ""
 #endif
+#ifndef PTSNAP_DECODE_MARKS
+#define PTSNAP_DECODE_MARKS ""
+#endif
 
 namespace ptsnap::decode::testing {
 
@@ -98,6 +101,7 @@ uint64_t CallsProgram::Sym(const std::string& name) const {
 
 CallsProgram LoadCallsProgram() { return LoadProgram(PTSNAP_DECODE_CALLS); }
 CallsProgram LoadReplacedProgram() { return LoadProgram(PTSNAP_DECODE_REPLACED); }
+CallsProgram LoadMarksProgram() { return LoadProgram(PTSNAP_DECODE_MARKS); }
 
 CallsProgram LoadProgram(const std::string& path) {
   CallsProgram p;

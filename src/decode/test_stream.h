@@ -58,6 +58,8 @@ CallsProgram LoadProgram(const std::string& path);  // aborts the test if unread
 CallsProgram LoadCallsProgram();
 // tests/programs/decode/replaced.S: other code at calls.S's addresses.
 CallsProgram LoadReplacedProgram();
+// tests/programs/decode/marks.S: emulated PTWRITE (both shapes) and PTWRITE.
+CallsProgram LoadMarksProgram();
 
 // The TNT bits of fib(n) in calls.S (its branches and compressed returns).
 void FibTnt(StreamBuilder& b, int n);

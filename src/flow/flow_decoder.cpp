@@ -14,6 +14,7 @@
 #include <array>
 #include <cstring>
 #include <deque>
+#include <string_view>
 
 #include "flow/packets.h"
 
@@ -296,6 +297,8 @@ struct alignas(64) BlockEntry {  // one cache line, hot fields first
   bool pushes = false;            // a call that pushes its return address (retcomp)
   bool start_cached = false;      // libipt has `ip` cached (stays so)
   ExecMode mode = ExecMode::k64;  // decoded for
+  // Ends in the `jmp` over perf's emulated-ptwrite signature (kEptwMagic).
+  bool eptw = false;
 };
 static_assert(sizeof(BlockEntry) == 64);
 
@@ -547,6 +550,20 @@ struct FlowDecoder::State {
     bool have = false, suppressed = false;
   } last_ip;
   uint64_t tnt_bits = 0, tnt_index = 0;  // pt_tnt_cache
+  // Emulated PTWRITE (perf-intel-pt.txt, "Emulated PTWRITE"): after the
+  // `jmp` over the signature, the next 64 TNT bits are the payload, the
+  // first its highest bit. `eptw_left`: bits still to come; the block item
+  // whose branch took the last one carries the payload (Item::mark).
+  int eptw_left = 0;
+  uint64_t eptw_payload = 0;
+  Item* block_item = nullptr;  // the block item being decoded
+  void TakeTntBit(bool taken) {
+    eptw_payload = eptw_payload << 1 | (taken ? 1 : 0);
+    if (--eptw_left == 0 && block_item != nullptr) {
+      block_item->mark = true;
+      block_item->payload = eptw_payload;
+    }
+  }
   Timing time;
   bool last_have_tsc = false;  // decoder->last_time's query
   uint64_t last_tsc = 0;
@@ -1151,6 +1168,7 @@ struct FlowDecoder::State {
       if (LastIpQuery(&ev->ip) < 0) return kErrBadPacket;
       EventTime(ev);
       tnt_bits = tnt_index = 0;
+      eptw_left = 0;
       consume_packet = true;
       q_enabled = true;
     } else {
@@ -1629,6 +1647,7 @@ struct FlowDecoder::State {
     q_event = nullptr;
     last_ip = {};
     tnt_bits = tnt_index = 0;
+    eptw_left = 0;
     time.Reset();
     last_have_tsc = false;
     last_tsc = 0;
@@ -1666,6 +1685,7 @@ struct FlowDecoder::State {
     if (tnt_index == 0) return kErrBadQuery;
     *taken = (tnt_bits & tnt_index) != 0;
     tnt_index >>= 1;
+    if (eptw_left > 0) TakeTntBit(*taken);
     return StatusFlags();
   }
 
@@ -1831,6 +1851,15 @@ struct FlowDecoder::State {
     const int e = Tick(at);
     if (e < 0) return e;
     return st;
+  }
+
+  // perf's emulated-ptwrite signature: a `ud2` and "perf,ptwrite  ", which
+  // a two-byte `jmp` jumps over (perf's intel_pt_emulated_ptwrite).
+  static constexpr std::string_view kEptwMagic{"\x0f\x0bperf,ptwrite  ", 16};
+  bool EptwMagicAt(uint64_t at) const {
+    uint8_t buf[16];
+    return code->Read(at, buf, sizeof buf) == sizeof buf &&
+           std::memcmp(buf, kEptwMagic.data(), sizeof buf) == 0;
   }
 
   // Reads and decodes the instruction at `at`.
@@ -2025,6 +2054,8 @@ struct FlowDecoder::State {
       cur += insn.size;
       off = static_cast<size_t>(cur - buf_ip);
     }
+    be.eptw = be.iclass == InsnClass::kJump && be.is_direct && be.size == 2 &&
+              be.target == be.end_ip + 2 + kEptwMagic.size() && EptwMagicAt(be.end_ip + 2);
     if (old != nullptr) {
       *old = be;
       return old;
@@ -2080,6 +2111,10 @@ struct FlowDecoder::State {
         if (e->is_direct) {
           ip = e->target;
           hint = Successor(&e->next_taken, ip);
+          if (e->eptw) {
+            eptw_left = 64;
+            eptw_payload = 0;
+          }
           return 0;
         }
         break;
@@ -2444,6 +2479,7 @@ struct FlowDecoder::State {
 
   int NextBlock(Item* b) {
     *b = Item();
+    block_item = b;
     b->kind = ItemKind::kBlock;
     b->ip = ip;
     b->mode = mode;
@@ -2611,6 +2647,7 @@ struct FlowDecoder::State {
       }
       Item& b = out[k++];
       b = Item();
+      block_item = &b;
       b.kind = ItemKind::kBlock;
       b.ip = e->ip;
       b.end_ip = e->end_ip;
@@ -2628,6 +2665,7 @@ struct FlowDecoder::State {
         const bool taken = (tnt_bits & tnt_index) != 0;
         if (c == InsnClass::kCondJump) {
           tnt_index >>= 1;
+          if (eptw_left > 0) TakeTntBit(taken);
           status = 0;
           const uint64_t fall = e->end_ip + e->size;
           if (taken) {
@@ -2642,6 +2680,7 @@ struct FlowDecoder::State {
         }
         if (taken && rs_top != rs_bottom) {
           tnt_index >>= 1;
+          if (eptw_left > 0) TakeTntBit(taken);
           status = 0;
           rs_top = rs_top == 0 ? 64 : rs_top - 1;
           ip = retstack[rs_top];
@@ -2831,6 +2870,7 @@ size_t FlowDecoder::Decode(Item* out, size_t max) {
     for (size_t i = before; i < n; ++i) s_->Stamp(&out[i]);
     if (!more) break;
   }
+  s_->block_item = nullptr;  // `out` is the caller's again
   return n;
 }
 

@@ -155,6 +155,11 @@ struct Item {
   bool speculative = false, aborted = false, resumed = false;
   bool ip_suppressed = false, status_update = false, has_tsc = false;
   bool has_now = false, non_root = false;
+  // A block whose last branch took the 64th bit of an emulated PTWRITE's
+  // payload (perf-intel-pt.txt, "Emulated PTWRITE"): the payload is in
+  // `payload`. Not part of the contract with libipt below (which has no
+  // such thing); ptsnap's marks.
+  bool mark = false;
   uint16_t ninsn = 0;
   uint8_t ratio = 0, size = 0;
   int error = 0;

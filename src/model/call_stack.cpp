@@ -476,6 +476,11 @@ void CallStackModel::InlineBlock(uint64_t start, uint64_t end, uint64_t end_time
 }
 
 void CallStackModel::OnAnyEvent(const decode::BranchEvent& e) {
+  if (e.kind == BranchKind::kMark) {  // no block boundary: inline frames step at the next event
+    SetTime(e.time);
+    Queue(OpKind::kInstant, Pseudo(Name("[mark " + decode::MarkText(e.to) + "]")));
+    return;
+  }
   if (InlineStep(e)) InlineBlock(block_start_, e.from, e.time);
   switch (e.kind) {
     case BranchKind::kDisable:
@@ -621,6 +626,7 @@ void CallStackModel::OnAnyEvent(const decode::BranchEvent& e) {
       ResetAll();
       if (e.to != 0) NamedGap(e.to);
       break;
+    case BranchKind::kMark: break;  // above
   }
 }
 
