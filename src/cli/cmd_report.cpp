@@ -24,7 +24,7 @@ namespace {
 struct ReportArgs {
   std::string dir;
   std::vector<std::string> functions;
-  bool per_thread = false, json = false, no_inline = false, full_names = false;
+  bool per_thread = false, json = false, no_inline = false, full_names = false, by_mark = false;
   size_t slowest = 0, depth = 3, limit = 20;
   std::string sort = "total", since, until, output;
   std::string decoder = "ours";
@@ -46,6 +46,11 @@ int RunReport(const ReportArgs& a) {
   o.functions = a.functions;
   o.slowest = a.slowest;
   o.tree_depth = a.depth;
+  o.by_mark = a.by_mark;
+  if (a.by_mark && a.functions.empty())
+    return Usage(
+        "--by-mark groups the calls of the functions named after TRACE: "
+        "ptsnap report TRACE FUNC --by-mark");
   if (a.slowest != 0 && a.functions.empty())
     return Usage("--slowest N lists the slowest calls of the functions named after TRACE: " +
                  std::string("ptsnap report TRACE FUNC --slowest ") + std::to_string(a.slowest));
@@ -184,6 +189,7 @@ void AddReportCommand(CLI::App& app, CommandFn* selected) {
       "  ptsnap report trace.ptsnap                       the 20 functions with most total time\n"
       "  ptsnap report trace.ptsnap parse --slowest 3     parse's histogram and its 3 slowest "
       "calls\n"
+      "  ptsnap report trace.ptsnap handle --by-mark      handle's percentiles per request mark\n"
       "  ptsnap report trace.ptsnap --sort p99 --json     for scripts and agents\n"
       "  ptsnap report trace.ptsnap -o t.folded           collapsed stacks for a flame graph\n"
       "  ptsnap report trace.ptsnap -o t.pb.gz            a pprof profile (pprof -http=: t.pb.gz)\n"
@@ -205,6 +211,9 @@ void AddReportCommand(CLI::App& app, CommandFn* selected) {
                 "--demangle=simple");
   cmd->add_option("--slowest", a->slowest,
                   "List the N slowest calls of each FUNC with the call tree under each");
+  cmd->add_flag("--by-mark", a->by_mark,
+                "Latency percentiles of each FUNC per mark in force when its calls began (the "
+                "thread's last PTWRITE or ptsnap_mark payload: docs/report.md, \"Marks\")");
   cmd->add_option("--depth", a->depth, "Levels of the call tree under each slow call")
       ->capture_default_str();
   cmd->add_option("--sort", a->sort, "Sort rows by total, self, calls, p99, max or name")

@@ -101,6 +101,8 @@ void CallSink::OnSlice(const model::Slice& s) {
       t.closing = true;
       t.was_cut = std::move(t.cut);
       t.cut.clear();
+    } else if (s.name->starts_with("[mark ")) {
+      OnMark(s.tid, std::string_view(*s.name).substr(6, s.name->size() - 7), s.ts);
     } else {
       t.cut.clear();  // a snapshot's end, an overflow: what comes next is no one call's rest
     }

@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -75,6 +76,9 @@ class CallSink : public model::SliceSink {
   // Every frame of the thread's segment has ended (its inferred frames
   // included): what was buffered for the segment can be settled.
   virtual void OnSegmentEnd(int32_t /*tid*/) {}
+  // A mark (docs/decoding.md, "Marks") on `tid` at `ts`: `text` is what
+  // follows "[mark " in its name, "0x1234" or "0x6f6c6c6548 \"Hello\"".
+  virtual void OnMark(int32_t /*tid*/, std::string_view /*text*/, uint64_t /*ts*/) {}
   // OnSegmentEnd for every thread whose segment is still open (at Finish).
   void EndAllSegments();
   // The open frames of `tid` whose start was seen, outermost first.

@@ -65,14 +65,29 @@ bool ReportSink::InWindow(const output::Call& c) const {
 
 void ReportSink::OnEnter(int32_t tid, const std::string* name, uint64_t ts, size_t depth) {
   if (!origin_) origin_ = ts;
-  if (options_.slowest == 0) return;
+  if (options_.slowest == 0 && !options_.by_mark) return;
   auto it = is_named_.find(name);
   if (it == is_named_.end())
     it = is_named_
              .emplace(name, std::find(options_.functions.begin(), options_.functions.end(),
                                       *name) != options_.functions.end())
              .first;
-  if (it->second) threads_[tid].captures.push_back({name, depth, ts, {}});
+  if (it->second) {
+    ThreadState& t = threads_[tid];
+    t.captures.push_back({name, depth, ts, t.mark, {}});
+  }
+}
+
+void ReportSink::OnMark(int32_t tid, std::string_view text, uint64_t /*ts*/) {
+  if (options_.slowest != 0 || options_.by_mark) threads_[tid].mark = text;
+}
+
+std::vector<const MarkGroup*> ReportSink::ByMark() const {
+  std::vector<const MarkGroup*> out;
+  for (const std::string& name : options_.functions)
+    for (const MarkGroup& g : by_mark_)
+      if (g.name == name) out.push_back(&g);
+  return out;
 }
 
 void ReportSink::Captured(ThreadState& t, const output::Call& c) {
@@ -84,6 +99,15 @@ void ReportSink::Captured(ThreadState& t, const output::Call& c) {
     if (c.name == top.name && c.depth == top.depth) t.captures.pop_back();
     return;
   }
+  if (c.name == top.name && c.depth == top.depth && options_.by_mark) {
+    auto [g, added] = by_mark_index_.try_emplace({*c.name, top.mark}, by_mark_.size());
+    if (added) by_mark_.push_back({*c.name, top.mark, {}});
+    by_mark_[g->second].durations.Add(c.end - c.begin);
+  }
+  if (options_.slowest == 0) {  // by_mark only: no trees
+    if (c.name == top.name && c.depth == top.depth) t.captures.pop_back();
+    return;
+  }
   if (c.name == top.name && c.depth == top.depth) {
     SlowCall s;
     s.name = *c.name;
@@ -91,6 +115,7 @@ void ReportSink::Captured(ThreadState& t, const output::Call& c) {
     s.tid = c.tid;
     s.begin_ns = c.begin;
     s.duration_ns = c.end - c.begin;
+    s.mark = top.mark;
     for (const auto& [path, v] : top.tree) {
       TreeNode* n = &s.tree;
       for (const std::string* p : path) {
@@ -454,11 +479,31 @@ std::string FormatText(const ReportSink& r, SortKey key, size_t limit, bool full
       rank = 0;
     }
     char buf[256];
-    std::snprintf(buf, sizeof buf, "%3d. %s at +%s, thread %d\n", ++rank,
+    std::snprintf(buf, sizeof buf, "%3d. %s at +%s, thread %d%s\n", ++rank,
                   output::FormatDuration(s.duration_ns).c_str(),
-                  output::FormatDuration(s.begin_ns - r.first_ns()).c_str(), s.tid);
+                  output::FormatDuration(s.begin_ns - r.first_ns()).c_str(), s.tid,
+                  s.mark.empty() ? "" : (", mark " + s.mark).c_str());
     out += buf;
     Tree(s.tree, 6, &out);
+  }
+  last.clear();
+  for (const MarkGroup* g : r.ByMark()) {
+    if (g->name != last) {
+      out += "\n" + g->name + " by the mark in force at each call's start:\n";
+      out +=
+          "  mark                                    calls        p50        p90        p99"
+          "        max\n";
+      last = g->name;
+    }
+    const DurationHistogram& d = g->durations;
+    char buf[256];
+    std::snprintf(
+        buf, sizeof buf, "  %-36s %9llu %10s %10s %10s %10s\n",
+        g->mark.empty() ? "(before the first mark)" : g->mark.c_str(),
+        static_cast<unsigned long long>(d.count()), output::FormatDuration(d.Quantile(0.5)).c_str(),
+        output::FormatDuration(d.Quantile(0.9)).c_str(),
+        output::FormatDuration(d.Quantile(0.99)).c_str(), output::FormatDuration(d.max()).c_str());
+    out += buf;
   }
   return out;
 }
@@ -482,8 +527,21 @@ std::string FormatJson(const ReportSink& r, SortKey key, size_t limit) {
                     {"begin_ns", s.begin_ns},
                     {"offset_ns", s.begin_ns - r.first_ns()},
                     {"duration_ns", s.duration_ns},
+                    {"mark", s.mark.empty() ? nlohmann::json() : nlohmann::json(s.mark)},
                     {"callees", TreeJson(s.tree)}});
   j["slowest"] = std::move(slow);
+  nlohmann::json marks = nlohmann::json::array();
+  for (const MarkGroup* g : r.ByMark()) {
+    const DurationHistogram& d = g->durations;
+    marks.push_back({{"name", g->name},
+                     {"mark", g->mark.empty() ? nlohmann::json() : nlohmann::json(g->mark)},
+                     {"calls", d.count()},
+                     {"p50_ns", d.Quantile(0.5)},
+                     {"p90_ns", d.Quantile(0.9)},
+                     {"p99_ns", d.Quantile(0.99)},
+                     {"max_ns", d.max()}});
+  }
+  if (!marks.empty()) j["by_mark"] = std::move(marks);
   const output::Implausible imp = r.implausible();
   j["impossible"] = {{"count", imp.count()},
                      {"over_span", imp.over_span},

@@ -34,6 +34,9 @@ struct ReportOptions {
   uint64_t since_ns = 0;
   std::optional<uint64_t> until_ns;
   bool folded = false;  // collect stacks (FoldedStacks, Stacks)
+  // The named functions' durations per mark in force at each call's start
+  // (ByMark; docs/report.md, "Marks").
+  bool by_mark = false;
 };
 
 struct FunctionStats {
@@ -62,7 +65,16 @@ struct SlowCall {
   std::string name;
   int32_t pid = 0, tid = 0;
   uint64_t begin_ns = 0, duration_ns = 0;  // begin on the trace's clock
-  TreeNode tree;                           // name "", children: its callees
+  // The thread's last mark before the call began (MarkText's form: "0x1234"
+  // or "0x6f6c6c6548 \"Hello\""); empty: none.
+  std::string mark;
+  TreeNode tree;  // name "", children: its callees
+};
+
+// One named function's calls that began under one mark (ByMark).
+struct MarkGroup {
+  std::string name, mark;  // mark empty: calls before the thread's first mark
+  DurationHistogram durations;
 };
 
 enum class SortKey { kTotal, kSelf, kCalls, kP99, kMax, kName };
@@ -81,6 +93,10 @@ class ReportSink : public output::CallSink {
   [[nodiscard]] std::vector<FunctionStats> Named() const;
   // Per named function, its slowest calls, slowest first.
   [[nodiscard]] std::vector<SlowCall> Slowest() const;
+  // With by_mark: per named function (in the order named), its calls whose
+  // start and end were seen, grouped by the mark in force at their start,
+  // groups by mark value (in order of first appearance).
+  [[nodiscard]] std::vector<const MarkGroup*> ByMark() const;
   // "a;b;c SELF_NS" lines, sorted, as flamegraph.pl, inferno and
   // speedscope read them (';' in a name becomes ':').
   [[nodiscard]] std::string FoldedStacks() const;
@@ -107,12 +123,14 @@ class ReportSink : public output::CallSink {
   void OnCall(const output::Call& c) override;
   void OnEnter(int32_t tid, const std::string* name, uint64_t ts, size_t depth) override;
   void OnSegmentEnd(int32_t tid) override;
+  void OnMark(int32_t tid, std::string_view text, uint64_t ts) override;
 
  private:
   struct Capture {  // a call of a --slowest function in progress
     const std::string* name;
     size_t depth;
     uint64_t begin;
+    std::string mark;  // in force at its start
     std::map<std::vector<const std::string*>, std::pair<uint64_t, uint64_t>> tree;  // path
   };
   struct Weight {
@@ -123,6 +141,7 @@ class ReportSink : public output::CallSink {
     // Folded contributions of this segment, by stack from the lowest frame
     // whose start was seen; inferred frames prefix them as they end.
     std::map<std::vector<const std::string*>, Weight> pending;
+    std::string mark;  // the last mark seen
   };
   bool InWindow(const output::Call& c) const;
   void Fold(ThreadState& t, const output::Call& c);
@@ -142,6 +161,8 @@ class ReportSink : public output::CallSink {
   std::unordered_map<const std::string*, bool> is_named_;
   std::unordered_map<int32_t, ThreadState> threads_;
   std::map<std::string, std::vector<SlowCall>> slowest_;  // by name; a min-heap by duration
+  std::vector<MarkGroup> by_mark_;                        // in order of first appearance
+  std::map<std::pair<std::string, std::string>, size_t> by_mark_index_;  // (name, mark)
   // By stack, names copied (the Symbolizer's strings die with the decode).
   std::map<std::vector<std::string>, Weight> stacks_;
   std::optional<uint64_t> origin_;  // the first call's begin: the window's zero

@@ -297,6 +297,43 @@ TEST(Report, InferredRecursionIsCountedOnce) {
 // decoded time its total, and no duration; main's call after the damage
 // is whole. (Each piece counted as a whole call: 3 calls of slow, with
 // durations 20, 20 and 30 ns.)
+// Marks (docs/report.md, "Marks"): a slow call names its thread's last
+// mark before it began; --by-mark groups a function's calls by it. A mark
+// cuts nothing (a decode error's cut call goes on past one).
+TEST(Report, ASlowCallNamesTheMarkInForceAndByMarkGroupsCallsByIt) {
+  ReportOptions o;
+  o.functions = {"handle"};
+  o.slowest = 1;
+  o.by_mark = true;
+  ReportSink r(o);
+  Feed f(r);
+  f.Call(1, "handle", 0, 5);  // before any mark
+  f.Instant(1, "[mark 0x7]", 10);
+  f.Call(1, "handle", 11, 20);
+  f.Instant(2, "[mark 0x6f6c6c6548 \"Hello\"]", 12);
+  f.Instant(1, "[mark 0x8]", 30);
+  f.Begin(1, "handle", 31);
+  f.Instant(1, "[mark 0x9]", 40);  // inside the call: not the one in force at its start
+  f.End(1, "handle", 31, 131);
+  f.Call(2, "handle", 13, 23);
+  f.Instant(1, "[mark 0x7]", 200);
+  f.Call(1, "handle", 201, 231);
+  ASSERT_TRUE(r.Finish());
+  auto slow = r.Slowest();
+  ASSERT_EQ(slow.size(), 1u);
+  EXPECT_EQ(slow[0].begin_ns, 31u);
+  EXPECT_EQ(slow[0].mark, "0x8");
+  std::vector<std::string> groups;
+  for (const MarkGroup* g : r.ByMark())
+    groups.push_back(g->mark + " " + std::to_string(g->durations.count()) + " " +
+                     std::to_string(g->durations.max()));
+  EXPECT_THAT(groups, ::testing::ElementsAre(" 1 5", "0x7 2 30", "0x8 1 100",
+                                             "0x6f6c6c6548 \"Hello\" 1 10"));
+  EXPECT_THAT(FormatText(r, SortKey::kTotal, 0),
+              HasSubstr("1. 100 ns at +31 ns, thread 1, mark 0x8"));
+  EXPECT_THAT(FormatJson(r, SortKey::kTotal, 0), HasSubstr("\"mark\": \"0x8\""));
+}
+
 TEST(Report, ACallDecodeErrorsCutCountsOnceAndHasNoDuration) {
   ReportOptions o;
   o.functions = {"slow"};
