@@ -73,6 +73,8 @@ PTSNAP_API int ptsnap_probe_pt_available(void);
  *   "snapshot-size"    bytes or "4M", "256K"
  *   "timer-resolution" low | normal | high | custom:KEY=VAL,... (sampling: sample:N too)
  *   "full-execution", "multi-snapshot", "multi-thread", "copy-binaries"  booleans
+ *   "ptw"              "1"/"0": record PTWRITE for ptsnap_mark() (ptsnap/mark.h);
+ *                      hardware with caps/ptwrite only; default 0
  *   "duration-ms"      stop after this many milliseconds; 0: no limit
  *   "pid"              attach to this process (appends; repeat for more)
  *   "scope"            user | kernel | both

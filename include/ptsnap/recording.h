@@ -85,6 +85,12 @@ struct RecordingOptions {
   bool multi_thread = false;              // trace every thread (default: the main thread)
   std::chrono::milliseconds duration{0};  // stop after this long; 0: no limit
   bool copy_binaries = false;             // copy the mapped binaries into the trace directory
+  // Record PTWRITE (`--ptw`): the Intel PT event's ptw and fup_on_ptw terms,
+  // and PTSNAP_PTWRITE=1 in `command`'s environment, so ptsnap_mark()
+  // (ptsnap/mark.h) uses the instruction. Needs a CPU with PTWRITE
+  // (caps/ptwrite); not with kEmulated or kSampled (kUsage). Off: marks use
+  // their emulated encoding, which needs nothing.
+  bool ptw = false;
   // Where the raw recording goes. Empty: "trace.ptsnap" in the current
   // directory, an earlier one there moved to "trace.ptsnap.old". A directory
   // named here must not exist yet.

@@ -28,12 +28,14 @@
  * it does nothing. Record with `--trigger .` as usual. Under --emulate the
  * clock is the host's: a call slowed by the emulator is slower there too.
  * (For a function of a program that cannot be changed, `--trigger FUNC
- * --slower-than 2ms` times it from outside.) */
+ * --slower-than 2ms` times it from outside.)
+ *
+ * Compiles alone under -std=c99, -std=c11 (no GNU extensions or feature
+ * macros needed) and C++11 and later. */
 #ifndef PTSNAP_STOP_INDICATOR_H_
 #define PTSNAP_STOP_INDICATOR_H_
 
 #include <stdint.h>
-#include <time.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -53,15 +55,34 @@ __attribute__((weak, noinline, used)) void magic_trace_stop_indicator(uint64_t s
 /* This thread's mark, in CLOCK_MONOTONIC nanoseconds; 0: none. One per
  * translation unit that includes the header (static), which is what a
  * mark and its check in the same function need. */
-#ifdef __cplusplus
-__attribute__((unused)) static thread_local uint64_t ptsnap_mark_ns_ = 0;
+#if defined(__cplusplus)
+#define PTSNAP_THREAD_LOCAL_ thread_local
+#elif defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
+#define PTSNAP_THREAD_LOCAL_ _Thread_local
 #else
-__attribute__((unused)) static _Thread_local uint64_t ptsnap_mark_ns_ = 0;
+#define PTSNAP_THREAD_LOCAL_ __thread /* C99: GCC's and clang's spelling */
 #endif
+__attribute__((unused)) static PTSNAP_THREAD_LOCAL_ uint64_t ptsnap_mark_ns_ = 0;
+
+/* clock_gettime(CLOCK_MONOTONIC), declared here under its own name: <time.h>
+ * declares clock_gettime and CLOCK_MONOTONIC only with POSIX feature macros
+ * (_POSIX_C_SOURCE >= 199309L, or the GNU default), which a strict
+ * -std=c99/c11 build lacks, and defining them here would come too late
+ * when the program included a libc header first. The asm label binds the
+ * declaration to libc's clock_gettime symbol (the vDSO-backed one), whose
+ * struct timespec is two longs and whose CLOCK_MONOTONIC is 1 on Linux
+ * (uapi linux/time.h). */
+struct ptsnap_timespec_ {
+  long tv_sec;
+  long tv_nsec;
+};
+extern int ptsnap_clock_gettime_(int clock_id,
+                                 struct ptsnap_timespec_* ts) __asm__("clock_gettime");
+#define PTSNAP_CLOCK_MONOTONIC_ 1
 
 __attribute__((unused)) static inline uint64_t ptsnap_now_ns_(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
+  struct ptsnap_timespec_ ts;
+  ptsnap_clock_gettime_(PTSNAP_CLOCK_MONOTONIC_, &ts);
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 

@@ -141,6 +141,7 @@ ptsnap_status SetOption(ptsnap::RecordingOptions& o, std::string_view key, std::
   if (key == "multi-snapshot") return set_bool(o.multi_snapshot);
   if (key == "multi-thread") return set_bool(o.multi_thread);
   if (key == "copy-binaries") return set_bool(o.copy_binaries);
+  if (key == "ptw") return set_bool(o.ptw);
   if (key == "trace-dir") {
     o.trace_dir = std::string(value);
     return PTSNAP_OK;
@@ -222,8 +223,8 @@ ptsnap_status SetOption(ptsnap::RecordingOptions& o, std::string_view key, std::
                  "only-in, slower-than, "
                  "snapshot-size, "
                  "timer-resolution, "
-                 "full-execution, multi-snapshot, multi-thread, duration-ms, copy-binaries, pid, "
-                 "scope, stop-signal, after)");
+                 "full-execution, multi-snapshot, multi-thread, duration-ms, copy-binaries, ptw, "
+                 "pid, scope, stop-signal, after)");
 }
 
 class EventForwarder final : public ptsnap::RecordingListener {

@@ -46,6 +46,7 @@ TEST(CApi, KnownOptionsAreAccepted) {
                                                         {"multi-thread", "0"},
                                                         {"duration-ms", "1500"},
                                                         {"copy-binaries", "true"},
+                                                        {"ptw", "0"},
                                                         {"pid", "1"},
                                                         {"scope", "both"},
                                                         {"stop-signal", "SIGTERM"},
@@ -102,6 +103,22 @@ TEST(CApi, SamplingOptions) {
   EXPECT_EQ(rec, nullptr);
   EXPECT_NE(std::string(ptsnap_last_error()).find("--callgraph-mode only applies to --sampling"),
             std::string::npos)
+      << ptsnap_last_error();
+}
+
+// "ptw" (`--ptw`) is a boolean; with "emulate" the recording is refused at
+// create, as the CLI refuses the pair (docs/errors.md).
+TEST(CApi, PtwWithEmulateIsUsage) {
+  Options o;
+  EXPECT_EQ(ptsnap_options_set(o.p, "ptw", "maybe"), PTSNAP_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(ptsnap_last_error()).find("\"ptw\""), std::string::npos);
+  ASSERT_EQ(ptsnap_options_set(o.p, "ptw", "1"), PTSNAP_OK) << ptsnap_last_error();
+  ASSERT_EQ(ptsnap_options_set(o.p, "emulate", "1"), PTSNAP_OK) << ptsnap_last_error();
+  ASSERT_EQ(ptsnap_options_add_arg(o.p, "true"), PTSNAP_OK);
+  ptsnap_recording* rec = nullptr;
+  EXPECT_EQ(ptsnap_recording_create(o.p, nullptr, nullptr, &rec), PTSNAP_ERR_USAGE);
+  EXPECT_EQ(rec, nullptr);
+  EXPECT_NE(std::string(ptsnap_last_error()).find("QEMU does not execute"), std::string::npos)
       << ptsnap_last_error();
 }
 

@@ -252,6 +252,7 @@ int RunRecord(Args& a, bool attach) {
   ro.multi_snapshot = o.multi_snapshot;
   ro.multi_thread = o.multi_thread;
   ro.copy_binaries = o.copy_binaries;
+  ro.ptw = o.ptw;
   // Ctrl-C on the terminal reaches the program already.
   ro.stop_signal = 0;
   // The trace directory: --trace-dir, else beside -o, else unnamed, which
@@ -355,6 +356,12 @@ void AddShared(CLI::App* cmd, Args* a) {
                   "kill does) or detach (leave it running, untraced; ptsnap exits with 0)")
       ->capture_default_str();
   cmd->add_flag("--copy-binaries", o.copy_binaries, "Copy the mapped binaries into the trace dir");
+  cmd->add_flag("--ptw", o.ptw,
+                "Record PTWRITE for ptsnap_mark() (<ptsnap/mark.h>): sets the intel_pt event's "
+                "ptw and fup_on_ptw terms and, for run, PTSNAP_PTWRITE=1 in CMD's environment. "
+                "Needs a CPU with PTWRITE (caps/ptwrite); not with --emulate or --sampling. "
+                "Default off: marks then use their emulated encoding, which every PT CPU and "
+                "--emulate record");
   cmd->add_flag("--emulate", o.emulate,
                 "Record under the PT emulator (qemu-user) instead of hardware; user space only");
   cmd->add_flag("--sampling", o.sampling,

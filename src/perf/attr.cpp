@@ -242,6 +242,14 @@ Result<PtAttr> BuildPtAttr(const sys::PmuInfo& pmu, const PtAttrOptions& opts) {
     if (req.noretcomp) t.noretcomp = *req.noretcomp;
   }
 
+  // PTWRITE exists from Goldmont and Ice Lake on; without it the
+  // instruction faults (#UD), so the program must not be told to use it.
+  if (opts.ptw && pmu.Cap("ptwrite") == 0)
+    return Error(
+        "--ptw needs the PTWRITE instruction, which this CPU lacks (" + pmu.name +
+        "'s caps/ptwrite is 0 or missing): drop --ptw; ptsnap_mark() (<ptsnap/mark.h>) then "
+        "uses its emulated encoding, the default, which needs no CPU support");
+
   uint64_t config = 0;
   // `pt` (pass-through) makes BranchEn follow `branch`; older kernels have
   // neither term and force BranchEn on themselves.
@@ -258,6 +266,13 @@ Result<PtAttr> BuildPtAttr(const sys::PmuInfo& pmu, const PtAttrOptions& opts) {
   }
   if (t.noretcomp) PTSNAP_TRY(Place(pmu, "noretcomp", 1, &config));
   if (set_psb) PTSNAP_TRY(Place(pmu, "psb_period", t.psb_period, &config));
+  // IA32_RTIT_CTL.PTWEn and FUPonPTW (SDM vol. 3C, "IA32_RTIT_CTL MSR"): each PTWRITE gives a PTW
+  // packet and a FUP with its address, as `perf record -e
+  // intel_pt/ptw,fup_on_ptw/` asks for.
+  if (opts.ptw) {
+    PTSNAP_TRY(Place(pmu, "ptw", 1, &config));
+    PTSNAP_TRY(Place(pmu, "fup_on_ptw", 1, &config));
+  }
 
   perf_event_attr& a = out.attr;
   a.size = sizeof(a);

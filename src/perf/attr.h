@@ -52,6 +52,10 @@ struct PtAttrOptions {
   // --only-in on Linux 6.13+: the event opens with AUX tracing paused
   // (aux_start_paused); the group's aux_resume event starts it.
   bool start_paused = false;
+  // --ptw: PTWRITE packets (the `ptw` term) each followed by a FUP with the
+  // instruction's address (`fup_on_ptw`), for ptsnap_mark()'s PTWRITE
+  // encoding (<ptsnap/mark.h>). Needs caps/ptwrite.
+  bool ptw = false;
   PtTiming timing;
 };
 
@@ -71,7 +75,8 @@ struct PtAttr {
 // the sample preset (it belongs to --sampling);
 // a requested feature missing from caps ("cyc needs caps/psb_cyc, which this
 // CPU lacks"); a period value not advertised in caps ("mtc_period=5 is not
-// supported; valid: 0,3,6"); a format term missing in sysfs.
+// supported; valid: 0,3,6"); `ptw` without caps/ptwrite; a format term
+// missing in sysfs.
 Result<PtAttr> BuildPtAttr(const sys::PmuInfo& pmu, const PtAttrOptions& opts);
 
 // About how many trace bytes lie between two PSB packets, as perf estimates

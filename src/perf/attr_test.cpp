@@ -126,6 +126,54 @@ TEST(BuildPtAttr, CustomCycWithoutPsbCycIsAnError) {
   EXPECT_THAT(BuildPtAttr(Read(d), o), HasErrorContaining("cyc=1 needs caps/psb_cyc"));
 }
 
+// --ptw: the ptw and fup_on_ptw terms at the bits sysfs names, nothing else
+// changed; off by default.
+TEST(BuildPtAttr, PtwSetsPtwAndFupOnPtwFromSysfsFormat) {
+  TempDir d;
+  WriteFullPmu(d);
+  d.Write(std::string(kDev) + "caps/ptwrite", "1\n");
+  PtAttrOptions o = Opts("low");
+  auto off = BuildPtAttr(Read(d), o);
+  ASSERT_THAT(off, HasValue());
+  EXPECT_EQ(off->attr.config & ((1u << 12) | (1u << 5)), 0u) << "off unless asked for";
+  o.ptw = true;
+  auto on = BuildPtAttr(Read(d), o);
+  ASSERT_THAT(on, HasValue());
+  EXPECT_EQ(on->attr.config, off->attr.config | (1u << 12) | (1u << 5));
+  // The bits come from format/, not from the Skylake layout.
+  d.Write(std::string(kDev) + "format/ptw", "config:30\n");
+  d.Write(std::string(kDev) + "format/fup_on_ptw", "config:31\n");
+  auto moved = BuildPtAttr(Read(d), o);
+  ASSERT_THAT(moved, HasValue());
+  EXPECT_EQ(moved->attr.config, off->attr.config | (1u << 30) | (1u << 31));
+}
+
+TEST(BuildPtAttr, PtwWithoutCapsPtwriteIsAnErrorNamingTheCauseAndTheFix) {
+  TempDir d;
+  WriteFullPmu(d);  // Skylake: caps/ptwrite 0
+  PtAttrOptions o = Opts("low");
+  o.ptw = true;
+  auto attr = BuildPtAttr(Read(d), o);
+  EXPECT_THAT(attr, HasErrorContaining("--ptw needs the PTWRITE instruction, which this CPU lacks "
+                                       "(intel_pt's caps/ptwrite is 0 or missing)"));
+  EXPECT_THAT(attr, HasErrorContaining("drop --ptw; ptsnap_mark()"));
+  EXPECT_THAT(attr, HasErrorContaining("emulated encoding"));
+  TempDir broadwell;
+  ::ptsnap::testing::WriteIntelPt(broadwell, ::ptsnap::testing::BroadwellIntelPt());  // no file
+  EXPECT_THAT(BuildPtAttr(Read(broadwell), o), HasErrorContaining("caps/ptwrite is 0 or missing"));
+}
+
+TEST(BuildPtAttr, PtwWithoutItsFormatTermNamesTheTerm) {
+  TempDir d;
+  auto pt = ::ptsnap::testing::SkylakeIntelPt();
+  pt.caps["ptwrite"] = "1";
+  pt.format.erase("fup_on_ptw");
+  ::ptsnap::testing::WriteIntelPt(d, pt);
+  PtAttrOptions o = Opts("low");
+  o.ptw = true;
+  EXPECT_THAT(BuildPtAttr(Read(d), o), HasErrorContaining("no 'fup_on_ptw' format term"));
+}
+
 TEST(BuildPtAttr, CustomPeriodsValidatedAgainstCaps) {
   TempDir d;
   WriteFullPmu(d);

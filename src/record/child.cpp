@@ -8,8 +8,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <string_view>
 
 #include "base/root_path.h"
 #include "probe/explain.h"
@@ -56,7 +58,8 @@ pid_t WaitPid(pid_t pid, int* status, int options) {
 }
 
 Result<Child> Child::Spawn(const std::vector<std::string>& argv, ForkFn fork_fn,
-                           const std::vector<int>& inherit_fds, bool die_with_parent) {
+                           const std::vector<int>& inherit_fds, bool die_with_parent,
+                           const std::vector<std::string>& env) {
   if (argv.empty()) return Error("no command to run (usage: ptsnap run [options] -- CMD ARGS...)");
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) return Error::FromErrno("pipe");
@@ -67,6 +70,20 @@ Result<Child> Child::Spawn(const std::vector<std::string>& argv, ForkFn fork_fn,
   args.reserve(argv.size() + 1);
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  // The program's environment, built before the fork: only
+  // async-signal-safe calls may follow it in the child.
+  std::vector<char*> envp;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const std::string_view var(*e);
+    const std::string_view name = var.substr(0, var.find('='));
+    const bool replaced = std::any_of(env.begin(), env.end(), [&](const std::string& o) {
+      return o.size() > name.size() && o.compare(0, name.size(), name) == 0 &&
+             o[name.size()] == '=';
+    });
+    if (!replaced) envp.push_back(*e);
+  }
+  for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
   const pid_t parent = ::getpid();
   pid_t pid = fork_fn();
   if (pid < 0) return Error::FromErrno("fork");  // the UniqueFds close all four
@@ -88,7 +105,7 @@ Result<Child> Child::Spawn(const std::vector<std::string>& argv, ForkFn fork_fn,
       [[maybe_unused]] auto n = ::write(err, &f, sizeof(f));
       ::_exit(127);
     }
-    ::execvp(args[0], args.data());
+    ::execvpe(args[0], args.data(), envp.data());
     const ChildFailure f{Step::kExec, errno};
     [[maybe_unused]] auto n = ::write(err, &f, sizeof(f));
     ::_exit(127);

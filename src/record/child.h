@@ -43,9 +43,11 @@ class Child {
   // Every fd Spawn creates is closed again when it fails. `inherit_fds`
   // (close-on-exec in ptsnap) stay open in the program. `die_with_parent`:
   // PR_SET_PDEATHSIG = SIGKILL, so the program dies with the thread that
-  // spawned it.
+  // spawned it. `env` ("NAME=VALUE" each) is added to ptsnap's environment
+  // for the program, replacing a variable of the same name.
   static Result<Child> Spawn(const std::vector<std::string>& argv, ForkFn fork_fn = &::fork,
-                             const std::vector<int>& inherit_fds = {}, bool die_with_parent = true);
+                             const std::vector<int>& inherit_fds = {}, bool die_with_parent = true,
+                             const std::vector<std::string>& env = {});
   Child(Child&& o) noexcept;
   Child& operator=(Child&&) = delete;
   // Kills (SIGKILL) and reaps the child unless it was waited for.

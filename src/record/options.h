@@ -71,6 +71,12 @@ struct RecordOptions {
   TimerResolution timer;
   std::optional<std::chrono::milliseconds> duration;
   bool copy_binaries = false;
+  // --ptw: the intel_pt event records PTWRITE (its `ptw` and `fup_on_ptw`
+  // terms; needs caps/ptwrite), and the program `run` starts gets
+  // PTSNAP_PTWRITE=1, so ptsnap_mark() (<ptsnap/mark.h>) uses the
+  // instruction. Off by default: marks then use their emulated encoding,
+  // which every PT CPU and --emulate record. Hardware only.
+  bool ptw = false;
   bool emulate = false;
   // --sampling (magic-trace's -sampling): stack samples through
   // perf_event_open instead of PT, for hosts without Intel PT

@@ -450,6 +450,7 @@ Result<Prepared> Prepare(const RecordOptions& opts, const base::RootPath& root,
   // before letting it exec.
   ao.enable_on_exec = !opts.command.empty() && !system_wide;
   ao.timing = opts.timer;
+  ao.ptw = opts.ptw;
   // --only-in: AUX pause/resume (6.13+: the event opens paused), else an
   // address filter on the function, with a note (record/only_in.h).
   PTSNAP_ASSIGN_OR_RETURN(OnlyInPlan only_in, PlanOnlyIn(opts, root, kv, pmu, system_wide));
@@ -845,8 +846,11 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
   std::vector<TriggerPoint> points;
   if (run) {
     PTSNAP_ASSIGN_OR_RETURN(PtSource::Launch launch, source->LaunchCommand(opts.command));
+    // --ptw: ptsnap_mark() (<ptsnap/mark.h>) uses PTWRITE when it sees this.
+    std::vector<std::string> env;
+    if (opts.ptw) env.push_back("PTSNAP_PTWRITE=1");
     PTSNAP_ASSIGN_OR_RETURN(Child c, Child::Spawn(launch.argv, &::fork, launch.inherit_fds,
-                                                  opts.after != AfterRecording::kDetach));
+                                                  opts.after != AfterRecording::kDetach, env));
     child.emplace(std::move(c));
     pids.push_back(child->pid());
     if (system_wide) PTSNAP_TRY(open_cpus());

@@ -265,6 +265,29 @@ TEST(Prepare, BuildsAttrsAndDefaults) {
   EXPECT_TRUE(p->hw.sideband_for_untraced_threads);  // per-thread
 }
 
+// --ptw: the ptw and fup_on_ptw terms where the CPU has PTWRITE, else the
+// error naming caps/ptwrite and the emulated encoding (docs/errors.md).
+TEST(Prepare, PtwNeedsCapsPtwriteAndSetsItsTerms) {
+  TempDir d;
+  WritePmu(d);
+  d.Write(std::string(kDev) + "format/fup_on_ptw", "config:5");
+  d.Write(std::string(kDev) + "format/ptw", "config:12");
+  WriteUser(d, 2);
+  ::ptsnap::testing::FakeCpuid cpuid;
+  RecordOptions o;
+  o.command = {"/bin/true"};
+  o.timer.preset = "low";
+  o.ptw = true;
+  EXPECT_THAT(Prepare(o, base::RootPath(d.path()), cpuid),
+              HasErrorContaining("--ptw needs the PTWRITE instruction, which this CPU lacks"));
+  d.Write(std::string(kDev) + "caps/ptwrite", "1\n");
+  auto p = Prepare(o, base::RootPath(d.path()), cpuid);
+  ASSERT_THAT(p, HasValue());
+  ASSERT_TRUE(p->hw.pt_attr.has_value());
+  EXPECT_EQ(p->hw.pt_attr->config, (1u << 0) | (1u << 5) | (1u << 10) | (1u << 12) | (1u << 13));
+  EXPECT_EQ(p->pt.config, p->hw.pt_attr->config) << "the manifest shows what was opened";
+}
+
 // --filter: resolved against the program, checked against the PMU's
 // ip_filtering and nr_addr_filters, and handed to the PT source as the
 // kernel's string for PERF_EVENT_IOC_SET_FILTER.

@@ -26,6 +26,11 @@ Result<void> CheckCombination(const record::RecordOptions& o) {
         "emulator, --sampling takes stack samples; choose one");
   if (o.all_cpus && o.emulate)
     return Error("--emulate traces one program: -a/--cpu (system-wide) needs hardware Intel PT");
+  if (o.ptw && o.emulate)
+    return Error(
+        "--ptw records the PTWRITE instruction, which QEMU does not execute: drop --ptw under "
+        "--emulate; ptsnap_mark() (<ptsnap/mark.h>) uses its emulated encoding by default, and "
+        "the emulator records that");
   if (attach && o.pids.empty() && !o.all_cpus)
     return Error(
         "nothing to record: give a command to run (ptsnap run [options] -- CMD ARGS...) or "
@@ -86,6 +91,10 @@ Result<void> CheckSamplingOptions(const record::RecordOptions& o) {
     return Error(
         "--only-in pauses Intel PT outside a function; --sampling takes stack samples without "
         "PT (attach picks it where there is no Intel PT): drop --only-in, or use run --emulate");
+  if (o.sampling && o.ptw)
+    return Error(
+        "--ptw records PTWRITE in Intel PT; --sampling takes stack samples without PT (attach "
+        "picks it where there is no Intel PT): drop --ptw");
   if (o.sampling && o.timer.preset == "custom")
     return Error(
         "--timer-resolution custom:... sets Intel PT timing packets and cannot be used with "

@@ -204,6 +204,21 @@ TEST_F(CliErrors, SystemWideUsageErrors) {
   ExpectEmpty();
 }
 
+// --ptw: a usage error (2) with the collections that have no PTWRITE to
+// record, before the machine is looked at (this host may have no PT).
+TEST_F(CliErrors, PtwWithEmulateOrSamplingIsAUsageError) {
+  Exit emu = Ptsnap(dir_.path(), {"run", "--ptw", "--emulate", "--", "/bin/true"});
+  EXPECT_EQ(emu.code, 2);
+  EXPECT_THAT(emu.err,
+              HasSubstr("--ptw records the PTWRITE instruction, which QEMU does not execute: drop "
+                        "--ptw under --emulate; ptsnap_mark() (<ptsnap/mark.h>) uses its emulated "
+                        "encoding by default, and the emulator records that"));
+  Exit sampling = Ptsnap(dir_.path(), {"run", "--ptw", "--sampling", "--", "/bin/true"});
+  EXPECT_EQ(sampling.code, 2);
+  EXPECT_THAT(sampling.err, HasSubstr("--ptw records PTWRITE in Intel PT; --sampling takes stack"));
+  ExpectEmpty();
+}
+
 // --filter: its syntax and combinations are usage errors (2), a function
 // that is not there an error (1), all before the machine is looked at.
 TEST_F(CliErrors, FilterErrorsComeFirst) {

@@ -118,6 +118,22 @@ struct WaitingTarget {
   }
 };
 
+// `run --ptw` hands the program PTSNAP_PTWRITE=1 this way: a variable of
+// the same name in ptsnap's environment is replaced, the rest passed on.
+TEST(Child, SpawnAddsAndReplacesEnvironmentVariables) {
+  ::setenv("PTSNAP_PTWRITE", "0", 1);
+  ::setenv("PTSNAP_CHILD_TEST_KEPT", "kept", 1);
+  auto child = Child::Spawn(
+      {"/bin/sh", "-c", "test \"$PTSNAP_PTWRITE\" = 1 && test \"$PTSNAP_CHILD_TEST_KEPT\" = kept"},
+      &::fork, {}, true, {"PTSNAP_PTWRITE=1"});
+  ::unsetenv("PTSNAP_PTWRITE");
+  ::unsetenv("PTSNAP_CHILD_TEST_KEPT");
+  ASSERT_THAT(child, HasValue());
+  ASSERT_THAT(child->Exec(), HasValue());
+  ASSERT_THAT(child->Resume(), HasValue());
+  EXPECT_EQ(child->Wait(), 0);
+}
+
 TEST(Sideband, DummyEventOnSpawnedChildCapturesMmap2CommAndExit) {
   auto child = Child::Spawn({"/bin/true"});
   ASSERT_THAT(child, HasValue());
