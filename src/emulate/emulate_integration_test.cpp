@@ -904,6 +904,39 @@ TEST_F(Emulate, CliRunEmulateDecodesWithoutErrors) {
   EXPECT_EQ(fib_slices, 7138u);
 }
 
+// Marks (docs/decoding.md, "Marks"): examples/c/requests.c marks each
+// request's id with ptsnap_mark() and makes every 1,000th slow. A
+// --slower-than snapshot taken on the first slow one (id 999) names it in
+// the summary, on the timeline (the marker before the slow call) and in
+// the report's slow call.
+TEST_F(Emulate, MarksNameTheSlowRequest) {
+  const char* bin = std::getenv("PTSNAP_BIN");
+  ASSERT_NE(bin, nullptr) << "PTSNAP_BIN is set by meson";
+  const fs::path dir = tmp_.path() / "marks";
+  fs::create_directories(dir);
+  const fs::path log = dir / "log";
+  const std::string cmd = "cd '" + dir.string() + "' && '" + bin +
+                          "' run --emulate --trigger handle_request --slower-than 100us "
+                          "--trace-dir t -o t.json -- " +
+                          Program("requests").string() + " 3000 > '" + log.string() + "' 2>&1";
+  std::system(cmd.c_str());  // the program is ended after the snapshot
+  auto text = base::ReadFile(log);
+  ASSERT_TRUE(text);
+  EXPECT_NE(text->find("Marks: 1000 (docs/decoding.md, \"Marks\"); each thread's last: 0x3e7 "),
+            std::string::npos)
+      << *text;
+  auto json = base::ReadFile(dir / "t.json");
+  ASSERT_TRUE(json) << *text;
+  EXPECT_NE(json->find("\"name\":\"[mark 0x3e7]\""), std::string::npos);
+  EXPECT_EQ(json->find("[mark 0x3e8]"), std::string::npos);  // the trace ends in request 999
+  const std::string report = "'" + std::string(bin) + "' report '" + (dir / "t").string() +
+                             "' handle_request --slowest 1 > '" + log.string() + "' 2>&1";
+  ASSERT_EQ(std::system(report.c_str()), 0) << *base::ReadFile(log);
+  text = base::ReadFile(log);
+  ASSERT_TRUE(text);
+  EXPECT_NE(text->find(", mark 0x3e7\n"), std::string::npos) << *text;
+}
+
 // run takes decode's flags: --split-snapshots writes one file per snapshot
 // (three stop-indicator snapshots and the one at exit), --max-depth thins
 // each and the summary says so, --no-inline is accepted.

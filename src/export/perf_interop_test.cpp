@@ -263,6 +263,41 @@ TEST(PerfInteropThreads, EveryThreadIsDecodedByPerf) {
   EXPECT_EQ(r.status, 0) << r.out;
 }
 
+// Marks (docs/decoding.md, "Marks"): perf reads the emulated PTWRITEs of
+// ptsnap_mark() (examples/c/requests.c: 10,000 request ids and "done")
+// from the export as ptwrite events, and lists the same payloads in the
+// same order as ptsnap's marks.
+TEST(PerfInteropMarks, PerfScriptListsTheSamePayloads) {
+  if (!HavePerf()) GTEST_SKIP() << "perf is not installed (apt-get install linux-perf)";
+  ptsnap::testing::TempDir tmp;
+  const std::string bin = RequiredEnv("PTSNAP_BIN");
+  const std::string t = (tmp.path() / "t").string(), data = (tmp.path() / "perf.data").string();
+  ShellRun rec = RunShell(bin + " run --emulate --full-execution --no-decode --trace-dir " + t +
+                          " -- " + Prog("requests"));
+  ASSERT_EQ(rec.status, 0) << rec.out;
+  ShellRun ex = RunShell(bin + " export " + t + " -o " + data);
+  ASSERT_EQ(ex.status, 0) << ex.out;
+  // perf prints "payload: 0" for zero, ptsnap "0x0": compared as numbers.
+  auto values = [](const std::string& text, const std::string& key) {
+    std::vector<uint64_t> out;
+    for (size_t p = text.find(key); p != std::string::npos; p = text.find(key, p + 1))
+      out.push_back(std::strtoull(text.c_str() + p + key.size(), nullptr, 0));
+    return out;
+  };
+  ShellRun perf = RunShell("perf script -i " + data + " --itrace=ew 2>/dev/null");
+  ASSERT_EQ(perf.status, 0);
+  ShellRun ours = RunShell(bin + " decode " + t + " -o " + (tmp.path() / "t.events").string() +
+                           " >/dev/null && cat " + (tmp.path() / "t.events").string());
+  ASSERT_EQ(ours.status, 0) << ours.out;
+  const std::vector<uint64_t> by_perf = values(perf.out, "payload: ");
+  const std::vector<uint64_t> by_ptsnap = values(ours.out, " I [mark ");
+  ASSERT_EQ(by_perf.size(), 10001u);
+  EXPECT_EQ(by_perf, by_ptsnap);
+  EXPECT_EQ(by_perf[999], 999u);
+  EXPECT_EQ(by_perf.back(), 0x656e6f64u);  // "done"
+  EXPECT_THAT(ours.out, HasSubstr("I [mark 0x656e6f64 \"done\"]"));
+}
+
 // JIT code (tests/programs/emulate/jit.c: machine code written into an
 // mmap'd buffer, run 3 times, rewritten in place, run twice): the export
 // carries the emulator's capture as ELF files mapped at the code's address

@@ -5,6 +5,15 @@
 
 namespace ptsnap::output {
 
+void SummarySink::OnMark(int32_t tid, std::string_view text, uint64_t /*ts*/) {
+  ++marks_;
+  last_mark_[tid] = text;
+}
+
+std::vector<std::pair<int32_t, std::string>> SummarySink::LastMarks() const {
+  return {last_mark_.begin(), last_mark_.end()};
+}
+
 void SummarySink::OnCall(const Call& c) {
   constexpr size_t kRecent = 1024;
   if (recent_.empty()) recent_.resize(kRecent);

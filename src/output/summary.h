@@ -6,8 +6,10 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "output/calls.h"
@@ -29,9 +31,14 @@ class SummarySink : public CallSink {
   [[nodiscard]] std::vector<FunctionTime> Top(size_t n, bool by_self) const;
   // The impossible-results check over the same calls.
   PlausibilityCheck& check() { return check_; }
+  // Marks (docs/decoding.md, "Marks") seen, and each thread's last one
+  // ({tid, text}, by tid).
+  [[nodiscard]] uint64_t marks() const { return marks_; }
+  [[nodiscard]] std::vector<std::pair<int32_t, std::string>> LastMarks() const;
 
  protected:
   void OnCall(const Call& c) override;
+  void OnMark(int32_t tid, std::string_view text, uint64_t ts) override;
 
  private:
   std::unordered_map<const std::string*, FunctionTime> functions_;
@@ -42,6 +49,8 @@ class SummarySink : public CallSink {
   };
   std::vector<Recent> recent_;
   PlausibilityCheck check_;
+  uint64_t marks_ = 0;
+  std::map<int32_t, std::string> last_mark_;
 };
 
 // "1.234 ms", "56 ns", "2.5 s".

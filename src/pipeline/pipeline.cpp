@@ -503,6 +503,8 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
   report.slices = summary.slices();
   report.top_total = summary.Top(options.top, false);
   report.top_self = summary.Top(options.top, true);
+  report.marks = summary.marks();
+  report.last_marks = summary.LastMarks();
   report.implausible = summary.check().Result();
   // Frames begun before a full-execution trace are impossible only where
   // the trace is whole: PT lost or undecodable explains them (and is
@@ -652,6 +654,21 @@ std::string FormatReport(const DecodeReport& r) {
   };
   table("Hottest functions by total time:", r.top_total, false);
   table("Hottest functions by self time:", r.top_self, true);
+  if (r.marks != 0) {
+    // Which request the trace ends in (a --slower-than snapshot ends after
+    // the slow call: its thread's last mark names it).
+    std::string last;
+    size_t shown = 0;
+    for (const auto& [tid, text] : r.last_marks) {
+      if (++shown > 4) {
+        last += ", ...";
+        break;
+      }
+      last += (last.empty() ? "" : ", ") + text + " (thread " + std::to_string(tid) + ")";
+    }
+    line("Marks: " + std::to_string(r.marks) +
+         " (docs/decoding.md, \"Marks\"); each thread's last: " + last + ".");
+  }
   if (sp.sampled) {
     line("Lost sideband records: " + std::to_string(r.lost_records) + ".");
   } else {

@@ -81,6 +81,9 @@ struct DecodeReport {
   size_t threads = 0;
   uint64_t slices = 0;
   std::vector<output::FunctionTime> top_total, top_self;
+  // Marks on the timeline, and each thread's last ({tid, text}).
+  uint64_t marks = 0;
+  std::vector<std::pair<int32_t, std::string>> last_marks;
   decode::DecodeStats decode;
   model::ModelStats model;
   uint64_t lost_records = 0;   // sideband PERF_RECORD_LOST
