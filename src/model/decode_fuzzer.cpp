@@ -5,6 +5,8 @@
 // frames nest (no end without a begin) and end no earlier than they begin.
 // Inputs whose first byte is odd are split in two per-CPU streams, decoded
 // merged by time with switch records moving two threads between the CPUs.
+// Built a second time as the `decode_marks` target (PTSNAP_DECODE_FUZZ_MARKS)
+// against tests/programs/decode/marks.S: emulated PTWRITE and PTW packets.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -48,8 +50,13 @@ class CheckingSink : public ptsnap::model::SliceSink {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+#ifdef PTSNAP_DECODE_FUZZ_MARKS
+  static auto* prog =
+      new ptsnap::decode::testing::CallsProgram(ptsnap::decode::testing::LoadMarksProgram());
+#else
   static auto* prog =
       new ptsnap::decode::testing::CallsProgram(ptsnap::decode::testing::LoadCallsProgram());
+#endif
   static auto* manifest = new ptsnap::trace::Manifest(ptsnap::decode::testing::CallsManifest(1));
   namespace t = ptsnap::decode::testing;
   static auto* records = [] {
