@@ -37,6 +37,15 @@ struct DecodedMarker {
   std::string_view name;
 };
 
+// A mark (docs/decoding.md, "Marks"): a value the program wrote with
+// ptsnap_mark() (ptsnap/mark.h) or PTWRITE, on its thread at `ts_ns`. Also
+// reported as a marker named "[mark 0x...]".
+struct DecodedMark {
+  int32_t pid = 0, tid = 0;
+  uint64_t ts_ns = 0;
+  uint64_t value = 0;
+};
+
 // Strings are valid only during the call. Calls come per thread in time
 // order of the slices' ends (a caller ends after its callees); a process
 // and a thread are named before their first slice.
@@ -47,6 +56,8 @@ class DecodeListener {
   virtual void OnThread(int32_t /*pid*/, int32_t /*tid*/, std::string_view /*name*/) {}
   virtual void OnSlice(const DecodedSlice& /*slice*/) {}
   virtual void OnMarker(const DecodedMarker& /*marker*/) {}
+  // Each mark, right after its OnMarker.
+  virtual void OnMark(const DecodedMark& /*mark*/) {}
 };
 
 struct FunctionTime {

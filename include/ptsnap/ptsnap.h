@@ -165,6 +165,11 @@ typedef struct {
 
 typedef struct ptsnap_decoder ptsnap_decoder;
 
+/* A mark (docs/decoding.md, "Marks"): a value the traced program wrote with
+ * ptsnap_mark() (ptsnap/mark.h) or PTWRITE, on thread `tid` at `ts_ns`. */
+typedef void (*ptsnap_mark_callback)(void* user, int32_t pid, int32_t tid, uint64_t ts_ns,
+                                     uint64_t value);
+
 /* Opens a trace directory; `snapshot` 0 decodes all of it, N only snapshot
  * N. Errors: not a trace directory, a corrupt manifest, no such snapshot. */
 PTSNAP_API ptsnap_status ptsnap_decoder_open(const char* trace_dir, uint32_t snapshot,
@@ -189,6 +194,10 @@ PTSNAP_API ptsnap_status ptsnap_decoder_decode(ptsnap_decoder* decoder,
 PTSNAP_API ptsnap_status ptsnap_decoder_write(ptsnap_decoder* decoder, const char* output,
                                               const char* format, char** summary_json);
 PTSNAP_API void ptsnap_decoder_free(ptsnap_decoder* decoder);
+/* Calls `on_mark` (NULL: none) with the user pointer of each later
+ * ptsnap_decoder_decode for every mark, in the order of the slices around it. */
+PTSNAP_API ptsnap_status ptsnap_decoder_set_mark_callback(ptsnap_decoder* decoder,
+                                                          ptsnap_mark_callback on_mark);
 
 #ifdef __cplusplus
 }

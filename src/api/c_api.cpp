@@ -26,6 +26,7 @@ struct ptsnap_options {
 
 struct ptsnap_decoder {
   std::optional<ptsnap::Decoder> decoder;
+  ptsnap_mark_callback on_mark = nullptr;
 };
 
 namespace ptsnap::capi {
@@ -256,7 +257,11 @@ static_assert(static_cast<int>(ptsnap::RecordingEvent::Kind::kTargetExited) ==
 
 class CallbackListener final : public ptsnap::DecodeListener {
  public:
-  CallbackListener(const ptsnap_decode_callbacks* cb, void* user) : cb_(cb), user_(user) {}
+  CallbackListener(const ptsnap_decode_callbacks* cb, ptsnap_mark_callback on_mark, void* user)
+      : cb_(cb), on_mark_(on_mark), user_(user) {}
+  void OnMark(const ptsnap::DecodedMark& m) override {
+    if (on_mark_ != nullptr) on_mark_(user_, m.pid, m.tid, m.ts_ns, m.value);
+  }
   void OnThread(int32_t pid, int32_t tid, std::string_view name) override {
     if (cb_ == nullptr || cb_->on_thread == nullptr) return;
     name_.assign(name);
@@ -282,6 +287,7 @@ class CallbackListener final : public ptsnap::DecodeListener {
 
  private:
   const ptsnap_decode_callbacks* cb_;
+  ptsnap_mark_callback on_mark_;
   void* user_;
   std::string name_, dso_;  // NUL-terminated copies, reused
 };
@@ -486,13 +492,21 @@ ptsnap_status ptsnap_decoder_set(ptsnap_decoder* decoder, const char* key, const
   });
 }
 
+ptsnap_status ptsnap_decoder_set_mark_callback(ptsnap_decoder* decoder,
+                                               ptsnap_mark_callback on_mark) {
+  if (decoder == nullptr)
+    return ptsnap::capi::Invalid("ptsnap_decoder_set_mark_callback: decoder must not be NULL");
+  decoder->on_mark = on_mark;
+  return PTSNAP_OK;
+}
+
 ptsnap_status ptsnap_decoder_decode(ptsnap_decoder* decoder,
                                     const ptsnap_decode_callbacks* callbacks, void* user,
                                     char** summary_json) {
   return Guard([&] {
     if (summary_json != nullptr) *summary_json = nullptr;
     if (decoder == nullptr) return Invalid("ptsnap_decoder_decode: decoder must not be NULL");
-    CallbackListener listener(callbacks, user);
+    CallbackListener listener(callbacks, decoder->on_mark, user);
     auto r = decoder->decoder->Decode(listener);
     if (!r) return Fail(r.error());
     return Summary(*r, summary_json);

@@ -178,6 +178,46 @@ struct Seen {
   std::map<std::string, int> calls;
 };
 
+// Marks through the C ABI: examples/c/requests.c marks request ids 0..99
+// and "done"; the mark callback gets each, in order, on the program's thread.
+TEST(CApiEmulated, TheMarkCallbackGetsEveryMark) {
+  const char* dir = std::getenv("EMU_PROGRAMS_DIR");
+  ASSERT_NE(dir, nullptr) << "EMU_PROGRAMS_DIR is not set";
+  TempDir tmp;
+  const std::string trace = (tmp.path() / "trace").string();
+  const std::string prog = (fs::path(dir) / "emu_requests").string();
+  Options o;
+  ASSERT_EQ(ptsnap_options_set(o.p, "emulate", "1"), PTSNAP_OK);
+  ASSERT_EQ(ptsnap_options_set(o.p, "trace-dir", trace.c_str()), PTSNAP_OK);
+  ASSERT_EQ(ptsnap_options_set(o.p, "full-execution", "1"), PTSNAP_OK);
+  ASSERT_EQ(ptsnap_options_add_arg(o.p, prog.c_str()), PTSNAP_OK);
+  ASSERT_EQ(ptsnap_options_add_arg(o.p, "100"), PTSNAP_OK);
+  ptsnap_recording* rec = nullptr;
+  ASSERT_EQ(ptsnap_recording_create(o.p, nullptr, nullptr, &rec), PTSNAP_OK) << ptsnap_last_error();
+  ASSERT_EQ(ptsnap_recording_start(rec), PTSNAP_OK) << ptsnap_last_error();
+  int status = -1;
+  ASSERT_EQ(ptsnap_recording_wait(rec, &status), PTSNAP_OK) << ptsnap_last_error();
+  EXPECT_EQ(status, 0);
+  ptsnap_recording_free(rec);
+  ptsnap_decoder* d = nullptr;
+  ASSERT_EQ(ptsnap_decoder_open(trace.c_str(), 0, &d), PTSNAP_OK) << ptsnap_last_error();
+  EXPECT_EQ(ptsnap_decoder_set_mark_callback(nullptr, nullptr), PTSNAP_ERR_INVALID_ARGUMENT);
+  ASSERT_EQ(ptsnap_decoder_set_mark_callback(
+                d,
+                [](void* user, int32_t pid, int32_t tid, uint64_t ts_ns, uint64_t value) {
+                  EXPECT_EQ(pid, tid);
+                  EXPECT_GT(ts_ns, 0u);
+                  static_cast<std::vector<uint64_t>*>(user)->push_back(value);
+                }),
+            PTSNAP_OK);
+  std::vector<uint64_t> marks;
+  ASSERT_EQ(ptsnap_decoder_decode(d, nullptr, &marks, nullptr), PTSNAP_OK) << ptsnap_last_error();
+  ptsnap_decoder_free(d);
+  ASSERT_EQ(marks.size(), 101u);
+  for (uint64_t i = 0; i < 100; ++i) EXPECT_EQ(marks[i], i);
+  EXPECT_EQ(marks[100], 0x656e6f64u);  // "done"
+}
+
 TEST(CApiEmulated, RecordSnapshotStopDecode) {
   const char* dir = std::getenv("EMU_PROGRAMS_DIR");
   ASSERT_NE(dir, nullptr) << "EMU_PROGRAMS_DIR is not set";

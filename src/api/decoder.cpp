@@ -2,6 +2,8 @@
 // listener form is one more sink next to the summary.
 #include "ptsnap/decoder.h"
 
+#include <cstdlib>
+
 #include <nlohmann/json.hpp>
 
 #include "pipeline/pipeline.h"
@@ -37,7 +39,12 @@ class ListenerSink final : public model::SliceSink {
         l_->OnSlice(d);
         return;
       }
-      case model::Slice::kInstant: l_->OnMarker({s.pid, s.tid, s.ts, *s.name}); return;
+      case model::Slice::kInstant:
+        l_->OnMarker({s.pid, s.tid, s.ts, *s.name});
+        // "[mark 0x1234]" or "[mark 0x1234 \"text\"]" (decode::MarkText)
+        if (s.name->starts_with("[mark 0x"))
+          l_->OnMark({s.pid, s.tid, s.ts, std::strtoull(s.name->c_str() + 6, nullptr, 16)});
+        return;
     }
   }
   Result<void> Finish() override { return Ok(); }
