@@ -907,8 +907,8 @@ TEST_F(Emulate, CliRunEmulateDecodesWithoutErrors) {
 // Marks (docs/decoding.md, "Marks"): examples/c/requests.c marks each
 // request's id with ptsnap_mark() and makes every 1,000th slow. A
 // --slower-than snapshot taken on the first slow one (id 999) names it in
-// the summary, on the timeline (the marker before the slow call) and in
-// the report's slow call.
+// the summary, on the timeline (the marker before the slow call, and the
+// snapshot's marker) and in the report's slow call.
 TEST_F(Emulate, MarksNameTheSlowRequest) {
   const char* bin = std::getenv("PTSNAP_BIN");
   ASSERT_NE(bin, nullptr) << "PTSNAP_BIN is set by meson";
@@ -929,6 +929,7 @@ TEST_F(Emulate, MarksNameTheSlowRequest) {
   ASSERT_TRUE(json) << *text;
   EXPECT_NE(json->find("\"name\":\"[mark 0x3e7]\""), std::string::npos);
   EXPECT_EQ(json->find("[mark 0x3e8]"), std::string::npos);  // the trace ends in request 999
+  EXPECT_NE(json->find("; mark in force 0x3e7]"), std::string::npos);  // the snapshot's marker
   const std::string report = "'" + std::string(bin) + "' report '" + (dir / "t").string() +
                              "' handle_request --slowest 1 > '" + log.string() + "' 2>&1";
   ASSERT_EQ(std::system(report.c_str()), 0) << *base::ReadFile(log);

@@ -478,7 +478,9 @@ void CallStackModel::InlineBlock(uint64_t start, uint64_t end, uint64_t end_time
 void CallStackModel::OnAnyEvent(const decode::BranchEvent& e) {
   if (e.kind == BranchKind::kMark) {  // no block boundary: inline frames step at the next event
     SetTime(e.time);
-    Queue(OpKind::kInstant, Pseudo(Name("[mark " + decode::MarkText(e.to) + "]")));
+    const std::string* name = Name("[mark " + decode::MarkText(e.to) + "]");
+    last_mark_[tid_] = name;
+    Queue(OpKind::kInstant, Pseudo(name));
     return;
   }
   if (InlineStep(e)) InlineBlock(block_start_, e.from, e.time);
@@ -628,6 +630,12 @@ void CallStackModel::OnAnyEvent(const decode::BranchEvent& e) {
       break;
     case BranchKind::kMark: break;  // above
   }
+}
+
+std::string_view CallStackModel::LastMark(int32_t tid) const {
+  auto it = last_mark_.find(tid);
+  if (it == last_mark_.end()) return {};
+  return std::string_view(*it->second).substr(6, it->second->size() - 7);  // "[mark " ... "]"
 }
 
 void CallStackModel::Marker(uint64_t ts, const std::string& name) {

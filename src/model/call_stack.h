@@ -92,6 +92,9 @@ class CallStackModel {
   void MarkerOnEveryThread(uint64_t ts, const std::string& name);
 
   [[nodiscard]] const ModelStats& stats() const { return stats_; }
+  // The last mark (docs/decoding.md, "Marks") thread `tid` wrote in any
+  // segment so far, as MarkText gives it ("0x3e7"); empty: none.
+  [[nodiscard]] std::string_view LastMark(int32_t tid) const;
   // Interns pseudo-frame and marker names.
   const std::string* Name(std::string_view s) { return symbols_->Intern(s); }
 
@@ -268,10 +271,11 @@ class CallStackModel {
   bool inline_frames_ = true;
   // Where the code the next event ends started (the last event's `to`); 0: unknown.
   uint64_t block_start_ = 0;
-  std::vector<const decode::InlineScope*> chain_;  // SyncInline's scratch
-  std::map<int32_t, uint64_t> exits_;              // SetExitTimes
-  bool started_ = false;                           // any event seen in this segment
-  uint64_t now_ = 0;                               // current raw time
+  std::vector<const decode::InlineScope*> chain_;    // SyncInline's scratch
+  std::map<int32_t, uint64_t> exits_;                // SetExitTimes
+  std::map<int32_t, const std::string*> last_mark_;  // by tid: "[mark ...]"
+  bool started_ = false;                             // any event seen in this segment
+  uint64_t now_ = 0;                                 // current raw time
   uint64_t create_time_ = 0;
   std::vector<Frame> stack_;
   std::vector<std::vector<Frame>> inactive_;  // stacks saved by syscalls/interrupts

@@ -351,9 +351,17 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
           t != slow_thread_start.end() && t->second != UINT64_MAX && t->second > sn.call_begin)
         cut = "; it began " + FormatDuration(t->second - sn.call_begin) +
               " before the snapshot starts: use a bigger --snapshot-size";
+      // A slow call's snapshot names the request it served, where the
+      // program marks them (docs/decoding.md, "Marks").
+      std::string mark;
+      if (sn.reason == trace::SnapshotReason::kSlowCall) {
+        const std::string_view last =
+            model.LastMark(sn.tid != 0 ? static_cast<int32_t>(sn.tid) : model.tid());
+        if (!last.empty()) mark = "; mark in force " + std::string(last);
+      }
       return "[snapshot " + std::to_string(sn.seq) + ": " +
              std::string(trace::ToString(sn.reason)) + (sn.detail.empty() ? "" : " " + sn.detail) +
-             cut + "]";
+             mark + cut + "]";
     };
     // The program died of a signal: "[signal SIGSEGV]" ends the thread it
     // killed (the snapshot's tid; its main thread when unknown).
