@@ -35,6 +35,9 @@ std::string_view ToString(BranchKind k) {
     case BranchKind::kError: return "error";
     case BranchKind::kStop: return "stop";
     case BranchKind::kMark: return "mark";
+    case BranchKind::kCbr: return "cbr";
+    case BranchKind::kPowerEntry: return "power-entry";
+    case BranchKind::kPowerExit: return "power-exit";
   }
   return "?";
 }
@@ -52,6 +55,11 @@ std::string MarkText(uint64_t payload) {
   }
   if (text.empty() || (i < 8 && (payload >> (8 * i)) != 0)) return hex;
   return std::string(hex) + " \"" + text + "\"";
+}
+
+std::string CStateName(uint64_t to) {
+  const uint64_t n = (to & kPowerPwre) != 0 ? to & 0xf : (to >> 4) & 0xf;
+  return n == 0xf ? "C0" : "C" + std::to_string(n + 1);
 }
 
 std::string StatusMessage(int status) {
@@ -371,7 +379,21 @@ class StreamDecoder {
         ev.variant.ptwrite.size = it.size;
         ev.variant.ptwrite.payload = it.payload;
         break;
-      default: break;  // power and MNT payloads: HandleEvent reads none
+      case flow::EventType::kMwait:
+        ev.variant.mwait.ip = it.ip;
+        ev.variant.mwait.hints = static_cast<uint32_t>(it.payload);
+        ev.variant.mwait.ext = static_cast<uint32_t>(it.payload >> 32);
+        break;
+      case flow::EventType::kPwre:  // flow's PwrePayload
+        ev.variant.pwre.state = it.payload & 0xf;
+        ev.variant.pwre.sub_state = (it.payload >> 8) & 0xf;
+        ev.variant.pwre.hw = (it.payload >> 16) & 1;
+        break;
+      case flow::EventType::kPwrx:  // flow's PwrxPayload
+        ev.variant.pwrx.last = it.payload & 0xf;
+        ev.variant.pwrx.deepest = (it.payload >> 8) & 0xf;
+        break;
+      default: break;  // EXSTOP and MNT: HandleEvent reads nothing
     }
     return ev;
   }
@@ -998,14 +1020,26 @@ class StreamDecoder {
         Emit(BranchKind::kMark, ev.ip_suppressed ? 0 : ev.variant.ptwrite.ip,
              ev.variant.ptwrite.payload);
         break;
+      case ptev_cbr:
+        if (ev.has_tsc) AnchorAt(owner_->TscToNs(ev.tsc));
+        if (owner_->hardware_clock()) Emit(BranchKind::kCbr, 0, ev.variant.cbr.ratio);
+        break;
+      case ptev_mwait:
+        Emit(BranchKind::kPowerEntry, ev.ip_suppressed ? 0 : ev.variant.mwait.ip,
+             ev.variant.mwait.hints);
+        break;
+      case ptev_pwre:
+        Emit(BranchKind::kPowerEntry, 0,
+             kPowerPwre | ev.variant.pwre.state | uint64_t{ev.variant.pwre.sub_state} << 8);
+        break;
+      case ptev_pwrx:
+        Emit(BranchKind::kPowerExit, 0,
+             ev.variant.pwrx.last | uint64_t{ev.variant.pwrx.deepest} << 8);
+        break;
       case ptev_exec_mode:  // 16/32/64-bit: libipt applies it; nothing to show
       case ptev_vmcs:
       case ptev_async_vmcs:
-      case ptev_exstop:
-      case ptev_mwait:
-      case ptev_pwre:
-      case ptev_pwrx:
-      case ptev_cbr:
+      case ptev_exstop:  // execution stopped: the PWRE or MWAIT beside it says more
       case ptev_mnt:
         // Status events of a PSB+ carry its TSC: the time at this position.
         if (ev.has_tsc) AnchorAt(owner_->TscToNs(ev.tsc));

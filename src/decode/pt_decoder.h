@@ -53,7 +53,15 @@ enum class BranchKind : uint8_t {
   // emulated PTWRITE's (perf's encoding in TNT bits), in `to`; `from` is
   // the PTWRITE's address when the trace gives it, else 0. No frame changes.
   kMark,
+  // Frequency and power (docs/decoding.md, "Frequency and power"), from
+  // hardware traces only (an emulated CPU has neither):
+  kCbr,         // a CBR packet: the core:bus clock ratio in `to`
+  kPowerEntry,  // PWRE (`to`: kPowerPwre | state | sub-state << 8) or MWAIT
+                // (`to`: its hints, EAX; `from`: its address): the CPU or thread goes idle
+  kPowerExit,   // PWRX (`to`: last core C-state | deepest << 8): it woke
 };
+// kPowerEntry's `to`: a PWRE's (else an MWAIT's hints).
+inline constexpr uint64_t kPowerPwre = uint64_t{1} << 32;
 std::string_view ToString(BranchKind k);
 
 struct BranchEvent {
@@ -89,6 +97,10 @@ std::string ErrorMessage(const BranchEvent& e);
 // (little-endian) are printable ASCII padded with NULs, as perf script
 // prints them, the text too: "0x6f6c6c6548 \"Hello\"".
 std::string MarkText(uint64_t payload);
+// The C-state a kPowerEntry asks for, as the SDM numbers them ("C1", "C6",
+// "C0" for 0xf): MWAIT's hint (EAX[7:4]) and PWRE's resolved state both
+// hold the state minus one.
+std::string CStateName(uint64_t power_entry_to);
 // The text for a kError event's `error`: libipt's message, or ptsnap's
 // for the codes below.
 std::string StatusMessage(int status);
@@ -230,6 +242,11 @@ class PtDecoder {
   // Whether the trace has CYC packets (manifest pt.cyc): then libipt's time
   // at an event packet is that packet's own (docs/decoding.md, "Timestamps").
   [[nodiscard]] bool cycle_accurate() const { return manifest_.pt.cyc; }
+  // A real CPU's clock: its CBR packets are frequencies (an emulated
+  // stream's CBR is a constant libipt's timing needs, no frequency).
+  [[nodiscard]] bool hardware_clock() const {
+    return manifest_.source == trace::Source::kHardware;
+  }
   // Perf-clock ns between two MTC packets (0 without MTC or CPUID.15H).
   [[nodiscard]] uint64_t MtcPeriodNs() const;
   // The perf-clock ns per instruction measured so far between time anchors

@@ -229,6 +229,63 @@ TEST(PtDecoderTest, APtwPacketIsAMark) {
   }
 }
 
+// Frequency and power (docs/decoding.md, "Frequency and power"): CBR
+// packets are kCbr events on a hardware trace (not on an emulated one,
+// whose CBR is a constant), PWRE and MWAIT kPowerEntry, PWRX kPowerExit,
+// with either engine. Here hw_mark's thread goes idle between two blocks:
+// CBR 36, PWRE C6 (state 5), PWRX (last C6, deepest C6), CBR 20, and an
+// MWAIT asking for C1 where tracing starts.
+TEST(PtDecoderTest, FrequencyAndPowerPacketsAreEvents) {
+  auto p = testing::LoadMarksProgram();
+  testing::StreamBuilder b;
+  b.Psb(500);
+  emulate::PacketWriter w;
+  w.Cbr(36);
+  w.Pwre(5, 0, false);
+  w.Pwrx(5, 5, 1);
+  w.Cbr(20);
+  b.Raw(std::string(reinterpret_cast<const char*>(w.bytes().data()), w.bytes().size()));
+  b.TipPge(p.Sym("_start"));
+  emulate::PacketWriter mwait;
+  mwait.Mwait(0x00, 0);  // bound to the FUP after it: where the MWAIT is
+  b.Raw(std::string(reinterpret_cast<const char*>(mwait.bytes().data()), mwait.bytes().size()));
+  b.Fup(p.Sym("_start"));
+  b.TipPgd();
+  const std::string stream = b.Finish();
+  for (auto source : {trace::Source::kHardware, trace::Source::kEmulated}) {
+    for (auto engine : {PtDecoder::Engine::kOurs, PtDecoder::Engine::kLibipt}) {
+      SCOPED_TRACE(std::string(engine == PtDecoder::Engine::kOurs ? "ours" : "libipt") +
+                   (source == trace::Source::kHardware ? ", hardware" : ", emulated"));
+      trace::Manifest m = testing::CallsManifest(100);
+      m.source = source;
+      auto dec = PtDecoder::Create("/nonexistent", m,
+                                   testing::ProgramSideband(p, 100, "decode_marks", 1));
+      ASSERT_THAT(dec, HasValue());
+      (*dec)->set_engine(engine);
+      std::vector<std::string> seen;
+      ASSERT_THAT((*dec)->DecodeStream(100, stream,
+                                       [&](const BranchEvent& e) {
+                                         if (e.kind == BranchKind::kCbr ||
+                                             e.kind == BranchKind::kPowerEntry ||
+                                             e.kind == BranchKind::kPowerExit)
+                                           seen.push_back(std::string(ToString(e.kind)) + " " +
+                                                          std::to_string(e.to & 0xffff));
+                                       }),
+                  HasValue());
+      if (source == trace::Source::kHardware) {
+        EXPECT_THAT(seen, ::testing::ElementsAre("cbr 36", "power-entry 5", "power-exit 1285",
+                                                 "cbr 20", "power-entry 0"));
+      } else {
+        EXPECT_THAT(seen, ::testing::ElementsAre("power-entry 5", "power-exit 1285",
+                                                 "power-entry 0"));
+      }
+    }
+  }
+  EXPECT_EQ(CStateName(kPowerPwre | 5), "C6");
+  EXPECT_EQ(CStateName(0x20), "C3");  // MWAIT hint EAX[7:4] = 2
+  EXPECT_EQ(CStateName(0xf0), "C0");
+}
+
 TEST(PtDecoderTest, AMarkIsShownAsTextWhereItIsPrintableAsciiAsPerfShowsIt) {
   EXPECT_EQ(MarkText(0), "0x0");
   EXPECT_EQ(MarkText(0x41), "0x41 \"A\"");

@@ -17,6 +17,7 @@ const char* ViaName(Via v) {
     case Via::kStart: return "start";
     case Via::kSignal: return "signal";
     case Via::kUntraced: return "untraced";
+    case Via::kIdle: return "idle";
     case Via::kGap: return "gap";
     case Via::kInferred: return "inferred";
     case Via::kInline: return "inline";
@@ -235,6 +236,12 @@ void CallStackModel::Emit(const Op& op, uint64_t ts) {
       break;
     case OpKind::kInstant:
       s.kind = Slice::kInstant;
+      sink_->OnSlice(s);
+      break;
+    case OpKind::kCounter:
+      s.kind = Slice::kCounter;
+      s.value = op.frame.address;
+      s.address = 0;
       sink_->OnSlice(s);
       break;
     case OpKind::kUnknown: deferred_.push_front(Deferred{op.frame, true, ts}); break;
@@ -483,6 +490,7 @@ void CallStackModel::OnAnyEvent(const decode::BranchEvent& e) {
     Queue(OpKind::kInstant, Pseudo(name));
     return;
   }
+  if (PowerEvent(e)) return;
   if (InlineStep(e)) InlineBlock(block_start_, e.from, e.time);
   switch (e.kind) {
     case BranchKind::kDisable:
@@ -491,6 +499,7 @@ void CallStackModel::OnAnyEvent(const decode::BranchEvent& e) {
     default: block_start_ = e.to; break;
   }
   SetTime(e.time);
+  if (!stack_.empty() && stack_.back().idle) Ret(Via::kResume);  // awake: it runs again
   if (!stack_.empty() && stack_.back().gap) {
     // Decoding picked up again (at a sync point): the named gap ends at
     // the first event after it, and frames inferred from here on begin
@@ -628,7 +637,41 @@ void CallStackModel::OnAnyEvent(const decode::BranchEvent& e) {
       ResetAll();
       if (e.to != 0) NamedGap(e.to);
       break;
-    case BranchKind::kMark: break;  // above
+    case BranchKind::kMark:  // above
+    case BranchKind::kCbr:
+    case BranchKind::kPowerEntry:
+    case BranchKind::kPowerExit: break;
+  }
+}
+
+// Frequency and power (docs/decoding.md, "Frequency and power"): no frame
+// changes, no block boundary.
+bool CallStackModel::PowerEvent(const decode::BranchEvent& e) {
+  switch (e.kind) {
+    case BranchKind::kCbr: {
+      SetTime(e.time);
+      auto [it, added] = cbr_.try_emplace(tid_, e.to);
+      if (!added && it->second == e.to) return true;  // every PSB+ repeats it
+      it->second = e.to;
+      Frame f = Pseudo(Name("[core clock MHz]"));
+      f.address = e.to * 100;  // the bus clock of every Core since Sandy Bridge: 100 MHz
+      Queue(OpKind::kCounter, f);
+      return true;
+    }
+    case BranchKind::kPowerEntry:
+      SetTime(e.time);
+      if (stack_.empty() || !stack_.back().idle) {
+        if (!pending_.empty()) Flush(pending_time_);
+        Frame f = Pseudo(Name("[C-state " + decode::CStateName(e.to) + "]"));
+        f.idle = true;
+        Call(f, Via::kIdle);
+      }
+      return true;
+    case BranchKind::kPowerExit:
+      SetTime(e.time);
+      if (!stack_.empty() && stack_.back().idle) Ret(Via::kResume);
+      return true;
+    default: return false;
   }
 }
 

@@ -130,6 +130,7 @@ class CallStackModel {
     // what it tail-calls or returns into (the sigreturn trampoline): nested
     // above the interrupted frame, ended when tracing resumes elsewhere.
     bool signal = false;
+    bool idle = false;  // "[C-state Cn]" (PowerEvent)
     // Whether the function has inlined code (Symbolizer::HasInlines); -1: not asked yet.
     int8_t has_inlines = -1;
     // !known: the stretch of the file around it where every address is
@@ -137,7 +138,8 @@ class CallStackModel {
     uint64_t unknown_lo = 0, unknown_hi = 0;
   };
   // One output operation waiting for its final timestamp.
-  enum class OpKind : uint8_t { kBegin, kEnd, kUnknown, kInstant, kInferred };
+  // kCounter: the frame's name is the counter's, its `address` the value.
+  enum class OpKind : uint8_t { kBegin, kEnd, kUnknown, kInstant, kInferred, kCounter };
   struct Op {
     OpKind kind;
     Frame frame;
@@ -241,6 +243,7 @@ class CallStackModel {
     now_ = t;
   }
   void Queue(OpKind kind, const Frame& f, Via via = Via::kNone);
+  bool PowerEvent(const decode::BranchEvent& e);  // kCbr, kPowerEntry, kPowerExit: handled
   void Flush(uint64_t next_time);
   void Emit(const Op& op, uint64_t ts);
   Slice SliceOf(const Frame& f, uint64_t ts) const;  // on the current thread, kind unset
@@ -274,6 +277,7 @@ class CallStackModel {
   std::vector<const decode::InlineScope*> chain_;    // SyncInline's scratch
   std::map<int32_t, uint64_t> exits_;                // SetExitTimes
   std::map<int32_t, const std::string*> last_mark_;  // by tid: "[mark ...]"
+  std::map<int32_t, uint64_t> cbr_;                  // by tid: the last CBR ratio shown
   bool started_ = false;                             // any event seen in this segment
   uint64_t now_ = 0;                                 // current raw time
   uint64_t create_time_ = 0;

@@ -29,6 +29,7 @@ class TextSink : public SliceSink {
       case Slice::kEnd: o << "E " << *s.name << " from " << s.begin_ts; break;
       case Slice::kComplete: o << "X " << *s.name << " to " << s.end_ts; break;
       case Slice::kInstant: o << "I " << *s.name; break;
+      case Slice::kCounter: o << "C " << *s.name << " " << s.value; break;
     }
     lines.push_back(o.str());
     threads.push_back(std::to_string(s.tid) + ": " + o.str());
@@ -100,6 +101,32 @@ TEST(CallStackTest, TimeBatchSpreading) {
                           "100 E fn2 from 67", "100 B fn1", "101 B fn2", "102 B fn3", "103 B fn4",
                           "104 E fn4 from 103", "104 E fn3 from 102", "104 E fn2 from 101",
                           "104 E fn1 from 100", "104 E fn0 from 1"));
+}
+
+// Frequency and power (docs/decoding.md, "Frequency and power"): a CBR is a
+// counter sample (in MHz, where it changes), a PWRE or MWAIT opens a
+// "[C-state Cn]" frame on top of the stack, which a PWRX or the thread's
+// next event ends; a mark is a marker. None of them moves a frame.
+TEST(CallStackTest, FrequencyPowerAndMarksMoveNoFrame) {
+  Harness h;
+  h.Ev(BranchKind::kEnable, 0, 0, Fn(0));
+  h.Ev(BranchKind::kCbr, 5, 0, 36);
+  h.Ev(BranchKind::kCall, 10, Fn(0, 1), Fn(1));
+  h.Ev(BranchKind::kCbr, 12, 0, 36);  // the same ratio (the next PSB+): no sample
+  h.Ev(BranchKind::kMark, 15, 0, 0x41);
+  h.Ev(BranchKind::kPowerEntry, 20, 0, decode::kPowerPwre | 5);
+  h.Ev(BranchKind::kPowerEntry, 21, Fn(1, 2), 0x00);  // the MWAIT of the same entry
+  h.Ev(BranchKind::kPowerExit, 30, 0, 5 | 5 << 8);
+  h.Ev(BranchKind::kCbr, 31, 0, 20);
+  h.Ev(BranchKind::kPowerEntry, 40, Fn(1, 2), 0x20);
+  h.Ev(BranchKind::kReturn, 50, Fn(1, 3), Fn(0, 2));  // woke with no PWRX
+  h.model.EndSegment();
+  EXPECT_THAT(h.sink.lines,
+              ElementsAre("1 B fn0", "5 C [core clock MHz] 3600", "10 B fn1",
+                          "15 I [mark 0x41 \"A\"]", "20 B [C-state C6]",
+                          "30 E [C-state C6] from 20", "31 C [core clock MHz] 2000",
+                          "40 B [C-state C3]", "50 E [C-state C3] from 40", "50 E fn1 from 10",
+                          "50 E fn0 from 1"));
 }
 
 // Jumps inside the top frame's code change only the time (QuietJump), but

@@ -27,6 +27,7 @@ class TextSink : public SliceSink {
         break;
       case Slice::kInstant: lines.push_back(t + "I " + *s.name + " " + std::to_string(s.ts)); break;
       case Slice::kComplete: lines.push_back(t + "C " + *s.name); break;
+      case Slice::kCounter: lines.push_back(t + "counter " + *s.name); break;
     }
   }
   Result<void> Finish() override { return Ok(); }

@@ -27,6 +27,8 @@ enum class Via : uint8_t {
   kGap,       // a named gap: a decode error at a branch into KSYMBOL-named code (a BPF
               // program) whose bytes the trace has not; ends with kResume
   kInferred,  // its start was not seen (the begin is written at the segment's end)
+  kIdle,      // "[C-state Cn]": the CPU or thread went idle (PWRE, MWAIT); ends with
+              // kResume when it wakes (PWRX) or its next event comes
   kInline,    // an inlined call (Slice::inlined): the code entered its inlined range;
               // as kEnd: the code left it (it also ends, with the frame's own reason,
               // when the real frame it lies in ends)
@@ -46,6 +48,7 @@ struct Slice {
     kEnd,       // the frame on top ends at `ts`; it began at `begin_ts`
     kComplete,  // a whole span [ts, end_ts], e.g. "[unknown]" from the reset time
     kInstant,   // a zero-length marker at `ts` (decode errors, snapshots, triggers)
+    kCounter,   // the counter `name` has `value` from `ts` on (the core clock in MHz)
   };
   Kind kind = kBegin;
   // kBegin/kEnd of a frame whose start was not seen: it starts at the trace
@@ -68,6 +71,7 @@ struct Slice {
   const std::string* name = nullptr;  // never null; owned by the Symbolizer
   const std::string* dso = nullptr;   // may be null (pseudo frames, markers)
   uint64_t address = 0;               // function entry, 0 for pseudo frames and markers
+  uint64_t value = 0;                 // kCounter
   Via via = Via::kNone;               // kBegin, kEnd
 };
 

@@ -81,6 +81,7 @@ bool CallSink::IsDecodeError(const model::Slice& s) {
 }
 
 void CallSink::OnSlice(const model::Slice& s) {
+  if (s.kind == model::Slice::kCounter) return;  // no call, no time of the trace's
   ThreadState& t = Thread(s.tid);
   t.pid = s.pid;
   if (t.closing && s.kind != model::Slice::kEnd) {
@@ -189,7 +190,8 @@ void CallSink::OnSlice(const model::Slice& s) {
         Ended(t, s, begin, end, 0, outermost, false, t.stack.size(), outermost ? dur : 0);
       }
       return;
-    case model::Slice::kInstant: return;
+    case model::Slice::kInstant:
+    case model::Slice::kCounter: return;
   }
 }
 

@@ -285,6 +285,39 @@ TEST(FxtTest, RoundTripAndHeaderBits) {
   EXPECT_EQ(t->events[4].ts, t->events[4].end_ts);  // zero-length marker
 }
 
+// A counter (the core clock: docs/decoding.md, "Frequency and power") is
+// an FXT counter event with one uint64 argument and its counter id; the
+// reader stays in step with the records after it.
+TEST(FxtTest, ACounterIsACounterEvent) {
+  ::ptsnap::testing::TempDir dir;
+  auto path = dir.path() / "t.fxt";
+  std::string clock = "[core clock MHz]", a = "a";
+  {
+    auto out = OutputFile::Open(path);
+    ASSERT_THAT(out, HasValue());
+    FxtWriter w(out->get());
+    w.OnThread(1, 2, "t");
+    auto c = S(model::Slice::kCounter, 50, &clock);
+    c.value = 3600;
+    w.OnSlice(c);
+    w.OnSlice(S(model::Slice::kBegin, 60, &a));
+    w.OnSlice(S(model::Slice::kEnd, 70, &a));
+    ASSERT_THAT(w.Finish(), HasValue());
+  }
+  auto bytes = ReadMaybeGzip(path);
+  ASSERT_THAT(bytes, HasValue());
+  auto t = ParseFxt(*bytes);
+  ASSERT_THAT(t, HasValue());
+  ASSERT_EQ(t->events.size(), 3u);
+  EXPECT_EQ(t->events[0].type, 1);
+  EXPECT_EQ(t->events[0].name, clock);
+  EXPECT_EQ(t->events[0].ts, 50u);
+  EXPECT_EQ(t->events[0].args.at("value").value, 3600u);
+  EXPECT_EQ(t->events[1].type, 2);
+  EXPECT_EQ(t->events[1].name, "a");
+  EXPECT_EQ(t->events[2].ts, 70u);
+}
+
 TEST(FxtTest, StringSlotsAreReusedBeyondTheTable) {
   ::ptsnap::testing::TempDir dir;
   auto path = dir.path() / "t.fxt.gz";

@@ -9,7 +9,7 @@ namespace {
 constexpr uint64_t kMetadata = 0, kInitialization = 1, kStringRecord = 2, kThreadRecord = 3,
                    kEventRecord = 4, kKernelObject = 7;
 // Event types.
-constexpr int kDurationBegin = 2, kDurationEnd = 3, kDurationComplete = 4;
+constexpr int kCounterEvent = 1, kDurationBegin = 2, kDurationEnd = 3, kDurationComplete = 4;
 // Argument types.
 constexpr uint64_t kArgInt32 = 1, kArgUint64 = 4, kArgString = 6, kArgPointer = 7, kArgKoid = 8;
 constexpr uint64_t kObjProcess = 1, kObjThread = 2;
@@ -163,7 +163,23 @@ void FxtWriter::Event(int type, uint8_t thread, uint16_t name, uint64_t ts, cons
   out_->Write(std::string_view(reinterpret_cast<const char*>(w), n * 8));
 }
 
+// A counter event: one uint64 argument, "value", and the counter id
+// (Perfetto: a counter track per process and name).
+void FxtWriter::Counter(const model::Slice& s) {
+  uint16_t name = 0, value = 0;
+  static const std::string kValue = "value";
+  for (int pass = 0; pass < 3; ++pass) {
+    name = StringPtr(s.name);
+    value = StringPtr(&kValue);
+    if (CurrentPtr(name, s.name) && CurrentPtr(value, &kValue)) break;
+  }
+  const Arg arg{Arg::kUint64, value, s.value};
+  const uint64_t counter_id = 1;
+  Event(kCounterEvent, Thread(s.pid, s.tid), name, s.ts, &arg, 1, &counter_id);
+}
+
 void FxtWriter::OnSlice(const model::Slice& s) {
+  if (s.kind == model::Slice::kCounter) return Counter(s);
   // Intern every string before the thread ref: a string record written
   // between the thread record and the event is fine, but the thread slot
   // must not be reused by an eviction in between (threads never evict
@@ -228,6 +244,7 @@ void FxtWriter::OnSlice(const model::Slice& s) {
       // (magic-trace does the same for decode errors).
       Event(kDurationComplete, thread, name, s.ts, args, nargs, &s.ts);
       break;
+    case model::Slice::kCounter: break;  // above
   }
 }
 

@@ -49,6 +49,11 @@ class FxtWriter : public model::SliceSink {
   // Writes a zero-length marker on its own thread (e.g. trigger hits on a
   // "Snapshot triggers" track): allocate the thread with OnThread first.
   void Instant(int32_t pid, int32_t tid, uint64_t ts, std::string_view name);
+
+ private:
+  void Counter(const model::Slice& s);
+
+ public:
   Result<void> Finish() override;
 
   // Slot count of the string table, for tests of slot reuse.

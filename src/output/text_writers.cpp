@@ -54,6 +54,11 @@ void JsonWriter::OnSlice(const model::Slice& s) {
       end = s.end_ts;
       break;
     case model::Slice::kInstant: Instant(s.pid, s.tid, s.ts, *s.name); return;
+    case model::Slice::kCounter:
+      Event("{\"ph\":\"C\",\"name\":" + JsonString(*s.name) + ",\"pid\":" + std::to_string(s.pid) +
+            ",\"tid\":" + std::to_string(s.tid) + ",\"ts\":" + Micros(s.ts) +
+            ",\"args\":{\"value\":" + std::to_string(s.value) + "}}");
+      return;
   }
   std::string e = "{\"ph\":\"X\",\"name\":" + JsonString(*s.name) +
                   ",\"pid\":" + std::to_string(s.pid) + ",\"tid\":" + std::to_string(s.tid) +
@@ -118,10 +123,12 @@ void EventsWriter::OnSlice(const model::Slice& s) {
     case model::Slice::kEnd: line += "E "; break;
     case model::Slice::kComplete: line += "X "; break;
     case model::Slice::kInstant: line += "I "; break;
+    case model::Slice::kCounter: line += "C "; break;
   }
   line += OneLine(*s.name);
   if (s.kind == model::Slice::kEnd) line += " begin=" + std::to_string(s.begin_ts);
   if (s.kind == model::Slice::kComplete) line += " end=" + std::to_string(s.end_ts);
+  if (s.kind == model::Slice::kCounter) line += " value=" + std::to_string(s.value);
   if (s.inferred) line += " inferred";
   if (s.via != model::Via::kNone) line += std::string(" via=") + model::ViaName(s.via);
   if (s.dso != nullptr && (s.kind == model::Slice::kBegin || s.kind == model::Slice::kEnd)) {

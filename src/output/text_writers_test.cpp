@@ -86,6 +86,9 @@ TEST(TextWritersTest, JsonIsObjectFormWithXAndMEvents) {
     ea.inferred = true;
     w.OnSlice(ea);
     w.OnSlice(S(model::Slice::kInstant, 3001, &bad));
+    auto c = S(model::Slice::kCounter, 3002, &b);
+    c.value = 3600;
+    w.OnSlice(c);
     ASSERT_THAT(w.Finish(), HasValue());
   }
   auto text = base::ReadFile(path);
@@ -93,7 +96,7 @@ TEST(TextWritersTest, JsonIsObjectFormWithXAndMEvents) {
   nlohmann::json j = nlohmann::json::parse(*text);  // throws (fails the test) if invalid
   ASSERT_TRUE(j.is_object());
   auto& ev = j["traceEvents"];
-  ASSERT_EQ(ev.size(), 5u);
+  ASSERT_EQ(ev.size(), 6u);
   EXPECT_EQ(ev[0]["ph"], "M");
   EXPECT_EQ(ev[0]["name"], "process_name");
   EXPECT_EQ(ev[0]["args"]["name"], "prog [pid=7]");
@@ -106,12 +109,14 @@ TEST(TextWritersTest, JsonIsObjectFormWithXAndMEvents) {
   EXPECT_DOUBLE_EQ(ev[3]["dur"].get<double>(), 2.001);
   EXPECT_EQ(ev[3]["args"]["inferred_start_time"], true);
   EXPECT_EQ(ev[4]["ph"], "i");
+  EXPECT_EQ(ev[5]["ph"], "C");  // a counter: the core clock
+  EXPECT_EQ(ev[5]["args"]["value"], 3600);
 }
 
 TEST(TextWritersTest, EventsLines) {
   ::ptsnap::testing::TempDir dir;
   auto path = dir.path() / "t.events";
-  std::string a = "a", u = "[unknown]", dso = "/bin/prog";
+  std::string a = "a", u = "[unknown]", dso = "/bin/prog", clock = "[core clock MHz]";
   {
     auto out = OutputFile::Open(path);
     EventsWriter w(out->get());
@@ -134,12 +139,15 @@ TEST(TextWritersTest, EventsLines) {
     x.end_ts = 9;
     x.inferred = true;
     w.OnSlice(x);
+    auto k = S(model::Slice::kCounter, 23, &clock);
+    k.value = 2000;
+    w.OnSlice(k);
     ASSERT_THAT(w.Finish(), HasValue());
   }
   EXPECT_EQ(*base::ReadFile(path),
             "# ptsnap events v2\nP 7 prog [pid=7]\nT 7 8 prog\n10 7 8 B a\n20 7 8 E a begin=10\n"
             "21 7 8 B a via=call dso=/bin/prog\n22 7 8 E a begin=21 via=jump dso=/bin/prog\n"
-            "5 7 8 X [unknown] end=9 inferred\n");
+            "5 7 8 X [unknown] end=9 inferred\n23 7 8 C [core clock MHz] value=2000\n");
 }
 
 TEST(SummaryTest, SelfAndTotalTime) {

@@ -82,6 +82,7 @@ void ThinSink::OnSlice(const model::Slice& s) {
       return;
     }
     case model::Slice::kInstant:
+    case model::Slice::kCounter:
       Release(t, s.ts);
       to_->OnSlice(s);
       return;
