@@ -24,7 +24,7 @@ class ListenerSink final : public model::SliceSink {
   }
   void OnSlice(const model::Slice& s) override {
     switch (s.kind) {
-      case model::Slice::kBegin: return;  // reported whole at its end
+      case model::Slice::kBegin: return;    // reported whole at its end
       case model::Slice::kCounter: return;  // the core clock: not in the API yet
       case model::Slice::kEnd:
       case model::Slice::kComplete: {

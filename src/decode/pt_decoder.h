@@ -244,9 +244,7 @@ class PtDecoder {
   [[nodiscard]] bool cycle_accurate() const { return manifest_.pt.cyc; }
   // A real CPU's clock: its CBR packets are frequencies (an emulated
   // stream's CBR is a constant libipt's timing needs, no frequency).
-  [[nodiscard]] bool hardware_clock() const {
-    return manifest_.source == trace::Source::kHardware;
-  }
+  [[nodiscard]] bool hardware_clock() const { return manifest_.source == trace::Source::kHardware; }
   // Perf-clock ns between two MTC packets (0 without MTC or CPUID.15H).
   [[nodiscard]] uint64_t MtcPeriodNs() const;
   // The perf-clock ns per instruction measured so far between time anchors

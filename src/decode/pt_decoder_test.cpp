@@ -258,8 +258,8 @@ TEST(PtDecoderTest, FrequencyAndPowerPacketsAreEvents) {
                    (source == trace::Source::kHardware ? ", hardware" : ", emulated"));
       trace::Manifest m = testing::CallsManifest(100);
       m.source = source;
-      auto dec = PtDecoder::Create("/nonexistent", m,
-                                   testing::ProgramSideband(p, 100, "decode_marks", 1));
+      auto dec =
+          PtDecoder::Create("/nonexistent", m, testing::ProgramSideband(p, 100, "decode_marks", 1));
       ASSERT_THAT(dec, HasValue());
       (*dec)->set_engine(engine);
       std::vector<std::string> seen;
@@ -276,8 +276,8 @@ TEST(PtDecoderTest, FrequencyAndPowerPacketsAreEvents) {
         EXPECT_THAT(seen, ::testing::ElementsAre("cbr 36", "power-entry 5", "power-exit 1285",
                                                  "cbr 20", "power-entry 0"));
       } else {
-        EXPECT_THAT(seen, ::testing::ElementsAre("power-entry 5", "power-exit 1285",
-                                                 "power-entry 0"));
+        EXPECT_THAT(seen,
+                    ::testing::ElementsAre("power-entry 5", "power-exit 1285", "power-entry 0"));
       }
     }
   }

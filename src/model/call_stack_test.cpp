@@ -121,12 +121,11 @@ TEST(CallStackTest, FrequencyPowerAndMarksMoveNoFrame) {
   h.Ev(BranchKind::kPowerEntry, 40, Fn(1, 2), 0x20);
   h.Ev(BranchKind::kReturn, 50, Fn(1, 3), Fn(0, 2));  // woke with no PWRX
   h.model.EndSegment();
-  EXPECT_THAT(h.sink.lines,
-              ElementsAre("1 B fn0", "5 C [core clock MHz] 3600", "10 B fn1",
-                          "15 I [mark 0x41 \"A\"]", "20 B [C-state C6]",
-                          "30 E [C-state C6] from 20", "31 C [core clock MHz] 2000",
-                          "40 B [C-state C3]", "50 E [C-state C3] from 40", "50 E fn1 from 10",
-                          "50 E fn0 from 1"));
+  EXPECT_THAT(h.sink.lines, ElementsAre("1 B fn0", "5 C [core clock MHz] 3600", "10 B fn1",
+                                        "15 I [mark 0x41 \"A\"]", "20 B [C-state C6]",
+                                        "30 E [C-state C6] from 20", "31 C [core clock MHz] 2000",
+                                        "40 B [C-state C3]", "50 E [C-state C3] from 40",
+                                        "50 E fn1 from 10", "50 E fn0 from 1"));
 }
 
 // Jumps inside the top frame's code change only the time (QuietJump), but
