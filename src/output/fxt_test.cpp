@@ -318,6 +318,26 @@ TEST(FxtTest, ACounterIsACounterEvent) {
   EXPECT_EQ(t->events[2].ts, 70u);
 }
 
+// An emulated trace's virtual clock is in its process names (#41): FXT has
+// no free-form metadata Perfetto shows.
+TEST(FxtTest, AVirtualClockIsInTheProcessNames) {
+  ::ptsnap::testing::TempDir dir;
+  auto path = dir.path() / "t.fxt";
+  {
+    auto out = OutputFile::Open(path);
+    ASSERT_THAT(out, HasValue());
+    FxtWriter w(out->get());
+    w.SetClockInNames("virtual clock");
+    w.OnProcess(10, "prog [pid=10]");
+    ASSERT_THAT(w.Finish(), HasValue());
+  }
+  auto bytes = ReadMaybeGzip(path);
+  ASSERT_THAT(bytes, HasValue());
+  auto t = ParseFxt(*bytes);
+  ASSERT_THAT(t, HasValue());
+  EXPECT_EQ(t->processes.at(10), "prog [pid=10] (virtual clock)");
+}
+
 TEST(FxtTest, StringSlotsAreReusedBeyondTheTable) {
   ::ptsnap::testing::TempDir dir;
   auto path = dir.path() / "t.fxt.gz";

@@ -46,6 +46,9 @@ class FxtWriter : public model::SliceSink {
   // Adds "file" (string) and "line" (int32) args to frames whose function
   // has a known source location.
   void SetSourceLookup(SourceLookup lookup) { source_lookup_ = std::move(lookup); }
+  // What the times are, appended to each process name, where Perfetto shows
+  // it (FXT has no free-form metadata): an emulated trace's virtual clock.
+  void SetClockInNames(std::string clock) { clock_ = std::move(clock); }
   // Writes a zero-length marker on its own thread (e.g. trigger hits on a
   // "Snapshot triggers" track): allocate the thread with OnThread first.
   void Instant(int32_t pid, int32_t tid, uint64_t ts, std::string_view name);
@@ -98,6 +101,7 @@ class FxtWriter : public model::SliceSink {
   uint16_t process_arg_ = 0, address_arg_ = 0, dso_arg_ = 0, inferred_arg_ = 0, true_ = 0,
            file_arg_ = 0, line_arg_ = 0, inlined_arg_ = 0, inferred_begin_arg_ = 0;
   SourceLookup source_lookup_;
+  std::string clock_;
 };
 
 }  // namespace ptsnap::output

@@ -32,8 +32,9 @@ void JsonWriter::Event(const std::string& body) {
 }
 
 void JsonWriter::OnProcess(int32_t pid, const std::string& name) {
+  const std::string shown = clock_in_names_ ? name + " (" + clock_ + ")" : name;
   Event("{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":" + std::to_string(pid) +
-        ",\"args\":{\"name\":" + JsonString(name) + "}}");
+        ",\"args\":{\"name\":" + JsonString(shown) + "}}");
 }
 
 void JsonWriter::OnThread(int32_t pid, int32_t tid, const std::string& name) {
@@ -88,7 +89,8 @@ void JsonWriter::Instant(int32_t pid, int32_t tid, uint64_t ts, std::string_view
 }
 
 Result<void> JsonWriter::Finish() {
-  out_->Write("\n]}\n");
+  out_->Write(clock_.empty() ? "\n]}\n"
+                             : "\n],\"otherData\":{\"clock\":" + JsonString(clock_) + "}}\n");
   return out_->Close();
 }
 

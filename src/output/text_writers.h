@@ -22,6 +22,13 @@ class JsonWriter : public model::SliceSink {
   void OnSlice(const model::Slice& s) override;
   // Adds "file" and "line" args to frames whose source location is known.
   void SetSourceLookup(SourceLookup lookup) { source_lookup_ = std::move(lookup); }
+  // What the times are (docs/decoding.md, "Timestamps"): written
+  // as the trace's "otherData" {"clock": ...}; `in_names` also appends it
+  // to each process name, where Perfetto shows it (an emulated clock).
+  void SetClock(std::string clock, bool in_names) {
+    clock_ = std::move(clock);
+    clock_in_names_ = in_names;
+  }
   void Instant(int32_t pid, int32_t tid, uint64_t ts, std::string_view name);
   Result<void> Finish() override;
 
@@ -30,6 +37,8 @@ class JsonWriter : public model::SliceSink {
   OutputFile* out_;
   bool first_ = true;
   SourceLookup source_lookup_;
+  std::string clock_;
+  bool clock_in_names_ = false;
 };
 
 class EventsWriter : public model::SliceSink {

@@ -113,6 +113,29 @@ TEST(TextWritersTest, JsonIsObjectFormWithXAndMEvents) {
   EXPECT_EQ(ev[5]["args"]["value"], 3600);
 }
 
+// What the times are (#41): the JSON file says it in "otherData", and a
+// virtual clock also in the process names Perfetto shows.
+TEST(TextWritersTest, JsonSaysWhatTheClockIs) {
+  for (bool in_names : {false, true}) {
+    ::ptsnap::testing::TempDir dir;
+    auto path = dir.path() / "t.json";
+    {
+      auto out = OutputFile::Open(path);
+      ASSERT_THAT(out, HasValue());
+      JsonWriter w(out->get());
+      w.SetClock("virtual clock", in_names);
+      w.OnProcess(7, "prog [pid=7]");
+      ASSERT_THAT(w.Finish(), HasValue());
+    }
+    auto text = base::ReadFile(path);
+    ASSERT_THAT(text, HasValue());
+    nlohmann::json j = nlohmann::json::parse(*text);
+    EXPECT_EQ(j["otherData"]["clock"], "virtual clock");
+    EXPECT_EQ(j["traceEvents"][0]["args"]["name"],
+              in_names ? "prog [pid=7] (virtual clock)" : "prog [pid=7]");
+  }
+}
+
 TEST(TextWritersTest, EventsLines) {
   ::ptsnap::testing::TempDir dir;
   auto path = dir.path() / "t.events";

@@ -48,6 +48,18 @@ class Writer {
     if (fxt_) fxt_->SetSourceLookup(lookup);
     if (json_) json_->SetSourceLookup(lookup);
   }
+  // What the times are (the summary's Clock line, shorter), in the file's
+  // metadata and, for a virtual clock, its process names (#41).
+  void SetClock(trace::Source source) {
+    const bool virtual_clock = source == trace::Source::kEmulated;
+    const std::string clock =
+        virtual_clock ? "virtual clock: 1 ns per instruction, no sleep or I/O time"
+        : source == trace::Source::kSampled
+            ? "sampled: perf-clock ns, each edge within one sampling period"
+            : "perf-clock ns from the CPU's timestamp counter";
+    if (fxt_ && virtual_clock) fxt_->SetClockInNames(clock);
+    if (json_) json_->SetClock(clock, virtual_clock);
+  }
   // The slice kinds whose source line the writer looks up (bit 1 << kind):
   // FXT puts it on a frame's begin, JSON on its complete event (at the end).
   [[nodiscard]] unsigned LookupKinds() const {
@@ -151,6 +163,7 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
     }
     writer = Writer::Make(report.format, out.get());
     writer->SetSourceLookup(source_lookup);
+    writer->SetClock(m.source);
   }
   // The slices go to the file's writer and/or the caller's sink, and to the summary.
   SummarySink summary;
