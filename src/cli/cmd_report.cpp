@@ -273,7 +273,7 @@ void AddReportCommand(CLI::App& app, CommandFn* selected) {
       "  ptsnap report trace.json parse                   or a Chrome JSON file decode wrote\n"
       "  ptsnap report before.ptsnap --diff after.ptsnap  per function: what changed from before "
       "to after\n"
-      "  ptsnap report a.fxt.gz --diff b.fxt.gz -o d.difffolded   a differential flame graph's "
+      "  ptsnap report a.fxt --diff b.fxt -o d.difffolded and a differential flame graph's "
       "stacks");
   cmd->add_option("TRACE", a->dir,
                   "The trace directory written by run/attach, or a file decode wrote, read as "
