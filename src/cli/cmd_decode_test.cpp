@@ -817,6 +817,85 @@ TEST(CmdReportTest, Errors) {
   EXPECT_THAT(r.out, HasSubstr("does not exist"));
 }
 
+// `report A --diff B` on two Chrome JSON files: A main { f; g },
+// B main { f; k } (microseconds).
+TEST(CmdReportTest, DiffComparesTwoDecodedFiles) {
+  TempDir tmp;
+  auto x = [](const char* name, int ts, int dur) {
+    return std::string(R"({"ph":"X","pid":1,"tid":1,"name":")") + name +
+           "\",\"ts\":" + std::to_string(ts) + ",\"dur\":" + std::to_string(dur) + "}";
+  };
+  const fs::path a = tmp.path() / "a.json", b = tmp.path() / "b.json";
+  ASSERT_TRUE(
+      base::WriteFileAtomic(
+          a, "[" + x("main", 0, 100) + "," + x("f", 10, 20) + "," + x("g", 40, 20) + "]", 0644)
+          .has_value());
+  ASSERT_TRUE(
+      base::WriteFileAtomic(
+          b, "[" + x("main", 0, 200) + "," + x("f", 10, 80) + "," + x("k", 120, 30) + "]", 0644)
+          .has_value());
+  const std::string ab = "report '" + a.string() + "' --diff '" + b.string() + "'";
+  auto r = ptsnap::testing::RunPtsnap(ab + " f", {.stdout_only = true});
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("A (baseline) " + a.string() + ": span 100.000 us"));
+  EXPECT_THAT(r.out, HasSubstr("B            " + b.string() + ": span 200.000 us"));
+  EXPECT_THAT(r.out, HasSubstr("+100.000 us  +100.0%"));  // main
+  EXPECT_THAT(r.out, HasSubstr("+60.000 us  +300.0%"));   // f
+  EXPECT_THAT(r.out, HasSubstr("new"));                   // k
+  EXPECT_THAT(r.out, HasSubstr("gone"));                  // g
+  EXPECT_THAT(r.out, HasSubstr("\nf: 1 calls in A, 1 in B, durations:\n"));
+
+  r = ptsnap::testing::RunPtsnap(ab + " --json --limit 2", {.stdout_only = true});
+  ASSERT_EQ(r.rc, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["a"]["path"], a.string());
+  EXPECT_EQ(j["b"]["span_ns"], 200000);
+  ASSERT_EQ(j["functions"].size(), 2u);
+  EXPECT_EQ(j["functions"][0]["name"], "main");
+  EXPECT_EQ(j["functions"][1]["total_change_ns"], 60000);
+
+  const fs::path diff = tmp.path() / "d.difffolded";
+  Outcome o = Ptsnap(ab + " -o '" + diff.string() + "'");
+  ASSERT_EQ(o.rc, 0) << o.out;
+  EXPECT_THAT(o.out, HasSubstr("differential folded stacks"));
+  auto folded = base::ReadFile(diff);
+  ASSERT_TRUE(folded.has_value());
+  EXPECT_EQ(*folded,
+            "main 60000 90000\n"
+            "main;f 20000 80000\n"
+            "main;g 20000 0\n"
+            "main;k 0 30000\n");
+}
+
+TEST(CmdReportTest, DiffErrors) {
+  TempDir tmp;
+  const fs::path a = tmp.path() / "a.json";
+  ASSERT_TRUE(
+      base::WriteFileAtomic(a, R"([{"ph":"X","pid":1,"tid":1,"name":"f","ts":0,"dur":1}])", 0644)
+          .has_value());
+  const std::string report = "report '" + a.string() + "' ";
+  const fs::path missing = tmp.path() / "missing";
+  ExpectExit(
+      report + "--diff '" + missing.string() + "'", 1,
+      "ptsnap: error: decoding " + missing.string() + ": " + missing.string() + " does not exist");
+  const fs::path text = tmp.path() / "notes.txt";
+  ASSERT_TRUE(base::WriteFileAtomic(text, "hello", 0644).has_value());
+  ExpectExit(report + "--diff '" + text.string() + "'", 2,
+             text.string() + " is neither a trace directory nor a decoded file");
+  const std::string diff = report + "--diff '" + a.string() + "' ";
+  ExpectExit(diff + "--per-thread", 2,
+             "--per-thread with --diff: the comparison has one row per function");
+  ExpectExit(diff + "f --slowest 2", 2, "--slowest with --diff: it lists one trace's calls");
+  ExpectExit(diff + "f --by-mark", 2, "--by-mark with --diff: it lists one trace's calls");
+  ExpectExit(diff + "-o x.folded", 2,
+             "-o x.folded with --diff: the comparison writes differential folded stacks (name "
+             "the file .difffolded)");
+  ExpectExit(report + "-o x.difffolded", 2,
+             "-o x.difffolded: differential folded stacks compare two traces: ptsnap report A "
+             "--diff B -o x.difffolded");
+  EXPECT_FALSE(fs::exists("x.difffolded"));
+}
+
 TEST(CmdDecodeTest, DefaultOutputIsNamedAfterAPtsnapDirectory) {
   TempDir tmp;
   fs::path dir = MakeTraceOf(

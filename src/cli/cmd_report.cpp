@@ -4,14 +4,17 @@
 // into the same sink (report/trace_file.h): FXT (.fxt, .fxt.gz) streaming,
 // Chrome JSON (.json, .json.gz) holding each thread's frames; nothing but the report (and -o's
 // file) is written. -o writes the stacks as collapsed text (.folded) or a pprof profile (.pprof,
-// .pb.gz: report/pprof.h).
+// .pb.gz: report/pprof.h). --diff B reads a second trace the same way and
+// prints both side by side per function (report/diff.h).
 #include <cstdio>
+#include <optional>
 
 #include "base/file_util.h"
 #include "base/string_util.h"
 #include "cli/command.h"
 #include "output/output_file.h"
 #include "pipeline/pipeline.h"
+#include "report/diff.h"
 #include "report/pprof.h"
 #include "report/report.h"
 #include "report/trace_file.h"
@@ -27,6 +30,7 @@ struct ReportArgs {
   bool per_thread = false, json = false, no_inline = false, full_names = false, by_mark = false;
   size_t slowest = 0, depth = 3, limit = 20;
   std::string sort = "total", since, until, output;
+  std::string diff;  // --diff B: TRACE is the baseline
   std::string decoder = "ours";
   unsigned jobs = 0;  // -j: one thread per core, as decode
   uint32_t snapshot = 0;
@@ -38,6 +42,99 @@ struct ReportArgs {
 int Usage(const std::string& message) {
   std::fprintf(stderr, "ptsnap: error: %s\n", message.c_str());
   return kExitUsage;
+}
+
+// Reads TRACE `path`, a trace directory (decoded, streaming) or a decoded
+// file, into `sink`. On failure prints the error and returns the exit
+// code; a damaged directory is reported on, its stretches lost and error
+// line left in *damaged for after the report.
+std::optional<int> ReadTrace(const ReportArgs& a, const std::string& path, report::ReportSink* sink,
+                             std::string* damaged) {
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(path, ec)) {
+    // A decoded file: the slices as written, nothing to decode.
+    if (!a.dir_only.empty())
+      return Usage(base::Join(a.dir_only, ", ") + " needs the trace directory: " + path +
+                   " is a decoded file (its slices are read as they were written)");
+    auto kind = report::SniffTraceFile(path);
+    if (!kind) {
+      std::fprintf(stderr, "ptsnap: error: %s\n", kind.error().ToString().c_str());
+      return kExitFailure;
+    }
+    if (*kind == report::TraceFileKind::kOther)
+      return Usage(path +
+                   " is neither a trace directory nor a decoded file (FXT: .fxt, .fxt.gz; Chrome "
+                   "JSON: .json, .json.gz)");
+    auto read = *kind == report::TraceFileKind::kFxt ? report::ReadFxtSlices(path, sink)
+                                                     : report::ReadJsonSlices(path, sink);
+    if (!read) {
+      std::fprintf(stderr, "ptsnap: error: reading %s\n", read.error().ToString().c_str());
+      return kExitFailure;
+    }
+  } else {
+    pipeline::DecodeOptions d;
+    d.sink = sink;
+    d.snapshot = a.snapshot;
+    d.decoder = DecoderEngine(a.decoder);
+    d.inline_frames = !a.no_inline;
+    d.debug_dirs.assign(a.debug_dirs.begin(), a.debug_dirs.end());
+    d.jobs = a.jobs;
+    auto decoded = pipeline::DecodeTraceDir(path, d);
+    if (!decoded) {
+      std::fprintf(stderr, "ptsnap: error: decoding %s: %s\n", path.c_str(),
+                   decoded.error().ToString().c_str());
+      return kExitFailure;
+    }
+    sink->SetImplausible(decoded->implausible);
+    // For `info` (as `decode` writes it; not where the user may not write).
+    if (a.snapshot == 0)
+      (void)trace::WriteDecodeVerdict(path, pipeline::VerdictOf(*decoded, "report"));
+    if (!decoded->damage.empty())
+      *damaged = pipeline::FormatDamage(*decoded) +
+                 "ptsnap: error: " + pipeline::DamageError(path, *decoded) +
+                 "; the report counts what was decoded (calls cut by the damage are marked cut: "
+                 "docs/report.md)\n";
+  }
+  return std::nullopt;
+}
+
+// `report A --diff B`: both read with the same options (report/diff.h).
+int RunDiff(const ReportArgs& a, const report::ReportOptions& o, report::SortKey key) {
+  report::ReportSink sink_a(o), sink_b(o);
+  std::string damaged_a, damaged_b;
+  if (auto rc = ReadTrace(a, a.dir, &sink_a, &damaged_a)) return *rc;
+  if (auto rc = ReadTrace(a, a.diff, &sink_b, &damaged_b)) return *rc;
+  if (!a.output.empty()) {
+    if (auto w = base::WriteFileAtomic(a.output, report::DiffFolded(sink_a, sink_b), 0644); !w) {
+      std::fprintf(stderr, "ptsnap: error: %s\n", w.error().ToString().c_str());
+      return kExitFailure;
+    }
+    std::fprintf(stderr,
+                 "Wrote %s: differential folded stacks, \"stack SELF_NS_A SELF_NS_B\" "
+                 "(flamegraph.pl %s > diff.svg, inferno-flamegraph)\n",
+                 a.output.c_str(), a.output.c_str());
+  }
+  const report::DiffTrace ta{a.dir, &sink_a}, tb{a.diff, &sink_b};
+  const std::string text = a.json ? report::FormatDiffJson(ta, tb, key, a.limit)
+                                  : report::FormatDiffText(ta, tb, key, a.limit, a.full_names);
+  std::fputs(text.c_str(), stdout);
+  int rc = kExitOk;
+  for (const std::string* damaged : {&damaged_a, &damaged_b}) {
+    if (damaged->empty()) continue;
+    std::fflush(stdout);
+    std::fputs(("Damaged PT:\n" + *damaged).c_str(), stderr);
+    rc = kExitFailure;
+  }
+  for (const report::DiffTrace* t : {&ta, &tb}) {
+    if (const uint64_t impossible = t->sink->implausible().count(); impossible != 0) {
+      std::fprintf(stderr,
+                   "ptsnap: error: %s: %llu impossible result(s) (listed in the report): its "
+                   "numbers are not to be trusted\n",
+                   t->path.c_str(), static_cast<unsigned long long>(impossible));
+      rc = kExitFailure;
+    }
+  }
+  return rc;
 }
 
 int RunReport(const ReportArgs& a) {
@@ -67,6 +164,29 @@ int RunReport(const ReportArgs& a) {
     if (*ns <= o.since_ns) return Usage("--until must be later than --since");
     o.until_ns = *ns;
   }
+  const bool difffolded = a.output.ends_with(".difffolded");
+  if (!a.diff.empty()) {
+    // One table of both traces' functions, merged over threads; the
+    // slowest calls and the marks are one trace's (run report on each).
+    if (a.per_thread)
+      return Usage(
+          "--per-thread with --diff: the comparison has one row per function, merged over "
+          "threads (run ptsnap report TRACE --per-thread on each trace)");
+    if (a.slowest != 0 || a.by_mark)
+      return Usage(std::string(a.slowest != 0 ? "--slowest" : "--by-mark") +
+                   " with --diff: it lists one trace's calls (run ptsnap report TRACE FUNC " +
+                   (a.slowest != 0 ? "--slowest N" : "--by-mark") +
+                   " on each trace; with --diff, FUNC's histograms are shown side by side)");
+    if (!a.output.empty() && !difffolded)
+      return Usage("-o " + a.output +
+                   " with --diff: the comparison writes differential folded stacks (name the file "
+                   ".difffolded)");
+    o.folded = difffolded;
+    return RunDiff(a, o, *key);
+  }
+  if (difffolded)
+    return Usage("-o " + a.output + ": differential folded stacks compare two traces: ptsnap " +
+                 "report A --diff B -o " + a.output);
   const bool pprof = report::IsPprofPath(a.output);
   if (!a.output.empty()) {
     if (!a.output.ends_with(".folded") && !pprof)
@@ -78,51 +198,7 @@ int RunReport(const ReportArgs& a) {
 
   report::ReportSink sink(o);
   std::string damaged;  // the decode's DamageError, with the stretches lost
-  std::error_code ec;
-  if (std::filesystem::is_regular_file(a.dir, ec)) {
-    // A decoded file: the slices as written, nothing to decode.
-    if (!a.dir_only.empty())
-      return Usage(base::Join(a.dir_only, ", ") + " needs the trace directory: " + a.dir +
-                   " is a decoded file (its slices are read as they were written)");
-    auto kind = report::SniffTraceFile(a.dir);
-    if (!kind) {
-      std::fprintf(stderr, "ptsnap: error: %s\n", kind.error().ToString().c_str());
-      return kExitFailure;
-    }
-    if (*kind == report::TraceFileKind::kOther)
-      return Usage(a.dir +
-                   " is neither a trace directory nor a decoded file (FXT: .fxt, .fxt.gz; Chrome "
-                   "JSON: .json, .json.gz)");
-    auto read = *kind == report::TraceFileKind::kFxt ? report::ReadFxtSlices(a.dir, &sink)
-                                                     : report::ReadJsonSlices(a.dir, &sink);
-    if (!read) {
-      std::fprintf(stderr, "ptsnap: error: reading %s\n", read.error().ToString().c_str());
-      return kExitFailure;
-    }
-  } else {
-    pipeline::DecodeOptions d;
-    d.sink = &sink;
-    d.snapshot = a.snapshot;
-    d.decoder = DecoderEngine(a.decoder);
-    d.inline_frames = !a.no_inline;
-    d.debug_dirs.assign(a.debug_dirs.begin(), a.debug_dirs.end());
-    d.jobs = a.jobs;
-    auto decoded = pipeline::DecodeTraceDir(a.dir, d);
-    if (!decoded) {
-      std::fprintf(stderr, "ptsnap: error: decoding %s: %s\n", a.dir.c_str(),
-                   decoded.error().ToString().c_str());
-      return kExitFailure;
-    }
-    sink.SetImplausible(decoded->implausible);
-    // For `info` (as `decode` writes it; not where the user may not write).
-    if (a.snapshot == 0)
-      (void)trace::WriteDecodeVerdict(a.dir, pipeline::VerdictOf(*decoded, "report"));
-    if (!decoded->damage.empty())
-      damaged = pipeline::FormatDamage(*decoded) +
-                "ptsnap: error: " + pipeline::DamageError(a.dir, *decoded) +
-                "; the report counts what was decoded (calls cut by the damage are marked cut: "
-                "docs/report.md)\n";
-  }
+  if (auto rc = ReadTrace(a, a.dir, &sink, &damaged)) return *rc;
   if (!a.output.empty()) {
     if (pprof) {
       // A gzip member except for .pb (profile.proto), through the decoder's
@@ -194,7 +270,11 @@ void AddReportCommand(CLI::App& app, CommandFn* selected) {
       "  ptsnap report trace.ptsnap -o t.folded           collapsed stacks for a flame graph\n"
       "  ptsnap report trace.ptsnap -o t.pb.gz            a pprof profile (pprof -http=: t.pb.gz)\n"
       "  ptsnap report trace.fxt.gz parse                 from a decoded FXT file (no decode)\n"
-      "  ptsnap report trace.json parse                   or a Chrome JSON file decode wrote");
+      "  ptsnap report trace.json parse                   or a Chrome JSON file decode wrote\n"
+      "  ptsnap report before.ptsnap --diff after.ptsnap  per function: what changed from before "
+      "to after\n"
+      "  ptsnap report a.fxt --diff b.fxt -o d.difffolded and a differential flame graph's "
+      "stacks");
   cmd->add_option("TRACE", a->dir,
                   "The trace directory written by run/attach, or a file decode wrote, read as "
                   "written (a thinned file reports what it holds): FXT (.fxt, .fxt.gz, "
@@ -216,7 +296,15 @@ void AddReportCommand(CLI::App& app, CommandFn* selected) {
                 "thread's last PTWRITE or ptsnap_mark payload: docs/report.md, \"Marks\")");
   cmd->add_option("--depth", a->depth, "Levels of the call tree under each slow call")
       ->capture_default_str();
-  cmd->add_option("--sort", a->sort, "Sort rows by total, self, calls, p99, max or name")
+  cmd->add_option("--diff", a->diff,
+                  "Compare TRACE (A, the baseline) with B, another trace directory or decoded "
+                  "file: per function, calls, total, self, p50 and p99 of each and the change of "
+                  "total (B - A); FUNCs get both histograms. Not with --per-thread, --slowest or "
+                  "--by-mark; -o FILE.difffolded writes differential folded stacks")
+      ->type_name("B");
+  cmd->add_option("--sort", a->sort,
+                  "Sort rows by total, self, calls, p99, max or name; with --diff, by the "
+                  "absolute change of that column from A to B (every key applies)")
       ->capture_default_str();
   cmd->add_option("--limit", a->limit, "Rows to print; 0 prints every function")
       ->capture_default_str();
@@ -237,7 +325,9 @@ void AddReportCommand(CLI::App& app, CommandFn* selected) {
   cmd->add_option("-o,--output", a->output,
                   "Also write the stacks weighted by self time: FILE.folded (collapsed stacks for "
                   "flamegraph.pl, inferno, speedscope) or FILE.pprof / FILE.pb.gz (a gzipped pprof "
-                  "profile; .pb: uncompressed) for pprof and go tool pprof");
+                  "profile; .pb: uncompressed) for pprof and go tool pprof; with --diff, "
+                  "FILE.difffolded (\"stack SELF_NS_A SELF_NS_B\" lines for flamegraph.pl and "
+                  "inferno-flamegraph)");
   cmd->callback([a, cmd, selected] {
     for (const char* name : {"--decoder", "--snapshot", "--no-inline", "--debug-dir"})
       if (cmd->get_option(name)->count() != 0) a->dir_only.emplace_back(name);

@@ -272,7 +272,7 @@ std::vector<SlowCall> ReportSink::Slowest() const {
   return out;
 }
 
-std::string ReportSink::FoldedStacks() const {
+std::map<std::string, uint64_t> ReportSink::FoldedLines() const {
   // Lines, not stacks: names that differ only in ';' and ':' fold together.
   std::map<std::string, uint64_t> lines;
   for (const auto& [stack, w] : stacks_) {
@@ -284,8 +284,12 @@ std::string ReportSink::FoldedStacks() const {
     }
     lines[line] += w.self_ns;
   }
+  return lines;
+}
+
+std::string ReportSink::FoldedStacks() const {
   std::string out;
-  for (const auto& [line, ns] : lines) out += line + " " + std::to_string(ns) + "\n";
+  for (const auto& [line, ns] : FoldedLines()) out += line + " " + std::to_string(ns) + "\n";
   return out;
 }
 

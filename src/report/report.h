@@ -100,6 +100,9 @@ class ReportSink : public output::CallSink {
   // "a;b;c SELF_NS" lines, sorted, as flamegraph.pl, inferno and
   // speedscope read them (';' in a name becomes ':').
   [[nodiscard]] std::string FoldedStacks() const;
+  // FoldedStacks' lines as stack -> self ns (stacks with no self time left
+  // out), for the difffolded output (report/diff.h).
+  [[nodiscard]] std::map<std::string, uint64_t> FoldedLines() const;
   // Every distinct stack (outermost frame first) with the calls that ended
   // on it and their self time, for pprof (report/pprof.h). Stacks of frames
   // whose start was not seen are settled as for FoldedStacks.

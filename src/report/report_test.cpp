@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "output/summary.h"
+#include "report/diff.h"
 
 namespace ptsnap::report {
 namespace {
@@ -428,6 +429,145 @@ TEST(Report, SortKeysAreSpelledAsDocumented) {
   for (const char* k : {"total", "self", "calls", "p99", "max", "name"})
     EXPECT_TRUE(SortKeyFrom(k)) << k;
   EXPECT_FALSE(SortKeyFrom("speed"));
+}
+
+// --diff: A (the baseline) main { f; g; h }, B main { f; f; k }.
+// Totals: main 100 -> 200, f 20 -> 90, g 20 -> gone, h 10 -> gone, k new 30.
+struct TwoTraces {
+  explicit TwoTraces(ReportOptions o = {}) : a(o), b(o) {
+    Feed fa(a);
+    fa.Begin(1, "main", 0);
+    fa.Call(1, "f", 10, 30);
+    fa.Call(1, "g", 40, 60);
+    fa.Call(1, "h", 70, 80);
+    fa.End(1, "main", 0, 100);
+    Feed fb(b);
+    fb.Begin(2, "main", 0);
+    fb.Call(2, "f", 10, 90);
+    fb.Call(2, "f", 100, 110);
+    fb.Call(2, "k", 120, 150);
+    fb.End(2, "main", 0, 200);
+    EXPECT_TRUE(a.Finish());
+    EXPECT_TRUE(b.Finish());
+  }
+  std::vector<std::string> Order(SortKey key, size_t limit = 0) const {
+    std::vector<std::string> names;
+    for (const DiffRow& r : DiffFunctions(a, b, key, limit)) names.push_back(r.name);
+    return names;
+  }
+  ReportSink a, b;
+};
+
+TEST(ReportDiff, RowsHoldBothSidesAndTheChangeOfTotal) {
+  TwoTraces t;
+  const auto rows = DiffFunctions(t.a, t.b, SortKey::kTotal, 0);
+  ASSERT_EQ(rows.size(), 5u);
+  const DiffRow& f = rows[1];
+  ASSERT_EQ(f.name, "f");
+  ASSERT_NE(f.a, nullptr);
+  ASSERT_NE(f.b, nullptr);
+  EXPECT_EQ(f.a->calls, 1u);
+  EXPECT_EQ(f.b->calls, 2u);
+  EXPECT_EQ(f.a->total_ns, 20u);
+  EXPECT_EQ(f.b->total_ns, 90u);
+  EXPECT_EQ(f.total_change_ns(), 70);
+  EXPECT_EQ(rows[0].name, "main");
+  EXPECT_EQ(rows[0].a->self_ns, 50u);
+  EXPECT_EQ(rows[0].b->self_ns, 80u);
+}
+
+TEST(ReportDiff, NewAndGoneFunctionsHaveOneSideAndCountTheOtherAsZero) {
+  TwoTraces t;
+  for (const DiffRow& r : DiffFunctions(t.a, t.b, SortKey::kName, 0)) {
+    if (r.name == "k") {
+      EXPECT_EQ(r.a, nullptr);
+      ASSERT_NE(r.b, nullptr);
+      EXPECT_EQ(r.total_change_ns(), 30);
+    } else if (r.name == "g" || r.name == "h") {
+      EXPECT_EQ(r.b, nullptr) << r.name;
+      EXPECT_EQ(r.total_change_ns(), r.name == "g" ? -20 : -10);
+    }
+  }
+  const std::string text = FormatDiffText({"a.fxt", &t.a}, {"b.fxt", &t.b}, SortKey::kTotal, 0);
+  auto line = [&text](const std::string& name) {
+    const size_t at = text.find("\n" + name + " ");
+    return at == std::string::npos ? std::string()
+                                   : text.substr(at + 1, text.find('\n', at + 1) - at);
+  };
+  EXPECT_THAT(line("k"), HasSubstr("+30 ns      new"));
+  EXPECT_THAT(line("g"), HasSubstr("-20 ns     gone"));
+  EXPECT_THAT(line("f"), HasSubstr("+70 ns  +350.0%"));
+  EXPECT_THAT(line("main"), HasSubstr("+100 ns  +100.0%"));
+  EXPECT_THAT(text, HasSubstr("('-': the function is not in that trace"));
+}
+
+TEST(ReportDiff, SortedByTheAbsoluteChangeOfTheSortKeyAndLimited) {
+  TwoTraces t;
+  using V = std::vector<std::string>;
+  EXPECT_EQ(t.Order(SortKey::kTotal), (V{"main", "f", "k", "g", "h"}));
+  // self: f +70, k +30 and main +30 (ties by name), g -20, h -10.
+  EXPECT_EQ(t.Order(SortKey::kSelf), (V{"f", "k", "main", "g", "h"}));
+  // calls: main 1 -> 1 changes least.
+  EXPECT_EQ(t.Order(SortKey::kCalls).back(), "main");
+  EXPECT_EQ(t.Order(SortKey::kName), (V{"f", "g", "h", "k", "main"}));
+  EXPECT_EQ(t.Order(SortKey::kTotal, 2), (V{"main", "f"}));
+}
+
+TEST(ReportDiff, TextNamesBothTracesAndTheBaseline) {
+  ReportOptions o;
+  o.functions = {"f", "absent"};
+  TwoTraces t(o);
+  const std::string text =
+      FormatDiffText({"/x/a.fxt", &t.a}, {"/y/b.json", &t.b}, SortKey::kTotal, 0);
+  EXPECT_THAT(text, HasSubstr("A (baseline) /x/a.fxt: span 100 ns, 1 thread(s), 4 calls\n"));
+  EXPECT_THAT(text, HasSubstr("B            /y/b.json: span 200 ns, 1 thread(s), 4 calls\n"));
+  EXPECT_THAT(text, HasSubstr("calls A   calls B"));
+  EXPECT_THAT(text, HasSubstr("p99 B"));
+  // The named function's histograms side by side.
+  EXPECT_THAT(text, HasSubstr("\nf: 1 calls in A, 2 in B, durations:\n"));
+  EXPECT_THAT(text, HasSubstr("  [      16 ns,       32 ns) #########################        1 "
+                              "                                 0\n"));
+  EXPECT_THAT(text, HasSubstr("\nabsent: 0 calls in A, 0 in B (in neither trace)\n"));
+}
+
+TEST(ReportDiff, JsonHasTheDocumentedFields) {
+  TwoTraces t;
+  auto j =
+      nlohmann::json::parse(FormatDiffJson({"a.fxt", &t.a}, {"b.fxt", &t.b}, SortKey::kTotal, 3));
+  EXPECT_EQ(j["a"]["path"], "a.fxt");
+  EXPECT_EQ(j["a"]["span_ns"], 100);
+  EXPECT_EQ(j["b"]["span_ns"], 200);
+  for (const char* k : {"threads", "calls", "outside_window"}) EXPECT_TRUE(j["b"].contains(k)) << k;
+  ASSERT_EQ(j["functions"].size(), 3u);
+  const auto& f = j["functions"][1];
+  EXPECT_EQ(f["name"], "f");
+  EXPECT_EQ(f["total_change_ns"], 70);
+  EXPECT_EQ(f["a"],
+            (nlohmann::json{
+                {"calls", 1}, {"total_ns", 20}, {"self_ns", 20}, {"p50_ns", 20}, {"p99_ns", 20}}));
+  EXPECT_EQ(f["b"]["calls"], 2);
+  const auto& k = j["functions"][2];
+  EXPECT_EQ(k["name"], "k");
+  EXPECT_TRUE(k["a"].is_null());
+  EXPECT_EQ(k["b"]["total_ns"], 30);
+  EXPECT_EQ(k["total_change_ns"], 30);
+  auto gone = nlohmann::json::parse(
+      FormatDiffJson({"a.fxt", &t.a}, {"b.fxt", &t.b}, SortKey::kName, 0))["functions"][1];
+  EXPECT_EQ(gone["name"], "g");
+  EXPECT_TRUE(gone["b"].is_null());
+  EXPECT_EQ(gone["total_change_ns"], -20);
+}
+
+TEST(ReportDiff, DiffFoldedHasBothSelfTimesPerStack) {
+  ReportOptions o;
+  o.folded = true;
+  TwoTraces t(o);
+  EXPECT_EQ(DiffFolded(t.a, t.b),
+            "main 50 80\n"
+            "main;f 20 90\n"
+            "main;g 20 0\n"
+            "main;h 10 0\n"
+            "main;k 0 30\n");
 }
 
 }  // namespace
