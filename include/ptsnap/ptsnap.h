@@ -75,6 +75,9 @@ PTSNAP_API int ptsnap_probe_pt_available(void);
  *   "full-execution", "multi-snapshot", "multi-thread", "copy-binaries"  booleans
  *   "ptw"              "1"/"0": record PTWRITE for ptsnap_mark() (ptsnap/mark.h);
  *                      hardware with caps/ptwrite only; default 0
+ *   "pwr-evt"          "1"/"0": record power events (C-state changes, shown as
+ *                      "[C-state Cn]" frames); hardware with
+ *                      caps/power_event_trace only; default 0
  *   "duration-ms"      stop after this many milliseconds; 0: no limit
  *   "pid"              attach to this process (appends; repeat for more)
  *   "scope"            user | kernel | both

@@ -91,6 +91,11 @@ struct RecordingOptions {
   // (caps/ptwrite); not with kEmulated or kSampled (kUsage). Off: marks use
   // their emulated encoding, which needs nothing.
   bool ptw = false;
+  // Record power events (`--pwr-evt`): the Intel PT event's pwr_evt term,
+  // giving PWRE/PWRX/MWAIT packets that the decode shows as "[C-state Cn]"
+  // frames (CBR's core clock needs no option). Needs a CPU with Power Event
+  // Trace (caps/power_event_trace); not with kEmulated or kSampled (kUsage).
+  bool pwr_evt = false;
   // Where the raw recording goes. Empty: "trace.ptsnap" in the current
   // directory, an earlier one there moved to "trace.ptsnap.old". A directory
   // named here must not exist yet.

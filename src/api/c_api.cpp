@@ -143,6 +143,7 @@ ptsnap_status SetOption(ptsnap::RecordingOptions& o, std::string_view key, std::
   if (key == "multi-thread") return set_bool(o.multi_thread);
   if (key == "copy-binaries") return set_bool(o.copy_binaries);
   if (key == "ptw") return set_bool(o.ptw);
+  if (key == "pwr-evt") return set_bool(o.pwr_evt);
   if (key == "trace-dir") {
     o.trace_dir = std::string(value);
     return PTSNAP_OK;
@@ -225,7 +226,7 @@ ptsnap_status SetOption(ptsnap::RecordingOptions& o, std::string_view key, std::
                  "snapshot-size, "
                  "timer-resolution, "
                  "full-execution, multi-snapshot, multi-thread, duration-ms, copy-binaries, ptw, "
-                 "pid, scope, stop-signal, after)");
+                 "pwr-evt, pid, scope, stop-signal, after)");
 }
 
 class EventForwarder final : public ptsnap::RecordingListener {

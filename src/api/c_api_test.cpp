@@ -47,6 +47,7 @@ TEST(CApi, KnownOptionsAreAccepted) {
                                                         {"duration-ms", "1500"},
                                                         {"copy-binaries", "true"},
                                                         {"ptw", "0"},
+                                                        {"pwr-evt", "0"},
                                                         {"pid", "1"},
                                                         {"scope", "both"},
                                                         {"stop-signal", "SIGTERM"},
@@ -119,6 +120,22 @@ TEST(CApi, PtwWithEmulateIsUsage) {
   EXPECT_EQ(ptsnap_recording_create(o.p, nullptr, nullptr, &rec), PTSNAP_ERR_USAGE);
   EXPECT_EQ(rec, nullptr);
   EXPECT_NE(std::string(ptsnap_last_error()).find("QEMU does not execute"), std::string::npos)
+      << ptsnap_last_error();
+}
+
+// "pwr-evt" (`--pwr-evt`) is a boolean; with "emulate" the recording is
+// refused at create, as the CLI refuses the pair (docs/errors.md).
+TEST(CApi, PwrEvtWithEmulateIsUsage) {
+  Options o;
+  EXPECT_EQ(ptsnap_options_set(o.p, "pwr-evt", "maybe"), PTSNAP_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(ptsnap_last_error()).find("\"pwr-evt\""), std::string::npos);
+  ASSERT_EQ(ptsnap_options_set(o.p, "pwr-evt", "1"), PTSNAP_OK) << ptsnap_last_error();
+  ASSERT_EQ(ptsnap_options_set(o.p, "emulate", "1"), PTSNAP_OK) << ptsnap_last_error();
+  ASSERT_EQ(ptsnap_options_add_arg(o.p, "true"), PTSNAP_OK);
+  ptsnap_recording* rec = nullptr;
+  EXPECT_EQ(ptsnap_recording_create(o.p, nullptr, nullptr, &rec), PTSNAP_ERR_USAGE);
+  EXPECT_EQ(rec, nullptr);
+  EXPECT_NE(std::string(ptsnap_last_error()).find("the emulator does not write"), std::string::npos)
       << ptsnap_last_error();
 }
 

@@ -63,6 +63,7 @@ Result<record::RecordOptions> ToRecordOptions(const RecordingOptions& o) {
   if (o.duration.count() > 0) r.duration = o.duration;
   r.copy_binaries = o.copy_binaries;
   r.ptw = o.ptw;
+  r.pwr_evt = o.pwr_evt;
   r.trace_dir = o.trace_dir;
   r.stop_signal = o.stop_signal;
   switch (o.after) {

@@ -253,6 +253,7 @@ int RunRecord(Args& a, bool attach) {
   ro.multi_thread = o.multi_thread;
   ro.copy_binaries = o.copy_binaries;
   ro.ptw = o.ptw;
+  ro.pwr_evt = o.pwr_evt;
   // Ctrl-C on the terminal reaches the program already.
   ro.stop_signal = 0;
   // The trace directory: --trace-dir, else beside -o, else unnamed, which
@@ -362,6 +363,12 @@ void AddShared(CLI::App* cmd, Args* a) {
                 "Needs a CPU with PTWRITE (caps/ptwrite); not with --emulate or --sampling. "
                 "Default off: marks then use their emulated encoding, which every PT CPU and "
                 "--emulate record");
+  cmd->add_flag("--pwr-evt", o.pwr_evt,
+                "Record power events: sets the intel_pt event's pwr_evt term, so PWRE/PWRX/MWAIT "
+                "packets show as '[C-state Cn]' frames on the track of the thread or CPU that went "
+                "idle (the '[core clock MHz]' counter from CBR packets is always on). Needs a CPU "
+                "with Power Event Trace (caps/power_event_trace); not with --emulate or "
+                "--sampling. Default off");
   cmd->add_flag("--emulate", o.emulate,
                 "Record under the PT emulator (qemu-user) instead of hardware; user space only");
   cmd->add_flag("--sampling", o.sampling,

@@ -249,6 +249,12 @@ Result<PtAttr> BuildPtAttr(const sys::PmuInfo& pmu, const PtAttrOptions& opts) {
         "--ptw needs the PTWRITE instruction, which this CPU lacks (" + pmu.name +
         "'s caps/ptwrite is 0 or missing): drop --ptw; ptsnap_mark() (<ptsnap/mark.h>) then "
         "uses its emulated encoding, the default, which needs no CPU support");
+  // Power Event Trace is a CPUID leaf 14H feature (EBX bit 4) that the
+  // kernel reports as caps/power_event_trace; it refuses PwrEvtEn without it.
+  if (opts.pwr_evt && pmu.Cap("power_event_trace") == 0)
+    return Error("--pwr-evt needs Power Event Trace, which this CPU lacks (" + pmu.name +
+                 "'s caps/power_event_trace is 0 or missing): record without --pwr-evt (the "
+                 "core clock from CBR packets needs no option)");
 
   uint64_t config = 0;
   // `pt` (pass-through) makes BranchEn follow `branch`; older kernels have
@@ -273,6 +279,10 @@ Result<PtAttr> BuildPtAttr(const sys::PmuInfo& pmu, const PtAttrOptions& opts) {
     PTSNAP_TRY(Place(pmu, "ptw", 1, &config));
     PTSNAP_TRY(Place(pmu, "fup_on_ptw", 1, &config));
   }
+  // IA32_RTIT_CTL.PwrEvtEn (SDM vol. 3C, "Power Event Trace"): PWRE, PWRX,
+  // MWAIT and EXSTOP packets around C-state changes, as `perf record -e
+  // intel_pt/pwr_evt/` asks for. CBR packets need no bit.
+  if (opts.pwr_evt) PTSNAP_TRY(Place(pmu, "pwr_evt", 1, &config));
 
   perf_event_attr& a = out.attr;
   a.size = sizeof(a);

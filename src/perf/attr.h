@@ -56,6 +56,9 @@ struct PtAttrOptions {
   // instruction's address (`fup_on_ptw`), for ptsnap_mark()'s PTWRITE
   // encoding (<ptsnap/mark.h>). Needs caps/ptwrite.
   bool ptw = false;
+  // --pwr-evt: power event packets (the `pwr_evt` term: PWRE, PWRX, MWAIT,
+  // EXSTOP) for C-state changes. Needs caps/power_event_trace.
+  bool pwr_evt = false;
   PtTiming timing;
 };
 
@@ -75,8 +78,8 @@ struct PtAttr {
 // the sample preset (it belongs to --sampling);
 // a requested feature missing from caps ("cyc needs caps/psb_cyc, which this
 // CPU lacks"); a period value not advertised in caps ("mtc_period=5 is not
-// supported; valid: 0,3,6"); `ptw` without caps/ptwrite; a format term
-// missing in sysfs.
+// supported; valid: 0,3,6"); `ptw` without caps/ptwrite; `pwr_evt` without
+// caps/power_event_trace; a format term missing in sysfs.
 Result<PtAttr> BuildPtAttr(const sys::PmuInfo& pmu, const PtAttrOptions& opts);
 
 // About how many trace bytes lie between two PSB packets, as perf estimates

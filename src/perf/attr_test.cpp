@@ -174,6 +174,53 @@ TEST(BuildPtAttr, PtwWithoutItsFormatTermNamesTheTerm) {
   EXPECT_THAT(BuildPtAttr(Read(d), o), HasErrorContaining("no 'fup_on_ptw' format term"));
 }
 
+// --pwr-evt: the pwr_evt term at the bit sysfs names, nothing else changed;
+// off by default.
+TEST(BuildPtAttr, PwrEvtSetsPwrEvtFromSysfsFormat) {
+  TempDir d;
+  WriteFullPmu(d);
+  d.Write(std::string(kDev) + "caps/power_event_trace", "1\n");
+  PtAttrOptions o = Opts("low");
+  auto off = BuildPtAttr(Read(d), o);
+  ASSERT_THAT(off, HasValue());
+  EXPECT_EQ(off->attr.config & (1u << 4), 0u) << "off unless asked for";
+  o.pwr_evt = true;
+  auto on = BuildPtAttr(Read(d), o);
+  ASSERT_THAT(on, HasValue());
+  EXPECT_EQ(on->attr.config, off->attr.config | (1u << 4));
+  // The bit comes from format/, not from the Skylake layout.
+  d.Write(std::string(kDev) + "format/pwr_evt", "config:30\n");
+  auto moved = BuildPtAttr(Read(d), o);
+  ASSERT_THAT(moved, HasValue());
+  EXPECT_EQ(moved->attr.config, off->attr.config | (1u << 30));
+}
+
+TEST(BuildPtAttr, PwrEvtWithoutCapsPowerEventTraceIsAnErrorNamingTheCauseAndTheFix) {
+  TempDir d;
+  WriteFullPmu(d);  // Skylake: caps/power_event_trace 0
+  PtAttrOptions o = Opts("low");
+  o.pwr_evt = true;
+  auto attr = BuildPtAttr(Read(d), o);
+  EXPECT_THAT(attr, HasErrorContaining("--pwr-evt needs Power Event Trace, which this CPU lacks "
+                                       "(intel_pt's caps/power_event_trace is 0 or missing)"));
+  EXPECT_THAT(attr, HasErrorContaining("record without --pwr-evt"));
+  TempDir broadwell;
+  ::ptsnap::testing::WriteIntelPt(broadwell, ::ptsnap::testing::BroadwellIntelPt());
+  EXPECT_THAT(BuildPtAttr(Read(broadwell), o),
+              HasErrorContaining("caps/power_event_trace is 0 or missing"));
+}
+
+TEST(BuildPtAttr, PwrEvtWithoutItsFormatTermNamesTheTerm) {
+  TempDir d;
+  auto pt = ::ptsnap::testing::SkylakeIntelPt();
+  pt.caps["power_event_trace"] = "1";
+  pt.format.erase("pwr_evt");
+  ::ptsnap::testing::WriteIntelPt(d, pt);
+  PtAttrOptions o = Opts("low");
+  o.pwr_evt = true;
+  EXPECT_THAT(BuildPtAttr(Read(d), o), HasErrorContaining("no 'pwr_evt' format term"));
+}
+
 TEST(BuildPtAttr, CustomPeriodsValidatedAgainstCaps) {
   TempDir d;
   WriteFullPmu(d);

@@ -77,6 +77,10 @@ struct RecordOptions {
   // instruction. Off by default: marks then use their emulated encoding,
   // which every PT CPU and --emulate record. Hardware only.
   bool ptw = false;
+  // --pwr-evt: the intel_pt event records power events (its `pwr_evt` term;
+  // needs caps/power_event_trace): PWRE/PWRX/MWAIT packets, which the
+  // decode shows as "[C-state Cn]" frames. Off by default. Hardware only.
+  bool pwr_evt = false;
   bool emulate = false;
   // --sampling (magic-trace's -sampling): stack samples through
   // perf_event_open instead of PT, for hosts without Intel PT

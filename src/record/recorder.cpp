@@ -451,6 +451,7 @@ Result<Prepared> Prepare(const RecordOptions& opts, const base::RootPath& root,
   ao.enable_on_exec = !opts.command.empty() && !system_wide;
   ao.timing = opts.timer;
   ao.ptw = opts.ptw;
+  ao.pwr_evt = opts.pwr_evt;
   // --only-in: AUX pause/resume (6.13+: the event opens paused), else an
   // address filter on the function, with a note (record/only_in.h).
   PTSNAP_ASSIGN_OR_RETURN(OnlyInPlan only_in, PlanOnlyIn(opts, root, kv, pmu, system_wide));

@@ -288,6 +288,28 @@ TEST(Prepare, PtwNeedsCapsPtwriteAndSetsItsTerms) {
   EXPECT_EQ(p->pt.config, p->hw.pt_attr->config) << "the manifest shows what was opened";
 }
 
+// --pwr-evt: the pwr_evt term where the CPU has Power Event Trace, else the
+// error naming caps/power_event_trace (docs/errors.md).
+TEST(Prepare, PwrEvtNeedsCapsPowerEventTraceAndSetsItsTerm) {
+  TempDir d;
+  WritePmu(d);
+  d.Write(std::string(kDev) + "format/pwr_evt", "config:4");
+  WriteUser(d, 2);
+  ::ptsnap::testing::FakeCpuid cpuid;
+  RecordOptions o;
+  o.command = {"/bin/true"};
+  o.timer.preset = "low";
+  o.pwr_evt = true;
+  EXPECT_THAT(Prepare(o, base::RootPath(d.path()), cpuid),
+              HasErrorContaining("--pwr-evt needs Power Event Trace, which this CPU lacks"));
+  d.Write(std::string(kDev) + "caps/power_event_trace", "1\n");
+  auto p = Prepare(o, base::RootPath(d.path()), cpuid);
+  ASSERT_THAT(p, HasValue());
+  ASSERT_TRUE(p->hw.pt_attr.has_value());
+  EXPECT_EQ(p->hw.pt_attr->config, (1u << 0) | (1u << 4) | (1u << 10) | (1u << 13));
+  EXPECT_EQ(p->pt.config, p->hw.pt_attr->config) << "the manifest shows what was opened";
+}
+
 // --filter: resolved against the program, checked against the PMU's
 // ip_filtering and nr_addr_filters, and handed to the PT source as the
 // kernel's string for PERF_EVENT_IOC_SET_FILTER.

@@ -31,6 +31,10 @@ Result<void> CheckCombination(const record::RecordOptions& o) {
         "--ptw records the PTWRITE instruction, which QEMU does not execute: drop --ptw under "
         "--emulate; ptsnap_mark() (<ptsnap/mark.h>) uses its emulated encoding by default, and "
         "the emulator records that");
+  if (o.pwr_evt && o.emulate)
+    return Error(
+        "--pwr-evt records Intel PT power events (C-state changes), which the emulator does not "
+        "write: drop --pwr-evt under --emulate");
   if (attach && o.pids.empty() && !o.all_cpus)
     return Error(
         "nothing to record: give a command to run (ptsnap run [options] -- CMD ARGS...) or "
@@ -95,6 +99,10 @@ Result<void> CheckSamplingOptions(const record::RecordOptions& o) {
     return Error(
         "--ptw records PTWRITE in Intel PT; --sampling takes stack samples without PT (attach "
         "picks it where there is no Intel PT): drop --ptw");
+  if (o.sampling && o.pwr_evt)
+    return Error(
+        "--pwr-evt records power events in Intel PT; --sampling takes stack samples without PT "
+        "(attach picks it where there is no Intel PT): drop --pwr-evt");
   if (o.sampling && o.timer.preset == "custom")
     return Error(
         "--timer-resolution custom:... sets Intel PT timing packets and cannot be used with "

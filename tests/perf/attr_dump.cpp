@@ -5,7 +5,7 @@
 //
 //   attr_dump [--root DIR] [--timer low|normal|high|custom:...]
 //             [--scope user|kernel|both] [--full] [--all-cpus]
-//             [--snapshot-size BYTES]
+//             [--snapshot-size BYTES] [--pwr-evt]
 //
 // Prints the PT event's block, then the tracking (dummy) event's, then (a
 // per-thread kernel scope with the privilege for CPU-wide events) the
@@ -33,7 +33,7 @@ constexpr char kDashes[] = "----------------------------------------------------
 int Usage() {
   std::fprintf(stderr,
                "usage: attr_dump [--root DIR] [--timer SPEC] [--scope user|kernel|both] [--full] "
-               "[--all-cpus] [--snapshot-size BYTES]\n");
+               "[--all-cpus] [--snapshot-size BYTES] [--pwr-evt]\n");
   return 2;
 }
 
@@ -51,6 +51,8 @@ int main(int argc, char** argv) {
       opts.full_execution = true;
     } else if (arg == "--all-cpus") {
       opts.all_cpus = true;
+    } else if (arg == "--pwr-evt") {
+      opts.pwr_evt = true;
     } else if (arg == "--root" && has_value) {
       root = argv[++i];
     } else if (arg == "--timer" && has_value) {

@@ -6,7 +6,8 @@
 // kernel, user+kernel), mode (snapshot, full) and unit (per-thread,
 // --all-cpus) on fake Skylake and Broadwell intel_pt nodes
 // (tests/support/fake_intel_pt.h), perf 6.1 runs `perf record -vv
-// --per-thread` (or `-a`) with the equivalent event string in a
+// --per-thread` (or `-a`) with the equivalent event string (and, on a
+// Skylake node with caps/power_event_trace, `pwr_evt` for --pwr-evt) in a
 // private mount namespace where the fake node sits at
 // /sys/bus/event_source/devices/intel_pt. perf prints each attr before it
 // opens it; the kernel has no PMU of the fake type, so perf_open_shim.c
@@ -145,11 +146,12 @@ struct Config {
   std::string scope;  // attr_dump --scope
   bool full = false;
   bool all_cpus = false;  // ptsnap run --all-cpus, perf -a; else per-thread (perf --per-thread)
+  bool pwr_evt = false;   // ptsnap run --pwr-evt, perf's pwr_evt term
 };
 
 std::string Name(const std::string& preset, const Config& c) {
   return preset + " " + c.timer + " " + c.scope + " " + (c.full ? "full" : "snapshot") + " " +
-         (c.all_cpus ? "all-cpus" : "per-thread");
+         (c.all_cpus ? "all-cpus" : "per-thread") + (c.pwr_evt ? " pwr_evt" : "");
 }
 
 // What a perf (or magic-trace) user spells for ptsnap's presets, from
@@ -162,6 +164,7 @@ std::string PerfEvent(const FakeIntelPt& pmu, const Config& c) {
   std::string terms;
   if (psb_cyc && c.timer != "low") terms = "cyc=1,cyc_thresh=1,mtc_period=0";
   if (psb_cyc && c.timer == "high") terms += ",noretcomp=1";
+  if (c.pwr_evt) terms += terms.empty() ? "pwr_evt" : ",pwr_evt";
   const std::string mod = c.scope == "user" ? "u" : c.scope == "kernel" ? "k" : "uk";
   return "intel_pt/" + terms + "/" + mod;
 }
@@ -309,17 +312,33 @@ TEST_F(PerfAttrAgree, EveryPresetScopeAndModeMatchesPerfOrIsAllowlisted) {
   const std::string attr_dump = RequiredEnv("PTSNAP_ATTR_DUMP");
   const std::string shim = RequiredEnv("PTSNAP_PERF_OPEN_SHIM");
   ASSERT_FALSE(attr_dump.empty() || shim.empty());
-  std::vector<Config> configs;
+  std::vector<Config> all_configs;
   for (const char* timer : {"low", "normal", "high"})
     for (const char* scope : {"user", "kernel", "both"})
       for (bool full : {false, true})
-        for (bool all_cpus : {false, true}) configs.push_back({timer, scope, full, all_cpus});
+        for (bool all_cpus : {false, true}) all_configs.push_back({timer, scope, full, all_cpus});
+  // --pwr-evt: the pwr_evt term on its own changes no other field, so a
+  // few configurations cover it (both units, user and both scopes).
+  std::vector<Config> pwr_configs;
+  for (const char* timer : {"low", "normal"})
+    for (const char* scope : {"user", "both"})
+      for (bool all_cpus : {false, true})
+        pwr_configs.push_back({timer, scope, false, all_cpus, /*pwr_evt=*/true});
+  FakeIntelPt pwr_pmu = testing::SkylakeIntelPt();
+  pwr_pmu.caps["power_event_trace"] = "1";
 
   Tally t;
   t.extra_used.assign(ExtraEvents().size(), 0);
-  const std::vector<std::pair<std::string, FakeIntelPt>> presets = {
-      {"skylake", testing::SkylakeIntelPt()}, {"broadwell", testing::BroadwellIntelPt()}};
-  for (const auto& [preset, pmu] : presets) {
+  struct Preset {
+    std::string name;
+    FakeIntelPt pmu;
+    const std::vector<Config>* configs;
+  };
+  const std::vector<Preset> presets = {{"skylake", testing::SkylakeIntelPt(), &all_configs},
+                                       {"broadwell", testing::BroadwellIntelPt(), &all_configs},
+                                       {"skylake+power_event_trace", pwr_pmu, &pwr_configs}};
+  for (const auto& [preset, pmu, preset_configs] : presets) {
+    const std::vector<Config>& configs = *preset_configs;
     TempDir tmp;
     testing::WriteIntelPt(tmp, pmu);
     // The fake devices directory: the fake intel_pt plus a mount point for
@@ -341,7 +360,8 @@ TEST_F(PerfAttrAgree, EveryPresetScopeAndModeMatchesPerfOrIsAllowlisted) {
       const std::string out = (tmp.path() / std::to_string(i)).string();
       sh << "'" << attr_dump << "' --root / --timer " << c.timer << " --scope " << c.scope
          << (c.full ? " --full" : "") << (c.all_cpus ? " --all-cpus" : "")
-         << " --snapshot-size 4194304 >" << out << ".ptsnap 2>" << out << ".ptsnap.err || true\n";
+         << (c.pwr_evt ? " --pwr-evt" : "") << " --snapshot-size 4194304 >" << out << ".ptsnap 2>"
+         << out << ".ptsnap.err || true\n";
       sh << "PTSNAP_FAKE_PMU_TYPE=" << pmu.type << " LD_PRELOAD='" << shim << "' '" << perf_
          << "' record -vv " << (c.all_cpus ? "-a" : "--per-thread") << (c.full ? "" : " -S")
          << " -m ,4M -o " << out << ".data -e '" << PerfEvent(pmu, c) << "' -- true >" << out
@@ -428,7 +448,7 @@ TEST_F(PerfAttrAgree, EveryPresetScopeAndModeMatchesPerfOrIsAllowlisted) {
                 counts.second);
   std::printf(
       "perf_attr_agree: %d configurations (2 PMUs x 3 presets x 3 scopes x snapshot/full x "
-      "per-thread/all-cpus), %d fields "
+      "per-thread/all-cpus, and 8 with --pwr-evt), %d fields "
       "compared on the PT, tracking and per-thread text_poke events, %d agree, %d differ as "
       "allowlisted (%zu entries)\n",
       t.configs, t.fields, t.agree, t.allowed, kAllowed.size());

@@ -219,6 +219,24 @@ TEST_F(CliErrors, PtwWithEmulateOrSamplingIsAUsageError) {
   ExpectEmpty();
 }
 
+// --pwr-evt: a usage error (2) with the collections that write no power
+// events, before the machine is looked at (this host may have no PT).
+TEST_F(CliErrors, PwrEvtWithEmulateOrSamplingIsAUsageError) {
+  Exit emu = Ptsnap(dir_.path(), {"run", "--pwr-evt", "--emulate", "--", "/bin/true"});
+  EXPECT_EQ(emu.code, 2);
+  EXPECT_THAT(emu.err,
+              HasSubstr("--pwr-evt records Intel PT power events (C-state changes), which the "
+                        "emulator does not write: drop --pwr-evt under --emulate"));
+  Exit sampling = Ptsnap(dir_.path(), {"run", "--pwr-evt", "--sampling", "--", "/bin/true"});
+  EXPECT_EQ(sampling.code, 2);
+  EXPECT_THAT(sampling.err,
+              HasSubstr("--pwr-evt records power events in Intel PT; --sampling takes stack"));
+  Exit attach = Ptsnap(dir_.path(), {"attach", "--pwr-evt", "--sampling", "-p", "1"});
+  EXPECT_EQ(attach.code, 2);
+  EXPECT_THAT(attach.err, HasSubstr("drop --pwr-evt"));
+  ExpectEmpty();
+}
+
 // --filter: its syntax and combinations are usage errors (2), a function
 // that is not there an error (1), all before the machine is looked at.
 TEST_F(CliErrors, FilterErrorsComeFirst) {
