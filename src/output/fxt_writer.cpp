@@ -124,7 +124,9 @@ uint8_t FxtWriter::Thread(int32_t pid, int32_t tid) {
 }
 
 void FxtWriter::OnProcess(int32_t pid, const std::string& name) {
-  uint16_t n = String(clock_.empty() ? name : name + " (" + clock_ + ")");
+  // (The trigger track is no process of the program's.)
+  uint16_t n =
+      String(clock_.empty() || pid == kTriggerTrackPid ? name : name + " (" + clock_ + ")");
   Word(Header(kKernelObject, 2) | (kObjProcess << 16) | (uint64_t{n} << 24));
   Word(static_cast<uint64_t>(pid));
 }

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/string_util.h"
+#include "output/fxt_writer.h"  // kTriggerTrackPid
 
 namespace ptsnap::output {
 
@@ -32,7 +33,8 @@ void JsonWriter::Event(const std::string& body) {
 }
 
 void JsonWriter::OnProcess(int32_t pid, const std::string& name) {
-  const std::string shown = clock_in_names_ ? name + " (" + clock_ + ")" : name;
+  const std::string shown =
+      clock_in_names_ && pid != kTriggerTrackPid ? name + " (" + clock_ + ")" : name;
   Event("{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":" + std::to_string(pid) +
         ",\"args\":{\"name\":" + JsonString(shown) + "}}");
 }

@@ -117,7 +117,9 @@ TEST(PipelineTest, FxtAndJsonOfTheSameTrace) {
   ASSERT_THAT(bytes, HasValue());
   auto t = ParseFxt(*bytes);
   ASSERT_THAT(t, HasValue());
-  EXPECT_EQ(t->processes.at(kPid), "decode_calls [pid=4242]");
+  // An emulated trace: its virtual clock is in the process's name (#41).
+  EXPECT_EQ(t->processes.at(kPid),
+            "decode_calls [pid=4242] (virtual clock: 1 ns per instruction, no sleep or I/O time)");
   EXPECT_EQ(t->threads.at(kPid).pid, static_cast<uint64_t>(kPid));
   int fib_begins = 0, depth = 0, max_depth = 0;
   for (const auto& e : t->events) {
