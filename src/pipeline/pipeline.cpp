@@ -52,11 +52,11 @@ class Writer {
   // metadata and, for a virtual clock, its process names (#41).
   void SetClock(trace::Source source) {
     const bool virtual_clock = source == trace::Source::kEmulated;
-    const std::string clock =
-        virtual_clock ? "virtual clock: 1 ns per instruction, no sleep or I/O time"
-        : source == trace::Source::kSampled
-            ? "sampled: perf-clock ns, each edge within one sampling period"
-            : "perf-clock ns from the CPU's timestamp counter";
+    const std::string clock = virtual_clock
+                                  ? "virtual clock: 1 ns per instruction, no sleep or I/O time"
+                              : source == trace::Source::kSampled
+                                  ? "sampled: perf-clock ns, each edge within one sampling period"
+                                  : "perf-clock ns from the CPU's timestamp counter";
     if (fxt_ && virtual_clock) fxt_->SetClockInNames(clock);
     if (json_) json_->SetClock(clock, virtual_clock);
   }
