@@ -24,8 +24,10 @@ class ListenerSink final : public model::SliceSink {
   }
   void OnSlice(const model::Slice& s) override {
     switch (s.kind) {
-      case model::Slice::kBegin: return;    // reported whole at its end
-      case model::Slice::kCounter: return;  // the core clock: not in the API yet
+      // A frame is reported whole at its end; the core clock (a counter)
+      // is not in the API yet.
+      case model::Slice::kBegin:
+      case model::Slice::kCounter: return;
       case model::Slice::kEnd:
       case model::Slice::kComplete: {
         DecodedSlice d;
