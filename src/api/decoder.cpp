@@ -2,8 +2,6 @@
 // listener form is one more sink next to the summary.
 #include "ptsnap/decoder.h"
 
-#include <cstdlib>
-
 #include <nlohmann/json.hpp>
 
 #include "pipeline/pipeline.h"
@@ -44,9 +42,7 @@ class ListenerSink final : public model::SliceSink {
       }
       case model::Slice::kInstant:
         l_->OnMarker({s.pid, s.tid, s.ts, *s.name});
-        // "[mark 0x1234]" or "[mark 0x1234 \"text\"]" (decode::MarkText)
-        if (s.name->starts_with("[mark 0x"))
-          l_->OnMark({s.pid, s.tid, s.ts, std::strtoull(s.name->c_str() + 6, nullptr, 16)});
+        if (s.name->starts_with("[mark ")) l_->OnMark({s.pid, s.tid, s.ts, s.value});
         return;
     }
   }

@@ -236,6 +236,8 @@ void CallStackModel::Emit(const Op& op, uint64_t ts) {
       break;
     case OpKind::kInstant:
       s.kind = Slice::kInstant;
+      s.value = op.frame.address;  // a mark's payload (0 for other markers)
+      s.address = 0;
       sink_->OnSlice(s);
       break;
     case OpKind::kCounter:
@@ -487,7 +489,9 @@ void CallStackModel::OnAnyEvent(const decode::BranchEvent& e) {
     SetTime(e.time);
     const std::string* name = Name("[mark " + decode::MarkText(e.to) + "]");
     last_mark_[tid_] = name;
-    Queue(OpKind::kInstant, Pseudo(name));
+    Frame f = Pseudo(name);
+    f.address = e.to;  // the payload: Slice::value
+    Queue(OpKind::kInstant, f);
     return;
   }
   if (PowerEvent(e)) return;

@@ -71,7 +71,7 @@ struct Slice {
   const std::string* name = nullptr;  // never null; owned by the Symbolizer
   const std::string* dso = nullptr;   // may be null (pseudo frames, markers)
   uint64_t address = 0;               // function entry, 0 for pseudo frames and markers
-  uint64_t value = 0;                 // kCounter
+  uint64_t value = 0;                 // kCounter's value; a "[mark ...]" kInstant's payload
   Via via = Via::kNone;               // kBegin, kEnd
 };
 
