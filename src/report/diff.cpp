@@ -14,16 +14,7 @@ namespace {
 
 // The value of the `key` column of one side (0: the trace has no row).
 uint64_t Value(const FunctionStats* f, SortKey key) {
-  if (f == nullptr) return 0;
-  switch (key) {
-    case SortKey::kTotal: return f->total_ns;
-    case SortKey::kSelf: return f->self_ns;
-    case SortKey::kCalls: return f->calls;
-    case SortKey::kP99: return f->durations.Quantile(0.99);
-    case SortKey::kMax: return f->durations.max();
-    case SortKey::kName: return 0;
-  }
-  return 0;
+  return f == nullptr ? 0 : SortValue(*f, key);
 }
 
 uint64_t AbsChange(const DiffRow& r, SortKey key) {
@@ -72,8 +63,7 @@ std::string Histograms(const FunctionStats& a, const FunctionStats& b) {
   };
   std::string out = std::string(29, ' ') + "A" + std::string(34, ' ') + "B\n";
   for (const auto& [k, n] : rows) {
-    const uint64_t lo = k < 0 ? 0 : uint64_t{1} << k;
-    const uint64_t hi = k < 0 ? 1 : k >= 63 ? UINT64_MAX : uint64_t{1} << (k + 1);
+    const auto [lo, hi] = DurationHistogram::OctaveRange(k);
     char buf[200];
     std::snprintf(buf, sizeof buf, "  [%11s, %11s) %-25s %8llu %-25s %8llu\n",
                   output::FormatDuration(lo).c_str(), output::FormatDuration(hi).c_str(),

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <map>
+#include <utility>
 #include <vector>
 
 namespace ptsnap::report {
@@ -25,6 +26,13 @@ class DurationHistogram {
   // Counts per power-of-two range [2^k, 2^(k+1)) ({k, count}, ascending;
   // k = -1 for zero-length calls): the terminal histogram's rows.
   [[nodiscard]] std::vector<std::pair<int, uint64_t>> Octaves() const;
+  // The range [lo, hi) an Octaves() row `k` counts ([0, 1) for k = -1; the
+  // top octave ends at UINT64_MAX, its largest value).
+  static std::pair<uint64_t, uint64_t> OctaveRange(int k) {
+    return {k < 0 ? 0 : uint64_t{1} << k, k < 0     ? 1
+                                          : k >= 63 ? UINT64_MAX
+                                                    : uint64_t{1} << (k + 1)};
+  }
 
   // The bucket of `ns` and the largest value in it (exposed for tests).
   static uint32_t Bucket(uint64_t ns);

@@ -31,6 +31,8 @@ void SortTree(TreeNode& n) {
   for (TreeNode& c : n.children) SortTree(c);
 }
 
+}  // namespace
+
 uint64_t SortValue(const FunctionStats& f, SortKey key) {
   switch (key) {
     case SortKey::kTotal: return f.total_ns;
@@ -42,8 +44,6 @@ uint64_t SortValue(const FunctionStats& f, SortKey key) {
   }
   return 0;
 }
-
-}  // namespace
 
 std::optional<SortKey> SortKeyFrom(std::string_view s) {
   if (s == "total") return SortKey::kTotal;
@@ -372,9 +372,7 @@ std::string Histogram(const FunctionStats& f) {
   uint64_t peak = 0;
   for (const auto& [k, n] : rows) peak = std::max(peak, n);
   for (const auto& [k, n] : rows) {
-    const uint64_t lo = k < 0 ? 0 : uint64_t{1} << k;
-    // The top octave, [2^63, 2^64), ends past uint64_t: at its largest value.
-    const uint64_t hi = k < 0 ? 1 : k >= 63 ? UINT64_MAX : uint64_t{1} << (k + 1);
+    const auto [lo, hi] = DurationHistogram::OctaveRange(k);
     const size_t bar = peak == 0 ? 0 : static_cast<size_t>((n * 50 + peak - 1) / peak);
     char buf[160];
     std::snprintf(buf, sizeof buf, "  [%11s, %11s) %-50s %llu\n",

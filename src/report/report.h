@@ -80,6 +80,8 @@ struct MarkGroup {
 enum class SortKey { kTotal, kSelf, kCalls, kP99, kMax, kName };
 // "total", "self", "calls", "p99", "max", "name".
 std::optional<SortKey> SortKeyFrom(std::string_view s);
+// The value `key` sorts `f` by (0 for kName).
+uint64_t SortValue(const FunctionStats& f, SortKey key);
 
 class ReportSink : public output::CallSink {
  public:
