@@ -280,6 +280,18 @@ Recorded CheckAgainstStepcount(const std::string& program, const std::string& ar
   EXPECT_GT(calls, 0u);
   std::string list;
   for (size_t i = 0; i < disagree.size() && i < 20; ++i) list += disagree[i] + "\n";
+  if (!disagree.empty()) {
+    // Kept for a look (the exception case's disagreement seen only under
+    // the suite's load: docs/testing.md, "The call-stack oracle").
+    const auto kept = std::filesystem::temp_directory_path() /
+                      ("ptsnap-oracle-disagree-" + std::to_string(::getpid()));
+    std::error_code ec;
+    std::filesystem::copy(tmp.path(), kept,
+                          std::filesystem::copy_options::recursive |
+                              std::filesystem::copy_options::overwrite_existing,
+                          ec);
+    list += "(this pair kept in " + kept.string() + ")\n";
+  }
   EXPECT_TRUE(disagree.empty()) << disagree.size() << " of " << calls << " frames disagree:\n"
                                 << list;
   return rec;
