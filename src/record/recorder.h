@@ -25,6 +25,7 @@
 #include "record/control.h"
 #include "record/hardware_source.h"
 #include "record/options.h"
+#include "record/processes.h"
 #include "record/sampling_source.h"
 #include "sys/cpuid.h"
 #include "sys/pmu.h"
@@ -144,15 +145,5 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
                        const std::filesystem::path& trace_dir, const base::RootPath& root,
                        Control& control, const EventFn& events,
                        const SourceFactory& make_source = nullptr);
-
-// Threads of a process (/proc/PID/task), sorted; the main thread first.
-Result<std::vector<pid_t>> ListThreads(pid_t pid);
-
-// PERF_RECORD_MMAP2 (+ a COMM) records describing what `pid` has mapped now,
-// for attach (the kernel only reports mappings made after the event opened).
-Result<std::string> SynthesizeSideband(pid_t pid, uint64_t time);
-
-// Every process in `root`/proc (numeric entries), sorted.
-std::vector<pid_t> ListProcesses(const base::RootPath& root);
 
 }  // namespace ptsnap::record
