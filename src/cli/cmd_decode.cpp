@@ -90,20 +90,13 @@ int DecodeAndReport(const std::filesystem::path& trace_dir, const std::filesyste
   options.debug_dirs.assign(view.debug_dirs.begin(), view.debug_dirs.end());
   options.jobs = view.jobs;
   options.output = output.empty() ? std::filesystem::path("trace.fxt.gz") : output;
-  options.format = format;
-  if (!format.empty() && format != "fxt" && format != "json" && format != "events") {
-    std::fprintf(stderr, "ptsnap: error: unknown output format '%s' (use fxt, json or events)\n",
-                 format.c_str());
+  auto chosen = output::ChooseOutputFormat(format, options.output);
+  if (!chosen) {
+    std::fprintf(stderr, "ptsnap: error: %s\n", chosen.error().ToString().c_str());
     return kExitUsage;
   }
-  if (format.empty() && output::FormatFromPath(options.output).empty()) {
-    std::fprintf(stderr,
-                 "ptsnap: error: cannot tell the output format from '%s': name it .fxt, .json or "
-                 ".events (optionally .gz), or pass --format\n",
-                 options.output.c_str());
-    return kExitUsage;
-  }
-  if (view.open && (format.empty() ? output::FormatFromPath(options.output) : format) == "events") {
+  options.format = *chosen;
+  if (view.open && options.format == "events") {
     std::fprintf(stderr,
                  "ptsnap: error: --open serves a timeline to ui.perfetto.dev, and .events text is "
                  "not one: write .fxt, .fxt.gz or .json\n");
@@ -168,9 +161,7 @@ int DecodeAndReport(const std::filesystem::path& trace_dir, const std::filesyste
     std::fprintf(report_to, "Wrote %zu file(s), one per snapshot (--split-snapshots):\n%s",
                  snaps.size(), lines.c_str());
     std::fprintf(report_to, "Open each at https://ui.perfetto.dev%s\n",
-                 options.format == "events" || output::FormatFromPath(options.output) == "events"
-                     ? " (.events: text, see docs/decoding.md)"
-                     : "");
+                 options.format == "events" ? " (.events: text, see docs/decoding.md)" : "");
     for (const std::string& w : size_warnings) std::fprintf(stderr, "%s\n", w.c_str());
     if (damaged != 0) {
       std::fflush(report_to);
@@ -286,7 +277,7 @@ void AddDecodeCommand(CLI::App& app, CommandFn* selected) {
                   "Default: NAME.fxt.gz for a trace directory NAME.ptsnap (as run -o NAME.fxt.gz "
                   "names it), else trace.fxt.gz; in the current directory");
   cmd->add_option("--format", args->format, "Output format, overriding the suffix")
-      ->check(CLI::IsMember({"fxt", "json", "events"}));
+      ->check(CLI::IsMember(output::OutputFormatNames()));
   cmd->add_option("--snapshot", args->snapshot,
                   "Decode only snapshot N (its seq; `ptsnap info TRACE_DIR` lists them). "
                   "Works while the recording is still going on")

@@ -17,6 +17,7 @@
 
 #include "base/string_util.h"
 #include "cli/command.h"
+#include "output/output_file.h"
 #include "ptsnap/recording.h"
 #include "record/elf_symbols.h"
 #include "record/options.h"
@@ -262,6 +263,10 @@ int RunRecord(Args& a, bool attach) {
       o.trace_dir.empty() && !o.output.empty() ? record::DefaultTraceDir(o.output) : o.trace_dir;
   const std::filesystem::path output = o.output.empty() ? "trace.fxt.gz" : o.output;
   if (!o.no_decode) {
+    // Before recording: a name decode could not write would be found only
+    // after the program ran.
+    if (auto f = output::ChooseOutputFormat(a.format, output); !f)
+      return Fail(f.error().ToString()), kExitUsage;
     if (auto w = CheckOutputWritable(output); !w) return Fail(w.error().ToString()), kExitFailure;
   }
 

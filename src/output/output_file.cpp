@@ -418,13 +418,37 @@ Result<void> OutputFile::Close() {
   return Ok();
 }
 
+std::vector<std::string> OutputFormatNames() {
+  std::vector<std::string> names;
+  for (const OutputFormat& f : kOutputFormats) names.emplace_back(f.name);
+  return names;
+}
+
 std::string FormatFromPath(const std::filesystem::path& path) {
   std::string s = path.filename().string();
   if (EndsWith(s, ".gz")) s.resize(s.size() - 3);
-  if (EndsWith(s, ".fxt")) return "fxt";
-  if (EndsWith(s, ".json")) return "json";
-  if (EndsWith(s, ".events")) return "events";
+  for (const OutputFormat& f : kOutputFormats)
+    if (EndsWith(s, f.suffix)) return std::string(f.name);
   return "";
+}
+
+Result<std::string> ChooseOutputFormat(std::string_view name, const std::filesystem::path& path) {
+  std::string names, suffixes;
+  for (const OutputFormat& f : kOutputFormats) {
+    const bool last = &f == &kOutputFormats.back();
+    names += std::string(names.empty() ? "" : last ? " or " : ", ") + std::string(f.name);
+    suffixes += std::string(suffixes.empty() ? "" : last ? " or " : ", ") + std::string(f.suffix);
+  }
+  if (!name.empty()) {
+    for (const OutputFormat& f : kOutputFormats)
+      if (f.name == name) return std::string(f.name);
+    return Error("unknown output format '" + std::string(name) + "' (use " + names + ")");
+  }
+  std::string from_path = FormatFromPath(path);
+  if (from_path.empty())
+    return Error("cannot tell the output format from '" + path.string() + "': name it " + suffixes +
+                 " (optionally .gz), or pass --format");
+  return from_path;
 }
 
 }  // namespace ptsnap::output

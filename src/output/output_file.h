@@ -6,6 +6,7 @@
 
 #include <zlib.h>
 
+#include <array>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -13,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/unique_fd.h"
 #include "ptsnap/result.h"
@@ -84,8 +86,30 @@ class OutputFile {
   bool closed_ = false;
 };
 
-// "fxt", "json" or "events" from a file name (".fxt", ".json", ".events",
-// each optionally followed by ".gz"); "" when the suffix is none of them.
+// The formats decode writes: the one list that decode's --format and -o,
+// run -o, the API and the pipeline read, so that a format is known (or
+// refused, with the same words) everywhere at once.
+struct OutputFormat {
+  std::string_view name;    // --format's spelling
+  std::string_view suffix;  // the file name's, before an optional ".gz"
+  bool timeline;            // a trace viewer opens it (Perfetto, chrome://tracing)
+};
+inline constexpr std::array<OutputFormat, 3> kOutputFormats{{
+    {"fxt", ".fxt", true},
+    {"json", ".json", true},
+    {"events", ".events", false},
+}};
+
+// The names of kOutputFormats, for a flag's list of choices.
+std::vector<std::string> OutputFormatNames();
+
+// The format a file name says ("a.fxt.gz" -> "fxt"); "" when its suffix is
+// none of kOutputFormats'.
 std::string FormatFromPath(const std::filesystem::path& path);
+
+// The format to write `path` in: `name` (--format) when given, else the one
+// its suffix says. Errors say which formats there are and how to pick one:
+// an unknown name, or no name and a suffix that is none of them.
+Result<std::string> ChooseOutputFormat(std::string_view name, const std::filesystem::path& path);
 
 }  // namespace ptsnap::output

@@ -9,6 +9,7 @@
 #include <optional>
 #include <set>
 
+#include "base/check.h"
 #include "base/string_util.h"
 #include "base/version.h"
 #include "output/fxt_writer.h"
@@ -25,7 +26,8 @@ using namespace ::ptsnap::output;
 
 namespace {
 
-// Writes one of the three formats; trigger hits go to their own track.
+// Writes one of output::kOutputFormats (ChooseOutputFormat picked it); trigger
+// hits go to their own track.
 class Writer {
  public:
   static std::unique_ptr<Writer> Make(const std::string& format, OutputFile* out) {
@@ -37,6 +39,7 @@ class Writer {
       w->events_ = std::make_unique<EventsWriter>(out);
       w->sink_ = w->events_.get();
     } else {
+      PTSNAP_CHECK(format == "fxt") << "no writer for format " << format;
       w->fxt_ = std::make_unique<FxtWriter>(out);
       w->sink_ = w->fxt_.get();
     }
@@ -114,11 +117,7 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
   report.output = options.output;
   const bool write_file = !options.output.empty() || options.sink == nullptr;
   if (write_file) {
-    report.format = options.format.empty() ? FormatFromPath(options.output) : options.format;
-    if (report.format.empty()) report.format = "fxt";
-    if (report.format != "fxt" && report.format != "json" && report.format != "events") {
-      return Error("unknown output format '" + report.format + "' (use fxt, json or events)");
-    }
+    PTSNAP_ASSIGN_OR_RETURN(report.format, ChooseOutputFormat(options.format, options.output));
   }
   PTSNAP_TRY(CheckSnapshotExists(m, options.snapshot));
   report.lost_records = m.lost_records;

@@ -363,6 +363,12 @@ TEST(PipelineTest, UnwritableOutputIsAnError) {
   o.output = tmp.path() / "out.fxt";
   o.format = "svg";
   EXPECT_THAT(DecodeTraceDir(dir, o), HasErrorContaining("unknown output format"));
+  // A name whose suffix is no format was written as FXT, silently (the
+  // API's path); now refused in the CLI's words.
+  o.format = "";
+  o.output = tmp.path() / "out.txt";
+  EXPECT_THAT(DecodeTraceDir(dir, o), HasErrorContaining("cannot tell the output format from '"));
+  EXPECT_FALSE(std::filesystem::exists(o.output));
 }
 
 // The viewer-size warning comes while the file is written, once, when it

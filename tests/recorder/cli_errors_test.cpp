@@ -152,6 +152,21 @@ TEST_F(CliErrors, UnwritableOutput) {
   EXPECT_FALSE(std::filesystem::exists(dir_.path() / "out.ptsnap"));
 }
 
+// An output name decode cannot write is refused before recording, in the
+// words decode uses (output::ChooseOutputFormat, the one list of formats).
+TEST_F(CliErrors, AnOutputFormatDecodeCannotWriteIsRefusedBeforeRecording) {
+  Exit r = Ptsnap(dir_.path(), {"run", "--emulate", "-o", "out.txt", "--", "/bin/true"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr("cannot tell the output format from 'out.txt': name it .fxt, .json "
+                               "or .events (optionally .gz), or pass --format"));
+  EXPECT_FALSE(std::filesystem::exists(dir_.path() / "out.ptsnap"));
+  r = Ptsnap(dir_.path(),
+             {"run", "--emulate", "-o", "out.txt", "--format", "svg", "--", "/bin/true"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr("unknown output format 'svg' (use fxt, json or events)"));
+  ExpectEmpty();
+}
+
 TEST_F(CliErrors, BadOptionValuesAreUsageErrors) {
   Exit size = Ptsnap(dir_.path(), {"run", "-snapshot-size", "huge", "--", "/bin/true"});
   EXPECT_EQ(size.code, 2);
