@@ -969,6 +969,7 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
              : prepared.sampling        ? trace::Source::kSampled
                                         : trace::Source::kHardware;
   m.emulator = prepared.emulator;
+  m.virtual_clock = prepared.virtual_clock;
   if (prepared.sampling) m.sampling = prepared.sampling_info;
   m.ptsnap_version = base::kVersion;
   m.created_unix_ns = UnixNowNs();
