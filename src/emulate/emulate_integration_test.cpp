@@ -404,6 +404,23 @@ TEST_F(Emulate, ForkedChildGetsItsOwnStream) {
   EXPECT_EQ(pids.size(), 2u);
 }
 
+// --emulate-waits moves a thread's clock at each syscall's return, by the
+// wall time it took; the streams stay genuine PT that libipt decodes to
+// exactly what the plugin retired, with threads (futex waits, joins),
+// a forked child and signal handlers, and the manifest says which clock.
+TEST_F(Emulate, WaitsKeepEveryStreamExact) {
+  record::RecordOptions o = Full();
+  o.emulate_waits = true;
+  for (const auto& [name, streams] :
+       std::vector<std::pair<std::string, size_t>>{{"threads", 4}, {"fork", 2}, {"signal", 1}}) {
+    SCOPED_TRACE(name);
+    auto r = Record({Program(name).string()}, o);
+    EXPECT_EQ(r.exit_code, 0);
+    EXPECT_EQ(r.manifest.virtual_clock, trace::VirtualClock::kInstructionsAndWaits);
+    ExpectExact(r, streams);
+  }
+}
+
 // execve is followed (docs/emulation.md, "exec"): the failed attempt
 // changes nothing, the successful one replaces the program with /bin/true
 // run by the emulator, in the same stream, as on hardware: one thread, one
