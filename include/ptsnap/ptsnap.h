@@ -62,6 +62,8 @@ PTSNAP_API int ptsnap_probe_pt_available(void);
 
 /* Options by key, spelled like `ptsnap run` flags without the dashes:
  *   "emulate"          "1"/"0" (also true/false/yes/no): qemu-user instead of Intel PT
+ *   "emulate-waits"    "1"/"0": with "emulate", each syscall's wall time is added to
+ *                      its thread's virtual clock (sleeps, I/O, waits show); default 0
  *   "sampling"         "1"/"0": stack samples instead of Intel PT (not with "emulate")
  *   "callgraph-mode"   with sampling: fp | dwarf | lbr | lbr-no-stitch; "" = the default
  *                      (lbr where the CPU has it, else dwarf); checked at create

@@ -96,6 +96,11 @@ struct RecordingOptions {
   // frames (CBR's core clock needs no option). Needs a CPU with Power Event
   // Trace (caps/power_event_trace); not with kEmulated or kSampled (kUsage).
   bool pwr_evt = false;
+  // With kEmulated (`--emulate-waits`): each syscall's wall time is added
+  // to its thread's virtual clock, so sleeps, I/O and futex waits show on
+  // the timeline; instructions still take 1 ns each. Not without kEmulated
+  // (kUsage): other collections' times are real time already.
+  bool emulate_waits = false;
   // Where the raw recording goes. Empty: "trace.ptsnap" in the current
   // directory, an earlier one there moved to "trace.ptsnap.old". A directory
   // named here must not exist yet.

@@ -144,6 +144,7 @@ ptsnap_status SetOption(ptsnap::RecordingOptions& o, std::string_view key, std::
   if (key == "copy-binaries") return set_bool(o.copy_binaries);
   if (key == "ptw") return set_bool(o.ptw);
   if (key == "pwr-evt") return set_bool(o.pwr_evt);
+  if (key == "emulate-waits") return set_bool(o.emulate_waits);
   if (key == "trace-dir") {
     o.trace_dir = std::string(value);
     return PTSNAP_OK;
@@ -220,13 +221,14 @@ ptsnap_status SetOption(ptsnap::RecordingOptions& o, std::string_view key, std::
     }
     return PTSNAP_OK;
   }
-  return Invalid("unknown option \"" + std::string(key) +
-                 "\" (known: emulate, sampling, callgraph-mode, trace-dir, trigger, filter, "
-                 "only-in, slower-than, "
-                 "snapshot-size, "
-                 "timer-resolution, "
-                 "full-execution, multi-snapshot, multi-thread, duration-ms, copy-binaries, ptw, "
-                 "pwr-evt, pid, scope, stop-signal, after)");
+  return Invalid(
+      "unknown option \"" + std::string(key) +
+      "\" (known: emulate, emulate-waits, sampling, callgraph-mode, trace-dir, trigger, filter, "
+      "only-in, slower-than, "
+      "snapshot-size, "
+      "timer-resolution, "
+      "full-execution, multi-snapshot, multi-thread, duration-ms, copy-binaries, ptw, "
+      "pwr-evt, pid, scope, stop-signal, after)");
 }
 
 class EventForwarder final : public ptsnap::RecordingListener {

@@ -139,6 +139,22 @@ TEST(CApi, PwrEvtWithEmulateIsUsage) {
       << ptsnap_last_error();
 }
 
+// "emulate-waits" (`--emulate-waits`) is a boolean; without "emulate" the
+// recording is refused at create, as the CLI refuses it (docs/errors.md).
+TEST(CApi, EmulateWaitsWithoutEmulateIsUsage) {
+  Options o;
+  EXPECT_EQ(ptsnap_options_set(o.p, "emulate-waits", "often"), PTSNAP_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(ptsnap_last_error()).find("\"emulate-waits\""), std::string::npos);
+  ASSERT_EQ(ptsnap_options_set(o.p, "emulate-waits", "1"), PTSNAP_OK) << ptsnap_last_error();
+  ASSERT_EQ(ptsnap_options_add_arg(o.p, "true"), PTSNAP_OK);
+  ptsnap_recording* rec = nullptr;
+  EXPECT_EQ(ptsnap_recording_create(o.p, nullptr, nullptr, &rec), PTSNAP_ERR_USAGE);
+  EXPECT_EQ(rec, nullptr);
+  EXPECT_NE(std::string(ptsnap_last_error()).find("--emulate-waits adds the time syscalls wait"),
+            std::string::npos)
+      << ptsnap_last_error();
+}
+
 TEST(CApi, LastErrorIsPerThread) {
   Options o;
   EXPECT_EQ(ptsnap_options_set(o.p, "bogus", "1"), PTSNAP_ERR_INVALID_ARGUMENT);

@@ -64,6 +64,7 @@ Result<record::RecordOptions> ToRecordOptions(const RecordingOptions& o) {
   r.copy_binaries = o.copy_binaries;
   r.ptw = o.ptw;
   r.pwr_evt = o.pwr_evt;
+  r.emulate_waits = o.emulate_waits;
   r.trace_dir = o.trace_dir;
   r.stop_signal = o.stop_signal;
   switch (o.after) {

@@ -255,6 +255,7 @@ int RunRecord(Args& a, bool attach) {
   ro.copy_binaries = o.copy_binaries;
   ro.ptw = o.ptw;
   ro.pwr_evt = o.pwr_evt;
+  ro.emulate_waits = o.emulate_waits;
   // Ctrl-C on the terminal reaches the program already.
   ro.stop_signal = 0;
   // The trace directory: --trace-dir, else beside -o, else unnamed, which
@@ -376,6 +377,11 @@ void AddShared(CLI::App* cmd, Args* a) {
                 "--sampling. Default off");
   cmd->add_flag("--emulate", o.emulate,
                 "Record under the PT emulator (qemu-user) instead of hardware; user space only");
+  cmd->add_flag("--emulate-waits", o.emulate_waits,
+                "With --emulate: add to a thread's virtual clock the wall time each of its "
+                "syscalls took (sleep, I/O, futex waits), so waits show on the timeline; "
+                "instructions still take 1 ns each, and the trace says which clock it used. "
+                "Costs two clock reads per syscall; times then vary from run to run");
   cmd->add_flag("--sampling", o.sampling,
                 "Take stack samples (perf_event_open: cycles, or cpu-clock without a hardware "
                 "PMU) instead of Intel PT, for hosts without PT; statistical: short calls are "

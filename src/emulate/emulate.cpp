@@ -363,6 +363,8 @@ Result<EmulationPlan> PlanEmulation(const record::RecordOptions& opts) {
   pargs.push_back(std::string("cyc=") + (timing.cyc ? "1" : "0"));
   pargs.push_back("cyc_thresh=" + std::to_string(timing.cyc_thresh));
   pargs.push_back(std::string("multi=") + (opts.multi_snapshot ? "1" : "0"));
+  // --emulate-waits: each syscall's wall time on its thread's clock.
+  if (opts.emulate_waits) pargs.push_back("waits=1");
   if (std::getenv("PTSNAP_EMULATE_HASH") != nullptr) pargs.push_back("hash=1");
   // Each snapshot stream the whole ring, as before incremental snapshot
   // streams (docs/emulation.md, "Files"): the tests' reference.
@@ -590,6 +592,8 @@ record::Prepared PrepareEmulated(const EmulationPlan& plan, const record::Record
   p.cpu.stepping = kCpuStepping;
   p.cpu.leaf15 = sys::CpuidRegs{.eax = kCpuid15Eax, .ebx = kCpuid15Ebx};
   p.emulator = "qemu-x86_64 " + plan.qemu_version + kEmulatorLine;
+  p.virtual_clock = opts.emulate_waits ? trace::VirtualClock::kInstructionsAndWaits
+                                       : trace::VirtualClock::kInstructions;
   return p;
 }
 

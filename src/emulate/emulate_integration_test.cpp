@@ -404,6 +404,23 @@ TEST_F(Emulate, ForkedChildGetsItsOwnStream) {
   EXPECT_EQ(pids.size(), 2u);
 }
 
+// --emulate-waits moves a thread's clock at each syscall's return, by the
+// wall time it took; the streams stay genuine PT that libipt decodes to
+// exactly what the plugin retired, with threads (futex waits, joins),
+// a forked child and signal handlers, and the manifest says which clock.
+TEST_F(Emulate, WaitsKeepEveryStreamExact) {
+  record::RecordOptions o = Full();
+  o.emulate_waits = true;
+  for (const auto& [name, streams] :
+       std::vector<std::pair<std::string, size_t>>{{"threads", 4}, {"fork", 2}, {"signal", 1}}) {
+    SCOPED_TRACE(name);
+    auto r = Record({Program(name).string()}, o);
+    EXPECT_EQ(r.exit_code, 0);
+    EXPECT_EQ(r.manifest.virtual_clock, trace::VirtualClock::kInstructionsAndWaits);
+    ExpectExact(r, streams);
+  }
+}
+
 // execve is followed (docs/emulation.md, "exec"): the failed attempt
 // changes nothing, the successful one replaces the program with /bin/true
 // run by the emulator, in the same stream, as on hardware: one thread, one
@@ -902,6 +919,84 @@ TEST_F(Emulate, CliRunEmulateDecodesWithoutErrors) {
     ++fib_slices;
   }
   EXPECT_EQ(fib_slices, 7138u);
+}
+
+// --emulate-waits (docs/emulation.md, "Waits"): each syscall's wall time
+// goes on its thread's clock, so nap()'s usleep(20000) lasts at least its
+// 20 ms, where without the option it lasts the few hundred instructions it
+// retires; compute() makes no syscall and lasts exactly its instruction
+// count either way. The trace says which clock it used: the manifest, the
+// summary's Clock line, the JSON's otherData and process names.
+TEST_F(Emulate, WaitsPutSleepsOnTheClockAndKeepInstructionTime) {
+  const char* bin = std::getenv("PTSNAP_BIN");
+  ASSERT_NE(bin, nullptr) << "PTSNAP_BIN is set by meson";
+  struct Run {
+    std::vector<uint64_t> nap, compute, syscall;  // durations, in call order
+    std::string log;
+  };
+  auto run = [&](const std::string& name, const std::string& flags) {
+    Run r;
+    const fs::path dir = tmp_.path() / ("waits-" + name);
+    fs::create_directories(dir);
+    const std::string cmd = "cd '" + dir.string() + "' && '" + bin + "' run --emulate " + flags +
+                            " -o t.events --trace-dir t.ptsnap -- " + Program("sleeps").string() +
+                            " > log 2>&1";
+    EXPECT_EQ(std::system(cmd.c_str()), 0) << *base::ReadFile(dir / "log");
+    r.log = base::ReadFile(dir / "log").value_or("");
+    const auto events = ptsnap::testing::ParseEvents(base::ReadFile(dir / "t.events").value_or(""));
+    bool in_nap = false;
+    for (const auto& e : events) {
+      if (e.name == "nap") in_nap = e.kind == 'B';
+      if (e.kind != 'E') continue;
+      if (e.name == "nap") r.nap.push_back(e.ts - e.begin);
+      if (e.name == "compute") r.compute.push_back(e.ts - e.begin);
+      if (e.name == "[syscall]" && in_nap) r.syscall.push_back(e.ts - e.begin);
+    }
+    auto reader = trace::TraceReader::Open(dir / "t.ptsnap");
+    EXPECT_TRUE(reader) << (reader ? "" : reader.error().ToString());
+    if (reader) {
+      EXPECT_EQ(reader->manifest().virtual_clock, flags.empty()
+                                                      ? trace::VirtualClock::kInstructions
+                                                      : trace::VirtualClock::kInstructionsAndWaits);
+    }
+    const std::string json =
+        "cd '" + dir.string() + "' && '" + bin + "' decode t.ptsnap -o t.json > decode.log 2>&1";
+    EXPECT_EQ(std::system(json.c_str()), 0) << *base::ReadFile(dir / "decode.log");
+    r.log += base::ReadFile(dir / "t.json").value_or("");
+    return r;
+  };
+  const Run plain = run("plain", "");
+  const Run waits = run("waits", "--emulate-waits");
+  ASSERT_EQ(plain.nap.size(), 5u) << plain.log;
+  ASSERT_EQ(waits.nap.size(), 5u) << waits.log;
+  ASSERT_EQ(waits.syscall.size(), 5u) << waits.log;
+  for (size_t i = 0; i < 5; ++i) {
+    SCOPED_TRACE("call " + std::to_string(i));
+    EXPECT_LT(plain.nap[i], 1'000'000u);  // instructions only: microseconds
+    EXPECT_GE(waits.nap[i], 20'000'000u);
+    EXPECT_GE(waits.syscall[i], 20'000'000u);  // the wait is the syscall's
+    EXPECT_LT(waits.nap[i], 5'000'000'000u);
+  }
+  // Instruction time is unchanged: every compute() call, in both runs, lasts
+  // the same exact count (10,000 iterations of the loop).
+  ASSERT_EQ(plain.compute.size(), 5u);
+  EXPECT_EQ(waits.compute, plain.compute);
+  for (uint64_t d : plain.compute) EXPECT_EQ(d, plain.compute[0]);
+  EXPECT_GE(plain.compute[0], 30'000u);
+  EXPECT_LT(plain.compute[0], 100'000u);
+  // Which clock, in the summary and the JSON.
+  EXPECT_THAT(plain.log, ::testing::HasSubstr("Clock: virtual (--emulate): 1 ns per instruction"));
+  EXPECT_THAT(plain.log, ::testing::HasSubstr(
+                             "\"clock\":\"virtual clock: 1 ns per instruction, no sleep or I/O "
+                             "time\""));
+  EXPECT_THAT(waits.log, ::testing::HasSubstr("Clock: virtual (--emulate --emulate-waits): 1 ns "
+                                              "per instruction a thread retired plus the wall "
+                                              "time each of its syscalls took"));
+  EXPECT_THAT(waits.log,
+              ::testing::HasSubstr("\"clock\":\"virtual clock: 1 ns per instruction plus wall "
+                                   "time blocked in syscalls\""));
+  EXPECT_THAT(waits.log, ::testing::HasSubstr("(virtual clock: 1 ns per instruction plus wall "
+                                              "time blocked in syscalls)\""));
 }
 
 // Marks (docs/decoding.md, "Marks"): examples/c/requests.c marks each

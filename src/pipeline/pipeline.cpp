@@ -53,13 +53,16 @@ class Writer {
   }
   // What the times are (the summary's Clock line, shorter), in the file's
   // metadata and, for a virtual clock, its process names (#41).
-  void SetClock(trace::Source source) {
+  void SetClock(trace::Source source, trace::VirtualClock how) {
     const bool virtual_clock = source == trace::Source::kEmulated;
-    const std::string clock = virtual_clock
-                                  ? "virtual clock: 1 ns per instruction, no sleep or I/O time"
-                              : source == trace::Source::kSampled
-                                  ? "sampled: perf-clock ns, each edge within one sampling period"
-                                  : "perf-clock ns from the CPU's timestamp counter";
+    const bool waits = how == trace::VirtualClock::kInstructionsAndWaits;
+    const std::string clock =
+        virtual_clock && waits ? "virtual clock: 1 ns per instruction plus wall time blocked in "
+                                 "syscalls"
+        : virtual_clock        ? "virtual clock: 1 ns per instruction, no sleep or I/O time"
+        : source == trace::Source::kSampled
+            ? "sampled: perf-clock ns, each edge within one sampling period"
+            : "perf-clock ns from the CPU's timestamp counter";
     if (fxt_ && virtual_clock) fxt_->SetClockInNames(clock);
     if (json_) json_->SetClock(clock, virtual_clock);
   }
@@ -162,7 +165,7 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
     }
     writer = Writer::Make(report.format, out.get());
     writer->SetSourceLookup(source_lookup);
-    writer->SetClock(m.source);
+    writer->SetClock(m.source, m.virtual_clock);
   }
   // The slices go to the file's writer and/or the caller's sink, and to the summary.
   SummarySink summary;
@@ -199,6 +202,7 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
   }
   model.SetExitTimes(std::move(exits));
   report.source = m.source;
+  report.virtual_clock = m.virtual_clock;
   for (const auto& r : records)
     report.recorded_from_ns = std::min(report.recorded_from_ns, r.sample_id.time);
   if (m.source == trace::Source::kSampled) {
@@ -652,7 +656,13 @@ std::string FormatReport(const DecodeReport& r) {
            "keeps more).");
     }
     // What the times are (#41: emulated times read as real ones).
-    line(r.source == trace::Source::kEmulated
+    line(r.source == trace::Source::kEmulated &&
+                 r.virtual_clock == trace::VirtualClock::kInstructionsAndWaits
+             ? "Clock: virtual (--emulate --emulate-waits): 1 ns per instruction a thread "
+               "retired plus the wall time each of its syscalls took, so sleeping, I/O and "
+               "waiting show; between syscalls every time is an exact instruction count "
+               "(docs/emulation.md, \"Waits\")."
+         : r.source == trace::Source::kEmulated
              ? "Clock: virtual (--emulate): 1 ns per instruction a thread retired, so every time "
                "is an exact instruction count; sleeping, I/O and waiting take none, unless a "
                "thread waited for another (docs/emulation.md, \"Threads\")."

@@ -72,6 +72,8 @@ struct DecodeReport {
   std::filesystem::path output;
   std::string format;
   trace::Source source = trace::Source::kHardware;  // the manifest's: which clock the times are
+  // The manifest's, for source kEmulated: whether syscalls' wall time is in it.
+  trace::VirtualClock virtual_clock = trace::VirtualClock::kInstructions;
   // Coverage: whether a decoded stream's ring had wrapped (what ran before
   // its oldest bytes is gone), and the time of the recording's first
   // sideband record, where what was recorded began (UINT64_MAX: none).

@@ -35,9 +35,13 @@ using ::testing::Not;
 constexpr int32_t kPid = 4242;
 
 // A trace directory holding one run of tests/programs/decode/calls.S.
-std::filesystem::path MakeCallsTrace(const std::filesystem::path& dir, const std::string& stream) {
+std::filesystem::path MakeCallsTrace(
+    const std::filesystem::path& dir, const std::string& stream,
+    trace::VirtualClock clock = trace::VirtualClock::kInstructions) {
   auto prog = decode::testing::LoadCallsProgram();
-  auto w = trace::TraceWriter::Create(dir, decode::testing::CallsManifest(kPid));
+  trace::Manifest manifest = decode::testing::CallsManifest(kPid);
+  manifest.virtual_clock = clock;
+  auto w = trace::TraceWriter::Create(dir, manifest);
   EXPECT_THAT(w, HasValue());
   std::string sb;
   for (const auto& r : decode::testing::CallsSideband(prog, kPid)) sb += trace::SerializeRecord(r);
@@ -209,6 +213,40 @@ TEST(PipelineTest, TheSummaryNamesTheClock) {
   EXPECT_THAT(FormatReport(r), HasSubstr("Clock: virtual (--emulate): 1 ns per instruction"));
   r.source = trace::Source::kHardware;
   EXPECT_THAT(FormatReport(r), HasSubstr("Clock: the CPU's timestamp counter"));
+}
+
+// With --emulate-waits the clock holds syscalls' wall time too, and every
+// place that names the clock says so: the summary, the JSON's otherData and
+// the process names of FXT and JSON.
+TEST(PipelineTest, TheClockWithWaitsIsNamedEverywhere) {
+  DecodeReport r;
+  r.source = trace::Source::kEmulated;
+  r.virtual_clock = trace::VirtualClock::kInstructionsAndWaits;
+  EXPECT_THAT(FormatReport(r),
+              HasSubstr("Clock: virtual (--emulate --emulate-waits): 1 ns per instruction a "
+                        "thread retired plus the wall time each of its syscalls took"));
+  ::ptsnap::testing::TempDir tmp;
+  auto prog = decode::testing::LoadCallsProgram();
+  auto dir = MakeCallsTrace(tmp.path() / "trace", decode::testing::CallsProgramStream(prog),
+                            trace::VirtualClock::kInstructionsAndWaits);
+  const std::string clock =
+      "virtual clock: 1 ns per instruction plus wall time blocked in syscalls";
+  DecodeOptions o;
+  o.output = tmp.path() / "trace.fxt.gz";
+  auto fxt_report = DecodeTraceDir(dir, o);
+  ASSERT_THAT(fxt_report, HasValue());
+  EXPECT_THAT(FormatReport(*fxt_report), HasSubstr("--emulate-waits"));
+  auto bytes = ReadMaybeGzip(o.output);
+  ASSERT_THAT(bytes, HasValue());
+  auto t = ParseFxt(*bytes);
+  ASSERT_THAT(t, HasValue());
+  EXPECT_EQ(t->processes.at(kPid), "decode_calls [pid=4242] (" + clock + ")");
+  o.output = tmp.path() / "trace.json";
+  ASSERT_THAT(DecodeTraceDir(dir, o), HasValue());
+  auto json = base::ReadFile(o.output);
+  ASSERT_THAT(json, HasValue());
+  EXPECT_THAT(*json, HasSubstr("\"otherData\":{\"clock\":\"" + clock + "\"}"));
+  EXPECT_THAT(*json, HasSubstr("decode_calls [pid=4242] (" + clock + ")"));
 }
 
 // A wrapped ring says how much of the recording it kept (#41).

@@ -82,6 +82,10 @@ struct RecordOptions {
   // decode shows as "[C-state Cn]" frames. Off by default. Hardware only.
   bool pwr_evt = false;
   bool emulate = false;
+  // --emulate-waits (with --emulate): each syscall's wall time is added to
+  // its thread's virtual clock, so sleeps, I/O and waits show on the
+  // timeline (docs/emulation.md, "Waits"); instructions stay 1 ns each.
+  bool emulate_waits = false;
   // --sampling (magic-trace's -sampling): stack samples through
   // perf_event_open instead of PT, for hosts without Intel PT
   // (docs/trace-format.md, source "sampled").

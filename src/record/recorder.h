@@ -53,8 +53,9 @@ struct Prepared {
   trace::Sampling sampling_info;
   // An emulated recording (emulate::PrepareEmulated): the manifest's
   // `emulator` line, and `source` "emulated". `cpu` and `pt` are then the
-  // virtual CPU's.
+  // virtual CPU's, and `virtual_clock` says how its clock runs.
   std::string emulator;
+  trace::VirtualClock virtual_clock = trace::VirtualClock::kInstructions;
 };
 
 // The explanations of what the machine refuses (no PMU, privileges, errnos

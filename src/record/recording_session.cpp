@@ -229,6 +229,7 @@ Result<void> RecordingSession::CreateTraceDir() {
              : prepared_.sampling        ? trace::Source::kSampled
                                          : trace::Source::kHardware;
   m.emulator = prepared_.emulator;
+  m.virtual_clock = prepared_.virtual_clock;
   if (prepared_.sampling) m.sampling = prepared_.sampling_info;
   m.ptsnap_version = base::kVersion;
   m.created_unix_ns = UnixNowNs();

@@ -35,6 +35,10 @@ Result<void> CheckCombination(const record::RecordOptions& o) {
     return Error(
         "--pwr-evt records Intel PT power events (C-state changes), which the emulator does not "
         "write: drop --pwr-evt under --emulate");
+  if (o.emulate_waits && !o.emulate)
+    return Error(
+        "--emulate-waits adds the time syscalls wait to the emulator's virtual clock: add "
+        "--emulate (without it the times are the CPU's real clock, waits included)");
   if (attach && o.pids.empty() && !o.all_cpus)
     return Error(
         "nothing to record: give a command to run (ptsnap run [options] -- CMD ARGS...) or "

@@ -213,6 +213,8 @@ constexpr StreamKind kStreamKinds[] = {StreamKind::kPt, StreamKind::kSamples};
 constexpr State kStates[] = {State::kRecording, State::kComplete, State::kInterrupted};
 constexpr Scope kScopes[] = {Scope::kUser, Scope::kKernel, Scope::kUserKernel};
 constexpr Mode kModes[] = {Mode::kSnapshot, Mode::kFull};
+constexpr VirtualClock kVirtualClocks[] = {VirtualClock::kInstructions,
+                                           VirtualClock::kInstructionsAndWaits};
 constexpr SnapshotReason kSnapshotReasons[] = {
     SnapshotReason::kExit,   SnapshotReason::kTrigger,  SnapshotReason::kStopIndicator,
     SnapshotReason::kSignal, SnapshotReason::kCtrlC,    SnapshotReason::kDuration,
@@ -443,6 +445,9 @@ Result<Manifest> ParseTree(const Json& root) {
     return Ok();
   }));
   PTSNAP_TRY(r.String("emulator", m.emulator));
+  if (r.Find("virtual_clock") != nullptr && m.source != Source::kEmulated)
+    return FieldError("virtual_clock", "only an emulated trace (source \"emulated\") has one");
+  PTSNAP_TRY(r.Enum("virtual_clock", m.virtual_clock, kVirtualClocks, false));
   if (r.Find("sampling") != nullptr) {
     PTSNAP_ASSIGN_OR_RETURN(Obj sa, r.Object("sampling"));
     Sampling s;
@@ -496,6 +501,14 @@ std::string_view ToString(Mode v) {
   switch (v) {
     case Mode::kSnapshot: return "snapshot";
     case Mode::kFull: return "full";
+  }
+  return "?";
+}
+
+std::string_view ToString(VirtualClock v) {
+  switch (v) {
+    case VirtualClock::kInstructions: return "instructions";
+    case VirtualClock::kInstructionsAndWaits: return "instructions+waits";
   }
   return "?";
 }
@@ -656,6 +669,7 @@ Json ToJson(const Manifest& m, bool lists) {
   }
   j["binaries"] = std::move(binaries);
   j["emulator"] = m.emulator;
+  if (m.source == Source::kEmulated) j["virtual_clock"] = ToString(m.virtual_clock);
   if (m.sampling) {
     const Sampling& sa = *m.sampling;
     j["sampling"] = {{"event", sa.event},

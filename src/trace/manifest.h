@@ -29,6 +29,11 @@ inline constexpr int kManifestVersionFollows = 2;
 enum class Source { kHardware, kEmulated, kSampled };
 enum class Scope { kUser, kKernel, kUserKernel };
 enum class Mode { kSnapshot, kFull };
+// How an emulated trace's virtual clock runs (docs/emulation.md, "Time"):
+// "instructions", one ns per instruction a thread retired; or
+// "instructions+waits" (run --emulate-waits), that plus the wall time each
+// syscall took on its thread.
+enum class VirtualClock { kInstructions, kInstructionsAndWaits };
 // kRecording: written at start and after each snapshot; a directory left in
 // this state was cut short (crash, kill) but what it lists is complete.
 enum class State { kRecording, kComplete, kInterrupted };
@@ -55,6 +60,7 @@ enum class SnapshotReason {
 std::string_view ToString(Source v);
 std::string_view ToString(Scope v);
 std::string_view ToString(Mode v);
+std::string_view ToString(VirtualClock v);
 std::string_view ToString(State v);
 std::string_view ToString(KcoreStatus v);
 std::string_view ToString(SnapshotReason v);
@@ -199,7 +205,10 @@ struct Manifest {
   uint64_t aux_truncated = 0;  // AUX TRUNCATED records
   Kcore kcore;
   std::vector<Binary> binaries;
-  std::string emulator;              // emulated source: "qemu-x86_64 7.2 + ptsnap plugin", else ""
+  std::string emulator;  // emulated source: "qemu-x86_64 7.2 + ptsnap plugin", else ""
+  // Source "emulated" only (`virtual_clock`; absent in older traces, whose
+  // clock is kInstructions).
+  VirtualClock virtual_clock = VirtualClock::kInstructions;
   std::optional<Sampling> sampling;  // source "sampled" only
   // The last journal line this manifest holds: manifest.journal lines with
   // a seq up to this one are already in it (docs/trace-format.md, "The

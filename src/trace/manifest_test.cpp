@@ -78,6 +78,7 @@ Manifest FullManifest() {
   m.kcore = {.status = KcoreStatus::kCopied, .reason = "", .dir = "kcore"};
   m.binaries = {{.path = "/bin/ls", .build_id = "abcdef", .copy = "binaries/abcdef/ls"}};
   m.emulator = "qemu-x86_64 7.2 + ptsnap plugin";
+  m.virtual_clock = VirtualClock::kInstructionsAndWaits;
   m.journal_seq = 12;
   return m;
 }
@@ -118,6 +119,7 @@ TEST(ManifestTest, TheTextIsTheWholeTreesDump) {
 TEST(ManifestTest, RoundTripsASampledRecording) {
   Manifest m = FullManifest();
   m.source = Source::kSampled;
+  m.virtual_clock = VirtualClock::kInstructions;  // an emulated trace's only
   m.streams[1].kind = StreamKind::kSamples;
   m.streams[1].file = "samples/1.data";
   m.sampling = Sampling{.event = "cpu-clock",
@@ -177,6 +179,24 @@ TEST(ManifestTest, AcceptsPlainNumbersForHexFieldsAndIgnoresUnknownFields) {
   }));
   ASSERT_THAT(parsed, HasValue());
   EXPECT_EQ(parsed->pt.config, 4096u);
+}
+
+// `virtual_clock` (#41): an emulated trace says how its clock ran; one
+// written before the field existed reads as "instructions", the clock it
+// had; no other source has one.
+TEST(ManifestTest, TheVirtualClockIsAnEmulatedTracesAndDefaultsToInstructions) {
+  EXPECT_EQ(nlohmann::json::parse(SerializeManifest(FullManifest()))["virtual_clock"],
+            "instructions+waits");
+  auto old = ParseManifest(Edited([](auto& j) { j.erase("virtual_clock"); }));
+  ASSERT_THAT(old, HasValue());
+  EXPECT_EQ(old->virtual_clock, VirtualClock::kInstructions);
+  EXPECT_THAT(ParseManifest(Edited([](auto& j) { j["virtual_clock"] = "sundial"; })),
+              HasErrorContaining("field 'virtual_clock': unknown value \"sundial\" (expected "
+                                 "\"instructions\", \"instructions+waits\")"));
+  EXPECT_THAT(ParseManifest(Edited([](auto& j) { j["source"] = "hardware"; })),
+              HasErrorContaining("field 'virtual_clock': only an emulated trace"));
+  Manifest hardware;
+  EXPECT_THAT(SerializeManifest(hardware), Not(HasSubstr("virtual_clock")));
 }
 
 TEST(ManifestTest, RejectsUnknownVersions) {

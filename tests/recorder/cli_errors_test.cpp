@@ -252,6 +252,21 @@ TEST_F(CliErrors, PwrEvtWithEmulateOrSamplingIsAUsageError) {
   ExpectEmpty();
 }
 
+// --emulate-waits changes the emulator's clock: a usage error (2) without
+// --emulate, for run and attach, before the machine is looked at.
+TEST_F(CliErrors, EmulateWaitsWithoutEmulateIsAUsageError) {
+  const std::string message =
+      "--emulate-waits adds the time syscalls wait to the emulator's virtual clock: add --emulate "
+      "(without it the times are the CPU's real clock, waits included)";
+  Exit run = Ptsnap(dir_.path(), {"run", "--emulate-waits", "--", "/bin/true"});
+  EXPECT_EQ(run.code, 2);
+  EXPECT_THAT(run.err, HasSubstr(message));
+  Exit attach = Ptsnap(dir_.path(), {"attach", "--emulate-waits", "-p", "1"});
+  EXPECT_EQ(attach.code, 2);
+  EXPECT_THAT(attach.err, HasSubstr(message));
+  ExpectEmpty();
+}
+
 // --filter: its syntax and combinations are usage errors (2), a function
 // that is not there an error (1), all before the machine is looked at.
 TEST_F(CliErrors, FilterErrorsComeFirst) {

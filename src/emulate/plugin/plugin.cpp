@@ -22,7 +22,9 @@
 // retires, a syscall takes no time unless it waited for another thread, and
 // what one thread caused another to see comes earlier in time. The perf
 // clock is the same count in nanoseconds; sideband records take the time of
-// the thread that caused them.
+// the thread that caused them. With waits=1 (--emulate-waits) a syscall
+// that returns also adds the wall time it took to its thread's clock
+// (syscall_wait.h), so sleeps and I/O show; instructions stay one tick.
 #include <dlfcn.h>
 #include <elf.h>
 #include <fcntl.h>
@@ -35,6 +37,7 @@
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -65,6 +68,7 @@
 #include "emulate/plugin/qemu_plugin_api.h"
 #include "emulate/plugin_protocol.h"
 #include "emulate/pt_stream.h"
+#include "emulate/syscall_wait.h"
 #include "emulate/virtual_cpu.h"
 #include "trace/jit_code.h"
 
@@ -133,6 +137,8 @@ struct Options {
   bool filtering = false;
   // --only-in: the function (link-time address in the main binary); 0: off.
   uint64_t only_in = 0;
+  // --emulate-waits: a syscall's wall time is added to its thread's clock.
+  bool waits = false;
 };
 
 // --slower-than's bookkeeping, per thread. `returns` is a shadow of the
@@ -281,6 +287,12 @@ std::atomic<uint64_t> g_slow_skipped{0};  // every thread's, for the note at exi
 uint64_t g_pending_ctid[kMaxVcpus];       // clone's child_tid with CLONE_CHILD_CLEARTID
 uint64_t g_pending_mmap[kMaxVcpus][4];  // prot, fd, len, offset of an mmap in flight; prot 0 = none
 uint64_t g_pending_unmap[kMaxVcpus][2];  // addr, len of a munmap or MAP_FIXED anonymous mmap
+SyscallWall g_syscall_wall[kMaxVcpus];   // --emulate-waits: the syscall each vCPU is in
+uint64_t MonotonicNs() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000 + static_cast<uint64_t>(ts.tv_nsec);
+}
 
 // JIT code capture (docs/emulation.md, "JIT code"). g_file_code: the
 // executable file mappings, [lo, hi): blocks outside them run from
@@ -1431,11 +1443,20 @@ void OnSyscall(qemu_plugin_id_t, unsigned vcpu, int64_t num, uint64_t a1, uint64
       break;
     default: break;
   }
+  // Last, so the plugin's own work above is not counted as the syscall's.
+  if (g_opts.waits) g_syscall_wall[vcpu].Enter(MonotonicNs());
 }
 
 void OnSyscallRet(qemu_plugin_id_t, unsigned vcpu, int64_t num, int64_t ret) {
   if (vcpu >= kMaxVcpus || g_detached.load(std::memory_order_relaxed)) return;
   ThreadState* self = g_threads[vcpu];
+  // --emulate-waits: the syscall took its wall time on this thread's clock
+  // (before a futex wait catches up with its waker, so the later of the two
+  // wins). The block after it starts with a TIP.PGE whose TSC carries it.
+  if (g_opts.waits) {
+    const uint64_t waited = g_syscall_wall[vcpu].Return(MonotonicNs());
+    if (self != nullptr) self->clock += waited;
+  }
   if (self != nullptr) {
     FutexCatch(self, g_waiting_on[vcpu][0]);
     FutexCatch(self, g_waiting_on[vcpu][1]);
@@ -1882,6 +1903,8 @@ int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t* info, int argc, 
       }
     } else if (k == "only_in") {
       ok = ParseU64(v, &g_opts.only_in) && g_opts.only_in != 0;
+    } else if (k == "waits") {
+      g_opts.waits = v == "1";
     } else if (k == "stop") {
       ok = ParseU64(v, &n);
       g_opts.stop.push_back(n);
