@@ -28,6 +28,7 @@ struct ReportArgs {
   std::string dir;
   std::vector<std::string> functions;
   bool per_thread = false, json = false, no_inline = false, full_names = false, by_mark = false;
+  bool callers = false, callees = false;
   size_t slowest = 0, depth = 3, limit = 20;
   std::string sort = "total", since, until, output;
   std::string diff;  // --diff B: TRACE is the baseline
@@ -144,10 +145,16 @@ int RunReport(const ReportArgs& a) {
   o.slowest = a.slowest;
   o.tree_depth = a.depth;
   o.by_mark = a.by_mark;
+  o.callers = a.callers;
+  o.callees = a.callees;
   if (a.by_mark && a.functions.empty())
     return Usage(
         "--by-mark groups the calls of the functions named after TRACE: "
         "ptsnap report TRACE FUNC --by-mark");
+  for (const auto& [set, flag] : {std::pair{a.callers, "--callers"}, {a.callees, "--callees"}})
+    if (set && a.functions.empty())
+      return Usage(std::string(flag) + " lists who called (what was called by) the functions " +
+                   "named after TRACE: ptsnap report TRACE FUNC " + flag);
   if (a.slowest != 0 && a.functions.empty())
     return Usage("--slowest N lists the slowest calls of the functions named after TRACE: " +
                  std::string("ptsnap report TRACE FUNC --slowest ") + std::to_string(a.slowest));
@@ -177,6 +184,10 @@ int RunReport(const ReportArgs& a) {
                    " with --diff: it lists one trace's calls (run ptsnap report TRACE FUNC " +
                    (a.slowest != 0 ? "--slowest N" : "--by-mark") +
                    " on each trace; with --diff, FUNC's histograms are shown side by side)");
+    if (a.callers || a.callees)
+      return Usage(std::string(a.callers ? "--callers" : "--callees") +
+                   " with --diff: it lists one trace's calls (run ptsnap report TRACE FUNC " +
+                   (a.callers ? "--callers" : "--callees") + " on each trace)");
     if (!a.output.empty() && !difffolded)
       return Usage("-o " + a.output +
                    " with --diff: the comparison writes differential folded stacks (name the file "
@@ -266,6 +277,9 @@ void AddReportCommand(CLI::App& app, CommandFn* selected) {
       "  ptsnap report trace.ptsnap parse --slowest 3     parse's histogram and its 3 slowest "
       "calls\n"
       "  ptsnap report trace.ptsnap handle --by-mark      handle's percentiles per request mark\n"
+      "  ptsnap report trace.ptsnap parse --callers       who called parse, and its time from "
+      "each\n"
+      "  ptsnap report trace.ptsnap parse --callees       what parse called, and the time in each\n"
       "  ptsnap report trace.ptsnap --sort p99 --json     for scripts and agents\n"
       "  ptsnap report trace.ptsnap -o t.folded           collapsed stacks for a flame graph\n"
       "  ptsnap report trace.ptsnap -o t.pb.gz            a pprof profile (pprof -http=: t.pb.gz)\n"
@@ -294,13 +308,21 @@ void AddReportCommand(CLI::App& app, CommandFn* selected) {
   cmd->add_flag("--by-mark", a->by_mark,
                 "Latency percentiles of each FUNC per mark in force when its calls began (the "
                 "thread's last PTWRITE or ptsnap_mark payload: docs/report.md, \"Marks\")");
+  cmd->add_flag("--callers", a->callers,
+                "For each FUNC, each caller with the calls it made and FUNC's time from them (a "
+                "recursive call's time counted with its outermost call's caller: the rows add up "
+                "to FUNC's total) and its share");
+  cmd->add_flag("--callees", a->callees,
+                "For each FUNC, each function it called with the calls and the time in it under "
+                "FUNC (recursion counted once) and its share of FUNC's total");
   cmd->add_option("--depth", a->depth, "Levels of the call tree under each slow call")
       ->capture_default_str();
-  cmd->add_option("--diff", a->diff,
-                  "Compare TRACE (A, the baseline) with B, another trace directory or decoded "
-                  "file: per function, calls, total, self, p50 and p99 of each and the change of "
-                  "total (B - A); FUNCs get both histograms. Not with --per-thread, --slowest or "
-                  "--by-mark; -o FILE.difffolded writes differential folded stacks")
+  cmd->add_option(
+         "--diff", a->diff,
+         "Compare TRACE (A, the baseline) with B, another trace directory or decoded "
+         "file: per function, calls, total, self, p50 and p99 of each and the change of "
+         "total (B - A); FUNCs get both histograms. Not with --per-thread, --slowest, "
+         "--by-mark, --callers or --callees; -o FILE.difffolded writes differential folded stacks")
       ->type_name("B");
   cmd->add_option("--sort", a->sort,
                   "Sort rows by total, self, calls, p99, max or name; with --diff, by the "
