@@ -12,6 +12,7 @@
 #include "base/file_util.h"
 #include "base/string_util.h"
 #include "cli/command.h"
+#include "cli/read_trace.h"
 #include "output/output_file.h"
 #include "pipeline/pipeline.h"
 #include "report/diff.h"
@@ -24,20 +25,14 @@ namespace ptsnap::cli {
 
 namespace {
 
-struct ReportArgs {
+struct ReportArgs : TraceInput {
   std::string dir;
   std::vector<std::string> functions;
-  bool per_thread = false, json = false, no_inline = false, full_names = false, by_mark = false;
+  bool per_thread = false, json = false, full_names = false, by_mark = false;
   bool callers = false, callees = false;
   size_t slowest = 0, depth = 3, limit = 20;
   std::string sort = "total", since, until, output;
   std::string diff;  // --diff B: TRACE is the baseline
-  std::string decoder = "ours";
-  unsigned jobs = 0;  // -j: one thread per core, as decode
-  uint32_t snapshot = 0;
-  std::vector<std::string> debug_dirs;  // --debug-dir
-  // Options that need the trace directory, as given (for the error on a file).
-  std::vector<std::string> dir_only;
 };
 
 int Usage(const std::string& message) {
@@ -45,58 +40,13 @@ int Usage(const std::string& message) {
   return kExitUsage;
 }
 
-// Reads TRACE `path`, a trace directory (decoded, streaming) or a decoded
-// file, into `sink`. On failure prints the error and returns the exit
-// code; a damaged directory is reported on, its stretches lost and error
-// line left in *damaged for after the report.
+// Reads TRACE `path` into the report's sink (read_trace.h).
 std::optional<int> ReadTrace(const ReportArgs& a, const std::string& path, report::ReportSink* sink,
                              std::string* damaged) {
-  std::error_code ec;
-  if (std::filesystem::is_regular_file(path, ec)) {
-    // A decoded file: the slices as written, nothing to decode.
-    if (!a.dir_only.empty())
-      return Usage(base::Join(a.dir_only, ", ") + " needs the trace directory: " + path +
-                   " is a decoded file (its slices are read as they were written)");
-    auto kind = report::SniffTraceFile(path);
-    if (!kind) {
-      std::fprintf(stderr, "ptsnap: error: %s\n", kind.error().ToString().c_str());
-      return kExitFailure;
-    }
-    if (*kind == report::TraceFileKind::kOther)
-      return Usage(path +
-                   " is neither a trace directory nor a decoded file (FXT: .fxt, .fxt.gz; Chrome "
-                   "JSON: .json, .json.gz)");
-    auto read = *kind == report::TraceFileKind::kFxt ? report::ReadFxtSlices(path, sink)
-                                                     : report::ReadJsonSlices(path, sink);
-    if (!read) {
-      std::fprintf(stderr, "ptsnap: error: reading %s\n", read.error().ToString().c_str());
-      return kExitFailure;
-    }
-  } else {
-    pipeline::DecodeOptions d;
-    d.sink = sink;
-    d.snapshot = a.snapshot;
-    d.decoder = DecoderEngine(a.decoder);
-    d.inline_frames = !a.no_inline;
-    d.debug_dirs.assign(a.debug_dirs.begin(), a.debug_dirs.end());
-    d.jobs = a.jobs;
-    auto decoded = pipeline::DecodeTraceDir(path, d);
-    if (!decoded) {
-      std::fprintf(stderr, "ptsnap: error: decoding %s: %s\n", path.c_str(),
-                   decoded.error().ToString().c_str());
-      return kExitFailure;
-    }
-    sink->SetImplausible(decoded->implausible);
-    // For `info` (as `decode` writes it; not where the user may not write).
-    if (a.snapshot == 0)
-      (void)trace::WriteDecodeVerdict(path, pipeline::VerdictOf(*decoded, "report"));
-    if (!decoded->damage.empty())
-      *damaged = pipeline::FormatDamage(*decoded) +
-                 "ptsnap: error: " + pipeline::DamageError(path, *decoded) +
-                 "; the report counts what was decoded (calls cut by the damage are marked cut: "
-                 "docs/report.md)\n";
-  }
-  return std::nullopt;
+  std::optional<output::Implausible> implausible;
+  auto rc = cli::ReadTrace(a, path, sink, damaged, &implausible, "report");
+  if (implausible) sink->SetImplausible(std::move(*implausible));
+  return rc;
 }
 
 // `report A --diff B`: both read with the same options (report/diff.h).
