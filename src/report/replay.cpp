@@ -29,9 +29,17 @@ bool ReplaySink::InWindow(uint64_t ts) const {
   return !options_.until_ns || ts <= origin + *options_.until_ns;
 }
 
-void ReplaySink::Line(int32_t tid, Thread& t, std::optional<uint64_t> duration, size_t depth,
-                      const std::string& text) {
-  FlushPending(tid, t);
+void ReplaySink::OpenContext(int32_t tid, Thread& t) {
+  for (size_t i = 0; i < t.stack.size(); ++i) {
+    Frame& f = t.stack[i];
+    if (f.shown || Deep(i)) continue;
+    f.shown = true;
+    Print(tid, std::nullopt, i, CallText(*f.name) + " { /* entered before the window */");
+  }
+}
+
+void ReplaySink::Print(int32_t tid, std::optional<uint64_t> duration, size_t depth,
+                       const std::string& text) {
   ++lines_;
   if (options_.limit != 0 && printed_ >= options_.limit) return;
   ++printed_;
@@ -41,18 +49,26 @@ void ReplaySink::Line(int32_t tid, Thread& t, std::optional<uint64_t> duration, 
   out_(std::string(head) + std::string(2 * depth, ' ') + text + "\n");
 }
 
+void ReplaySink::Line(int32_t tid, Thread& t, std::optional<uint64_t> duration, size_t depth,
+                      const std::string& text) {
+  OpenContext(tid, t);
+  FlushPending(tid, t);
+  Print(tid, duration, depth, text);
+}
+
 void ReplaySink::FlushPending(int32_t tid, Thread& t) {
   if (t.pending == std::string::npos) return;
   const size_t depth = t.pending;
   t.pending = std::string::npos;
-  Line(tid, t, std::nullopt, depth, CallText(*t.stack[depth].name) + " {");
+  OpenContext(tid, t);
+  Print(tid, std::nullopt, depth, CallText(*t.stack[depth].name) + " {");
 }
 
 void ReplaySink::CloseOpen(int32_t tid, Thread& t, const char* why) {
   FlushPending(tid, t);
   for (size_t i = t.stack.size(); i-- > 0;) {
     if (!t.stack[i].shown) continue;
-    Line(tid, t, std::nullopt, i, "} /* " + *t.stack[i].name + ": " + why + " */");
+    Print(tid, std::nullopt, i, "} /* " + *t.stack[i].name + ": " + why + " */");
   }
   t.stack.clear();
 }
@@ -98,12 +114,11 @@ void ReplaySink::OnSlice(const model::Slice& s) {
         Line(s.tid, t, dur, depth, CallText(*f.name) + ";");
         return;
       }
+      // Entered before the window, ending in it: its opening is printed now.
+      if (!f.shown && in && !Deep(depth)) OpenContext(s.tid, t);
+      const bool shown = t.stack.back().shown;
       t.stack.pop_back();
-      if (f.shown) {
-        Line(s.tid, t, dur, depth, "} /* " + *f.name + " */");
-      } else if (in && !Deep(depth)) {
-        Line(s.tid, t, dur, depth, "} /* " + *f.name + " (entered before the window) */");
-      }
+      if (shown) Line(s.tid, t, dur, depth, "} /* " + *f.name + " */");
       return;
     }
     case model::Slice::kComplete: {

@@ -9,9 +9,12 @@
 //
 // A call with no printed callee is one line with its duration; one with
 // callees opens with "{" and its duration is on the closing line. Frames
-// open at the edges of the window (or of the trace) are shown as such: a
-// close whose begin was before them says so, and a frame still running at
-// the window's end gets a closing line without a duration saying that.
+// open at the edges of the window (or of the trace) are shown as such: the
+// frames entered before the window open with "{ /* entered before the
+// window */" above its first line, one entered before the trace (its start
+// not seen) closes with "(entered before the trace)", and a frame still
+// running at the window's end gets a closing line without a duration
+// saying that.
 // Lines of one thread are in time order; threads come as the stream holds
 // them (--tid picks one). ReplaySink streams: memory grows with the stack
 // depth of the threads, never with the number of calls.
@@ -71,10 +74,14 @@ class ReplaySink : public model::SliceSink {
   };
   bool InWindow(uint64_t ts) const;
   bool Deep(size_t depth) const { return options_.depth != 0 && depth >= options_.depth; }
-  // One line; the thread's pending "{" first.
+  // One line of the window: the openings of the frames entered before the
+  // window that are not printed yet, and the thread's pending "{", first.
   void Line(int32_t tid, Thread& t, std::optional<uint64_t> duration, size_t depth,
             const std::string& text);
   void FlushPending(int32_t tid, Thread& t);
+  void OpenContext(int32_t tid, Thread& t);
+  // The line itself, counted, printed within the limit.
+  void Print(int32_t tid, std::optional<uint64_t> duration, size_t depth, const std::string& text);
   // Closing lines, without a duration, for the shown frames still open.
   void CloseOpen(int32_t tid, Thread& t, const char* why);
 

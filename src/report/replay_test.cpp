@@ -100,7 +100,7 @@ TEST(Replay, DepthMakesACallWhoseCalleesAreHiddenOneLine) {
 }
 
 // The window [1500, 3000] ns: work begins in it and ends after it, leaf
-// lies inside it; main is open throughout (indented as deep as it is).
+// lies inside it, main is open throughout.
 TEST(Replay, FramesOpenAtTheWindowsEdgesAreShownAsSuch) {
   ReplayOptions o;
   o.since_ns = 1500;
@@ -108,18 +108,22 @@ TEST(Replay, FramesOpenAtTheWindowsEdgesAreShownAsSuch) {
   Replay r(o);
   MainFibWork(r);
   EXPECT_EQ(r.Text(),
+            "           [     7] | main() { /* entered before the window */\n"
             "           [     7] |   work() {\n"
             "  0.200 us [     7] |     leaf();\n"
-            "           [     7] |   } /* work: still running at the window's end */\n");
+            "           [     7] |   } /* work: still running at the window's end */\n"
+            "           [     7] | } /* main: still running at the window's end */\n");
   // Entered before the window, ending inside it.
   ReplayOptions from;
   from.since_ns = 2050;
   Replay late(from);
   MainFibWork(late);
   EXPECT_EQ(late.Text(),
+            "           [     7] | main() { /* entered before the window */\n"
+            "           [     7] |   work() { /* entered before the window */\n"
             "  0.200 us [     7] |     leaf();\n"
-            "  2.500 us [     7] |   } /* work (entered before the window) */\n"
-            "  5.000 us [     7] | } /* main (entered before the window) */\n");
+            "  2.500 us [     7] |   } /* work */\n"
+            "  5.000 us [     7] | } /* main */\n");
 }
 
 // A snapshot begun inside `loop`: its end comes with no begin.
