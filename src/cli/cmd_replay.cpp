@@ -92,8 +92,8 @@ void AddReplayCommand(CLI::App& app, CommandFn* selected) {
       ->required();
   cmd->add_option("--tid", a->tid, "Only this thread (report --per-thread lists them)");
   cmd->add_option("--since", a->since,
-                  "Only lines from this long after the trace's first call, e.g. 10ms; frames "
-                  "entered before and ending inside say so");
+                  "Only lines from this long after the trace's first call, e.g. 10ms; the "
+                  "frames entered before it open above its first line, saying so");
   cmd->add_option("--until", a->until,
                   "Only lines up to this long after the trace's first call; frames still running "
                   "then get a closing line that says so");

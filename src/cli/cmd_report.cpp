@@ -220,7 +220,7 @@ void AddReportCommand(CLI::App& app, CommandFn* selected) {
   CLI::App* cmd = app.add_subcommand(
       "report",
       "Per-function numbers without a viewer: calls, total and self time, latency percentiles, "
-      "histograms, the slowest calls and what ran under them");
+      "histograms, the slowest calls and what ran under them, callers and callees");
   cmd->footer(
       "Examples:\n"
       "  ptsnap report trace.ptsnap                       the 20 functions with most total time\n"

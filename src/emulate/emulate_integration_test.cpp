@@ -997,6 +997,33 @@ TEST_F(Emulate, ReportCallersCalleesAndReplayOfFib) {
   r = ptsnap::testing::RunShellRaw(bin + " replay '" + dir.string() + "'");
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("# 1000 of "), std::string::npos) << r.out;
+
+  // A snapshot's ring holds the end of fib(22) only: the recursion it began
+  // in is frames whose start was not seen. The callers still add up to
+  // fib's total, and fib under fib stays below it; replay closes them so.
+  const fs::path snap = tmp_.path() / "snap";
+  run = ptsnap::testing::RunShell(bin + " run --emulate --snapshot-size 8K --no-decode " +
+                                  "--trace-dir '" + snap.string() + "' -- " +
+                                  Program("fib").string() + " 22");
+  ASSERT_EQ(run.status, 0) << run.out;
+  r = ptsnap::testing::RunShellRaw(bin + " report '" + snap.string() +
+                                   "' fib --callers --callees --json --limit 0");
+  ASSERT_EQ(r.status, 0) << r.out;
+  j = nlohmann::json::parse(r.out);
+  uint64_t total = 0, from_callers = 0, unseen = 0;
+  for (const auto& f : j["functions"])
+    if (f["name"] == "fib") {
+      total = f["total_ns"];
+      unseen = f["unseen_start"];
+    }
+  EXPECT_GT(unseen, 0u) << "the snapshot began inside fib";
+  for (const auto& c : j["callers"][0]["callers"]) from_callers += c["total_ns"].get<uint64_t>();
+  EXPECT_EQ(from_callers, total);
+  ASSERT_EQ(j["callees"][0]["callees"][0]["name"], "fib");
+  EXPECT_LT(j["callees"][0]["callees"][0]["total_ns"].get<uint64_t>(), total);
+  r = ptsnap::testing::RunShellRaw(bin + " replay '" + snap.string() + "' --limit 0");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("| } /* fib (entered before the trace) */\n"), std::string::npos) << r.out;
 }
 
 // run takes decode's flags: --split-snapshots writes one file per snapshot

@@ -81,6 +81,13 @@ void ReportSink::OnEnter(int32_t tid, const std::string* name, uint64_t ts, size
     t.stack.resize(depth);
     const std::string* caller = depth > 0 ? t.stack[depth - 1] : nullptr;
     if (options_.callees && caller != nullptr && IsNamed(caller)) t.edges[{caller, name}].depth++;
+    if (options_.callees && depth == 0) {
+      // Its caller is not known yet: what the edges to it hold now, to
+      // tell the frames of theirs it will enclose.
+      t.root_marks.clear();
+      for (const auto& [e, time] : t.edges)
+        if (e.second == name) t.root_marks.push_back({e.first, time.segment_total});
+    }
     t.stack.push_back(name);
   }
   if (options_.slowest == 0 && !options_.by_mark) return;
@@ -116,11 +123,19 @@ void ReportSink::Adopt(ThreadState& t, const std::string* caller) {
     }
     t.inferred.reset();
   }
+  auto of = [caller](const Inside& in) {
+    for (const auto& [c, ns] : in)
+      if (c == caller) return ns;
+    return uint64_t{0};
+  };
   for (const auto& [name, o] : t.orphans) {
     if (options_.callers && IsNamed(name)) AddEdge(callers_, name, caller, o.calls, o.total_ns);
     if (callees) {
-      t.edges[{caller, name}].segment_total += o.all_ns;  // no seen frame encloses them
-      AddEdge(callees_, caller, name, o.calls, o.window_ns);
+      // No seen frame encloses them; the edge's frames under them are
+      // counted already.
+      const uint64_t inside = of(o.inside), window_inside = of(o.window_inside);
+      t.edges[{caller, name}].segment_total += o.all_ns - std::min(o.all_ns, inside);
+      AddEdge(callees_, caller, name, o.calls, o.window_ns - std::min(o.window_ns, window_inside));
     }
   }
   t.orphans.clear();
@@ -152,6 +167,26 @@ void ReportSink::Connect(ThreadState& t, const output::Call& c, bool in_window) 
     o.total_ns += in_window ? c.total_ns : 0;
     o.window_ns += in_window ? dur : 0;
     o.all_ns += dur;
+    if (options_.callees && pushed) {
+      auto add = [](Inside& to, const std::string* caller, uint64_t ns) {
+        for (auto& [c, v] : to)
+          if (c == caller) {
+            v += ns;
+            return;
+          }
+        to.push_back({caller, ns});
+      };
+      for (const auto& [e, time] : t.edges) {
+        if (e.second != c.name) continue;
+        uint64_t mark = 0;
+        for (const auto& [from, ns] : t.root_marks)
+          if (from == e.first) mark = ns;
+        const uint64_t inside = time.segment_total - std::min(time.segment_total, mark);
+        if (inside == 0) continue;
+        add(o.inside, e.first, inside);
+        if (in_window) add(o.window_inside, e.first, inside);
+      }
+    }
     return;
   }
   if (options_.callers && in_window && IsNamed(c.name))

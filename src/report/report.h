@@ -190,15 +190,20 @@ class ReportSink : public output::CallSink {
   };
   // Frames that ended with no seen caller, waiting for it: the next
   // inferred frame to end, or none (the segment's end).
+  // Per caller name, edge time (segment_total) a frame encloses.
+  using Inside = std::vector<std::pair<const std::string*, uint64_t>>;
   struct Orphans {
     uint64_t calls = 0, total_ns = 0;    // in the window: calls, Call::total_ns
     uint64_t window_ns = 0, all_ns = 0;  // durations: in the window, all
+    // The time of the edges to it from each caller that they enclose (the
+    // frames under them of the same edge: counted already).
+    Inside inside, window_inside;
   };
   struct PendingInferred {
     const std::string* name = nullptr;
     uint64_t calls = 0, total_ns = 0, window_ns = 0, dur = 0;
     // segment_total of each edge to it (by caller) when it ended.
-    std::vector<std::pair<const std::string*, uint64_t>> inside;
+    Inside inside;
   };
   struct ThreadState {
     std::vector<Capture> captures;
@@ -206,6 +211,9 @@ class ReportSink : public output::CallSink {
     std::vector<const std::string*> stack;
     std::unordered_map<Edge, EdgeTime, EdgeHash> edges;  // caller named
     std::unordered_map<const std::string*, Orphans> orphans;
+    // The open frame with no seen caller: segment_total of each edge to
+    // its function when it began.
+    Inside root_marks;
     std::optional<PendingInferred> inferred;
     // Folded contributions of this segment, by stack from the lowest frame
     // whose start was seen; inferred frames prefix them as they end.

@@ -599,6 +599,31 @@ TEST(Report, InferredFramesAreTheCallersOfWhatEndedInsideThem) {
   EXPECT_EQ(Row(r.Callees(), "fib", "fib")->total_ns, 40u);
 }
 
+// A frame with no seen caller encloses frames of the same edge: fib
+// [10,50] { fib [20,30] } ends inside an inferred fib [0,60] that main
+// called. fib under fib is [10,50], not 40 + 10.
+TEST(Report, AFrameWithNoSeenCallerEnclosesItsEdgesFramesOnce) {
+  ReportOptions o;
+  o.functions = {"fib"};
+  o.callers = o.callees = true;
+  ReportSink r(o);
+  Feed f(r);
+  f.Begin(1, "fib", 10);
+  f.Call(1, "fib", 20, 30);
+  f.End(1, "fib", 10, 50);
+  f.End(1, "fib", 0, 60, /*inferred=*/true);
+  f.End(1, "main", 0, 100, /*inferred=*/true);
+  f.InferredBegin(1, "main", 0);
+  f.InferredBegin(1, "fib", 0);
+  ASSERT_TRUE(r.Finish());
+  ASSERT_EQ(r.Named()[0].total_ns, 60u);
+  ASSERT_NE(Row(r.Callees(), "fib", "fib"), nullptr);
+  EXPECT_EQ(Row(r.Callees(), "fib", "fib")->calls, 2u);
+  EXPECT_EQ(Row(r.Callees(), "fib", "fib")->total_ns, 40u);
+  EXPECT_EQ(Row(r.Callers(), "fib", "main")->total_ns + Row(r.Callers(), "fib", "fib")->total_ns,
+            60u);
+}
+
 TEST(Report, SortKeysAreSpelledAsDocumented) {
   for (const char* k : {"total", "self", "calls", "p99", "max", "name"})
     EXPECT_TRUE(SortKeyFrom(k)) << k;
