@@ -3,7 +3,8 @@
 // (output/calls.h) and keeps, per function (and per thread when asked):
 // calls, inclusive time counted once, self time and a duration histogram;
 // for the functions named with --slowest, the N slowest calls with the
-// call tree under each; and the folded stacks of a flame graph. Memory
+// call tree under each; with --callers/--callees, their callers and
+// callees; and the folded stacks of a flame graph. Memory
 // grows with the number of distinct functions (and stacks, for folded
 // output), never with the trace's length.
 #pragma once
@@ -188,10 +189,10 @@ class ReportSink : public output::CallSink {
     int depth = 0;
     uint64_t segment_total = 0;
   };
-  // Frames that ended with no seen caller, waiting for it: the next
-  // inferred frame to end, or none (the segment's end).
   // Per caller name, edge time (segment_total) a frame encloses.
   using Inside = std::vector<std::pair<const std::string*, uint64_t>>;
+  // Frames that ended with no seen caller, by function, waiting for it:
+  // the next inferred frame to end, or none (the segment's end).
   struct Orphans {
     uint64_t calls = 0, total_ns = 0;    // in the window: calls, Call::total_ns
     uint64_t window_ns = 0, all_ns = 0;  // durations: in the window, all
@@ -199,6 +200,7 @@ class ReportSink : public output::CallSink {
     // frames under them of the same edge: counted already).
     Inside inside, window_inside;
   };
+  // The last inferred frame that ended, waiting for its caller (the next).
   struct PendingInferred {
     const std::string* name = nullptr;
     uint64_t calls = 0, total_ns = 0, window_ns = 0, dur = 0;
@@ -276,8 +278,8 @@ std::string ShortName(std::string_view name, size_t width);
 // The report as JSON (docs/report.md, stable): {"span_ns", "traced_ns",
 // "functions": [{"name", "tid"?, "calls", "total_ns", "total_pct",
 // "self_ns", "self_pct", "unseen_start", "cut", "min_ns", "p50_ns",
-// "p90_ns", "p99_ns", "max_ns"}], "slowest": [...]}; the percentages are
-// of traced_ns.
+// "p90_ns", "p99_ns", "max_ns"}], "slowest": [...], "callers"?,
+// "callees"?}; the percentages are of traced_ns.
 std::string FormatJson(const ReportSink& r, SortKey key, size_t limit);
 
 }  // namespace ptsnap::report
