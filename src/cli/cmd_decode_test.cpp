@@ -800,6 +800,14 @@ TEST(CmdReportTest, Errors) {
   Outcome r = Ptsnap("report '" + dir.string() + "' --slowest 3");
   EXPECT_EQ(r.rc, 2);
   EXPECT_THAT(r.out, HasSubstr("--slowest N lists the slowest calls of the functions named"));
+  for (const char* flag : {"--callers", "--callees"}) {
+    r = Ptsnap("report '" + dir.string() + "' " + flag);
+    EXPECT_EQ(r.rc, 2);
+    EXPECT_THAT(r.out, HasSubstr(std::string(flag) +
+                                 " lists who called (what was called by) the "
+                                 "functions named after TRACE: ptsnap report TRACE FUNC " +
+                                 flag));
+  }
   r = Ptsnap("report '" + dir.string() + "' --sort speed");
   EXPECT_EQ(r.rc, 2);
   EXPECT_THAT(r.out, HasSubstr("--sort speed: use total, self, calls, p99, max or name"));
@@ -867,6 +875,104 @@ TEST(CmdReportTest, DiffComparesTwoDecodedFiles) {
             "main;k 0 30000\n");
 }
 
+// A Chrome JSON file: thread 1 main [0,100] { f [10,50] { g [20,40] };
+// g [60,70] }, thread 2 g [0,50] (microseconds).
+fs::path WriteCallsJson(const TempDir& tmp) {
+  auto x = [](int tid, const char* name, int ts, int dur) {
+    return std::string(R"({"ph":"X","pid":1,"tid":)") + std::to_string(tid) + R"(,"name":")" +
+           name + "\",\"ts\":" + std::to_string(ts) + ",\"dur\":" + std::to_string(dur) + "}";
+  };
+  const fs::path file = tmp.path() / "calls.json";
+  EXPECT_TRUE(base::WriteFileAtomic(file,
+                                    "[" + x(1, "main", 0, 100) + "," + x(1, "f", 10, 40) + "," +
+                                        x(1, "g", 20, 20) + "," + x(1, "g", 60, 10) + "," +
+                                        x(2, "g", 0, 50) + "]",
+                                    0644)
+                  .has_value());
+  return file;
+}
+
+// Percentages of the time frames were on the stacks (150 us), callers and
+// callees of a FUNC.
+TEST(CmdReportTest, PercentagesCallersAndCallees) {
+  TempDir tmp;
+  const fs::path file = WriteCallsJson(tmp);
+  auto r = ptsnap::testing::RunPtsnap("report '" + file.string() + "' g --callers --callees",
+                                      {.stdout_only = true});
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("total% and self%: of 150.000 us, the time some frame was on a "
+                               "thread's stack"));
+  // g: 80 us of 150.
+  EXPECT_THAT(r.out, HasSubstr("80.000 us   53.3%    80.000 us   53.3%"));
+  EXPECT_THAT(r.out, HasSubstr("Callers of g (total 80.000 us"));
+  EXPECT_THAT(r.out, HasSubstr("  (root)                                           1    50.000 us"
+                               "   62.5%\n"
+                               "  f                                                1    20.000 us"
+                               "   25.0%\n"
+                               "  main                                             1    10.000 us"
+                               "   12.5%\n"));
+  EXPECT_THAT(r.out, HasSubstr("Callees of g (total 80.000 us"));
+  EXPECT_THAT(r.out, HasSubstr("  (no callees)\n"));
+  r = ptsnap::testing::RunPtsnap("report '" + file.string() + "' main --callees --json",
+                                 {.stdout_only = true});
+  ASSERT_EQ(r.rc, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["traced_ns"], 150000);
+  EXPECT_EQ(j["functions"][0]["name"], "main");
+  EXPECT_DOUBLE_EQ(j["functions"][0]["total_pct"].get<double>(), 66.67);
+  ASSERT_EQ(j["callees"].size(), 1u);
+  EXPECT_EQ(j["callees"][0]["callees"][0]["name"], "f");
+  EXPECT_EQ(j["callees"][0]["callees"][0]["total_ns"], 40000);
+  EXPECT_DOUBLE_EQ(j["callees"][0]["callees"][0]["share_pct"].get<double>(), 40.0);
+  EXPECT_EQ(j["callees"][0]["callees"][1]["name"], "g");
+  EXPECT_FALSE(j.contains("callers"));
+}
+
+// `ptsnap replay` on the same file: each thread's calls in order.
+TEST(CmdReplayTest, ListsTheCallsOfADecodedFile) {
+  TempDir tmp;
+  const fs::path file = WriteCallsJson(tmp);
+  auto r =
+      ptsnap::testing::RunPtsnap("replay '" + file.string() + "' --tid 1", {.stdout_only = true});
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_EQ(r.out,
+            "# DURATION     TID     FUNCTION\n"
+            "           [     1] | main() {\n"
+            "           [     1] |   f() {\n"
+            " 20.000 us [     1] |     g();\n"
+            " 40.000 us [     1] |   } /* f */\n"
+            " 10.000 us [     1] |   g();\n"
+            "100.000 us [     1] | } /* main */\n");
+  r = ptsnap::testing::RunPtsnap("replay '" + file.string() + "' --depth 1 --limit 1",
+                                 {.stdout_only = true});
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("100.000 us [     1] | main();\n"));
+  EXPECT_THAT(r.out, HasSubstr("# 1 of 2 lines shown: --limit N shows more (0: all)"));
+  r = ptsnap::testing::RunPtsnap("replay '" + file.string() + "' --tid 1 --since 15us --until 45us",
+                                 {.stdout_only = true});
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_EQ(r.out,
+            "# DURATION     TID     FUNCTION\n"
+            "           [     1] | main() { /* entered before the window */\n"
+            "           [     1] |   f() { /* entered before the window */\n"
+            " 20.000 us [     1] |     g();\n"
+            "           [     1] |   } /* f: still running at the window's end */\n"
+            "           [     1] | } /* main: still running at the window's end */\n");
+}
+
+TEST(CmdReplayTest, Errors) {
+  TempDir tmp;
+  const fs::path file = WriteCallsJson(tmp);
+  const std::string replay = "replay '" + file.string() + "' ";
+  ExpectExit(replay + "--tid 3", 1,
+             "--tid 3: no thread 3 in " + file.string() + " (`ptsnap report " + file.string() +
+                 " --per-thread` lists its threads)");
+  ExpectExit(replay + "--since 5", 2, "--since 5: expected a duration such as 10ms or 1.5s");
+  ExpectExit(replay + "--since 2ms --until 1ms", 2, "--until must be later than --since");
+  ExpectExit(replay + "--snapshot 1", 2, "--snapshot needs the trace directory");
+  ExpectExit("replay '" + (tmp.path() / "missing").string() + "'", 1, "does not exist");
+}
+
 TEST(CmdReportTest, DiffErrors) {
   TempDir tmp;
   const fs::path a = tmp.path() / "a.json";
@@ -887,6 +993,8 @@ TEST(CmdReportTest, DiffErrors) {
              "--per-thread with --diff: the comparison has one row per function");
   ExpectExit(diff + "f --slowest 2", 2, "--slowest with --diff: it lists one trace's calls");
   ExpectExit(diff + "f --by-mark", 2, "--by-mark with --diff: it lists one trace's calls");
+  ExpectExit(diff + "f --callers", 2, "--callers with --diff: it lists one trace's calls");
+  ExpectExit(diff + "f --callees", 2, "--callees with --diff: it lists one trace's calls");
   ExpectExit(diff + "-o x.folded", 2,
              "-o x.folded with --diff: the comparison writes differential folded stacks (name "
              "the file .difffolded)");

@@ -12,6 +12,7 @@
 #include "base/file_util.h"
 #include "base/string_util.h"
 #include "cli/command.h"
+#include "cli/read_trace.h"
 #include "output/output_file.h"
 #include "pipeline/pipeline.h"
 #include "report/diff.h"
@@ -24,19 +25,14 @@ namespace ptsnap::cli {
 
 namespace {
 
-struct ReportArgs {
+struct ReportArgs : TraceInput {
   std::string dir;
   std::vector<std::string> functions;
-  bool per_thread = false, json = false, no_inline = false, full_names = false, by_mark = false;
+  bool per_thread = false, json = false, full_names = false, by_mark = false;
+  bool callers = false, callees = false;
   size_t slowest = 0, depth = 3, limit = 20;
   std::string sort = "total", since, until, output;
   std::string diff;  // --diff B: TRACE is the baseline
-  std::string decoder = "ours";
-  unsigned jobs = 0;  // -j: one thread per core, as decode
-  uint32_t snapshot = 0;
-  std::vector<std::string> debug_dirs;  // --debug-dir
-  // Options that need the trace directory, as given (for the error on a file).
-  std::vector<std::string> dir_only;
 };
 
 int Usage(const std::string& message) {
@@ -44,58 +40,13 @@ int Usage(const std::string& message) {
   return kExitUsage;
 }
 
-// Reads TRACE `path`, a trace directory (decoded, streaming) or a decoded
-// file, into `sink`. On failure prints the error and returns the exit
-// code; a damaged directory is reported on, its stretches lost and error
-// line left in *damaged for after the report.
+// Reads TRACE `path` into the report's sink (read_trace.h).
 std::optional<int> ReadTrace(const ReportArgs& a, const std::string& path, report::ReportSink* sink,
                              std::string* damaged) {
-  std::error_code ec;
-  if (std::filesystem::is_regular_file(path, ec)) {
-    // A decoded file: the slices as written, nothing to decode.
-    if (!a.dir_only.empty())
-      return Usage(base::Join(a.dir_only, ", ") + " needs the trace directory: " + path +
-                   " is a decoded file (its slices are read as they were written)");
-    auto kind = report::SniffTraceFile(path);
-    if (!kind) {
-      std::fprintf(stderr, "ptsnap: error: %s\n", kind.error().ToString().c_str());
-      return kExitFailure;
-    }
-    if (*kind == report::TraceFileKind::kOther)
-      return Usage(path +
-                   " is neither a trace directory nor a decoded file (FXT: .fxt, .fxt.gz; Chrome "
-                   "JSON: .json, .json.gz)");
-    auto read = *kind == report::TraceFileKind::kFxt ? report::ReadFxtSlices(path, sink)
-                                                     : report::ReadJsonSlices(path, sink);
-    if (!read) {
-      std::fprintf(stderr, "ptsnap: error: reading %s\n", read.error().ToString().c_str());
-      return kExitFailure;
-    }
-  } else {
-    pipeline::DecodeOptions d;
-    d.sink = sink;
-    d.snapshot = a.snapshot;
-    d.decoder = DecoderEngine(a.decoder);
-    d.inline_frames = !a.no_inline;
-    d.debug_dirs.assign(a.debug_dirs.begin(), a.debug_dirs.end());
-    d.jobs = a.jobs;
-    auto decoded = pipeline::DecodeTraceDir(path, d);
-    if (!decoded) {
-      std::fprintf(stderr, "ptsnap: error: decoding %s: %s\n", path.c_str(),
-                   decoded.error().ToString().c_str());
-      return kExitFailure;
-    }
-    sink->SetImplausible(decoded->implausible);
-    // For `info` (as `decode` writes it; not where the user may not write).
-    if (a.snapshot == 0)
-      (void)trace::WriteDecodeVerdict(path, pipeline::VerdictOf(*decoded, "report"));
-    if (!decoded->damage.empty())
-      *damaged = pipeline::FormatDamage(*decoded) +
-                 "ptsnap: error: " + pipeline::DamageError(path, *decoded) +
-                 "; the report counts what was decoded (calls cut by the damage are marked cut: "
-                 "docs/report.md)\n";
-  }
-  return std::nullopt;
+  std::optional<output::Implausible> implausible;
+  auto rc = cli::ReadTrace(a, path, sink, damaged, &implausible, "report");
+  if (implausible) sink->SetImplausible(std::move(*implausible));
+  return rc;
 }
 
 // `report A --diff B`: both read with the same options (report/diff.h).
@@ -144,10 +95,16 @@ int RunReport(const ReportArgs& a) {
   o.slowest = a.slowest;
   o.tree_depth = a.depth;
   o.by_mark = a.by_mark;
+  o.callers = a.callers;
+  o.callees = a.callees;
   if (a.by_mark && a.functions.empty())
     return Usage(
         "--by-mark groups the calls of the functions named after TRACE: "
         "ptsnap report TRACE FUNC --by-mark");
+  for (const auto& [set, flag] : {std::pair{a.callers, "--callers"}, {a.callees, "--callees"}})
+    if (set && a.functions.empty())
+      return Usage(std::string(flag) + " lists who called (what was called by) the functions " +
+                   "named after TRACE: ptsnap report TRACE FUNC " + flag);
   if (a.slowest != 0 && a.functions.empty())
     return Usage("--slowest N lists the slowest calls of the functions named after TRACE: " +
                  std::string("ptsnap report TRACE FUNC --slowest ") + std::to_string(a.slowest));
@@ -177,6 +134,10 @@ int RunReport(const ReportArgs& a) {
                    " with --diff: it lists one trace's calls (run ptsnap report TRACE FUNC " +
                    (a.slowest != 0 ? "--slowest N" : "--by-mark") +
                    " on each trace; with --diff, FUNC's histograms are shown side by side)");
+    if (a.callers || a.callees)
+      return Usage(std::string(a.callers ? "--callers" : "--callees") +
+                   " with --diff: it lists one trace's calls (run ptsnap report TRACE FUNC " +
+                   (a.callers ? "--callers" : "--callees") + " on each trace)");
     if (!a.output.empty() && !difffolded)
       return Usage("-o " + a.output +
                    " with --diff: the comparison writes differential folded stacks (name the file "
@@ -259,13 +220,16 @@ void AddReportCommand(CLI::App& app, CommandFn* selected) {
   CLI::App* cmd = app.add_subcommand(
       "report",
       "Per-function numbers without a viewer: calls, total and self time, latency percentiles, "
-      "histograms, the slowest calls and what ran under them");
+      "histograms, the slowest calls and what ran under them, callers and callees");
   cmd->footer(
       "Examples:\n"
       "  ptsnap report trace.ptsnap                       the 20 functions with most total time\n"
       "  ptsnap report trace.ptsnap parse --slowest 3     parse's histogram and its 3 slowest "
       "calls\n"
       "  ptsnap report trace.ptsnap handle --by-mark      handle's percentiles per request mark\n"
+      "  ptsnap report trace.ptsnap parse --callers       who called parse, and its time from "
+      "each\n"
+      "  ptsnap report trace.ptsnap parse --callees       what parse called, and the time in each\n"
       "  ptsnap report trace.ptsnap --sort p99 --json     for scripts and agents\n"
       "  ptsnap report trace.ptsnap -o t.folded           collapsed stacks for a flame graph\n"
       "  ptsnap report trace.ptsnap -o t.pb.gz            a pprof profile (pprof -http=: t.pb.gz)\n"
@@ -294,13 +258,21 @@ void AddReportCommand(CLI::App& app, CommandFn* selected) {
   cmd->add_flag("--by-mark", a->by_mark,
                 "Latency percentiles of each FUNC per mark in force when its calls began (the "
                 "thread's last PTWRITE or ptsnap_mark payload: docs/report.md, \"Marks\")");
+  cmd->add_flag("--callers", a->callers,
+                "For each FUNC, each caller with the calls it made and FUNC's time from them (a "
+                "recursive call's time counted with its outermost call's caller: the rows add up "
+                "to FUNC's total) and its share");
+  cmd->add_flag("--callees", a->callees,
+                "For each FUNC, each function it called with the calls and the time in it under "
+                "FUNC (recursion counted once) and its share of FUNC's total");
   cmd->add_option("--depth", a->depth, "Levels of the call tree under each slow call")
       ->capture_default_str();
-  cmd->add_option("--diff", a->diff,
-                  "Compare TRACE (A, the baseline) with B, another trace directory or decoded "
-                  "file: per function, calls, total, self, p50 and p99 of each and the change of "
-                  "total (B - A); FUNCs get both histograms. Not with --per-thread, --slowest or "
-                  "--by-mark; -o FILE.difffolded writes differential folded stacks")
+  cmd->add_option(
+         "--diff", a->diff,
+         "Compare TRACE (A, the baseline) with B, another trace directory or decoded "
+         "file: per function, calls, total, self, p50 and p99 of each and the change of "
+         "total (B - A); FUNCs get both histograms. Not with --per-thread, --slowest, "
+         "--by-mark, --callers or --callees; -o FILE.difffolded writes differential folded stacks")
       ->type_name("B");
   cmd->add_option("--sort", a->sort,
                   "Sort rows by total, self, calls, p99, max or name; with --diff, by the "

@@ -17,6 +17,8 @@ void AddInfoCommand(CLI::App& app, CommandFn* selected);
 void AddExportCommand(CLI::App& app, CommandFn* selected);
 // `ptsnap report` (cmd_report.cpp).
 void AddReportCommand(CLI::App& app, CommandFn* selected);
+// `ptsnap replay` (cmd_replay.cpp).
+void AddReplayCommand(CLI::App& app, CommandFn* selected);
 
 // Exit codes shared by all commands (documented in docs/errors.md).
 inline constexpr int kExitOk = 0;

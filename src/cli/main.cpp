@@ -36,6 +36,7 @@ int Main(int argc, char** argv) {
   AddDecodeCommand(app, &selected);
   AddExportCommand(app, &selected);
   AddReportCommand(app, &selected);
+  AddReplayCommand(app, &selected);
   AddServeCommand(app, &selected);
 
   RewriteMagicTraceSpellings(argc, argv);

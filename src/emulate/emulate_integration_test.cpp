@@ -1033,6 +1033,94 @@ TEST_F(Emulate, MarksNameTheSlowRequest) {
   EXPECT_NE(text->find(", mark 0x3e7\n"), std::string::npos) << *text;
 }
 
+// report's percentages, --callers and --callees, and replay, on fib(20)
+// recorded whole under the emulator: 21,891 calls of fib (2 F(21) - 1), one
+// from main, the rest from fib, whose time is the outermost call's.
+TEST_F(Emulate, ReportCallersCalleesAndReplayOfFib) {
+  const std::string bin = ptsnap::testing::RequiredEnv("PTSNAP_BIN");
+  const fs::path dir = tmp_.path() / "fib";
+  auto run = ptsnap::testing::RunShell(bin + " run --emulate --full-execution --no-decode " +
+                                       "--trace-dir '" + dir.string() + "' -- " +
+                                       Program("fib").string() + " 20");
+  ASSERT_EQ(run.status, 0) << run.out;
+  auto r = ptsnap::testing::RunShellRaw(bin + " report '" + dir.string() +
+                                        "' fib main --callers --callees --json --limit 0");
+  ASSERT_EQ(r.status, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  const uint64_t traced = j["traced_ns"];
+  EXPECT_GT(traced, 0u);
+  EXPECT_LE(traced, j["span_ns"].get<uint64_t>());  // one thread
+  double self_pct = 0;
+  uint64_t fib_total = 0;
+  for (const auto& f : j["functions"]) {
+    self_pct += f["self_pct"].get<double>();
+    EXPECT_LE(f["total_pct"].get<double>(), 100.0) << f["name"];
+    if (f["name"] == "fib") fib_total = f["total_ns"];
+  }
+  EXPECT_NEAR(self_pct, 100.0, 0.5);  // rounded to 0.01 per row
+  ASSERT_GT(fib_total, 0u);
+  ASSERT_EQ(j["callers"].size(), 2u);
+  const auto& callers = j["callers"][0];
+  EXPECT_EQ(callers["name"], "fib");
+  ASSERT_EQ(callers["callers"].size(), 2u) << callers;
+  EXPECT_EQ(callers["callers"][0]["name"], "main");
+  EXPECT_EQ(callers["callers"][0]["calls"], 1);
+  EXPECT_EQ(callers["callers"][0]["total_ns"], fib_total);
+  EXPECT_EQ(callers["callers"][1]["name"], "fib");
+  EXPECT_EQ(callers["callers"][1]["calls"], 21890);
+  EXPECT_EQ(callers["callers"][1]["total_ns"], 0);  // inside the outermost call
+  // fib under fib: the outermost call less its own 19 ns or so of self time.
+  const auto& fib_callees = j["callees"][0]["callees"];
+  ASSERT_EQ(fib_callees.size(), 1u) << fib_callees;
+  EXPECT_EQ(fib_callees[0]["calls"], 21890);
+  EXPECT_LT(fib_callees[0]["total_ns"].get<uint64_t>(), fib_total);
+  EXPECT_GT(fib_callees[0]["total_ns"].get<uint64_t>(), fib_total * 99 / 100);
+  bool main_calls_fib = false;
+  for (const auto& c : j["callees"][1]["callees"])
+    if (c["name"] == "fib") main_calls_fib = c["calls"] == 1 && c["total_ns"] == fib_total;
+  EXPECT_TRUE(main_calls_fib) << j["callees"][1];
+
+  // main's line and fib's below it, one line: fib's callees are deeper
+  // than --depth (main is the fourth frame: _start, __libc_start_main,
+  // __libc_start_call_main).
+  r = ptsnap::testing::RunShellRaw(bin + " replay '" + dir.string() + "' --depth 5 --limit 0");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("|       main() {\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" |         fib();\n"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find(" |           fib"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("|       } /* main */\n"), std::string::npos) << r.out;
+  r = ptsnap::testing::RunShellRaw(bin + " replay '" + dir.string() + "'");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("# 1000 of "), std::string::npos) << r.out;
+
+  // A snapshot's ring holds the end of fib(22) only: the recursion it began
+  // in is frames whose start was not seen. The callers still add up to
+  // fib's total, and fib under fib stays below it; replay closes them so.
+  const fs::path snap = tmp_.path() / "snap";
+  run = ptsnap::testing::RunShell(bin + " run --emulate --snapshot-size 8K --no-decode " +
+                                  "--trace-dir '" + snap.string() + "' -- " +
+                                  Program("fib").string() + " 22");
+  ASSERT_EQ(run.status, 0) << run.out;
+  r = ptsnap::testing::RunShellRaw(bin + " report '" + snap.string() +
+                                   "' fib --callers --callees --json --limit 0");
+  ASSERT_EQ(r.status, 0) << r.out;
+  j = nlohmann::json::parse(r.out);
+  uint64_t total = 0, from_callers = 0, unseen = 0;
+  for (const auto& f : j["functions"])
+    if (f["name"] == "fib") {
+      total = f["total_ns"];
+      unseen = f["unseen_start"];
+    }
+  EXPECT_GT(unseen, 0u) << "the snapshot began inside fib";
+  for (const auto& c : j["callers"][0]["callers"]) from_callers += c["total_ns"].get<uint64_t>();
+  EXPECT_EQ(from_callers, total);
+  ASSERT_EQ(j["callees"][0]["callees"][0]["name"], "fib");
+  EXPECT_LT(j["callees"][0]["callees"][0]["total_ns"].get<uint64_t>(), total);
+  r = ptsnap::testing::RunShellRaw(bin + " replay '" + snap.string() + "' --limit 0");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("| } /* fib (entered before the trace) */\n"), std::string::npos) << r.out;
+}
+
 // run takes decode's flags: --split-snapshots writes one file per snapshot
 // (three stop-indicator snapshots and the one at exit), --max-depth thins
 // each and the summary says so, --no-inline is accepted.

@@ -1,6 +1,7 @@
 #include "report/report.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -63,19 +64,166 @@ bool ReportSink::InWindow(const output::Call& c) const {
   return !options_.until_ns || c.end <= origin + *options_.until_ns;
 }
 
-void ReportSink::OnEnter(int32_t tid, const std::string* name, uint64_t ts, size_t depth) {
-  if (!origin_) origin_ = ts;
-  if (options_.slowest == 0 && !options_.by_mark) return;
+bool ReportSink::IsNamed(const std::string* name) {
   auto it = is_named_.find(name);
   if (it == is_named_.end())
     it = is_named_
              .emplace(name, std::find(options_.functions.begin(), options_.functions.end(),
                                       *name) != options_.functions.end())
              .first;
-  if (it->second) {
+  return it->second;
+}
+
+void ReportSink::OnEnter(int32_t tid, const std::string* name, uint64_t ts, size_t depth) {
+  if (!origin_) origin_ = ts;
+  if (options_.callers || options_.callees) {
+    ThreadState& t = threads_[tid];
+    t.stack.resize(depth);
+    const std::string* caller = depth > 0 ? t.stack[depth - 1] : nullptr;
+    if (options_.callees && caller != nullptr && IsNamed(caller)) t.edges[{caller, name}].depth++;
+    if (options_.callees && depth == 0) {
+      // Its caller is not known yet: what the edges to it hold now, to
+      // tell the frames of theirs it will enclose.
+      t.root_marks.clear();
+      for (const auto& [e, time] : t.edges)
+        if (e.second == name) t.root_marks.push_back({e.first, time.segment_total});
+    }
+    t.stack.push_back(name);
+  }
+  if (options_.slowest == 0 && !options_.by_mark) return;
+  if (IsNamed(name)) {
     ThreadState& t = threads_[tid];
     t.captures.push_back({name, depth, ts, t.mark, {}});
   }
+}
+
+void ReportSink::AddEdge(std::unordered_map<Edge, EdgeSum, EdgeHash>& to, const std::string* named,
+                         const std::string* other, uint64_t calls, uint64_t ns) {
+  if (calls == 0 && ns == 0) return;
+  EdgeSum& e = to[{named, other}];
+  e.calls += calls;
+  e.total_ns += ns;
+}
+
+void ReportSink::Adopt(ThreadState& t, const std::string* caller) {
+  const bool callees = options_.callees && caller != nullptr && IsNamed(caller);
+  if (t.inferred) {
+    const PendingInferred& p = *t.inferred;
+    if (options_.callers && IsNamed(p.name)) AddEdge(callers_, p.name, caller, p.calls, p.total_ns);
+    if (callees) {
+      // It began at the segment's start, so it encloses the edge's frames
+      // that ended before it: only the rest is new time.
+      EdgeTime& e = t.edges[{caller, p.name}];
+      uint64_t inside = 0;
+      for (const auto& [c, ns] : p.inside)
+        if (c == caller) inside = ns;
+      const uint64_t later = e.segment_total - std::min(e.segment_total, inside);
+      AddEdge(callees_, caller, p.name, p.calls, p.window_ns - std::min(p.window_ns, inside));
+      e.segment_total = p.dur + later;
+    }
+    t.inferred.reset();
+  }
+  auto of = [caller](const Inside& in) {
+    for (const auto& [c, ns] : in)
+      if (c == caller) return ns;
+    return uint64_t{0};
+  };
+  for (const auto& [name, o] : t.orphans) {
+    if (options_.callers && IsNamed(name)) AddEdge(callers_, name, caller, o.calls, o.total_ns);
+    if (callees) {
+      // No seen frame encloses them; the edge's frames under them are
+      // counted already.
+      const uint64_t inside = of(o.inside), window_inside = of(o.window_inside);
+      t.edges[{caller, name}].segment_total += o.all_ns - std::min(o.all_ns, inside);
+      AddEdge(callees_, caller, name, o.calls, o.window_ns - std::min(o.window_ns, window_inside));
+    }
+  }
+  t.orphans.clear();
+}
+
+void ReportSink::Connect(ThreadState& t, const output::Call& c, bool in_window) {
+  const uint64_t dur = c.end - c.begin;
+  const uint64_t calls = in_window && !c.continued ? 1 : 0;
+  if (c.inferred) {
+    // The caller of what ended with no seen caller since the last one; its
+    // own is the next inferred frame to end.
+    Adopt(t, c.name);
+    PendingInferred p{c.name, calls, in_window ? c.total_ns : 0, in_window ? dur : 0, dur, {}};
+    if (options_.callees)
+      for (const auto& [e, time] : t.edges)
+        if (e.second == c.name) p.inside.push_back({e.first, time.segment_total});
+    t.inferred = std::move(p);
+    return;
+  }
+  // A frame OnEnter pushed is on top of the stack; a complete span is not.
+  const bool pushed = t.stack.size() > c.depth && t.stack[c.depth] == c.name;
+  const std::string* caller =
+      c.depth > 0 && c.depth <= t.stack.size() ? t.stack[c.depth - 1] : nullptr;
+  t.stack.resize(std::min(t.stack.size(), c.depth));
+  if (caller == nullptr) {
+    if (!options_.callees && !IsNamed(c.name)) return;
+    Orphans& o = t.orphans[c.name];
+    o.calls += calls;
+    o.total_ns += in_window ? c.total_ns : 0;
+    o.window_ns += in_window ? dur : 0;
+    o.all_ns += dur;
+    if (options_.callees && pushed) {
+      auto add = [](Inside& to, const std::string* caller, uint64_t ns) {
+        for (auto& [c, v] : to)
+          if (c == caller) {
+            v += ns;
+            return;
+          }
+        to.push_back({caller, ns});
+      };
+      for (const auto& [e, time] : t.edges) {
+        if (e.second != c.name) continue;
+        uint64_t mark = 0;
+        for (const auto& [from, ns] : t.root_marks)
+          if (from == e.first) mark = ns;
+        const uint64_t inside = time.segment_total - std::min(time.segment_total, mark);
+        if (inside == 0) continue;
+        add(o.inside, e.first, inside);
+        if (in_window) add(o.window_inside, e.first, inside);
+      }
+    }
+    return;
+  }
+  if (options_.callers && in_window && IsNamed(c.name))
+    AddEdge(callers_, c.name, caller, calls, c.total_ns);
+  if (options_.callees && IsNamed(caller)) {
+    EdgeTime& e = t.edges[{caller, c.name}];
+    if (pushed && e.depth > 0) --e.depth;
+    const bool outermost = e.depth == 0;  // no frame of the edge encloses it
+    if (outermost) e.segment_total += dur;
+    if (in_window) AddEdge(callees_, caller, c.name, calls, outermost ? dur : 0);
+  }
+}
+
+std::vector<Neighbours> ReportSink::NeighboursOf(
+    const std::unordered_map<Edge, EdgeSum, EdgeHash>& edges) const {
+  std::vector<Neighbours> out;
+  const std::vector<FunctionStats> named = Named();
+  for (const FunctionStats& f : named) {
+    Neighbours n;
+    n.name = f.name;
+    n.total_ns = f.total_ns;
+    std::map<std::string, EdgeSum> merged;  // names the decode spelled twice fold
+    for (const auto& [e, sum] : edges) {
+      if (*e.first != f.name) continue;
+      EdgeSum& to = merged[e.second != nullptr ? *e.second : std::string("(root)")];
+      to.calls += sum.calls;
+      to.total_ns += sum.total_ns;
+    }
+    for (const auto& [name, sum] : merged) n.rows.push_back({name, sum.calls, sum.total_ns});
+    std::sort(n.rows.begin(), n.rows.end(), [](const auto& a, const auto& b) {
+      if (a.total_ns != b.total_ns) return a.total_ns > b.total_ns;
+      if (a.calls != b.calls) return a.calls > b.calls;
+      return a.name < b.name;
+    });
+    out.push_back(std::move(n));
+  }
+  return out;
 }
 
 void ReportSink::OnMark(int32_t tid, std::string_view text, uint64_t /*ts*/) {
@@ -193,13 +341,20 @@ void ReportSink::OnSegmentEnd(int32_t tid) {
   }
   t.pending.clear();
   t.captures.clear();  // frames never seen ending are not slow calls we can time
+  if (options_.callers || options_.callees) {
+    Adopt(t, nullptr);  // the segment's outermost frames have no caller
+    t.edges.clear();
+    t.stack.clear();
+  }
 }
 
 void ReportSink::OnCall(const output::Call& c) {
   if (!origin_) origin_ = c.begin;
   check_.OnCall(c);
   ThreadState& t = threads_[c.tid];
-  if (!InWindow(c)) {
+  const bool in_window = InWindow(c);
+  if (options_.callers || options_.callees) Connect(t, c, in_window);
+  if (!in_window) {
     ++outside_window_;
     if (!t.captures.empty()) Captured(t, c);  // keep the capture stack in step
     return;
@@ -212,6 +367,7 @@ void ReportSink::OnCall(const output::Call& c) {
   // The rest of a call a decode error cut is that call: its time, no call.
   if (!c.continued) ++f.calls;
   f.self_ns += c.self_ns;
+  traced_ns_ += c.self_ns;
   f.total_ns += c.total_ns;  // recursion counted once (Call::total_ns)
   if (c.cut && !c.continued) ++f.cut;
   if (c.inferred && !c.continued) ++f.unseen_start;
@@ -222,6 +378,8 @@ void ReportSink::OnCall(const output::Call& c) {
 
 Result<void> ReportSink::Finish() {
   EndAllSegments();
+  if (options_.callers) callers_rows_ = NeighboursOf(callers_);
+  if (options_.callees) callees_rows_ = NeighboursOf(callees_);
   return Ok();
 }
 
@@ -348,7 +506,22 @@ std::string ShortName(std::string_view name, size_t width) {
 
 namespace {
 
-std::string Row(const FunctionStats& f, bool per_thread, size_t width, bool full_names) {
+// `part` as a percentage of `whole`, one decimal ("-" when whole is 0).
+std::string Percent(uint64_t part, uint64_t whole) {
+  if (whole == 0) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f%%", 100.0 * static_cast<double>(part) / whole);
+  return buf;
+}
+
+// JSON's percentage: two decimals.
+double PercentJson(uint64_t part, uint64_t whole) {
+  if (whole == 0) return 0;
+  return std::round(10000.0 * static_cast<double>(part) / whole) / 100;
+}
+
+std::string Row(const FunctionStats& f, bool per_thread, size_t width, bool full_names,
+                uint64_t traced_ns) {
   char buf[512];
   const auto& d = f.durations;
   auto dur = [](uint64_t ns) { return output::FormatDuration(ns); };
@@ -358,11 +531,12 @@ std::string Row(const FunctionStats& f, bool per_thread, size_t width, bool full
   std::string name = full_names ? f.name : ShortName(f.name, width);
   if (name.size() < width) name.append(width - name.size(), ' ');
   std::string tid = per_thread ? std::to_string(f.tid) : "";
-  std::snprintf(buf, sizeof buf, " %8s %9llu %12s %12s %12s %12s %12s %12s %12s\n", tid.c_str(),
-                static_cast<unsigned long long>(f.calls), dur(f.total_ns).c_str(),
-                dur(f.self_ns).c_str(), call(d.min()).c_str(), call(d.Quantile(0.5)).c_str(),
-                call(d.Quantile(0.9)).c_str(), call(d.Quantile(0.99)).c_str(),
-                call(d.max()).c_str());
+  std::snprintf(buf, sizeof buf, " %8s %9llu %12s %7s %12s %7s %12s %12s %12s %12s %12s\n",
+                tid.c_str(), static_cast<unsigned long long>(f.calls), dur(f.total_ns).c_str(),
+                Percent(f.total_ns, traced_ns).c_str(), dur(f.self_ns).c_str(),
+                Percent(f.self_ns, traced_ns).c_str(), call(d.min()).c_str(),
+                call(d.Quantile(0.5)).c_str(), call(d.Quantile(0.9)).c_str(),
+                call(d.Quantile(0.99)).c_str(), call(d.max()).c_str());
   return name + buf;
 }
 
@@ -395,12 +569,14 @@ void Tree(const TreeNode& n, int indent, std::string* out) {
   }
 }
 
-nlohmann::json StatsJson(const FunctionStats& f, bool per_thread) {
+nlohmann::json StatsJson(const FunctionStats& f, bool per_thread, uint64_t traced_ns) {
   const auto& d = f.durations;
   nlohmann::json j = {{"name", f.name},
                       {"calls", f.calls},
                       {"total_ns", f.total_ns},
+                      {"total_pct", PercentJson(f.total_ns, traced_ns)},
                       {"self_ns", f.self_ns},
+                      {"self_pct", PercentJson(f.self_ns, traced_ns)},
                       {"unseen_start", f.unseen_start},
                       {"cut", f.cut},
                       {"min_ns", d.min()},
@@ -425,6 +601,52 @@ nlohmann::json TreeJson(const TreeNode& n) {
   return children;
 }
 
+// "Callers of NAME" / "Callees of NAME" tables.
+std::string NeighbourText(const std::vector<Neighbours>& all, bool callers, bool full_names) {
+  std::string out;
+  for (const Neighbours& n : all) {
+    out += std::string("\n") + (callers ? "Callers of " : "Callees of ") + n.name + " (total " +
+           output::FormatDuration(n.total_ns) + "; share: of that total";
+    out += callers
+               ? ", a recursive call's time counted with its outermost call's caller):\n"
+               : ", a callee's frames inside its own frames under " + n.name + " counted once):\n";
+    if (n.rows.empty()) {
+      out += callers ? "  (no calls)\n" : "  (no callees)\n";
+      continue;
+    }
+    size_t width = 40;
+    if (full_names)
+      for (const auto& row : n.rows) width = std::max(width, row.name.size());
+    char buf[512];
+    std::snprintf(buf, sizeof buf, "  %-*s %9s %12s %7s\n", static_cast<int>(width),
+                  callers ? "caller" : "callee", "calls", "total", "share");
+    out += buf;
+    for (const auto& row : n.rows) {
+      const std::string name = full_names ? row.name : ShortName(row.name, width);
+      std::snprintf(buf, sizeof buf, "  %-*s %9llu %12s %7s\n", static_cast<int>(width),
+                    name.c_str(), static_cast<unsigned long long>(row.calls),
+                    output::FormatDuration(row.total_ns).c_str(),
+                    Percent(row.total_ns, n.total_ns).c_str());
+      out += buf;
+    }
+  }
+  return out;
+}
+
+nlohmann::json NeighbourJson(const std::vector<Neighbours>& all, const char* key) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const Neighbours& n : all) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (const auto& row : n.rows)
+      rows.push_back({{"name", row.name},
+                      {"calls", row.calls},
+                      {"total_ns", row.total_ns},
+                      {"share_pct", PercentJson(row.total_ns, n.total_ns)}});
+    out.push_back({{"name", n.name}, {"total_ns", n.total_ns}, {key, std::move(rows)}});
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string FormatText(const ReportSink& r, SortKey key, size_t limit, bool full_names) {
@@ -434,21 +656,24 @@ std::string FormatText(const ReportSink& r, SortKey key, size_t limit, bool full
          " thread(s), " + std::to_string(r.slices()) + " calls";
   if (r.outside_window() != 0)
     out += " (" + std::to_string(r.outside_window()) + " outside --since/--until)";
-  out += ". Durations: p50/p90/p99 within 3.1%; total is inclusive, recursion counted once.\n\n";
+  out += ". Durations: p50/p90/p99 within 3.1%; total is inclusive, recursion counted once.\n";
+  out += "total% and self%: of " + output::FormatDuration(r.traced_ns()) +
+         ", the time some frame was on a thread's stack, summed over the threads (every "
+         "function's self time added up).\n\n";
   const auto rows = r.Functions(key, limit);
   const bool per_thread = r.per_thread();
   size_t width = 40;
   if (full_names)
     for (const FunctionStats* f : rows) width = std::max(width, f->name.size());
   char head[512];
-  std::snprintf(head, sizeof head, " %8s %9s %12s %12s %12s %12s %12s %12s %12s\n",
-                per_thread ? "thread" : "", "calls", "total", "self", "min", "p50", "p90", "p99",
-                "max");
+  std::snprintf(head, sizeof head, " %8s %9s %12s %7s %12s %7s %12s %12s %12s %12s %12s\n",
+                per_thread ? "thread" : "", "calls", "total", "total%", "self", "self%", "min",
+                "p50", "p90", "p99", "max");
   out += "function" + std::string(width - 8, ' ') + head;
   bool shortened = false;
   uint64_t unseen = 0, cut = 0;
   for (const FunctionStats* f : rows) {
-    out += Row(*f, per_thread, width, full_names);
+    out += Row(*f, per_thread, width, full_names, r.traced_ns());
     shortened |= !full_names && f->name.size() > width;
     unseen += f->unseen_start;
     cut += f->cut;
@@ -507,19 +732,22 @@ std::string FormatText(const ReportSink& r, SortKey key, size_t limit, bool full
         output::FormatDuration(d.Quantile(0.99)).c_str(), output::FormatDuration(d.max()).c_str());
     out += buf;
   }
+  out += NeighbourText(r.Callers(), true, full_names);
+  out += NeighbourText(r.Callees(), false, full_names);
   return out;
 }
 
 std::string FormatJson(const ReportSink& r, SortKey key, size_t limit) {
   nlohmann::json j;
   j["span_ns"] = r.last_ns() >= r.first_ns() ? r.last_ns() - r.first_ns() : 0;
+  j["traced_ns"] = r.traced_ns();
   j["threads"] = r.threads();
   j["calls"] = r.slices();
   j["outside_window"] = r.outside_window();
   nlohmann::json fns = nlohmann::json::array();
   const auto rows = r.Functions(key, limit);
   const bool per_thread = r.per_thread();
-  for (const FunctionStats* f : rows) fns.push_back(StatsJson(*f, per_thread));
+  for (const FunctionStats* f : rows) fns.push_back(StatsJson(*f, per_thread, r.traced_ns()));
   j["functions"] = std::move(fns);
   nlohmann::json slow = nlohmann::json::array();
   for (const SlowCall& s : r.Slowest())
@@ -544,6 +772,8 @@ std::string FormatJson(const ReportSink& r, SortKey key, size_t limit) {
                      {"max_ns", d.max()}});
   }
   if (!marks.empty()) j["by_mark"] = std::move(marks);
+  if (!r.Callers().empty()) j["callers"] = NeighbourJson(r.Callers(), "callers");
+  if (!r.Callees().empty()) j["callees"] = NeighbourJson(r.Callees(), "callees");
   const output::Implausible imp = r.implausible();
   j["impossible"] = {{"count", imp.count()},
                      {"over_span", imp.over_span},

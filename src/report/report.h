@@ -3,7 +3,8 @@
 // (output/calls.h) and keeps, per function (and per thread when asked):
 // calls, inclusive time counted once, self time and a duration histogram;
 // for the functions named with --slowest, the N slowest calls with the
-// call tree under each; and the folded stacks of a flame graph. Memory
+// call tree under each; with --callers/--callees, their callers and
+// callees; and the folded stacks of a flame graph. Memory
 // grows with the number of distinct functions (and stacks, for folded
 // output), never with the trace's length.
 #pragma once
@@ -37,6 +38,9 @@ struct ReportOptions {
   // The named functions' durations per mark in force at each call's start
   // (ByMark; docs/report.md, "Marks").
   bool by_mark = false;
+  // For each named function, its callers / callees (Callers, Callees;
+  // docs/report.md, "Callers and callees").
+  bool callers = false, callees = false;
 };
 
 struct FunctionStats {
@@ -77,6 +81,23 @@ struct MarkGroup {
   DurationHistogram durations;
 };
 
+// One caller or callee of a named function (ReportSink::Callers, Callees).
+struct Neighbour {
+  std::string name;    // "(root)": a caller-less frame (the thread's outermost)
+  uint64_t calls = 0;  // calls of the named function from it (of it from the function)
+  // Callers: the named function's time, counted once per outermost
+  // activation (output::Call::total_ns), given to the activation's caller:
+  // the rows add up to the function's total. Callees: the time the callee
+  // was on the stack called from the function, its frames called so from
+  // inside another such frame (recursion) counted once.
+  uint64_t total_ns = 0;
+};
+struct Neighbours {
+  std::string name;             // the named function
+  uint64_t total_ns = 0;        // its total (FunctionStats::total_ns, over threads)
+  std::vector<Neighbour> rows;  // by total_ns, then calls, largest first
+};
+
 enum class SortKey { kTotal, kSelf, kCalls, kP99, kMax, kName };
 // "total", "self", "calls", "p99", "max", "name".
 std::optional<SortKey> SortKeyFrom(std::string_view s);
@@ -99,6 +120,12 @@ class ReportSink : public output::CallSink {
   // start and end were seen, grouped by the mark in force at their start,
   // groups by mark value (in order of first appearance).
   [[nodiscard]] std::vector<const MarkGroup*> ByMark() const;
+  // With callers (callees): per named function, in the order named, who
+  // called it (what it called), merged over threads. A frame whose start
+  // was not seen is the caller of the frames that ended inside it with no
+  // seen caller (output/calls.h).
+  [[nodiscard]] const std::vector<Neighbours>& Callers() const { return callers_rows_; }
+  [[nodiscard]] const std::vector<Neighbours>& Callees() const { return callees_rows_; }
   // "a;b;c SELF_NS" lines, sorted, as flamegraph.pl, inferno and
   // speedscope read them (';' in a name becomes ':').
   [[nodiscard]] std::string FoldedStacks() const;
@@ -113,6 +140,12 @@ class ReportSink : public output::CallSink {
   [[nodiscard]] uint64_t span_ns() const {
     return last_ns() > first_ns() ? last_ns() - first_ns() : 0;
   }
+  // What the table's percentages are of: the time some frame was on a
+  // thread's stack, summed over the threads: the sum of every counted
+  // call's self time (the calls --since/--until keep). No function's total
+  // exceeds it (its frames lie on its threads' stacks, recursion counted
+  // once), and the self times of all functions add up to it.
+  [[nodiscard]] uint64_t traced_ns() const { return traced_ns_; }
   [[nodiscard]] bool per_thread() const { return options_.per_thread; }
   // Calls left out by --since/--until.
   [[nodiscard]] uint64_t outside_window() const { return outside_window_; }
@@ -141,14 +174,66 @@ class ReportSink : public output::CallSink {
   struct Weight {
     uint64_t calls = 0, self_ns = 0;
   };
+  // An edge of the call graph: (named function, caller) or (named
+  // function, callee), by the decode's name pointers.
+  using Edge = std::pair<const std::string*, const std::string*>;
+  struct EdgeHash {
+    size_t operator()(const Edge& e) const {
+      return std::hash<const void*>()(e.first) * 31 + std::hash<const void*>()(e.second);
+    }
+  };
+  // Per thread and (caller, callee) edge whose caller is named: the edge's
+  // open frames and the union of its frames' time in the segment, as
+  // output::CallSink keeps per function (recursion counted once).
+  struct EdgeTime {
+    int depth = 0;
+    uint64_t segment_total = 0;
+  };
+  // Per caller name, edge time (segment_total) a frame encloses.
+  using Inside = std::vector<std::pair<const std::string*, uint64_t>>;
+  // Frames that ended with no seen caller, by function, waiting for it:
+  // the next inferred frame to end, or none (the segment's end).
+  struct Orphans {
+    uint64_t calls = 0, total_ns = 0;    // in the window: calls, Call::total_ns
+    uint64_t window_ns = 0, all_ns = 0;  // durations: in the window, all
+    // The time of the edges to it from each caller that they enclose (the
+    // frames under them of the same edge: counted already).
+    Inside inside, window_inside;
+  };
+  // The last inferred frame that ended, waiting for its caller (the next).
+  struct PendingInferred {
+    const std::string* name = nullptr;
+    uint64_t calls = 0, total_ns = 0, window_ns = 0, dur = 0;
+    // segment_total of each edge to it (by caller) when it ended.
+    Inside inside;
+  };
   struct ThreadState {
     std::vector<Capture> captures;
+    // callers/callees: the open frames whose start was seen, by name.
+    std::vector<const std::string*> stack;
+    std::unordered_map<Edge, EdgeTime, EdgeHash> edges;  // caller named
+    std::unordered_map<const std::string*, Orphans> orphans;
+    // The open frame with no seen caller: segment_total of each edge to
+    // its function when it began.
+    Inside root_marks;
+    std::optional<PendingInferred> inferred;
     // Folded contributions of this segment, by stack from the lowest frame
     // whose start was seen; inferred frames prefix them as they end.
     std::map<std::vector<const std::string*>, Weight> pending;
     std::string mark;  // the last mark seen
   };
   bool InWindow(const output::Call& c) const;
+  bool IsNamed(const std::string* name);
+  void Connect(ThreadState& t, const output::Call& c, bool in_window);
+  // The frames waiting for a caller get `caller` (nullptr: none).
+  void Adopt(ThreadState& t, const std::string* caller);
+  struct EdgeSum {
+    uint64_t calls = 0, total_ns = 0;
+  };
+  void AddEdge(std::unordered_map<Edge, EdgeSum, EdgeHash>& to, const std::string* named,
+               const std::string* other, uint64_t calls, uint64_t ns);
+  std::vector<Neighbours> NeighboursOf(
+      const std::unordered_map<Edge, EdgeSum, EdgeHash>& edges) const;
   void Fold(ThreadState& t, const output::Call& c);
   void Captured(ThreadState& t, const output::Call& c);
 
@@ -172,6 +257,11 @@ class ReportSink : public output::CallSink {
   std::map<std::vector<std::string>, Weight> stacks_;
   std::optional<uint64_t> origin_;  // the first call's begin: the window's zero
   uint64_t outside_window_ = 0;
+  uint64_t traced_ns_ = 0;  // traced_ns()
+  // (named, caller) and (named, callee), the caller nullptr for "(root)";
+  // Finish copies them into rows (the names die with the decode).
+  std::unordered_map<Edge, EdgeSum, EdgeHash> callers_, callees_;
+  std::vector<Neighbours> callers_rows_, callees_rows_;  // Finish's copies
 };
 
 // The report as text: the table, a histogram per named function, the
@@ -185,9 +275,11 @@ std::string FormatText(const ReportSink& r, SortKey key, size_t limit, bool full
 // lists first become `<...>` and `(...)`, until it fits; what still does
 // not is cut in the middle. Pure.
 std::string ShortName(std::string_view name, size_t width);
-// The report as JSON (docs/report.md, stable): {"span_ns", "functions":
-// [{"name", "tid"?, "calls", "total_ns", "self_ns", "unseen_start", "cut",
-// "min_ns", "p50_ns", "p90_ns", "p99_ns", "max_ns"}], "slowest": [...]}.
+// The report as JSON (docs/report.md, stable): {"span_ns", "traced_ns",
+// "functions": [{"name", "tid"?, "calls", "total_ns", "total_pct",
+// "self_ns", "self_pct", "unseen_start", "cut", "min_ns", "p50_ns",
+// "p90_ns", "p99_ns", "max_ns"}], "slowest": [...], "callers"?,
+// "callees"?}; the percentages are of traced_ns.
 std::string FormatJson(const ReportSink& r, SortKey key, size_t limit);
 
 }  // namespace ptsnap::report

@@ -259,7 +259,8 @@ TEST(Report, FoldedStacksPutSeenFramesUnderInferredOnes) {
   std::string row;
   for (std::istringstream in(FormatText(r, SortKey::kTotal, 0)); std::getline(in, row);)
     if (row.starts_with("loop ")) break;
-  EXPECT_THAT(row, ::testing::MatchesRegex("loop +1 +40 ns +[0-9]+ ns +- +- +- +- +-"));
+  EXPECT_THAT(
+      row, ::testing::MatchesRegex("loop +1 +40 ns +[0-9.]+% +[0-9]+ ns +[0-9.]+% +- +- +- +- +-"));
   EXPECT_THAT(FormatText(r, SortKey::kTotal, 0), ::testing::Not(HasSubstr(" 0 ns ")));
   EXPECT_THAT(FormatJson(r, SortKey::kTotal, 0), HasSubstr("\"p50_ns\": null"));
 }
@@ -423,6 +424,204 @@ TEST(Report, JsonHasTheDocumentedFields) {
     EXPECT_TRUE(j["functions"][0].contains(k)) << k;
   EXPECT_EQ(j["functions"][0]["p99_ns"], 200);
   EXPECT_FALSE(j["functions"][0].contains("tid"));
+}
+
+// The percentages are of the time some frame was on a thread's stack,
+// summed over threads: thread 1 has main [0, 100] with a gap-free f, thread
+// 2 a lone g [0, 50]: 150 ns in all, 100 of it main's.
+TEST(Report, PercentagesAreOfTheTimeFramesWereOnTheThreadsStacks) {
+  ReportSink r({});
+  Feed f(r);
+  f.Begin(1, "main", 0);
+  f.Call(1, "f", 10, 40);
+  f.End(1, "main", 0, 100);
+  f.Call(2, "g", 0, 50);
+  ASSERT_TRUE(r.Finish());
+  EXPECT_EQ(r.traced_ns(), 150u);
+  const std::string text = FormatText(r, SortKey::kTotal, 0);
+  EXPECT_THAT(text, HasSubstr("total% and self%: of 150 ns, the time some frame was on a thread's "
+                              "stack, summed over the threads"));
+  // main: total 100 of 150, self 70 of 150.
+  EXPECT_THAT(text, HasSubstr("100 ns   66.7%        70 ns   46.7%"));
+  auto j = nlohmann::json::parse(FormatJson(r, SortKey::kTotal, 0));
+  EXPECT_EQ(j["traced_ns"], 150);
+  EXPECT_EQ(j["functions"][0]["name"], "main");
+  EXPECT_DOUBLE_EQ(j["functions"][0]["total_pct"].get<double>(), 66.67);
+  EXPECT_DOUBLE_EQ(j["functions"][0]["self_pct"].get<double>(), 46.67);
+  // Self times add up to 100%.
+  double self = 0;
+  for (const auto& fn : j["functions"]) self += fn["self_pct"].get<double>();
+  EXPECT_NEAR(self, 100.0, 0.02);
+}
+
+const Neighbour* Row(const std::vector<Neighbours>& all, const std::string& fn,
+                     const std::string& other) {
+  for (const Neighbours& n : all)
+    if (n.name == fn)
+      for (const Neighbour& row : n.rows)
+        if (row.name == other) return &row;
+  return nullptr;
+}
+
+// main [0,100] { fib [10,60] { fib [20,30]; fib [35,55] { fib [40,50] } };
+// leaf [70,80] }; other [100,120] { fib [105,115] }.
+struct Recursion {
+  explicit Recursion(ReportOptions o) : r(std::move(o)) {
+    Feed f(r);
+    f.Begin(1, "main", 0);
+    f.Begin(1, "fib", 10);
+    f.Call(1, "fib", 20, 30);
+    f.Begin(1, "fib", 35);
+    f.Call(1, "fib", 40, 50);
+    f.End(1, "fib", 35, 55);
+    f.End(1, "fib", 10, 60);
+    f.Call(1, "leaf", 70, 80);
+    f.End(1, "main", 0, 100);
+    f.Begin(1, "other", 100);
+    f.Call(1, "fib", 105, 115);
+    f.End(1, "other", 100, 120);
+    EXPECT_TRUE(r.Finish());
+  }
+  ReportSink r;
+};
+
+// A recursive call's time is its outermost activation's: given to that
+// call's caller, so the callers add up to the function's total.
+TEST(Report, CallersCountRecursionOnceWithTheOutermostCallsCaller) {
+  ReportOptions o;
+  o.functions = {"fib", "main"};
+  o.callers = true;
+  Recursion t(o);
+  const auto& callers = t.r.Callers();
+  ASSERT_EQ(callers.size(), 2u);
+  EXPECT_EQ(callers[0].name, "fib");
+  EXPECT_EQ(callers[0].total_ns, 60u);  // 50 + 10
+  ASSERT_EQ(callers[0].rows.size(), 3u);
+  EXPECT_EQ(callers[0].rows[0].name, "main");
+  EXPECT_EQ(callers[0].rows[0].calls, 1u);
+  EXPECT_EQ(callers[0].rows[0].total_ns, 50u);
+  EXPECT_EQ(callers[0].rows[1].name, "other");
+  EXPECT_EQ(callers[0].rows[1].total_ns, 10u);
+  EXPECT_EQ(callers[0].rows[2].name, "fib");
+  EXPECT_EQ(callers[0].rows[2].calls, 3u);
+  EXPECT_EQ(callers[0].rows[2].total_ns, 0u);
+  // main is the thread's outermost frame.
+  ASSERT_NE(Row(callers, "main", "(root)"), nullptr);
+  EXPECT_EQ(Row(callers, "main", "(root)")->total_ns, 100u);
+  const std::string text = FormatText(t.r, SortKey::kTotal, 0);
+  EXPECT_THAT(text, HasSubstr("Callers of fib (total 60 ns; share: of that total"));
+  EXPECT_THAT(text, HasSubstr("  main                                             1        50 ns"
+                              "   83.3%\n"));
+  auto j = nlohmann::json::parse(FormatJson(t.r, SortKey::kTotal, 0));
+  ASSERT_EQ(j["callers"].size(), 2u);
+  EXPECT_EQ(j["callers"][0]["name"], "fib");
+  EXPECT_EQ(j["callers"][0]["callers"][0]["name"], "main");
+  EXPECT_EQ(j["callers"][0]["callers"][0]["calls"], 1);
+  EXPECT_EQ(j["callers"][0]["callers"][0]["total_ns"], 50);
+  EXPECT_DOUBLE_EQ(j["callers"][0]["callers"][0]["share_pct"].get<double>(), 83.33);
+  EXPECT_FALSE(j.contains("callees"));
+}
+
+// A callee's frames inside its own frames under the function count once:
+// fib under fib is [20,30] and [35,55], not also [40,50].
+TEST(Report, CalleesCountACalleeInsideItselfOnce) {
+  ReportOptions o;
+  o.functions = {"fib", "main"};
+  o.callees = true;
+  Recursion t(o);
+  const auto& callees = t.r.Callees();
+  ASSERT_NE(Row(callees, "fib", "fib"), nullptr);
+  EXPECT_EQ(Row(callees, "fib", "fib")->calls, 3u);
+  EXPECT_EQ(Row(callees, "fib", "fib")->total_ns, 30u);
+  EXPECT_EQ(Row(callees, "main", "fib")->total_ns, 50u);
+  EXPECT_EQ(Row(callees, "main", "leaf")->total_ns, 10u);
+  EXPECT_EQ(Row(callees, "main", "other"), nullptr);
+  EXPECT_THAT(FormatText(t.r, SortKey::kTotal, 0), HasSubstr("Callees of main (total 100 ns"));
+  auto j = nlohmann::json::parse(FormatJson(t.r, SortKey::kTotal, 0));
+  EXPECT_EQ(j["callees"][1]["name"], "main");
+  EXPECT_EQ(j["callees"][1]["callees"][0]["name"], "fib");
+  EXPECT_DOUBLE_EQ(j["callees"][1]["callees"][0]["share_pct"].get<double>(), 50.0);
+}
+
+// Mutual recursion f [0,100] { g [10,90] { f [20,80] { g [30,70] } } }.
+TEST(Report, MutualRecursionIsCountedOnceEitherWay) {
+  ReportOptions o;
+  o.functions = {"f"};
+  o.callers = o.callees = true;
+  ReportSink r(o);
+  Feed feed(r);
+  feed.Begin(1, "f", 0);
+  feed.Begin(1, "g", 10);
+  feed.Begin(1, "f", 20);
+  feed.Call(1, "g", 30, 70);
+  feed.End(1, "f", 20, 80);
+  feed.End(1, "g", 10, 90);
+  feed.End(1, "f", 0, 100);
+  ASSERT_TRUE(r.Finish());
+  EXPECT_EQ(Row(r.Callers(), "f", "(root)")->total_ns, 100u);
+  EXPECT_EQ(Row(r.Callers(), "f", "g")->calls, 1u);
+  EXPECT_EQ(Row(r.Callers(), "f", "g")->total_ns, 0u);
+  EXPECT_EQ(Row(r.Callees(), "f", "g")->calls, 2u);
+  EXPECT_EQ(Row(r.Callees(), "f", "g")->total_ns, 80u);
+}
+
+// A snapshot begun inside the recursion: main > fib > fib were open (their
+// starts not seen). Inferred frames end innermost first and are the callers
+// of what ended with no seen caller before them: fib [10,20] ends under the
+// inner fib (ends 30), fib [40,50] under the outer one (ends 60).
+TEST(Report, InferredFramesAreTheCallersOfWhatEndedInsideThem) {
+  ReportOptions o;
+  o.functions = {"fib"};
+  o.callers = o.callees = true;
+  ReportSink r(o);
+  Feed f(r);
+  f.Call(1, "fib", 10, 20);
+  f.End(1, "fib", 0, 30, /*inferred=*/true);
+  f.Call(1, "fib", 40, 50);
+  f.End(1, "fib", 0, 60, /*inferred=*/true);
+  f.End(1, "main", 0, 100, /*inferred=*/true);
+  f.InferredBegin(1, "main", 0);
+  f.InferredBegin(1, "fib", 0);
+  f.InferredBegin(1, "fib", 0);
+  ASSERT_TRUE(r.Finish());
+  ASSERT_EQ(r.Named()[0].total_ns, 60u);
+  // Every call's time (Call::total_ns) with its caller: they add up to 60.
+  const Neighbour* main = Row(r.Callers(), "fib", "main");
+  const Neighbour* fib = Row(r.Callers(), "fib", "fib");
+  ASSERT_NE(main, nullptr);
+  ASSERT_NE(fib, nullptr);
+  EXPECT_EQ(main->calls, 1u);
+  EXPECT_EQ(fib->calls, 3u);
+  EXPECT_EQ(main->total_ns + fib->total_ns, 60u);
+  // fib under fib: [0,30] (the inner inferred frame) and [40,50].
+  ASSERT_NE(Row(r.Callees(), "fib", "fib"), nullptr);
+  EXPECT_EQ(Row(r.Callees(), "fib", "fib")->calls, 3u);
+  EXPECT_EQ(Row(r.Callees(), "fib", "fib")->total_ns, 40u);
+}
+
+// A frame with no seen caller encloses frames of the same edge: fib
+// [10,50] { fib [20,30] } ends inside an inferred fib [0,60] that main
+// called. fib under fib is [10,50], not 40 + 10.
+TEST(Report, AFrameWithNoSeenCallerEnclosesItsEdgesFramesOnce) {
+  ReportOptions o;
+  o.functions = {"fib"};
+  o.callers = o.callees = true;
+  ReportSink r(o);
+  Feed f(r);
+  f.Begin(1, "fib", 10);
+  f.Call(1, "fib", 20, 30);
+  f.End(1, "fib", 10, 50);
+  f.End(1, "fib", 0, 60, /*inferred=*/true);
+  f.End(1, "main", 0, 100, /*inferred=*/true);
+  f.InferredBegin(1, "main", 0);
+  f.InferredBegin(1, "fib", 0);
+  ASSERT_TRUE(r.Finish());
+  ASSERT_EQ(r.Named()[0].total_ns, 60u);
+  ASSERT_NE(Row(r.Callees(), "fib", "fib"), nullptr);
+  EXPECT_EQ(Row(r.Callees(), "fib", "fib")->calls, 2u);
+  EXPECT_EQ(Row(r.Callees(), "fib", "fib")->total_ns, 40u);
+  EXPECT_EQ(Row(r.Callers(), "fib", "main")->total_ns + Row(r.Callers(), "fib", "fib")->total_ns,
+            60u);
 }
 
 TEST(Report, SortKeysAreSpelledAsDocumented) {

@@ -1,7 +1,7 @@
 // What the last whole decode of a trace directory found, kept beside the
 // recording in `decoded.json` so `ptsnap info` can say it without decoding
 // again (docs/decoding.md, "Impossible results"). Written by `decode`,
-// `report` and `run`/`attach` after they decode a whole recording (not one
+// `report`, `replay` and `run`/`attach` after they decode a whole recording (not one
 // snapshot); a directory that cannot be written to simply has none.
 #pragma once
 
@@ -18,7 +18,7 @@ namespace ptsnap::trace {
 inline constexpr const char* kDecodeVerdictFile = "decoded.json";
 
 struct DecodeVerdict {
-  std::string by;                // "decode" (`decode`, `run`, `attach`) or "report"
+  std::string by;                // "decode" (`decode`, `run`, `attach`), "report" or "replay"
   std::string ptsnap_version;    // of the ptsnap that decoded
   uint64_t decoded_unix_ns = 0;  // when
   std::string output;            // the file written; "" for `report`

@@ -86,10 +86,12 @@ expect_excludes() {
 }
 
 # Subcommand names.
-expect_exactly "run report" ptsnap r
-expect_exactly "run attach info probe decode export report serve" ptsnap ''
+expect_exactly "run report replay" ptsnap r
+expect_exactly "run attach info probe decode export report replay serve" ptsnap ''
 expect_exactly "serve" ptsnap se
-expect_exactly "report" ptsnap rep
+expect_exactly "report replay" ptsnap rep
+expect_exactly "replay" ptsnap repl
+expect_exactly "--tid" ptsnap replay --ti
 expect_exactly "--sort" ptsnap report --so
 expect_exactly "other.ptsnap trace.ptsnap" ptsnap report ''  # TRACE_DIR: directories only
 expect_exactly "decode" ptsnap -v d
