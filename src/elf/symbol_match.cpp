@@ -288,9 +288,9 @@ std::vector<NamedSymbol> FunctionSymbols(const Image& image, std::string_view ds
   return out;
 }
 
-FunctionMatch MatchFunctions(const Image& image, std::string_view typed) {
+FunctionMatch MatchFunctions(const Image& image, std::string_view typed, std::string_view dso) {
   FunctionMatch out;
-  const std::vector<NamedSymbol> symbols = FunctionSymbols(image);
+  const std::vector<NamedSymbol> symbols = FunctionSymbols(image, dso);
   const SymbolMatch m = MatchSymbols(typed, symbols);
   out.kind = m.kind;
   for (size_t i : m.indices) {

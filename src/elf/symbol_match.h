@@ -87,14 +87,14 @@ std::string DidYouMean(std::span<const std::string> closest);
 // one per entry of image.functions (same order), all with `dso`.
 std::vector<NamedSymbol> FunctionSymbols(const Image& image, std::string_view dso = "");
 
-// The functions of `image` that `typed` names, one per address, by
-// address, and when none does the closest names.
+// The functions of `image` (the file `dso`, for DSO:NAME) that `typed`
+// names, one per address, by address, and when none does the closest names.
 struct FunctionMatch {
   MatchKind kind = MatchKind::kNone;
   std::vector<const Function*> functions;
   std::vector<std::string> closest;
 };
-FunctionMatch MatchFunctions(const Image& image, std::string_view typed);
+FunctionMatch MatchFunctions(const Image& image, std::string_view typed, std::string_view dso = "");
 
 // "a(int), b(int)" (at most `limit`, then ", ... (N in all)"): the
 // demangled names of matched functions, for messages.

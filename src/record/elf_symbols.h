@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "elf/elf_file.h"
+#include "elf/symbol_match.h"
 #include "ptsnap/result.h"
 
 namespace ptsnap::record {
@@ -42,13 +43,27 @@ struct TriggerPoint {
   uint64_t address = 0;
 };
 
+// At most this many functions for one --trigger NAME: x86 has four debug
+// registers, one execute breakpoint each.
+inline constexpr size_t kMaxTriggerFunctions = 4;
+
+// The functions of `image` (read from `file`) that a --trigger NAME names,
+// in any spelling of elf/symbol_match.h (risky(int), risky, _Z5riskyi,
+// thr:risky, '*risk*'), one per address. Errors (kind kTrigger): none
+// matches (the message lists the closest names and the spellings), or more
+// than `max` do (it lists them).
+Result<std::vector<const elf::Function*>> MatchTriggerFunctions(const elf::Image& image,
+                                                                std::string_view name,
+                                                                const std::string& file,
+                                                                size_t max = kMaxTriggerFunctions);
+
 // Resolves `selector` against the executable of process `pid`
 // (/proc/PID/exe, PIE base from /proc/PID/maps):
 //   "addr:HEX"  -> that address, unchanged;
 //   "."         -> every stop-indicator symbol present (at least one);
-//   NAME        -> the function symbol NAME.
-// Errors name the symbol and the executable ("no function named 'foo' in
-// /usr/bin/x (is the binary stripped?)").
+//   NAME        -> the functions NAME names (MatchTriggerFunctions).
+// Errors name the symbol and the executable, and list the closest names
+// ("trigger symbol 'foo' not found: ...; did you mean: foo(int)").
 Result<std::vector<TriggerPoint>> ResolveTrigger(std::string_view selector, pid_t pid);
 
 // Before anything runs: checks that `selector` names a function of the
