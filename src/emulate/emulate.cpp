@@ -21,10 +21,12 @@
 
 #include "base/file_util.h"
 #include "base/log.h"
+#include "base/string_util.h"
 #include "base/unique_fd.h"
 #include "base/version.h"
 #include "elf/elf_file.h"
 #include "elf/segments.h"
+#include "elf/symbol_file.h"
 #include "emulate/events.h"
 #include "emulate/exec_follow.h"
 #include "emulate/ingest.h"
@@ -282,19 +284,34 @@ Result<EmulationPlan> PlanEmulation(const record::RecordOptions& opts) {
     plan.plugin_args.push_back("trigger=" + std::to_string(a));
     plan.plugin_args.push_back("trigger_name=" + opts.trigger);
   } else if (!opts.trigger.empty()) {
-    auto a = ResolveSymbol(program, opts.trigger);
-    if (!a)
-      return Error("--trigger " + opts.trigger + ": no such function in " + in_program +
-                   "'s symbol table (emulation resolves triggers in the main program only)")
+    // Any spelling of elf/symbol_match.h; one plugin trigger per function
+    // it names (as many as a native trigger takes, so a trigger tried here
+    // works on hardware), one with --slower-than.
+    auto image = elf::ReadFunctions(program);
+    if (!image)
+      return std::move(image)
+          .error()
+          .AddContext("--trigger " + opts.trigger + ": reading the symbols of " + in_program)
           .WithKind(ErrorKind::kTrigger);
+    auto functions =
+        record::MatchTriggerFunctions(*image, opts.trigger, program.string(),
+                                      opts.slower_than_ns != 0 ? 1 : record::kMaxTriggerFunctions);
+    if (!functions)
+      return std::move(functions).error().AddContext(
+          "--trigger " + opts.trigger + " (emulation resolves triggers in the main program" +
+          (plan.script.empty() ? std::string() : ", here the script's interpreter") + " only)");
+    for (const elf::Function* f : *functions)
+      plan.trigger_functions.push_back(elf::Demangle(f->name) + " @ " + base::Hex(f->value) +
+                                       " (link-time)");
     if (opts.slower_than_ns != 0) {
       // --slower-than: the plugin times every call of it in virtual time
       // and snapshots where a slow one returns.
-      plan.plugin_args.push_back("slow=" + std::to_string(*a));
+      plan.plugin_args.push_back("slow=" + std::to_string(functions->front()->value));
       plan.plugin_args.push_back("slow_ns=" + std::to_string(opts.slower_than_ns));
       plan.plugin_args.push_back("slow_name=" + opts.trigger);
     } else {
-      plan.plugin_args.push_back("trigger=" + std::to_string(*a));
+      for (const elf::Function* f : *functions)
+        plan.plugin_args.push_back("trigger=" + std::to_string(f->value));
       plan.plugin_args.push_back("trigger_name=" + opts.trigger);
     }
   }
@@ -607,6 +624,8 @@ Result<int> RecordEmulated(const EmulationPlan& plan, const record::RecordOption
                            const fs::path& trace_dir, record::Control& control,
                            const record::EventFn& events) {
   for (const auto& w : plan.attr.warnings) Emit(events, {record::Event::Kind::kWarning, w});
+  for (const std::string& t : plan.trigger_functions)
+    Emit(events, {record::Event::Kind::kInfo, "Trigger armed: " + t});
   auto out = record::Record(opts, PrepareEmulated(plan, opts), trace_dir, base::RootPath(), control,
                             events, EmulatedSourceFactory(plan, opts, trace_dir));
   control.Close("the recording ended");  // later requests fail at once

@@ -65,24 +65,27 @@ Result<std::vector<const elf::Function*>> MatchTriggerFunctions(const elf::Image
            "; `--trigger ?` lists the functions; or use addr:HEX)";
     return Error(std::move(msg)).WithKind(ErrorKind::kTrigger);
   }
-  if (m.functions.size() > max)
+  if (m.functions.size() > max) {
+    const std::string why = max == 1 ? "--slower-than times one function"
+                                     : "a trigger watches at most " + std::to_string(max) +
+                                           " (x86 has four hardware breakpoints, one each)";
     return Error("trigger '" + std::string(name) + "' names " + std::to_string(m.functions.size()) +
-                 " functions of " + file + " (" + elf::ListFunctions(m.functions) +
-                 "), more than the " + std::to_string(max) +
-                 " a trigger can watch (one hardware breakpoint each): name fewer, e.g. '" +
-                 elf::Demangle(m.functions.front()->name) + "'")
+                 " functions of " + file + " (" + elf::ListFunctions(m.functions) + "); " + why +
+                 ": name fewer, e.g. '" + elf::Demangle(m.functions.front()->name) + "'")
         .WithKind(ErrorKind::kTrigger);
+  }
   return std::move(m.functions);
 }
 
-Result<void> CheckTriggerInFile(std::string_view selector, const std::filesystem::path& exe) {
+Result<void> CheckTriggerInFile(std::string_view selector, const std::filesystem::path& exe,
+                                size_t max) {
   if (selector.empty() || base::StartsWith(selector, "addr:")) return Ok();
   auto image = elf::ReadFunctions(exe);
   if (!image) return std::move(image).error().AddContext("reading symbols of " + exe.string());
   if (selector == ".") {
     PTSNAP_TRY(StopIndicators(*image, exe.string()));
   } else {
-    PTSNAP_TRY(MatchTriggerFunctions(*image, selector, exe.string()));
+    PTSNAP_TRY(MatchTriggerFunctions(*image, selector, exe.string(), max));
   }
   return Ok();
 }
@@ -98,7 +101,7 @@ Result<std::filesystem::path> FindExecutable(std::string_view name) {
   return Error("command not found: '" + std::string(name) + "' is not in $PATH");
 }
 
-Result<std::vector<TriggerPoint>> ResolveTrigger(std::string_view selector, pid_t pid) {
+Result<std::vector<TriggerPoint>> ResolveTrigger(std::string_view selector, pid_t pid, size_t max) {
   std::vector<TriggerPoint> points;
   if (base::StartsWith(selector, "addr:")) {
     auto addr = base::ParseUint(selector.substr(5), 16);
@@ -127,7 +130,7 @@ Result<std::vector<TriggerPoint>> ResolveTrigger(std::string_view selector, pid_
     base_addr = *lowest;
   }
   auto functions = selector == "." ? StopIndicators(*image, exe.string())
-                                   : MatchTriggerFunctions(*image, selector, exe.string());
+                                   : MatchTriggerFunctions(*image, selector, exe.string(), max);
   if (!functions) return std::move(functions).error();
   for (const elf::Function* fn : *functions) {
     const uint64_t addr = RuntimeAddress(*image, *fn, base_addr);

@@ -51,7 +51,8 @@ inline constexpr size_t kMaxTriggerFunctions = 4;
 // in any spelling of elf/symbol_match.h (risky(int), risky, _Z5riskyi,
 // thr:risky, '*risk*'), one per address. Errors (kind kTrigger): none
 // matches (the message lists the closest names and the spellings), or more
-// than `max` do (it lists them).
+// than `max` do (it lists them; `max` 1 is --slower-than's, which times one
+// function).
 Result<std::vector<const elf::Function*>> MatchTriggerFunctions(const elf::Image& image,
                                                                 std::string_view name,
                                                                 const std::string& file,
@@ -64,12 +65,15 @@ Result<std::vector<const elf::Function*>> MatchTriggerFunctions(const elf::Image
 //   NAME        -> the functions NAME names (MatchTriggerFunctions).
 // Errors name the symbol and the executable, and list the closest names
 // ("trigger symbol 'foo' not found: ...; did you mean: foo(int)").
-Result<std::vector<TriggerPoint>> ResolveTrigger(std::string_view selector, pid_t pid);
+Result<std::vector<TriggerPoint>> ResolveTrigger(std::string_view selector, pid_t pid,
+                                                 size_t max = kMaxTriggerFunctions);
 
 // Before anything runs: checks that `selector` names a function of the
 // executable file `exe` ("addr:" selectors always pass). Same errors as
-// ResolveTrigger, so a typo fails before the program is started.
-Result<void> CheckTriggerInFile(std::string_view selector, const std::filesystem::path& exe);
+// ResolveTrigger, so a typo fails before the program is started. `max`:
+// as MatchTriggerFunctions'.
+Result<void> CheckTriggerInFile(std::string_view selector, const std::filesystem::path& exe,
+                                size_t max = kMaxTriggerFunctions);
 
 // `name` as execvp would find it: itself when it contains a '/', else the
 // first executable match in $PATH. Errors: "command not found".

@@ -90,8 +90,11 @@ TEST(ElfSymbols, TooManyFunctionsAreListed) {
   image.functions.push_back({"parse_all", 0x4000, 16});
   auto r = MatchTriggerFunctions(image, "*parse*", "prog", 2);
   EXPECT_THAT(r, HasErrorContaining("trigger '*parse*' names 3 functions of prog (parse(int), "
-                                    "parse(double), parse_all), more than the 2"));
+                                    "parse(double), parse_all); a trigger watches at most 2"));
   EXPECT_EQ(r.error().kind(), ErrorKind::kTrigger);
+  EXPECT_THAT(
+      MatchTriggerFunctions(image, "parse", "prog", 1),
+      HasErrorContaining("--slower-than times one function: name fewer, e.g. 'parse(int)'"));
   auto two = MatchTriggerFunctions(image, "parse", "prog", 2);
   ASSERT_THAT(two, HasValue());
   EXPECT_EQ(two->size(), 2u);

@@ -862,7 +862,8 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
     // but marks the source started, so threads found later start enabled.
     if (auto r = source->EnableAll(); !r) return ExplainThreadError(r.error(), prepared);
     if (!opts.trigger.empty() && !self_driven) {
-      auto resolved = ResolveTrigger(opts.trigger, child->pid());
+      auto resolved = ResolveTrigger(opts.trigger, child->pid(),
+                                     opts.slower_than_ns != 0 ? 1 : kMaxTriggerFunctions);
       if (!resolved) return std::move(resolved).error().WithKind(ErrorKind::kTrigger);
       points = std::move(*resolved);
     }
@@ -891,7 +892,8 @@ Result<Outcome> Record(const RecordOptions& opts, Prepared prepared,
     }
     pids = opts.pids;
     if (!opts.trigger.empty()) {
-      auto resolved = ResolveTrigger(opts.trigger, pids[0]);
+      auto resolved = ResolveTrigger(opts.trigger, pids[0],
+                                     opts.slower_than_ns != 0 ? 1 : kMaxTriggerFunctions);
       if (!resolved) return std::move(resolved).error().WithKind(ErrorKind::kTrigger);
       points = std::move(*resolved);
     }
