@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -75,6 +76,29 @@ Result<std::vector<const elf::Function*>> MatchTriggerFunctions(const elf::Image
         .WithKind(ErrorKind::kTrigger);
   }
   return std::move(m.functions);
+}
+
+std::vector<std::string> TriggerChoices(const elf::Image& image) {
+  std::vector<std::string> out;
+  out.reserve(image.functions.size());
+  for (const elf::Function& f : image.functions) out.push_back(elf::Demangle(f.name));
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+Result<std::string> ParseTriggerChoice(std::string_view answer,
+                                       const std::vector<std::string>& choices) {
+  answer = base::Trim(answer);
+  if (answer.empty())
+    return Error("--trigger ?: no function chosen: type a number from the list or a name");
+  if (auto n = base::ParseUint(answer)) {
+    if (*n == 0 || *n > choices.size())
+      return Error("--trigger ?: " + std::string(answer) + " is not in the list (1-" +
+                   std::to_string(choices.size()) + "): type a number from it or a name");
+    return choices[*n - 1];
+  }
+  return std::string(answer);
 }
 
 Result<void> CheckTriggerInFile(std::string_view selector, const std::filesystem::path& exe,

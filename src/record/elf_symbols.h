@@ -58,6 +58,17 @@ Result<std::vector<const elf::Function*>> MatchTriggerFunctions(const elf::Image
                                                                 const std::string& file,
                                                                 size_t max = kMaxTriggerFunctions);
 
+// `--trigger ?`'s menu: the demangled names of `image`'s functions, each
+// once, sorted. Each is a --trigger NAME that names that function (or all
+// the functions sharing the name).
+std::vector<std::string> TriggerChoices(const elf::Image& image);
+
+// The answer to `--trigger ?`'s prompt: "N" picks choices[N-1], anything
+// else is taken as a NAME (checked later like any --trigger). Error: a
+// number out of range, an empty answer.
+Result<std::string> ParseTriggerChoice(std::string_view answer,
+                                       const std::vector<std::string>& choices);
+
 // Resolves `selector` against the executable of process `pid`
 // (/proc/PID/exe, PIE base from /proc/PID/maps):
 //   "addr:HEX"  -> that address, unchanged;
