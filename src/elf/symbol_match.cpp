@@ -190,7 +190,8 @@ SymbolMatch MatchSymbols(std::string_view typed, std::span<const NamedSymbol> sy
   std::vector<size_t> exact, bare, globbed;
   for (size_t i = 0; i < symbols.size(); ++i) {
     const NamedSymbol& s = symbols[i];
-    if (!t.dso.empty() && FileName(s.dso) != FileName(t.dso)) continue;
+    // A symbol whose DSO is unknown (a trace's names) is not ruled out by one.
+    if (!t.dso.empty() && !s.dso.empty() && FileName(s.dso) != FileName(t.dso)) continue;
     if (s.mangled == name || s.demangled == name ||
         (!typed_demangled.empty() && typed_demangled != name && s.demangled == typed_demangled)) {
       exact.push_back(i);

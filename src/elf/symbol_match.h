@@ -6,7 +6,8 @@
 //   risky(int)             the demangled name with its parameters
 //   risky, ns::C::method   the demangled name without them
 //   _Z5riskyi              the mangled (symbol table) name
-//   libc.so.6:malloc       DSO:NAME, the DSO compared by file name
+//   libc.so.6:malloc       DSO:NAME, the DSO compared by file name (a symbol
+//                          whose DSO is unknown matches any)
 //   *parse*, std::vector<*>::push_back*
 //                          a glob (`*`, `?`, `[...]`; any of `*?[` makes one)
 //

@@ -44,6 +44,8 @@ TEST(SymbolMatch, Mangled) {
 TEST(SymbolMatch, MangledAgainstDemangledOnly) {
   const std::vector<NamedSymbol> shown = {{"", "risky(int)", ""}, {"", "main", ""}};
   EXPECT_THAT(MatchSymbols("_Z5riskyi", shown).indices, ElementsAre(0));
+  // Nor does a DSO part rule out a name whose DSO is unknown.
+  EXPECT_THAT(MatchSymbols("thr:risky", shown).indices, ElementsAre(0));
 }
 
 TEST(SymbolMatch, WithoutParameters) {
