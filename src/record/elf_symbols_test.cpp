@@ -100,6 +100,17 @@ TEST(ElfSymbols, TooManyFunctionsAreListed) {
   EXPECT_EQ(two->size(), 2u);
 }
 
+TEST(ElfSymbols, TriggerMenuAndItsAnswers) {
+  elf::Image image;
+  image.functions = {{"main", 0x10, 4}, {"_Z5riskyi", 0x20, 4}, {"_Z5riskyi", 0x20, 4}};
+  const std::vector<std::string> choices = TriggerChoices(image);
+  ASSERT_EQ(choices, (std::vector<std::string>{"main", "risky(int)"}));
+  EXPECT_EQ(ParseTriggerChoice("2\n", choices).value_or(""), "risky(int)");
+  EXPECT_EQ(ParseTriggerChoice(" risky ", choices).value_or(""), "risky");
+  EXPECT_THAT(ParseTriggerChoice("3", choices), HasErrorContaining("3 is not in the list (1-2)"));
+  EXPECT_THAT(ParseTriggerChoice("", choices), HasErrorContaining("no function chosen"));
+}
+
 TEST(ElfSymbols, StopIndicatorMissingSaysHowToAddIt) {
   EXPECT_THAT(ResolveTrigger(".", getpid()),
               HasErrorContaining("include <ptsnap/stop_indicator.h>"));

@@ -125,4 +125,21 @@ TEST_F(Names, TriggerQuestionMarkPromptTakesANumberOrAName) {
   }
 }
 
+// `ptsnap report TRACE FUNC` with FUNC as users type it.
+TEST_F(Names, ReportMatchesFuncAsTyped) {
+  const std::string trace = dir_.path().string() + "/r.ptsnap";
+  const PtsnapRun rec = RunPtsnap("run --emulate --after wait --no-decode --trace-dir '" + trace +
+                                  "' -- '" + prog_ + "' </dev/null");
+  ASSERT_EQ(rec.rc, 0) << rec.out;
+  const PtsnapRun r =
+      RunPtsnap("report '" + trace + "' risky 'risky(int)' _Z5riskyd '*parse_line*' riksy");
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("\nrisky [risky(double), risky(int)]: 5 calls, durations:\n"));
+  EXPECT_THAT(r.out, HasSubstr("\nrisky(int): 3 calls, durations:\n"));
+  EXPECT_THAT(r.out, HasSubstr("\nrisky(double): 2 calls, durations:\n"));
+  EXPECT_THAT(r.out, HasSubstr("\nnames::Parser::parse_line(char const*): 1 calls, durations:\n"));
+  EXPECT_THAT(r.out, HasSubstr("\nriksy: 0 calls (not in this trace)\n"
+                               "  did you mean: risky(int), risky(double)"));
+}
+
 }  // namespace
