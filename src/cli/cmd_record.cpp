@@ -396,13 +396,18 @@ void AddShared(CLI::App* cmd, Args* a) {
                   "Where the raw recording is kept (default: beside the output, e.g. "
                   "trace.ptsnap/); must not exist");
   cmd->add_option("--trigger", o.trigger,
-                  "Snapshot when this runs: a function SYMBOL, addr:HEX, or '.' for the stop "
-                  "indicator (ptsnap_take_snapshot / magic_trace_stop_indicator)");
-  cmd->add_option("--slower-than", a->slower_than,
-                  "With --trigger FUNC: snapshot when a call of FUNC returns after running at "
-                  "least this long, e.g. 2ms, 500us, 1.5ms, 800ns (entry and return probes; "
-                  "under --emulate, virtual time: 1 ns per instruction). With --multi-snapshot "
-                  "every such call, at most one per thread every max(DURATION, 10ms)");
+                  "Snapshot when this runs: a function of the program, named as `ptsnap report` "
+                  "shows it ('risky(int)'), without parameters (risky: every overload), mangled "
+                  "(_Z5riskyi), as FILE:NAME or as a glob ('*parse*'), at most 4 functions; "
+                  "addr:HEX; '.' for the stop indicator (ptsnap_take_snapshot / "
+                  "magic_trace_stop_indicator); '?' to pick from the program's functions (fzf "
+                  "on a terminal, else a numbered list)");
+  cmd->add_option(
+      "--slower-than", a->slower_than,
+      "With --trigger FUNC (one function): snapshot when a call of FUNC returns after running at "
+      "least this long, e.g. 2ms, 500us, 1.5ms, 800ns (entry and return probes; "
+      "under --emulate, virtual time: 1 ns per instruction). With --multi-snapshot "
+      "every such call, at most one per thread every max(DURATION, 10ms)");
   cmd->add_option("--filter", o.filter,
                   "Trace only inside these address ranges (Intel PT address filters, perf's "
                   "syntax): a function of the program (--filter work_a), or 'filter FUNC [@ "

@@ -99,10 +99,6 @@ std::string_view FileName(std::string_view path) {
   return slash == std::string_view::npos ? path : path.substr(slash + 1);
 }
 
-bool SameSymbol(const NamedSymbol& a, const NamedSymbol& b) {
-  return a.mangled == b.mangled && a.demangled == b.demangled && a.dso == b.dso;
-}
-
 }  // namespace
 
 bool GlobMatch(std::string_view pattern, std::string_view text) {
@@ -208,11 +204,7 @@ SymbolMatch MatchSymbols(std::string_view typed, std::span<const NamedSymbol> sy
              : !bare.empty()    ? MatchKind::kWithoutParameters
              : !globbed.empty() ? MatchKind::kGlob
                                 : MatchKind::kNone;
-  for (size_t i : *best) {
-    if (std::none_of(out.indices.begin(), out.indices.end(),
-                     [&](size_t j) { return SameSymbol(symbols[i], symbols[j]); }))
-      out.indices.push_back(i);
-  }
+  out.indices = std::move(*best);
   return out;
 }
 

@@ -43,8 +43,9 @@ enum class MatchKind {
 
 struct SymbolMatch {
   MatchKind kind = MatchKind::kNone;
-  // Indices into the symbols, in their order; a symbol listed twice (same
-  // three names: .symtab and .dynsym) once.
+  // Indices into the symbols, in their order. Two symbols with the same
+  // names are both listed (two static functions, or one function in
+  // .symtab and .dynsym): MatchFunctions tells them apart by address.
   std::vector<size_t> indices;
 };
 

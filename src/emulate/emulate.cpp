@@ -320,13 +320,24 @@ Result<EmulationPlan> PlanEmulation(const record::RecordOptions& opts) {
   // 6.13's AUX pause does on hardware (resumed at its entry, paused at its
   // return), so the virtual CPU needs no kernel fallback.
   if (!opts.only_in.empty()) {
-    auto a = ResolveSymbol(program, opts.only_in);
-    if (!a)
+    // Named as users type names (elf/symbol_match.h); one function.
+    auto image = elf::ReadFunctions(program);
+    elf::FunctionMatch m;
+    if (image) m = elf::MatchFunctions(*image, opts.only_in, program.string());
+    if (m.functions.empty()) {
+      const std::string near = elf::DidYouMean(m.closest);
       return Error("--only-in " + opts.only_in + ": no such function in " + in_program +
-                   "'s symbol table (emulation resolves it in the main program only; check the "
-                   "spelling with `nm " +
-                   program.string() + "`)");
-    plan.plugin_args.push_back("only_in=" + std::to_string(*a));
+                   "'s symbol table" + (near.empty() ? "" : "; " + near) +
+                   " (emulation resolves it in the main program only; check the spelling with "
+                   "`nm -C " +
+                   program.string() + "`: " + std::string(elf::kSpellingsHint) + ")");
+    }
+    if (m.functions.size() > 1)
+      return Error("--only-in '" + opts.only_in + "' names " + std::to_string(m.functions.size()) +
+                   " functions of " + in_program + " (" + elf::ListFunctions(m.functions) +
+                   "): --only-in follows one; name one, e.g. '" +
+                   elf::Demangle(m.functions.front()->name) + "'");
+    plan.plugin_args.push_back("only_in=" + std::to_string(m.functions.front()->value));
   }
 
   // --filter, resolved and checked as on a Kaby Lake (two ranges), then
