@@ -412,12 +412,13 @@ void AddShared(CLI::App* cmd, Args* a) {
                   "Trace only inside these address ranges (Intel PT address filters, perf's "
                   "syntax): a function of the program (--filter work_a), or 'filter FUNC [@ "
                   "FILE]', 'tracestop FUNC', 'filter 0xOFFSET/SIZE @ FILE', several separated by "
-                  "commas; at most nr_addr_filters ranges (2 under --emulate)");
+                  "commas; at most nr_addr_filters ranges (2 under --emulate). FUNC as --trigger "
+                  "takes it (risky(int), risky, _Z5riskyi, a glob); FUNC#N picks one of several");
   cmd->add_option("--only-in", o.only_in,
                   "Trace only while this function runs, everything it calls included: Intel PT is "
                   "paused outside it (Linux 6.13+ AUX pause/resume on its entry and return "
                   "probes; older kernels: --filter FUNC, its own code only), so the ring holds "
-                  "many more of its calls");
+                  "many more of its calls. FUNC as --trigger takes it, naming one function");
   cmd->add_flag("--multi-snapshot", o.multi_snapshot,
                 "Snapshot every time the trigger fires (or SIGUSR2 arrives), not only the first");
   cmd->add_flag("--multi-thread", o.multi_thread,
