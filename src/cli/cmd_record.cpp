@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 
@@ -13,10 +14,13 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <variant>
 #include <vector>
 
+#include "base/file_util.h"
 #include "base/string_util.h"
 #include "cli/command.h"
+#include "elf/elf_file.h"
 #include "output/output_file.h"
 #include "ptsnap/recording.h"
 #include "record/elf_symbols.h"
@@ -166,6 +170,88 @@ int ExitCodeFor(const Error& e) {
   return kExitFailure;
 }
 
+// `--trigger ?` (magic-trace's spelling): the functions of the program
+// (run: CMD's executable; attach: the first process's) to choose from,
+// through fzf where it is installed and stdin is a terminal, else a
+// numbered list on stderr and a prompt on stdin. Returns the chosen
+// --trigger NAME, or the exit code: with stdin not a terminal the list is
+// printed and it is a usage error (nothing to pick with).
+std::variant<std::string, int> PickTrigger(const record::RecordOptions& o, bool attach) {
+  std::filesystem::path program;
+  if (attach) {
+    if (o.pids.empty())
+      return Fail("--trigger ? lists the functions of the traced process: give -p PID"), kExitUsage;
+    program = "/proc/" + std::to_string(o.pids[0]) + "/exe";
+  } else {
+    if (o.command.empty())
+      return Fail("no command to run: ptsnap run [options] -- CMD ARGS..."), kExitUsage;
+    auto exe = record::FindExecutable(o.command[0]);
+    if (!exe) return Fail(exe.error().ToString()), kExitFailure;
+    program = *exe;
+  }
+  auto image = elf::ReadFunctions(program);
+  if (!image)
+    return Fail("--trigger ?: " + image.error().ToString() + ": name the trigger as addr:HEX"),
+           kExitFailure;
+  const std::vector<std::string> choices = record::TriggerChoices(*image);
+  if (choices.empty())
+    return Fail("--trigger ?: " + program.string() + " has no function symbols: use addr:HEX"),
+           kExitFailure;
+  const bool tty = ::isatty(STDIN_FILENO) != 0;
+  const char* path = std::getenv("PATH");
+  if (tty) {
+    if (auto fzf = base::FindInPath(path != nullptr ? path : "/usr/bin:/bin", "fzf")) {
+      // fzf reads the list on stdin and the keys from the terminal, and
+      // prints the pick on stdout.
+      char list_path[] = "/tmp/ptsnap-trigger-XXXXXX";
+      const int fd = ::mkstemp(list_path);
+      if (fd >= 0) {
+        std::string all;
+        for (const std::string& c : choices) all += c + "\n";
+        const bool written =
+            ::write(fd, all.data(), all.size()) == static_cast<ssize_t>(all.size());
+        ::close(fd);
+        std::string picked;
+        if (written) {
+          const std::string cmd =
+              "'" + fzf->string() + "' --prompt='trigger> ' < '" + list_path + "'";
+          if (FILE* f = ::popen(cmd.c_str(), "r")) {
+            char buf[4096];
+            while (std::fgets(buf, sizeof buf, f) != nullptr) picked += buf;
+            ::pclose(f);
+          }
+        }
+        ::unlink(list_path);
+        picked = std::string(base::Trim(picked));
+        if (picked.empty()) return Fail("--trigger ?: no function chosen"), kExitUsage;
+        return picked;
+      }
+    }
+  }
+  std::fprintf(stderr, "Functions of %s:\n", program.c_str());
+  for (size_t i = 0; i < choices.size(); ++i)
+    std::fprintf(stderr, "%6zu  %s\n", i + 1, choices[i].c_str());
+  // An example for the message: a name of the program's own, not the
+  // toolchain's (_start, __libc_csu_init).
+  const auto example = std::find_if(choices.begin(), choices.end(),
+                                    [](const std::string& c) { return c[0] != '_'; });
+  if (!tty)
+    return Fail(
+               "--trigger ?: stdin is not a terminal, so there is no one to pick: pass one "
+               "of the names above, e.g. --trigger '" +
+               (example != choices.end() ? *example : choices.front()) + "'"),
+           kExitUsage;
+  std::fprintf(stderr, "Trigger (number or name): ");
+  std::fflush(stderr);
+  std::string line;
+  for (int c = std::getchar(); c != EOF && c != '\n'; c = std::getchar())
+    line += static_cast<char>(c);
+  auto chosen = record::ParseTriggerChoice(line, choices);
+  if (!chosen) return Fail(chosen.error().ToString()), kExitUsage;
+  std::fprintf(stderr, "[ Trigger: %s ]\n", chosen->c_str());
+  return *chosen;
+}
+
 int RunRecord(Args& a, bool attach) {
   record::RecordOptions& o = a.opts;
   // The command line's own syntax; everything else is the orchestrator's
@@ -230,6 +316,11 @@ int RunRecord(Args& a, bool attach) {
                                : Collection::kHardware;
   ro.callgraph_mode = o.callgraph_mode;
   ro.full_execution = o.full_execution;
+  if (o.trigger == "?") {
+    auto picked = PickTrigger(o, attach);
+    if (const int* code = std::get_if<int>(&picked)) return *code;
+    o.trigger = std::get<std::string>(std::move(picked));
+  }
   ro.trigger = o.trigger;
   ro.filter = o.filter;
   ro.only_in = o.only_in;
@@ -311,23 +402,29 @@ void AddShared(CLI::App* cmd, Args* a) {
                   "Where the raw recording is kept (default: beside the output, e.g. "
                   "trace.ptsnap/); must not exist");
   cmd->add_option("--trigger", o.trigger,
-                  "Snapshot when this runs: a function SYMBOL, addr:HEX, or '.' for the stop "
-                  "indicator (ptsnap_take_snapshot / magic_trace_stop_indicator)");
-  cmd->add_option("--slower-than", a->slower_than,
-                  "With --trigger FUNC: snapshot when a call of FUNC returns after running at "
-                  "least this long, e.g. 2ms, 500us, 1.5ms, 800ns (entry and return probes; "
-                  "under --emulate, virtual time: 1 ns per instruction). With --multi-snapshot "
-                  "every such call, at most one per thread every max(DURATION, 10ms)");
+                  "Snapshot when this runs: a function of the program, named as `ptsnap report` "
+                  "shows it ('risky(int)'), without parameters (risky: every overload), mangled "
+                  "(_Z5riskyi), as FILE:NAME or as a glob ('*parse*'), at most 4 functions; "
+                  "addr:HEX; '.' for the stop indicator (ptsnap_take_snapshot / "
+                  "magic_trace_stop_indicator); '?' to pick from the program's functions (fzf "
+                  "on a terminal, else a numbered list)");
+  cmd->add_option(
+      "--slower-than", a->slower_than,
+      "With --trigger FUNC (one function): snapshot when a call of FUNC returns after running at "
+      "least this long, e.g. 2ms, 500us, 1.5ms, 800ns (entry and return probes; "
+      "under --emulate, virtual time: 1 ns per instruction). With --multi-snapshot "
+      "every such call, at most one per thread every max(DURATION, 10ms)");
   cmd->add_option("--filter", o.filter,
                   "Trace only inside these address ranges (Intel PT address filters, perf's "
                   "syntax): a function of the program (--filter work_a), or 'filter FUNC [@ "
                   "FILE]', 'tracestop FUNC', 'filter 0xOFFSET/SIZE @ FILE', several separated by "
-                  "commas; at most nr_addr_filters ranges (2 under --emulate)");
+                  "commas; at most nr_addr_filters ranges (2 under --emulate). FUNC as --trigger "
+                  "takes it (risky(int), risky, _Z5riskyi, a glob); FUNC#N picks one of several");
   cmd->add_option("--only-in", o.only_in,
                   "Trace only while this function runs, everything it calls included: Intel PT is "
                   "paused outside it (Linux 6.13+ AUX pause/resume on its entry and return "
                   "probes; older kernels: --filter FUNC, its own code only), so the ring holds "
-                  "many more of its calls");
+                  "many more of its calls. FUNC as --trigger takes it, naming one function");
   cmd->add_flag("--multi-snapshot", o.multi_snapshot,
                 "Snapshot every time the trigger fires (or SIGUSR2 arrives), not only the first");
   cmd->add_flag("--multi-thread", o.multi_thread,

@@ -247,7 +247,9 @@ void AddReportCommand(CLI::App& app, CommandFn* selected) {
       ->required();
   cmd->add_option("FUNC", a->functions,
                   "Functions to show a duration histogram for (and, with --slowest, their "
-                  "slowest calls)");
+                  "slowest calls), named as the report shows them ('risky(int)'), without "
+                  "parameters (risky: every overload), mangled (_Z5riskyi) or as a glob "
+                  "('*parse*'); a FUNC that names none gets the nearest names");
   cmd->add_flag("--per-thread", a->per_thread, "One row per function and thread");
   cmd->add_flag("--full-names", a->full_names,
                 "Print names whole; by default a name over 40 columns is shortened, template "

@@ -21,10 +21,12 @@
 
 #include "base/file_util.h"
 #include "base/log.h"
+#include "base/string_util.h"
 #include "base/unique_fd.h"
 #include "base/version.h"
 #include "elf/elf_file.h"
 #include "elf/segments.h"
+#include "elf/symbol_file.h"
 #include "emulate/events.h"
 #include "emulate/exec_follow.h"
 #include "emulate/ingest.h"
@@ -282,19 +284,34 @@ Result<EmulationPlan> PlanEmulation(const record::RecordOptions& opts) {
     plan.plugin_args.push_back("trigger=" + std::to_string(a));
     plan.plugin_args.push_back("trigger_name=" + opts.trigger);
   } else if (!opts.trigger.empty()) {
-    auto a = ResolveSymbol(program, opts.trigger);
-    if (!a)
-      return Error("--trigger " + opts.trigger + ": no such function in " + in_program +
-                   "'s symbol table (emulation resolves triggers in the main program only)")
+    // Any spelling of elf/symbol_match.h; one plugin trigger per function
+    // it names (as many as a native trigger takes, so a trigger tried here
+    // works on hardware), one with --slower-than.
+    auto image = elf::ReadFunctions(program);
+    if (!image)
+      return std::move(image)
+          .error()
+          .AddContext("--trigger " + opts.trigger + ": reading the symbols of " + in_program)
           .WithKind(ErrorKind::kTrigger);
+    auto functions =
+        record::MatchTriggerFunctions(*image, opts.trigger, program.string(),
+                                      opts.slower_than_ns != 0 ? 1 : record::kMaxTriggerFunctions);
+    if (!functions)
+      return std::move(functions).error().AddContext(
+          "--trigger " + opts.trigger + " (emulation resolves triggers in the main program" +
+          (plan.script.empty() ? std::string() : ", here the script's interpreter") + " only)");
+    for (const elf::Function* f : *functions)
+      plan.trigger_functions.push_back(elf::Demangle(f->name) + " @ " + base::Hex(f->value) +
+                                       " (link-time)");
     if (opts.slower_than_ns != 0) {
       // --slower-than: the plugin times every call of it in virtual time
       // and snapshots where a slow one returns.
-      plan.plugin_args.push_back("slow=" + std::to_string(*a));
+      plan.plugin_args.push_back("slow=" + std::to_string(functions->front()->value));
       plan.plugin_args.push_back("slow_ns=" + std::to_string(opts.slower_than_ns));
       plan.plugin_args.push_back("slow_name=" + opts.trigger);
     } else {
-      plan.plugin_args.push_back("trigger=" + std::to_string(*a));
+      for (const elf::Function* f : *functions)
+        plan.plugin_args.push_back("trigger=" + std::to_string(f->value));
       plan.plugin_args.push_back("trigger_name=" + opts.trigger);
     }
   }
@@ -303,13 +320,24 @@ Result<EmulationPlan> PlanEmulation(const record::RecordOptions& opts) {
   // 6.13's AUX pause does on hardware (resumed at its entry, paused at its
   // return), so the virtual CPU needs no kernel fallback.
   if (!opts.only_in.empty()) {
-    auto a = ResolveSymbol(program, opts.only_in);
-    if (!a)
+    // Named as users type names (elf/symbol_match.h); one function.
+    auto image = elf::ReadFunctions(program);
+    elf::FunctionMatch m;
+    if (image) m = elf::MatchFunctions(*image, opts.only_in, program.string());
+    if (m.functions.empty()) {
+      const std::string near = elf::DidYouMean(m.closest);
       return Error("--only-in " + opts.only_in + ": no such function in " + in_program +
-                   "'s symbol table (emulation resolves it in the main program only; check the "
-                   "spelling with `nm " +
-                   program.string() + "`)");
-    plan.plugin_args.push_back("only_in=" + std::to_string(*a));
+                   "'s symbol table" + (near.empty() ? "" : "; " + near) +
+                   " (emulation resolves it in the main program only; check the spelling with "
+                   "`nm -C " +
+                   program.string() + "`: " + std::string(elf::kSpellingsHint) + ")");
+    }
+    if (m.functions.size() > 1)
+      return Error("--only-in '" + opts.only_in + "' names " + std::to_string(m.functions.size()) +
+                   " functions of " + in_program + " (" + elf::ListFunctions(m.functions) +
+                   "): --only-in follows one; name one, e.g. '" +
+                   elf::Demangle(m.functions.front()->name) + "'");
+    plan.plugin_args.push_back("only_in=" + std::to_string(m.functions.front()->value));
   }
 
   // --filter, resolved and checked as on a Kaby Lake (two ranges), then
@@ -611,6 +639,8 @@ Result<int> RecordEmulated(const EmulationPlan& plan, const record::RecordOption
                            const fs::path& trace_dir, record::Control& control,
                            const record::EventFn& events) {
   for (const auto& w : plan.attr.warnings) Emit(events, {record::Event::Kind::kWarning, w});
+  for (const std::string& t : plan.trigger_functions)
+    Emit(events, {record::Event::Kind::kInfo, "Trigger armed: " + t});
   auto out = record::Record(opts, PrepareEmulated(plan, opts), trace_dir, base::RootPath(), control,
                             events, EmulatedSourceFactory(plan, opts, trace_dir));
   control.Close("the recording ended");  // later requests fail at once

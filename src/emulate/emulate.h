@@ -32,6 +32,9 @@ struct EmulationPlan {
   std::vector<std::string> plugin_args;
   // --filter in the kernel's syntax, for the manifest's pt.filter ("": none).
   std::string addr_filter;
+  // The functions --trigger NAME named ("risky(int) @ 0x401136
+  // (link-time)"), shown as the recording starts.
+  std::vector<std::string> trigger_functions;
 };
 Result<EmulationPlan> PlanEmulation(const record::RecordOptions& opts);
 

@@ -1550,7 +1550,17 @@ TEST_F(Emulate, UnknownTriggerSymbolIsReported) {
   o.trigger = "no_such_function";
   auto r = RecordEmulated(o, tmp_.path() / "s");
   ASSERT_FALSE(r);
-  EXPECT_NE(r.error().message().find("no such function"), std::string::npos);
+  EXPECT_EQ(r.error().kind(), ErrorKind::kTrigger);
+  EXPECT_THAT(r.error().ToString(),
+              ::testing::HasSubstr("trigger symbol 'no_such_function' not found: no function of "
+                                   "that name in "));
+  EXPECT_THAT(r.error().ToString(),
+              ::testing::HasSubstr("emulation resolves triggers in the main program only"));
+  // A typo of one of fib's functions is answered with it.
+  o.trigger = "fibb";
+  auto typo = RecordEmulated(o, tmp_.path() / "s");
+  ASSERT_FALSE(typo);
+  EXPECT_THAT(typo.error().ToString(), ::testing::HasSubstr("did you mean: fib"));
 }
 
 // A damaged recording (docs/decoding.md, "Damaged streams"), as a user

@@ -6,6 +6,8 @@
 
 #include "base/file_util.h"
 #include "base/string_util.h"
+#include "elf/symbol_file.h"
+#include "elf/symbol_match.h"
 #include "record/elf_symbols.h"
 
 namespace ptsnap::record {
@@ -171,29 +173,26 @@ Result<ResolvedAddrFilter> ResolveAddrFilter(const AddrFilter& f, const AddrFilt
   }
   const std::string shown = f.index ? f.symbol + "#" + std::to_string(f.index) : f.symbol;
   r.what = shown;
-  // One entry per address: .symtab and .dynsym list a function twice.
-  std::vector<const elf::Function*> found;
-  if (obj.image != nullptr)
-    for (const elf::Function& fn : obj.image->functions) {
-      if (fn.name != f.symbol) continue;
-      if (std::none_of(found.begin(), found.end(),
-                       [&](const elf::Function* g) { return g->value == fn.value; }))
-        found.push_back(&fn);
-    }
-  if (found.empty())
+  // Named as users type names (elf/symbol_match.h); one entry per address
+  // (.symtab and .dynsym list a function twice), by address.
+  elf::FunctionMatch m;
+  if (obj.image != nullptr) m = elf::MatchFunctions(*obj.image, f.symbol, obj.path);
+  const std::vector<const elf::Function*>& found = m.functions;
+  if (found.empty()) {
+    const std::string near = elf::DidYouMean(m.closest);
     return Error("--filter: no function named '" + f.symbol + "' in " + obj.path +
-                 " (check the spelling with `nm " + obj.path +
-                 "`; for a function of a shared library add @/path/to/lib.so)");
-  std::sort(found.begin(), found.end(),
-            [](const elf::Function* a, const elf::Function* b) { return a->value < b->value; });
+                 (near.empty() ? "" : "; " + near) + " (check the spelling with `nm -C " +
+                 obj.path + "`: " + std::string(elf::kSpellingsHint) +
+                 "; for a function of a shared library add @/path/to/lib.so)");
+  }
   if (f.index > found.size())
     return Error("--filter: '" + shown + "': " + obj.path + " has only " +
                  std::to_string(found.size()) + " function(s) named '" + f.symbol + "'");
   if (f.index == 0 && found.size() > 1) {
     std::string at;
     for (size_t i = 0; i < found.size(); ++i)
-      at += (i ? ", " : "") + f.symbol + "#" + std::to_string(i + 1) + " at " +
-            base::Hex(found[i]->value);
+      at += (i ? ", " : "") + f.symbol + "#" + std::to_string(i + 1) + " " +
+            elf::Demangle(found[i]->name) + " at " + base::Hex(found[i]->value);
     return Error("--filter: '" + f.symbol + "' is ambiguous: " + obj.path + " has " +
                  std::to_string(found.size()) + " functions of that name (" + at +
                  "); pick one with " + f.symbol + "#N");

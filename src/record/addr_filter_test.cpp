@@ -132,7 +132,10 @@ TEST(ResolveAddrFilter, UnknownSymbolNamesTheFileAndTheFix) {
   auto r = ResolveAddrFilter(Sym(kFilter, "work_c"), o.Obj());
   ASSERT_FALSE(r);
   EXPECT_THAT(r.error().ToString(), HasSubstr("no function named 'work_c' in /p/prog"));
-  EXPECT_THAT(r.error().ToString(), HasSubstr("nm /p/prog"));
+  EXPECT_THAT(r.error().ToString(), HasSubstr("nm -C /p/prog"));
+  // A typo gets the nearest names.
+  EXPECT_THAT(ResolveAddrFilter(Sym(kFilter, "work_x"), o.Obj()).error().ToString(),
+              HasSubstr("; did you mean: work_a, work_b (check the spelling"));
   AddrFilterObject stripped{"/p/stripped", nullptr, o.load};
   EXPECT_FALSE(ResolveAddrFilter(Sym(kFilter, "work_a"), stripped));
 }
@@ -142,8 +145,8 @@ TEST(ResolveAddrFilter, AmbiguousSymbolListsTheCandidatesInAddressOrder) {
   auto r = ResolveAddrFilter(Sym(kFilter, "dup"), o.Obj());
   ASSERT_FALSE(r);
   EXPECT_THAT(r.error().ToString(),
-              HasSubstr("'dup' is ambiguous: /p/prog has 2 functions of that name (dup#1 at "
-                        "0x401100, dup#2 at 0x401200); pick one with dup#N"));
+              HasSubstr("'dup' is ambiguous: /p/prog has 2 functions of that name (dup#1 dup at "
+                        "0x401100, dup#2 dup at 0x401200); pick one with dup#N"));
   auto second = ResolveAddrFilter(Sym(kFilter, "dup", 0, "", 2), o.Obj());
   ASSERT_TRUE(second) << second.error().ToString();
   EXPECT_EQ(second->offset, 0x1200u);
@@ -153,6 +156,26 @@ TEST(ResolveAddrFilter, AmbiguousSymbolListsTheCandidatesInAddressOrder) {
   EXPECT_THAT(third.error().ToString(), HasSubstr("has only 2 function(s) named 'dup'"));
   // The same function in .symtab and .dynsym is one.
   EXPECT_TRUE(ResolveAddrFilter(Sym(kFilter, "work_a"), o.Obj()));
+}
+
+// C++ names as users type them (elf/symbol_match.h); overloads named
+// without parameters are told apart with #N like any same-named functions.
+TEST(ResolveAddrFilter, CppNamesAsUsersTypeThem) {
+  FakeObject o;
+  o.image.functions.push_back({"_Z5riskyi", 0x401320, 0x10});
+  o.image.functions.push_back({"_Z5riskyd", 0x401340, 0x10});
+  for (const char* spelling : {"risky(int)", "_Z5riskyi", "prog:risky(int)"}) {
+    auto r = ResolveAddrFilter(Sym(kFilter, spelling), o.Obj());
+    ASSERT_TRUE(r) << spelling << ": " << r.error().ToString();
+    EXPECT_EQ(r->offset, 0x1320u) << spelling;
+  }
+  auto both = ResolveAddrFilter(Sym(kFilter, "risky"), o.Obj());
+  ASSERT_FALSE(both);
+  EXPECT_THAT(both.error().ToString(),
+              HasSubstr("(risky#1 risky(int) at 0x401320, risky#2 risky(double) at 0x401340)"));
+  auto second = ResolveAddrFilter(Sym(kFilter, "risky", 0, "", 2), o.Obj());
+  ASSERT_TRUE(second);
+  EXPECT_EQ(second->offset, 0x1340u);
 }
 
 TEST(ResolveAddrFilter, SizelessSymbolNeedsASize) {

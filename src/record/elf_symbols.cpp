@@ -2,12 +2,14 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 
 #include "base/file_util.h"
 #include "base/string_util.h"
+#include "elf/symbol_file.h"
 #include "sys/proc_maps.h"
 
 namespace ptsnap::record {
@@ -35,29 +37,81 @@ std::optional<uint64_t> LowestMappingStart(std::string_view maps_text,
 
 namespace {
 
-std::string MissingSymbolMessage(std::string_view selector, const std::string& exe) {
-  if (selector == ".")
-    return "trigger '.': " + exe +
-           " has no stop indicator (ptsnap_take_snapshot or magic_trace_stop_indicator); "
-           "include <ptsnap/stop_indicator.h> and call ptsnap_take_snapshot()";
-  return "trigger symbol '" + std::string(selector) + "' not found: no function of that name in " +
-         exe + " (check the spelling, or use addr:HEX)";
-}
-
-std::vector<std::string_view> SymbolNames(std::string_view selector) {
-  if (selector == ".") return {std::begin(kStopIndicatorSymbols), std::end(kStopIndicatorSymbols)};
-  return {selector};
+// The stop indicator's functions present in `image`, or an error.
+Result<std::vector<const elf::Function*>> StopIndicators(const elf::Image& image,
+                                                         const std::string& exe) {
+  std::vector<const elf::Function*> out;
+  for (std::string_view name : kStopIndicatorSymbols)
+    if (const elf::Function* f = elf::FindFunction(image, name)) out.push_back(f);
+  if (out.empty())
+    return Error("trigger '.': " + exe +
+                 " has no stop indicator (ptsnap_take_snapshot or magic_trace_stop_indicator); "
+                 "include <ptsnap/stop_indicator.h> and call ptsnap_take_snapshot()")
+        .WithKind(ErrorKind::kTrigger);
+  return out;
 }
 
 }  // namespace
 
-Result<void> CheckTriggerInFile(std::string_view selector, const std::filesystem::path& exe) {
+Result<std::vector<const elf::Function*>> MatchTriggerFunctions(const elf::Image& image,
+                                                                std::string_view name,
+                                                                const std::string& file,
+                                                                size_t max) {
+  elf::FunctionMatch m = elf::MatchFunctions(image, name, file);
+  if (m.functions.empty()) {
+    std::string msg =
+        "trigger symbol '" + std::string(name) + "' not found: no function of that name in " + file;
+    if (!m.closest.empty()) msg += "; " + elf::DidYouMean(m.closest);
+    msg += " (check the spelling: " + std::string(elf::kSpellingsHint) +
+           "; `--trigger ?` lists the functions; or use addr:HEX)";
+    return Error(std::move(msg)).WithKind(ErrorKind::kTrigger);
+  }
+  if (m.functions.size() > max) {
+    const std::string why = max == 1 ? "--slower-than times one function"
+                                     : "a trigger watches at most " + std::to_string(max) +
+                                           " (x86 has four hardware breakpoints, one each)";
+    return Error("trigger '" + std::string(name) + "' names " + std::to_string(m.functions.size()) +
+                 " functions of " + file + " (" + elf::ListFunctions(m.functions) + "); " + why +
+                 ": name fewer, e.g. '" + elf::Demangle(m.functions.front()->name) + "'")
+        .WithKind(ErrorKind::kTrigger);
+  }
+  return std::move(m.functions);
+}
+
+std::vector<std::string> TriggerChoices(const elf::Image& image) {
+  std::vector<std::string> out;
+  out.reserve(image.functions.size());
+  for (const elf::Function& f : image.functions) out.push_back(elf::Demangle(f.name));
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+Result<std::string> ParseTriggerChoice(std::string_view answer,
+                                       const std::vector<std::string>& choices) {
+  answer = base::Trim(answer);
+  if (answer.empty())
+    return Error("--trigger ?: no function chosen: type a number from the list or a name");
+  if (auto n = base::ParseUint(answer)) {
+    if (*n == 0 || *n > choices.size())
+      return Error("--trigger ?: " + std::string(answer) + " is not in the list (1-" +
+                   std::to_string(choices.size()) + "): type a number from it or a name");
+    return choices[*n - 1];
+  }
+  return std::string(answer);
+}
+
+Result<void> CheckTriggerInFile(std::string_view selector, const std::filesystem::path& exe,
+                                size_t max) {
   if (selector.empty() || base::StartsWith(selector, "addr:")) return Ok();
   auto image = elf::ReadFunctions(exe);
   if (!image) return std::move(image).error().AddContext("reading symbols of " + exe.string());
-  for (std::string_view name : SymbolNames(selector))
-    if (elf::FindFunction(*image, name) != nullptr) return Ok();
-  return Error(MissingSymbolMessage(selector, exe.string()));
+  if (selector == ".") {
+    PTSNAP_TRY(StopIndicators(*image, exe.string()));
+  } else {
+    PTSNAP_TRY(MatchTriggerFunctions(*image, selector, exe.string(), max));
+  }
+  return Ok();
 }
 
 Result<std::filesystem::path> FindExecutable(std::string_view name) {
@@ -71,7 +125,7 @@ Result<std::filesystem::path> FindExecutable(std::string_view name) {
   return Error("command not found: '" + std::string(name) + "' is not in $PATH");
 }
 
-Result<std::vector<TriggerPoint>> ResolveTrigger(std::string_view selector, pid_t pid) {
+Result<std::vector<TriggerPoint>> ResolveTrigger(std::string_view selector, pid_t pid, size_t max) {
   std::vector<TriggerPoint> points;
   if (base::StartsWith(selector, "addr:")) {
     auto addr = base::ParseUint(selector.substr(5), 16);
@@ -99,13 +153,13 @@ Result<std::vector<TriggerPoint>> ResolveTrigger(std::string_view selector, pid_
       return Error("cannot find where " + exe.string() + " is loaded in " + proc + "/maps");
     base_addr = *lowest;
   }
-  for (std::string_view name : SymbolNames(selector)) {
-    const elf::Function* fn = elf::FindFunction(*image, name);
-    if (fn == nullptr) continue;
+  auto functions = selector == "." ? StopIndicators(*image, exe.string())
+                                   : MatchTriggerFunctions(*image, selector, exe.string(), max);
+  if (!functions) return std::move(functions).error();
+  for (const elf::Function* fn : *functions) {
     const uint64_t addr = RuntimeAddress(*image, *fn, base_addr);
-    points.push_back({fn->name + " @ " + base::Hex(addr), fn->name, addr});
+    points.push_back({elf::Demangle(fn->name) + " @ " + base::Hex(addr), fn->name, addr});
   }
-  if (points.empty()) return Error(MissingSymbolMessage(selector, exe.string()));
   return points;
 }
 

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "elf/elf_file.h"
+#include "elf/symbol_match.h"
 #include "ptsnap/result.h"
 
 namespace ptsnap::record {
@@ -42,19 +43,48 @@ struct TriggerPoint {
   uint64_t address = 0;
 };
 
+// At most this many functions for one --trigger NAME: x86 has four debug
+// registers, one execute breakpoint each.
+inline constexpr size_t kMaxTriggerFunctions = 4;
+
+// The functions of `image` (read from `file`) that a --trigger NAME names,
+// in any spelling of elf/symbol_match.h (risky(int), risky, _Z5riskyi,
+// thr:risky, '*risk*'), one per address. Errors (kind kTrigger): none
+// matches (the message lists the closest names and the spellings), or more
+// than `max` do (it lists them; `max` 1 is --slower-than's, which times one
+// function).
+Result<std::vector<const elf::Function*>> MatchTriggerFunctions(const elf::Image& image,
+                                                                std::string_view name,
+                                                                const std::string& file,
+                                                                size_t max = kMaxTriggerFunctions);
+
+// `--trigger ?`'s menu: the demangled names of `image`'s functions, each
+// once, sorted. Each is a --trigger NAME that names that function (or all
+// the functions sharing the name).
+std::vector<std::string> TriggerChoices(const elf::Image& image);
+
+// The answer to `--trigger ?`'s prompt: "N" picks choices[N-1], anything
+// else is taken as a NAME (checked later like any --trigger). Error: a
+// number out of range, an empty answer.
+Result<std::string> ParseTriggerChoice(std::string_view answer,
+                                       const std::vector<std::string>& choices);
+
 // Resolves `selector` against the executable of process `pid`
 // (/proc/PID/exe, PIE base from /proc/PID/maps):
 //   "addr:HEX"  -> that address, unchanged;
 //   "."         -> every stop-indicator symbol present (at least one);
-//   NAME        -> the function symbol NAME.
-// Errors name the symbol and the executable ("no function named 'foo' in
-// /usr/bin/x (is the binary stripped?)").
-Result<std::vector<TriggerPoint>> ResolveTrigger(std::string_view selector, pid_t pid);
+//   NAME        -> the functions NAME names (MatchTriggerFunctions).
+// Errors name the symbol and the executable, and list the closest names
+// ("trigger symbol 'foo' not found: ...; did you mean: foo(int)").
+Result<std::vector<TriggerPoint>> ResolveTrigger(std::string_view selector, pid_t pid,
+                                                 size_t max = kMaxTriggerFunctions);
 
 // Before anything runs: checks that `selector` names a function of the
 // executable file `exe` ("addr:" selectors always pass). Same errors as
-// ResolveTrigger, so a typo fails before the program is started.
-Result<void> CheckTriggerInFile(std::string_view selector, const std::filesystem::path& exe);
+// ResolveTrigger, so a typo fails before the program is started. `max`:
+// as MatchTriggerFunctions'.
+Result<void> CheckTriggerInFile(std::string_view selector, const std::filesystem::path& exe,
+                                size_t max = kMaxTriggerFunctions);
 
 // `name` as execvp would find it: itself when it contains a '/', else the
 // first executable match in $PATH. Errors: "command not found".

@@ -11,6 +11,18 @@ extern "C" __attribute__((noinline, used)) int elf_symbols_test_probe_fn(int x) 
   return x * 3;
 }
 
+// Overloads with C++ names, as users see them in `ptsnap report`.
+namespace elf_symbols_test_ns {
+__attribute__((noinline, used)) int Overloaded(int x) {
+  __asm__ __volatile__("" : : "r"(x) : "memory");
+  return x + 1;
+}
+__attribute__((noinline, used)) int Overloaded(double x) {
+  __asm__ __volatile__("" : : "r"(x) : "memory");
+  return static_cast<int>(x) + 2;
+}
+}  // namespace elf_symbols_test_ns
+
 namespace ptsnap::record {
 namespace {
 
@@ -32,6 +44,71 @@ TEST(ElfSymbols, ResolvesOwnFunctionToItsRuntimeAddress) {
 TEST(ElfSymbols, MissingSymbolNamesItAndTheExecutable) {
   EXPECT_THAT(ResolveTrigger("no_such_function_xyz", getpid()),
               HasErrorContaining("trigger symbol 'no_such_function_xyz' not found"));
+}
+
+// Every spelling of elf/symbol_match.h reaches the same breakpoint address.
+TEST(ElfSymbols, NamesAsUsersTypeThem) {
+  const uint64_t by_int =
+      reinterpret_cast<uint64_t>(static_cast<int (*)(int)>(&elf_symbols_test_ns::Overloaded));
+  const uint64_t by_double =
+      reinterpret_cast<uint64_t>(static_cast<int (*)(double)>(&elf_symbols_test_ns::Overloaded));
+  for (const char* spelling :
+       {"elf_symbols_test_ns::Overloaded(int)", "_ZN19elf_symbols_test_ns10OverloadedEi",
+        "record_elf_symbols_test:elf_symbols_test_ns::Overloaded(int)"}) {
+    SCOPED_TRACE(spelling);
+    auto points = ResolveTrigger(spelling, getpid());
+    ASSERT_THAT(points, HasValue());
+    ASSERT_EQ(points->size(), 1u);
+    EXPECT_EQ((*points)[0].address, by_int);
+    EXPECT_EQ((*points)[0].description.rfind("elf_symbols_test_ns::Overloaded(int) @ 0x", 0), 0u);
+  }
+  // Without parameters, or as a glob: both overloads, one breakpoint each.
+  for (const char* spelling : {"elf_symbols_test_ns::Overloaded", "*test_ns::Overload*"}) {
+    SCOPED_TRACE(spelling);
+    auto points = ResolveTrigger(spelling, getpid());
+    ASSERT_THAT(points, HasValue());
+    ASSERT_EQ(points->size(), 2u);
+    std::vector<uint64_t> got{(*points)[0].address, (*points)[1].address};
+    EXPECT_THAT(got, ::testing::UnorderedElementsAre(by_int, by_double));
+  }
+}
+
+TEST(ElfSymbols, TypoListsTheClosestNames) {
+  EXPECT_THAT(ResolveTrigger("elf_symbols_test_ns::Overlaoded", getpid()),
+              HasErrorContaining("did you mean: elf_symbols_test_ns::Overloaded(int), "
+                                 "elf_symbols_test_ns::Overloaded(double)"));
+  EXPECT_THAT(CheckTriggerInFile("elf_symbols_test_probe_fm", "/proc/self/exe"),
+              HasErrorContaining("did you mean: elf_symbols_test_probe_fn"));
+}
+
+TEST(ElfSymbols, TooManyFunctionsAreListed) {
+  elf::Image image;
+  for (int i = 0; i < 6; ++i)
+    image.functions.push_back({"_Z4workv" + std::to_string(i), 0x1000u + i * 16u, 16});
+  image.functions.push_back({"_Z5parsei", 0x2000, 16});
+  image.functions.push_back({"_Z5parsed", 0x3000, 16});
+  image.functions.push_back({"parse_all", 0x4000, 16});
+  auto r = MatchTriggerFunctions(image, "*parse*", "prog", 2);
+  EXPECT_THAT(r, HasErrorContaining("trigger '*parse*' names 3 functions of prog (parse(int), "
+                                    "parse(double), parse_all); a trigger watches at most 2"));
+  EXPECT_EQ(r.error().kind(), ErrorKind::kTrigger);
+  EXPECT_THAT(
+      MatchTriggerFunctions(image, "parse", "prog", 1),
+      HasErrorContaining("--slower-than times one function: name fewer, e.g. 'parse(int)'"));
+  auto two = MatchTriggerFunctions(image, "parse", "prog", 2);
+  ASSERT_THAT(two, HasValue());
+  EXPECT_EQ(two->size(), 2u);
+}
+
+TEST(ElfSymbols, TriggerMenuAndItsAnswers) {
+  elf::Image image;
+  image.functions = {{"main", 0x10, 4}, {"_Z5riskyi", 0x20, 4}, {"_Z5riskyi", 0x20, 4}};
+  const std::vector<std::string> choices = TriggerChoices(image);
+  ASSERT_EQ(choices, (std::vector<std::string>{"main", "risky(int)"}));
+  EXPECT_EQ(ParseTriggerChoice("2\n", choices).value_or(""), "risky(int)");
+  EXPECT_EQ(ParseTriggerChoice(" risky ", choices).value_or(""), "risky");
+  EXPECT_THAT(ParseTriggerChoice("3", choices), HasErrorContaining("3 is not in the list (1-2)"));
+  EXPECT_THAT(ParseTriggerChoice("", choices), HasErrorContaining("no function chosen"));
 }
 
 TEST(ElfSymbols, StopIndicatorMissingSaysHowToAddIt) {

@@ -4,6 +4,8 @@
 #include <vector>
 
 #include "elf/elf_file.h"
+#include "elf/symbol_file.h"
+#include "elf/symbol_match.h"
 #include "perf/attr.h"
 #include "record/addr_filter.h"
 #include "record/elf_symbols.h"
@@ -37,10 +39,22 @@ Result<fs::path> FindOnlyInFunction(const RecordOptions& opts) {
   const std::string& func = opts.only_in;
   PTSNAP_ASSIGN_OR_RETURN(fs::path program, OnlyInProgram(opts));
   auto image = elf::ReadFunctions(program);
-  if (!image || elf::FindFunction(*image, func) == nullptr)
+  // Named as users type names (elf/symbol_match.h); one function.
+  elf::FunctionMatch m;
+  if (image) m = elf::MatchFunctions(*image, func, program.string());
+  if (m.functions.empty()) {
+    const std::string near = elf::DidYouMean(m.closest);
     return Error("--only-in: no function named '" + func + "' in " + program.string() +
-                 " (check the spelling with `nm " + program.string() +
-                 "`; --only-in looks in the program's own executable)")
+                 (near.empty() ? "" : "; " + near) + " (check the spelling with `nm -C " +
+                 program.string() + "`: " + std::string(elf::kSpellingsHint) +
+                 "; --only-in looks in the program's own executable)")
+        .WithKind(ErrorKind::kTrigger);
+  }
+  if (m.functions.size() > 1)
+    return Error("--only-in '" + func + "' names " + std::to_string(m.functions.size()) +
+                 " functions of " + program.string() + " (" + elf::ListFunctions(m.functions) +
+                 "): --only-in follows one; name one, e.g. '" +
+                 elf::Demangle(m.functions.front()->name) + "'")
         .WithKind(ErrorKind::kTrigger);
   return program;
 }

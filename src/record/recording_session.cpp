@@ -124,7 +124,8 @@ Result<void> RecordingSession::LaunchProgram() {
   // but marks the source started, so threads found later start enabled.
   if (auto r = source_->EnableAll(); !r) return ExplainThreadError(r.error(), prepared_);
   if (!opts_.trigger.empty() && !self_driven_) {
-    auto resolved = ResolveTrigger(opts_.trigger, child_->pid());
+    auto resolved = ResolveTrigger(opts_.trigger, child_->pid(),
+                                   opts_.slower_than_ns != 0 ? 1 : kMaxTriggerFunctions);
     if (!resolved) return std::move(resolved).error().WithKind(ErrorKind::kTrigger);
     points_ = std::move(*resolved);
   }
@@ -156,7 +157,8 @@ Result<void> RecordingSession::AttachProcesses() {
   }
   pids_ = opts_.pids;
   if (!opts_.trigger.empty()) {
-    auto resolved = ResolveTrigger(opts_.trigger, pids_[0]);
+    auto resolved = ResolveTrigger(opts_.trigger, pids_[0],
+                                   opts_.slower_than_ns != 0 ? 1 : kMaxTriggerFunctions);
     if (!resolved) return std::move(resolved).error().WithKind(ErrorKind::kTrigger);
     points_ = std::move(*resolved);
   }

@@ -8,6 +8,8 @@
 #include "base/log.h"
 #include "elf/elf_file.h"
 #include "elf/segments.h"
+#include "elf/symbol_file.h"
+#include "elf/symbol_match.h"
 #include "perf/attr.h"
 #include "record/options.h"
 #include "sys/proc_maps.h"
@@ -79,17 +81,28 @@ Result<uint64_t> FileOffsetOf(std::string_view head, uint64_t vaddr) {
 
 namespace {
 
-// FUNC's file offset in `file`, or nullopt when the file has no such function.
-Result<std::optional<uint64_t>> OffsetIn(const std::filesystem::path& file,
-                                         std::string_view symbol) {
-  auto image = elf::ReadFunctions(file);
-  if (!image) return std::optional<uint64_t>();  // unreadable or stripped: look elsewhere
-  const elf::Function* fn = elf::FindFunction(*image, symbol);
-  if (fn == nullptr) return std::optional<uint64_t>();
-  PTSNAP_ASSIGN_OR_RETURN(std::string head, base::ReadFileHead(file, 1 << 20));
+// FUNC (any spelling of elf/symbol_match.h) in `file` (read through
+// `read_as`): its file offset and shown name, or nullopt when the file has
+// no such function. Error: it names several.
+Result<std::optional<ProbeTarget>> FindIn(const std::filesystem::path& read_as,
+                                          const std::filesystem::path& file,
+                                          std::string_view symbol) {
+  auto image = elf::ReadFunctions(read_as);
+  if (!image) return std::optional<ProbeTarget>();  // unreadable or stripped: look elsewhere
+  const elf::FunctionMatch m = elf::MatchFunctions(*image, symbol, file.string());
+  if (m.functions.empty()) return std::optional<ProbeTarget>();
+  if (m.functions.size() > 1)
+    return Error("--slower-than: '" + std::string(symbol) + "' names " +
+                 std::to_string(m.functions.size()) + " functions of " + file.string() + " (" +
+                 elf::ListFunctions(m.functions) +
+                 "), and --slower-than times one: name one, e.g. '" +
+                 elf::Demangle(m.functions.front()->name) + "'")
+        .WithKind(ErrorKind::kTrigger);
+  const elf::Function* fn = m.functions.front();
+  PTSNAP_ASSIGN_OR_RETURN(std::string head, base::ReadFileHead(read_as, 1 << 20));
   auto off = FileOffsetOf(head, fn->value);
   if (!off) return std::move(off).error().AddContext(std::string(symbol) + " in " + file.string());
-  return std::optional<uint64_t>(*off);
+  return std::optional<ProbeTarget>(ProbeTarget{file, *off, elf::Demangle(fn->name)});
 }
 
 }  // namespace
@@ -108,15 +121,16 @@ Result<ProbeTarget> ResolveProbeTarget(std::string_view symbol, pid_t pid) {
   }
   for (const auto& f : files) {
     // The executable through /proc (it may have been replaced on disk).
-    PTSNAP_ASSIGN_OR_RETURN(auto off,
-                            OffsetIn(f == exe ? std::filesystem::path(proc + "/exe") : f, symbol));
-    if (off) return ProbeTarget{f, *off, std::string(symbol)};
+    PTSNAP_ASSIGN_OR_RETURN(auto found,
+                            FindIn(f == exe ? std::filesystem::path(proc + "/exe") : f, f, symbol));
+    if (found) return std::move(*found);
   }
   std::string searched = exe.string();
   if (files.size() > 1)
     searched += " and the " + std::to_string(files.size() - 1) + " libraries it maps";
   return Error("--slower-than: no function named '" + std::string(symbol) + "' in " + searched +
-               " (check the spelling; a library loaded later with dlopen is not searched)");
+               " (check the spelling: " + std::string(elf::kSpellingsHint) +
+               "; a library loaded later with dlopen is not searched)");
 }
 
 Result<std::unique_ptr<SlowCallProbes>> SlowCallProbes::Create(const base::RootPath& root,

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "base/string_util.h"
 #include "output/summary.h"
 
 namespace ptsnap::report {
@@ -66,11 +67,7 @@ bool ReportSink::InWindow(const output::Call& c) const {
 
 bool ReportSink::IsNamed(const std::string* name) {
   auto it = is_named_.find(name);
-  if (it == is_named_.end())
-    it = is_named_
-             .emplace(name, std::find(options_.functions.begin(), options_.functions.end(),
-                                      *name) != options_.functions.end())
-             .first;
+  if (it == is_named_.end()) it = is_named_.emplace(name, MatchesAnyLoosely(*name)).first;
   return it->second;
 }
 
@@ -203,14 +200,16 @@ void ReportSink::Connect(ThreadState& t, const output::Call& c, bool in_window) 
 std::vector<Neighbours> ReportSink::NeighboursOf(
     const std::unordered_map<Edge, EdgeSum, EdgeHash>& edges) const {
   std::vector<Neighbours> out;
-  const std::vector<FunctionStats> named = Named();
-  for (const FunctionStats& f : named) {
+  const std::vector<FunctionStats> named = Named();  // one per FUNC typed, in order
+  for (size_t i = 0; i < named.size(); ++i) {
+    const FunctionStats& f = named[i];
+    const std::vector<std::string> names = Resolve(options_.functions[i]);
     Neighbours n;
     n.name = f.name;
     n.total_ns = f.total_ns;
     std::map<std::string, EdgeSum> merged;  // names the decode spelled twice fold
     for (const auto& [e, sum] : edges) {
-      if (*e.first != f.name) continue;
+      if (std::find(names.begin(), names.end(), *e.first) == names.end()) continue;
       EdgeSum& to = merged[e.second != nullptr ? *e.second : std::string("(root)")];
       to.calls += sum.calls;
       to.total_ns += sum.total_ns;
@@ -230,11 +229,42 @@ void ReportSink::OnMark(int32_t tid, std::string_view text, uint64_t /*ts*/) {
   if (options_.slowest != 0 || options_.by_mark) threads_[tid].mark = text;
 }
 
+bool ReportSink::MatchesAnyLoosely(const std::string& name) const {
+  // Any kind of match: whether a better one elsewhere in the trace wins is
+  // known only at the end (Resolve), so captures may hold a few extra.
+  const elf::NamedSymbol one[] = {{"", name, ""}};
+  return std::any_of(options_.functions.begin(), options_.functions.end(),
+                     [&](const std::string& typed) {
+                       return elf::MatchSymbols(typed, one).kind != elf::MatchKind::kNone;
+                     });
+}
+
+std::vector<elf::NamedSymbol> ReportSink::Names() const {
+  std::set<std::string_view> seen;
+  for (const auto& [k, v] : stats_) seen.insert(v.name);
+  std::vector<elf::NamedSymbol> out;
+  out.reserve(seen.size());
+  for (std::string_view n : seen) out.push_back({"", std::string(n), ""});
+  return out;
+}
+
+std::vector<std::string> ReportSink::Resolve(const std::string& typed) const {
+  const std::vector<elf::NamedSymbol> names = Names();
+  std::vector<std::string> out;
+  for (size_t i : elf::MatchSymbols(typed, names).indices) out.push_back(names[i].demangled);
+  return out;
+}
+
+std::vector<std::string> ReportSink::Closest(const std::string& typed) const {
+  return elf::ClosestNames(typed, Names());
+}
+
 std::vector<const MarkGroup*> ReportSink::ByMark() const {
   std::vector<const MarkGroup*> out;
-  for (const std::string& name : options_.functions)
-    for (const MarkGroup& g : by_mark_)
-      if (g.name == name) out.push_back(&g);
+  for (const std::string& typed : options_.functions)
+    for (const std::string& name : Resolve(typed))
+      for (const MarkGroup& g : by_mark_)
+        if (g.name == name) out.push_back(&g);
   return out;
 }
 
@@ -401,11 +431,16 @@ std::vector<const FunctionStats*> ReportSink::Functions(SortKey key, size_t limi
 
 std::vector<FunctionStats> ReportSink::Named() const {
   std::vector<FunctionStats> out;
-  for (const std::string& name : options_.functions) {
+  for (const std::string& typed : options_.functions) {
+    // One entry per FUNC typed, over every function it names (several: a
+    // name without parameters of overloads, a glob), so that --diff pairs
+    // them up; its name says which.
+    const std::vector<std::string> names = Resolve(typed);
     FunctionStats merged;
-    merged.name = name;
+    merged.name = names.empty() ? typed : names.front();
+    if (names.size() > 1) merged.name = typed + " [" + base::Join(names, ", ") + "]";
     for (const auto& [k, v] : stats_) {
-      if (v.name != name) continue;
+      if (std::find(names.begin(), names.end(), v.name) == names.end()) continue;
       merged.calls += v.calls;
       merged.total_ns += v.total_ns;
       merged.self_ns += v.self_ns;
@@ -420,12 +455,14 @@ std::vector<FunctionStats> ReportSink::Named() const {
 
 std::vector<SlowCall> ReportSink::Slowest() const {
   std::vector<SlowCall> out;
-  for (const std::string& name : options_.functions) {
-    auto it = slowest_.find(name);
-    if (it == slowest_.end()) continue;
-    std::vector<SlowCall> calls = it->second;
-    std::sort(calls.begin(), calls.end(), Slower);
-    out.insert(out.end(), calls.begin(), calls.end());
+  for (const std::string& typed : options_.functions) {
+    for (const std::string& name : Resolve(typed)) {
+      auto it = slowest_.find(name);
+      if (it == slowest_.end()) continue;
+      std::vector<SlowCall> calls = it->second;
+      std::sort(calls.begin(), calls.end(), Slower);
+      out.insert(out.end(), calls.begin(), calls.end());
+    }
   }
   return out;
 }
@@ -693,6 +730,8 @@ std::string FormatText(const ReportSink& r, SortKey key, size_t limit, bool full
     out += "\n" + f.name + ": " + std::to_string(f.calls) + " calls";
     if (f.calls == 0) {
       out += " (not in this trace)\n";
+      if (const std::string d = elf::DidYouMean(r.Closest(f.name)); !d.empty())
+        out += "  " + d + " (" + std::string(elf::kSpellingsHint) + ")\n";
       continue;
     }
     out += ", durations:\n" + Histogram(f);

@@ -17,6 +17,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "elf/symbol_match.h"
 #include "output/calls.h"
 #include "output/plausibility.h"
 #include "report/histogram.h"
@@ -112,8 +113,16 @@ class ReportSink : public output::CallSink {
   // Every function (per thread with per_thread), sorted, at most `limit`
   // (0: all).
   [[nodiscard]] std::vector<const FunctionStats*> Functions(SortKey key, size_t limit) const;
-  // The stats of each function named in the options (merged over threads).
+  // The stats of each FUNC named in the options, matched as users type
+  // names (elf/symbol_match.h: risky(int), risky, _Z5riskyi, '*parse*'),
+  // one entry per FUNC merged over threads and over the functions it names:
+  // its name is the one function's, or "FUNC [a(int), a(double)]"; FUNC
+  // itself, with no calls, when it names none.
   [[nodiscard]] std::vector<FunctionStats> Named() const;
+  // The functions of the trace that FUNC `typed` names (Named's rules).
+  [[nodiscard]] std::vector<std::string> Resolve(const std::string& typed) const;
+  // The trace's function names nearest to `typed`, for a "did you mean".
+  [[nodiscard]] std::vector<std::string> Closest(const std::string& typed) const;
   // Per named function, its slowest calls, slowest first.
   [[nodiscard]] std::vector<SlowCall> Slowest() const;
   // With by_mark: per named function (in the order named), its calls whose
@@ -234,6 +243,10 @@ class ReportSink : public output::CallSink {
                const std::string* other, uint64_t calls, uint64_t ns);
   std::vector<Neighbours> NeighboursOf(
       const std::unordered_map<Edge, EdgeSum, EdgeHash>& edges) const;
+  // Whether any FUNC names `name` in any way (captures are kept for it).
+  bool MatchesAnyLoosely(const std::string& name) const;
+  // Every function name seen, for the matcher.
+  std::vector<elf::NamedSymbol> Names() const;
   void Fold(ThreadState& t, const output::Call& c);
   void Captured(ThreadState& t, const output::Call& c);
 

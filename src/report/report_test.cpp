@@ -186,6 +186,46 @@ TEST(Report, SlowestCallsComeWithTheTreeUnderThem) {
   EXPECT_EQ(j["slowest"][0]["callees"][0]["name"], "parse");
 }
 
+// FUNC as users type it (elf/symbol_match.h): without parameters, mangled,
+// a glob; an exact name wins; a miss suggests the nearest names.
+TEST(Report, FuncIsMatchedAsUsersTypeNames) {
+  ReportOptions o;
+  o.functions = {"risky", "_Z5riskyi", "*parse*", "risky(double)", "riksy", "main"};
+  o.slowest = 5;
+  ReportSink r(o);
+  Feed f(r);
+  f.Begin(1, "main", 0);
+  f.Call(1, "risky(int)", 1, 11);
+  f.Call(1, "risky(int)", 11, 31);
+  f.Call(1, "risky(double)", 31, 36);
+  f.Call(1, "ns::Parser::parse_line(char const*)", 40, 47);
+  f.End(1, "main", 0, 50);
+  ASSERT_TRUE(r.Finish());
+  const auto named = r.Named();
+  ASSERT_EQ(named.size(), 6u);
+  EXPECT_EQ(named[0].name, "risky [risky(double), risky(int)]");
+  EXPECT_EQ(named[0].calls, 3u);
+  EXPECT_EQ(named[1].name, "risky(int)");
+  EXPECT_EQ(named[1].calls, 2u);
+  EXPECT_EQ(named[2].name, "ns::Parser::parse_line(char const*)");
+  EXPECT_EQ(named[2].calls, 1u);
+  EXPECT_EQ(named[3].name, "risky(double)");
+  EXPECT_EQ(named[3].calls, 1u);
+  EXPECT_EQ(named[4].name, "riksy");
+  EXPECT_EQ(named[4].calls, 0u);
+  EXPECT_EQ(named[5].name, "main");
+  // The slowest calls, per function named, under their real names.
+  const auto slow = r.Slowest();
+  ASSERT_GE(slow.size(), 3u);
+  EXPECT_EQ(slow[0].name, "risky(double)");
+  EXPECT_EQ(slow[1].name, "risky(int)");
+  EXPECT_EQ(slow[1].duration_ns, 20u);
+  const std::string text = FormatText(r, SortKey::kTotal, 10);
+  EXPECT_THAT(text, HasSubstr("\nrisky [risky(double), risky(int)]: 3 calls, durations:"));
+  EXPECT_THAT(text, HasSubstr("\nriksy: 0 calls (not in this trace)\n"
+                              "  did you mean: risky(int), risky(double) (names are accepted"));
+}
+
 // A call of 2^63 ns or more (a corrupt decoded file's times; found by
 // report_fxt_fuzzer) lies in the histogram's top octave, [2^63, 2^64): its
 // row ends at the largest duration, not at an out-of-range shift.
@@ -484,6 +524,32 @@ struct Recursion {
   }
   ReportSink r;
 };
+
+// FUNC as users type it (a name without its parameters, a glob) finds the
+// callers and callees of the functions it names, as the rows do.
+TEST(Report, CallersAndCalleesOfANameAsTyped) {
+  ReportOptions o;
+  o.functions = {"fib", "ma*"};
+  o.callers = true;
+  o.callees = true;
+  ReportSink r(o);
+  Feed f(r);
+  f.Begin(1, "main(int, char**)", 0);
+  f.Call(1, "fib(int)", 10, 30);
+  f.Call(1, "leaf()", 40, 45);
+  f.End(1, "main(int, char**)", 0, 50);
+  ASSERT_TRUE(r.Finish());
+  ASSERT_EQ(r.Callers().size(), 2u);
+  EXPECT_EQ(r.Callers()[0].name, "fib(int)");
+  ASSERT_EQ(r.Callers()[0].rows.size(), 1u);
+  EXPECT_EQ(r.Callers()[0].rows[0].name, "main(int, char**)");
+  EXPECT_EQ(r.Callers()[0].rows[0].total_ns, 20u);
+  ASSERT_EQ(r.Callees().size(), 2u);
+  EXPECT_EQ(r.Callees()[1].name, "main(int, char**)");
+  ASSERT_EQ(r.Callees()[1].rows.size(), 2u);
+  EXPECT_EQ(r.Callees()[1].rows[0].name, "fib(int)");
+  EXPECT_EQ(r.Callees()[1].rows[1].name, "leaf()");
+}
 
 // A recursive call's time is its outermost activation's: given to that
 // call's caller, so the callers add up to the function's total.

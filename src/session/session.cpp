@@ -114,6 +114,12 @@ Result<void> CheckSamplingOptions(const record::RecordOptions& o) {
   return Ok();
 }
 
+// How many functions a --trigger NAME may name: one with --slower-than,
+// which times one function.
+size_t TriggerMax(const record::RecordOptions& o) {
+  return o.slower_than_ns != 0 ? 1 : record::kMaxTriggerFunctions;
+}
+
 // The program or processes, and the trigger in them.
 Result<void> CheckTarget(const record::RecordOptions& o) {
   if (o.command.empty()) {
@@ -124,7 +130,7 @@ Result<void> CheckTarget(const record::RecordOptions& o) {
             .WithKind(ErrorKind::kProcessGone);
     }
     if (!o.trigger.empty()) {
-      auto r = record::ResolveTrigger(o.trigger, o.pids[0]);
+      auto r = record::ResolveTrigger(o.trigger, o.pids[0], TriggerMax(o));
       if (!r) return std::move(r).error().WithKind(ErrorKind::kTrigger);
     }
     PTSNAP_TRY(record::ResolveRecordingFilters(o));
@@ -133,7 +139,7 @@ Result<void> CheckTarget(const record::RecordOptions& o) {
   }
   auto exe = record::FindExecutable(o.command[0]);
   if (!exe) return std::move(exe).error();
-  if (auto r = record::CheckTriggerInFile(o.trigger, *exe); !r)
+  if (auto r = record::CheckTriggerInFile(o.trigger, *exe, TriggerMax(o)); !r)
     return std::move(r).error().WithKind(ErrorKind::kTrigger);
   PTSNAP_TRY(record::ResolveRecordingFilters(o));
   if (!o.only_in.empty()) PTSNAP_TRY(record::FindOnlyInFunction(o));
@@ -215,6 +221,11 @@ Result<Outcome> RunRecording(Plan plan, record::Control& control, const record::
   Outcome out;
   out.trace_dir = plan.trace_dir;
   for (const std::string& w : plan.warnings) Emit(events, {record::Event::Kind::kWarning, w});
+  // The emulator's trigger is the plugin's: which functions it watches is
+  // said here, as the hardware recorder says it when it arms breakpoints.
+  if (plan.emulated)
+    for (const std::string& t : plan.emulated->trigger_functions)
+      Emit(events, {record::Event::Kind::kInfo, "Trigger armed: " + t});
   if (plan.move_previous_aside) {
     fs::path old = plan.trace_dir;
     old += ".old";
