@@ -420,6 +420,7 @@ Result<void> OutputFile::Close() {
 
 std::vector<std::string> OutputFormatNames() {
   std::vector<std::string> names;
+  names.reserve(kOutputFormats.size());
   for (const OutputFormat& f : kOutputFormats) names.emplace_back(f.name);
   return names;
 }

@@ -46,7 +46,7 @@ class ReplaySink : public model::SliceSink {
  public:
   // Each line (with its '\n') goes to `out` as it is settled.
   ReplaySink(ReplayOptions options, std::function<void(std::string_view)> out)
-      : options_(std::move(options)), out_(std::move(out)) {}
+      : options_(options), out_(std::move(out)) {}
   void OnProcess(int32_t, const std::string&) override {}
   void OnThread(int32_t, int32_t, const std::string&) override {}
   void OnSlice(const model::Slice& s) override;

@@ -547,14 +547,15 @@ namespace {
 std::string Percent(uint64_t part, uint64_t whole) {
   if (whole == 0) return "-";
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f%%", 100.0 * static_cast<double>(part) / whole);
+  std::snprintf(buf, sizeof buf, "%.1f%%",
+                100.0 * static_cast<double>(part) / static_cast<double>(whole));
   return buf;
 }
 
 // JSON's percentage: two decimals.
 double PercentJson(uint64_t part, uint64_t whole) {
   if (whole == 0) return 0;
-  return std::round(10000.0 * static_cast<double>(part) / whole) / 100;
+  return std::round(10000.0 * static_cast<double>(part) / static_cast<double>(whole)) / 100;
 }
 
 std::string Row(const FunctionStats& f, bool per_thread, size_t width, bool full_names,
