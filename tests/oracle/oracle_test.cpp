@@ -202,6 +202,72 @@ std::optional<std::pair<uint64_t, uint64_t>> MainLengths(const Recorded& rec, ui
                         m.step->duration);
 }
 
+// ptsnap's call frames from main's entry on against stepcount's: what
+// disagrees, one line each, and how many frames ptsnap began with a call and
+// stepcount has. Empty `disagree` with `calls` == `stepped`: the same.
+struct Comparison {
+  std::vector<std::string> disagree;
+  size_t calls = 0, stepped = 0;
+  bool has_main = false;
+};
+Comparison Compare(const Recorded& rec, uint64_t main_addr) {
+  Comparison out;
+  const Events& ev = rec.events;
+  const auto [main_frame, main_step] = FindMain(rec, main_addr);
+  if (main_frame == ev.frames.size() || main_step == nullptr) return out;
+  out.has_main = true;
+  const Frame& m = ev.frames[main_frame];
+  // Virtual time and instruction counts differ by a constant from main on.
+  const auto ts_of = [&](uint64_t count) { return count - main_step->begin + m.begin; };
+  const auto depth_of = [&](uint64_t depth) { return depth - main_step->depth + m.depth; };
+
+  std::map<uint64_t, const testing::SteppedFrame*> by_begin;
+  for (const auto& s : rec.stepped) {
+    if (s.thread == 0 && s.begin >= main_step->begin) by_begin[ts_of(s.begin)] = &s;
+  }
+  for (size_t i = 0; i < ev.frames.size(); ++i) {
+    const Frame& f = ev.frames[i];
+    if (f.begin_via != "call" || f.begin < m.begin) continue;
+    ++out.calls;
+    const Frame& last = ev.frames[ChainEnd(ev.frames, i)];
+    auto it = by_begin.find(f.begin);
+    if (it == by_begin.end()) {
+      out.disagree.push_back(f.name + " at " + std::to_string(f.begin) + ": no stepcount frame");
+      continue;
+    }
+    const testing::SteppedFrame& s = *it->second;
+    std::string what;
+    if (depth_of(s.depth) != f.depth) {
+      what += " depth " + std::to_string(f.depth) + " vs " + std::to_string(depth_of(s.depth));
+    }
+    if (s.open != (last.end_via == "close")) {
+      what += std::string(" ") + (s.open ? "open in stepcount" : "ends in stepcount") +
+              ", chain ends via=" + last.end_via;
+    } else if (!s.open && ts_of(s.begin + s.duration) != last.end) {
+      what += " chain ends at " + std::to_string(last.end) + " (" + last.name +
+              " via=" + last.end_via + ") vs " + std::to_string(ts_of(s.begin + s.duration));
+    }
+    if (!what.empty()) {
+      out.disagree.push_back(f.name + " at " + std::to_string(f.begin) + " (call at " +
+                             Hex(s.site) + " to " + Hex(s.target) + "):" + what);
+    }
+  }
+  out.stepped = by_begin.size();
+  return out;
+}
+
+// Copies `tmp` to $TMPDIR/ptsnap-oracle-NAME-PID for a look; returns the path.
+std::filesystem::path Keep(const testing::TempDir& tmp, const std::string& name) {
+  const auto kept = std::filesystem::temp_directory_path() /
+                    ("ptsnap-oracle-" + name + "-" + std::to_string(::getpid()));
+  std::error_code ec;
+  std::filesystem::copy(
+      tmp.path(), kept,
+      std::filesystem::copy_options::recursive | std::filesystem::copy_options::overwrite_existing,
+      ec);
+  return kept;
+}
+
 Recorded CheckAgainstStepcount(const std::string& program, const std::string& args,
                                uint64_t main_addr) {
   // The two are separate executions. Twice in CI, under load, the
@@ -218,11 +284,7 @@ Recorded CheckAgainstStepcount(const std::string& program, const std::string& ar
   for (int again = 0; again < 2; ++again) {
     const auto lengths = MainLengths(rec, main_addr);
     if (!lengths || lengths->first == lengths->second) break;
-    const auto kept =
-        std::filesystem::temp_directory_path() /
-        ("ptsnap-oracle-apart-" + std::to_string(::getpid()) + "-" + std::to_string(again));
-    std::error_code ec;
-    std::filesystem::copy(tmp.path(), kept, std::filesystem::copy_options::recursive, ec);
+    const auto kept = Keep(tmp, "apart-" + std::to_string(again));
     std::printf(
         "main retired %llu instructions under ptsnap, %llu single-stepped: not the same "
         "execution; recording both again (this pair kept in %s)\n",
@@ -230,70 +292,41 @@ Recorded CheckAgainstStepcount(const std::string& program, const std::string& ar
         static_cast<unsigned long long>(lengths->second), kept.c_str());
     rec = RecordBoth(program, args, tmp);
   }
+  Comparison c = Compare(rec, main_addr);
+  if (!c.disagree.empty()) {
+    // Seen in CI only, in the exception case (3 of 490 frames, main's
+    // counts equal; docs/testing.md, "The call-stack oracle"). ptsnap's
+    // output of one program in one environment is the same every run, so
+    // where a second pair agrees and ptsnap wrote the same frames both
+    // times, the first native run was the odd one: the pair is kept and the
+    // second counts. A ptsnap that is wrong disagrees every time.
+    const auto kept = Keep(tmp, "disagree");
+    const std::string first_text = rec.events.text;
+    const std::string first = c.disagree.front();
+    const size_t first_count = c.disagree.size();
+    rec = RecordBoth(program, args, tmp);
+    c = Compare(rec, main_addr);
+    EXPECT_EQ(rec.events.text, first_text)
+        << "ptsnap wrote other frames the second time (both kept in " << kept << ")";
+    std::printf(
+        "%zu frames disagreed (the first: %s); recorded both again: %s (the first pair kept in "
+        "%s)\n",
+        first_count, first.c_str(),
+        c.disagree.empty() ? "the second pair agrees" : "they disagree again", kept.c_str());
+  }
   const Events& ev = rec.events;
   EXPECT_EQ(ev.threads, 1u);
   EXPECT_EQ(ev.inferred, 0u) << "ptsnap inferred frames:\n" << ev.text;
-
-  const auto [main_frame, main_step] = FindMain(rec, main_addr);
-  EXPECT_LT(main_frame, ev.frames.size()) << "no frame of main in ptsnap's output";
-  EXPECT_NE(main_step, nullptr) << "stepcount saw no call of main at " << Hex(main_addr);
-  if (main_frame == ev.frames.size() || main_step == nullptr) return rec;
-  const Frame& m = ev.frames[main_frame];
-  // Virtual time and instruction counts differ by a constant from main on.
-  const auto ts_of = [&](uint64_t count) { return count - main_step->begin + m.begin; };
-  const auto depth_of = [&](uint64_t depth) { return depth - main_step->depth + m.depth; };
-
-  std::map<uint64_t, const testing::SteppedFrame*> by_begin;
-  for (const auto& s : rec.stepped) {
-    if (s.thread == 0 && s.begin >= main_step->begin) by_begin[ts_of(s.begin)] = &s;
-  }
-  std::vector<std::string> disagree;
-  size_t calls = 0;
-  for (size_t i = 0; i < ev.frames.size(); ++i) {
-    const Frame& f = ev.frames[i];
-    if (f.begin_via != "call" || f.begin < m.begin) continue;
-    ++calls;
-    const Frame& last = ev.frames[ChainEnd(ev.frames, i)];
-    auto it = by_begin.find(f.begin);
-    if (it == by_begin.end()) {
-      disagree.push_back(f.name + " at " + std::to_string(f.begin) + ": no stepcount frame");
-      continue;
-    }
-    const testing::SteppedFrame& s = *it->second;
-    std::string what;
-    if (depth_of(s.depth) != f.depth) {
-      what += " depth " + std::to_string(f.depth) + " vs " + std::to_string(depth_of(s.depth));
-    }
-    if (s.open != (last.end_via == "close")) {
-      what += std::string(" ") + (s.open ? "open in stepcount" : "ends in stepcount") +
-              ", chain ends via=" + last.end_via;
-    } else if (!s.open && ts_of(s.begin + s.duration) != last.end) {
-      what += " chain ends at " + std::to_string(last.end) + " (" + last.name +
-              " via=" + last.end_via + ") vs " + std::to_string(ts_of(s.begin + s.duration));
-    }
-    if (!what.empty()) {
-      disagree.push_back(f.name + " at " + std::to_string(f.begin) + " (call at " + Hex(s.site) +
-                         " to " + Hex(s.target) + "):" + what);
-    }
-  }
-  EXPECT_EQ(calls, by_begin.size()) << "ptsnap's calls from main on vs stepcount's frames";
-  EXPECT_GT(calls, 0u);
+  EXPECT_TRUE(c.has_main) << "no frame of main in ptsnap's output, or no call of main at "
+                          << Hex(main_addr) << " in stepcount's";
+  EXPECT_EQ(c.calls, c.stepped) << "ptsnap's calls from main on vs stepcount's frames";
+  EXPECT_GT(c.calls, 0u);
   std::string list;
-  for (size_t i = 0; i < disagree.size() && i < 20; ++i) list += disagree[i] + "\n";
-  if (!disagree.empty()) {
-    // Kept for a look (the exception case's disagreement seen only under
-    // the suite's load: docs/testing.md, "The call-stack oracle").
-    const auto kept = std::filesystem::temp_directory_path() /
-                      ("ptsnap-oracle-disagree-" + std::to_string(::getpid()));
-    std::error_code ec;
-    std::filesystem::copy(tmp.path(), kept,
-                          std::filesystem::copy_options::recursive |
-                              std::filesystem::copy_options::overwrite_existing,
-                          ec);
-    list += "(this pair kept in " + kept.string() + ")\n";
-  }
-  EXPECT_TRUE(disagree.empty()) << disagree.size() << " of " << calls << " frames disagree:\n"
-                                << list;
+  for (size_t i = 0; i < c.disagree.size() && i < 20; ++i) list += c.disagree[i] + "\n";
+  if (!c.disagree.empty())
+    list += "(this pair kept in " + Keep(tmp, "disagree-again").string() + ")\n";
+  EXPECT_TRUE(c.disagree.empty()) << c.disagree.size() << " of " << c.calls << " frames disagree:\n"
+                                  << list;
   return rec;
 }
 
