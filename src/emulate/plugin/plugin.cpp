@@ -892,6 +892,25 @@ void LeaveFilter(ThreadState* t, const TbInfo* p, const TbInfo* tb) {
   }
 }
 
+// Whether a decoder has walked up to this block's first instruction once it
+// has the packets so far: the previous block ended with a branch that has a
+// packet (a TNT bit or a TIP). After a direct call or jump, or a block that
+// just ends, the decoder walks those instructions only after the packets
+// that follow, so a PSB+ here would set its TSC before them: the exception
+// oracle's CI failure, three frames 2 ns late (docs/testing.md, "The
+// call-stack oracle"). A due PSB+ waits for such a block.
+bool Walked(const TbInfo* prev) {
+  if (prev == nullptr) return true;
+  switch (prev->kind) {
+    case ExitKind::kCond:
+    case ExitKind::kIndirect:
+    case ExitKind::kIndirectCall:
+    case ExitKind::kRet:
+    case ExitKind::kFar: return true;
+    default: return false;
+  }
+}
+
 void OnTbExec(unsigned vcpu, void* udata) {
   if (int f = g_flags.load(std::memory_order_relaxed); f != 0) {
     if (f & kStopped) {
@@ -1041,7 +1060,7 @@ void OnTbExec(unsigned vcpu, void* udata) {
     }
     t->pt.Pge(tb->start, tsc);
     t->enabled = true;
-  } else if (t->pt.since_psb() >= g_opts.psb_period || rewritten) {
+  } else if (rewritten || (t->pt.since_psb() >= g_opts.psb_period && Walked(t->prev))) {
     t->pt.FlushTnt();
     Drain(t);
     t->pt.Psb(tsc, true, tb->start);
