@@ -305,15 +305,14 @@ Recorded CheckAgainstStepcount(const std::string& program, const std::string& ar
   }
   Comparison c = Compare(rec, main_addr);
   if (!c.disagree.empty()) {
-    // Seen in CI only, in the exception case (3 of 490 frames, main's
-    // counts equal). The pair kept from one such run shows ptsnap's side is
-    // wrong there: its stream has a PSB+ whose FUP is a callee reached by a
-    // direct call, and both decoders count the call and the instruction
-    // before it after that PSB's TSC, so three frames begin 2 ns late
-    // (docs/testing.md, "The call-stack oracle"). ptsnap's output is the same
-    // every run in one environment, so recording both again fails again
-    // where ptsnap is wrong; it passes only where ptsnap writes the same
-    // frames and the second pair agrees. The first pair is kept.
+    // Seen in CI, in the exception case (3 of 490 frames, main's counts
+    // equal): ptsnap's error, a PSB+ whose FUP is a callee reached by a
+    // direct call, its TSC applied before the decoders walked the call (fixed
+    // in the plugin: docs/testing.md, "The call-stack oracle"). ptsnap's
+    // output is the same every run in one environment, so recording both
+    // again fails again where ptsnap is wrong; it passes only where ptsnap
+    // writes the same frames and the second pair agrees. The first pair is
+    // kept.
     const auto kept = Keep(tmp, "disagree");
     const std::string first_frames = FramesText(rec.events);
     const std::string first = c.disagree.front();
