@@ -28,12 +28,21 @@ ElfHandle OpenMemory(std::span<const std::byte> bytes, std::vector<char>* copy) 
   return elf;
 }
 
-void CollectSymbols(Elf* elf, Elf_Scn* scn, const GElf_Shdr& shdr, std::vector<Function>& out) {
+// The sanitizer whose runtime `name` starts ("" for any other symbol).
+std::string_view SanitizerOf(std::string_view name) {
+  if (name == "__asan_init") return "AddressSanitizer";
+  if (name == "__tsan_init") return "ThreadSanitizer";
+  if (name == "__msan_init") return "MemorySanitizer";
+  return "";
+}
+
+void CollectSymbols(Elf* elf, Elf_Scn* scn, const GElf_Shdr& shdr, Image& image) {
   internal::ForEachNamedSymbol(elf, scn, shdr, [&](const GElf_Sym& sym, const char* name) {
+    if (image.sanitizer.empty()) image.sanitizer = SanitizerOf(name);
     const int type = GELF_ST_TYPE(sym.st_info);
     if (type != STT_FUNC && type != STT_GNU_IFUNC) return;
     if (sym.st_shndx == SHN_UNDEF || sym.st_value == 0) return;
-    out.push_back({name, sym.st_value, sym.st_size});
+    image.functions.push_back({name, sym.st_value, sym.st_size});
   });
 }
 
@@ -56,7 +65,7 @@ Result<Image> Functions(Elf* elf) {
       GElf_Shdr shdr;
       if (gelf_getshdr(scn, &shdr) == nullptr || shdr.sh_type != wanted) continue;
       any_table = true;
-      CollectSymbols(elf, scn, shdr, image.functions);
+      CollectSymbols(elf, scn, shdr, image);
     }
   }
   if (!any_table) return Error("the ELF file has no symbol table (is it stripped?)");

@@ -26,6 +26,10 @@ struct Image {
   bool pie = false;                 // ET_DYN: loaded at a base chosen at run time
   uint64_t lowest_load_vaddr = 0;   // lowest PT_LOAD p_vaddr (page-aligned down)
   std::vector<Function> functions;  // defined STT_FUNC/STT_GNU_IFUNC, .symtab then .dynsym
+  // "AddressSanitizer", "ThreadSanitizer" or "MemorySanitizer" when a symbol
+  // table names that runtime's init function (__asan_init, __tsan_init,
+  // __msan_init), defined or not: the program was built with -fsanitize=...
+  std::string sanitizer;
 };
 
 // Parses an ELF file image. Errors: not ELF, no symbol tables at all (a

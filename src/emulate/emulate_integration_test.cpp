@@ -1518,6 +1518,24 @@ TEST_F(Emulate, ScriptRunsItsInterpreter) {
   }
 }
 
+// A program built with -fsanitize=address is refused before QEMU starts:
+// its shadow memory would grow QEMU until the OOM killer ended it (exit 137,
+// no snapshot and no reason given, as the CI run's names suite once showed).
+TEST_F(Emulate, SanitizedProgramIsRefused) {
+  record::RecordOptions o;
+  o.command = {Program("asan_built").string()};
+  const fs::path dir = tmp_.path() / "asan";
+  auto r = RecordEmulated(o, dir);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().message(),
+            Program("asan_built").string() +
+                " is built with AddressSanitizer, whose shadow memory (terabytes reserved at "
+                "start-up) the emulator cannot map: QEMU would grow until the kernel's OOM killer "
+                "ends it. Rebuild it without -fsanitize to record it under --emulate, or record it "
+                "on a machine with Intel PT");
+  EXPECT_FALSE(fs::exists(dir));
+}
+
 TEST_F(Emulate, BadTriggerAddressIsReported) {
   record::RecordOptions o;
   o.command = {Program("fib").string()};
