@@ -20,6 +20,7 @@
 #include "report/report.h"
 #include "report/trace_file.h"
 #include "trace/decode_verdict.h"
+#include "trace/trace_dir.h"
 
 namespace ptsnap::cli {
 
@@ -157,6 +158,13 @@ int RunReport(const ReportArgs& a) {
     o.folded = true;
   }
 
+  // The triggers the recording's snapshots were taken by, to explain a FUNC
+  // with no calls (a file decode wrote has no manifest: none).
+  if (std::error_code ec; std::filesystem::is_directory(a.dir, ec))
+    if (auto reader = trace::TraceReader::Open(a.dir))
+      for (const trace::Snapshot& s : reader->manifest().snapshots)
+        if (s.reason == trace::SnapshotReason::kTrigger && !s.detail.empty())
+          o.triggers.push_back(s.detail);
   report::ReportSink sink(o);
   std::string damaged;  // the decode's DamageError, with the stretches lost
   if (auto rc = ReadTrace(a, a.dir, &sink, &damaged)) return *rc;

@@ -255,6 +255,16 @@ std::vector<std::string> ReportSink::Resolve(const std::string& typed) const {
   return out;
 }
 
+std::string ReportSink::TriggerNamed(const std::string& typed) const {
+  const auto names = [](std::string_view a, std::string_view b) {
+    return a == b || elf::WithoutParameters(a) == elf::WithoutParameters(b) ||
+           (elf::IsGlob(a) && elf::GlobMatch(a, b));
+  };
+  for (const std::string& t : options_.triggers)
+    if (names(t, typed) || names(typed, t)) return t;
+  return "";
+}
+
 std::vector<std::string> ReportSink::Closest(const std::string& typed) const {
   return elf::ClosestNames(typed, Names());
 }
@@ -730,6 +740,13 @@ std::string FormatText(const ReportSink& r, SortKey key, size_t limit, bool full
   for (const FunctionStats& f : r.Named()) {
     out += "\n" + f.name + ": " + std::to_string(f.calls) + " calls";
     if (f.calls == 0) {
+      if (const std::string t = r.TriggerNamed(f.name); !t.empty()) {
+        out += " (not in this trace: --trigger " + t +
+               " took a snapshot when it was called, so the trace ends at that call's first "
+               "instruction; --slower-than DURATION takes the snapshot when the call returns, "
+               "with the call in it)\n";
+        continue;
+      }
       out += " (not in this trace)\n";
       if (const std::string d = elf::DidYouMean(r.Closest(f.name)); !d.empty())
         out += "  " + d + " (" + std::string(elf::kSpellingsHint) + ")\n";

@@ -42,6 +42,10 @@ struct ReportOptions {
   // For each named function, its callers / callees (Callers, Callees;
   // docs/report.md, "Callers and callees").
   bool callers = false, callees = false;
+  // The --trigger of each snapshot a trigger took (the manifest's): a FUNC
+  // with no calls that one of them names is explained (the trace ends at
+  // that call's first instruction).
+  std::vector<std::string> triggers;
 };
 
 struct FunctionStats {
@@ -121,6 +125,9 @@ class ReportSink : public output::CallSink {
   [[nodiscard]] std::vector<FunctionStats> Named() const;
   // The functions of the trace that FUNC `typed` names (Named's rules).
   [[nodiscard]] std::vector<std::string> Resolve(const std::string& typed) const;
+  // The --trigger (ReportOptions::triggers) that `typed` names, spelled
+  // either way round (risky ~ risky(int), a glob on either side), or "".
+  [[nodiscard]] std::string TriggerNamed(const std::string& typed) const;
   // The trace's function names nearest to `typed`, for a "did you mean".
   [[nodiscard]] std::vector<std::string> Closest(const std::string& typed) const;
   // Per named function, its slowest calls, slowest first.

@@ -226,6 +226,30 @@ TEST(Report, FuncIsMatchedAsUsersTypeNames) {
                               "  did you mean: risky(int), risky(double) (names are accepted"));
 }
 
+// A --trigger snapshot ends at the trigger's first instruction, so its
+// function has no call in the trace: the report says why, for the trigger
+// as recorded or typed another way, and nothing else with no calls.
+TEST(Report, ATriggersOwnFunctionIsExplained) {
+  ReportOptions o;
+  o.functions = {"risky", "PyList_Append", "main", "riksy"};
+  o.triggers = {"risky(int)", "PyList_App*"};
+  ReportSink r(o);
+  Feed f(r);
+  f.Call(1, "main", 0, 10);
+  ASSERT_TRUE(r.Finish());
+  EXPECT_EQ(r.TriggerNamed("risky"), "risky(int)");
+  EXPECT_EQ(r.TriggerNamed("PyList_Append"), "PyList_App*");
+  EXPECT_EQ(r.TriggerNamed("main"), "");
+  const std::string text = FormatText(r, SortKey::kTotal, 10);
+  EXPECT_THAT(text, HasSubstr("\nrisky: 0 calls (not in this trace: --trigger risky(int) took a "
+                              "snapshot when it was called, so the trace ends at that call's "
+                              "first instruction; --slower-than DURATION takes the snapshot when "
+                              "the call returns, with the call in it)\n"));
+  EXPECT_THAT(text,
+              HasSubstr("\nPyList_Append: 0 calls (not in this trace: --trigger PyList_App*"));
+  EXPECT_THAT(text, HasSubstr("\nriksy: 0 calls (not in this trace)\n"));
+}
+
 // A call of 2^63 ns or more (a corrupt decoded file's times; found by
 // report_fxt_fuzzer) lies in the histogram's top octave, [2^63, 2^64): its
 // row ends at the largest duration, not at an out-of-range shift.
