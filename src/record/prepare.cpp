@@ -76,6 +76,19 @@ Result<std::vector<int>> SelectCpus(const std::vector<int>& requested,
   return out;
 }
 
+Result<void> CheckPrivileges(const RecordOptions& opts, const sys::Privileges& priv,
+                             const std::optional<sys::KernelVersion>& kv) {
+  if (opts.all_cpus || !opts.cpus.empty()) {
+    if (auto ok = probe::CheckSystemWidePrivilege(priv); !ok)
+      return std::move(ok).error().WithKind(ErrorKind::kPrivilege);
+  }
+  if (auto allowed = probe::CheckScopePrivileges(opts.scope != trace::Scope::kUser,
+                                                 opts.scope == trace::Scope::kKernel, priv, kv);
+      !allowed)
+    return std::move(allowed).error().WithKind(ErrorKind::kPrivilege);
+  return Ok();
+}
+
 Result<Prepared> Prepare(const RecordOptions& opts, const base::RootPath& root,
                          const sys::CpuidSource& cpuid) {
   if (opts.sampling) return PrepareSampling(opts, root, cpuid);
@@ -95,16 +108,7 @@ Result<Prepared> Prepare(const RecordOptions& opts, const base::RootPath& root,
   p.scope = opts.scope;
   const bool privileged = priv.IsRoot() || priv.PerfmonCapable();
   const bool system_wide = opts.all_cpus || !opts.cpus.empty();
-  if (system_wide) {
-    if (auto ok = probe::CheckSystemWidePrivilege(priv); !ok) {
-      return std::move(ok).error().WithKind(ErrorKind::kPrivilege);
-    }
-  }
-  if (auto allowed =
-          probe::CheckScopePrivileges(kernel, opts.scope == trace::Scope::kKernel, priv, kv);
-      !allowed) {
-    return std::move(allowed).error().WithKind(ErrorKind::kPrivilege);
-  }
+  PTSNAP_TRY(CheckPrivileges(opts, priv, kv));
   auto online = sys::ReadOnlineCpus(root);
   if (system_wide) {
     if (!online)

@@ -120,15 +120,7 @@ Result<Prepared> PrepareSampling(const RecordOptions& opts, const base::RootPath
   const bool user = opts.scope != trace::Scope::kKernel;
   p.scope = opts.scope;
   const bool system_wide = opts.all_cpus || !opts.cpus.empty();
-  // perf_event_open's rules do not depend on the event: the same checks as PT.
-  if (system_wide) {
-    if (auto ok = probe::CheckSystemWidePrivilege(priv); !ok)
-      return std::move(ok).error().WithKind(ErrorKind::kPrivilege);
-  }
-  if (auto allowed =
-          probe::CheckScopePrivileges(kernel, opts.scope == trace::Scope::kKernel, priv, kv);
-      !allowed)
-    return std::move(allowed).error().WithKind(ErrorKind::kPrivilege);
+  PTSNAP_TRY(CheckPrivileges(opts, priv, kv));
   auto online = sys::ReadOnlineCpus(root);
   if (system_wide) {
     if (!online)

@@ -28,6 +28,7 @@
 #include "record/processes.h"
 #include "record/sampling_source.h"
 #include "sys/cpuid.h"
+#include "sys/kernel_version.h"
 #include "sys/pmu.h"
 #include "sys/privileges.h"
 #include "trace/manifest.h"
@@ -69,6 +70,13 @@ Result<std::vector<int>> SelectCpus(const std::vector<int>& requested,
 
 // "0-3,7": the sysfs spelling of a sorted CPU list. Pure.
 std::string FormatCpuList(const std::vector<int>& cpus);
+
+// perf_event_open's privilege rules for opts's scope and, with --all-cpus
+// or --cpu, system-wide recording (probe::CheckScopePrivileges,
+// CheckSystemWidePrivilege). They do not depend on the event, so PT and
+// --sampling share them. Errors of kind kPrivilege. Pure.
+Result<void> CheckPrivileges(const RecordOptions& opts, const sys::Privileges& priv,
+                             const std::optional<sys::KernelVersion>& kv);
 
 // Checks and builds the event attributes. Nothing is opened or written.
 // The default --snapshot-size is the probe's rule (probe::DefaultSnapshotBytes).
