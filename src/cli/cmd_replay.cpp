@@ -63,11 +63,7 @@ int RunReplay(const ReplayArgs& a) {
                  *a.tid, *a.tid, a.dir.c_str(), a.dir.c_str());
     rc = kExitFailure;
   }
-  if (!damaged.empty()) {
-    std::fflush(stdout);
-    std::fputs(("Damaged PT:\n" + damaged).c_str(), stderr);
-    rc = kExitFailure;
-  }
+  if (PrintDamage(damaged) != kExitOk) rc = kExitFailure;
   return rc;
 }
 

@@ -205,11 +205,7 @@ int RunReport(const ReportArgs& a) {
                                   : report::FormatText(sink, *key, a.limit, a.full_names);
   std::fputs(text.c_str(), stdout);
   int rc = kExitOk;
-  if (!damaged.empty()) {
-    std::fflush(stdout);
-    std::fputs(("Damaged PT:\n" + damaged).c_str(), stderr);
-    rc = kExitFailure;
-  }
+  if (PrintDamage(damaged) != kExitOk) rc = kExitFailure;
   // The table is printed, but not all of it can be true (docs/errors.md).
   if (const uint64_t impossible = sink.implausible().count(); impossible != 0) {
     std::fprintf(stderr,

@@ -72,4 +72,11 @@ std::optional<int> ReadTrace(const TraceInput& a, const std::string& path, model
   return std::nullopt;
 }
 
+int PrintDamage(const std::string& damaged) {
+  if (damaged.empty()) return kExitOk;
+  std::fflush(stdout);
+  std::fputs(("Damaged PT:\n" + damaged).c_str(), stderr);
+  return kExitFailure;
+}
+
 }  // namespace ptsnap::cli

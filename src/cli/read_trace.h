@@ -34,4 +34,9 @@ std::optional<int> ReadTrace(const TraceInput& in, const std::string& path, mode
                              std::string* damaged, std::optional<output::Implausible>* implausible,
                              const char* by);
 
+// After the output: the stretches a damaged directory lost (ReadTrace's
+// *damaged) on stderr, stdout flushed first. kExitFailure when there were
+// any, else kExitOk.
+int PrintDamage(const std::string& damaged);
+
 }  // namespace ptsnap::cli
