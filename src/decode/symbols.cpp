@@ -331,6 +331,9 @@ uint32_t Symbolizer::FunctionId(const std::string* dso, uint64_t start, const st
 
 Resolved Symbolizer::Resolve(int32_t pid, uint64_t addr, uint64_t time) {
   Resolved r;
+  // Unknown code of an ELF file is named by its file and link-time address.
+  std::string elf_file;
+  uint64_t elf_vaddr = 0;
   // KSYMBOL-named code is looked up by time, so not cached by address.
   const bool versioned = IsKernelAddress(addr) && ResolveKernelSymbol(addr, time, r);
   auto& proc = Process(pid);
@@ -363,6 +366,8 @@ Resolved Symbolizer::Resolve(int32_t pid, uint64_t addr, uint64_t time) {
     r.unknown_hi = m->end;
     if (m->elf != nullptr) {
       uint64_t vaddr = addr - static_cast<uint64_t>(m->bias);
+      elf_vaddr = vaddr;
+      elf_file = m->elf->path().filename().string();
       if (const elf::Symbol* s = m->elf->symbols().Find(vaddr)) {
         r.known = true;
         r.start = s->start + static_cast<uint64_t>(m->bias);
@@ -411,6 +416,12 @@ Resolved Symbolizer::Resolve(int32_t pid, uint64_t addr, uint64_t time) {
     std::string name;
     if (r.dso != nullptr && *r.dso == "[jit]") {
       name = "[jit @ " + std::string(buf) + "]";  // JIT code without a name
+    } else if (!elf_file.empty()) {
+      // FILE+0xVADDR, as code an FDE bounds is named (elf::SymbolFile): the
+      // address objdump --start-address and addr2line take, not where this
+      // run happened to load the file.
+      std::snprintf(buf, sizeof buf, "+0x%llx", static_cast<unsigned long long>(elf_vaddr));
+      name = "[unknown @ " + elf_file + buf + "]";
     } else {
       name = "[unknown @ " + std::string(buf);
       if (r.dso != nullptr) name += " (" + *r.dso + ")";

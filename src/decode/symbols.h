@@ -40,7 +40,9 @@ struct Resolved {
   uint64_t start = 0, end = 0;        // function range in the process's address space
   const std::string* name = nullptr;  // display name, owned by the Symbolizer
   const std::string* dso = nullptr;
-  bool known = false;  // false: "[unknown @ 0xADDR (dso)]"
+  // false: "[unknown @ FILE+0xVADDR]" in an ELF file (its link-time
+  // address), else "[unknown @ 0xADDR (dso)]"
+  bool known = false;
   // A part split off a function (elf::Symbol::split): code its function
   // jumps into, which starts no frame (docs/decoding.md, "Call stacks on
   // optimized code").

@@ -154,6 +154,33 @@ TEST(SymbolsTest, ElfFileRejectsNonElf) {
   EXPECT_THAT(elf::SymbolFile::Open("/nonexistent/file"), HasError());
 }
 
+// Code of an ELF file that no symbol covers is named FILE+0xVADDR, its
+// link-time address (what objdump --start-address takes), wherever the
+// file was loaded. Debian's stripped ls has such code: crtstuff's helpers,
+// which no FDE bounds (docs/decoding.md, "Call stacks on optimized code").
+TEST(SymbolsTest, UnknownCodeOfAFileIsNamedByItsLinkTimeAddress) {
+  const std::string path = "/usr/bin/ls";
+  auto elf = elf::SymbolFile::Open(path);
+  ASSERT_TRUE(elf.has_value()) << path << " (Debian's coreutils) cannot be read";
+  constexpr uint64_t kBias = 0x4000000000;
+  Symbolizer s;
+  uint64_t unnamed = 0;
+  Resolved r;
+  for (const auto& seg : elf->segments()) {
+    if (!seg.exec) continue;
+    s.AddMapping(42, kBias + (seg.vaddr & ~0xfffull), seg.memsz + (seg.vaddr & 0xfff),
+                 seg.offset & ~0xfffull, path, path);
+    for (uint64_t v = seg.vaddr; v < seg.vaddr + seg.memsz && unnamed == 0; ++v)
+      if (r = s.Resolve(42, kBias + v); !r.known) unnamed = v;
+  }
+  ASSERT_NE(unnamed, 0u) << "no code without a name in " << path;
+  char want[64];
+  std::snprintf(want, sizeof want, "[unknown @ ls+0x%llx]",
+                static_cast<unsigned long long>(unnamed));
+  EXPECT_EQ(*r.name, want);
+  EXPECT_EQ(*r.dso, path);
+}
+
 TEST(SymbolsTest, SymbolizerResolvesMappingsAndUnknown) {
   auto p = testing::LoadCallsProgram();
   Symbolizer s;

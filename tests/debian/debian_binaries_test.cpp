@@ -52,10 +52,11 @@ TEST(DebianBinaries, PythonFullExecutionAddsUp) {
     EXPECT_EQ(f["unseen_start"].get<uint64_t>(), 0u) << name;
     saw_eval = saw_eval || name == "_PyEval_EvalFrameDefault";
     unnamed += name.starts_with("python3.11+0x");
-    // Code of python3 itself (non-PIE: addresses are its vaddrs) that is
-    // unknown must be code no FDE bounds (crtstuff's helpers, .init, .fini).
-    if (name.starts_with("[unknown @ 0x") && name.ends_with("(/usr/bin/python3.11)]")) {
-      const uint64_t addr = std::stoull(name.substr(11), nullptr, 16);
+    // Code of python3 itself that is unknown (named by its link-time
+    // address) must be code no FDE bounds (crtstuff's helpers, .init, .fini).
+    static constexpr std::string_view kUnknownPython = "[unknown @ python3.11+0x";
+    if (name.starts_with(kUnknownPython)) {
+      const uint64_t addr = std::stoull(name.substr(kUnknownPython.size()), nullptr, 16);
       for (const elf::FdeRange& r : python->fdes()) {
         if (addr >= r.start && addr < r.end) {
           ++unknown_python;
