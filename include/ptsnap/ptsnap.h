@@ -60,7 +60,9 @@ PTSNAP_API int ptsnap_probe_pt_available(void);
 
 /* ---- Recording options -------------------------------------------------- */
 
-/* Options by key, spelled like `ptsnap run` flags without the dashes:
+/* Options by key, spelled like `ptsnap run` flags without the dashes (the
+ * keys are one table's, src/api/option_table.cpp; its test checks that this
+ * list names each):
  *   "emulate"          "1"/"0" (also true/false/yes/no): qemu-user instead of Intel PT
  *   "emulate-waits"    "1"/"0": with "emulate", each syscall's wall time is added to
  *                      its thread's virtual clock (sleeps, I/O, waits show); default 0
@@ -72,6 +74,8 @@ PTSNAP_API int ptsnap_probe_pt_available(void);
  *   "filter"           address filters, `ptsnap run --filter`'s syntax ("work_a",
  *                      "filter FUNC @ FILE, tracestop FUNC"); checked at create
  *   "only-in"          trace only while this function runs (`--only-in`); checked at create
+ *   "slower-than"      with a function "trigger": snapshot when a call of it returns
+ *                      after at least this long ("2ms", "500us"; `--slower-than`)
  *   "snapshot-size"    bytes or "4M", "256K"
  *   "timer-resolution" low | normal | high | custom:KEY=VAL,... (sampling: sample:N too)
  *   "full-execution", "multi-snapshot", "multi-thread", "copy-binaries"  booleans
