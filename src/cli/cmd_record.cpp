@@ -322,7 +322,8 @@ int RunRecord(Args& a, bool attach) {
     const TableArg* given = a.Given(rows[i].key);
     if (given == nullptr) continue;
     if (rows[i].value == api::OptionValue::kBool && !given->flag) continue;
-    const std::string_view text = rows[i].value == api::OptionValue::kBool ? "1" : given->text;
+    const std::string_view text =
+        rows[i].value == api::OptionValue::kBool ? std::string_view("1") : given->text;
     if (auto set = rows[i].set(ro, text); !set)
       return Fail("--" + std::string(rows[i].key) + ": " + set.error().ToString()), kExitUsage;
   }
