@@ -86,14 +86,6 @@ struct Args {
   }
 };
 
-// --duration: a bare number is seconds, as magic-trace and perf users write it.
-Result<std::chrono::milliseconds> ParseDuration(std::string_view text) {
-  const std::optional<uint64_t> ns = base::ParseDurationNs(text, "s");
-  if (!ns || *ns == 0)
-    return Error("bad --duration '" + std::string(text) + "': use e.g. 10s, 500ms, 2m, 1.5s");
-  return std::chrono::milliseconds((*ns + 999'999) / 1'000'000);
-}
-
 void Fail(const std::string& message) {
   std::fprintf(stderr, "ptsnap: error: %s\n", message.c_str());
 }
@@ -277,7 +269,7 @@ int RunRecord(Args& a, bool attach) {
   if (a.include_kernel) ro.scope = Scope::kUserAndKernel;
   if (a.kernel_only) ro.scope = Scope::kKernel;
   if (!a.duration.empty()) {
-    auto d = ParseDuration(a.duration);
+    auto d = record::ParseRecordingDuration(a.duration);
     if (!d) return Fail(d.error().ToString()), kExitUsage;
     ro.duration = *d;
   }
