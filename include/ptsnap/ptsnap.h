@@ -87,6 +87,9 @@ PTSNAP_API int ptsnap_probe_pt_available(void);
  *   "duration-ms"      stop after this many milliseconds; 0: no limit
  *   "pid"              attach to this process (appends; repeat for more)
  *   "scope"            user | kernel | both
+ *   "all-cpus"         "1"/"0": the whole system, one trace per CPU (`ptsnap attach -a`)
+ *   "cpu"              with all-cpus, only these CPUs: a list such as "0-3,7"
+ *                      (sets all-cpus, as `-C` implies `-a`)
  *   "stop-signal"      number or name (SIGINT, TERM, ...) sent to the program
  *                      at stop; 0 or "none": nothing (either way it gets SIGTERM
  *                      0.4 s later and SIGKILL 0.5 s after that)

@@ -8,6 +8,7 @@
 
 #include "base/string_util.h"
 #include "record/options.h"
+#include "sys/cpus.h"
 
 namespace ptsnap::api {
 namespace {
@@ -143,6 +144,15 @@ Result<void> SetPid(RecordingOptions& o, std::string_view v) {
   return Ok();
 }
 
+// -C's CPU list; like -C, it implies all-cpus.
+Result<void> SetCpus(RecordingOptions& o, std::string_view v) {
+  auto cpus = sys::ParseCpuList(v);
+  if (!cpus || cpus->empty()) return BadValue(v, "a CPU list such as 0-3,7");
+  o.cpus = *cpus;
+  o.all_cpus = true;
+  return Ok();
+}
+
 Result<void> SetStopSignal(RecordingOptions& o, std::string_view v) {
   auto sig = ParseSignal(v);
   if (!sig) return BadValue(v, "a signal number or name (SIGINT, TERM, ...), 0 or none");
@@ -235,6 +245,17 @@ constexpr OptionSpec kTable[] = {
              "--sampling the samples kept per thread or CPU (default 512K)",
      .magic_trace = {"-snapshot-size"},
      .example = "4M"},
+    {.key = "all-cpus",
+     .value = B::kBool,
+     .set = SetBool<&R::all_cpus>,
+     .cli = C::kOwn,
+     .help = "-a,--all-cpus"},
+    {.key = "cpu",
+     .value = B::kText,
+     .set = SetCpus,
+     .cli = C::kOwn,
+     .help = "-C,--cpu",
+     .example = "0-3,7"},
     {.key = "scope",
      .value = B::kText,
      .set = SetScope,

@@ -147,5 +147,48 @@ TEST(OptionTable, EveryKeyIsSpelledInTheCliHelp) {
   }
 }
 
+// The other way round: a flag of run's or attach's --help is a row of the
+// table (kFlag's --KEY, or a kOwn row's flags) or one of the CLI's own,
+// which shape the decode after recording (ptsnap_decoder_set's keys) or
+// name its output; a new recording flag must be given a row.
+TEST(OptionTable, EveryRecordingFlagOfTheCliIsARow) {
+  std::set<std::string> rows = {"-h",
+                                "--help",
+                                "-o",
+                                "--output",
+                                "--format",
+                                "--decoder",
+                                "--debug-dir",
+                                "--max-depth",
+                                "--min-duration",
+                                "--no-inline",
+                                "--split-snapshots",
+                                "-j",
+                                "--jobs",
+                                "--no-decode"};
+  for (const OptionSpec& row : RecordingOptionTable()) {
+    if (row.cli == CliForm::kFlag) rows.insert("--" + std::string(row.key));
+    if (row.cli != CliForm::kOwn) continue;
+    for (std::string_view names : base::Split(row.help, ','))
+      rows.insert(std::string(base::Trim(names)));
+  }
+  for (const char* command : {"run --help", "attach --help"}) {
+    const testing::PtsnapRun help = testing::RunPtsnap(command, {.stdout_only = true});
+    ASSERT_EQ(help.rc, 0) << help.out;
+    size_t flags = 0;
+    for (std::string_view line : base::Split(help.out, '\n')) {
+      if (!base::StartsWith(line, "  -")) continue;
+      const std::string_view names = base::Trim(line.substr(0, line.find(' ', 2)));
+      for (std::string_view flag : base::Split(names, ',')) {
+        ++flags;
+        EXPECT_TRUE(rows.count(std::string(flag)))
+            << command << ": " << flag
+            << " is neither a row of src/api/option_table.cpp nor one of the CLI's own flags";
+      }
+    }
+    EXPECT_GT(flags, 30u) << command << ": too few flags read from --help";
+  }
+}
+
 }  // namespace
 }  // namespace ptsnap::api

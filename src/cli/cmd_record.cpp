@@ -383,18 +383,24 @@ int RunRecord(Args& a, bool attach) {
   return result->program_status;
 }
 
-// -a, -C and the scope (--trace-include-kernel, --trace-kernel-only).
-void AddWhatToTrace(CLI::App* cmd, Args* a) {
-  auto& o = a->opts;
-  cmd->add_flag("-a,--all-cpus", o.all_cpus,
-                "System-wide: trace every task on every online CPU, one PT buffer per CPU "
-                "(needs root, CAP_PERFMON, or perf_event_paranoid <= 0)");
-  cmd->add_option("-C,--cpu", a->cpus, "With -a, only these CPUs, e.g. 0-3,7 (implies -a)");
-  auto* k = cmd->add_flag("--trace-include-kernel", a->include_kernel,
-                          "Trace kernel code too (needs root or CAP_PERFMON)");
-  auto* ko = cmd->add_flag("--trace-kernel-only", a->kernel_only,
-                           "Trace only kernel code (needs root or CAP_PERFMON)");
-  k->excludes(ko);
+// The CLI's own flags for the table's kOwn row `key` (attach adds -p).
+void AddOwnFlags(CLI::App* cmd, Args* a, std::string_view key) {
+  if (key == "all-cpus")
+    cmd->add_flag("-a,--all-cpus", a->opts.all_cpus,
+                  "System-wide: trace every task on every online CPU, one PT buffer per CPU "
+                  "(needs root, CAP_PERFMON, or perf_event_paranoid <= 0)");
+  if (key == "cpu")
+    cmd->add_option("-C,--cpu", a->cpus, "With -a, only these CPUs, e.g. 0-3,7 (implies -a)");
+  if (key == "scope") {
+    auto* k = cmd->add_flag("--trace-include-kernel", a->include_kernel,
+                            "Trace kernel code too (needs root or CAP_PERFMON)");
+    auto* ko = cmd->add_flag("--trace-kernel-only", a->kernel_only,
+                             "Trace only kernel code (needs root or CAP_PERFMON)");
+    k->excludes(ko);
+  }
+  if (key == "duration-ms")
+    cmd->add_option("--duration", a->duration,
+                    "Stop after this long, e.g. 10s, 500ms, 2m (a bare number is seconds)");
 }
 
 void AddShared(CLI::App* cmd, Args* a) {
@@ -423,12 +429,7 @@ void AddShared(CLI::App* cmd, Args* a) {
           if (!row.cli_default.empty()) t.option->capture_default_str();
         }
         break;
-      case api::CliForm::kOwn:
-        if (row.key == "scope") AddWhatToTrace(cmd, a);
-        if (row.key == "duration-ms")
-          cmd->add_option("--duration", a->duration,
-                          "Stop after this long, e.g. 10s, 500ms, 2m (a bare number is seconds)");
-        break;  // "pid": attach's -p, AddRecordCommands
+      case api::CliForm::kOwn: AddOwnFlags(cmd, a, row.key); break;
       case api::CliForm::kNone: break;
     }
   }
