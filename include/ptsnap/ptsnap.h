@@ -60,7 +60,9 @@ PTSNAP_API int ptsnap_probe_pt_available(void);
 
 /* ---- Recording options -------------------------------------------------- */
 
-/* Options by key, spelled like `ptsnap run` flags without the dashes:
+/* Options by key, spelled like `ptsnap run` flags without the dashes (the
+ * keys are one table's, src/api/option_table.cpp; its test checks that this
+ * list names each):
  *   "emulate"          "1"/"0" (also true/false/yes/no): qemu-user instead of Intel PT
  *   "emulate-waits"    "1"/"0": with "emulate", each syscall's wall time is added to
  *                      its thread's virtual clock (sleeps, I/O, waits show); default 0
@@ -72,6 +74,8 @@ PTSNAP_API int ptsnap_probe_pt_available(void);
  *   "filter"           address filters, `ptsnap run --filter`'s syntax ("work_a",
  *                      "filter FUNC @ FILE, tracestop FUNC"); checked at create
  *   "only-in"          trace only while this function runs (`--only-in`); checked at create
+ *   "slower-than"      with a function "trigger": snapshot when a call of it returns
+ *                      after at least this long ("2ms", "500us"; `--slower-than`)
  *   "snapshot-size"    bytes or "4M", "256K"
  *   "timer-resolution" low | normal | high | custom:KEY=VAL,... (sampling: sample:N too)
  *   "full-execution", "multi-snapshot", "multi-thread", "copy-binaries"  booleans
@@ -83,6 +87,9 @@ PTSNAP_API int ptsnap_probe_pt_available(void);
  *   "duration-ms"      stop after this many milliseconds; 0: no limit
  *   "pid"              attach to this process (appends; repeat for more)
  *   "scope"            user | kernel | both
+ *   "all-cpus"         "1"/"0": the whole system, one trace per CPU (`ptsnap attach -a`)
+ *   "cpu"              with all-cpus, only these CPUs: a list such as "0-3,7"
+ *                      (sets all-cpus, as `-C` implies `-a`)
  *   "stop-signal"      number or name (SIGINT, TERM, ...) sent to the program
  *                      at stop; 0 or "none": nothing (either way it gets SIGTERM
  *                      0.4 s later and SIGKILL 0.5 s after that)

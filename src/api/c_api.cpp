@@ -3,8 +3,6 @@
 // in a thread-local string that ptsnap_last_error() returns.
 #include "ptsnap/ptsnap.h"
 
-#include <signal.h>
-
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
@@ -14,11 +12,11 @@
 #include <string>
 #include <string_view>
 
+#include "api/option_table.h"
 #include "base/string_util.h"
 #include "ptsnap/decoder.h"
 #include "ptsnap/probe.h"
 #include "ptsnap/recording.h"
-#include "record/options.h"
 
 struct ptsnap_options {
   ptsnap::RecordingOptions options;
@@ -78,157 +76,15 @@ char* CopyString(const std::string& s) {
   return p;
 }
 
-std::optional<bool> ParseBool(std::string_view v) {
-  if (v == "1" || v == "true" || v == "yes" || v == "on") return true;
-  if (v == "0" || v == "false" || v == "no" || v == "off") return false;
-  return std::nullopt;
-}
-
-// A non-negative decimal (base::ParseUint), within int64_t.
-std::optional<int64_t> ParseInt(std::string_view v) {
-  auto n = ptsnap::base::ParseUint(v);
-  if (!n || *n > static_cast<uint64_t>(INT64_MAX)) return std::nullopt;
-  return static_cast<int64_t>(*n);
-}
-
-std::optional<int> ParseSignal(std::string_view v) {
-  if (v == "none") return 0;
-  if (auto n = ParseInt(v); n && *n < 65) return static_cast<int>(*n);
-  if (v.substr(0, 3) == "SIG") v.remove_prefix(3);
-  static constexpr std::pair<std::string_view, int> kNames[] = {
-      {"INT", SIGINT},   {"TERM", SIGTERM}, {"KILL", SIGKILL}, {"HUP", SIGHUP},
-      {"QUIT", SIGQUIT}, {"USR1", SIGUSR1}, {"USR2", SIGUSR2},
-  };
-  for (const auto& [name, sig] : kNames)
-    if (v == name) return sig;
-  return std::nullopt;
-}
-
+// The C ABI's keys are the option table's (api/option_table.h).
 ptsnap_status SetOption(ptsnap::RecordingOptions& o, std::string_view key, std::string_view value) {
-  auto bad = [&](std::string_view accepted) {
-    return Invalid("option \"" + std::string(key) + "\": bad value \"" + std::string(value) +
-                   "\" (accepted: " + std::string(accepted) + ")");
-  };
-  auto set_bool = [&](bool& field) {
-    auto b = ParseBool(value);
-    if (!b) return bad("1, 0, true, false, yes, no");
-    field = *b;
-    return PTSNAP_OK;
-  };
-  // "emulate" and "sampling" each choose the collection; one set while the
-  // other is on is refused rather than silently replacing it.
-  if (key == "emulate" || key == "sampling") {
-    const bool emulate_key = key == "emulate";
-    const auto mine = emulate_key ? ptsnap::Collection::kEmulated : ptsnap::Collection::kSampled;
-    const auto other = emulate_key ? ptsnap::Collection::kSampled : ptsnap::Collection::kEmulated;
-    bool on = false;
-    if (auto s = set_bool(on); s != PTSNAP_OK) return s;
-    if (on && o.collection == other)
-      return Invalid(std::string("option \"") + std::string(key) + "\": \"" +
-                     (emulate_key ? "sampling" : "emulate") +
-                     "\" is set: sampling and emulate are two collection modes; choose one");
-    if (on) {
-      o.collection = mine;
-    } else if (o.collection == mine) {
-      o.collection = ptsnap::Collection::kHardware;
-    }
-    return PTSNAP_OK;
-  }
-  if (key == "callgraph-mode") {
-    o.callgraph_mode = std::string(value);
-    return PTSNAP_OK;
-  }
-  if (key == "full-execution") return set_bool(o.full_execution);
-  if (key == "multi-snapshot") return set_bool(o.multi_snapshot);
-  if (key == "multi-thread") return set_bool(o.multi_thread);
-  if (key == "copy-binaries") return set_bool(o.copy_binaries);
-  if (key == "ptw") return set_bool(o.ptw);
-  if (key == "pwr-evt") return set_bool(o.pwr_evt);
-  if (key == "emulate-waits") return set_bool(o.emulate_waits);
-  if (key == "trace-dir") {
-    o.trace_dir = std::string(value);
-    return PTSNAP_OK;
-  }
-  if (key == "trigger") {
-    o.trigger = std::string(value);
-    return PTSNAP_OK;
-  }
-  if (key == "filter") {
-    o.filter = std::string(value);  // parsed and resolved at ptsnap_recording_create()
-    return PTSNAP_OK;
-  }
-  if (key == "only-in") {
-    o.only_in = std::string(value);  // looked up at ptsnap_recording_create()
-    return PTSNAP_OK;
-  }
-  if (key == "slower-than") {
-    auto ns = ptsnap::record::ParseDuration(value);
-    if (!ns) return Invalid("option \"slower-than\": " + ns.error().ToString());
-    o.slower_than_ns = *ns;
-    return PTSNAP_OK;
-  }
-  if (key == "timer-resolution") {
-    // Checked against the PMU at ptsnap_recording_create().
-    if (value.empty()) return bad("low, normal, high, custom:KEY=VAL,...");
-    o.timer_resolution = std::string(value);
-    return PTSNAP_OK;
-  }
-  if (key == "snapshot-size") {
-    auto size = ptsnap::record::ParseSize(value);
-    if (!size) return Invalid("option \"snapshot-size\": " + size.error().ToString());
-    o.snapshot_size = *size;
-    return PTSNAP_OK;
-  }
-  if (key == "duration-ms") {
-    auto n = ParseInt(value);
-    if (!n) return bad("a number of milliseconds, 0 for no limit");
-    o.duration = std::chrono::milliseconds(*n);
-    return PTSNAP_OK;
-  }
-  if (key == "pid") {
-    auto n = ParseInt(value);
-    if (!n || *n <= 0 || *n > INT32_MAX) return bad("a process id");
-    o.pids.push_back(static_cast<int>(*n));
-    return PTSNAP_OK;
-  }
-  if (key == "scope") {
-    if (value == "user") {
-      o.scope = ptsnap::Scope::kUser;
-    } else if (value == "kernel") {
-      o.scope = ptsnap::Scope::kKernel;
-    } else if (value == "both") {
-      o.scope = ptsnap::Scope::kUserAndKernel;
-    } else {
-      return bad("user, kernel, both");
-    }
-    return PTSNAP_OK;
-  }
-  if (key == "stop-signal") {
-    auto sig = ParseSignal(value);
-    if (!sig) return bad("a signal number or name (SIGINT, TERM, ...), 0 or none");
-    o.stop_signal = *sig;
-    return PTSNAP_OK;
-  }
-  if (key == "after") {
-    if (value == "kill") {
-      o.after = ptsnap::AfterRecording::kKill;
-    } else if (value == "wait") {
-      o.after = ptsnap::AfterRecording::kWait;
-    } else if (value == "detach") {
-      o.after = ptsnap::AfterRecording::kDetach;
-    } else {
-      return bad("kill, wait, detach");
-    }
-    return PTSNAP_OK;
-  }
-  return Invalid(
-      "unknown option \"" + std::string(key) +
-      "\" (known: emulate, emulate-waits, sampling, callgraph-mode, trace-dir, trigger, filter, "
-      "only-in, slower-than, "
-      "snapshot-size, "
-      "timer-resolution, "
-      "full-execution, multi-snapshot, multi-thread, duration-ms, copy-binaries, ptw, "
-      "pwr-evt, pid, scope, stop-signal, after)");
+  const ptsnap::api::OptionSpec* spec = ptsnap::api::FindRecordingOption(key);
+  if (spec == nullptr)
+    return Invalid("unknown option \"" + std::string(key) +
+                   "\" (known: " + ptsnap::api::RecordingOptionKeys() + ")");
+  if (auto set = spec->set(o, value); !set)
+    return Invalid("option \"" + std::string(key) + "\": " + set.error().message());
+  return PTSNAP_OK;
 }
 
 class EventForwarder final : public ptsnap::RecordingListener {

@@ -17,6 +17,7 @@
 #include <variant>
 #include <vector>
 
+#include "api/option_table.h"
 #include "base/file_util.h"
 #include "base/string_util.h"
 #include "cli/command.h"
@@ -39,43 +40,51 @@ using ::ptsnap::RecordingResult;
 // No Intel PT on this machine (docs/errors.md): scripts can fall back to --emulate.
 constexpr int kExitNoPt = 3;
 
-// magic-trace's single-dash long flags, rewritten to ours before parsing.
+// magic-trace's single-dash long flags of the CLI's own options, rewritten
+// to ours before parsing; the option table's rows carry theirs
+// (api::OptionSpec::magic_trace).
 constexpr std::pair<const char*, const char*> kMagicTraceFlags[] = {
-    {"-trigger", "--trigger"},
     {"-output", "--output"},
-    {"-snapshot-size", "--snapshot-size"},
-    {"-multi-thread", "--multi-thread"},
-    {"-multi-snapshot", "--multi-snapshot"},
-    {"-full-execution", "--full-execution"},
     {"-trace-include-kernel", "--trace-include-kernel"},
     {"-trace-kernel-only", "--trace-kernel-only"},
-    {"-timer-resolution", "--timer-resolution"},
     {"-duration", "--duration"},
-    {"-copy-binaries", "--copy-binaries"},
-    {"-working-directory", "--trace-dir"},
-    {"-trace-dir", "--trace-dir"},
     {"-pid", "--pid"},
-    {"-emulate", "--emulate"},
-    {"-sampling", "--sampling"},
-    {"-callgraph-mode", "--callgraph-mode"},
     {"-no-decode", "--no-decode"},
 };
 
-struct Args {
-  record::RecordOptions opts;
-  std::string snapshot_size, timer = "normal", duration, pids, format, cpus, slower_than;
-  std::string after = "kill";  // --after
-  ViewFlags view;              // how the trace is decoded after recording (decode's flags)
-  bool include_kernel = false, kernel_only = false;
+// What the command line gave for one row of the option table.
+struct TableArg {
+  std::string text;   // a kText row's value
+  bool flag = false;  // a kBool row's flag
+  CLI::Option* option = nullptr;
 };
 
-// --duration: a bare number is seconds, as magic-trace and perf users write it.
-Result<std::chrono::milliseconds> ParseDuration(std::string_view text) {
-  const std::optional<uint64_t> ns = base::ParseDurationNs(text, "s");
-  if (!ns || *ns == 0)
-    return Error("bad --duration '" + std::string(text) + "': use e.g. 10s, 500ms, 2m, 1.5s");
-  return std::chrono::milliseconds((*ns + 999'999) / 1'000'000);
-}
+struct Args {
+  record::RecordOptions opts;  // the CLI's own options: -o, -a, --no-decode, CMD
+  // The option table's rows (api::RecordingOptionTable()), by row; sized
+  // once before CLI11 holds references into it.
+  std::vector<TableArg> table = std::vector<TableArg>(api::RecordingOptionTable().size());
+  std::string duration, pids, format, cpus;
+  ViewFlags view;  // how the trace is decoded after recording (decode's flags)
+  bool include_kernel = false, kernel_only = false;
+
+  // The row of `key` as given; nullptr where the command line left it out
+  // and it has no default.
+  const TableArg* Given(std::string_view key) const {
+    const auto rows = api::RecordingOptionTable();
+    for (size_t i = 0; i < rows.size(); ++i) {
+      if (rows[i].key != key || rows[i].cli != api::CliForm::kFlag) continue;
+      const TableArg& t = table[i];
+      if (t.option->count() > 0 || !rows[i].cli_default.empty()) return &t;
+      return nullptr;
+    }
+    return nullptr;
+  }
+  bool Flag(std::string_view key) const {
+    const TableArg* t = Given(key);
+    return t != nullptr && t->flag;
+  }
+};
 
 void Fail(const std::string& message) {
   std::fprintf(stderr, "ptsnap: error: %s\n", message.c_str());
@@ -176,7 +185,7 @@ int ExitCodeFor(const Error& e) {
 // numbered list on stderr and a prompt on stdin. Returns the chosen
 // --trigger NAME, or the exit code: with stdin not a terminal the list is
 // printed and it is a usage error (nothing to pick with).
-std::variant<std::string, int> PickTrigger(const record::RecordOptions& o, bool attach) {
+std::variant<std::string, int> PickTrigger(const RecordingOptions& o, bool attach) {
   std::filesystem::path program;
   if (attach) {
     if (o.pids.empty())
@@ -259,29 +268,15 @@ int RunRecord(Args& a, bool attach) {
   RecordingOptions ro;
   if (a.include_kernel) ro.scope = Scope::kUserAndKernel;
   if (a.kernel_only) ro.scope = Scope::kKernel;
-  if (!a.snapshot_size.empty()) {
-    auto size = record::ParseSize(a.snapshot_size);
-    if (!size) return Fail("--snapshot-size: " + size.error().ToString()), kExitUsage;
-    if (*size == 0)
-      return Fail(
-                 "--snapshot-size 0: a buffer needs at least 4K (perf's minimum); leave the "
-                 "option out for the default"),
-             kExitUsage;
-    ro.snapshot_size = *size;
-  }
-  ro.timer_resolution = a.timer;  // parsed by Recording::Create (a kUsage error)
   if (!a.duration.empty()) {
-    auto d = ParseDuration(a.duration);
+    auto d = record::ParseRecordingDuration(a.duration);
     if (!d) return Fail(d.error().ToString()), kExitUsage;
     ro.duration = *d;
   }
-  const std::optional<record::AfterRecording> after = record::AfterRecordingFrom(a.after);
-  if (!after) return Fail("--after " + a.after + ": expected kill, wait or detach"), kExitUsage;
-  switch (*after) {
-    case record::AfterRecording::kKill: ro.after = AfterRecording::kKill; break;
-    case record::AfterRecording::kWait: ro.after = AfterRecording::kWait; break;
-    case record::AfterRecording::kDetach: ro.after = AfterRecording::kDetach; break;
-  }
+  // The option table's --after says "bad value", the CLI's own message
+  // came first (docs/errors.md).
+  if (const TableArg* after = a.Given("after"); after && !record::AfterRecordingFrom(after->text))
+    return Fail("--after " + after->text + ": expected kill, wait or detach"), kExitUsage;
   if (!a.cpus.empty()) {
     auto cpus = sys::ParseCpuList(a.cpus);
     if (!cpus || cpus->empty())
@@ -306,24 +301,34 @@ int RunRecord(Args& a, bool attach) {
     return Fail("no command to run: ptsnap run [options] -- CMD ARGS..."), kExitUsage;
   }
   ro.command = o.command;
-  if (o.emulate && o.sampling)
+  if (a.Flag("emulate") && a.Flag("sampling"))
     return Fail(
                "--sampling and --emulate are two collection modes: --emulate records exact PT "
                "under the emulator, --sampling takes stack samples; choose one"),
            kExitUsage;
-  ro.collection = o.emulate    ? Collection::kEmulated
-                  : o.sampling ? Collection::kSampled
-                               : Collection::kHardware;
-  ro.callgraph_mode = o.callgraph_mode;
-  ro.full_execution = o.full_execution;
-  if (o.trigger == "?") {
-    auto picked = PickTrigger(o, attach);
-    if (const int* code = std::get_if<int>(&picked)) return *code;
-    o.trigger = std::get<std::string>(std::move(picked));
+  // The option table's flags, each through its row's setter, as the C
+  // ABI's keys are (api/option_table.h).
+  const auto rows = api::RecordingOptionTable();
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (rows[i].cli != api::CliForm::kFlag) continue;
+    const TableArg* given = a.Given(rows[i].key);
+    if (given == nullptr) continue;
+    if (rows[i].value == api::OptionValue::kBool && !given->flag) continue;
+    const std::string_view text =
+        rows[i].value == api::OptionValue::kBool ? std::string_view("1") : given->text;
+    if (auto set = rows[i].set(ro, text); !set)
+      return Fail("--" + std::string(rows[i].key) + ": " + set.error().ToString()), kExitUsage;
   }
-  ro.trigger = o.trigger;
-  ro.filter = o.filter;
-  ro.only_in = o.only_in;
+  if (a.Given("snapshot-size") != nullptr && ro.snapshot_size == 0)
+    return Fail(
+               "--snapshot-size 0: a buffer needs at least 4K (perf's minimum); leave the "
+               "option out for the default"),
+           kExitUsage;
+  if (ro.trigger == "?") {
+    auto picked = PickTrigger(ro, attach);
+    if (const int* code = std::get_if<int>(&picked)) return *code;
+    ro.trigger = std::get<std::string>(std::move(picked));
+  }
   // The decode's flags are checked before anything is recorded.
   if (!a.view.min_duration.empty() && !base::ParseDurationNs(a.view.min_duration))
     return Fail("--min-duration " + a.view.min_duration +
@@ -336,23 +341,11 @@ int RunRecord(Args& a, bool attach) {
                "shape the decode after recording, and --no-decode skips it: pass them to "
                "`ptsnap decode` later"),
            kExitUsage;
-  if (!a.slower_than.empty()) {
-    auto ns = record::ParseDuration(a.slower_than);
-    if (!ns) return Fail("--slower-than: " + ns.error().ToString()), kExitUsage;
-    ro.slower_than_ns = *ns;
-  }
-  ro.multi_snapshot = o.multi_snapshot;
-  ro.multi_thread = o.multi_thread;
-  ro.copy_binaries = o.copy_binaries;
-  ro.ptw = o.ptw;
-  ro.pwr_evt = o.pwr_evt;
-  ro.emulate_waits = o.emulate_waits;
   // Ctrl-C on the terminal reaches the program already.
   ro.stop_signal = 0;
   // The trace directory: --trace-dir, else beside -o, else unnamed, which
   // lets the orchestrator move an earlier default one aside (session.h).
-  ro.trace_dir =
-      o.trace_dir.empty() && !o.output.empty() ? record::DefaultTraceDir(o.output) : o.trace_dir;
+  if (ro.trace_dir.empty() && !o.output.empty()) ro.trace_dir = record::DefaultTraceDir(o.output);
   const std::filesystem::path output = o.output.empty() ? "trace.fxt.gz" : o.output;
   if (!o.no_decode) {
     // Before recording: a name decode could not write would be found only
@@ -390,6 +383,26 @@ int RunRecord(Args& a, bool attach) {
   return result->program_status;
 }
 
+// The CLI's own flags for the table's kOwn row `key` (attach adds -p).
+void AddOwnFlags(CLI::App* cmd, Args* a, std::string_view key) {
+  if (key == "all-cpus")
+    cmd->add_flag("-a,--all-cpus", a->opts.all_cpus,
+                  "System-wide: trace every task on every online CPU, one PT buffer per CPU "
+                  "(needs root, CAP_PERFMON, or perf_event_paranoid <= 0)");
+  if (key == "cpu")
+    cmd->add_option("-C,--cpu", a->cpus, "With -a, only these CPUs, e.g. 0-3,7 (implies -a)");
+  if (key == "scope") {
+    auto* k = cmd->add_flag("--trace-include-kernel", a->include_kernel,
+                            "Trace kernel code too (needs root or CAP_PERFMON)");
+    auto* ko = cmd->add_flag("--trace-kernel-only", a->kernel_only,
+                             "Trace only kernel code (needs root or CAP_PERFMON)");
+    k->excludes(ko);
+  }
+  if (key == "duration-ms")
+    cmd->add_option("--duration", a->duration,
+                    "Stop after this long, e.g. 10s, 500ms, 2m (a bare number is seconds)");
+}
+
 void AddShared(CLI::App* cmd, Args* a) {
   auto& o = a->opts;
   cmd->add_option(
@@ -398,95 +411,28 @@ void AddShared(CLI::App* cmd, Args* a) {
   cmd->add_option("--format", a->format, "Output format, overriding the -o suffix");
   AddDecoderFlag(cmd, &a->view.decoder);
   AddViewFlags(cmd, &a->view);
-  cmd->add_option("--trace-dir", o.trace_dir,
-                  "Where the raw recording is kept (default: beside the output, e.g. "
-                  "trace.ptsnap/); must not exist");
-  cmd->add_option("--trigger", o.trigger,
-                  "Snapshot when this runs: a function of the program, named as `ptsnap report` "
-                  "shows it ('risky(int)'), without parameters (risky: every overload), mangled "
-                  "(_Z5riskyi), as FILE:NAME or as a glob ('*parse*'), at most 4 functions; "
-                  "addr:HEX; '.' for the stop indicator (ptsnap_take_snapshot / "
-                  "magic_trace_stop_indicator); '?' to pick from the program's functions (fzf "
-                  "on a terminal, else a numbered list)");
-  cmd->add_option(
-      "--slower-than", a->slower_than,
-      "With --trigger FUNC (one function): snapshot when a call of FUNC returns after running at "
-      "least this long, e.g. 2ms, 500us, 1.5ms, 800ns (entry and return probes; "
-      "under --emulate, virtual time: 1 ns per instruction). With --multi-snapshot "
-      "every such call, at most one per thread every max(DURATION, 10ms)");
-  cmd->add_option("--filter", o.filter,
-                  "Trace only inside these address ranges (Intel PT address filters, perf's "
-                  "syntax): a function of the program (--filter work_a), or 'filter FUNC [@ "
-                  "FILE]', 'tracestop FUNC', 'filter 0xOFFSET/SIZE @ FILE', several separated by "
-                  "commas; at most nr_addr_filters ranges (2 under --emulate). FUNC as --trigger "
-                  "takes it (risky(int), risky, _Z5riskyi, a glob); FUNC#N picks one of several");
-  cmd->add_option("--only-in", o.only_in,
-                  "Trace only while this function runs, everything it calls included: Intel PT is "
-                  "paused outside it (Linux 6.13+ AUX pause/resume on its entry and return "
-                  "probes; older kernels: --filter FUNC, its own code only), so the ring holds "
-                  "many more of its calls. FUNC as --trigger takes it, naming one function");
-  cmd->add_flag("--multi-snapshot", o.multi_snapshot,
-                "Snapshot every time the trigger fires (or SIGUSR2 arrives), not only the first");
-  cmd->add_flag("--multi-thread", o.multi_thread,
-                "Trace every thread, including ones created later (default: the main thread; "
-                "--emulate always traces every thread)");
-  cmd->add_flag("--full-execution", o.full_execution,
-                "Record everything instead of a ring buffer, streamed to the trace directory as it "
-                "is drained (hundreds of MB/s)");
-  cmd->add_option("--snapshot-size", a->snapshot_size,
-                  "PT ring buffer per thread (per CPU with -a), e.g. 4M (rounded up to a power "
-                  "of two pages; default 4M as root, else 128K within the mlock budget); with "
-                  "--sampling the samples kept per thread or CPU (default 512K)");
-  cmd->add_flag("-a,--all-cpus", o.all_cpus,
-                "System-wide: trace every task on every online CPU, one PT buffer per CPU "
-                "(needs root, CAP_PERFMON, or perf_event_paranoid <= 0)");
-  cmd->add_option("-C,--cpu", a->cpus, "With -a, only these CPUs, e.g. 0-3,7 (implies -a)");
-  auto* k = cmd->add_flag("--trace-include-kernel", a->include_kernel,
-                          "Trace kernel code too (needs root or CAP_PERFMON)");
-  auto* ko = cmd->add_flag("--trace-kernel-only", a->kernel_only,
-                           "Trace only kernel code (needs root or CAP_PERFMON)");
-  k->excludes(ko);
-  cmd->add_option("--timer-resolution", a->timer,
-                  "low | normal | high | custom:KEY=VAL,... (keys cyc, cyc_thresh, mtc, "
-                  "mtc_period, noretcomp, psb_period); default normal. With --sampling: low 1000, "
-                  "normal 10000, high the kernel's maximum samples per second, or sample:N")
-      ->capture_default_str();
-  cmd->add_option("--duration", a->duration,
-                  "Stop after this long, e.g. 10s, 500ms, 2m (a bare number is seconds)");
-  cmd->add_option("--after", a->after,
-                  "run: what becomes of CMD when recording ends before it exits (--duration, the "
-                  "trigger's single snapshot): kill (SIGTERM, then SIGKILL 0.5 s later; ptsnap "
-                  "exits with its status), wait (for its exit; Ctrl-C or SIGTERM ends it as "
-                  "kill does) or detach (leave it running, untraced; ptsnap exits with 0)")
-      ->capture_default_str();
-  cmd->add_flag("--copy-binaries", o.copy_binaries, "Copy the mapped binaries into the trace dir");
-  cmd->add_flag("--ptw", o.ptw,
-                "Record PTWRITE for ptsnap_mark() (<ptsnap/mark.h>): sets the intel_pt event's "
-                "ptw and fup_on_ptw terms and, for run, PTSNAP_PTWRITE=1 in CMD's environment. "
-                "Needs a CPU with PTWRITE (caps/ptwrite); not with --emulate or --sampling. "
-                "Default off: marks then use their emulated encoding, which every PT CPU and "
-                "--emulate record");
-  cmd->add_flag("--pwr-evt", o.pwr_evt,
-                "Record power events: sets the intel_pt event's pwr_evt term, so PWRE/PWRX/MWAIT "
-                "packets show as '[C-state Cn]' frames on the track of the thread or CPU that went "
-                "idle (the '[core clock MHz]' counter from CBR packets is always on). Needs a CPU "
-                "with Power Event Trace (caps/power_event_trace); not with --emulate or "
-                "--sampling. Default off");
-  cmd->add_flag("--emulate", o.emulate,
-                "Record under the PT emulator (qemu-user) instead of hardware; user space only");
-  cmd->add_flag("--emulate-waits", o.emulate_waits,
-                "With --emulate: add to a thread's virtual clock the wall time each of its "
-                "syscalls took (sleep, I/O, futex waits), so waits show on the timeline; "
-                "instructions still take 1 ns each, and the trace says which clock it used. "
-                "Costs two clock reads per syscall; times then vary from run to run");
-  cmd->add_flag("--sampling", o.sampling,
-                "Take stack samples (perf_event_open: cycles, or cpu-clock without a hardware "
-                "PMU) instead of Intel PT, for hosts without PT; statistical: short calls are "
-                "missed. attach picks it by itself where there is no Intel PT");
-  cmd->add_option("--callgraph-mode", o.callgraph_mode,
-                  "With --sampling, how call stacks are taken: fp (frame pointers), dwarf (a copy "
-                  "of the user stack, unwound later), lbr (last branch records; hardware only), "
-                  "lbr-no-stitch (as lbr). Default: lbr where the CPU has it, else dwarf");
+  // The option table's rows in its order, which is --help's; a row the CLI
+  // spells its own way stands where its flags go.
+  const auto rows = api::RecordingOptionTable();
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const api::OptionSpec& row = rows[i];
+    TableArg& t = a->table[i];
+    const std::string name = "--" + std::string(row.key);
+    const std::string help(row.help);
+    switch (row.cli) {
+      case api::CliForm::kFlag:
+        if (row.value == api::OptionValue::kBool) {
+          t.option = cmd->add_flag(name, t.flag, help);
+        } else {
+          t.text = std::string(row.cli_default);
+          t.option = cmd->add_option(name, t.text, help);
+          if (!row.cli_default.empty()) t.option->capture_default_str();
+        }
+        break;
+      case api::CliForm::kOwn: AddOwnFlags(cmd, a, row.key); break;
+      case api::CliForm::kNone: break;
+    }
+  }
   cmd->add_flag("--no-decode", o.no_decode, "Only record; decode later with `ptsnap decode`");
 }
 
@@ -500,16 +446,18 @@ void RewriteMagicTraceSpellings(int argc, char** argv) {
     if (arg == "run" || arg == "attach") in_record = true;
     if (!in_record || arg.size() < 3 || arg[0] != '-' || arg[1] == '-') continue;
     std::string_view name = arg.substr(0, arg.find('='));
-    for (auto [from, to] : kMagicTraceFlags) {
-      if (name != from) continue;
-      // argv's strings are not ours to grow; point at a new one (kept for
-      // the life of the process, as argv is).
-      static std::vector<std::unique_ptr<std::string>> storage;
-      storage.push_back(
-          std::make_unique<std::string>(std::string(to) + std::string(arg.substr(name.size()))));
-      argv[i] = storage.back()->data();
-      break;
-    }
+    std::string to;
+    for (auto [from, ours] : kMagicTraceFlags)
+      if (name == from) to = ours;
+    for (const api::OptionSpec& row : api::RecordingOptionTable())
+      for (std::string_view from : row.magic_trace)
+        if (!from.empty() && name == from) to = "--" + std::string(row.key);
+    if (to.empty()) continue;
+    // argv's strings are not ours to grow; point at a new one (kept for
+    // the life of the process, as argv is).
+    static std::vector<std::unique_ptr<std::string>> storage;
+    storage.push_back(std::make_unique<std::string>(to + std::string(arg.substr(name.size()))));
+    argv[i] = storage.back()->data();
   }
 }
 

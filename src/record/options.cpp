@@ -50,6 +50,13 @@ Result<uint64_t> ParseDuration(std::string_view text) {
   return *ns;
 }
 
+Result<std::chrono::milliseconds> ParseRecordingDuration(std::string_view text) {
+  const std::optional<uint64_t> ns = base::ParseDurationNs(text, "s");
+  if (!ns || *ns == 0)
+    return Error("bad --duration '" + std::string(text) + "': use e.g. 10s, 500ms, 2m, 1.5s");
+  return std::chrono::milliseconds((*ns + 999'999) / 1'000'000);
+}
+
 uint64_t RoundToPowerOfTwoPages(uint64_t bytes, bool* rounded) {
   constexpr uint64_t kPage = 4096;
   uint64_t pages = (bytes + kPage - 1) / kPage;

@@ -116,6 +116,13 @@ Result<uint64_t> ParseSize(std::string_view text);
 // accepted forms. Pure.
 Result<uint64_t> ParseDuration(std::string_view text);
 
+// --duration's (and magic-trace's -duration's) text: a duration as
+// ParseDuration takes it, or a bare number of seconds ("10", "2.5"), more
+// than 0, rounded up to whole milliseconds ("1ns" is 1 ms). Both parse with
+// base::ParseDurationNs, ptsnap's one duration parser; the error names the
+// text and examples. Pure.
+Result<std::chrono::milliseconds> ParseRecordingDuration(std::string_view text);
+
 // The rate limit of --slower-than with --multi-snapshot: a thread's next
 // slow call is snapshotted only when it returns at least this long after the
 // thread's previous slow-call snapshot, max(threshold, 10 ms).

@@ -71,6 +71,28 @@ TEST(Options, ParseDuration) {
   EXPECT_THAT(ParseDuration("99999999999999999999999ms"), HasErrorContaining("bad duration"));
 }
 
+// --duration: ParseDuration's spellings, and bare numbers as seconds
+// (magic-trace's -duration 5), rounded up to whole milliseconds.
+TEST(Options, ParseRecordingDuration) {
+  using std::chrono::milliseconds;
+  EXPECT_EQ(*ParseRecordingDuration("10s"), milliseconds(10'000));
+  EXPECT_EQ(*ParseRecordingDuration("5"), milliseconds(5'000));  // a bare number is seconds
+  EXPECT_EQ(*ParseRecordingDuration("2.5"), milliseconds(2'500));
+  EXPECT_EQ(*ParseRecordingDuration("500ms"), milliseconds(500));
+  EXPECT_EQ(*ParseRecordingDuration(" 3 MS "), milliseconds(3));
+  EXPECT_EQ(*ParseRecordingDuration("1.5s"), milliseconds(1'500));
+  EXPECT_EQ(*ParseRecordingDuration("2m"), milliseconds(120'000));
+  EXPECT_EQ(*ParseRecordingDuration("2min"), milliseconds(120'000));
+  EXPECT_EQ(*ParseRecordingDuration("1h"), milliseconds(3'600'000));
+  EXPECT_EQ(*ParseRecordingDuration("1ns"), milliseconds(1));  // rounded up
+  EXPECT_EQ(*ParseRecordingDuration("3\xc2\xb5s"), milliseconds(1));
+  EXPECT_EQ(*ParseRecordingDuration("1.0001ms"), milliseconds(2));
+  EXPECT_THAT(ParseRecordingDuration("soon"),
+              HasErrorContaining("bad --duration 'soon': use e.g. 10s, 500ms, 2m, 1.5s"));
+  for (const char* bad : {"0", "0s", "-1", "1.s", "", "5 parsecs", "99999999999999999999h"})
+    EXPECT_THAT(ParseRecordingDuration(bad), HasErrorContaining("bad --duration")) << bad;
+}
+
 TEST(Options, SlowCallGapIsTheThresholdButAtLeast10ms) {
   EXPECT_EQ(SlowCallGapNs(1'000), 10'000'000u);
   EXPECT_EQ(SlowCallGapNs(50'000'000), 50'000'000u);

@@ -86,6 +86,25 @@ TEST_F(CliErrors, ProcessGoneBeforeAttach) {
   ExpectEmpty();
 }
 
+// attach's `--trigger ?` lists the functions of -p's process (here a child
+// of this test, its executable this test's): it once read no process and
+// asked for the -p it had been given.
+TEST_F(CliErrors, AttachTriggerPickListsTheProcessFunctions) {
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  ASSERT_GT(child, 0);
+  Exit r = Ptsnap(dir_.path(), {"attach", "-p", std::to_string(child), "--trigger", "?"});
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("Functions of /proc/" + std::to_string(child) + "/exe:"));
+  EXPECT_THAT(r.err, HasSubstr("stdin is not a terminal, so there is no one to pick"));
+  ExpectEmpty();
+}
+
 TEST_F(CliErrors, DuplicatePidsAreAUsageError) {
   Exit r = Ptsnap(dir_.path(), {"attach", "-pid", "1,1"});
   EXPECT_EQ(r.code, 2);
