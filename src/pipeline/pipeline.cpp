@@ -20,6 +20,19 @@ namespace ptsnap::pipeline {
 
 namespace {
 
+// The sideband's records; none, with a warning, where it is unreadable (the
+// decode goes on: code addresses will not resolve).
+std::vector<trace::Record> ReadRecords(const trace::TraceReader& reader, DecodeReport& report) {
+  auto sb = reader.ReadSideband();
+  if (!sb) {
+    report.warnings.push_back("sideband unreadable, code addresses will not resolve: " +
+                              sb.error().ToString());
+    return {};
+  }
+  report.sideband_torn = sb->truncated_tail;
+  return std::move(sb->records);
+}
+
 // What the sinks and the model counted, into the report.
 void CollectCounts(output::SummarySink& summary, const model::CallStackModel& model,
                    const decode::PtDecoder& decoder, size_t top, DecodeReport& report) {
@@ -82,14 +95,7 @@ Result<DecodeReport> DecodeTraceDir(const std::filesystem::path& trace_dir,
   report.source = m.source;
   report.virtual_clock = m.virtual_clock;
 
-  std::vector<trace::Record> records;
-  if (auto sb = reader.ReadSideband(); sb) {
-    records = std::move(sb->records);
-    report.sideband_torn = sb->truncated_tail;
-  } else {
-    report.warnings.push_back("sideband unreadable, code addresses will not resolve: " +
-                              sb.error().ToString());
-  }
+  const std::vector<trace::Record> records = ReadRecords(reader, report);
   PTSNAP_ASSIGN_OR_RETURN(auto decoder,
                           decode::PtDecoder::Create(trace_dir, m, records, options.debug_dirs));
   decoder->set_engine(options.decoder);

@@ -1,12 +1,12 @@
+// The decode summary's text (FormatReport and the lines around it: the
+// damage list, the viewer-size warnings). Declared in pipeline.h.
+
 #include <algorithm>
 #include <cstdio>
 #include <set>
 
 #include "output/summary.h"
 #include "pipeline/pipeline.h"
-
-// The decode summary's text (FormatReport and the lines around it: the
-// damage list, the viewer-size warnings). Declared in pipeline.h.
 
 namespace ptsnap::pipeline {
 
