@@ -7,10 +7,7 @@ void SnapshotOverlap::BeginStream(bool stitching) {
   stream_repeats_ = stream_checked_ = false;
 }
 
-SnapshotOverlap::Verdict SnapshotOverlap::OnEvent(int32_t pid, int32_t tid, uint64_t time) {
-  // (An event before this stream's first timing packet has time 0: for
-  // a thread an earlier snapshot covered, it is part of the repeat.)
-  if (!active_ || (time == 0 && !stitching_)) return {};
+SnapshotOverlap::Verdict SnapshotOverlap::Filter(int32_t pid, int32_t tid, uint64_t time) {
   if (const Thread thread{pid, tid}; thread != run_.thread) {
     auto c = covered_.find(thread);
     run_.thread = thread;

@@ -42,7 +42,12 @@ class SnapshotOverlap {
   // One event, in decoding order. Time 0 (before the stream's first timing
   // packet) is skipped where an earlier snapshot covered the thread and the
   // stream is stitched, else kept.
-  Verdict OnEvent(int32_t pid, int32_t tid, uint64_t time);
+  Verdict OnEvent(int32_t pid, int32_t tid, uint64_t time) {
+    // (An event before this stream's first timing packet has time 0: for
+    // a thread an earlier snapshot covered, it is part of the repeat.)
+    if (!active_ || (time == 0 && !stitching_)) return {};  // inline: the common case
+    return Filter(pid, tid, time);
+  }
 
   // A snapshot's streams are done (a model segment ended): what they saw
   // is covered from now on.
@@ -58,6 +63,7 @@ class SnapshotOverlap {
     uint64_t tie_skipped = 0;  // `seen` only: repeated events at covered's time
   };
   using Thread = std::pair<int32_t, int32_t>;  // pid, tid
+  Verdict Filter(int32_t pid, int32_t tid, uint64_t time);
 
   const bool active_;
   bool stitching_ = false;
