@@ -61,6 +61,18 @@ unsigned DefaultJobs() {
   return n == 0 ? 1 : n;
 }
 
+ThreadPlan PlanThreads(unsigned jobs, const std::string& format,
+                       const std::filesystem::path& output) {
+  ThreadPlan p;
+  p.jobs = jobs;
+  const bool gzip = !format.empty() && output.extension() == ".gz";
+  // -j 2: one thread, the same bytes as -j 1; from 3 on, jobs - 1 threads in blocks (pigz).
+  p.deflate_threads = !gzip || jobs < 2 ? 0 : (jobs == 2 ? 1 : jobs - 1);
+  p.writer_thread = jobs >= 2 && !gzip && format == "json";
+  p.decode_thread = jobs >= 2 && !gzip && !p.writer_thread;
+  return p;
+}
+
 // The decoding thread and the queue between it and the caller. What goes
 // through the queue, in the order of the caller's calls: one kRead per
 // stream; after the kRead of a stream read without error, or after those

@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <deque>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -37,6 +38,21 @@ namespace ptsnap::pipeline {
 // The number of jobs `-j 0` means: the cores this process may run on (1
 // when unknown).
 [[nodiscard]] unsigned DefaultJobs();
+
+// What -j's threads do in one decode (docs/decoding.md, "Parallel decode"):
+// from 2 jobs on, one more thread, where it was measured to gain most:
+// zlib's deflate for a .gz file (from 3 on, jobs - 1 of them, in blocks),
+// the writer for .json, else reading and decoding ahead of the model.
+struct ThreadPlan {
+  unsigned jobs = 1;             // -j, resolved (0 became DefaultJobs())
+  unsigned deflate_threads = 0;  // OutputFile's; 0: deflate inline (or no .gz)
+  bool writer_thread = false;    // the file's writer behind a WriterThread
+  bool decode_thread = false;    // StreamFeed reads and decodes ahead
+};
+// `jobs` >= 1; `format`: the output's (output::kOutputFormats), "" when no
+// file is written; `output`: its path (a .gz suffix compresses). Pure.
+[[nodiscard]] ThreadPlan PlanThreads(unsigned jobs, const std::string& format,
+                                     const std::filesystem::path& output);
 
 class StreamFeed {
  public:

@@ -423,7 +423,7 @@ TEST(PipelineThreadsTest, ParallelDecodeEqualsOneJob) {
   EXPECT_THAT(d.text, ::testing::HasSubstr("[snapshot 2: trigger leaf]"));
   EXPECT_EQ(d.report.threads, 2u);
   // .fxt: decoding on its thread; .json: the writer; .gz: deflate, on one
-  // thread with -j 2, in blocks on two with -j 3 (pipeline.cpp).
+  // thread with -j 2, in blocks on two with -j 3 (PlanThreads, parallel.h).
   for (const char* suffix : {".fxt", ".json", ".fxt.gz", ".json.gz"}) {
     auto [r1, one] = DecodeWithJobs(dir, tmp.path() / (std::string("one") + suffix), 1);
     for (unsigned jobs : {2u, 3u}) {
