@@ -1,6 +1,6 @@
-// The flow decoder's block cache (the block layer fills it, the fast path
-// follows its chained successors) and the model of libipt's block caches
-// (which addresses libipt holds an entry for).
+// The flow decoder's block cache (the block layer, block_decoder.cpp, fills it;
+// the fast path, fast_path.cpp, follows its chained successors) and the model
+// of libipt's block caches (which addresses libipt holds an entry for).
 // Private to src/flow.
 #pragma once
 

@@ -1,5 +1,5 @@
 // Instructions: what libipt's instruction length decoder (pt_ild) tells the
-// flow decoder's block layer, from Zydis: the length, the
+// flow decoder's block layer (block_decoder.cpp), from Zydis: the length, the
 // class (libipt's pt_insn_class) and what binds PIP, VMCS and PTW events.
 // Private to src/flow.
 #pragma once
