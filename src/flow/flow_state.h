@@ -150,14 +150,16 @@ struct FlowDecoder::State {
   uint64_t last_sync = ~uint64_t{0};
   uint64_t insns = 0;
 
-  // --- block layer, continued ---
+  // The members that sat among their layer's functions when the decoder
+  // was one file, in their order there (State's layout is unchanged).
+  // --- block layer ---
   // perf's emulated-ptwrite signature: a `ud2` and "perf,ptwrite  ", which
   // a two-byte `jmp` jumps over (perf's intel_pt_emulated_ptwrite).
   static constexpr std::string_view kEptwMagic{"\x0f\x0bperf,ptwrite  ", 16};
   BlockEntry* hint = nullptr;  // the entry for `ip`, when Decide knew it
-  // --- the fast path, continued ---
+  // --- the fast path ---
   uint64_t fast_insns = 0;
-  // --- the driving loop, continued ---
+  // --- the driving loop ---
   int status_out = 0;   // the status the loop holds (StreamDecoder::status_)
   bool at_eos = false;  // done where the status reported the end (pts_eos)
 
