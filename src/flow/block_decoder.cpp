@@ -1,25 +1,18 @@
 // The flow decoder's block layer (libipt's pt_block_decoder.c):
-// proceeding through code to the next decision point or event, the
-// return stack, the block cache's fill, events bound to instructions
-// (flow_state.h).
+// proceeding through code to the next decision point or event, pushes and
+// pops on the return stack (return_stack.h), the block cache's fill, events
+// bound to instructions (flow_state.h).
 #include "flow/flow_state.h"
 
 #include <cstring>
 
 namespace ptsnap::flow {
 
-inline void FlowDecoder::State::RetPush(uint64_t a, BlockEntry* site) {
-  retstack[rs_top] = a;
-  retentry[rs_top] = site;
-  rs_top = rs_top == 64 ? 0 : rs_top + 1;
-  if (rs_bottom == rs_top) rs_bottom = rs_bottom == 64 ? 0 : rs_bottom + 1;
-}
+inline void FlowDecoder::State::RetPush(uint64_t a, BlockEntry* site) { retstack.Push(a, site); }
 
 inline int FlowDecoder::State::RetPop(uint64_t* a) {
-  if (rs_top == rs_bottom) return kErrRetstackEmpty;
-  rs_top = rs_top == 0 ? 64 : rs_top - 1;
-  *a = retstack[rs_top];
-  hint = retentry[rs_top];
+  if (retstack.Empty()) return kErrRetstackEmpty;
+  *a = retstack.Pop(&hint);
   return 0;
 }
 
@@ -813,7 +806,7 @@ int FlowDecoder::State::BlkSyncForward() {
   speculative = false;
   event = Event();
   ClearPostponedInsn();
-  rs_top = rs_bottom = 0;
+  retstack.Clear();
   const int st = QuerySyncForward(&ip);
   if (st < 0) return st;
   status = st;

@@ -59,13 +59,11 @@ size_t FlowDecoder::State::Fast(Item* out, size_t room, uint64_t* insns_out) {
         Stamp(&b);
         continue;
       }
-      if (taken && rs_top != rs_bottom) {
+      if (taken && !retstack.Empty()) {
         tnt_index >>= 1;
         if (eptw_left > 0) TakeTntBit(taken);
         status = 0;
-        rs_top = rs_top == 0 ? 64 : rs_top - 1;
-        ip = retstack[rs_top];
-        hint = retentry[rs_top];
+        ip = retstack.Pop(&hint);
         Stamp(&b);
         continue;
       }

@@ -126,7 +126,7 @@ void FlowDecoder::InvalidateCode() {
   // Nothing may point into the cleared caches: the next block's hint and
   // the return-site entries (the addresses on the return stack stay).
   s_->hint = nullptr;
-  s_->retentry.fill(nullptr);
+  s_->retstack.ForgetBlocks();
   for (auto& c : s_->caches) c.Clear();
   s_->insn_sizes.clear();
   // libipt's block caches belong to its sections, which an image change

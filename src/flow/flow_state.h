@@ -24,8 +24,9 @@
 //   query_packets.cpp     query layer: packets to events (DecodeNext, PSB+)
 //   query_overflow.cpp    query layer: OVF and the errata's scans ahead
 //   query.cpp             query layer: read-ahead and sync
-//   block_decoder.cpp     block layer: the walk through code, the return
-//                         stack, events bound to instructions
+//   return_stack.h        the return stack (pt_retstack)
+//   block_decoder.cpp     block layer: the walk through code, events
+//                         bound to instructions
 //   fast_path.cpp         the fast path over cached blocks and TNT bits
 //   flow_decoder.cpp      the driving loop (Step) and FlowDecoder
 // Members declared `inline` below are defined in, and called only from,
@@ -43,6 +44,7 @@
 #include "flow/flow_decoder.h"
 #include "flow/insn.h"
 #include "flow/packets.h"
+#include "flow/return_stack.h"
 #include "flow/timing.h"
 
 namespace ptsnap::flow {
@@ -141,9 +143,7 @@ struct FlowDecoder::State {
   // until its events are delivered (decoder->process_insn, insn, bound_*).
   bool process_insn = false, bound_paging = false, bound_vmcs = false, bound_ptwrite = false;
   Insn pinsn;
-  std::array<uint64_t, 65> retstack{};
-  std::array<BlockEntry*, 65> retentry{};  // the return site's block, when known
-  uint8_t rs_top = 0, rs_bottom = 0;
+  ReturnStack retstack;
 
   // --- the driving loop (StreamDecoder's) ---
   enum class Phase : uint8_t { kSync, kSegment, kDone } phase = Phase::kSync;
