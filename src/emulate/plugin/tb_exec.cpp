@@ -8,6 +8,55 @@
 
 namespace ptsnap::emulate {
 
+namespace {
+
+// Tracing on, block `tb` follows t->prev (traced, retired just now): the
+// packets of the branch that led here, or an asynchronous disable where
+// `tb` is neither of its successors (a signal was delivered).
+void FollowBranch(ThreadState* t, const TbInfo* tb) {
+  const TbInfo* p = t->prev;
+  switch (p->kind) {
+    case ExitKind::kRep:
+    case ExitKind::kNone:
+      if (tb->start != p->fallthrough) {
+        t->pt.AsyncDisable(p->fallthrough);
+        t->enabled = false;
+      }
+      break;
+    case ExitKind::kCond:
+      if (tb->start == p->target) {
+        t->pt.Tnt(true);
+      } else {
+        t->pt.Tnt(false);
+        // Neither successor: a signal was delivered after the branch. The
+        // resume point is unknown here; the fall-through is reported.
+        if (tb->start != p->fallthrough) {
+          t->pt.AsyncDisable(p->fallthrough);
+          t->enabled = false;
+        }
+      }
+      break;
+    case ExitKind::kDirectCall:
+      if (p->pushes) t->pt.Call(p->fallthrough);
+      [[fallthrough]];
+    case ExitKind::kDirect:
+      if (tb->start != p->target) {
+        t->pt.AsyncDisable(p->target);
+        t->enabled = false;
+      }
+      break;
+    case ExitKind::kIndirectCall:
+      t->pt.Tip(tb->start);
+      if (p->pushes) t->pt.Call(p->fallthrough);
+      break;
+    case ExitKind::kIndirect: t->pt.Tip(tb->start); break;
+    case ExitKind::kRet: t->pt.Ret(tb->start); break;
+    case ExitKind::kFar: break;
+  }
+}
+
+}  // namespace
+
 // --slower-than at the start of `tb` (t->prev non-null): takes the snapshot
 // of a slow call that returned here. Returns true when the recording stops.
 bool Plugin::SlowCallSnapshot(ThreadState* t, const TbInfo* tb) {
@@ -96,45 +145,7 @@ void Plugin::OnTbExec(unsigned vcpu, const TbInfo* tb) {
     t->enabled = false;
   } else if (t->enabled) {
     t->pt.SetTime(now);
-    const TbInfo* p = t->prev;
-    switch (p->kind) {
-      case ExitKind::kRep:
-      case ExitKind::kNone:
-        if (tb->start != p->fallthrough) {
-          t->pt.AsyncDisable(p->fallthrough);
-          t->enabled = false;
-        }
-        break;
-      case ExitKind::kCond:
-        if (tb->start == p->target) {
-          t->pt.Tnt(true);
-        } else {
-          t->pt.Tnt(false);
-          // Neither successor: a signal was delivered after the branch. The
-          // resume point is unknown here; the fall-through is reported.
-          if (tb->start != p->fallthrough) {
-            t->pt.AsyncDisable(p->fallthrough);
-            t->enabled = false;
-          }
-        }
-        break;
-      case ExitKind::kDirectCall:
-        if (p->pushes) t->pt.Call(p->fallthrough);
-        [[fallthrough]];
-      case ExitKind::kDirect:
-        if (tb->start != p->target) {
-          t->pt.AsyncDisable(p->target);
-          t->enabled = false;
-        }
-        break;
-      case ExitKind::kIndirectCall:
-        t->pt.Tip(tb->start);
-        if (p->pushes) t->pt.Call(p->fallthrough);
-        break;
-      case ExitKind::kIndirect: t->pt.Tip(tb->start); break;
-      case ExitKind::kRet: t->pt.Ret(tb->start); break;
-      case ExitKind::kFar: break;
-    }
+    FollowBranch(t, tb);
   }
 
   if (opts_.slow_ns != 0 && t->prev != nullptr && SlowCallSnapshot(t, tb)) return;
