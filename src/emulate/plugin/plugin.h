@@ -1,14 +1,15 @@
 #pragma once
 // The plugin's state (private to src/emulate/plugin/): one `Plugin` object
-// holds everything the file-scope globals held, one `Vcpu` per vCPU what
-// the parallel per-vCPU arrays held, and each job's member functions live in
-// the file plugin.cpp's header comment names. QEMU's C callbacks (plugin.cpp)
+// holds all of it, with one `Vcpu` per vCPU and one `ThreadState` per guest
+// thread; each job's member functions live in the file plugin.cpp's header
+// comment names. QEMU's C callbacks (plugin.cpp)
 // are trampolines into the one instance, `g_plugin`.
 //
 // Threads: QEMU calls the vCPU callbacks (OnTbExec, OnSyscall, ...) on the
 // guest thread of that vCPU; a vCPU's `Vcpu` is touched by its own thread
 // only, except `thread`, which snapshots read under `mu_`. The control
-// thread (ControlThread) only sets `flags_` and detaches.
+// thread (ControlThread) only sets `flags_`, detaches, and clears
+// opts_.duration_ms once it fired.
 
 #include <sys/types.h>
 
