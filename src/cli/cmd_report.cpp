@@ -158,13 +158,24 @@ int RunReport(const ReportArgs& a) {
     o.folded = true;
   }
 
-  // The triggers the recording's snapshots were taken by, to explain a FUNC
-  // with no calls (a file decode wrote has no manifest: none).
-  if (std::error_code ec; std::filesystem::is_directory(a.dir, ec))
-    if (auto reader = trace::TraceReader::Open(a.dir))
-      for (const trace::Snapshot& s : reader->manifest().snapshots)
+  // From the manifest (a file decode wrote has none): whether the trace is
+  // sampled, and the triggers its snapshots were taken by, to explain a
+  // FUNC with no calls.
+  if (std::error_code ec; std::filesystem::is_directory(a.dir, ec)) {
+    if (auto reader = trace::TraceReader::Open(a.dir)) {
+      const trace::Manifest& m = reader->manifest();
+      if (m.source == trace::Source::kSampled) {
+        o.sampled = true;
+        if (m.sampling && m.sampling->frequency != 0)
+          o.sample_period_ns = 1'000'000'000 / m.sampling->frequency;
+        else if (m.sampling && m.sampling->event.ends_with("-clock"))
+          o.sample_period_ns = m.sampling->period;
+      }
+      for (const trace::Snapshot& s : m.snapshots)
         if (s.reason == trace::SnapshotReason::kTrigger && !s.detail.empty())
           o.triggers.push_back(s.detail);
+    }
+  }
   report::ReportSink sink(o);
   std::string damaged;  // the decode's DamageError, with the stretches lost
   if (auto rc = ReadTrace(a, a.dir, &sink, &damaged)) return *rc;

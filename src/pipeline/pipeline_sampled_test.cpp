@@ -164,6 +164,9 @@ TEST(PipelineSampledTest, SpansFromSamplesInEveryFormat) {
   EXPECT_THAT(summary, HasSubstr("one sample every 1.000 us"));
   EXPECT_THAT(summary, HasSubstr("known to within that"));
   EXPECT_THAT(summary, ::testing::Not(HasSubstr("bytes of PT")));
+  // Its frames are spans of samples: the hottest functions count spans.
+  EXPECT_THAT(summary, ::testing::ContainsRegex("[0-9] spans  main\n"));
+  EXPECT_THAT(summary, ::testing::Not(HasSubstr(" calls  ")));
   // Recorded without user registers and a stack copy (before the leaf
   // mend): the chains are taken as the kernel walked them, and said so.
   EXPECT_FALSE(r->sampled.fp_checked);

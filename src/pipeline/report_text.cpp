@@ -96,16 +96,18 @@ std::string PtHeader(const DecodeReport& r, uint64_t span) {
 }
 
 // The hottest functions by total or self time; "" when there are none.
-std::string HotTable(const char* title, const std::vector<FunctionTime>& v, bool self) {
+// A sampled trace's frames are spans of samples (`unit` "spans"), not calls.
+std::string HotTable(const char* title, const std::vector<FunctionTime>& v, bool self,
+                     const char* unit) {
   std::string s;
   auto line = [&s](const std::string& l) { s += l + "\n"; };
   if (v.empty()) return s;
   line(title);
   for (const auto& f : v) {
     char buf[64];
-    std::snprintf(buf, sizeof buf, "  %12s  %8llu calls  ",
+    std::snprintf(buf, sizeof buf, "  %12s  %8llu %s  ",
                   FormatDuration(self ? f.self_ns : f.total_ns).c_str(),
-                  static_cast<unsigned long long>(f.calls));
+                  static_cast<unsigned long long>(f.calls), unit);
     line(buf + f.name +
          (f.cut != 0 ? " (" + std::to_string(f.cut) + " cut by decode errors)" : ""));
   }
@@ -254,8 +256,9 @@ std::string DamageError(const std::filesystem::path& trace_dir, const DecodeRepo
 std::string FormatReport(const DecodeReport& r) {
   const uint64_t span = r.last_ns >= r.first_ns ? r.last_ns - r.first_ns : 0;
   std::string s = r.sampled.sampled ? SampledHeader(r, span) : PtHeader(r, span);
-  s += HotTable("Hottest functions by total time:", r.top_total, false);
-  s += HotTable("Hottest functions by self time:", r.top_self, true);
+  const char* unit = r.sampled.sampled ? "spans" : "calls";
+  s += HotTable("Hottest functions by total time:", r.top_total, false, unit);
+  s += HotTable("Hottest functions by self time:", r.top_self, true, unit);
   s += CountLines(r);
   s += TailLines(r);
   return s;

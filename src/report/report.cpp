@@ -700,11 +700,24 @@ nlohmann::json NeighbourJson(const std::vector<Neighbours>& all, const char* key
 std::string FormatText(const ReportSink& r, SortKey key, size_t limit, bool full_names) {
   std::string out;
   const uint64_t span = r.last_ns() >= r.first_ns() ? r.last_ns() - r.first_ns() : 0;
+  const ReportOptions& o = r.options();
+  // A sampled trace's frames are runs of samples: "spans", never "calls".
+  const char* calls = o.sampled ? "spans" : "calls";
   out += "Trace span " + output::FormatDuration(span) + ", " + std::to_string(r.threads()) +
-         " thread(s), " + std::to_string(r.slices()) + " calls";
+         " thread(s), " + std::to_string(r.slices()) + " " + calls;
   if (r.outside_window() != 0)
     out += " (" + std::to_string(r.outside_window()) + " outside --since/--until)";
   out += ". Durations: p50/p90/p99 within 3.1%; total is inclusive, recursion counted once.\n";
+  if (o.sampled)
+    out += "Sampled trace" +
+           (o.sample_period_ns != 0
+                ? " (one sample every " + output::FormatDuration(o.sample_period_ns) + ")"
+                : std::string()) +
+           ": a span is a run of consecutive samples that show the function on the stack, not "
+           "a call (two calls seen in consecutive samples are one span, a call shorter than a "
+           "sample may not show); each edge is known to within one sample period, so times "
+           "are estimates" +
+           (o.sample_period_ns != 0 ? " (time / period = samples)" : std::string()) + ".\n";
   out += "total% and self%: of " + output::FormatDuration(r.traced_ns()) +
          ", the time some frame was on a thread's stack, summed over the threads (every "
          "function's self time added up).\n\n";
@@ -715,8 +728,8 @@ std::string FormatText(const ReportSink& r, SortKey key, size_t limit, bool full
     for (const FunctionStats* f : rows) width = std::max(width, f->name.size());
   char head[512];
   std::snprintf(head, sizeof head, " %8s %9s %12s %7s %12s %7s %12s %12s %12s %12s %12s\n",
-                per_thread ? "thread" : "", "calls", "total", "total%", "self", "self%", "min",
-                "p50", "p90", "p99", "max");
+                per_thread ? "thread" : "", calls, "total", "total%", "self", "self%", "min", "p50",
+                "p90", "p99", "max");
   out += "function" + std::string(width - 8, ' ') + head;
   bool shortened = false;
   uint64_t unseen = 0, cut = 0;
@@ -738,7 +751,7 @@ std::string FormatText(const ReportSink& r, SortKey key, size_t limit, bool full
   if (const std::string imp = output::FormatImplausible(r.implausible()); !imp.empty())
     out += "\n" + imp;
   for (const FunctionStats& f : r.Named()) {
-    out += "\n" + f.name + ": " + std::to_string(f.calls) + " calls";
+    out += "\n" + f.name + ": " + std::to_string(f.calls) + " " + calls;
     if (f.calls == 0) {
       if (const std::string t = r.TriggerNamed(f.name); !t.empty()) {
         out += " (not in this trace: --trigger " + t +
@@ -798,6 +811,8 @@ std::string FormatJson(const ReportSink& r, SortKey key, size_t limit) {
   nlohmann::json j;
   j["span_ns"] = r.last_ns() >= r.first_ns() ? r.last_ns() - r.first_ns() : 0;
   j["traced_ns"] = r.traced_ns();
+  // Sampled: "calls" count spans of consecutive samples (FormatText says so).
+  if (r.options().sampled) j["sampled"] = {{"period_ns", r.options().sample_period_ns}};
   j["threads"] = r.threads();
   j["calls"] = r.slices();
   j["outside_window"] = r.outside_window();

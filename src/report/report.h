@@ -46,6 +46,12 @@ struct ReportOptions {
   // with no calls that one of them names is explained (the trace ends at
   // that call's first instruction).
   std::vector<std::string> triggers;
+  // A sampled trace (the manifest's source "sampled"): its frames are spans
+  // of consecutive samples, not calls (docs/decoding.md, "The span rule"),
+  // and the report says so; `sample_period_ns` one sample's time, 0 when
+  // the manifest does not give it (a fixed period of cycles).
+  bool sampled = false;
+  uint64_t sample_period_ns = 0;
 };
 
 struct FunctionStats {
@@ -163,6 +169,7 @@ class ReportSink : public output::CallSink {
   // once), and the self times of all functions add up to it.
   [[nodiscard]] uint64_t traced_ns() const { return traced_ns_; }
   [[nodiscard]] bool per_thread() const { return options_.per_thread; }
+  [[nodiscard]] const ReportOptions& options() const { return options_; }
   // Calls left out by --since/--until.
   [[nodiscard]] uint64_t outside_window() const { return outside_window_; }
   // Results that cannot be true (output/plausibility.h), over every call

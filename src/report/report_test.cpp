@@ -15,6 +15,7 @@ namespace ptsnap::report {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // Feeds a sink slices as the model emits them; names live as long as it.
 class Feed {
@@ -224,6 +225,38 @@ TEST(Report, FuncIsMatchedAsUsersTypeNames) {
   EXPECT_THAT(text, HasSubstr("\nrisky [risky(double), risky(int)]: 3 calls, durations:"));
   EXPECT_THAT(text, HasSubstr("\nriksy: 0 calls (not in this trace)\n"
                               "  did you mean: risky(int), risky(double) (names are accepted"));
+}
+
+// A sampled trace's frames are spans of consecutive samples: the report
+// counts spans, not calls, says what one is and how exact its times are,
+// and --json carries the period.
+TEST(Report, ASampledTraceCountsSpansNotCalls) {
+  ReportOptions o;
+  o.functions = {"main"};
+  o.sampled = true;
+  o.sample_period_ns = 250'000;
+  ReportSink r(o);
+  Feed f(r);
+  f.Call(1, "main", 0, 1'000'000);
+  ASSERT_TRUE(r.Finish());
+  const std::string text = FormatText(r, SortKey::kTotal, 10);
+  EXPECT_THAT(text, HasSubstr(" thread(s), 1 spans."));
+  EXPECT_THAT(text, HasSubstr("Sampled trace (one sample every 250.000 us): a span is a run of "
+                              "consecutive samples that show the function on the stack, not a "
+                              "call"));
+  EXPECT_THAT(text, HasSubstr("(time / period = samples)"));
+  EXPECT_THAT(text, HasSubstr("    spans "));
+  EXPECT_THAT(text, Not(HasSubstr("calls        total")));  // the column
+  EXPECT_THAT(text, HasSubstr("\nmain: 1 spans, durations:"));
+  auto j = nlohmann::json::parse(FormatJson(r, SortKey::kTotal, 10));
+  EXPECT_EQ(j["sampled"]["period_ns"], 250'000);
+  // A PT trace: calls, and no "sampled" in the JSON.
+  ReportSink pt(ReportOptions{});
+  Feed g(pt);
+  g.Call(1, "main", 0, 10);
+  ASSERT_TRUE(pt.Finish());
+  EXPECT_THAT(FormatText(pt, SortKey::kTotal, 10), HasSubstr(" thread(s), 1 calls."));
+  EXPECT_FALSE(nlohmann::json::parse(FormatJson(pt, SortKey::kTotal, 10)).contains("sampled"));
 }
 
 // A --trigger snapshot ends at the trigger's first instruction, so its
