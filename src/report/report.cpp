@@ -716,8 +716,8 @@ std::string FormatText(const ReportSink& r, SortKey key, size_t limit, bool full
            ": a span is a run of consecutive samples that show the function on the stack, not "
            "a call (two calls seen in consecutive samples are one span, a call shorter than a "
            "sample may not show); each edge is known to within one sample period, so times "
-           "are estimates" +
-           (o.sample_period_ns != 0 ? " (time / period = samples)" : std::string()) + ".\n";
+           "are estimates, on the wall clock (a thread descheduled between two samples adds "
+           "that time).\n";
   out += "total% and self%: of " + output::FormatDuration(r.traced_ns()) +
          ", the time some frame was on a thread's stack, summed over the threads (every "
          "function's self time added up).\n\n";

@@ -244,7 +244,7 @@ TEST(Report, ASampledTraceCountsSpansNotCalls) {
   EXPECT_THAT(text, HasSubstr("Sampled trace (one sample every 250.000 us): a span is a run of "
                               "consecutive samples that show the function on the stack, not a "
                               "call"));
-  EXPECT_THAT(text, HasSubstr("(time / period = samples)"));
+  EXPECT_THAT(text, HasSubstr("so times are estimates, on the wall clock"));
   EXPECT_THAT(text, HasSubstr("    spans "));
   EXPECT_THAT(text, Not(HasSubstr("calls        total")));  // the column
   EXPECT_THAT(text, HasSubstr("\nmain: 1 spans, durations:"));
