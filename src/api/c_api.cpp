@@ -312,40 +312,13 @@ ptsnap_status ptsnap_decoder_set(ptsnap_decoder* decoder, const char* key, const
     if (decoder == nullptr || key == nullptr || value == nullptr)
       return Invalid("ptsnap_decoder_set: decoder, key and value must not be NULL");
     const std::string_view k(key), v(value);
-    ptsnap::DecodeOptions o = decoder->decoder->options();
-    auto bad = [&](const char* expected) {
-      return Invalid("option \"" + std::string(k) + "\": bad value \"" + std::string(v) +
-                     "\" (expected " + expected + ")");
-    };
-    if (k == "decoder") {
-      if (v == "ours") {
-        o.decoder = ptsnap::PtDecoderKind::kOurs;
-      } else if (v == "libipt") {
-        o.decoder = ptsnap::PtDecoderKind::kLibipt;
-      } else {
-        return bad("ours or libipt");
-      }
-    } else if (k == "max-depth") {
-      size_t n = 0;
-      const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
-      if (ec != std::errc() || end != v.data() + v.size() || n > 1'000'000)
-        return bad("a number of frames, 0 to 1000000");
-      o.max_depth = n;
-    } else if (k == "min-duration") {
-      auto ns = v == "0" ? std::optional<uint64_t>(0) : ptsnap::base::ParseDurationNs(v);
-      if (!ns) return bad("a duration such as 1us or 0.5ms");
-      o.min_duration_ns = *ns;
-    } else if (k == "no-inline") {
-      if (v != "true" && v != "false") return bad("true or false");
-      o.inline_frames = v == "false";
-    } else if (k == "debug-dir") {
-      // Repeatable, as the flag: each call adds a folder.
-      if (v.empty()) return bad("a folder of separate debug files");
-      o.debug_dirs.emplace_back(std::string(v));
-    } else {
+    const ptsnap::api::DecodeOptionSpec* spec = ptsnap::api::FindDecodeOption(k);
+    if (spec == nullptr)
       return Invalid("unknown decode option \"" + std::string(k) +
-                     "\" (known: decoder, max-depth, min-duration, no-inline, debug-dir)");
-    }
+                     "\" (known: " + ptsnap::api::DecodeOptionKeys() + ")");
+    ptsnap::DecodeOptions o = decoder->decoder->options();
+    if (auto set = spec->set(o, v); !set)
+      return Invalid("option \"" + std::string(k) + "\": " + set.error().message());
     decoder->decoder->set_options(std::move(o));
     return PTSNAP_OK;
   });

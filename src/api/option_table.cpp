@@ -376,4 +376,73 @@ std::string RecordingOptionKeys() {
   return keys;
 }
 
+namespace {
+
+Error Expected(std::string_view value, std::string_view expected) {
+  return Error("bad value \"" + std::string(value) + "\" (expected " + std::string(expected) + ")");
+}
+
+Result<void> SetDecoder(DecodeOptions& o, std::string_view v) {
+  if (v == "ours") {
+    o.decoder = PtDecoderKind::kOurs;
+  } else if (v == "libipt") {
+    o.decoder = PtDecoderKind::kLibipt;
+  } else {
+    return Expected(v, "ours or libipt");
+  }
+  return Ok();
+}
+
+Result<void> SetMaxDepth(DecodeOptions& o, std::string_view v) {
+  auto n = base::ParseUint(v);
+  if (!n || *n > 1'000'000) return Expected(v, "a number of frames, 0 to 1000000");
+  o.max_depth = static_cast<size_t>(*n);
+  return Ok();
+}
+
+Result<void> SetMinDuration(DecodeOptions& o, std::string_view v) {
+  auto ns = v == "0" ? std::optional<uint64_t>(0) : base::ParseDurationNs(v);
+  if (!ns) return Expected(v, "a duration such as 1us or 0.5ms");
+  o.min_duration_ns = *ns;
+  return Ok();
+}
+
+Result<void> SetNoInline(DecodeOptions& o, std::string_view v) {
+  if (v != "true" && v != "false") return Expected(v, "true or false");
+  o.inline_frames = v == "false";
+  return Ok();
+}
+
+// Repeatable, as the flag: each call adds a folder.
+Result<void> AddDebugDir(DecodeOptions& o, std::string_view v) {
+  if (v.empty()) return Expected(v, "a folder of separate debug files");
+  o.debug_dirs.emplace_back(v);
+  return Ok();
+}
+
+constexpr DecodeOptionSpec kDecodeTable[] = {
+    {"decoder", SetDecoder, "libipt"},       {"max-depth", SetMaxDepth, "20"},
+    {"min-duration", SetMinDuration, "1us"}, {"no-inline", SetNoInline, "true"},
+    {"debug-dir", AddDebugDir, "./dbg"},
+};
+
+}  // namespace
+
+std::span<const DecodeOptionSpec> DecodeOptionTable() { return kDecodeTable; }
+
+const DecodeOptionSpec* FindDecodeOption(std::string_view key) {
+  for (const DecodeOptionSpec& spec : kDecodeTable)
+    if (spec.key == key) return &spec;
+  return nullptr;
+}
+
+std::string DecodeOptionKeys() {
+  std::string keys;
+  for (const DecodeOptionSpec& spec : kDecodeTable) {
+    if (!keys.empty()) keys += ", ";
+    keys += spec.key;
+  }
+  return keys;
+}
+
 }  // namespace ptsnap::api

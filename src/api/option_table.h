@@ -15,6 +15,7 @@
 #include <string>
 #include <string_view>
 
+#include "ptsnap/decoder.h"
 #include "ptsnap/recording.h"
 #include "ptsnap/result.h"
 
@@ -63,5 +64,21 @@ const OptionSpec* FindRecordingOption(std::string_view key);
 // The keys, comma separated, in the table's order: the C ABI's "known:"
 // list.
 std::string RecordingOptionKeys();
+
+// The decode options (ptsnap_decoder_set): each key is `ptsnap decode`'s
+// flag `--KEY` (cmd_decode.cpp registers those with the other decode-only
+// flags), and option_table_test checks that decode's --help, ptsnap.h and
+// docs/api.md spell every one.
+struct DecodeOptionSpec {
+  std::string_view key;
+  // Sets the option in `o` from `text`, leaving `o` as it was on failure;
+  // the error follows `option "KEY": ` in the C ABI's message.
+  Result<void> (*set)(DecodeOptions& o, std::string_view text);
+  std::string_view example;  // a value `set` accepts, for the tests
+};
+std::span<const DecodeOptionSpec> DecodeOptionTable();
+const DecodeOptionSpec* FindDecodeOption(std::string_view key);
+// The keys, comma separated: ptsnap_decoder_set's "known:" list.
+std::string DecodeOptionKeys();
 
 }  // namespace ptsnap::api

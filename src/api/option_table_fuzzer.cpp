@@ -1,5 +1,5 @@
 // Fuzzes the option table's setters, the parsers of ptsnap_options_set's
-// values and of the CLI's shared flags: every row gets the input as its
+// and ptsnap_decoder_set's values and of the CLI's shared flags: every row gets the input as its
 // value; a refused value leaves the options as they were.
 #include <cstddef>
 #include <cstdint>
@@ -30,6 +30,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!set) {
       PTSNAP_CHECK(!set.error().message().empty()) << row.key << ": an error says why";
       PTSNAP_CHECK(Fields(o) == Fields(before)) << row.key << ": a refused value changed nothing";
+    }
+  }
+  for (const ptsnap::api::DecodeOptionSpec& row : ptsnap::api::DecodeOptionTable()) {
+    ptsnap::DecodeOptions o;
+    auto set = row.set(o, value);
+    if (!set) {
+      PTSNAP_CHECK(!set.error().message().empty()) << row.key << ": an error says why";
+      PTSNAP_CHECK(o.decoder == ptsnap::DecodeOptions{}.decoder && o.max_depth == 0 &&
+                   o.min_duration_ns == 0 && o.inline_frames && o.debug_dirs.empty())
+          << row.key << ": a refused value changed nothing";
     }
   }
   return 0;

@@ -190,5 +190,34 @@ TEST(OptionTable, EveryRecordingFlagOfTheCliIsARow) {
   }
 }
 
+// The decode options (ptsnap_decoder_set): unique, each setter takes its
+// example, and each key is `ptsnap decode --KEY`, in ptsnap.h's list and in
+// docs/api.md's ptsnap_decoder_set lines.
+TEST(OptionTable, EveryDecodeKeyIsSetAndSpelledEverywhere) {
+  const testing::PtsnapRun help = testing::RunPtsnap("decode --help", {.stdout_only = true});
+  ASSERT_EQ(help.rc, 0) << help.out;
+  const std::string header = ReadSource("include/ptsnap/ptsnap.h");
+  const std::string md = ReadSource("docs/api.md");
+  std::string docs;
+  for (std::string_view line : base::Split(md, '\n'))
+    if (line.find("ptsnap_decoder_set(") != std::string_view::npos) docs += std::string(line);
+  std::set<std::string_view> keys;
+  for (const DecodeOptionSpec& row : DecodeOptionTable()) {
+    EXPECT_TRUE(keys.insert(row.key).second) << row.key << " is in the table twice";
+    EXPECT_EQ(FindDecodeOption(row.key), &row);
+    DecodeOptions o;
+    EXPECT_TRUE(row.set(o, row.example)) << row.key << " " << row.example;
+    EXPECT_FALSE(row.set(o, "")) << row.key << ": an empty value";
+    EXPECT_FALSE(HelpLine(help.out, "--" + std::string(row.key)).empty())
+        << "--" << row.key << " is not in `ptsnap decode --help`";
+    EXPECT_NE(header.find("\"" + std::string(row.key) + "\""), std::string::npos)
+        << row.key << " is missing from ptsnap.h's ptsnap_decoder_set comment";
+    EXPECT_NE(docs.find(std::string(row.key)), std::string::npos)
+        << row.key << " is missing from docs/api.md's ptsnap_decoder_set lines";
+  }
+  EXPECT_EQ(DecodeOptionKeys(), "decoder, max-depth, min-duration, no-inline, debug-dir");
+  EXPECT_EQ(FindDecodeOption("engine"), nullptr);
+}
+
 }  // namespace
 }  // namespace ptsnap::api
