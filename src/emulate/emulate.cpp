@@ -30,6 +30,7 @@
 #include "emulate/events.h"
 #include "emulate/exec_follow.h"
 #include "emulate/ingest.h"
+#include "emulate/linked_libraries.h"
 #include "emulate/plugin_protocol.h"
 #include "emulate/virtual_cpu.h"
 #include "record/addr_filter.h"
@@ -308,26 +309,53 @@ Result<EmulationPlan> PlanEmulation(const record::RecordOptions& opts) {
           .error()
           .AddContext("--trigger " + opts.trigger + ": reading the symbols of " + in_program)
           .WithKind(ErrorKind::kTrigger);
-    auto functions =
-        record::MatchTriggerFunctions(*image, opts.trigger, program.string(),
-                                      opts.slower_than_ns != 0 ? 1 : record::kMaxTriggerFunctions);
-    if (!functions)
-      return std::move(functions).error().AddContext(
-          "--trigger " + opts.trigger + " (emulation resolves triggers in the main program" +
-          (plan.script.empty() ? std::string() : ", here the script's interpreter") + " only)");
-    for (const elf::Function* f : *functions)
-      plan.trigger_functions.push_back(elf::Demangle(f->name) + " @ " + base::Hex(f->value) +
-                                       " (link-time)");
-    if (opts.slower_than_ns != 0) {
-      // --slower-than: the plugin times every call of it in virtual time
-      // and snapshots where a slow one returns.
-      plan.plugin_args.push_back("slow=" + std::to_string(functions->front()->value));
-      plan.plugin_args.push_back("slow_ns=" + std::to_string(opts.slower_than_ns));
-      plan.plugin_args.push_back("slow_name=" + opts.trigger);
-    } else {
+    // A name the program does not define: in the libraries it links, in
+    // the loader's order (linked_libraries.h), armed where each is mapped.
+    // Not for --slower-than, which the plugin times in the program only.
+    bool in_library = false;
+    if (opts.slower_than_ns == 0 &&
+        elf::MatchFunctions(*image, opts.trigger, program.string()).functions.empty()) {
+      auto lib = FindTriggerInLibraries(program, opts.trigger, record::kMaxTriggerFunctions);
+      if (!lib)
+        return std::move(lib)
+            .error()
+            .AddContext("--trigger " + opts.trigger)
+            .WithKind(ErrorKind::kTrigger);
+      if (*lib) {
+        const std::string file = fs::path((*lib)->path).filename().string();
+        for (const LibraryTrigger::Function& f : (*lib)->functions) {
+          plan.trigger_functions.push_back(f.name + " @ " + file + "+" + base::Hex(f.vaddr) +
+                                           " (link-time)");
+          plan.plugin_args.push_back("lib_trigger=" +
+                                     FormatFileOffsetArg({f.offset, (*lib)->path}));
+        }
+        plan.plugin_args.push_back("trigger_name=" + opts.trigger);
+        in_library = true;
+      }
+    }
+    if (!in_library) {
+      auto functions = record::MatchTriggerFunctions(
+          *image, opts.trigger, program.string(),
+          opts.slower_than_ns != 0 ? 1 : record::kMaxTriggerFunctions);
+      if (!functions)
+        return std::move(functions).error().AddContext(
+            "--trigger " + opts.trigger + " (emulation resolves triggers in the main program" +
+            (plan.script.empty() ? std::string() : " (here the script's interpreter)") +
+            (opts.slower_than_ns != 0 ? " only" : " and the shared libraries it links") + ")");
       for (const elf::Function* f : *functions)
-        plan.plugin_args.push_back("trigger=" + std::to_string(f->value));
-      plan.plugin_args.push_back("trigger_name=" + opts.trigger);
+        plan.trigger_functions.push_back(elf::Demangle(f->name) + " @ " + base::Hex(f->value) +
+                                         " (link-time)");
+      if (opts.slower_than_ns != 0) {
+        // --slower-than: the plugin times every call of it in virtual time
+        // and snapshots where a slow one returns.
+        plan.plugin_args.push_back("slow=" + std::to_string(functions->front()->value));
+        plan.plugin_args.push_back("slow_ns=" + std::to_string(opts.slower_than_ns));
+        plan.plugin_args.push_back("slow_name=" + opts.trigger);
+      } else {
+        for (const elf::Function* f : *functions)
+          plan.plugin_args.push_back("trigger=" + std::to_string(f->value));
+        plan.plugin_args.push_back("trigger_name=" + opts.trigger);
+      }
     }
   }
 

@@ -573,6 +573,31 @@ TEST_F(Emulate, TriggerSymbolTakesTheSnapshotAtItsEntry) {
   EXPECT_EQ(WatchCount(r, id, RuntimeAddress(r, prog, "fib")), 1973u + 177u);
 }
 
+// A function of a shared library the program links (libc's printf, which
+// fib calls once, after fib(20)), named alone or as FILE:NAME: armed where
+// ld.so maps the library, the snapshot taken at its entry, all of fib in it.
+TEST_F(Emulate, TriggerInASharedLibraryTakesTheSnapshotAtItsEntry) {
+  auto prog = Program("fib");
+  for (const std::string name : {"printf", "libc.so.6:printf"}) {
+    SCOPED_TRACE(name);
+    record::RecordOptions o;
+    o.trigger = name;
+    o.command = {prog.string()};
+    auto plan = PlanEmulation(o);
+    ASSERT_TRUE(plan) << plan.error().ToString();
+    ASSERT_EQ(plan->trigger_functions.size(), 1u);
+    EXPECT_THAT(plan->trigger_functions[0], ::testing::StartsWith("printf @ libc.so.6+0x"));
+    auto r = Record({prog.string()}, o);
+    EXPECT_EQ(r.exit_code, 0);
+    ASSERT_EQ(r.manifest.snapshots.size(), 1u);
+    EXPECT_EQ(r.manifest.snapshots[0].reason, trace::SnapshotReason::kTrigger);
+    EXPECT_EQ(r.manifest.snapshots[0].detail, name);
+    ExpectExact(r);
+    if (HasFatalFailure()) return;
+    EXPECT_EQ(WatchCount(r, r.manifest.streams[0].id, RuntimeAddress(r, prog, "fib")), 21891u);
+  }
+}
+
 TEST_F(Emulate, MultiSnapshotTakesOneSnapshotPerStopIndicatorCall) {
   record::RecordOptions o;
   o.trigger = ".";
@@ -1573,7 +1598,8 @@ TEST_F(Emulate, UnknownTriggerSymbolIsReported) {
               ::testing::HasSubstr("trigger symbol 'no_such_function' not found: no function of "
                                    "that name in "));
   EXPECT_THAT(r.error().ToString(),
-              ::testing::HasSubstr("emulation resolves triggers in the main program only"));
+              ::testing::HasSubstr("emulation resolves triggers in the main program and the "
+                                   "shared libraries it links"));
   // A typo of one of fib's functions is answered with it.
   o.trigger = "fibb";
   auto typo = RecordEmulated(o, tmp_.path() / "s");

@@ -214,6 +214,18 @@ std::string FormatFilterArg(const FilterRange& r) {
          std::to_string(r.size) + ":" + r.path;
 }
 
+std::string FormatFileOffsetArg(const FileOffset& f) {
+  return std::to_string(f.offset) + ":" + f.path;
+}
+
+std::optional<FileOffset> ParseFileOffsetArg(std::string_view value) {
+  const size_t a = value.find(':');
+  if (a == std::string_view::npos || a + 1 >= value.size()) return std::nullopt;
+  auto offset = base::ParseUint(value.substr(0, a));
+  if (!offset) return std::nullopt;
+  return FileOffset{*offset, std::string(value.substr(a + 1))};
+}
+
 std::optional<FilterRange> ParseFilterArg(std::string_view value) {
   FilterRange r;
   size_t a = value.find(':');

@@ -246,6 +246,17 @@ struct FilterRange {
   std::string path;
   bool operator==(const FilterRange&) const = default;
 };
+// A shared-library trigger for the plugin, `lib_trigger=OFFSET:PATH`: the
+// function's file offset in PATH (canonical, last, so it may hold ':').
+struct FileOffset {
+  uint64_t offset = 0;
+  std::string path;
+  bool operator==(const FileOffset&) const = default;
+};
+[[nodiscard]] std::string FormatFileOffsetArg(const FileOffset& f);
+// nullopt: malformed or no path.
+[[nodiscard]] std::optional<FileOffset> ParseFileOffsetArg(std::string_view value);
+
 // The value after "filter=". FormatFilterArg is the driver's writer,
 // ParseFilterArg the plugin's parser (nullopt: malformed, size 0, no path).
 [[nodiscard]] std::string FormatFilterArg(const FilterRange& r);

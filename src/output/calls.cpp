@@ -51,6 +51,7 @@ void CallSink::Ended(ThreadState& t, const model::Slice& s, uint64_t begin, uint
   c.pid = s.pid;
   c.tid = s.tid;
   c.name = s.name;
+  c.dso = s.dso;
   c.begin = begin;
   c.end = end;
   c.self_ns = dur - std::min(dur, child);

@@ -31,7 +31,8 @@ namespace ptsnap::output {
 struct Call {
   int32_t pid = 0, tid = 0;
   const std::string* name = nullptr;
-  uint64_t begin = 0, end = 0;  // end >= begin
+  const std::string* dso = nullptr;  // the frame's file (model::Slice::dso); null: unknown
+  uint64_t begin = 0, end = 0;       // end >= begin
   uint64_t self_ns = 0;         // exclusive of callees
   bool outermost = true;        // no other open frame of this function on the thread
   // What the call adds to its function's inclusive time with recursion

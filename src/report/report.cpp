@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "base/string_util.h"
@@ -203,7 +204,7 @@ std::vector<Neighbours> ReportSink::NeighboursOf(
   const std::vector<FunctionStats> named = Named();  // one per FUNC typed, in order
   for (size_t i = 0; i < named.size(); ++i) {
     const FunctionStats& f = named[i];
-    const std::vector<std::string> names = Resolve(options_.functions[i]);
+    const std::vector<std::string> names = ResolveFunctions(options_.functions[i]);
     Neighbours n;
     n.name = f.name;
     n.total_ns = f.total_ns;
@@ -239,19 +240,33 @@ bool ReportSink::MatchesAnyLoosely(const std::string& name) const {
                      });
 }
 
-std::vector<elf::NamedSymbol> ReportSink::Names() const {
-  std::set<std::string_view> seen;
-  for (const auto& [k, v] : stats_) seen.insert(v.name);
+std::vector<elf::NamedSymbol> ReportSink::Names(std::vector<std::string>* shown) const {
+  // Sorted, so that matches come in one order: by shown name.
+  std::map<std::string_view, const FunctionStats*> seen;
+  for (const auto& [k, v] : stats_) seen.emplace(v.name, &v);
   std::vector<elf::NamedSymbol> out;
   out.reserve(seen.size());
-  for (std::string_view n : seen) out.push_back({"", std::string(n), ""});
+  for (const auto& [name, f] : seen) {
+    out.push_back({"", f->function, f->dso});
+    if (shown != nullptr) shown->emplace_back(name);
+  }
   return out;
 }
 
 std::vector<std::string> ReportSink::Resolve(const std::string& typed) const {
+  std::vector<std::string> shown;
+  const std::vector<elf::NamedSymbol> names = Names(&shown);
+  std::vector<std::string> out;
+  for (size_t i : elf::MatchSymbols(typed, names).indices) out.push_back(shown[i]);
+  return out;
+}
+
+std::vector<std::string> ReportSink::ResolveFunctions(const std::string& typed) const {
   const std::vector<elf::NamedSymbol> names = Names();
   std::vector<std::string> out;
-  for (size_t i : elf::MatchSymbols(typed, names).indices) out.push_back(names[i].demangled);
+  for (size_t i : elf::MatchSymbols(typed, names).indices)
+    if (std::find(out.begin(), out.end(), names[i].demangled) == out.end())
+      out.push_back(names[i].demangled);
   return out;
 }
 
@@ -272,7 +287,7 @@ std::vector<std::string> ReportSink::Closest(const std::string& typed) const {
 std::vector<const MarkGroup*> ReportSink::ByMark() const {
   std::vector<const MarkGroup*> out;
   for (const std::string& typed : options_.functions)
-    for (const std::string& name : Resolve(typed))
+    for (const std::string& name : ResolveFunctions(typed))
       for (const MarkGroup& g : by_mark_)
         if (g.name == name) out.push_back(&g);
   return out;
@@ -399,9 +414,10 @@ void ReportSink::OnCall(const output::Call& c) {
     if (!t.captures.empty()) Captured(t, c);  // keep the capture stack in step
     return;
   }
-  FunctionStats& f = stats_[{c.name, options_.per_thread ? c.tid : 0}];
+  FunctionStats& f = stats_[{c.name, c.dso, options_.per_thread ? c.tid : 0}];
   if (f.name.empty()) {
-    f.name = *c.name;
+    f.name = f.function = *c.name;
+    if (c.dso != nullptr) f.dso = std::filesystem::path(*c.dso).filename().string();
     f.tid = options_.per_thread ? c.tid : 0;
   }
   // The rest of a call a decode error cut is that call: its time, no call.
@@ -416,8 +432,17 @@ void ReportSink::OnCall(const output::Call& c) {
   if (!t.captures.empty()) Captured(t, c);
 }
 
+void ReportSink::NameRowsByFile() {
+  std::map<std::string_view, std::set<std::string_view>> files;  // function -> its files
+  for (const auto& [k, v] : stats_)
+    if (!v.dso.empty()) files[v.function].insert(v.dso);
+  for (auto& [k, v] : stats_)
+    if (!v.dso.empty() && files[v.function].size() > 1) v.name = v.dso + ":" + v.function;
+}
+
 Result<void> ReportSink::Finish() {
   EndAllSegments();
+  NameRowsByFile();
   if (options_.callers) callers_rows_ = NeighboursOf(callers_);
   if (options_.callees) callees_rows_ = NeighboursOf(callees_);
   return Ok();
@@ -466,7 +491,7 @@ std::vector<FunctionStats> ReportSink::Named() const {
 std::vector<SlowCall> ReportSink::Slowest() const {
   std::vector<SlowCall> out;
   for (const std::string& typed : options_.functions) {
-    for (const std::string& name : Resolve(typed)) {
+    for (const std::string& name : ResolveFunctions(typed)) {
       auto it = slowest_.find(name);
       if (it == slowest_.end()) continue;
       std::vector<SlowCall> calls = it->second;

@@ -14,6 +14,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -55,7 +56,12 @@ struct ReportOptions {
 };
 
 struct FunctionStats {
+  // As the report shows it: the function's name, or DSO:NAME where
+  // functions of several files share the name (ld.so's _start and the
+  // program's), a row each.
   std::string name;
+  std::string function;  // the name alone
+  std::string dso;       // the file's name (no folder); "" when the trace does not say
   int32_t tid = 0;     // per_thread: the thread; else 0
   uint64_t calls = 0;  // every call, those whose start was not seen included
   uint64_t total_ns = 0, self_ns = 0;
@@ -259,8 +265,14 @@ class ReportSink : public output::CallSink {
       const std::unordered_map<Edge, EdgeSum, EdgeHash>& edges) const;
   // Whether any FUNC names `name` in any way (captures are kept for it).
   bool MatchesAnyLoosely(const std::string& name) const;
-  // Every function name seen, for the matcher.
-  std::vector<elf::NamedSymbol> Names() const;
+  // Every function seen, once per (name, file), for the matcher; with
+  // `shown`, the name each has in the table.
+  std::vector<elf::NamedSymbol> Names(std::vector<std::string>* shown = nullptr) const;
+  // The function names (without file) FUNC `typed` names: what the
+  // slowest calls, marks and callers are keyed by.
+  std::vector<std::string> ResolveFunctions(const std::string& typed) const;
+  // Rows of one name in several files are shown as DSO:NAME (Finish).
+  void NameRowsByFile();
   void Fold(ThreadState& t, const output::Call& c);
   void Captured(ThreadState& t, const output::Call& c);
 
@@ -268,13 +280,17 @@ class ReportSink : public output::CallSink {
   output::PlausibilityCheck check_;
   std::optional<output::Implausible> implausible_;
   std::set<std::string> named_;
+  using Key = std::tuple<const std::string*, const std::string*, int32_t>;
   struct KeyHash {
-    size_t operator()(const std::pair<const std::string*, int32_t>& k) const {
-      return std::hash<const void*>()(k.first) * 31 + static_cast<size_t>(k.second);
+    size_t operator()(const Key& k) const {
+      return (std::hash<const void*>()(std::get<0>(k)) * 31 +
+              std::hash<const void*>()(std::get<1>(k))) *
+                 31 +
+             static_cast<size_t>(std::get<2>(k));
     }
   };
-  // By (name, tid); tid 0 unless per_thread.
-  std::unordered_map<std::pair<const std::string*, int32_t>, FunctionStats, KeyHash> stats_;
+  // By (name, dso, tid); tid 0 unless per_thread.
+  std::unordered_map<Key, FunctionStats, KeyHash> stats_;
   std::unordered_map<const std::string*, bool> is_named_;
   std::unordered_map<int32_t, ThreadState> threads_;
   std::map<std::string, std::vector<SlowCall>> slowest_;  // by name; a min-heap by duration

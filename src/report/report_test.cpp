@@ -47,6 +47,21 @@ class Feed {
     s.name = Name(name);
     sink_.OnSlice(s);
   }
+  // A whole call of `name` in the file `dso` (a path), nothing under it.
+  void CallIn(int32_t tid, const std::string& name, const std::string& dso, uint64_t begin,
+              uint64_t end) {
+    for (auto kind : {model::Slice::kBegin, model::Slice::kEnd}) {
+      model::Slice s;
+      s.kind = kind;
+      s.pid = 1;
+      s.tid = tid;
+      s.ts = kind == model::Slice::kBegin ? begin : end;
+      s.begin_ts = begin;
+      s.name = Name(name);
+      s.dso = Name(dso);
+      sink_.OnSlice(s);
+    }
+  }
   // A whole call with nothing under it.
   void Call(int32_t tid, const std::string& name, uint64_t begin, uint64_t end) {
     Begin(tid, name, begin);
@@ -257,6 +272,41 @@ TEST(Report, ASampledTraceCountsSpansNotCalls) {
   ASSERT_TRUE(pt.Finish());
   EXPECT_THAT(FormatText(pt, SortKey::kTotal, 10), HasSubstr(" thread(s), 1 calls."));
   EXPECT_FALSE(nlohmann::json::parse(FormatJson(pt, SortKey::kTotal, 10)).contains("sampled"));
+
+// Functions of several files that share a name (ld.so's _start and the
+// program's) are a row each, shown as DSO:NAME, which FUNC takes too; a
+// name in one file only is shown alone.
+TEST(Report, OneNameInTwoFilesIsARowPerFile) {
+  ReportOptions o;
+  o.functions = {"_start", "ls:_start", "main"};
+  o.slowest = 1;
+  ReportSink r(o);
+  Feed f(r);
+  f.CallIn(1, "_start", "/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2", 0, 10);
+  f.CallIn(1, "_start", "/usr/bin/ls", 10, 40);
+  f.CallIn(1, "_start", "/usr/bin/ls", 40, 50);
+  f.CallIn(1, "main", "/usr/bin/ls", 50, 60);
+  ASSERT_TRUE(r.Finish());
+  std::map<std::string, uint64_t> calls;
+  for (const FunctionStats* s : r.Functions(SortKey::kName, 0)) calls[s->name] = s->calls;
+  EXPECT_EQ(calls, (std::map<std::string, uint64_t>{{"ld-linux-x86-64.so.2:_start", 1},
+                                                    {"ls:_start", 2},
+                                                    {"main", 1}}));
+  const auto named = r.Named();
+  ASSERT_EQ(named.size(), 3u);
+  EXPECT_EQ(named[0].name, "_start [ld-linux-x86-64.so.2:_start, ls:_start]");
+  EXPECT_EQ(named[0].calls, 3u);
+  EXPECT_EQ(named[1].name, "ls:_start");
+  EXPECT_EQ(named[1].calls, 2u);
+  EXPECT_EQ(named[2].name, "main");
+  // The slowest calls are the function's, by its name alone.
+  const auto slow = r.Slowest();
+  ASSERT_FALSE(slow.empty());
+  EXPECT_EQ(slow[0].name, "_start");
+  EXPECT_EQ(slow[0].duration_ns, 30u);
+  const std::string text = FormatText(r, SortKey::kTotal, 10);
+  EXPECT_THAT(text, HasSubstr("\nls:_start "));
+  EXPECT_THAT(text, HasSubstr("\nld-linux-x86-64.so.2:_start "));
 }
 
 // A --trigger snapshot ends at the trigger's first instruction, so its

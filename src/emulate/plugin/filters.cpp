@@ -21,6 +21,17 @@ void Plugin::MapFilterRanges(uint64_t addr, uint64_t len, uint64_t pgoff, const 
   }
 }
 
+// Arms the shared-library triggers in [addr, addr + len), file offset
+// `pgoff` of `path`, mapped executable: at addr + offset - pgoff, as the
+// kernel places a uprobe on a file.
+void Plugin::MapLibTriggers(uint64_t addr, uint64_t len, uint64_t pgoff, const char* path) {
+  if (opts_.lib_trigger.empty()) return;
+  std::lock_guard lock(range_mu_);
+  for (const FileOffset& t : opts_.lib_trigger)
+    if (t.path == path && t.offset >= pgoff && t.offset < pgoff + len)
+      trigger_rt_.push_back(addr + (t.offset - pgoff));
+}
+
 // The --filter flags of a block starting at `ip`.
 uint8_t Plugin::FilterFlags(uint64_t ip) {
   if (opts_.filters.empty()) return 0;

@@ -67,6 +67,10 @@ Result<Options> ParseOptions(int argc, const char* const* argv) {
     } else if (k == "trigger") {
       ok = ParseU64(v, &n);
       o.trigger.push_back(n);
+    } else if (k == "lib_trigger") {
+      auto t = ParseFileOffsetArg(v);
+      ok = t.has_value();
+      if (ok) o.lib_trigger.push_back(*t);
     } else if (k == "trigger_name") {
       o.trigger_name = std::string(v);
     } else if (k == "slow") {

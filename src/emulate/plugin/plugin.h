@@ -90,6 +90,9 @@ struct Options {
   uint64_t duration_ms = 0;
   int ctl_fd = -1;
   std::vector<uint64_t> trigger, stop;  // link-time addresses in the main binary
+  // Triggers in shared libraries (lib_trigger=OFFSET:PATH): file offsets,
+  // armed wherever PATH is mapped executable, as a uprobe on a file is.
+  std::vector<FileOffset> lib_trigger;
   std::string trigger_name;
   // --slower-than: the function (link-time address, name) and the threshold
   // in ticks (virtual ns); 0: off.
@@ -270,6 +273,7 @@ class Plugin {
 
   // filters.cpp: --filter.
   void MapFilterRanges(uint64_t addr, uint64_t len, uint64_t pgoff, const char* path);
+  void MapLibTriggers(uint64_t addr, uint64_t len, uint64_t pgoff, const char* path);
   uint8_t FilterFlags(uint64_t ip);
   static void LeaveFilter(ThreadState* t, const TbInfo* p, const TbInfo* tb);
 
@@ -336,7 +340,7 @@ class Plugin {
   std::atomic<bool> images_done_{false};
   // Run-time addresses of the triggers, stop indicators, --slower-than's
   // and --only-in's functions (DescribeImages).
-  std::vector<uint64_t> trigger_rt_, stop_rt_;
+  std::vector<uint64_t> trigger_rt_, stop_rt_;  // trigger_rt_ under range_mu_ (mmaps add to it)
   uint64_t slow_rt_ = 0;
   uint64_t only_in_rt_ = 0;
   std::atomic<uint64_t> slow_skipped_{0};  // every thread's, for the note at exit

@@ -85,6 +85,7 @@ void Plugin::EmitMmap2(uint64_t time, uint64_t addr, uint64_t len, uint64_t pgof
   ::stat(path, &st);
   if (prot & PROT_EXEC) {
     MapFilterRanges(addr, len, pgoff, path);
+    MapLibTriggers(addr, len, pgoff, path);
     AddFileCode(addr, addr + len);
   }
   Report(MmapMessage{.time = time,
@@ -148,7 +149,10 @@ void Plugin::DescribeImages() {
   const bool resolved_here = main_.empty() || main_ == bin;
   if (main_.empty()) main_ = bin;
   if (!resolved_here) return;
-  for (uint64_t a : opts_.trigger) trigger_rt_.push_back(a + bias);
+  {
+    std::lock_guard lock(range_mu_);
+    for (uint64_t a : opts_.trigger) trigger_rt_.push_back(a + bias);
+  }
   for (uint64_t a : opts_.stop) stop_rt_.push_back(a + bias);
   if (opts_.slow_ns != 0) slow_rt_ = opts_.slow + bias;
   if (opts_.only_in != 0) only_in_rt_ = opts_.only_in + bias;

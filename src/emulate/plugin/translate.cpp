@@ -35,8 +35,11 @@ void Plugin::OnTbTrans(qemu_plugin_tb* tb) {
     for (size_t i = 0; i < info->ninsn; ++i)
       info->ips.push_back(qemu_plugin_insn_vaddr(qemu_plugin_tb_get_insn(tb, i)));
   }
-  for (uint64_t a : trigger_rt_)
-    if (a == info->start) info->flags |= kFlagTrigger;
+  {
+    std::lock_guard lock(range_mu_);
+    for (uint64_t a : trigger_rt_)
+      if (a == info->start) info->flags |= kFlagTrigger;
+  }
   for (uint64_t a : stop_rt_)
     if (a == info->start) info->flags |= kFlagStop;
   if (slow_rt_ != 0 && slow_rt_ == info->start) info->flags |= kFlagSlow;
