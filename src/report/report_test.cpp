@@ -272,6 +272,7 @@ TEST(Report, ASampledTraceCountsSpansNotCalls) {
   ASSERT_TRUE(pt.Finish());
   EXPECT_THAT(FormatText(pt, SortKey::kTotal, 10), HasSubstr(" thread(s), 1 calls."));
   EXPECT_FALSE(nlohmann::json::parse(FormatJson(pt, SortKey::kTotal, 10)).contains("sampled"));
+}
 
 // Functions of several files that share a name (ld.so's _start and the
 // program's) are a row each, shown as DSO:NAME, which FUNC takes too; a
