@@ -33,8 +33,8 @@ struct Call {
   const std::string* name = nullptr;
   const std::string* dso = nullptr;  // the frame's file (model::Slice::dso); null: unknown
   uint64_t begin = 0, end = 0;       // end >= begin
-  uint64_t self_ns = 0;         // exclusive of callees
-  bool outermost = true;        // no other open frame of this function on the thread
+  uint64_t self_ns = 0;              // exclusive of callees
+  bool outermost = true;             // no other open frame of this function on the thread
   // What the call adds to its function's inclusive time with recursion
   // counted once (the union of its frames' intervals on the thread): its
   // length when outermost, else 0; an inferred frame (which began at the

@@ -62,8 +62,8 @@ struct FunctionStats {
   std::string name;
   std::string function;  // the name alone
   std::string dso;       // the file's name (no folder); "" when the trace does not say
-  int32_t tid = 0;     // per_thread: the thread; else 0
-  uint64_t calls = 0;  // every call, those whose start was not seen included
+  int32_t tid = 0;       // per_thread: the thread; else 0
+  uint64_t calls = 0;    // every call, those whose start was not seen included
   uint64_t total_ns = 0, self_ns = 0;
   // Calls whose start was not seen (the stack a snapshot began in): in
   // calls, total and self, not in the histogram (their length is unknown).

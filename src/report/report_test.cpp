@@ -290,9 +290,8 @@ TEST(Report, OneNameInTwoFilesIsARowPerFile) {
   ASSERT_TRUE(r.Finish());
   std::map<std::string, uint64_t> calls;
   for (const FunctionStats* s : r.Functions(SortKey::kName, 0)) calls[s->name] = s->calls;
-  EXPECT_EQ(calls, (std::map<std::string, uint64_t>{{"ld-linux-x86-64.so.2:_start", 1},
-                                                    {"ls:_start", 2},
-                                                    {"main", 1}}));
+  EXPECT_EQ(calls, (std::map<std::string, uint64_t>{
+                       {"ld-linux-x86-64.so.2:_start", 1}, {"ls:_start", 2}, {"main", 1}}));
   const auto named = r.Named();
   ASSERT_EQ(named.size(), 3u);
   EXPECT_EQ(named[0].name, "_start [ld-linux-x86-64.so.2:_start, ls:_start]");
