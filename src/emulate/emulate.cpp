@@ -239,44 +239,15 @@ using record::Emit;
 
 }  // namespace
 
-Result<EmulationPlan> PlanEmulation(const record::RecordOptions& opts) {
-  EmulationPlan plan;
-  if (opts.scope != trace::Scope::kUser) {
-    const std::string flag =
-        opts.scope == trace::Scope::kKernel ? "--trace-kernel-only" : "--trace-include-kernel";
-    return Error("--emulate traces user space only: " + flag +
-                 " is not available under emulation (drop " + flag +
-                 ", or record on a machine with Intel PT)");
-  }
-  if (!opts.pids.empty() || opts.command.empty())
-    return Error("--emulate runs a new program (ptsnap run --emulate -- CMD): it cannot attach");
+namespace {
 
-  // The program.
-  fs::path& program = plan.program;
-  const std::string& cmd0 = opts.command[0];
-  // The same lookup, and so the same messages, as a native `run`.
-  PTSNAP_ASSIGN_OR_RETURN(program, record::FindExecutable(cmd0));
-  if (fs::is_directory(program)) return Error("cannot run '" + cmd0 + "': it is a directory");
-  plan.argv = opts.command;
-  if (base::ReadFileHead(program, 2).value_or("") == "#!") {
-    // A script: its interpreter runs, as execve would run it (the plugin
-    // resolves the scripts the program execs the same way).
-    const ExecTarget t = ResolveExec(program.string(), opts.command, ReadExecFile);
-    if (t.kind != ExecTarget::Kind::kFollow)
-      return Error("cannot run " + program.string() + " under the emulator: " + t.why);
-    plan.script = program;
-    program = t.program;
-    plan.argv = t.argv;
-  }
-  PTSNAP_TRY(CheckElf(program));
-  PTSNAP_TRY(CheckNotSanitized(program));
-  // Where a symbol was looked for, for messages.
-  const std::string in_program =
-      program.string() +
-      (plan.script.empty() ? "" : " (the interpreter of the script " + plan.script.string() + ")");
-
-  // The trigger, before the emulator's own pieces: a typo is reported as
-  // such on any machine.
+// --trigger: the stop indicators (.), an address, or the functions NAME
+// names, in the program or else in a shared library it links: into the
+// plugin's arguments and plan.trigger_functions. `in_program` names the
+// program for messages.
+Result<void> PlanTrigger(const record::RecordOptions& opts, const std::string& in_program,
+                         EmulationPlan& plan) {
+  const fs::path& program = plan.program;
   if (opts.trigger == ".") {
     int found = 0;
     for (const char* s : {"ptsnap_take_snapshot", "magic_trace_stop_indicator"}) {
@@ -358,6 +329,50 @@ Result<EmulationPlan> PlanEmulation(const record::RecordOptions& opts) {
       }
     }
   }
+  return Ok();
+}
+
+}  // namespace
+
+Result<EmulationPlan> PlanEmulation(const record::RecordOptions& opts) {
+  EmulationPlan plan;
+  if (opts.scope != trace::Scope::kUser) {
+    const std::string flag =
+        opts.scope == trace::Scope::kKernel ? "--trace-kernel-only" : "--trace-include-kernel";
+    return Error("--emulate traces user space only: " + flag +
+                 " is not available under emulation (drop " + flag +
+                 ", or record on a machine with Intel PT)");
+  }
+  if (!opts.pids.empty() || opts.command.empty())
+    return Error("--emulate runs a new program (ptsnap run --emulate -- CMD): it cannot attach");
+
+  // The program.
+  fs::path& program = plan.program;
+  const std::string& cmd0 = opts.command[0];
+  // The same lookup, and so the same messages, as a native `run`.
+  PTSNAP_ASSIGN_OR_RETURN(program, record::FindExecutable(cmd0));
+  if (fs::is_directory(program)) return Error("cannot run '" + cmd0 + "': it is a directory");
+  plan.argv = opts.command;
+  if (base::ReadFileHead(program, 2).value_or("") == "#!") {
+    // A script: its interpreter runs, as execve would run it (the plugin
+    // resolves the scripts the program execs the same way).
+    const ExecTarget t = ResolveExec(program.string(), opts.command, ReadExecFile);
+    if (t.kind != ExecTarget::Kind::kFollow)
+      return Error("cannot run " + program.string() + " under the emulator: " + t.why);
+    plan.script = program;
+    program = t.program;
+    plan.argv = t.argv;
+  }
+  PTSNAP_TRY(CheckElf(program));
+  PTSNAP_TRY(CheckNotSanitized(program));
+  // Where a symbol was looked for, for messages.
+  const std::string in_program =
+      program.string() +
+      (plan.script.empty() ? "" : " (the interpreter of the script " + plan.script.string() + ")");
+
+  // The trigger, before the emulator's own pieces: a typo is reported as
+  // such on any machine.
+  PTSNAP_TRY(PlanTrigger(opts, in_program, plan));
 
   // --only-in: the plugin pauses tracing outside the function as Linux
   // 6.13's AUX pause does on hardware (resumed at its entry, paused at its
