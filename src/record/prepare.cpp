@@ -76,17 +76,31 @@ Result<std::vector<int>> SelectCpus(const std::vector<int>& requested,
   return out;
 }
 
-Result<void> CheckPrivileges(const RecordOptions& opts, const sys::Privileges& priv,
-                             const std::optional<sys::KernelVersion>& kv) {
-  if (opts.all_cpus || !opts.cpus.empty()) {
-    if (auto ok = probe::CheckSystemWidePrivilege(priv); !ok)
+Result<HostFacts> ReadHostFacts(const RecordOptions& opts, const base::RootPath& root,
+                                const char* verb, Prepared& p) {
+  HostFacts host;
+  p.privileges = sys::ReadPrivileges(root);
+  p.scope = opts.scope;
+  if (auto r = sys::ReadKernelVersion(root)) host.kernel = *r;
+  const bool system_wide = opts.all_cpus || !opts.cpus.empty();
+  if (system_wide) {
+    if (auto ok = probe::CheckSystemWidePrivilege(p.privileges); !ok)
       return std::move(ok).error().WithKind(ErrorKind::kPrivilege);
   }
   if (auto allowed = probe::CheckScopePrivileges(opts.scope != trace::Scope::kUser,
-                                                 opts.scope == trace::Scope::kKernel, priv, kv);
+                                                 opts.scope == trace::Scope::kKernel, p.privileges,
+                                                 host.kernel);
       !allowed)
     return std::move(allowed).error().WithKind(ErrorKind::kPrivilege);
-  return Ok();
+  host.online = sys::ReadOnlineCpus(root);
+  if (system_wide) {
+    if (!host.online)
+      return Result<std::vector<int>>(std::move(host.online))
+          .error()
+          .AddContext(std::string("listing the CPUs to ") + verb + " with --all-cpus");
+    PTSNAP_ASSIGN_OR_RETURN(p.cpus, SelectCpus(opts.cpus, *host.online));
+  }
+  return host;
 }
 
 Result<Prepared> Prepare(const RecordOptions& opts, const base::RootPath& root,
@@ -98,23 +112,14 @@ Result<Prepared> Prepare(const RecordOptions& opts, const base::RootPath& root,
   if (!pmu.present) {
     return Error(probe::NoPmuMessage(p.cpu)).WithKind(ErrorKind::kNoPmu);
   }
-  p.privileges = sys::ReadPrivileges(root);
+  PTSNAP_ASSIGN_OR_RETURN(HostFacts host, ReadHostFacts(opts, root, "trace", p));
   const sys::Privileges& priv = p.privileges;
-  // The release gates CAP_PERFMON (5.8) and the tracking event's bits.
-  std::optional<sys::KernelVersion> kv;
-  if (auto r = sys::ReadKernelVersion(root)) kv = *r;
+  const std::optional<sys::KernelVersion>& kv = host.kernel;
+  const Result<std::vector<int>>& online = host.online;
   const bool kernel = opts.scope != trace::Scope::kUser;
   const bool user = opts.scope != trace::Scope::kKernel;
-  p.scope = opts.scope;
   const bool privileged = priv.IsRoot() || priv.PerfmonCapable();
   const bool system_wide = opts.all_cpus || !opts.cpus.empty();
-  PTSNAP_TRY(CheckPrivileges(opts, priv, kv));
-  auto online = sys::ReadOnlineCpus(root);
-  if (system_wide) {
-    if (!online)
-      return std::move(online).error().AddContext("listing the CPUs to trace with --all-cpus");
-    PTSNAP_ASSIGN_OR_RETURN(p.cpus, SelectCpus(opts.cpus, *online));
-  }
   // One rule for the default, shared with `ptsnap probe`: perf's 4 MiB when
   // memory may be locked freely, else 128 KiB, within the mlock budget.
   // The probe's rule sizes one buffer per CPU. Per-thread mode maps one per

@@ -112,21 +112,13 @@ Result<Prepared> PrepareSampling(const RecordOptions& opts, const base::RootPath
                                  const sys::CpuidSource& cpuid, const OpenProbe& can_open) {
   Prepared p;
   p.cpu = sys::DecodeCpu(cpuid);
-  p.privileges = sys::ReadPrivileges(root);
+  PTSNAP_ASSIGN_OR_RETURN(HostFacts host, ReadHostFacts(opts, root, "sample", p));
   const sys::Privileges& priv = p.privileges;
-  std::optional<sys::KernelVersion> kv;
-  if (auto r = sys::ReadKernelVersion(root)) kv = *r;
+  const std::optional<sys::KernelVersion>& kv = host.kernel;
+  const Result<std::vector<int>>& online = host.online;
   const bool kernel = opts.scope != trace::Scope::kUser;
   const bool user = opts.scope != trace::Scope::kKernel;
-  p.scope = opts.scope;
   const bool system_wide = opts.all_cpus || !opts.cpus.empty();
-  PTSNAP_TRY(CheckPrivileges(opts, priv, kv));
-  auto online = sys::ReadOnlineCpus(root);
-  if (system_wide) {
-    if (!online)
-      return std::move(online).error().AddContext("listing the CPUs to sample with --all-cpus");
-    PTSNAP_ASSIGN_OR_RETURN(p.cpus, SelectCpus(opts.cpus, *online));
-  }
   const int ncpus = online && !online->empty() ? static_cast<int>(online->size()) : 1;
 
   // The event: cycles where a hardware PMU counts them (a live try: VMs

@@ -71,12 +71,18 @@ Result<std::vector<int>> SelectCpus(const std::vector<int>& requested,
 // "0-3,7": the sysfs spelling of a sorted CPU list. Pure.
 std::string FormatCpuList(const std::vector<int>& cpus);
 
-// perf_event_open's privilege rules for opts's scope and, with --all-cpus
-// or --cpu, system-wide recording (probe::CheckScopePrivileges,
-// CheckSystemWidePrivilege). They do not depend on the event, so PT and
-// --sampling share them. Errors of kind kPrivilege. Pure.
-Result<void> CheckPrivileges(const RecordOptions& opts, const sys::Privileges& priv,
-                             const std::optional<sys::KernelVersion>& kv);
+// What PT and --sampling read and check alike: the privileges (into
+// p.privileges, with p.scope), perf_event_open's rules for opts's scope
+// and, with --all-cpus or --cpu, system-wide recording (they do not depend
+// on the event; errors of kind kPrivilege), then the CPUs: p.cpus selected
+// from the online ones system-wide (SelectCpus; "listing the CPUs to VERB
+// with --all-cpus" when they cannot be read).
+struct HostFacts {
+  std::optional<sys::KernelVersion> kernel;  // gates CAP_PERFMON (5.8) and the tracking bits
+  Result<std::vector<int>> online = std::vector<int>{};  // as read: an error is kept
+};
+Result<HostFacts> ReadHostFacts(const RecordOptions& opts, const base::RootPath& root,
+                                const char* verb, Prepared& p);
 
 // Checks and builds the event attributes. Nothing is opened or written.
 // The default --snapshot-size is the probe's rule (probe::DefaultSnapshotBytes).
