@@ -15,6 +15,7 @@
 #include "cli/read_trace.h"
 #include "output/output_file.h"
 #include "pipeline/pipeline.h"
+#include "pipeline/sampled.h"
 #include "report/diff.h"
 #include "report/pprof.h"
 #include "report/report.h"
@@ -166,10 +167,7 @@ int RunReport(const ReportArgs& a) {
       const trace::Manifest& m = reader->manifest();
       if (m.source == trace::Source::kSampled) {
         o.sampled = true;
-        if (m.sampling && m.sampling->frequency != 0)
-          o.sample_period_ns = 1'000'000'000 / m.sampling->frequency;
-        else if (m.sampling && m.sampling->event.ends_with("-clock"))
-          o.sample_period_ns = m.sampling->period;
+        if (m.sampling) o.sample_period_ns = pipeline::NominalPeriodNs(*m.sampling);
       }
       for (const trace::Snapshot& s : m.snapshots)
         if (s.reason == trace::SnapshotReason::kTrigger && !s.detail.empty())

@@ -26,17 +26,6 @@ std::span<const std::byte> AsBytes(const std::string& s) {
   return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
 }
 
-// The sampling period in ns: the clock event's fixed period, or the
-// frequency's; 0 when the manifest cannot say (an event counting cycles).
-uint64_t NominalPeriodNs(const trace::Sampling& sa) {
-  bool clock = sa.event == "cpu-clock" || sa.event == "task-clock" ||
-               (sa.type == PERF_TYPE_SOFTWARE &&
-                (sa.config == PERF_COUNT_SW_CPU_CLOCK || sa.config == PERF_COUNT_SW_TASK_CLOCK));
-  if (sa.frequency != 0) return 1'000'000'000 / sa.frequency;
-  if (clock) return sa.period;
-  return 0;
-}
-
 // The median spacing of consecutive samples of one thread, over `bytes`.
 uint64_t MeasuredPeriodNs(const std::vector<std::string>& streams,
                           const decode::SampleLayout& layout) {
@@ -300,6 +289,15 @@ class SampledDecode {
 };
 
 }  // namespace
+
+uint64_t NominalPeriodNs(const trace::Sampling& sa) {
+  bool clock = sa.event == "cpu-clock" || sa.event == "task-clock" ||
+               (sa.type == PERF_TYPE_SOFTWARE &&
+                (sa.config == PERF_COUNT_SW_CPU_CLOCK || sa.config == PERF_COUNT_SW_TASK_CLOCK));
+  if (sa.frequency != 0) return 1'000'000'000 / sa.frequency;
+  if (clock) return sa.period;
+  return 0;
+}
 
 Result<void> DecodeSampledStreams(const trace::TraceReader& reader, const DecodeOptions& options,
                                   decode::PtDecoder& decoder,

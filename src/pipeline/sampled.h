@@ -24,4 +24,9 @@ Result<void> DecodeSampledStreams(const trace::TraceReader& reader, const Decode
                                   const std::map<int32_t, std::string>& comms,
                                   model::SliceSink& sink, DecodeReport& report);
 
+// The sampling period in ns the manifest gives: the clock event's fixed
+// period, or the frequency's; 0 when it cannot say (an event counting
+// cycles: the decode then measures it).
+uint64_t NominalPeriodNs(const trace::Sampling& sa);
+
 }  // namespace ptsnap::pipeline
