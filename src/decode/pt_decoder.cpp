@@ -1,6 +1,7 @@
 #include "decode/pt_decoder.h"
 
 #include <algorithm>
+#include <cstring>
 #include <array>
 #include <cinttypes>
 #include <cstdio>
@@ -92,6 +93,10 @@ PtDecoder::~PtDecoder() = default;
 
 enum pt_insn_class PtDecoder::ClassifyBlockEnd(const struct pt_block& block) const {
   return decode::ClassifyBlockEnd(iscache_.get(), block);
+}
+
+bool PtDecoder::EndsInEmulatedPtwriteJump(const struct pt_block& block) const {
+  return decode::EndsInEmulatedPtwriteJump(iscache_.get(), block);
 }
 
 uint8_t PtDecoder::BlockEndSize(const struct pt_block& block) const {
@@ -232,7 +237,7 @@ class StreamDecoder {
       struct pt_block block;
       status_ = pt_blk_next(dec_.get(), &block, sizeof block);
       // Errors apply after the last instruction of the returned block.
-      if (block.ninsn > 0) HandleBlock(block);
+      if (block.ninsn > 0) HandleBlock(block, owner_->EndsInEmulatedPtwriteJump(block));
       // A call that decoded nothing stopped at block.ip: with -pte_nomap
       // the address whose code is not in the image (flow::Item, kError).
       if (status_ < 0)
@@ -255,6 +260,7 @@ class StreamDecoder {
       EndSkip(pt_blk_get_sync_offset(dec_.get(), &at) >= 0 ? at : skip_from_);
     }
     have_prev_ = false;
+    eptw_hide_ = EptwHide::kNone;  // a new segment: nothing known of the stack
     status_ = status;
     state_ = State::kSegment;
     Retarget(Now(), /*thread=*/true);
@@ -285,6 +291,7 @@ class StreamDecoder {
         if (skipping_) EndSkip(it.offset);
         flow_offset_ = it.offset;
         have_prev_ = false;
+        eptw_hide_ = EptwHide::kNone;  // a new segment: nothing known of the stack
         state_ = State::kSegment;
         Retarget(Now(), /*thread=*/true);
         HoldFrom();  // from the PSB's time
@@ -303,7 +310,7 @@ class StreamDecoder {
           const size_t n = code_.Read(b.end_ip, buf, sizeof buf);
           b.iclass = n == 0 ? ptic_error : ClassifyInstruction(buf, n, b.mode);
         }
-        HandleBlock(b);
+        HandleBlock(b, it.eptw_jump);
         // An emulated PTWRITE's payload was complete at this block's last
         // branch (the function's 64th conditional branch).
         if (it.mark) Emit(BranchKind::kMark, it.end_ip, it.payload);
@@ -861,7 +868,8 @@ class StreamDecoder {
     } else if (!at_eos_ || !flow::LibiptNextIp(dec_.get(), owner_->EmptyImage(), &to)) {
       return;
     }
-    Emit(PrevBranchKind(), prev_end_, to);
+    if (!HiddenBoundary(PrevBranchKind(), /*eptw_jump=*/false))
+      Emit(PrevBranchKind(), prev_end_, to);
     have_prev_ = false;
   }
 
@@ -876,7 +884,25 @@ class StreamDecoder {
     }
   }
 
-  void HandleBlock(const struct pt_block& b) {
+  // The emulated PTWRITE's own frame is hidden (the issue of marks asks it,
+  // as perf's --itrace=ew shows only the payload): the call into the
+  // function, the jumps inside it and its return are no events, so its
+  // instructions are its caller's time. Entered by a jump (a tail call),
+  // its return is the caller's and stays. True: no event for this boundary.
+  bool HiddenBoundary(BranchKind kind, bool eptw_jump) {
+    if (eptw_jump && eptw_hide_ == EptwHide::kNone &&
+        (kind == BranchKind::kCall || kind == BranchKind::kJump)) {
+      eptw_hide_ = kind == BranchKind::kCall ? EptwHide::kCalled : EptwHide::kJumpedTo;
+      return true;
+    }
+    if (eptw_hide_ == EptwHide::kNone) return false;
+    if (kind == BranchKind::kJump) return true;
+    const bool called = eptw_hide_ == EptwHide::kCalled;
+    eptw_hide_ = EptwHide::kNone;
+    return kind == BranchKind::kReturn && called;
+  }
+
+  void HandleBlock(const struct pt_block& b, bool eptw_jump) {
     stats_.blocks++;
     stats_.instructions += b.ninsn;
     if (b.speculative && !in_tx_) in_tx_ = true;
@@ -895,7 +921,7 @@ class StreamDecoder {
     const bool fell_through = have_prev_ && prev_iclass_ == ptic_cond_jump && prev_size_ != 0 &&
                               b.ip == prev_end_ + prev_size_ && !restarted_;
     if (have_prev_ && !join_ && !fell_through) {
-      Emit(PrevBranchKind(), prev_end_, b.ip);
+      if (!HiddenBoundary(PrevBranchKind(), eptw_jump)) Emit(PrevBranchKind(), prev_end_, b.ip);
       restarted_ = false;
     }
     insns_ += b.ninsn;
@@ -1139,6 +1165,8 @@ class StreamDecoder {
   uint64_t flow_offset_ = 0;  // the offset of the last flow item that has one
   bool have_prev_ = false;
   bool join_ = false;    // the next block continues the previous one (HandleBlock)
+  // Inside an emulated PTWRITE whose frame is hidden (HiddenBoundary).
+  enum class EptwHide : uint8_t { kNone, kCalled, kJumpedTo } eptw_hide_ = EptwHide::kNone;
   bool at_eos_ = false;  // libipt: the stream ended where pt_blk_next reported pts_eos
   uint64_t prev_end_ = 0;
   enum pt_insn_class prev_iclass_ = ptic_error;

@@ -264,6 +264,7 @@ class PtDecoder {
   [[nodiscard]] enum pt_insn_class ClassifyBlockEnd(const struct pt_block& block) const;
   // The length of `block`'s last instruction, read the same way (0: unknown).
   [[nodiscard]] uint8_t BlockEndSize(const struct pt_block& block) const;
+  [[nodiscard]] bool EndsInEmulatedPtwriteJump(const struct pt_block& block) const;
 
   // Kernel text changes (PERF_RECORD_TEXT_POKE) in time order. The kcore
   // copy holds the text as it was when recording started; version k of an

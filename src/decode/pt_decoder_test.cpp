@@ -201,6 +201,63 @@ TEST(PtDecoderTest, AnEmulatedPtwriteIsAMark) {
   }
 }
 
+// The emulated PTWRITE's own frame is hidden (docs/decoding.md, "Marks"):
+// marks.S's _start calls both shapes, then hw_mark. Neither engine reports
+// the calls into the two functions, the jumps inside them or their returns,
+// so their instructions are _start's; the call of hw_mark and its return
+// stay. Every instruction is still counted.
+TEST(PtDecoderTest, TheEmulatedPtwriteFunctionHasNoFrame) {
+  auto p = testing::LoadMarksProgram();
+  const uint64_t payload = 0x6f6c6c6548;
+  testing::StreamBuilder b;
+  b.Psb(500);
+  b.TipPge(p.Sym("_start"));
+  for (int shape = 0; shape < 2; ++shape) {
+    for (int bit = 63; bit >= 0; --bit) b.Tnt(((payload >> bit) & 1) != 0);
+    b.Tnt(true);  // the return, compressed: its call was traced
+  }
+  b.Tnt(true);  // hw_mark's return
+  b.TipPgd();   // the exit syscall, with the kernel not traced
+  const std::string stream = b.Finish();
+  const uint64_t ours_lo = p.Sym("ptsnap_emulate_ptwrite");  // perf_emulate_ptwrite follows it
+  const uint64_t hw = p.Sym("hw_mark");
+  const auto inside = [&](uint64_t ip) { return ip >= ours_lo && ip < hw; };
+  for (auto engine : {PtDecoder::Engine::kOurs, PtDecoder::Engine::kLibipt}) {
+    SCOPED_TRACE(engine == PtDecoder::Engine::kOurs ? "ours" : "libipt");
+    auto dec = PtDecoder::Create("/nonexistent", testing::CallsManifest(100),
+                                 testing::ProgramSideband(p, 100, "decode_marks", 1));
+    ASSERT_THAT(dec, HasValue());
+    (*dec)->set_engine(engine);
+    int calls = 0, returns = 0, marks = 0;
+    uint64_t insns = 0;
+    ASSERT_THAT((*dec)->DecodeStream(100, stream,
+                                     [&](const BranchEvent& e) {
+                                       insns += e.insns;
+                                       EXPECT_NE(e.kind, BranchKind::kError) << ErrorMessage(e);
+                                       if (e.kind == BranchKind::kMark) {
+                                         ++marks;
+                                         return;
+                                       }
+                                       EXPECT_FALSE(inside(e.from) || inside(e.to))
+                                           << std::hex << e.from << " -> " << e.to;
+                                       if (e.kind == BranchKind::kCall) {
+                                         ++calls;
+                                         EXPECT_EQ(e.to, hw);
+                                       }
+                                       if (e.kind == BranchKind::kReturn) ++returns;
+                                     }),
+                HasValue());
+    EXPECT_EQ(calls, 1);
+    EXPECT_EQ(returns, 1);
+    EXPECT_EQ(marks, engine == PtDecoder::Engine::kOurs ? 2 : 0);
+    // _start's movabs and two calls, 2 x (jmp, mov, 64 x shl/jc, ret), the
+    // nops not jumped over (the payload's zero bits, ptsnap's shape only),
+    // then mov, call, ptwrite, ret, xor, mov, syscall.
+    const uint64_t zeros = 64 - __builtin_popcountll(payload);
+    EXPECT_EQ(insns, 3 + 2 * (3 + 128) + zeros + 7);
+  }
+}
+
 // A PTW packet (with and without the FUP that fup_on_ptw adds) is a mark,
 // with either engine, bound to the PTWRITE instruction (whose address the
 // block decoders know from the code when no FUP gives it).

@@ -322,6 +322,7 @@ int FlowDecoder::State::Decide(BlockEntry* e, bool first_pass) {
         if (e->eptw) {
           eptw_left = 64;
           eptw_payload = 0;
+          if (block_item != nullptr) block_item->eptw_jump = true;
         }
         return 0;
       }

@@ -160,6 +160,10 @@ struct Item {
   // `payload`. Not part of the contract with libipt below (which has no
   // such thing); ptsnap's marks.
   bool mark = false;
+  // A block that ends in the `jmp` over an emulated PTWRITE's signature:
+  // the block at the function's entry (ptsnap's and perf's shapes begin so).
+  // The decode hides the function's frame (docs/decoding.md, "Marks").
+  bool eptw_jump = false;
   uint16_t ninsn = 0;
   uint8_t ratio = 0, size = 0;
   int error = 0;
