@@ -240,8 +240,9 @@ constexpr OptionSpec kTable[] = {
      .value = B::kText,
      .set = SetSnapshotSize,
      .cli = C::kFlag,
-     .help = "PT ring buffer per thread (per CPU with -a), e.g. 4M (rounded up to a power "
-             "of two pages; default 4M as root, else 128K within the mlock budget); with "
+     .help = "PT ring buffer per thread (per CPU with -a), e.g. 4M (on hardware rounded up "
+             "to a power of two pages, --emulate keeps it exact; default 4M as root, else "
+             "128K within the mlock budget); with "
              "--sampling the samples kept per thread or CPU (default 512K)",
      .magic_trace = {"-snapshot-size"},
      .example = "4M"},

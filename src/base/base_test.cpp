@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <filesystem>
 
 #include "base/check.h"
@@ -256,6 +257,27 @@ TEST(ParseDurationNs, UnitsAndFractions) {
   for (const char* bad : {"", "5", "ms", "1.2.3ms", "1 parsec", "-1ms", ".ms", "1.ms", "1e3ms",
                           "99999999999h", "99999999999999999999999ms"})
     EXPECT_FALSE(ParseDurationNs(bad)) << bad;
+}
+// A pipe whose reader is gone (QEMU killed by the Ctrl-C that also reached
+// ptsnap): the write fails with EPIPE, and SIGPIPE, whose default action
+// would end the process before it wrote its recording, is neither delivered
+// nor left pending.
+TEST(WriteToPipeTest, AReaderGoneIsEpipeNotSigpipe) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  ::close(fds[0]);
+  struct sigaction dfl {}, old{};
+  dfl.sa_handler = SIG_DFL;
+  ASSERT_EQ(::sigaction(SIGPIPE, &dfl, &old), 0);
+  errno = 0;
+  EXPECT_EQ(WriteToPipe(fds[1], "g", 1), -1);
+  EXPECT_EQ(errno, EPIPE);
+  sigset_t pending;
+  sigemptyset(&pending);
+  ASSERT_EQ(::sigpending(&pending), 0);
+  EXPECT_EQ(sigismember(&pending, SIGPIPE), 0);
+  ::sigaction(SIGPIPE, &old, nullptr);
+  ::close(fds[1]);
 }
 }  // namespace
 }  // namespace ptsnap::base

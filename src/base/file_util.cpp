@@ -1,5 +1,9 @@
 #include "base/file_util.h"
 
+#include <pthread.h>
+
+#include <csignal>
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -141,6 +145,29 @@ Result<void> WriteFileAtomicWith(const std::filesystem::path& path, mode_t mode,
   if (dir && ::fsync(dir.get()) != 0 && errno != EINVAL)
     return Error::FromErrno("fsync " + parent.string());
   return Ok();
+}
+
+ssize_t WriteToPipe(int fd, const void* data, size_t size) {
+  sigset_t pipe_set, old;
+  sigemptyset(&pipe_set);
+  sigaddset(&pipe_set, SIGPIPE);
+  sigset_t pending;
+  sigemptyset(&pending);
+  ::pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+  const bool was_pending = ::sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1;
+  ssize_t n;
+  do {
+    n = ::write(fd, data, size);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0 && errno == EPIPE && !was_pending) {
+    const int saved = errno;
+    const struct timespec zero {};
+    while (::sigtimedwait(&pipe_set, nullptr, &zero) < 0 && errno == EINTR) {
+    }
+    errno = saved;
+  }
+  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  return n;
 }
 
 Result<void> AppendFile(const std::filesystem::path& path, std::string_view data) {

@@ -55,6 +55,13 @@ Result<void> WriteFileAtomicWith(const std::filesystem::path& path, mode_t mode,
 // names the destination in the error ("write WHAT: No space left on device").
 Result<void> WriteAll(int fd, std::string_view data, const std::string& what);
 
+// write(2) of `data` to a pipe whose reader may be gone (a child killed by
+// the same Ctrl-C as we were): EPIPE instead of SIGPIPE, which would end
+// ptsnap before it wrote what it recorded. SIGPIPE is blocked in the calling
+// thread for the call and a pending one it raised is taken. Returns
+// write(2)'s result (errno set on -1).
+ssize_t WriteToPipe(int fd, const void* data, size_t size);
+
 // Appends to (creating) `path`.
 Result<void> AppendFile(const std::filesystem::path& path, std::string_view data);
 

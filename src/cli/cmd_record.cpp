@@ -474,7 +474,9 @@ void AddRecordCommands(CLI::App& app, CommandFn* selected) {
       "magic-trace spellings (-trigger, -output, -snapshot-size, ...) are accepted.\n"
       "Without Intel PT: --emulate (exact, under qemu-user) or --sampling (stack samples).\n"
       "Exit codes: 0 ok, 1 failure, 2 bad usage, 3 no Intel PT here (try --emulate or "
-      "--sampling).");
+      "--sampling).\n"
+      "Once CMD has run, run exits with CMD's own status instead (as perf record does; 128+N "
+      "for a signal N), unless ptsnap failed after it: the [ ... ] lines on stderr say which.");
   run->callback(
       [selected, run_args] { *selected = [run_args] { return RunRecord(*run_args, false); }; });
 

@@ -44,7 +44,13 @@ int Main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     // --help and --version exit 0; every other parse error is a usage error.
-    return app.exit(e) == 0 ? kExitOk : kExitUsage;
+    const int rc = app.exit(e);
+    // `ptsnap run ls -l`: CLI11 says only "The following argument was not
+    // expected: -l". The program's own options need the `--` before it.
+    if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr && app.got_subcommand("run"))
+      std::fprintf(stderr,
+                   "The program's own options go after --: ptsnap run [options] -- CMD ARGS...\n");
+    return rc == 0 ? kExitOk : kExitUsage;
   }
   ptsnap::base::SetVerbosity(verbosity);
   ptsnap::record::RaiseFdLimit();  // 1,000+ traced threads need more than 1024 fds

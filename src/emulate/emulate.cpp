@@ -624,7 +624,8 @@ class EmulatedSource final : public record::PtSource {
   }
 
  private:
-  void Send(char c) { (void)!::write(ctl_write_.get(), &c, 1); }
+  // QEMU may be gone (killed by the same Ctrl-C): no SIGPIPE for us then.
+  void Send(char c) { (void)base::WriteToPipe(ctl_write_.get(), &c, 1); }
   void Take(std::vector<trace::Snapshot> added) {
     for (trace::Snapshot& s : added) taken_.push_back(std::move(s));
   }

@@ -420,6 +420,10 @@ TEST(PipelineThreadsTest, ParallelDecodeEqualsOneJob) {
   EXPECT_EQ(d.report.streams, 6u);
   EXPECT_EQ(d.report.missing_streams, 1u);
   EXPECT_GT(d.report.overlap_events_skipped, 0u);
+  // The summary's instruction count includes the overlap, and says so.
+  EXPECT_THAT(FormatReport(d.report),
+              ::testing::HasSubstr("the instructions counted above include them once per "
+                                   "snapshot, so they exceed what the program ran."));
   EXPECT_THAT(d.text, ::testing::HasSubstr("[snapshot 2: trigger leaf]"));
   EXPECT_EQ(d.report.threads, 2u);
   // .fxt: decoding on its thread; .json: the writer; .gz: deflate, on one

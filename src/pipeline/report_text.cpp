@@ -160,7 +160,10 @@ std::string CountLines(const DecodeReport& r) {
   if (r.overlap_events_skipped != 0) {
     line("Snapshot overlap: " + std::to_string(r.overlap_events_skipped) +
          (sp.sampled ? " samples" : " events") +
-         " already shown by an earlier snapshot of the same thread were skipped.");
+         " already shown by an earlier snapshot of the same thread were skipped" +
+         (sp.sampled ? std::string(".")
+                     : std::string("; the instructions counted above include them once per "
+                                   "snapshot, so they exceed what the program ran.")));
   }
   if (r.snapshot_gaps != 0) {
     line("Snapshot gaps: " + std::to_string(r.snapshot_gaps) +

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <string_view>
 
+#include "base/file_util.h"
 #include "base/root_path.h"
 #include "probe/explain.h"
 #include "sys/privileges.h"
@@ -136,7 +137,7 @@ void Child::Kill() {
 }
 
 Result<void> Child::Exec() {
-  if (::write(go_.get(), "g", 1) != 1) return Error::FromErrno("starting " + name_);
+  if (base::WriteToPipe(go_.get(), "g", 1) != 1) return Error::FromErrno("starting " + name_);
   go_.reset();
   ChildFailure f{};
   ssize_t n;

@@ -75,7 +75,8 @@ Result<void> CheckAuxSize(uint64_t aux_bytes, bool full_execution) {
   return Error("--snapshot-size " + base::ExactSize(aux_bytes) + " is too small" +
                (full_execution ? " for --full-execution" : "") + ": the PT buffer needs at least " +
                base::ExactSize(min) + " (perf's minimum); pass --snapshot-size " +
-               (full_execution ? "8K" : "4K") + " or more");
+               (full_execution ? "8K" : "4K") + " or more")
+      .WithKind(ErrorKind::kUsage);  // a bad command line, as --snapshot-size 0 is
 }
 
 std::optional<std::string> PsbPeriodWarning(uint64_t snapshot_bytes, uint64_t psb_period_bytes) {

@@ -116,6 +116,8 @@ TEST(Options, CheckAuxSizeHasPerfsMinimums) {
   EXPECT_THAT(CheckAuxSize(8192, true), HasValue());
   EXPECT_THAT(CheckAuxSize(4096, false), HasValue());
   EXPECT_THAT(CheckAuxSize(0, false), HasErrorContaining("needs at least 4 KiB"));
+  // A bad command line (exit 2), as --snapshot-size 0 is, not a failure.
+  EXPECT_EQ(CheckAuxSize(1024, false).error().kind(), ErrorKind::kUsage);
 }
 
 // perf's intel_pt_psb_period and its "may be too small for PSB period"

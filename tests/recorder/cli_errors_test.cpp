@@ -200,6 +200,17 @@ TEST_F(CliErrors, BadOptionValuesAreUsageErrors) {
   Exit dur = Ptsnap(dir_.path(), {"attach", "-p", "1", "-duration", "soon"});
   EXPECT_EQ(dur.code, 2);
   EXPECT_THAT(dur.err, HasSubstr("bad --duration 'soon'"));
+  // Under perf's 4 KiB: a bad command line too (it was exit 1).
+  Exit small = Ptsnap(dir_.path(), {"run", "--emulate", "--snapshot-size", "1K", "--", "/bin/true"});
+  EXPECT_EQ(small.code, 2);
+  EXPECT_THAT(small.err, HasSubstr("--snapshot-size 1 KiB is too small"));
+  // The program's options without `--` before the program: CLI11's line,
+  // then where they go.
+  Exit extras = Ptsnap(dir_.path(), {"run", "--emulate", "ls", "-l"});
+  EXPECT_EQ(extras.code, 2);
+  EXPECT_THAT(extras.err, HasSubstr("The following argument was not expected: -l"));
+  EXPECT_THAT(extras.err,
+              HasSubstr("The program's own options go after --: ptsnap run [options] -- CMD"));
   Exit cmd = Ptsnap(dir_.path(), {"run", "--", "no-such-command-xyz"});
   EXPECT_EQ(cmd.code, 1);
   EXPECT_THAT(cmd.err, HasSubstr("command not found"));
