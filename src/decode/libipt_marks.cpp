@@ -58,9 +58,16 @@ bool LibiptMarks::AfterBlock(const struct pt_block& block, struct pt_image_secti
   }
   // The `jmp` over the signature ends its block (end_on_jump).
   if (block.iclass == ptic_jump && !block.truncated && !broken_) {
-    uint8_t buf[sizeof kSignatureJump];
-    const int n = pt_iscache_read(iscache, buf, sizeof buf, block.isid, block.end_ip);
-    if (n > 0 && IsSignatureJump(buf, static_cast<size_t>(n))) pending_ = Read(block.end_ip);
+    const size_t slot = (block.end_ip ^ (block.end_ip >> 10)) % JumpCache::kSlots;
+    JumpCache& c = *jumps_;
+    if (c.ip[slot] != block.end_ip || c.isid[slot] != block.isid) {
+      uint8_t buf[sizeof kSignatureJump];
+      const int n = pt_iscache_read(iscache, buf, sizeof buf, block.isid, block.end_ip);
+      c.ip[slot] = block.end_ip;
+      c.isid[slot] = block.isid;
+      c.signature[slot] = n > 0 && IsSignatureJump(buf, static_cast<size_t>(n));
+    }
+    if (c.signature[slot]) pending_ = Read(block.end_ip);
   }
   return due;
 }

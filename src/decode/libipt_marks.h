@@ -29,6 +29,8 @@
 
 #include <intel-pt.h>
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 
@@ -77,6 +79,17 @@ class LibiptMarks {
   bool pending_ = false;  // a mark read, waiting for its block
   uint64_t due_at_ = 0;   // the instruction count of its 64th branch
   uint64_t value_ = 0;
+  // Whether the `jmp` at an address (in a section: an isid) is the one over
+  // the signature, by address: read once, not at every pass (a direct
+  // `jmp` ends every block that has one).
+  struct JumpCache {
+    static constexpr size_t kSlots = 1024;
+    JumpCache() { ip.fill(UINT64_MAX); }
+    std::array<uint64_t, kSlots> ip;
+    std::array<int, kSlots> isid{};
+    std::array<bool, kSlots> signature{};
+  };
+  std::unique_ptr<JumpCache> jumps_ = std::make_unique<JumpCache>();
 };
 
 }  // namespace ptsnap::decode
