@@ -78,15 +78,4 @@ uint8_t BlockEndSize(struct pt_image_section_cache* iscache, const struct pt_blo
   return n != 0 && Decode(buf, n, block.mode, &insn) ? insn.length : 0;
 }
 
-bool EndsInEmulatedPtwriteJump(struct pt_image_section_cache* iscache,
-                                const struct pt_block& block) {
-  static constexpr uint8_t kJmpOverMagic[] = {0xeb, 0x10, 0x0f, 0x0b, 'p', 'e', 'r', 'f', ',',
-                                              'p',  't',  'w',  'r',  'i', 't', 'e', ' ', ' '};
-  if (block.iclass != ptic_jump || block.truncated || block.isid <= 0) return false;
-  uint8_t buf[sizeof kJmpOverMagic];
-  return pt_iscache_read(iscache, buf, sizeof buf, block.isid, block.end_ip) ==
-             static_cast<int>(sizeof buf) &&
-         std::memcmp(buf, kJmpOverMagic, sizeof buf) == 0;
-}
-
 }  // namespace ptsnap::decode

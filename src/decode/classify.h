@@ -29,12 +29,5 @@ enum pt_insn_class ClassifyBlockEnd(struct pt_image_section_cache* iscache,
 // ClassifyBlockEnd reads it; 0 when its bytes cannot be read or decoded.
 uint8_t BlockEndSize(struct pt_image_section_cache* iscache, const struct pt_block& block);
 
-// Whether libipt's `block` ends in the two-byte `jmp` over an emulated
-// PTWRITE's signature (`0f 0b "perf,ptwrite  "`; include/ptsnap/mark.h),
-// read from the image as the flow decoder reads it (flow::Item::eptw_jump).
-// pt_block::size is valid only in a truncated block, so the bytes decide.
-// Code with no section (JIT memory read through the callback): false.
-bool EndsInEmulatedPtwriteJump(struct pt_image_section_cache* iscache,
-                               const struct pt_block& block);
 
 }  // namespace ptsnap::decode

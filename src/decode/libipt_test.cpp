@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "decode/libipt_marks.h"
 #include "decode/test_stream.h"
 #include "tests/support/result_matchers.h"
 
@@ -43,6 +44,24 @@ TEST(LibiptTest, RefusedDecoderConfigIsAnError) {
   auto dec = NewBlockDecoder(c);
   ASSERT_THAT(dec, ::ptsnap::testing::HasValue());
   EXPECT_NE(dec->get(), nullptr);
+}
+
+// perf's signature jump, byte for byte (perf-intel-pt.txt, "Emulated
+// PTWRITE"): `jmp .+16`, ud2, "perf,ptwrite  "; nothing shorter or else.
+TEST(LibiptMarksTest, TheSignatureJumpIsPerfsBytes) {
+  std::string code("\xeb\x10\x0f\x0bperf,ptwrite  \x48\x89\xf8", 21);
+  auto is = [](const std::string& b) {
+    return LibiptMarks::IsSignatureJump(reinterpret_cast<const uint8_t*>(b.data()), b.size());
+  };
+  EXPECT_TRUE(is(code));
+  EXPECT_TRUE(is(code.substr(0, 18)));
+  EXPECT_FALSE(is(code.substr(0, 17)));  // the section ends inside it
+  std::string other = code;
+  other[1] = 0x11;  // a jump that does not land after the text
+  EXPECT_FALSE(is(other));
+  other = code;
+  other[17] = 'x';
+  EXPECT_FALSE(is(other));
 }
 
 }  // namespace

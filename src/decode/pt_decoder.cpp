@@ -15,6 +15,7 @@
 #include "base/file_util.h"
 #include "decode/classify.h"
 #include "decode/interpolate.h"
+#include "decode/libipt_marks.h"
 #include "flow/flow_decoder.h"
 #include "flow/libipt_config.h"
 #include "trace/owned_file.h"
@@ -95,10 +96,6 @@ enum pt_insn_class PtDecoder::ClassifyBlockEnd(const struct pt_block& block) con
   return decode::ClassifyBlockEnd(iscache_.get(), block);
 }
 
-bool PtDecoder::EndsInEmulatedPtwriteJump(const struct pt_block& block) const {
-  return decode::EndsInEmulatedPtwriteJump(iscache_.get(), block);
-}
-
 uint8_t PtDecoder::BlockEndSize(const struct pt_block& block) const {
   return decode::BlockEndSize(iscache_.get(), block);
 }
@@ -173,6 +170,7 @@ class StreamDecoder {
         cycle_accurate_(owner->cycle_accurate()),
         mtc_period_ns_(owner->MtcPeriodNs()) {
     if (sink_ != nullptr) out_.reserve(kOutBatch);
+    if (dec_) marks_ = std::make_unique<LibiptMarks>(dec_.get());
     if (!dec_) {
       code_.views = &owner->views();
       code_.image = owner->KernelImageForFlow();
@@ -237,7 +235,13 @@ class StreamDecoder {
       struct pt_block block;
       status_ = pt_blk_next(dec_.get(), &block, sizeof block);
       // Errors apply after the last instruction of the returned block.
-      if (block.ninsn > 0) HandleBlock(block, owner_->EndsInEmulatedPtwriteJump(block));
+      if (block.ninsn > 0) {
+        HandleBlock(block, marks_->IsSignatureJumpBlock(block, owner_->Iscache()));
+        // An emulated PTWRITE's 64th conditional branch was in this block.
+        uint64_t mark = 0;
+        if (marks_->AfterBlock(block, owner_->Iscache(), &mark))
+          Emit(BranchKind::kMark, block.end_ip, mark);
+      }
       // A call that decoded nothing stopped at block.ip: with -pte_nomap
       // the address whose code is not in the image (flow::Item, kError).
       if (status_ < 0)
@@ -261,6 +265,7 @@ class StreamDecoder {
     }
     have_prev_ = false;
     eptw_hide_ = EptwHide::kNone;  // a new segment: nothing known of the stack
+    marks_->Reset();
     status_ = status;
     state_ = State::kSegment;
     Retarget(Now(), /*thread=*/true);
@@ -1119,6 +1124,8 @@ class StreamDecoder {
   uint32_t stream_;  // the manifest's id, for stats_.skipped
   uint64_t missing_ = 0;
   std::unique_ptr<flow::FlowDecoder> flow_;
+  // The libipt engine's emulated-PTWRITE marks (the flow decoder reads its own).
+  std::unique_ptr<LibiptMarks> marks_;
   ViewReader code_;
   std::array<flow::Item, 256> items_{};
   size_t item_i_ = 0, item_n_ = 0;

@@ -264,7 +264,9 @@ class PtDecoder {
   [[nodiscard]] enum pt_insn_class ClassifyBlockEnd(const struct pt_block& block) const;
   // The length of `block`'s last instruction, read the same way (0: unknown).
   [[nodiscard]] uint8_t BlockEndSize(const struct pt_block& block) const;
-  [[nodiscard]] bool EndsInEmulatedPtwriteJump(const struct pt_block& block) const;
+  // The section cache that holds every image's sections (LibiptMarks reads
+  // code through it).
+  [[nodiscard]] struct pt_image_section_cache* Iscache() const { return iscache_.get(); }
 
   // Kernel text changes (PERF_RECORD_TEXT_POKE) in time order. The kcore
   // copy holds the text as it was when recording started; version k of an

@@ -155,31 +155,39 @@ TEST(PtDecoderTest, ABranchNotTakenIsNoEvent) {
 }
 
 // Marks (docs/decoding.md, "Marks"): a stream of tests/programs/decode/
-// marks.S decoded with `engine`; its kMark events.
-std::vector<BranchEvent> MarksOf(const std::string& stream, PtDecoder::Engine engine) {
+// marks.S decoded with `engine`; all its events.
+std::vector<BranchEvent> EventsOf(const std::string& stream, PtDecoder::Engine engine) {
   auto p = testing::LoadMarksProgram();
   auto dec = PtDecoder::Create("/nonexistent", testing::CallsManifest(100),
                                testing::ProgramSideband(p, 100, "decode_marks", 1));
   EXPECT_THAT(dec, HasValue());
   (*dec)->set_engine(engine);
-  std::vector<BranchEvent> marks;
-  uint64_t events = 0;
+  std::vector<BranchEvent> events;
   EXPECT_THAT((*dec)->DecodeStream(100, stream,
                                    [&](const BranchEvent& e) {
-                                     ++events;
                                      EXPECT_NE(e.kind, BranchKind::kError) << ErrorMessage(e);
-                                     if (e.kind == BranchKind::kMark) marks.push_back(e);
+                                     events.push_back(e);
                                    }),
               HasValue());
-  EXPECT_GT(events, marks.size());
+  return events;
+}
+// Its kMark events.
+std::vector<BranchEvent> MarksOf(const std::string& stream, PtDecoder::Engine engine) {
+  const std::vector<BranchEvent> events = EventsOf(stream, engine);
+  std::vector<BranchEvent> marks;
+  for (const auto& e : events) {
+    if (e.kind == BranchKind::kMark) marks.push_back(e);
+  }
+  EXPECT_GT(events.size(), marks.size());
   return marks;
 }
 
 // An emulated PTWRITE's payload is the 64 TNT bits after the `jmp` over its
 // signature, highest bit first, whatever the code does with them: both
 // ptsnap's shape (`jc` over a `nop`) and perf's (`jc` to the next
-// instruction) read alike. Only our engine reads them (libipt's blocks do
-// not say whether a branch was taken).
+// instruction) read alike with our engine. libipt's engine reads ptsnap's
+// shape only (its side decoder tells a taken branch by where the next
+// instruction is: libipt_marks.h), and gives no mark for perf's.
 TEST(PtDecoderTest, AnEmulatedPtwriteIsAMark) {
   auto p = testing::LoadMarksProgram();
   const uint64_t payload = 0x6f6c6c6548;  // "Hello"
@@ -197,7 +205,14 @@ TEST(PtDecoderTest, AnEmulatedPtwriteIsAMark) {
     ASSERT_EQ(marks.size(), 1u);
     EXPECT_EQ(marks[0].to, payload);
     EXPECT_EQ(MarkText(marks[0].to), "0x6f6c6c6548 \"Hello\"");
-    EXPECT_TRUE(MarksOf(stream, PtDecoder::Engine::kLibipt).empty());
+    const auto lib = MarksOf(stream, PtDecoder::Engine::kLibipt);
+    if (std::string_view(fn) == "perf_emulate_ptwrite") {
+      EXPECT_TRUE(lib.empty());
+      continue;
+    }
+    ASSERT_EQ(lib.size(), 1u);
+    EXPECT_EQ(lib[0].to, payload);
+    EXPECT_EQ(lib[0].from, marks[0].from);
   }
 }
 
@@ -249,13 +264,62 @@ TEST(PtDecoderTest, TheEmulatedPtwriteFunctionHasNoFrame) {
                 HasValue());
     EXPECT_EQ(calls, 1);
     EXPECT_EQ(returns, 1);
-    EXPECT_EQ(marks, engine == PtDecoder::Engine::kOurs ? 2 : 0);
+    // perf's shape gives libipt's engine no mark (libipt_marks.h).
+    EXPECT_EQ(marks, engine == PtDecoder::Engine::kOurs ? 2 : 1);
     // _start's movabs and two calls, 2 x (jmp, mov, 64 x shl/jc, ret), the
     // nops not jumped over (the payload's zero bits, ptsnap's shape only),
     // then mov, call, ptwrite, ret, xor, mov, syscall.
     const uint64_t zeros = 64 - __builtin_popcountll(payload);
     EXPECT_EQ(insns, 3 + 2 * (3 + 128) + zeros + 7);
   }
+}
+
+// ptsnap's shape with libipt's engine: the same events as ours, the marks
+// at the same place among them, for two marks in one segment (the side
+// decoder stays positioned for the second) and for values of all zeros and
+// all ones.
+TEST(PtDecoderTest, LibiptEngineReadsEmulatedPtwriteLikeOurs) {
+  auto p = testing::LoadMarksProgram();
+  const uint64_t fn = p.Sym("ptsnap_emulate_ptwrite");
+  for (const auto& [first, second] :
+       {std::pair<uint64_t, uint64_t>{0x6f6c6c6548, 0x8000000000000001}, {0, ~uint64_t{0}}}) {
+    SCOPED_TRACE(first);
+    testing::StreamBuilder b;
+    b.Psb(500);
+    b.TipPge(fn);
+    for (int bit = 63; bit >= 0; --bit) b.Tnt(((first >> bit) & 1) != 0);
+    b.Tip(fn);  // "returns" into the function again
+    for (int bit = 63; bit >= 0; --bit) b.Tnt(((second >> bit) & 1) != 0);
+    b.Tip(p.Sym("_start") + 15);
+    b.TipPgd();
+    const std::string stream = b.Finish();
+    const auto ours = EventsOf(stream, PtDecoder::Engine::kOurs);
+    const auto lib = EventsOf(stream, PtDecoder::Engine::kLibipt);
+    ASSERT_EQ(ours.size(), lib.size());
+    std::vector<uint64_t> values;
+    for (size_t i = 0; i < ours.size(); ++i) {
+      SCOPED_TRACE(i);
+      EXPECT_EQ(ours[i].kind, lib[i].kind);
+      EXPECT_EQ(ours[i].from, lib[i].from);
+      EXPECT_EQ(ours[i].to, lib[i].to);
+      EXPECT_EQ(ours[i].insns, lib[i].insns);
+      if (lib[i].kind == BranchKind::kMark) values.push_back(lib[i].to);
+    }
+    EXPECT_THAT(values, ::testing::ElementsAre(first, second));
+  }
+}
+
+// Tracing that stops inside the 64 branches: libipt's engine gives no mark
+// (never a value made of what it did not see) and no error.
+TEST(PtDecoderTest, LibiptEngineGivesNoMarkForACutEmulatedPtwrite) {
+  auto p = testing::LoadMarksProgram();
+  testing::StreamBuilder b;
+  b.Psb(500);
+  b.TipPge(p.Sym("ptsnap_emulate_ptwrite"));
+  for (int bit = 0; bit < 30; ++bit) b.Tnt(bit % 3 == 0);
+  b.TipPgd();
+  const std::string stream = b.Finish();
+  EXPECT_TRUE(MarksOf(stream, PtDecoder::Engine::kLibipt).empty());
 }
 
 // A PTW packet (with and without the FUP that fup_on_ptw adds) is a mark,

@@ -100,7 +100,17 @@ inline int FlowDecoder::State::ProceedToInsn(Item* b, Insn* insn, Pred pred) {
     if (pred(*insn)) return 1;
     st = NextIpNoTrace(*insn, &ip);
     if (st < 0) return st;
-    if (EndsBlock(*insn)) return 0;
+    if (EndsBlock(*insn)) {
+      // The `jmp` over an emulated PTWRITE's signature, reached on the way
+      // to an event (a tick, a disable) rather than through Decide.
+      if (insn->iclass == InsnClass::kJump && insn->is_direct && insn->size == 2 &&
+          insn->disp == static_cast<int64_t>(kEptwMagic.size()) && EptwMagicAt(insn->ip + 2)) {
+        b->eptw_jump = true;
+        eptw_left = 64;
+        eptw_payload = 0;
+      }
+      return 0;
+    }
   }
 }
 

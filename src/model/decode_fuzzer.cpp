@@ -6,7 +6,8 @@
 // Inputs whose first byte is odd are split in two per-CPU streams, decoded
 // merged by time with switch records moving two threads between the CPUs.
 // Built a second time as the `decode_marks` target (PTSNAP_DECODE_FUZZ_MARKS)
-// against tests/programs/decode/marks.S: emulated PTWRITE and PTW packets.
+// against tests/programs/decode/marks.S: emulated PTWRITE and PTW packets,
+// decoded with both engines (ours, then libipt's).
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -68,31 +69,40 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     v->push_back(t::SwitchRecord(1, 1030, true, {2, 2}, {1, 1}));
     return v;
   }();
-  auto dec = ptsnap::decode::PtDecoder::Create("/nonexistent", *manifest, *records);
-  if (!dec) std::abort();
-  CheckingSink sink;
-  ptsnap::model::CallStackModel model(&(*dec)->symbolizer(), &sink);
-  auto on_event = [&](const ptsnap::decode::BranchEvent& e) {
-    if (e.tid != model.tid() || e.pid != model.pid()) model.SwitchThread(e.pid, e.tid);
-    if (e.space != model.space()) model.SetSpace(e.space, (*dec)->SpaceIsExec(e.space));
-    model.OnEvent(e);
+  const std::string_view bytes(reinterpret_cast<const char*>(data), size);
+  auto decode = [&](ptsnap::decode::PtDecoder::Engine engine) {
+    auto dec = ptsnap::decode::PtDecoder::Create("/nonexistent", *manifest, *records);
+    if (!dec) std::abort();
+    (*dec)->set_engine(engine);
+    CheckingSink sink;
+    ptsnap::model::CallStackModel model(&(*dec)->symbolizer(), &sink);
+    auto on_event = [&](const ptsnap::decode::BranchEvent& e) {
+      if (e.tid != model.tid() || e.pid != model.pid()) model.SwitchThread(e.pid, e.tid);
+      if (e.space != model.space()) model.SetSpace(e.space, (*dec)->SpaceIsExec(e.space));
+      model.OnEvent(e);
+    };
+    // Bit 1 of the first byte: the (last) stream's file was cut short, so it
+    // ends in a decode error (docs/decoding.md, "Damaged streams").
+    const uint64_t missing = size > 0 && (data[0] & 2) != 0 ? 100 : 0;
+    if (size > 0 && (data[0] & 1) != 0) {
+      model.BeginSegment(0, -1);
+      auto r = (*dec)->DecodeCpuStreams(
+          {{0, bytes.substr(0, size / 2)}, {1, bytes.substr(size / 2), 1, missing}}, on_event);
+      (void)r;
+    } else {
+      model.BeginSegment(1, 1);
+      auto sink_of = ptsnap::decode::EventSinkOf(on_event);
+      auto r = (*dec)->DecodeStream(1, 1, bytes, sink_of, 0, missing);
+      (void)r;
+    }
+    model.EndSegment();
+    sink.SegmentDone();
   };
-  std::string_view bytes(reinterpret_cast<const char*>(data), size);
-  // Bit 1 of the first byte: the (last) stream's file was cut short, so it
-  // ends in a decode error (docs/decoding.md, "Damaged streams").
-  const uint64_t missing = size > 0 && (data[0] & 2) != 0 ? 100 : 0;
-  if (size > 0 && (data[0] & 1) != 0) {
-    model.BeginSegment(0, -1);
-    auto r = (*dec)->DecodeCpuStreams(
-        {{0, bytes.substr(0, size / 2)}, {1, bytes.substr(size / 2), 1, missing}}, on_event);
-    (void)r;
-  } else {
-    model.BeginSegment(1, 1);
-    auto sink_of = ptsnap::decode::EventSinkOf(on_event);
-    auto r = (*dec)->DecodeStream(1, 1, bytes, sink_of, 0, missing);
-    (void)r;
-  }
-  model.EndSegment();
-  sink.SegmentDone();
+  decode(ptsnap::decode::PtDecoder::Engine::kOurs);
+#ifdef PTSNAP_DECODE_FUZZ_MARKS
+  // libipt's engine too: its emulated-PTWRITE marks come from a side
+  // instruction decoder (decode/libipt_marks.h).
+  decode(ptsnap::decode::PtDecoder::Engine::kLibipt);
+#endif
   return 0;
 }
