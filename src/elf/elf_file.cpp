@@ -65,6 +65,7 @@ Result<Image> Functions(Elf* elf) {
       GElf_Shdr shdr;
       if (gelf_getshdr(scn, &shdr) == nullptr || shdr.sh_type != wanted) continue;
       any_table = true;
+      if (wanted == SHT_SYMTAB) image.has_symtab = true;
       CollectSymbols(elf, scn, shdr, image);
     }
   }

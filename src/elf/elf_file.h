@@ -30,6 +30,9 @@ struct Image {
   // table names that runtime's init function (__asan_init, __tsan_init,
   // __msan_init), defined or not: the program was built with -fsanitize=...
   std::string sanitizer;
+  // A .symtab was read: false for a stripped file, where only the exported
+  // functions (.dynsym) have names.
+  bool has_symtab = false;
 };
 
 // Parses an ELF file image. Errors: not ELF, no symbol tables at all (a

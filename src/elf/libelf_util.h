@@ -3,6 +3,8 @@
 #pragma once
 
 #include <gelf.h>
+
+#include <type_traits>
 #include <libelf.h>
 
 #include <memory>
@@ -31,7 +33,12 @@ void ForEachNamedSymbol(Elf* elf, Elf_Scn* scn, const GElf_Shdr& shdr, Fn&& fn) 
     GElf_Sym sym;
     if (gelf_getsym(data, static_cast<int>(i), &sym) == nullptr) break;
     const char* name = elf_strptr(elf, shdr.sh_link, sym.st_name);
-    if (name != nullptr && *name != '\0') fn(sym, name);
+    if (name == nullptr || *name == '\0') continue;
+    if constexpr (std::is_invocable_v<Fn, const GElf_Sym&, const char*, size_t>) {
+      fn(sym, name, i);  // the symbol's index too (its .gnu.version entry's)
+    } else {
+      fn(sym, name);
+    }
   }
 }
 

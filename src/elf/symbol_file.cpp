@@ -19,10 +19,34 @@
 
 namespace ptsnap::elf {
 
+namespace {
+
+size_t LeadingUnderscores(const std::string& name) {
+  const size_t n = name.find_first_not_of('_');
+  return n == std::string::npos ? name.size() : n;
+}
+
+// Among symbols at one address, the one that names it: perf's rule
+// (tools/perf/util/symbol.c, choose_best_symbol), so that names agree with
+// perf's and are the ones users type: a sized symbol, then a strong one,
+// then a global one, then the fewest leading underscores (libc's `printf`,
+// not its alias `_IO_printf`), then the longest name; else the first read.
+bool NamesItBetter(const Symbol& a, const Symbol& b) {
+  if ((a.size != 0) != (b.size != 0)) return a.size != 0;
+  using B = Symbol::Binding;
+  if ((a.binding == B::kWeak) != (b.binding == B::kWeak)) return b.binding == B::kWeak;
+  if ((a.binding == B::kLocal) != (b.binding == B::kLocal)) return b.binding == B::kLocal;
+  const size_t ua = LeadingUnderscores(a.name), ub = LeadingUnderscores(b.name);
+  if (ua != ub) return ua < ub;
+  return a.name.size() > b.name.size();
+}
+
+}  // namespace
+
 void SymbolTable::Finish() {
   std::stable_sort(symbols_.begin(), symbols_.end(), [](const Symbol& a, const Symbol& b) {
     if (a.start != b.start) return a.start < b.start;
-    return a.size > b.size;  // sized entries first among aliases
+    return NamesItBetter(a, b);
   });
   std::vector<Symbol> out;
   out.reserve(symbols_.size());
@@ -120,10 +144,25 @@ std::span<const std::byte> SectionBytes(Elf* elf, size_t shstrndx, const char* n
 // points such as ld.so's _start and _dl_start_user are untyped symbols in an
 // executable section, and perf names that code by them too. A label inside
 // a function (a local jump target) is not a function of its own.
+// The .gnu.version entries of the dynamic symbol table `dynsym` (by symbol
+// index); none for other tables or when the file has no versions.
+const Elf_Data* VersionsOf(Elf* elf, Elf_Scn* dynsym) {
+  const size_t want = elf_ndxscn(dynsym);
+  for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn != nullptr; scn = elf_nextscn(elf, scn)) {
+    GElf_Shdr shdr;
+    if (gelf_getshdr(scn, &shdr) != nullptr && shdr.sh_type == SHT_GNU_versym &&
+        shdr.sh_link == want)
+      return elf_getdata(scn, nullptr);
+  }
+  return nullptr;
+}
+
 void ReadSymbols(Elf* elf, Elf_Scn* scn, const GElf_Shdr& shdr, SymbolTable* table) {
   std::vector<std::pair<uint64_t, uint64_t>> functions;  // [start, end)
   std::vector<Symbol> labels;
-  internal::ForEachNamedSymbol(elf, scn, shdr, [&](const GElf_Sym& sym, const char* name) {
+  const Elf_Data* versions = shdr.sh_type == SHT_DYNSYM ? VersionsOf(elf, scn) : nullptr;
+  internal::ForEachNamedSymbol(elf, scn, shdr, [&](const GElf_Sym& sym, const char* name,
+                                                   size_t index) {
     const int type = GELF_ST_TYPE(sym.st_info);
     const bool function = type == STT_FUNC || type == STT_GNU_IFUNC;
     if (!function && type != STT_NOTYPE) return;
@@ -131,7 +170,20 @@ void ReadSymbols(Elf* elf, Elf_Scn* scn, const GElf_Shdr& shdr, SymbolTable* tab
     if (!function && !SectionIsCode(elf, sym.st_shndx)) return;
     if (function) {
       functions.emplace_back(sym.st_value, sym.st_value + sym.st_size);
-      table->Add(Symbol{sym.st_value, sym.st_size, Demangle(name), IsSplitPartName(name)});
+      Symbol s{sym.st_value, sym.st_size, Demangle(name), IsSplitPartName(name)};
+      const int bind = GELF_ST_BIND(sym.st_info);
+      s.binding = bind == STB_WEAK    ? Symbol::Binding::kWeak
+                  : bind == STB_LOCAL ? Symbol::Binding::kLocal
+                                      : Symbol::Binding::kGlobal;
+      // A hidden version (libc's `cfree@GLIBC_2.2.5`, kept for old
+      // binaries): no program links to it by that name today, so it ranks
+      // as a weak alias does.
+      GElf_Versym v = 0;
+      if (versions != nullptr && gelf_getversym(const_cast<Elf_Data*>(versions),
+                                                static_cast<int>(index), &v) != nullptr &&
+          (v & 0x8000) != 0)
+        s.binding = Symbol::Binding::kWeak;
+      table->Add(std::move(s));
     } else if (name[0] != '.') {  // .L local labels never name code
       labels.push_back(Symbol{sym.st_value, 0, name});
     }

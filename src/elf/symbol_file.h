@@ -34,6 +34,8 @@ struct Symbol {
   bool split = false;
   // No symbol names it: its range is an FDE's and its name "FILE+0xVADDR".
   bool unnamed = false;
+  // The ELF binding, which picks the name among aliases (SymbolTable::Finish).
+  enum class Binding : uint8_t { kGlobal, kWeak, kLocal } binding = Binding::kGlobal;
 };
 
 // A sorted, non-owning-free table with nearest-below lookup.

@@ -1,4 +1,5 @@
 #include "elf/symbol_match.h"
+#include "elf/symbol_file.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -150,6 +151,50 @@ TEST(MatchFunctions, OnePerAddressByAddress) {
   m = MatchFunctions(image, "rsky");
   EXPECT_THAT(m.functions, IsEmpty());
   EXPECT_THAT(m.closest, ElementsAre("risky(int)", "risky(double)"));
+}
+
+}  // namespace
+}  // namespace ptsnap::elf
+
+namespace ptsnap::elf {
+namespace {
+
+// Several names at one address: the one perf would show names it (perf's
+// choose_best_symbol): sized, strong, global, fewest leading underscores,
+// longest. libc's `printf` is also `_IO_printf`; report and --trigger
+// show and take `printf`, as perf script prints it. (`puts` is weak there,
+// so `_IO_puts` names it, for perf too; `cfree`, a hidden version, loses
+// to `free`.)
+TEST(SymbolTableAliases, ThePerfNameWins) {
+  using B = Symbol::Binding;
+  SymbolTable t;
+  t.Add(Symbol{0x1000, 16, "_IO_printf"});
+  t.Add(Symbol{0x1000, 16, "printf"});
+  t.Add(Symbol{0x2000, 16, "strong_b", false, false, B::kWeak});
+  t.Add(Symbol{0x2000, 16, "__strong"});
+  t.Add(Symbol{0x3000, 0, "label"});
+  t.Add(Symbol{0x3000, 8, "__sized"});
+  t.Add(Symbol{0x4000, 8, "local", false, false, B::kLocal});
+  t.Add(Symbol{0x4000, 8, "__global"});
+  t.Add(Symbol{0x5000, 8, "ab"});
+  t.Add(Symbol{0x5000, 8, "abc"});
+  t.Finish();
+  EXPECT_EQ(t.Find(0x1004)->name, "printf");
+  EXPECT_EQ(t.Find(0x2004)->name, "__strong");
+  EXPECT_EQ(t.Find(0x3004)->name, "__sized");
+  EXPECT_EQ(t.Find(0x4004)->name, "__global");
+  EXPECT_EQ(t.Find(0x5004)->name, "abc");
+}
+
+TEST(SymbolTableAliases, DebiansLibcNamesPrintfAndFreeAsPerfDoes) {
+  auto libc = SymbolFile::Open("/lib/x86_64-linux-gnu/libc.so.6");
+  ASSERT_TRUE(libc) << libc.error().ToString();
+  for (const char* name : {"printf", "free", "malloc", "_IO_puts"}) {
+    const Symbol* by_name = nullptr;
+    for (const Symbol& s : libc->symbols().symbols())
+      if (s.name == name) by_name = &s;
+    ASSERT_NE(by_name, nullptr) << name << " is not the name of its address";
+  }
 }
 
 }  // namespace

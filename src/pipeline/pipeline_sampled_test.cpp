@@ -256,5 +256,20 @@ TEST(PipelineSampledTest, BadAndTornRecordsAreCountedNotFatal) {
   EXPECT_THAT(FormatReport(*r), HasSubstr("unreadable sample records: 1, torn bytes: 30"));
 }
 
+// An idle program sampled: no samples, and the summary says why instead of
+// "one sample every 0 ns" (the new-user session of #41 met it attaching to
+// `sleep`).
+TEST(PipelineSampledTest, NoSamplesIsSaidNotAZeroPeriod) {
+  SampledTrace t({std::string()});
+  DecodeOptions o;
+  o.output = t.tmp.path() / "out.json";
+  auto r = DecodeTraceDir(t.dir, o);
+  ASSERT_THAT(r, HasValue());
+  EXPECT_EQ(r->sampled.samples, 0u);
+  const std::string text = FormatReport(*r);
+  EXPECT_THAT(text, HasSubstr("Sampled: no stack samples: the traced threads did not run"));
+  EXPECT_THAT(text, ::testing::Not(HasSubstr("every 0 ns")));
+}
+
 }  // namespace
 }  // namespace ptsnap::pipeline

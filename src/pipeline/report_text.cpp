@@ -33,6 +33,12 @@ std::string SampledHeader(const DecodeReport& r, uint64_t span) {
        std::to_string(sp.samples) + " stack samples (" + sp.event + ", callgraph " + sp.callgraph +
        "): " + std::to_string(r.slices) + " slices on " + std::to_string(r.threads) +
        " thread(s) over " + FormatDuration(span) + ".");
+  if (sp.samples == 0 || sp.period_ns == 0) {
+    // An idle or sleeping process: cpu-clock samples only what runs.
+    line("Sampled: no stack samples: the traced threads did not run on a CPU while they were "
+         "sampled (a sleeping or blocked program gives none); sample it while it is busy.");
+    return s;
+  }
   line("Sampled: one sample every " + FormatDuration(sp.period_ns) +
        (sp.period_measured ? " (measured)" : "") +
        ", so each span's start and end are known to within that; stacks: " +

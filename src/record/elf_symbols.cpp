@@ -62,6 +62,12 @@ Result<std::vector<const elf::Function*>> MatchTriggerFunctions(const elf::Image
     std::string msg =
         "trigger symbol '" + std::string(name) + "' not found: no function of that name in " + file;
     if (!m.closest.empty()) msg += "; " + elf::DidYouMean(m.closest);
+    // A stripped program names only what it exports: the spelling is not
+    // the problem (the new-user session of #41 was told to check it).
+    if (!image.has_symtab)
+      msg += "; " + file +
+             " is stripped (no .symtab), so only its exported functions have names: trigger on "
+             "one of those, use addr:HEX, or record a build with symbols";
     msg += " (check the spelling: " + std::string(elf::kSpellingsHint) +
            "; `--trigger ?` lists the functions; or use addr:HEX)";
     return Error(std::move(msg)).WithKind(ErrorKind::kTrigger);

@@ -100,6 +100,21 @@ TEST(ElfSymbols, TooManyFunctionsAreListed) {
   EXPECT_EQ(two->size(), 2u);
 }
 
+// A stripped program names only its exported functions: a miss there says
+// so, not only "check the spelling".
+TEST(ElfSymbols, AMissInAStrippedProgramSaysItIsStripped) {
+  elf::Image image;
+  image.functions = {{"main", 0x10, 4}};
+  EXPECT_THAT(MatchTriggerFunctions(image, "risky", "prog", 1),
+              HasErrorContaining("prog is stripped (no .symtab), so only its exported functions "
+                                 "have names: trigger on one of those, use addr:HEX, or record a "
+                                 "build with symbols"));
+  image.has_symtab = true;
+  auto r = MatchTriggerFunctions(image, "risky", "prog", 1);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().message().find("stripped"), std::string::npos);
+}
+
 TEST(ElfSymbols, TriggerMenuAndItsAnswers) {
   elf::Image image;
   image.functions = {{"main", 0x10, 4}, {"_Z5riskyi", 0x20, 4}, {"_Z5riskyi", 0x20, 4}};
