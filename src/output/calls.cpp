@@ -81,6 +81,13 @@ bool CallSink::IsDecodeError(const model::Slice& s) {
          s.name->starts_with("[decode error");
 }
 
+uint64_t CallSink::thread_spans_ns() const {
+  uint64_t sum = 0;
+  for (const auto& [tid, t] : threads_)
+    if (t.last >= t.first && t.first != UINT64_MAX) sum += t.last - t.first;
+  return sum;
+}
+
 void CallSink::OnSlice(const model::Slice& s) {
   if (s.kind == model::Slice::kCounter) return;  // no call, no time of the trace's
   ThreadState& t = Thread(s.tid);
@@ -114,6 +121,8 @@ void CallSink::OnSlice(const model::Slice& s) {
   if (s.kind == model::Slice::kComplete) end = s.end_ts;
   first_ = std::min(first_, begin);
   last_ = std::max(last_, end);
+  t.first = std::min(t.first, begin);
+  t.last = std::max(t.last, end);
   end = std::max(end, begin);
   const uint64_t dur = end - begin;
   switch (s.kind) {

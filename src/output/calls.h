@@ -66,6 +66,11 @@ class CallSink : public model::SliceSink {
   [[nodiscard]] uint64_t last_ns() const { return last_; }
   // Threads that had slices.
   [[nodiscard]] size_t threads() const { return threads_.size(); }
+  // Each thread's span (its first slice to its last) added up: what the
+  // threads' streams hold of their own time, where first_ns..last_ns is the
+  // span across threads (a 4 KiB ring per thread can keep microseconds of
+  // each inside milliseconds between them).
+  [[nodiscard]] uint64_t thread_spans_ns() const;
   [[nodiscard]] uint64_t slices() const { return slices_; }
 
  protected:
@@ -105,6 +110,7 @@ class CallSink : public model::SliceSink {
   };
   struct ThreadState {
     int32_t pid = 0;
+    uint64_t first = UINT64_MAX, last = 0;  // the thread's span (thread_spans_ns)
     std::vector<Open> stack;  // non-inferred open frames
     uint64_t orphan_ns = 0;   // time of ended frames with no open parent
     bool segment_open = false;

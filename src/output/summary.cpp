@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 
 namespace ptsnap::output {
 
@@ -17,8 +18,11 @@ std::vector<std::pair<int32_t, std::string>> SummarySink::LastMarks() const {
 void SummarySink::OnCall(const Call& c) {
   constexpr size_t kRecent = 1024;
   if (recent_.empty()) recent_.resize(kRecent);
-  Recent& r = recent_[(reinterpret_cast<uintptr_t>(c.name) >> 4) % kRecent];
-  if (r.name != c.name || r.f == nullptr) r = {c.name, &functions_[c.name]};
+  const Key key{c.name, c.dso};
+  Recent& r = recent_[((reinterpret_cast<uintptr_t>(c.name) >> 4) ^
+                       (reinterpret_cast<uintptr_t>(c.dso) >> 4)) %
+                      kRecent];
+  if (!(r.key == key) || r.f == nullptr) r = {key, &functions_[key]};
   FunctionTime& f = *r.f;
   if (f.name.empty()) f.name = *c.name;
   if (!c.continued) f.calls++;  // the rest of a call a decode error cut is that call
@@ -31,7 +35,14 @@ void SummarySink::OnCall(const Call& c) {
 std::vector<FunctionTime> SummarySink::Top(size_t n, bool by_self) const {
   std::vector<FunctionTime> all;
   all.reserve(functions_.size());
-  for (const auto& [k, v] : functions_) all.push_back(v);
+  // A name that several files define is FILE:NAME (the file's name alone).
+  std::unordered_map<const std::string*, int> files_of;
+  for (const auto& [k, v] : functions_) files_of[k.name]++;
+  for (const auto& [k, v] : functions_) {
+    all.push_back(v);
+    if (files_of[k.name] > 1 && k.dso != nullptr)
+      all.back().name = std::filesystem::path(*k.dso).filename().string() + ":" + v.name;
+  }
   auto key = [by_self](const FunctionTime& f) { return by_self ? f.self_ns : f.total_ns; };
   std::sort(all.begin(), all.end(), [&](const FunctionTime& a, const FunctionTime& b) {
     if (key(a) != key(b)) return key(a) > key(b);

@@ -18,7 +18,7 @@
 namespace ptsnap::output {
 
 struct FunctionTime {
-  std::string name;
+  std::string name;  // FILE:NAME where functions of several files share the name
   uint64_t total_ns = 0;  // inclusive; recursion is counted once (outermost frame)
   uint64_t self_ns = 0;   // exclusive of callees
   uint64_t calls = 0;
@@ -41,10 +41,22 @@ class SummarySink : public CallSink {
   void OnMark(int32_t tid, std::string_view text, uint64_t ts) override;
 
  private:
-  std::unordered_map<const std::string*, FunctionTime> functions_;
+  // By (name, file): ld.so's _start and the program's are two functions,
+  // as they are two rows in `ptsnap report` (shown FILE:NAME by Top).
+  struct Key {
+    const std::string* name = nullptr;
+    const std::string* dso = nullptr;
+    bool operator==(const Key&) const = default;
+  };
+  struct KeyHash {
+    size_t operator()(const Key& k) const {
+      return std::hash<const void*>()(k.name) * 31 + std::hash<const void*>()(k.dso);
+    }
+  };
+  std::unordered_map<Key, FunctionTime, KeyHash> functions_;
   // In front of functions_, by name pointer (its values never move).
   struct Recent {
-    const std::string* name = nullptr;
+    Key key;
     FunctionTime* f = nullptr;
   };
   std::vector<Recent> recent_;

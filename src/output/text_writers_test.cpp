@@ -209,5 +209,34 @@ TEST(SummaryTest, SelfAndTotalTime) {
   EXPECT_EQ(FormatDuration(1500), "1.500 us");
 }
 
+// ld.so's _start and the program's are two functions of one name: two rows,
+// FILE:NAME, as `ptsnap report` shows them (the summary once merged them:
+// "_start 2 calls" beside report's two rows, in #41's no-docs session).
+TEST(SummaryTest, OneNameInTwoFilesIsTwoRows) {
+  SummarySink s;
+  std::string start = "_start", main_fn = "main";
+  std::string ld = "/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2", prog = "/tmp/prog";
+  s.OnThread(7, 8, "t");
+  auto frame = [&](const std::string* n, const std::string* dso, uint64_t b, uint64_t e) {
+    auto x = S(model::Slice::kBegin, b, n);
+    x.dso = dso;
+    s.OnSlice(x);
+    auto y = S(model::Slice::kEnd, e, n);
+    y.begin_ts = b;
+    y.dso = dso;
+    s.OnSlice(y);
+  };
+  frame(&start, &ld, 0, 10);
+  frame(&start, &prog, 20, 100);
+  frame(&main_fn, &prog, 120, 130);
+  auto total = s.Top(5, false);
+  ASSERT_EQ(total.size(), 3u);
+  EXPECT_EQ(total[0].name, "prog:_start");
+  EXPECT_EQ(total[0].calls, 1u);
+  EXPECT_EQ(total[0].total_ns, 80u);
+  EXPECT_EQ(total[1].name, "ld-linux-x86-64.so.2:_start");
+  EXPECT_EQ(total[2].name, "main");  // one file: the name alone
+}
+
 }  // namespace
 }  // namespace ptsnap::output

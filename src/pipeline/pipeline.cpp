@@ -41,6 +41,7 @@ void CollectCounts(output::SummarySink& summary, const model::CallStackModel& mo
   for (const auto& w : report.decode.warnings) report.warnings.push_back(w);
   report.first_ns = summary.first_ns() == UINT64_MAX ? 0 : summary.first_ns();
   report.last_ns = summary.last_ns();
+  report.thread_spans_ns = summary.thread_spans_ns();
   report.threads = summary.threads();
   report.slices = summary.slices();
   report.top_total = summary.Top(top, false);

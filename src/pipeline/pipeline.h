@@ -80,6 +80,7 @@ struct DecodeReport {
   bool wrapped = false;
   uint64_t recorded_from_ns = UINT64_MAX;
   uint64_t first_ns = 0, last_ns = 0;  // time span of the slices
+  uint64_t thread_spans_ns = 0;        // each thread's own span, added up
   size_t threads = 0;
   uint64_t slices = 0;
   std::vector<output::FunctionTime> top_total, top_self;

@@ -258,7 +258,15 @@ TEST(PipelineTest, TheSummarySaysWhatAWrappedRingKept) {
   EXPECT_THAT(FormatReport(r), ::testing::Not(HasSubstr("Coverage:")));
   r.wrapped = true;
   EXPECT_THAT(FormatReport(r), HasSubstr("Coverage: the snapshot ring wrapped, so the trace holds "
-                                         "the last 17.450 ms of the 74.900 ms recorded"));
+                                         "the last 17.450 ms of the 74.900 ms recorded; what ran"));
+  // Two threads whose own rings kept 9.5 us between them, 17 ms apart: the
+  // span across them is not what they hold.
+  r.threads = 2;
+  r.thread_spans_ns = 9'542;
+  EXPECT_THAT(FormatReport(r),
+              HasSubstr("holds the last 17.450 ms of the 74.900 ms recorded between its first and "
+                        "last events, but its 2 threads' rings (one per thread) hold only 9.542 us "
+                        "of their time added up; what ran before is gone"));
 }
 
 TEST(PipelineTest, TruncatedStreamDecodesWhatIsThere) {

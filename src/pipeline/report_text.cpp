@@ -79,9 +79,19 @@ std::string PtHeader(const DecodeReport& r, uint64_t span) {
   // What the trace kept of what ran (#41: a snapshot that kept 17.45 ms
   // of a 74.9 ms run said nothing).
   if (r.wrapped && r.recorded_from_ns < r.first_ns && r.last_ns > r.recorded_from_ns) {
+    // Several threads: each keeps its own ring, so the span across them can
+    // hold far less of each (#41's session: "the last 11.222 ms" of a trace
+    // whose two threads kept 9.5 us between them).
+    const std::string held =
+        r.threads > 1 && r.thread_spans_ns < span
+            ? " between its first and last events, but its " + std::to_string(r.threads) +
+                  " threads' rings (one per thread) hold only " +
+                  FormatDuration(r.thread_spans_ns) + " of their time added up"
+            : "";
     line("Coverage: the snapshot ring wrapped, so the trace holds the last " +
          FormatDuration(span) + " of the " + FormatDuration(r.last_ns - r.recorded_from_ns) +
-         " recorded; what ran before is gone (a bigger --snapshot-size, or --full-execution, "
+         " recorded" + held +
+         "; what ran before is gone (a bigger --snapshot-size, or --full-execution, "
          "keeps more).");
   }
   // What the times are (#41: emulated times read as real ones).
