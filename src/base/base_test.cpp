@@ -266,7 +266,8 @@ TEST(WriteToPipeTest, AReaderGoneIsEpipeNotSigpipe) {
   int fds[2];
   ASSERT_EQ(::pipe(fds), 0);
   ::close(fds[0]);
-  struct sigaction dfl {}, old{};
+  struct sigaction dfl = {};
+  struct sigaction old = {};
   dfl.sa_handler = SIG_DFL;
   ASSERT_EQ(::sigaction(SIGPIPE, &dfl, &old), 0);
   errno = 0;

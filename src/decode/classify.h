@@ -29,5 +29,4 @@ enum pt_insn_class ClassifyBlockEnd(struct pt_image_section_cache* iscache,
 // ClassifyBlockEnd reads it; 0 when its bytes cannot be read or decoded.
 uint8_t BlockEndSize(struct pt_image_section_cache* iscache, const struct pt_block& block);
 
-
 }  // namespace ptsnap::decode

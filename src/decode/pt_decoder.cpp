@@ -1,10 +1,10 @@
 #include "decode/pt_decoder.h"
 
 #include <algorithm>
-#include <cstring>
 #include <array>
 #include <cinttypes>
 #include <cstdio>
+#include <cstring>
 #include <deque>
 #include <functional>
 #include <queue>
@@ -1171,7 +1171,7 @@ class StreamDecoder {
   } held_time_;
   uint64_t flow_offset_ = 0;  // the offset of the last flow item that has one
   bool have_prev_ = false;
-  bool join_ = false;    // the next block continues the previous one (HandleBlock)
+  bool join_ = false;  // the next block continues the previous one (HandleBlock)
   // Inside an emulated PTWRITE whose frame is hidden (HiddenBoundary).
   enum class EptwHide : uint8_t { kNone, kCalled, kJumpedTo } eptw_hide_ = EptwHide::kNone;
   bool at_eos_ = false;  // libipt: the stream ended where pt_blk_next reported pts_eos

@@ -4,11 +4,11 @@
 
 #include <gelf.h>
 
-#include <type_traits>
 #include <libelf.h>
 
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "elf/segments.h"

@@ -26,19 +26,23 @@ size_t LeadingUnderscores(const std::string& name) {
   return n == std::string::npos ? name.size() : n;
 }
 
-// Among symbols at one address, the one that names it: perf's rule
-// (tools/perf/util/symbol.c, choose_best_symbol), so that names agree with
-// perf's and are the ones users type: a sized symbol, then a strong one,
-// then a global one, then the fewest leading underscores (libc's `printf`,
-// not its alias `_IO_printf`), then the longest name; else the first read.
+// Among symbols at one address, the one that names it: the name users
+// type. A sized symbol; then one of the current version (not libc's
+// `cfree@GLIBC_2.2.5`); then an exported one (global or weak) before a
+// local alias (a debug file's `__GI___libc_write`); then the fewest leading
+// underscores (`printf`, not `_IO_printf`; `write`, not `__write`); then a
+// global before a weak one; else the first read (.symtab before .dynsym).
+// perf's choose_best_symbol ranks binding before underscores and so shows
+// `__GI___libc_write`; tools/perf-agree compares by alias, so both agree.
 bool NamesItBetter(const Symbol& a, const Symbol& b) {
   if ((a.size != 0) != (b.size != 0)) return a.size != 0;
+  if (a.old_version != b.old_version) return b.old_version;
   using B = Symbol::Binding;
-  if ((a.binding == B::kWeak) != (b.binding == B::kWeak)) return b.binding == B::kWeak;
   if ((a.binding == B::kLocal) != (b.binding == B::kLocal)) return b.binding == B::kLocal;
   const size_t ua = LeadingUnderscores(a.name), ub = LeadingUnderscores(b.name);
   if (ua != ub) return ua < ub;
-  return a.name.size() > b.name.size();
+  if ((a.binding == B::kWeak) != (b.binding == B::kWeak)) return b.binding == B::kWeak;
+  return false;
 }
 
 }  // namespace
@@ -161,33 +165,44 @@ void ReadSymbols(Elf* elf, Elf_Scn* scn, const GElf_Shdr& shdr, SymbolTable* tab
   std::vector<std::pair<uint64_t, uint64_t>> functions;  // [start, end)
   std::vector<Symbol> labels;
   const Elf_Data* versions = shdr.sh_type == SHT_DYNSYM ? VersionsOf(elf, scn) : nullptr;
-  internal::ForEachNamedSymbol(elf, scn, shdr, [&](const GElf_Sym& sym, const char* name,
-                                                   size_t index) {
-    const int type = GELF_ST_TYPE(sym.st_info);
-    const bool function = type == STT_FUNC || type == STT_GNU_IFUNC;
-    if (!function && type != STT_NOTYPE) return;
-    if (sym.st_shndx == SHN_UNDEF || sym.st_shndx >= SHN_LORESERVE || sym.st_value == 0) return;
-    if (!function && !SectionIsCode(elf, sym.st_shndx)) return;
-    if (function) {
-      functions.emplace_back(sym.st_value, sym.st_value + sym.st_size);
-      Symbol s{sym.st_value, sym.st_size, Demangle(name), IsSplitPartName(name)};
-      const int bind = GELF_ST_BIND(sym.st_info);
-      s.binding = bind == STB_WEAK    ? Symbol::Binding::kWeak
-                  : bind == STB_LOCAL ? Symbol::Binding::kLocal
-                                      : Symbol::Binding::kGlobal;
-      // A hidden version (libc's `cfree@GLIBC_2.2.5`, kept for old
-      // binaries): no program links to it by that name today, so it ranks
-      // as a weak alias does.
-      GElf_Versym v = 0;
-      if (versions != nullptr && gelf_getversym(const_cast<Elf_Data*>(versions),
-                                                static_cast<int>(index), &v) != nullptr &&
-          (v & 0x8000) != 0)
-        s.binding = Symbol::Binding::kWeak;
-      table->Add(std::move(s));
-    } else if (name[0] != '.') {  // .L local labels never name code
-      labels.push_back(Symbol{sym.st_value, 0, name});
-    }
-  });
+  internal::ForEachNamedSymbol(
+      elf, scn, shdr, [&](const GElf_Sym& sym, const char* name, size_t index) {
+        const int type = GELF_ST_TYPE(sym.st_info);
+        const bool function = type == STT_FUNC || type == STT_GNU_IFUNC;
+        if (!function && type != STT_NOTYPE) return;
+        if (sym.st_shndx == SHN_UNDEF || sym.st_shndx >= SHN_LORESERVE || sym.st_value == 0) return;
+        if (!function && !SectionIsCode(elf, sym.st_shndx)) return;
+        if (function) {
+          functions.emplace_back(sym.st_value, sym.st_value + sym.st_size);
+          // A .symtab (a debug file's, say) spells versions into names:
+          // `memcpy@@GLIBC_2.14` (the default version), `cfree@GLIBC_2.2.5`
+          // (an old one). The function is `memcpy` as users type it; the
+          // single `@` marks an old version, as .gnu.version's hidden bit.
+          std::string_view bare(name);
+          bool old_version = false;
+          if (const size_t at = bare.find('@'); at != std::string_view::npos && at > 0) {
+            old_version = bare.substr(at, 2) != "@@";
+            bare = bare.substr(0, at);
+          }
+          Symbol s{sym.st_value, sym.st_size, Demangle(bare), IsSplitPartName(bare)};
+          const int bind = GELF_ST_BIND(sym.st_info);
+          s.binding = bind == STB_WEAK    ? Symbol::Binding::kWeak
+                      : bind == STB_LOCAL ? Symbol::Binding::kLocal
+                                          : Symbol::Binding::kGlobal;
+          // A hidden version (libc's `cfree@GLIBC_2.2.5`, kept for old
+          // binaries): no program links to it by that name today.
+          GElf_Versym v = 0;
+          if (versions != nullptr &&
+              gelf_getversym(const_cast<Elf_Data*>(versions), static_cast<int>(index), &v) !=
+                  nullptr &&
+              (v & 0x8000) != 0)
+            old_version = true;
+          s.old_version = old_version;
+          table->Add(std::move(s));
+        } else if (name[0] != '.') {  // .L local labels never name code
+          labels.push_back(Symbol{sym.st_value, 0, name});
+        }
+      });
   std::sort(functions.begin(), functions.end());
   for (auto& label : labels) {
     auto it = std::upper_bound(functions.begin(), functions.end(),

@@ -34,8 +34,10 @@ struct Symbol {
   bool split = false;
   // No symbol names it: its range is an FDE's and its name "FILE+0xVADDR".
   bool unnamed = false;
-  // The ELF binding, which picks the name among aliases (SymbolTable::Finish).
+  // The ELF binding, and whether the name is an old (hidden) symbol
+  // version: they pick the name among aliases (SymbolTable::Finish).
   enum class Binding : uint8_t { kGlobal, kWeak, kLocal } binding = Binding::kGlobal;
+  bool old_version = false;
 };
 
 // A sorted, non-owning-free table with nearest-below lookup.

@@ -159,37 +159,36 @@ TEST(MatchFunctions, OnePerAddressByAddress) {
 namespace ptsnap::elf {
 namespace {
 
-// Several names at one address: the one perf would show names it (perf's
-// choose_best_symbol): sized, strong, global, fewest leading underscores,
-// longest. libc's `printf` is also `_IO_printf`; report and --trigger
-// show and take `printf`, as perf script prints it. (`puts` is weak there,
-// so `_IO_puts` names it, for perf too; `cfree`, a hidden version, loses
-// to `free`.)
-TEST(SymbolTableAliases, ThePerfNameWins) {
+// Several names at one address: the one users type names it (sized,
+// current version, exported before local, fewest leading underscores,
+// global before weak). libc's `printf` is also `_IO_printf`; report and
+// --trigger show and take `printf`.
+TEST(SymbolTableAliases, TheNameUsersTypeWins) {
   using B = Symbol::Binding;
   SymbolTable t;
   t.Add(Symbol{0x1000, 16, "_IO_printf"});
   t.Add(Symbol{0x1000, 16, "printf"});
-  t.Add(Symbol{0x2000, 16, "strong_b", false, false, B::kWeak});
-  t.Add(Symbol{0x2000, 16, "__strong"});
+  t.Add(Symbol{0x2000, 16, "__GI___libc_write", false, false, B::kLocal});
+  t.Add(Symbol{0x2000, 16, "__write", false, false, B::kWeak});
+  t.Add(Symbol{0x2000, 16, "write", false, false, B::kWeak});
   t.Add(Symbol{0x3000, 0, "label"});
   t.Add(Symbol{0x3000, 8, "__sized"});
-  t.Add(Symbol{0x4000, 8, "local", false, false, B::kLocal});
-  t.Add(Symbol{0x4000, 8, "__global"});
-  t.Add(Symbol{0x5000, 8, "ab"});
-  t.Add(Symbol{0x5000, 8, "abc"});
+  t.Add(Symbol{0x4000, 8, "cfree", false, false, B::kGlobal, /*old_version=*/true});
+  t.Add(Symbol{0x4000, 8, "__libc_free"});
+  t.Add(Symbol{0x5000, 8, "weak_one", false, false, B::kWeak});
+  t.Add(Symbol{0x5000, 8, "strong_1"});
   t.Finish();
   EXPECT_EQ(t.Find(0x1004)->name, "printf");
-  EXPECT_EQ(t.Find(0x2004)->name, "__strong");
+  EXPECT_EQ(t.Find(0x2004)->name, "write");
   EXPECT_EQ(t.Find(0x3004)->name, "__sized");
-  EXPECT_EQ(t.Find(0x4004)->name, "__global");
-  EXPECT_EQ(t.Find(0x5004)->name, "abc");
+  EXPECT_EQ(t.Find(0x4004)->name, "__libc_free");
+  EXPECT_EQ(t.Find(0x5004)->name, "strong_1");
 }
 
-TEST(SymbolTableAliases, DebiansLibcNamesPrintfAndFreeAsPerfDoes) {
+TEST(SymbolTableAliases, DebiansLibcNamesPrintfFreeAndWriteAsUsersTypeThem) {
   auto libc = SymbolFile::Open("/lib/x86_64-linux-gnu/libc.so.6");
   ASSERT_TRUE(libc) << libc.error().ToString();
-  for (const char* name : {"printf", "free", "malloc", "_IO_puts"}) {
+  for (const char* name : {"printf", "free", "malloc", "puts", "write"}) {
     const Symbol* by_name = nullptr;
     for (const Symbol& s : libc->symbols().symbols())
       if (s.name == name) by_name = &s;

@@ -597,6 +597,15 @@ class EmulatedSource final : public record::PtSource {
     return Ok();
   }
   [[nodiscard]] bool complete() const override { return detached_ || (ingest_ && ingest_->done()); }
+  [[nodiscard]] std::string incomplete_reason() const override {
+    if (!ingest_ || complete()) return {};
+    const std::vector<std::string> pids = ingest_->Unfinished();
+    if (pids.empty()) return {};
+    return "the emulator did not finish in process" + std::string(pids.size() > 1 ? "es " : " ") +
+           base::Join(pids, ", ") +
+           " (killed by SIGKILL, which nothing can catch, or still running when the recording "
+           "ended): the last stretch of each is not in the trace";
+  }
 
   // The plugin follows threads, triggers and the clock itself.
   Result<void> AddThread(pid_t /*pid*/, pid_t /*tid*/, bool /*trace_pt*/) override { return Ok(); }

@@ -910,6 +910,19 @@ TEST_F(Emulate, ExitStatusIsThePrograms) {
   EXPECT_EQ(r.exit_code, 1);
 }
 
+// A process SIGKILLed (its plugin cannot take the exit snapshot): the
+// trace is interrupted, and the manifest says which process and why, which
+// `ptsnap info` prints; it read "stopped by Ctrl-C or an error" with no
+// Ctrl-C (#41's no-docs session, a pyenv shim's child).
+TEST_F(Emulate, AProcessKilledBySigkillIsNamedInTheManifest) {
+  auto r = Record({"/bin/sh", "-c", "kill -9 $$"});
+  EXPECT_EQ(r.exit_code, 128 + SIGKILL);
+  EXPECT_EQ(r.manifest.state, trace::State::kInterrupted);
+  EXPECT_THAT(r.manifest.stop_error,
+              ::testing::HasSubstr("the emulator did not finish in process "));
+  EXPECT_THAT(r.manifest.stop_error, ::testing::HasSubstr("(killed by SIGKILL"));
+}
+
 // End to end through the CLI: `ptsnap run --emulate` records, decodes and
 // reports every call of fib in three threads with no decode error.
 TEST_F(Emulate, CliRunEmulateDecodesWithoutErrors) {

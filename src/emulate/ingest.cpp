@@ -47,6 +47,16 @@ bool PluginIngest::done() const {
          std::all_of(logs_.begin(), logs_.end(), [](const auto& l) { return l.second.done; });
 }
 
+std::vector<std::string> PluginIngest::Unfinished() const {
+  std::vector<std::string> out;
+  for (const auto& [name, log] : logs_) {
+    if (log.done) continue;
+    const size_t dot = name.rfind('.');  // events.<pid>
+    out.push_back(dot == std::string::npos ? name : name.substr(dot + 1));
+  }
+  return out;
+}
+
 Result<void> PluginIngest::AddStream(const StreamMessage& s, uint32_t seq, Log& log) {
   const fs::path file = work_ / s.file;
   trace::Stream info;

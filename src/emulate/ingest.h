@@ -66,6 +66,8 @@ class PluginIngest {
   [[nodiscard]] bool saw_logs() const { return !logs_.empty(); }
   // Every process's plugin reached its atexit.
   [[nodiscard]] bool done() const;
+  // The processes whose plugin did not (their pids, from the logs' names).
+  [[nodiscard]] std::vector<std::string> Unfinished() const;
   [[nodiscard]] const std::vector<trace::Record>& records() const { return records_; }
   [[nodiscard]] const std::vector<std::string>& notes() const { return notes_; }
   [[nodiscard]] const std::vector<StreamStat>& stream_stats() const { return stats_; }

@@ -111,8 +111,8 @@ class CallSink : public model::SliceSink {
   struct ThreadState {
     int32_t pid = 0;
     uint64_t first = UINT64_MAX, last = 0;  // the thread's span (thread_spans_ns)
-    std::vector<Open> stack;  // non-inferred open frames
-    uint64_t orphan_ns = 0;   // time of ended frames with no open parent
+    std::vector<Open> stack;                // non-inferred open frames
+    uint64_t orphan_ns = 0;                 // time of ended frames with no open parent
     bool segment_open = false;
     // A decode error's marker came, and the frames it closes follow it.
     bool closing = false;

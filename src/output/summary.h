@@ -18,7 +18,7 @@
 namespace ptsnap::output {
 
 struct FunctionTime {
-  std::string name;  // FILE:NAME where functions of several files share the name
+  std::string name;       // FILE:NAME where functions of several files share the name
   uint64_t total_ns = 0;  // inclusive; recursion is counted once (outermost frame)
   uint64_t self_ns = 0;   // exclusive of callees
   uint64_t calls = 0;

@@ -35,8 +35,9 @@ std::string SampledHeader(const DecodeReport& r, uint64_t span) {
        " thread(s) over " + FormatDuration(span) + ".");
   if (sp.samples == 0 || sp.period_ns == 0) {
     // An idle or sleeping process: cpu-clock samples only what runs.
-    line("Sampled: no stack samples: the traced threads did not run on a CPU while they were "
-         "sampled (a sleeping or blocked program gives none); sample it while it is busy.");
+    line(
+        "Sampled: no stack samples: the traced threads did not run on a CPU while they were "
+        "sampled (a sleeping or blocked program gives none); sample it while it is busy.");
     return s;
   }
   line("Sampled: one sample every " + FormatDuration(sp.period_ns) +
@@ -82,12 +83,12 @@ std::string PtHeader(const DecodeReport& r, uint64_t span) {
     // Several threads: each keeps its own ring, so the span across them can
     // hold far less of each (#41's session: "the last 11.222 ms" of a trace
     // whose two threads kept 9.5 us between them).
-    const std::string held =
-        r.threads > 1 && r.thread_spans_ns < span
-            ? " between its first and last events, but its " + std::to_string(r.threads) +
-                  " threads' rings (one per thread) hold only " +
-                  FormatDuration(r.thread_spans_ns) + " of their time added up"
-            : "";
+    const std::string held = r.threads > 1 && r.thread_spans_ns < span
+                                 ? " between its first and last events, but its " +
+                                       std::to_string(r.threads) +
+                                       " threads' rings (one per thread) hold only " +
+                                       FormatDuration(r.thread_spans_ns) + " of their time added up"
+                                 : "";
     line("Coverage: the snapshot ring wrapped, so the trace holds the last " +
          FormatDuration(span) + " of the " + FormatDuration(r.last_ns - r.recorded_from_ns) +
          " recorded" + held +

@@ -145,6 +145,8 @@ class PtSource {
   // emulator: a process killed before its plugin finished): the trace is
   // then "interrupted".
   [[nodiscard]] virtual bool complete() const { return true; }
+  // Why not complete(), in words for `ptsnap info` ("" when it cannot say).
+  [[nodiscard]] virtual std::string incomplete_reason() const { return {}; }
   // Whether the trace holds a dump of ptsnap's own vDSO for each traced
   // process (the host kernel's; an emulated guest has none).
   [[nodiscard]] virtual bool host_vdso() const { return true; }

@@ -756,15 +756,18 @@ std::string FormatText(const ReportSink& r, SortKey key, size_t limit, bool full
                 per_thread ? "thread" : "", calls, "total", "total%", "self", "self%", "min", "p50",
                 "p90", "p99", "max");
   out += "function" + std::string(width - 8, ' ') + head;
-  bool shortened = false;
+  bool shortened = false, pseudo = false;
   uint64_t unseen = 0, cut = 0;
   for (const FunctionStats* f : rows) {
     out += Row(*f, per_thread, width, full_names, r.traced_ns());
     shortened |= !full_names && f->name.size() > width;
+    pseudo |= f->function == "[untraced]" || f->function == "[syscall]";
     unseen += f->unseen_start;
     cut += f->cut;
   }
   if (shortened) out += "(names shortened to fit: --full-names prints them whole)\n";
+  // Not functions: a new user had to guess (#41's no-docs session).
+  if (pseudo) out += std::string("(") + kPseudoFramesNote + ")\n";
   if (unseen != 0)
     out += "(" + std::to_string(unseen) +
            " of these calls began before the trace did: counted in calls, total and self, not in "

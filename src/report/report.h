@@ -55,6 +55,13 @@ struct ReportOptions {
   uint64_t sample_period_ns = 0;
 };
 
+// What the two frames that are no function's mean (report and replay say
+// it where they show one; docs/decoding.md, "Call-stack reconstruction").
+inline constexpr const char* kPseudoFramesNote =
+    "[syscall]: time in the kernel from a syscall instruction, not traced; [untraced]: time "
+    "where tracing stopped inside the function around it (an interrupt or page fault in the "
+    "kernel, code outside --filter, or the end of the snapshot)";
+
 struct FunctionStats {
   // As the report shows it: the function's name, or DSO:NAME where
   // functions of several files share the name (ld.so's _start and the

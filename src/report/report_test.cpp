@@ -333,6 +333,25 @@ TEST(Report, ATriggersOwnFunctionIsExplained) {
   EXPECT_THAT(text, HasSubstr("\nriksy: 0 calls (not in this trace)\n"));
 }
 
+// [syscall] and [untraced] are no functions: where a table shows one, a
+// line under it says what each is (a new user had to guess, #41).
+TEST(Report, PseudoFramesAreExplainedWhereTheyShow) {
+  ReportOptions o;
+  ReportSink r(o);
+  Feed f(r);
+  f.Call(1, "main", 0, 100);
+  ASSERT_TRUE(r.Finish());
+  EXPECT_THAT(FormatText(r, SortKey::kTotal, 10), ::testing::Not(HasSubstr("[untraced]:")));
+  ReportSink r2(o);
+  Feed f2(r2);
+  f2.Begin(1, "main", 0);
+  f2.Call(1, "[untraced]", 10, 20);
+  f2.End(1, "main", 0, 100);
+  ASSERT_TRUE(r2.Finish());
+  EXPECT_THAT(FormatText(r2, SortKey::kTotal, 10),
+              HasSubstr("[untraced]: time where tracing stopped inside the function around it"));
+}
+
 // A call of 2^63 ns or more (a corrupt decoded file's times; found by
 // report_fxt_fuzzer) lies in the histogram's top octave, [2^63, 2^64): its
 // row ends at the largest duration, not at an out-of-range shift.

@@ -201,7 +201,8 @@ TEST_F(CliErrors, BadOptionValuesAreUsageErrors) {
   EXPECT_EQ(dur.code, 2);
   EXPECT_THAT(dur.err, HasSubstr("bad --duration 'soon'"));
   // Under perf's 4 KiB: a bad command line too (it was exit 1).
-  Exit small = Ptsnap(dir_.path(), {"run", "--emulate", "--snapshot-size", "1K", "--", "/bin/true"});
+  Exit small =
+      Ptsnap(dir_.path(), {"run", "--emulate", "--snapshot-size", "1K", "--", "/bin/true"});
   EXPECT_EQ(small.code, 2);
   EXPECT_THAT(small.err, HasSubstr("--snapshot-size 1 KiB is too small"));
   // The program's options without `--` before the program: CLI11's line,
