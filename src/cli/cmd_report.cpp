@@ -293,7 +293,9 @@ void AddReportCommand(CLI::App& app, CommandFn* selected) {
                   "Sort rows by total, self, calls, p99, max or name; with --diff, by the "
                   "absolute change of that column from A to B (every key applies)")
       ->capture_default_str();
-  cmd->add_option("--limit", a->limit, "Rows to print; 0 prints every function")
+  cmd->add_option(
+         "--limit", a->limit,
+         "Rows to print; 0 prints every function (a FUNC named after TRACE keeps its row past it)")
       ->capture_default_str();
   cmd->add_option("--since", a->since,
                   "Count only calls that start this long after the first call, e.g. 10ms");

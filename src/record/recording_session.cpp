@@ -621,10 +621,10 @@ Result<Outcome> RecordingSession::Finish(Result<void> recorded) {
   // short of its end), else "complete".
   // A source that fell short without Ctrl-C says why (`ptsnap info`
   // otherwise reads "stopped by Ctrl-C or an error", which misled).
-  PTSNAP_TRY(writer().Finish(
-      outcome_.interrupted || !source_->complete() ? trace::State::kInterrupted
-                                                   : trace::State::kComplete,
-      outcome_.interrupted ? std::string() : source_->incomplete_reason()));
+  PTSNAP_TRY(writer().Finish(outcome_.interrupted || !source_->complete()
+                                 ? trace::State::kInterrupted
+                                 : trace::State::kComplete,
+                             outcome_.interrupted ? std::string() : source_->incomplete_reason()));
   if (run_ && child_) {
     int status = 0;
     if (!child_->Poll(&status))

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "base/string_util.h"
 #include "output/summary.h"
@@ -746,7 +747,18 @@ std::string FormatText(const ReportSink& r, SortKey key, size_t limit, bool full
   out += "total% and self%: of " + output::FormatDuration(r.traced_ns()) +
          ", the time some frame was on a thread's stack, summed over the threads (every "
          "function's self time added up).\n\n";
-  const auto rows = r.Functions(key, limit);
+  auto rows = r.Functions(key, limit);
+  // The functions FUNC names, when --limit left them out: their rows after
+  // the others (a new user expected `report TRACE loop_body` to show it).
+  size_t past_limit = rows.size();
+  if (limit != 0 && !r.options().functions.empty()) {
+    std::set<std::string> named;
+    for (const std::string& typed : r.options().functions)
+      for (std::string& n : r.Resolve(typed)) named.insert(std::move(n));
+    for (const FunctionStats* f : r.Functions(key, 0))
+      if (named.count(f->name) != 0 && std::find(rows.begin(), rows.end(), f) == rows.end())
+        rows.push_back(f);
+  }
   const bool per_thread = r.per_thread();
   size_t width = 40;
   if (full_names)
@@ -758,7 +770,9 @@ std::string FormatText(const ReportSink& r, SortKey key, size_t limit, bool full
   out += "function" + std::string(width - 8, ' ') + head;
   bool shortened = false, pseudo = false;
   uint64_t unseen = 0, cut = 0;
-  for (const FunctionStats* f : rows) {
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const FunctionStats* f = rows[i];
+    if (i == past_limit) out += "(past --limit " + std::to_string(limit) + ", named:)\n";
     out += Row(*f, per_thread, width, full_names, r.traced_ns());
     shortened |= !full_names && f->name.size() > width;
     pseudo |= f->function == "[untraced]" || f->function == "[syscall]";

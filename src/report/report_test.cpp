@@ -333,6 +333,23 @@ TEST(Report, ATriggersOwnFunctionIsExplained) {
   EXPECT_THAT(text, HasSubstr("\nriksy: 0 calls (not in this trace)\n"));
 }
 
+// A FUNC whose row --limit leaves out still gets its row, after the others
+// (a new user expected `report TRACE loop_body` to show loop_body's).
+TEST(Report, ANamedFunctionPastTheLimitKeepsItsRow) {
+  ReportOptions o;
+  o.functions = {"small"};
+  ReportSink r(o);
+  Feed f(r);
+  f.Begin(1, "main", 0);
+  f.Call(1, "big", 10, 90);
+  f.Call(1, "small", 91, 92);
+  f.End(1, "main", 0, 100);
+  ASSERT_TRUE(r.Finish());
+  const std::string text = FormatText(r, SortKey::kTotal, 2);
+  EXPECT_THAT(text, HasSubstr("(past --limit 2, named:)\nsmall "));
+  EXPECT_THAT(FormatText(r, SortKey::kTotal, 0), ::testing::Not(HasSubstr("past --limit")));
+}
+
 // [syscall] and [untraced] are no functions: where a table shows one, a
 // line under it says what each is (a new user had to guess, #41).
 TEST(Report, PseudoFramesAreExplainedWhereTheyShow) {
