@@ -2,14 +2,14 @@
 
 #include <cstring>
 
+#include "flow/flow_decoder.h"
+
 namespace ptsnap::decode {
 
 namespace {
 
-// perf-intel-pt.txt, "Emulated PTWRITE": `jmp .+16` (eb 10) over ud2 and
-// the 14-byte text.
-constexpr uint8_t kSignatureJump[18] = {0xeb, 0x10, 0x0f, 0x0b, 'p', 'e', 'r', 'f', ',',
-                                        'p',  't',  'w',  'r',  'i', 't', 'e', ' ', ' '};
+// `jmp .+16` (eb 10) over the signature.
+constexpr size_t kSignatureJumpSize = 2 + flow::kEmulatedPtwriteMagic.size();
 
 // A conditional branch's target, from its bytes: Jcc rel8 (70-7f),
 // LOOP*/JrCXZ rel8 (e0-e3) and Jcc rel32 (0f 80-8f). False for any other
@@ -35,8 +35,9 @@ LibiptMarks::LibiptMarks(struct pt_block_decoder* blk) : blk_(blk) {}
 LibiptMarks::~LibiptMarks() = default;
 
 bool LibiptMarks::IsSignatureJump(const uint8_t* bytes, size_t size) {
-  return size >= sizeof kSignatureJump &&
-         std::memcmp(bytes, kSignatureJump, sizeof kSignatureJump) == 0;
+  return size >= kSignatureJumpSize && bytes[0] == 0xeb && bytes[1] == 0x10 &&
+         std::memcmp(bytes + 2, flow::kEmulatedPtwriteMagic.data(),
+                     flow::kEmulatedPtwriteMagic.size()) == 0;
 }
 
 void LibiptMarks::Reset() {
@@ -54,7 +55,7 @@ bool LibiptMarks::IsSignatureJumpBlock(const struct pt_block& block,
   const size_t slot = (block.end_ip ^ (block.end_ip >> 10)) % JumpCache::kSlots;
   JumpCache& c = *jumps_;
   if (c.ip[slot] != block.end_ip || c.isid[slot] != block.isid) {
-    uint8_t buf[sizeof kSignatureJump];
+    uint8_t buf[kSignatureJumpSize];
     const int n = pt_iscache_read(iscache, buf, sizeof buf, block.isid, block.end_ip);
     c.ip[slot] = block.end_ip;
     c.isid[slot] = block.isid;
@@ -63,8 +64,7 @@ bool LibiptMarks::IsSignatureJumpBlock(const struct pt_block& block,
   return c.signature[slot];
 }
 
-bool LibiptMarks::AfterBlock(const struct pt_block& block, struct pt_image_section_cache* iscache,
-                             uint64_t* payload) {
+bool LibiptMarks::AfterBlock(const struct pt_block& block, bool signature_jump, uint64_t* payload) {
   insns_ += block.ninsn;
   bool due = false;
   if (pending_ && insns_ >= due_at_) {
@@ -72,7 +72,7 @@ bool LibiptMarks::AfterBlock(const struct pt_block& block, struct pt_image_secti
     *payload = value_;
     due = true;
   }
-  if (!broken_ && IsSignatureJumpBlock(block, iscache)) pending_ = Read(block.end_ip);
+  if (!broken_ && signature_jump) pending_ = Read(block.end_ip);
   return due;
 }
 

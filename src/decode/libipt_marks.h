@@ -47,13 +47,13 @@ class LibiptMarks {
   // is dropped; the next mark makes one at the new sync point.
   void Reset();
 
-  // After each block the block decoder returns, in order, with the section
-  // cache holding its code. True when a mark is due after this block: the
-  // block holds the 64th conditional branch of an emulated PTWRITE; its value
-  // in `*payload`. Reads a new mark's value when the block ends in the `jmp`
-  // over the signature.
-  bool AfterBlock(const struct pt_block& block, struct pt_image_section_cache* iscache,
-                  uint64_t* payload);
+  // After each block the block decoder returns, in order, with what
+  // IsSignatureJumpBlock said of it (asked once: the decode hides the
+  // function's frame by the same answer). True when a mark is due after this
+  // block: the block holds the 64th conditional branch of an emulated
+  // PTWRITE; its value in `*payload`. Reads a new mark's value when the block
+  // ends in the `jmp` over the signature.
+  bool AfterBlock(const struct pt_block& block, bool signature_jump, uint64_t* payload);
 
   // Whether `block` ends in the `jmp` over the signature (read once per
   // address and section). The decode also hides the function's frame there.

@@ -236,10 +236,11 @@ class StreamDecoder {
       status_ = pt_blk_next(dec_.get(), &block, sizeof block);
       // Errors apply after the last instruction of the returned block.
       if (block.ninsn > 0) {
-        HandleBlock(block, marks_->IsSignatureJumpBlock(block, owner_->Iscache()));
+        const bool signature_jump = marks_->IsSignatureJumpBlock(block, owner_->Iscache());
+        HandleBlock(block, signature_jump);
         // An emulated PTWRITE's 64th conditional branch was in this block.
         uint64_t mark = 0;
-        if (marks_->AfterBlock(block, owner_->Iscache(), &mark))
+        if (marks_->AfterBlock(block, signature_jump, &mark))
           Emit(BranchKind::kMark, block.end_ip, mark);
       }
       // A call that decoded nothing stopped at block.ip: with -pte_nomap

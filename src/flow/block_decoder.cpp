@@ -59,6 +59,12 @@ inline bool FlowDecoder::State::EptwMagicAt(uint64_t at) const {
          std::memcmp(buf, kEptwMagic.data(), sizeof buf) == 0;
 }
 
+inline bool FlowDecoder::State::IsEptwJump(InsnClass iclass, bool direct, uint8_t size, uint64_t ip,
+                                           uint64_t target) const {
+  return iclass == InsnClass::kJump && direct && size == 2 &&
+         target == ip + 2 + kEptwMagic.size() && EptwMagicAt(ip + 2);
+}
+
 // Reads and decodes the instruction at `at`.
 inline int FlowDecoder::State::ReadInsn(uint64_t at, Insn* insn) const {
   uint8_t buf[15];
@@ -103,12 +109,9 @@ inline int FlowDecoder::State::ProceedToInsn(Item* b, Insn* insn, Pred pred) {
     if (EndsBlock(*insn)) {
       // The `jmp` over an emulated PTWRITE's signature, reached on the way
       // to an event (a tick, a disable) rather than through Decide.
-      if (insn->iclass == InsnClass::kJump && insn->is_direct && insn->size == 2 &&
-          insn->disp == static_cast<int64_t>(kEptwMagic.size()) && EptwMagicAt(insn->ip + 2)) {
-        b->eptw_jump = true;
-        eptw_left = 64;
-        eptw_payload = 0;
-      }
+      if (IsEptwJump(insn->iclass, insn->is_direct, insn->size, insn->ip,
+                     insn->ip + insn->size + static_cast<uint64_t>(insn->disp)))
+        BeginEptw(b);
       return 0;
     }
   }
@@ -268,8 +271,7 @@ BlockEntry* FlowDecoder::State::Lookup(uint64_t at) {
     cur += insn.size;
     off = static_cast<size_t>(cur - buf_ip);
   }
-  be.eptw = be.iclass == InsnClass::kJump && be.is_direct && be.size == 2 &&
-            be.target == be.end_ip + 2 + kEptwMagic.size() && EptwMagicAt(be.end_ip + 2);
+  be.eptw = IsEptwJump(be.iclass, be.is_direct, be.size, be.end_ip, be.target);
   if (old != nullptr) {
     *old = be;
     return old;
@@ -329,11 +331,7 @@ int FlowDecoder::State::Decide(BlockEntry* e, bool first_pass) {
       if (e->is_direct) {
         ip = e->target;
         hint = Successor(&e->next_taken, ip);
-        if (e->eptw) {
-          eptw_left = 64;
-          eptw_payload = 0;
-          if (block_item != nullptr) block_item->eptw_jump = true;
-        }
+        if (e->eptw) BeginEptw(block_item);
         return 0;
       }
       break;

@@ -147,6 +147,12 @@ enum class ItemKind : uint8_t { kSync, kBlock, kEvent, kError, kNextIp };
 // produced the item (its query layer reads ahead, so this can be later than
 // an event's own tsc); has_now false where pt_blk_time says -pte_no_time.
 // A block followed by an error item shares the error's call, and its now.
+// perf's emulated-PTWRITE signature (perf-intel-pt.txt, "Emulated
+// PTWRITE"; include/ptsnap/mark.h): a `ud2` and "perf,ptwrite  ", which a
+// two-byte `jmp .+16` (eb 10) jumps over. Both engines find the function
+// by it (the flow decoder's block cache, decode/libipt_marks.h).
+inline constexpr std::string_view kEmulatedPtwriteMagic{"\x0f\x0bperf,ptwrite  ", 16};
+
 struct Item {
   ItemKind kind = ItemKind::kBlock;
   EventType event = EventType::kEnabled;

@@ -153,9 +153,7 @@ struct FlowDecoder::State {
   // The members that sat among their layer's functions when the decoder
   // was one file, in their order there (State's layout is unchanged).
   // --- block layer ---
-  // perf's emulated-ptwrite signature: a `ud2` and "perf,ptwrite  ", which
-  // a two-byte `jmp` jumps over (perf's intel_pt_emulated_ptwrite).
-  static constexpr std::string_view kEptwMagic{"\x0f\x0bperf,ptwrite  ", 16};
+  static constexpr std::string_view kEptwMagic = kEmulatedPtwriteMagic;
   BlockEntry* hint = nullptr;  // the entry for `ip`, when Decide knew it
   // --- the fast path ---
   uint64_t fast_insns = 0;
@@ -467,6 +465,15 @@ struct FlowDecoder::State {
   inline int CondBranch(bool* taken);
   inline int IndirectBranch(uint64_t* target);
   inline bool EptwMagicAt(uint64_t at) const;
+  // The `jmp` over the signature: a direct two-byte jump at `ip` to `target`.
+  inline bool IsEptwJump(InsnClass iclass, bool direct, uint8_t size, uint64_t ip,
+                         uint64_t target) const;
+  // Its payload's 64 TNT bits follow; the block `b` (may be null) ends in it.
+  void BeginEptw(Item* b) {
+    eptw_left = 64;
+    eptw_payload = 0;
+    if (b != nullptr) b->eptw_jump = true;
+  }
   inline int ReadInsn(uint64_t at, Insn* insn) const;
   inline void LogCall(const Insn& insn);
   inline int ProceedOneInsn(Item* b, Insn* insn);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <set>
 
 namespace ptsnap::output {
 
@@ -35,13 +36,15 @@ void SummarySink::OnCall(const Call& c) {
 std::vector<FunctionTime> SummarySink::Top(size_t n, bool by_self) const {
   std::vector<FunctionTime> all;
   all.reserve(functions_.size());
-  // A name that several files define is FILE:NAME (the file's name alone).
-  std::unordered_map<const std::string*, int> files_of;
-  for (const auto& [k, v] : functions_) files_of[k.name]++;
+  // A name that files of several names define is FILE:NAME (the file's
+  // name alone), report's rule (ReportSink::NameRowsByFile).
+  auto file = [](const Key& k) { return std::filesystem::path(*k.dso).filename().string(); };
+  std::unordered_map<const std::string*, std::set<std::string>> files_of;
+  for (const auto& [k, v] : functions_)
+    if (k.dso != nullptr) files_of[k.name].insert(file(k));
   for (const auto& [k, v] : functions_) {
     all.push_back(v);
-    if (files_of[k.name] > 1 && k.dso != nullptr)
-      all.back().name = std::filesystem::path(*k.dso).filename().string() + ":" + v.name;
+    if (k.dso != nullptr && files_of[k.name].size() > 1) all.back().name = file(k) + ":" + v.name;
   }
   auto key = [by_self](const FunctionTime& f) { return by_self ? f.self_ns : f.total_ns; };
   std::sort(all.begin(), all.end(), [&](const FunctionTime& a, const FunctionTime& b) {
