@@ -171,8 +171,8 @@ constexpr OptionSpec kTable[] = {
      .value = B::kText,
      .set = SetTraceDir,
      .cli = C::kFlag,
-     .help = "Where the raw recording is kept (default: beside the output, e.g. "
-             "trace.ptsnap/); must not exist",
+     .help = "Where the raw recording is kept; must not exist. Default: beside the output "
+             "(trace.ptsnap/ for trace.fxt.gz), an earlier one moved to trace.ptsnap.old/",
      .magic_trace = {"-trace-dir", "-working-directory"},
      .example = "/tmp/x"},
     {.key = "trigger",

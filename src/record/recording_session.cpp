@@ -66,7 +66,7 @@ Result<void> RecordingSession::Open(const SourceFactory& make_source) {
   if (std::filesystem::exists(trace_dir_, ec) && (!std::filesystem::is_directory(trace_dir_, ec) ||
                                                   !std::filesystem::is_empty(trace_dir_, ec))) {
     return Error("trace directory " + trace_dir_.string() +
-                 " already exists; remove it or choose another with --trace-dir (or -o)")
+                 " already exists; remove it or choose another with --trace-dir")
         .WithKind(ErrorKind::kTraceDirExists);
   }
   if (make_source) {

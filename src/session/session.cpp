@@ -157,15 +157,17 @@ Result<Plan> PlanRecording(record::RecordOptions opts, const PlanEnv& env) {
   if (auto ok = CheckCombination(opts); !ok)
     return std::move(ok).error().WithKind(ErrorKind::kUsage);
 
-  // The trace directory: one the user named is never replaced; the default
-  // one is moved aside (one generation) so trace, look, trace again works.
-  const bool named = !opts.trace_dir.empty() || !opts.output.empty();
+  // The trace directory: one named with --trace-dir is never replaced; the
+  // one ptsnap names (beside the output, -o's or the default) is moved
+  // aside (one generation, as perf.data.old) so trace, look, trace again
+  // works with the same command line.
+  const bool named = !opts.trace_dir.empty();
   plan.trace_dir = TraceDirFor(opts);
   std::error_code ec;
   if (fs::exists(plan.trace_dir, ec)) {
     if (named || !fs::is_directory(plan.trace_dir, ec)) {
       return Error("trace directory " + plan.trace_dir.string() +
-                   " already exists; remove it or choose another with --trace-dir (or -o)")
+                   " already exists; remove it or choose another with --trace-dir")
           .WithKind(ErrorKind::kTraceDirExists);
     }
     plan.move_previous_aside = true;

@@ -118,9 +118,18 @@ TEST_F(CliErrors, ExistingNamedTraceDirIsRefused) {
   EXPECT_EQ(r.code, 1);
   EXPECT_THAT(r.err, HasSubstr("trace directory trace.ptsnap already exists"));
   EXPECT_EQ(std::filesystem::file_size(dir_.path() / "trace.ptsnap" / "manifest.json"), 2u);
-  Exit o = Ptsnap(dir_.path(), {"run", "-o", "trace.json", "--", "/bin/true"});
-  EXPECT_EQ(o.code, 1);
-  EXPECT_THAT(o.err, HasSubstr("trace directory trace.ptsnap already exists"));
+}
+
+// -o names the output file, not the recording: the directory beside it
+// follows the default's rule (moved aside), so the same command line can be
+// run again, as with the default output.
+TEST_F(CliErrors, TheTraceDirBesideOutputIsMovedAside) {
+  dir_.Write("trace.ptsnap/manifest.json", "{}");
+  Exit o = Ptsnap(dir_.path(), {"run", "--emulate", "--no-decode", "-o", "trace.json", "--",
+                                "/bin/true"});
+  ASSERT_EQ(o.code, 0) << o.err;
+  EXPECT_THAT(o.err, HasSubstr("[ Moved the previous recording trace.ptsnap to trace.ptsnap.old"));
+  EXPECT_EQ(std::filesystem::file_size(dir_.path() / "trace.ptsnap.old" / "manifest.json"), 2u);
 }
 
 // The default one is moved aside (one generation, like perf.data.old), but
