@@ -2112,6 +2112,33 @@ TEST_F(EmulateEnding, SigintWhileRecordingEndsWithinASecond) {
   }
 }
 
+// The same with a program blocked in a syscall, which never reaches the
+// plugin's request check: ptsnap ends it with SIGTERM after the stop
+// grace, and the snapshot is still Ctrl-C's, not "fatal-signal SIGTERM"
+// (#41: that read as a crash of the program).
+TEST_F(EmulateEnding, SigintWhileTheProgramSleepsIsACtrlCSnapshot) {
+  const fs::path dir = tmp_.path() / "sleeping";
+  const auto begin = Clock::now();
+  const pid_t pid =
+      Start({"run", "--emulate", "--no-decode", "--trace-dir", dir.string(), "--", "/bin/sleep",
+             "30"});
+  // Until the program is past its start (its first stream is being written).
+  bool started = false;
+  while (!started && Clock::now() < begin + std::chrono::seconds(20)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    started = !Children(pid).empty() && fs::exists(dir / "emulator-work");
+  }
+  ASSERT_TRUE(started) << Said();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // into nanosleep
+  ::kill(pid, SIGINT);
+  const auto status = WaitUntil(pid, Clock::now() + std::chrono::seconds(10));
+  ASSERT_TRUE(status) << "SIGINT did not end ptsnap within 10 s: " << Said();
+  auto reader = trace::TraceReader::Open(dir);
+  ASSERT_TRUE(reader) << reader.error().ToString();
+  ASSERT_EQ(reader->manifest().snapshots.size(), 1u) << Said();
+  EXPECT_EQ(reader->manifest().snapshots[0].reason, trace::SnapshotReason::kCtrlC) << Said();
+}
+
 TEST_F(EmulateEnding, AfterTakesKillWaitOrDetach) {
   const pid_t pid = Start({"run", "--emulate", "--after", "later", "--", "/bin/true"});
   const auto status = WaitUntil(pid, Clock::now() + std::chrono::seconds(20));

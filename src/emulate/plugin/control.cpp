@@ -113,7 +113,16 @@ void Plugin::OnFatalSignal(int sig) {
     self->enabled = false;
   }
   DrainEveryThread();
-  if (!(f & kStopped)) TakeSnapshot("fatal-signal", base::SignalName(sig), self);
+  if (!(f & kStopped)) {
+    // A Ctrl-C or --duration request the guest threads never got to (all
+    // blocked in syscalls) ended the program: ptsnap's SIGTERM after the
+    // stop grace killed it, so the snapshot is the request's, as at an exit
+    // (#41: it said "fatal-signal SIGTERM", which reads as a crash).
+    if (f & (kReqCtrlC | kReqDuration))
+      TakeSnapshot((f & kReqCtrlC) ? "ctrl-c" : "duration", "", self);
+    else
+      TakeSnapshot("fatal-signal", base::SignalName(sig), self);
+  }
   ReportEnd();
 }
 
