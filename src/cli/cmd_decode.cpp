@@ -178,7 +178,7 @@ int DecodeAndReport(const std::filesystem::path& trace_dir, const std::filesyste
   if (!report) {
     std::fprintf(stderr, "ptsnap: error: decoding %s: %s\n", trace_dir.c_str(),
                  report.error().ToString().c_str());
-    return kExitFailure;
+    return report.error().kind() == ErrorKind::kUsage ? kExitUsage : kExitFailure;
   }
   std::fputs(pipeline::FormatReport(*report).c_str(), report_to);
   // For `info`. A recording the user may not write to (someone else's, a

@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -35,6 +36,7 @@ namespace {
 namespace fs = std::filesystem;
 using ::ptsnap::testing::TempDir;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 using Outcome = ptsnap::testing::PtsnapRun;
 
@@ -49,10 +51,14 @@ void ExpectExit(const std::string& args, int rc, const std::string& says) {
   EXPECT_THAT(r.out, HasSubstr(says)) << args;
 }
 
-fs::path MakeTrace(const TempDir& tmp, bool two_threads = false) {
+fs::path MakeTrace(const TempDir& tmp, bool two_threads = false,
+                   const std::function<void(trace::Manifest&)>& edit = {},
+                   const std::string& name = "") {
   auto prog = decode::testing::LoadCallsProgram();
-  fs::path dir = tmp.path() / (two_threads ? "threads" : "trace");
-  auto w = trace::TraceWriter::Create(dir, decode::testing::CallsManifest(77));
+  fs::path dir = tmp.path() / (!name.empty() ? name : two_threads ? "threads" : "trace");
+  trace::Manifest m = decode::testing::CallsManifest(77);
+  if (edit) edit(m);
+  auto w = trace::TraceWriter::Create(dir, m);
   EXPECT_TRUE(w.has_value());
   std::string sb;
   for (const auto& r : decode::testing::CallsSideband(prog, 77)) sb += trace::SerializeRecord(r);
@@ -133,6 +139,11 @@ TEST(CmdDecodeTest, SplitSnapshotsWritesOneFilePerSnapshot) {
   EXPECT_EQ(*base::ReadFile(tmp.path() / "two.events"),
             *base::ReadFile(tmp.path() / "t.snap2.events"));
 
+  // A snapshot the trace has not is a usage error that lists the ones it has
+  // (report and replay read TRACE the same way).
+  for (const char* cmd : {"decode", "report", "replay"})
+    ExpectExit(std::string(cmd) + " '" + dir.string() + "' --snapshot 5", 2,
+               "the trace has no snapshot 5 (its snapshots: 1, 2; `ptsnap info` lists them)");
   ExpectExit("decode '" + dir.string() + "' --split-snapshots --snapshot 1", 2,
              "--split-snapshots writes every snapshot to its own file");
   ExpectExit("decode '" + dir.string() + "' --split-snapshots --open", 2,
@@ -971,6 +982,44 @@ TEST(CmdReplayTest, Errors) {
   ExpectExit(replay + "--since 2ms --until 1ms", 2, "--until must be later than --since");
   ExpectExit(replay + "--snapshot 1", 2, "--snapshot needs the trace directory");
   ExpectExit("replay '" + (tmp.path() / "missing").string() + "'", 1, "does not exist");
+}
+
+// The report says what its times are, and --diff warns when A and B were
+// timed on different clocks (#41: a wait is time in an --emulate-waits
+// recording and none in a plain --emulate one).
+TEST(CmdReportTest, TheClockIsSaidAndDifferentClocksAreFlagged) {
+  TempDir tmp;
+  const fs::path hw = MakeTrace(tmp);
+  const fs::path waits = MakeTrace(
+      tmp, false,
+      [](trace::Manifest& m) {
+        m.source = trace::Source::kEmulated;
+        m.virtual_clock = trace::VirtualClock::kInstructionsAndWaits;
+      },
+      "waits");
+  auto r = ptsnap::testing::RunPtsnap("report '" + waits.string() + "'", {.stdout_only = true});
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("\nClock: virtual clock: 1 ns per instruction plus wall time "
+                               "blocked in syscalls.\n"));
+  r = ptsnap::testing::RunPtsnap("report '" + hw.string() + "' --json", {.stdout_only = true});
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["clock"], "perf-clock ns from the CPU's timestamp counter");
+
+  const std::string ab = "report '" + hw.string() + "' --diff '" + waits.string() + "'";
+  r = ptsnap::testing::RunPtsnap(ab, {.stdout_only = true});
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("calls; perf-clock ns from the CPU's timestamp counter\n"));
+  EXPECT_THAT(r.out, HasSubstr("warning: A and B were timed on different clocks (above): their "
+                               "times do not compare"));
+  r = ptsnap::testing::RunPtsnap(ab + " --json", {.stdout_only = true});
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["b"]["clock"],
+            "virtual clock: 1 ns per instruction plus wall time blocked in syscalls");
+  // The same clock: no warning.
+  r = ptsnap::testing::RunPtsnap("report '" + hw.string() + "' --diff '" + hw.string() + "'",
+                                 {.stdout_only = true});
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_THAT(r.out, Not(HasSubstr("different clocks")));
 }
 
 TEST(CmdReportTest, DiffErrors) {

@@ -51,9 +51,30 @@ std::optional<int> ReadTrace(const ReportArgs& a, const std::string& path, repor
   return rc;
 }
 
-// `report A --diff B`: both read with the same options (report/diff.h).
+// `o` with what the manifest of trace `path` says (a file decode wrote has
+// none): whether the trace is sampled, its clock, and the triggers its
+// snapshots were taken by, to explain a FUNC with no calls.
+report::ReportOptions WithManifestFacts(report::ReportOptions o, const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(path, ec)) return o;
+  auto reader = trace::TraceReader::Open(path);
+  if (!reader) return o;
+  const trace::Manifest& m = reader->manifest();
+  if (m.source == trace::Source::kSampled) {
+    o.sampled = true;
+    if (m.sampling) o.sample_period_ns = pipeline::NominalPeriodNs(*m.sampling);
+  }
+  o.clock = trace::ClockName(m.source, m.virtual_clock);
+  for (const trace::Snapshot& s : m.snapshots)
+    if (s.reason == trace::SnapshotReason::kTrigger && !s.detail.empty())
+      o.triggers.push_back(s.detail);
+  return o;
+}
+
+// `report A --diff B`: both read with the same options (report/diff.h),
+// each with its own manifest's facts.
 int RunDiff(const ReportArgs& a, const report::ReportOptions& o, report::SortKey key) {
-  report::ReportSink sink_a(o), sink_b(o);
+  report::ReportSink sink_a(WithManifestFacts(o, a.dir)), sink_b(WithManifestFacts(o, a.diff));
   std::string damaged_a, damaged_b;
   if (auto rc = ReadTrace(a, a.dir, &sink_a, &damaged_a)) return *rc;
   if (auto rc = ReadTrace(a, a.diff, &sink_b, &damaged_b)) return *rc;
@@ -159,22 +180,7 @@ int RunReport(const ReportArgs& a) {
     o.folded = true;
   }
 
-  // From the manifest (a file decode wrote has none): whether the trace is
-  // sampled, and the triggers its snapshots were taken by, to explain a
-  // FUNC with no calls.
-  if (std::error_code ec; std::filesystem::is_directory(a.dir, ec)) {
-    if (auto reader = trace::TraceReader::Open(a.dir)) {
-      const trace::Manifest& m = reader->manifest();
-      if (m.source == trace::Source::kSampled) {
-        o.sampled = true;
-        if (m.sampling) o.sample_period_ns = pipeline::NominalPeriodNs(*m.sampling);
-      }
-      for (const trace::Snapshot& s : m.snapshots)
-        if (s.reason == trace::SnapshotReason::kTrigger && !s.detail.empty())
-          o.triggers.push_back(s.detail);
-    }
-  }
-  report::ReportSink sink(o);
+  report::ReportSink sink(WithManifestFacts(o, a.dir));
   std::string damaged;  // the decode's DamageError, with the stretches lost
   if (auto rc = ReadTrace(a, a.dir, &sink, &damaged)) return *rc;
   if (!a.output.empty()) {

@@ -56,7 +56,7 @@ std::optional<int> ReadTrace(const TraceInput& a, const std::string& path, model
     if (!decoded) {
       std::fprintf(stderr, "ptsnap: error: decoding %s: %s\n", path.c_str(),
                    decoded.error().ToString().c_str());
-      return kExitFailure;
+      return decoded.error().kind() == ErrorKind::kUsage ? kExitUsage : kExitFailure;
     }
     *implausible = decoded->implausible;
     // For `info` (as `decode` writes it; not where the user may not write).

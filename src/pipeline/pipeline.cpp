@@ -162,8 +162,14 @@ Result<void> CheckSnapshotExists(const trace::Manifest& m, uint32_t seq) {
   if (seq == 0 || std::any_of(m.snapshots.begin(), m.snapshots.end(),
                               [&](const trace::Snapshot& s) { return s.seq == seq; }))
     return Ok();
-  return Error("the trace has no snapshot " + std::to_string(seq) + " (it has " +
-               std::to_string(m.snapshots.size()) + ")");
+  std::string seqs;
+  for (const trace::Snapshot& s : m.snapshots)
+    seqs += (seqs.empty() ? "" : ", ") + std::to_string(s.seq);
+  return Error("the trace has no snapshot " + std::to_string(seq) +
+               (m.snapshots.empty()
+                    ? " (it has none: a full-execution recording; leave --snapshot out)"
+                    : " (its snapshots: " + seqs + "; `ptsnap info` lists them)"))
+      .WithKind(ErrorKind::kUsage);
 }
 
 }  // namespace ptsnap::pipeline

@@ -172,6 +172,15 @@ TEST(PipelineSampledTest, SpansFromSamplesInEveryFormat) {
   EXPECT_FALSE(r->sampled.fp_checked);
   EXPECT_EQ(r->sampled.fp_mended + r->sampled.fp_unmendable, 0u);
   EXPECT_THAT(summary, HasSubstr("Frame-pointer stacks: not checked for a skipped caller"));
+  // Lost records are said with what they were and the way out (a new user
+  // saw "Lost sideband records: 793" on a sampled attach and no more).
+  EXPECT_THAT(summary, HasSubstr("Lost records: 0.\n"));
+  DecodeReport lossy = *r;
+  lossy.lost_records = 793;
+  EXPECT_THAT(FormatReport(lossy),
+              HasSubstr("Lost records: 793 (the kernel dropped them while a ring was full: "
+                        "samples, and the mmap and comm records"));
+  EXPECT_THAT(FormatReport(lossy), HasSubstr("--callgraph-mode fp (no stack copy per sample)"));
 
   // FXT: the same spans with their times; processes and threads named.
   o.output = t.tmp.path() / "trace.fxt";

@@ -106,6 +106,14 @@ TEST(PipelineTest, CallsProgramEventsGolden) {
   EXPECT_THAT(summary, HasSubstr("Wrote " + o.output.string()));
   EXPECT_THAT(summary, HasSubstr("Hottest functions by self time:"));
   EXPECT_THAT(summary, HasSubstr("Decode errors: 0"));
+  EXPECT_THAT(summary, Not(HasSubstr("The lost sideband records")));
+  DecodeReport lossy = *r;
+  lossy.lost_records = 12;
+  EXPECT_THAT(FormatReport(lossy),
+              HasSubstr("lost sideband records: 12, "));
+  EXPECT_THAT(FormatReport(lossy),
+              HasSubstr("The lost sideband records were dropped by the kernel while the data ring "
+                        "was full: mmap, comm or fork records may be missing"));
 }
 
 TEST(PipelineTest, FxtAndJsonOfTheSameTrace) {

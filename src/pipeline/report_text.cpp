@@ -153,7 +153,15 @@ std::string CountLines(const DecodeReport& r) {
          " (docs/decoding.md, \"Marks\"); each thread's last: " + last + ".");
   }
   if (sp.sampled) {
-    line("Lost sideband records: " + std::to_string(r.lost_records) + ".");
+    // The kernel's PERF_RECORD_LOST counts what a full ring dropped: in a
+    // sampled trace mostly samples (each copies its stack), not sideband.
+    line("Lost records: " + std::to_string(r.lost_records) +
+         (r.lost_records == 0
+              ? "."
+              : " (the kernel dropped them while a ring was full: samples, and the mmap and "
+                "comm records that name code; a lost sample leaves a gap on its thread's "
+                "timeline). Fewer samples per second (--timer-resolution low or sample:N) or "
+                "--callgraph-mode fp (no stack copy per sample) keeps up."));
   } else {
     line("Decode errors: " + std::to_string(r.decode.errors) +
          " (unmapped code: " + std::to_string(r.decode.nomap_errors) +
@@ -168,6 +176,10 @@ std::string CountLines(const DecodeReport& r) {
               ? ", aborted TSX transactions (dropped): " + std::to_string(r.decode.tsx_aborts)
               : std::string()) +
          ".");
+    if (r.lost_records != 0)
+      line("The lost sideband records were dropped by the kernel while the data ring was full: "
+           "mmap, comm or fork records may be missing, so code mapped then decodes as unmapped "
+           "and a thread may go unnamed.");
   }
   if (r.decode.flow_fallbacks != 0) {
     line("Decoded with libipt: " + std::to_string(r.decode.flow_fallbacks) +

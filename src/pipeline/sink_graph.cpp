@@ -38,14 +38,7 @@ class Writer {
   // metadata and, for a virtual clock, its process names (#41).
   void SetClock(trace::Source source, trace::VirtualClock how) {
     const bool virtual_clock = source == trace::Source::kEmulated;
-    const bool waits = how == trace::VirtualClock::kInstructionsAndWaits;
-    const std::string clock =
-        virtual_clock && waits ? "virtual clock: 1 ns per instruction plus wall time blocked in "
-                                 "syscalls"
-        : virtual_clock        ? "virtual clock: 1 ns per instruction, no sleep or I/O time"
-        : source == trace::Source::kSampled
-            ? "sampled: perf-clock ns, each edge within one sampling period"
-            : "perf-clock ns from the CPU's timestamp counter";
+    const std::string clock = trace::ClockName(source, how);
     if (fxt_ && virtual_clock) fxt_->SetClockInNames(clock);
     if (json_) json_->SetClock(clock, virtual_clock);
   }

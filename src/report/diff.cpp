@@ -48,7 +48,19 @@ std::string TraceLine(const char* label, const DiffTrace& t) {
                     std::to_string(r.slices()) + " calls";
   if (r.outside_window() != 0)
     out += " (" + std::to_string(r.outside_window()) + " outside --since/--until)";
+  if (!r.options().clock.empty()) out += "; " + r.options().clock;
   return out + "\n";
+}
+
+// Times on two different clocks (an --emulate-waits recording beside a
+// plain --emulate one, virtual beside hardware) do not compare: a wait is
+// time in one and none in the other.
+std::string ClockWarning(const DiffTrace& a, const DiffTrace& b) {
+  const std::string &ca = a.sink->options().clock, &cb = b.sink->options().clock;
+  if (ca.empty() || cb.empty() || ca == cb) return "";
+  return "warning: A and B were timed on different clocks (above): their times do not compare "
+         "(a thread's sleeping, I/O and waiting count in one and not in the other); record both "
+         "the same way\n";
 }
 
 // Two histograms side by side, bars on one scale.
@@ -87,11 +99,13 @@ nlohmann::json SideJson(const FunctionStats* f) {
 }
 
 nlohmann::json TraceJson(const DiffTrace& t) {
-  return {{"path", t.path},
-          {"span_ns", t.sink->span_ns()},
-          {"threads", t.sink->threads()},
-          {"calls", t.sink->slices()},
-          {"outside_window", t.sink->outside_window()}};
+  nlohmann::json j = {{"path", t.path},
+                      {"span_ns", t.sink->span_ns()},
+                      {"threads", t.sink->threads()},
+                      {"calls", t.sink->slices()},
+                      {"outside_window", t.sink->outside_window()}};
+  if (!t.sink->options().clock.empty()) j["clock"] = t.sink->options().clock;
+  return j;
 }
 
 }  // namespace
@@ -128,6 +142,7 @@ std::vector<DiffRow> DiffFunctions(const ReportSink& a, const ReportSink& b, Sor
 std::string FormatDiffText(const DiffTrace& a, const DiffTrace& b, SortKey key, size_t limit,
                            bool full_names) {
   std::string out = TraceLine("A (baseline) ", a) + TraceLine("B            ", b);
+  out += ClockWarning(a, b);
   out +=
       "change: B - A, and as a percentage of A (new: only in B, gone: only in A). Durations: "
       "p50/p99 within 3.1%; total is inclusive, recursion counted once.\n\n";

@@ -734,6 +734,7 @@ std::string FormatText(const ReportSink& r, SortKey key, size_t limit, bool full
   if (r.outside_window() != 0)
     out += " (" + std::to_string(r.outside_window()) + " outside --since/--until)";
   out += ". Durations: p50/p90/p99 within 3.1%; total is inclusive, recursion counted once.\n";
+  if (!o.clock.empty() && !o.sampled) out += "Clock: " + o.clock + ".\n";
   if (o.sampled)
     out += "Sampled trace" +
            (o.sample_period_ns != 0
@@ -853,6 +854,7 @@ std::string FormatJson(const ReportSink& r, SortKey key, size_t limit) {
   nlohmann::json j;
   j["span_ns"] = r.last_ns() >= r.first_ns() ? r.last_ns() - r.first_ns() : 0;
   j["traced_ns"] = r.traced_ns();
+  if (!r.options().clock.empty()) j["clock"] = r.options().clock;
   // Sampled: "calls" count spans of consecutive samples (FormatText says so).
   if (r.options().sampled) j["sampled"] = {{"period_ns", r.options().sample_period_ns}};
   j["threads"] = r.threads();

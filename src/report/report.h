@@ -53,6 +53,10 @@ struct ReportOptions {
   // the manifest does not give it (a fixed period of cycles).
   bool sampled = false;
   uint64_t sample_period_ns = 0;
+  // What the times are (trace::ClockName of the manifest); "" where unknown
+  // (a decoded file). The header says it, and --diff warns when A's and B's
+  // differ: their times do not compare.
+  std::string clock;
 };
 
 // What the two frames that are no function's mean (report and replay say

@@ -967,4 +967,13 @@ Result<void> ApplyJournal(Manifest& m, std::string_view text) {
   }
 }
 
+std::string ClockName(Source source, VirtualClock how) {
+  if (source == Source::kEmulated)
+    return how == VirtualClock::kInstructionsAndWaits
+               ? "virtual clock: 1 ns per instruction plus wall time blocked in syscalls"
+               : "virtual clock: 1 ns per instruction, no sleep or I/O time";
+  return source == Source::kSampled ? "sampled: perf-clock ns, each edge within one sampling period"
+                                    : "perf-clock ns from the CPU's timestamp counter";
+}
+
 }  // namespace ptsnap::trace

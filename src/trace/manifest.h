@@ -34,6 +34,10 @@ enum class Mode { kSnapshot, kFull };
 // "instructions+waits" (run --emulate-waits), that plus the wall time each
 // syscall took on its thread.
 enum class VirtualClock { kInstructions, kInstructionsAndWaits };
+// What a trace's times are, in a few words: the FXT/JSON metadata's and the
+// report's clock ("virtual clock: 1 ns per instruction, no sleep or I/O
+// time"). The run summary's Clock line says more.
+std::string ClockName(Source source, VirtualClock how);
 // kRecording: written at start and after each snapshot; a directory left in
 // this state was cut short (crash, kill) but what it lists is complete.
 enum class State { kRecording, kComplete, kInterrupted };
