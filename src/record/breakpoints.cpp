@@ -105,10 +105,10 @@ Result<void> TriggerBreakpoints::Add(pid_t tid, const std::vector<TriggerPoint>&
     if (!ev) {
       const int err = ev.error().errnum();
       if (unmapped && (err == EACCES || err == EPERM))
-        return Error("a trigger on a shared library's function (" + p.description +
-                     ") is an entry uprobe, which needs root, CAP_PERFMON or "
-                     "kernel.perf_event_paranoid=-1: " +
-                     ev.error().ToString())
+        return Error(
+                   "a trigger on a shared library's function is an entry uprobe, which needs "
+                   "root or CAP_PERFMON: " +
+                   ev.error().ToString())
             .WithKind(ErrorKind::kPrivilege);
       return std::move(ev).error();
     }

@@ -426,6 +426,29 @@ TEST_F(Sampling, AttachToAProcessWhoseMapsCannotBeReadFailsBeforeRecording) {
   EXPECT_FALSE(fs::exists(Dir())) << "nothing is recorded, so no trace directory";
 }
 
+// run's library trigger is an entry uprobe, which the kernel refuses
+// without CAP_PERFMON: the error says what it needs, before anything is
+// recorded. Staged as root with CAP_PERFMON and CAP_SYS_ADMIN dropped.
+TEST_F(Sampling, ALibraryTriggerWithoutCapPerfmonSaysWhatItNeeds) {
+  if (geteuid() != 0) GTEST_SKIP() << "dropping CAP_PERFMON with setpriv needs root";
+  if (ptsnap::testing::RunShellRaw("command -v setpriv >/dev/null").status != 0)
+    GTEST_SKIP() << "setpriv (util-linux) is needed to stage it";
+  if (ptsnap::testing::RunShellRaw("test \"$(cat /proc/sys/kernel/perf_event_paranoid)\" -le 2")
+          .status != 0)
+    GTEST_SKIP() << "perf_event_paranoid > 2: without CAP_PERFMON sampling itself is refused";
+  const std::string no_cap = "-perfmon,-sys_admin";
+  const auto r = ptsnap::testing::RunShellRaw(
+      "setpriv --inh-caps=" + no_cap + " --bounding-set=" + no_cap + " '" +
+      std::getenv("PTSNAP_BIN") +
+      "' run --sampling --callgraph-mode fp --trigger fflush --no-decode --trace-dir '" + Dir() +
+      "' -- '" + Spin() + "' 10 2>&1");
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("ptsnap: error: a trigger on a shared library's function is an "
+                               "entry uprobe, which needs root or CAP_PERFMON: opening trigger "
+                               "uprobe fflush @ "));
+  EXPECT_FALSE(fs::exists(Dir())) << "nothing is recorded, so no trace directory";
+}
+
 TEST_F(Sampling, FullExecutionStreamsEverySample) {
   Exit e = Ptsnap({"run", "--sampling", "--callgraph-mode", "fp", "--full-execution",
                    "--timer-resolution", "sample:2000", "--no-decode", "--trace-dir", Dir(), "--",
