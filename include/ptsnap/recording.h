@@ -64,10 +64,12 @@ struct RecordingOptions {
   // kSampled: "fp", "dwarf", "lbr" (or "lbr-no-stitch"); empty: lbr where the CPU has it,
   // else dwarf. Set with another collection: an error (kUsage).
   std::string callgraph_mode;
-  // Snapshot when this runs: a function named as `ptsnap report` shows it
-  // ("risky(int)"), without parameters ("risky"), mangled ("_Z5riskyi"),
-  // as "FILE:NAME" or a glob ("*parse*"), at most 4 functions
-  // (docs/recording.md, "Naming a function"); "addr:HEX"; or "." for the
+  // Snapshot when this runs: a function of the program or, when it has
+  // none of that name, of a shared library it links ("malloc"; run
+  // natively: an entry uprobe, which needs root or CAP_PERFMON), named as
+  // `ptsnap report` shows it ("risky(int)"), without parameters ("risky"),
+  // mangled ("_Z5riskyi"), as "FILE:NAME" or a glob ("*parse*"), at most 4
+  // functions (docs/recording.md, "Naming a function"); "addr:HEX"; or "." for the
   // stop indicator (ptsnap/stop_indicator.h). Empty: no trigger.
   std::string trigger;
   // With a function `trigger`: the trigger is a call of it that returns

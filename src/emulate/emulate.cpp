@@ -30,11 +30,11 @@
 #include "emulate/events.h"
 #include "emulate/exec_follow.h"
 #include "emulate/ingest.h"
-#include "emulate/linked_libraries.h"
 #include "emulate/plugin_protocol.h"
 #include "emulate/virtual_cpu.h"
 #include "record/addr_filter.h"
 #include "record/elf_symbols.h"
+#include "record/linked_libraries.h"
 #include "record/recorder.h"
 #include "sys/pmu.h"
 #include "trace/trace_dir.h"
@@ -283,10 +283,11 @@ Result<void> PlanTrigger(const record::RecordOptions& opts, const std::string& i
     // A name the program does not define: in the libraries it links, in
     // the loader's order (linked_libraries.h), armed where each is mapped.
     // Not for --slower-than, which the plugin times in the program only.
+    // The lookup and its messages are a native run's (CheckTriggerInFile).
     bool in_library = false;
-    if (opts.slower_than_ns == 0 &&
-        elf::MatchFunctions(*image, opts.trigger, program.string()).functions.empty()) {
-      auto lib = FindTriggerInLibraries(program, opts.trigger, record::kMaxTriggerFunctions);
+    if (opts.slower_than_ns == 0) {
+      auto lib = record::FindTriggerInLinkedLibraries(*image, program, opts.trigger,
+                                                      record::kMaxTriggerFunctions);
       if (!lib)
         return std::move(lib)
             .error()
@@ -294,7 +295,7 @@ Result<void> PlanTrigger(const record::RecordOptions& opts, const std::string& i
             .WithKind(ErrorKind::kTrigger);
       if (*lib) {
         const std::string file = fs::path((*lib)->path).filename().string();
-        for (const LibraryTrigger::Function& f : (*lib)->functions) {
+        for (const record::LibraryTrigger::Function& f : (*lib)->functions) {
           plan.trigger_functions.push_back(f.name + " @ " + file + "+" + base::Hex(f.vaddr) +
                                            " (link-time)");
           plan.plugin_args.push_back("lib_trigger=" +

@@ -7,12 +7,12 @@
 #include <string>
 #include <string_view>
 
-#include "emulate/linked_libraries.h"
 #include "emulate/plugin_protocol.h"
+#include "record/linked_libraries.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
-  for (const std::string& p : ptsnap::emulate::ParseLdList(text))
+  for (const std::string& p : ptsnap::record::ParseLdList(text))
     if (p.empty() || p[0] != '/' || p.find('\n') != std::string::npos) __builtin_trap();
   if (auto f = ptsnap::emulate::ParseFileOffsetArg(text)) {
     auto again = ptsnap::emulate::ParseFileOffsetArg(ptsnap::emulate::FormatFileOffsetArg(*f));

@@ -182,5 +182,16 @@ TEST(PluginProtocol, FilterArgumentsRoundTrip) {
   }
 }
 
+// The lib_trigger argument (a shared-library trigger for the plugin:
+// record/linked_libraries.h finds it).
+TEST(PluginProtocol, LibTriggerArgumentRoundTrips) {
+  const FileOffset f{0x2a0f0, "/usr/lib/x86_64-linux-gnu/lib:odd.so"};
+  EXPECT_EQ(FormatFileOffsetArg(f), "172272:/usr/lib/x86_64-linux-gnu/lib:odd.so");
+  EXPECT_EQ(ParseFileOffsetArg(FormatFileOffsetArg(f)), f);
+  EXPECT_EQ(ParseFileOffsetArg("12:"), std::nullopt);
+  EXPECT_EQ(ParseFileOffsetArg("x:/lib"), std::nullopt);
+  EXPECT_EQ(ParseFileOffsetArg("/lib"), std::nullopt);
+}
+
 }  // namespace
 }  // namespace ptsnap::emulate

@@ -4,6 +4,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 
 #include "base/log.h"
@@ -53,12 +54,19 @@ void ForceTriggerUprobesForTesting(bool force) { force_uprobes = force; }
 namespace {
 // An entry uprobe on the trigger's function; `file` must outlive the open
 // (config1 points at it).
+// A library's function comes with its file and offset (linked_libraries.h);
+// the executable's is looked up in the process.
 Result<perf_event_attr> TriggerUprobeAttr(pid_t tid, const TriggerPoint& p, bool aux_pause,
                                           std::string& file) {
-  PTSNAP_ASSIGN_OR_RETURN(ProbeTarget target, ResolveProbeTarget(p.symbol, tid));
+  uint64_t offset = p.file_offset;
+  file = p.file;
+  if (file.empty()) {
+    PTSNAP_ASSIGN_OR_RETURN(ProbeTarget target, ResolveProbeTarget(p.symbol, tid));
+    file = target.file.string();
+    offset = target.offset;
+  }
   static const sys::PmuInfo pmu = sys::ReadPmu(base::RootPath(), "uprobe");
-  file = target.file.string();
-  return perf::BuildTriggerUprobeAttr(pmu, file.c_str(), target.offset, aux_pause);
+  return perf::BuildTriggerUprobeAttr(pmu, file.c_str(), offset, aux_pause);
 }
 }  // namespace
 
@@ -70,7 +78,13 @@ Result<void> TriggerBreakpoints::Add(pid_t tid, const std::vector<TriggerPoint>&
     std::string file;  // a uprobe's path, read by the kernel during the open
     perf_event_attr attr = perf::BuildBreakpointAttr(p.address, pause_group >= 0);
     std::string kind = "trigger breakpoint ";
-    if (!breakpoints_fire && !p.symbol.empty()) {
+    // A library function of `run` has no address yet: only a uprobe on
+    // its file can catch it, wherever the loader maps the library.
+    const bool unmapped = p.address == 0 && !p.file.empty();
+    if (unmapped) {
+      PTSNAP_ASSIGN_OR_RETURN(attr, TriggerUprobeAttr(tid, p, pause_group >= 0, file));
+      kind = "trigger uprobe ";
+    } else if (!breakpoints_fire && !p.symbol.empty()) {
       static bool said = false;
       if (!said && !force_uprobes) {
         PTSNAP_LOG(kInfo) << "this machine counts no hardware execute breakpoint hits (its "
@@ -88,7 +102,16 @@ Result<void> TriggerBreakpoints::Add(pid_t tid, const std::vector<TriggerPoint>&
     auto ev =
         perf::PerfEvent::Open(attr, tid, -1, perf::MapSpec{1, 0, false},
                               kind + p.description + " on tid " + std::to_string(tid), pause_group);
-    if (!ev) return std::move(ev).error();
+    if (!ev) {
+      const int err = ev.error().errnum();
+      if (unmapped && (err == EACCES || err == EPERM))
+        return Error(
+                   "a trigger on a shared library's function is an entry uprobe, which needs "
+                   "root or CAP_PERFMON: " +
+                   ev.error().ToString())
+            .WithKind(ErrorKind::kPrivilege);
+      return std::move(ev).error();
+    }
     bp.event = std::make_unique<perf::PerfEvent>(std::move(*ev));
     bp.ring = std::make_unique<perf::DataRingReader>(bp.event->header(), bp.event->data());
     bp.symbol = p.symbol;

@@ -13,7 +13,9 @@
 // nothing, a trigger on a function symbol is armed as an entry uprobe on
 // the same code instead (one int3 trap per call, as a breakpoint costs a
 // debug trap), with the same one-sample-per-hit ring. `addr:` triggers
-// have no file offset and stay breakpoints, with a warning.
+// have no file offset and stay breakpoints, with a warning. A trigger on
+// a shared library's function of `run` is an entry uprobe everywhere: it
+// has no runtime address before the loader maps the library.
 #pragma once
 
 #include <sys/types.h>
@@ -41,7 +43,11 @@ void ForceTriggerUprobesForTesting(bool force);
 class TriggerBreakpoints {
  public:
   // Opens and enables a breakpoint (or, where breakpoints do not fire, an
-  // entry uprobe) on `tid` for each point. `single_shot`:
+  // entry uprobe) on `tid` for each point; a point with no address (a
+  // shared library's function of `run`, not mapped yet) is always an entry
+  // uprobe on its file and file offset, which the kernel places wherever
+  // the library gets mapped (refused without root or CAP_PERFMON: kind
+  // kPrivilege, saying so). `single_shot`:
   // each fires once and then disables itself (PERF_EVENT_IOC_REFRESH 1, as
   // magic-trace does). `pause_group` >= 0 (Linux 6.13+): the fd of the
   // thread's intel_pt event; each breakpoint joins its group with

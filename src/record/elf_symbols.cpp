@@ -10,6 +10,7 @@
 #include "base/file_util.h"
 #include "base/string_util.h"
 #include "elf/symbol_file.h"
+#include "record/linked_libraries.h"
 #include "sys/proc_maps.h"
 
 namespace ptsnap::record {
@@ -53,25 +54,29 @@ Result<std::vector<const elf::Function*>> StopIndicators(const elf::Image& image
 
 }  // namespace
 
+Error TriggerNotFound(std::string_view name, const std::string& where,
+                      std::span<const std::string> closest, const elf::Image& image,
+                      const std::string& file) {
+  std::string msg =
+      "trigger symbol '" + std::string(name) + "' not found: no function of that name in " + where;
+  if (!closest.empty()) msg += "; " + elf::DidYouMean(closest);
+  // A stripped program names only what it exports: the spelling is not
+  // the problem (the new-user session of #41 was told to check it).
+  if (!image.has_symtab)
+    msg += "; " + file +
+           " is stripped (no .symtab), so only its exported functions have names: trigger on "
+           "one of those, use addr:HEX, or record a build with symbols";
+  msg += " (check the spelling: " + std::string(elf::kSpellingsHint) +
+         "; `--trigger ?` lists the functions; or use addr:HEX)";
+  return Error(std::move(msg)).WithKind(ErrorKind::kTrigger);
+}
+
 Result<std::vector<const elf::Function*>> MatchTriggerFunctions(const elf::Image& image,
                                                                 std::string_view name,
                                                                 const std::string& file,
                                                                 size_t max) {
   elf::FunctionMatch m = elf::MatchFunctions(image, name, file);
-  if (m.functions.empty()) {
-    std::string msg =
-        "trigger symbol '" + std::string(name) + "' not found: no function of that name in " + file;
-    if (!m.closest.empty()) msg += "; " + elf::DidYouMean(m.closest);
-    // A stripped program names only what it exports: the spelling is not
-    // the problem (the new-user session of #41 was told to check it).
-    if (!image.has_symtab)
-      msg += "; " + file +
-             " is stripped (no .symtab), so only its exported functions have names: trigger on "
-             "one of those, use addr:HEX, or record a build with symbols";
-    msg += " (check the spelling: " + std::string(elf::kSpellingsHint) +
-           "; `--trigger ?` lists the functions; or use addr:HEX)";
-    return Error(std::move(msg)).WithKind(ErrorKind::kTrigger);
-  }
+  if (m.functions.empty()) return TriggerNotFound(name, file, m.closest, image, file);
   if (m.functions.size() > max) {
     const std::string why = max == 1 ? "--slower-than times one function"
                                      : "a trigger watches at most " + std::to_string(max) +
@@ -107,6 +112,40 @@ Result<std::string> ParseTriggerChoice(std::string_view answer,
   return std::string(answer);
 }
 
+namespace {
+
+// The points of a trigger found in a library: file offsets (entry
+// uprobes); `mapped` (attach): also the runtime addresses, from where
+// `proc`'s map has the library.
+Result<std::vector<TriggerPoint>> LibraryTriggerPoints(const LibraryTrigger& lib, bool mapped,
+                                                       const std::string& proc) {
+  std::optional<uint64_t> lowest;
+  if (mapped) {
+    PTSNAP_ASSIGN_OR_RETURN(std::string maps, base::ReadFile(proc + "/maps"));
+    lowest = LowestMappingStart(maps, lib.path);
+    if (!lowest) return Error("cannot find where " + lib.path + " is loaded in " + proc + "/maps");
+  }
+  const std::string file = std::filesystem::path(lib.path).filename().string();
+  std::vector<TriggerPoint> points;
+  for (const LibraryTrigger::Function& f : lib.functions) {
+    TriggerPoint p;
+    p.symbol = f.symbol;
+    p.file = lib.path;
+    p.file_offset = f.offset;
+    if (lowest) {
+      p.address = *lowest - lib.lowest_load_vaddr + f.vaddr;
+      p.description = f.name + " @ " + base::Hex(p.address) + " (" + file + ")";
+    } else {
+      p.description =
+          f.name + " @ " + file + "+" + base::Hex(f.offset) + " (file offset; an entry uprobe)";
+    }
+    points.push_back(std::move(p));
+  }
+  return points;
+}
+
+}  // namespace
+
 Result<void> CheckTriggerInFile(std::string_view selector, const std::filesystem::path& exe,
                                 size_t max) {
   if (selector.empty() || base::StartsWith(selector, "addr:")) return Ok();
@@ -114,9 +153,11 @@ Result<void> CheckTriggerInFile(std::string_view selector, const std::filesystem
   if (!image) return std::move(image).error().AddContext("reading symbols of " + exe.string());
   if (selector == ".") {
     PTSNAP_TRY(StopIndicators(*image, exe.string()));
-  } else {
-    PTSNAP_TRY(MatchTriggerFunctions(*image, selector, exe.string(), max));
+    return Ok();
   }
+  PTSNAP_ASSIGN_OR_RETURN(std::optional<LibraryTrigger> lib,
+                          FindTriggerInLinkedLibraries(*image, exe, std::string(selector), max));
+  if (!lib) PTSNAP_TRY(MatchTriggerFunctions(*image, selector, exe.string(), max));
   return Ok();
 }
 
@@ -131,7 +172,8 @@ Result<std::filesystem::path> FindExecutable(std::string_view name) {
   return Error("command not found: '" + std::string(name) + "' is not in $PATH");
 }
 
-Result<std::vector<TriggerPoint>> ResolveTrigger(std::string_view selector, pid_t pid, size_t max) {
+Result<std::vector<TriggerPoint>> ResolveTrigger(std::string_view selector, pid_t pid, size_t max,
+                                                 TriggerLibraries libs) {
   std::vector<TriggerPoint> points;
   if (base::StartsWith(selector, "addr:")) {
     auto addr = base::ParseUint(selector.substr(5), 16);
@@ -151,6 +193,19 @@ Result<std::vector<TriggerPoint>> ResolveTrigger(std::string_view selector, pid_
   if (ec) return Error::FromErrno("reading " + proc + "/exe", ec.value());
   auto image = elf::ReadFunctions(proc + "/exe");
   if (!image) return std::move(image).error().AddContext("reading symbols of " + exe.string());
+  if (selector != "." && libs != TriggerLibraries::kNone) {
+    // A NAME the executable does not define: the libraries'.
+    std::optional<LibraryTrigger> lib;
+    if (libs == TriggerLibraries::kLinked) {
+      PTSNAP_ASSIGN_OR_RETURN(
+          lib, FindTriggerInLinkedLibraries(*image, exe, std::string(selector), max));
+    } else if (elf::MatchFunctions(*image, selector, exe.string()).functions.empty()) {
+      PTSNAP_ASSIGN_OR_RETURN(std::vector<std::string> mapped, MappedLibraries(pid, exe));
+      PTSNAP_ASSIGN_OR_RETURN(lib, FindTriggerBeyondProgram(*image, exe.string(), mapped,
+                                                            std::string(selector), max, "maps"));
+    }
+    if (lib) return LibraryTriggerPoints(*lib, libs == TriggerLibraries::kMapped, proc);
+  }
   uint64_t base_addr = 0;
   if (image->pie) {
     PTSNAP_ASSIGN_OR_RETURN(std::string maps, base::ReadFile(proc + "/maps"));

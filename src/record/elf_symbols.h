@@ -40,7 +40,20 @@ std::optional<uint64_t> LowestMappingStart(std::string_view maps_text,
 struct TriggerPoint {
   std::string description;  // "main.do_work @ 0x55d0c0de1139", "addr:0x401000"
   std::string symbol;       // "" for addr:
-  uint64_t address = 0;
+  uint64_t address = 0;     // 0: not mapped yet (a library function of `run`)
+  // A shared library's function: the library and the function's file
+  // offset, where an entry uprobe goes (breakpoints.h). With address 0 the
+  // trigger can only be that uprobe: it fires wherever the library is
+  // mapped, before or after the trigger is armed.
+  std::string file;
+  uint64_t file_offset = 0;
+};
+
+// Where ResolveTrigger looks for a NAME the executable does not define.
+enum class TriggerLibraries {
+  kNone,
+  kLinked,  // run: the libraries it links (linked_libraries.h), not mapped yet
+  kMapped,  // attach: the libraries the process maps
 };
 
 // At most this many functions for one --trigger NAME: x86 has four debug
@@ -58,6 +71,14 @@ Result<std::vector<const elf::Function*>> MatchTriggerFunctions(const elf::Image
                                                                 const std::string& file,
                                                                 size_t max = kMaxTriggerFunctions);
 
+// The error for a --trigger NAME that names no function in `where` ("FILE",
+// or "FILE nor in the N shared libraries it links (...)"): the `closest`
+// names, the stripped hint when `image` (the program `file`) has no
+// .symtab, the spellings. Kind kTrigger.
+Error TriggerNotFound(std::string_view name, const std::string& where,
+                      std::span<const std::string> closest, const elf::Image& image,
+                      const std::string& file);
+
 // `--trigger ?`'s menu: the demangled names of `image`'s functions, each
 // once, sorted. Each is a --trigger NAME that names that function (or all
 // the functions sharing the name).
@@ -73,16 +94,23 @@ Result<std::string> ParseTriggerChoice(std::string_view answer,
 // (/proc/PID/exe, PIE base from /proc/PID/maps):
 //   "addr:HEX"  -> that address, unchanged;
 //   "."         -> every stop-indicator symbol present (at least one);
-//   NAME        -> the functions NAME names (MatchTriggerFunctions).
-// Errors name the symbol and the executable, and list the closest names
-// ("trigger symbol 'foo' not found: ...; did you mean: foo(int)").
+//   NAME        -> the functions NAME names (MatchTriggerFunctions); when
+//                  the executable defines none and `libs` is not kNone,
+//                  those of the first library that does
+//                  (linked_libraries.h): kLinked gives file offsets only
+//                  (address 0), kMapped runtime addresses and file offsets.
+// Errors name the symbol and the executable (and the libraries searched),
+// and list the closest names ("trigger symbol 'foo' not found: ...; did
+// you mean: foo(int)").
 Result<std::vector<TriggerPoint>> ResolveTrigger(std::string_view selector, pid_t pid,
-                                                 size_t max = kMaxTriggerFunctions);
+                                                 size_t max = kMaxTriggerFunctions,
+                                                 TriggerLibraries libs = TriggerLibraries::kNone);
 
 // Before anything runs: checks that `selector` names a function of the
-// executable file `exe` ("addr:" selectors always pass). Same errors as
-// ResolveTrigger, so a typo fails before the program is started. `max`:
-// as MatchTriggerFunctions'.
+// executable file `exe` or of a shared library it links (as `run`'s
+// ResolveTrigger with kLinked finds it; "addr:" selectors always pass).
+// Same errors, so a typo fails before the program is started. `max`: as
+// MatchTriggerFunctions'.
 Result<void> CheckTriggerInFile(std::string_view selector, const std::filesystem::path& exe,
                                 size_t max = kMaxTriggerFunctions);
 

@@ -9,6 +9,7 @@
 #include "base/log.h"
 #include "base/string_util.h"
 #include "base/version.h"
+#include "elf/symbol_file.h"
 #include "record/artifacts.h"
 #include "record/processes.h"
 #include "record/record_errors.h"
@@ -124,8 +125,12 @@ Result<void> RecordingSession::LaunchProgram() {
   // but marks the source started, so threads found later start enabled.
   if (auto r = source_->EnableAll(); !r) return ExplainThreadError(r.error(), prepared_);
   if (!opts_.trigger.empty() && !self_driven_) {
+    // Stopped at its first instruction: only the executable and its loader
+    // are mapped, so a library's function is found in the libraries the
+    // program links and armed at its file offset (linked_libraries.h).
     auto resolved = ResolveTrigger(opts_.trigger, child_->pid(),
-                                   opts_.slower_than_ns != 0 ? 1 : kMaxTriggerFunctions);
+                                   opts_.slower_than_ns != 0 ? 1 : kMaxTriggerFunctions,
+                                   TriggerLibraries::kLinked);
     if (!resolved) return std::move(resolved).error().WithKind(ErrorKind::kTrigger);
     points_ = std::move(*resolved);
   }
@@ -158,7 +163,8 @@ Result<void> RecordingSession::AttachProcesses() {
   pids_ = opts_.pids;
   if (!opts_.trigger.empty()) {
     auto resolved = ResolveTrigger(opts_.trigger, pids_[0],
-                                   opts_.slower_than_ns != 0 ? 1 : kMaxTriggerFunctions);
+                                   opts_.slower_than_ns != 0 ? 1 : kMaxTriggerFunctions,
+                                   TriggerLibraries::kMapped);
     if (!resolved) return std::move(resolved).error().WithKind(ErrorKind::kTrigger);
     points_ = std::move(*resolved);
   }
@@ -202,7 +208,13 @@ Result<void> RecordingSession::AttachProcesses() {
 // pair per thread found (inherited by the threads those create).
 Result<void> RecordingSession::ArmSlowCallProbes() {
   const pid_t target_pid = run_ ? child_->pid() : pids_[0];
-  auto target = ResolveProbeTarget(opts_.trigger, target_pid);
+  // A library's function comes resolved (ResolveTrigger: `run` maps no
+  // library yet); the executable's is looked up in the process.
+  Result<ProbeTarget> target =
+      points_.size() == 1 && !points_[0].file.empty()
+          ? Result<ProbeTarget>(ProbeTarget{points_[0].file, points_[0].file_offset,
+                                            elf::Demangle(points_[0].symbol)})
+          : ResolveProbeTarget(opts_.trigger, target_pid);
   if (!target) return std::move(target).error().WithKind(ErrorKind::kTrigger);
   PTSNAP_ASSIGN_OR_RETURN(slow_probes_,
                           SlowCallProbes::Create(root_, std::move(*target), opts_.slower_than_ns,

@@ -130,7 +130,8 @@ Result<void> CheckTarget(const record::RecordOptions& o) {
             .WithKind(ErrorKind::kProcessGone);
     }
     if (!o.trigger.empty()) {
-      auto r = record::ResolveTrigger(o.trigger, o.pids[0], TriggerMax(o));
+      auto r = record::ResolveTrigger(o.trigger, o.pids[0], TriggerMax(o),
+                                      record::TriggerLibraries::kMapped);
       if (!r) return std::move(r).error().WithKind(ErrorKind::kTrigger);
     }
     PTSNAP_TRY(record::ResolveRecordingFilters(o));

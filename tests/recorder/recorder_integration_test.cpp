@@ -240,6 +240,41 @@ TEST(Trigger, UprobeTriggersFireOnTheWorkerThreadLikeBreakpoints) {
   TriggersFireOnTheWorkerThread();
 }
 
+// `run --trigger fflush` (#41): the program stopped at its first
+// instruction maps no libc yet, so the trigger is libc's file and offset
+// (address 0) and the PT source arms it as an entry uprobe; it fires when
+// the program, with libc now mapped, calls fflush (trigger_target does
+// once, after "ready"). Breakpoints only here, no PT.
+TEST(Trigger, ALibraryFunctionOfRunIsAUprobeThatFiresOnceTheLoaderMapsIt) {
+  REQUIRE_TARGET();
+  if (!std::filesystem::exists("/sys/bus/event_source/devices/uprobe/type"))
+    GTEST_SKIP() << "no uprobe PMU on this kernel";
+  if (::geteuid() != 0) GTEST_SKIP() << "uprobe perf events need root here";
+  auto child = Child::Spawn({TargetPath(), "1", "delay"});
+  ASSERT_THAT(child, HasValue());
+  ASSERT_THAT(child->Exec(), HasValue());
+  HardwareConfig cfg;
+  cfg.tracking_attr = perf::BuildTrackingAttr(false, false);
+  auto src = HardwarePtSource::Create(cfg);
+  ASSERT_THAT(src, HasValue());
+  ASSERT_THAT((*src)->AddThread(child->pid(), child->pid(), false), HasValue());
+  auto points =
+      ResolveTrigger("fflush", child->pid(), kMaxTriggerFunctions, TriggerLibraries::kLinked);
+  ASSERT_THAT(points, HasValue());
+  ASSERT_EQ(points->size(), 1u);
+  EXPECT_EQ((*points)[0].address, 0u);  // not mapped yet
+  EXPECT_TRUE(std::filesystem::path((*points)[0].file).is_absolute());
+  ASSERT_THAT((*src)->ArmTriggers(*points), HasValue());
+  ASSERT_THAT(child->Resume(), HasValue());
+  EXPECT_EQ(child->Wait(), 0);
+  auto hits = (*src)->PollTriggers();
+  ASSERT_THAT(hits, HasValue());
+  ASSERT_FALSE(hits->empty()) << "the uprobe on " << (*points)[0].file << " never fired";
+  EXPECT_EQ((*hits)[0].symbol, "fflush");
+  EXPECT_EQ((*hits)[0].tid, static_cast<uint32_t>(child->pid()));
+  EXPECT_NE((*hits)[0].ip, 0u);
+}
+
 // A single-shot trigger (no --multi-snapshot) traps once per thread: the
 // worker calls the function three times, one hit comes back.
 // --only-in on 6.13+: the entry probe (aux_resume) then the return probe

@@ -317,6 +317,51 @@ TEST_F(Sampling, TriggerTakesTheSnapshot) {
   EXPECT_LE(last, m.snapshots[0].time + 5'000'000u);  // within the loop's 5 ms
 }
 
+// A trigger on a function of a shared library (#41): libc is not mapped
+// when the program is stopped at its first instruction, so the trigger is
+// found in the libraries it links and armed as an entry uprobe at the
+// function's file offset, which fires once the loader has mapped it.
+// sampling_spin calls fflush once, after "ready".
+TEST_F(Sampling, ATriggerOnALibraryFunctionTakesTheSnapshot) {
+  if (!fs::exists("/sys/bus/event_source/devices/uprobe/type"))
+    GTEST_SKIP() << "no uprobe PMU on this kernel";
+  if (::geteuid() != 0) GTEST_SKIP() << "uprobe perf events need root here";
+  Exit e = Ptsnap({"run", "--sampling", "--callgraph-mode", "fp", "--trigger", "fflush", "--after",
+                   "wait", "--no-decode", "--trace-dir", Dir(), "--", Spin(), "50"});
+  ASSERT_EQ(e.code, 0) << e.err;
+  // libc's, or the sanitizer runtime's that the sanitized tree loads first.
+  EXPECT_THAT(e.err, ::testing::ContainsRegex(
+                         "Trigger armed: fflush @ lib[a-z]+\\.so\\.[0-9]+\\+0x[0-9a-f]+ "
+                         "\\(file offset; an entry uprobe\\)"));
+  auto r = ptsnap::trace::TraceReader::Open(Dir());
+  ASSERT_TRUE(r.has_value()) << r.error().ToString();
+  const auto& m = r->manifest();
+  ASSERT_EQ(m.snapshots.size(), 1u) << e.err;
+  EXPECT_EQ(m.snapshots[0].reason, ptsnap::trace::SnapshotReason::kTrigger);
+  EXPECT_EQ(m.snapshots[0].detail, "fflush");
+  EXPECT_EQ(m.snapshots[0].tid, static_cast<uint32_t>(m.pids.at(0)));
+}
+
+// attach: a running process has its libraries mapped; the trigger is
+// found in them and armed at its runtime address there (sampling_spin
+// calls clock_gettime all the time it spins).
+TEST_F(Sampling, AttachTriggerOnALibraryFunctionTakesTheSnapshot) {
+  Target t("5000", "1");
+  ASSERT_GT(t.pid, 0);
+  Exit e = Ptsnap({"attach", "--sampling", "--callgraph-mode", "fp", "-p", std::to_string(t.pid),
+                   "--trigger", "clock_gettime", "--no-decode", "--trace-dir", Dir()});
+  ASSERT_EQ(e.code, 0) << e.err;
+  EXPECT_THAT(e.err,
+              ::testing::ContainsRegex(
+                  "Trigger armed: clock_gettime @ 0x[0-9a-f]+ \\(lib[a-z]+\\.so\\.[0-9]+\\)"));
+  auto r = ptsnap::trace::TraceReader::Open(Dir());
+  ASSERT_TRUE(r.has_value()) << r.error().ToString();
+  const auto& m = r->manifest();
+  ASSERT_EQ(m.snapshots.size(), 1u) << e.err;
+  EXPECT_EQ(m.snapshots[0].reason, ptsnap::trace::SnapshotReason::kTrigger);
+  EXPECT_EQ(m.snapshots[0].detail, "clock_gettime");
+}
+
 TEST_F(Sampling, MultiThreadAttachGivesAStreamPerThread) {
   Target t("5000", "3");
   ASSERT_GT(t.pid, 0);
@@ -378,6 +423,29 @@ TEST_F(Sampling, AttachToAProcessWhoseMapsCannotBeReadFailsBeforeRecording) {
                                std::to_string(t.pid) + " (open " + maps +
                                ": Permission denied): ptsnap needs the process's memory map to "
                                "name its code; attach as root or as the process's user"));
+  EXPECT_FALSE(fs::exists(Dir())) << "nothing is recorded, so no trace directory";
+}
+
+// run's library trigger is an entry uprobe, which the kernel refuses
+// without CAP_PERFMON: the error says what it needs, before anything is
+// recorded. Staged as root with CAP_PERFMON and CAP_SYS_ADMIN dropped.
+TEST_F(Sampling, ALibraryTriggerWithoutCapPerfmonSaysWhatItNeeds) {
+  if (geteuid() != 0) GTEST_SKIP() << "dropping CAP_PERFMON with setpriv needs root";
+  if (ptsnap::testing::RunShellRaw("command -v setpriv >/dev/null").status != 0)
+    GTEST_SKIP() << "setpriv (util-linux) is needed to stage it";
+  if (ptsnap::testing::RunShellRaw("test \"$(cat /proc/sys/kernel/perf_event_paranoid)\" -le 2")
+          .status != 0)
+    GTEST_SKIP() << "perf_event_paranoid > 2: without CAP_PERFMON sampling itself is refused";
+  const std::string no_cap = "-perfmon,-sys_admin";
+  const auto r = ptsnap::testing::RunShellRaw(
+      "setpriv --inh-caps=" + no_cap + " --bounding-set=" + no_cap + " '" +
+      std::getenv("PTSNAP_BIN") +
+      "' run --sampling --callgraph-mode fp --trigger fflush --no-decode --trace-dir '" + Dir() +
+      "' -- '" + Spin() + "' 10 2>&1");
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("ptsnap: error: a trigger on a shared library's function is an "
+                               "entry uprobe, which needs root or CAP_PERFMON: opening trigger "
+                               "uprobe fflush @ "));
   EXPECT_FALSE(fs::exists(Dir())) << "nothing is recorded, so no trace directory";
 }
 

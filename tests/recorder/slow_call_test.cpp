@@ -93,6 +93,27 @@ TEST_F(SlowCall, RunSnapshotsTheSlowCallOnly) {
   EXPECT_THAT(s.detail, HasSubstr(", thread " + std::to_string(m.pids[0]) + ")"));
 }
 
+// --slower-than on a shared library's function under `run`: found in the
+// libraries the program links before they are mapped, its probes placed
+// at the file offset. slow_call's 6th argument makes it nanosleep 60 ms
+// first.
+TEST_F(SlowCall, RunTimesALibraryFunction) {
+  const std::string dir = NextDir();
+  // CALLS 1, SLOW none (there is no call 99), units 1 and 1, THREADS 1,
+  // WAIT_MS 60.
+  Exit e = Ptsnap({"run", "--sampling", "--trigger", "nanosleep", "--slower-than", "20ms",
+                   "--after", "wait", "--no-decode", "--trace-dir", dir, "--", Prog(), "1", "99",
+                   "1", "1", "1", "60"});
+  ASSERT_EQ(e.code, 0) << e.err;
+  EXPECT_THAT(e.err,
+              ::testing::ContainsRegex("Timing calls of nanosleep \\(/[^ ]*/lib[a-z]+\\.so"));
+  const auto m = Manifest();
+  ASSERT_EQ(m.snapshots.size(), 1u) << e.err;
+  EXPECT_EQ(m.snapshots[0].reason, SnapshotReason::kSlowCall);
+  EXPECT_GE(m.snapshots[0].call_ns, 20'000'000u);
+  EXPECT_THAT(m.snapshots[0].detail, StartsWith("nanosleep took "));
+}
+
 TEST_F(SlowCall, AThresholdAboveEveryCallTakesOnlyTheExitSnapshot) {
   const std::string dir = NextDir();
   Exit e = Ptsnap({"run", "--sampling", "--callgraph-mode", "fp", "--trigger", "handle_request",
