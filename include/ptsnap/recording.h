@@ -66,7 +66,7 @@ struct RecordingOptions {
   std::string callgraph_mode;
   // Snapshot when this runs: a function of the program or, when it has
   // none of that name, of a shared library it links ("malloc"; run
-  // natively: an entry uprobe, which needs root or CAP_PERFMON), named as
+  // natively: an entry uprobe, which needs root: CAP_SYS_ADMIN), named as
   // `ptsnap report` shows it ("risky(int)"), without parameters ("risky"),
   // mangled ("_Z5riskyi"), as "FILE:NAME" or a glob ("*parse*"), at most 4
   // functions (docs/recording.md, "Naming a function"); "addr:HEX"; or "." for the

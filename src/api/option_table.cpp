@@ -181,8 +181,8 @@ constexpr OptionSpec kTable[] = {
      .cli = C::kFlag,
      .help = "Snapshot when this runs: a function of the program or, when it has none of "
              "that name, of the first shared library it links that has (malloc, "
-             "libc.so.6:malloc; a native `run` arms it as an entry uprobe: root or "
-             "CAP_PERFMON), named as `ptsnap report` shows it ('risky(int)'), without "
+             "libc.so.6:malloc; a native `run` arms it as an entry uprobe, which "
+             "needs root), named as `ptsnap report` shows it ('risky(int)'), without "
              "parameters (risky: every overload), mangled (_Z5riskyi), as FILE:NAME or as a "
              "glob ('*parse*'), at most 4 functions; "
              "addr:HEX; '.' for the stop indicator (ptsnap_take_snapshot / "

@@ -10,6 +10,7 @@
 #include "base/log.h"
 #include "base/unique_fd.h"
 #include "perf/attr.h"
+#include "record/record_errors.h"
 #include "record/slow_calls.h"
 #include "sys/pmu.h"
 
@@ -106,9 +107,9 @@ Result<void> TriggerBreakpoints::Add(pid_t tid, const std::vector<TriggerPoint>&
       const int err = ev.error().errnum();
       if (unmapped && (err == EACCES || err == EPERM))
         return Error(
-                   "a trigger on a shared library's function is an entry uprobe, which needs "
-                   "root or CAP_PERFMON: " +
-                   ev.error().ToString())
+                   std::string("a trigger on a shared library's function is an entry uprobe, "
+                               "which needs ") +
+                   kUprobePrivilege + ": " + ev.error().ToString())
             .WithKind(ErrorKind::kPrivilege);
       return std::move(ev).error();
     }

@@ -22,9 +22,8 @@ Error ExplainThreadError(const Error& e, const Prepared& p) {
 Error ExplainUprobeError(const Error& e) {
   if (e.errnum() == EACCES || e.errnum() == EPERM)
     return Error(
-               "--slower-than needs root, CAP_PERFMON or kernel.perf_event_paranoid=-1 (its "
-               "entry and return probes are uprobes): " +
-               e.ToString())
+               std::string("--slower-than's entry and return probes are uprobes, which need ") +
+               kUprobePrivilege + ": " + e.ToString())
         .WithKind(ErrorKind::kPrivilege);
   return Error(e).WithKind(ErrorKind::kTrigger);
 }

@@ -13,8 +13,15 @@ namespace ptsnap::record {
 // perf layer gave it (kBufferMapping).
 Error ExplainThreadError(const Error& e, const Prepared& p);
 
-// A refused uprobe: privilege (the uprobe PMU needs CAP_PERFMON or
-// CAP_SYS_ADMIN, or perf_event_paranoid -1) or what the kernel said.
+// What the kernel's uprobe PMU asks for: perf_uprobe_event_init checks a
+// capability, whatever perf_event_paranoid says. CAP_PERFMON was enough
+// from Linux 5.8 (c9e0924e5c2b) until the 2025 fix that asks for
+// CAP_SYS_ADMIN again, backported to the stable kernels.
+inline constexpr const char* kUprobePrivilege =
+    "root (CAP_SYS_ADMIN; kernel.perf_event_paranoid does not change it, and CAP_PERFMON is "
+    "enough only on kernels from before 2025's fix)";
+
+// A refused uprobe: privilege (kUprobePrivilege) or what the kernel said.
 Error ExplainUprobeError(const Error& e);
 
 }  // namespace ptsnap::record
