@@ -190,7 +190,19 @@ Result<std::optional<LibraryTrigger>> FindTriggerInLinkedLibraries(const elf::Im
   if (!elf::MatchFunctions(image, typed, program.string()).functions.empty())
     return std::optional<LibraryTrigger>();
   PTSNAP_ASSIGN_OR_RETURN(std::vector<std::string> libs, LinkedLibraries(program));
+  AddNamedLibrary(typed, &libs);
   return FindTriggerBeyondProgram(image, program.string(), libs, typed, max, "links");
+}
+
+void AddNamedLibrary(std::string_view typed, std::vector<std::string>* libs) {
+  const std::string_view dso = elf::SplitDso(typed).dso;
+  if (dso.find('/') == std::string_view::npos) return;
+  std::error_code ec;
+  if (!fs::is_regular_file(dso, ec)) return;
+  const std::string p = fs::weakly_canonical(fs::path(dso), ec).string();
+  for (const std::string& lib : *libs)
+    if (fs::weakly_canonical(lib, ec).string() == p) return;
+  libs->push_back(p);
 }
 
 }  // namespace ptsnap::record

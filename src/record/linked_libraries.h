@@ -94,8 +94,17 @@ Result<std::optional<LibraryTrigger>> FindTriggerBeyondProgram(const elf::Image&
 // else FindTriggerBeyondProgram over LinkedLibraries(program) (the loader
 // is asked only then). Errors: as FindTriggerBeyondProgram's, and the
 // loader's (ListLinkedLibraries).
+// A DSO:NAME whose DSO is a path to a library the program does not link
+// (one it only dlopen()s) is looked up in that file too, after the linked
+// ones: its trigger is a file offset, armed wherever and whenever the
+// library is mapped.
 Result<std::optional<LibraryTrigger>> FindTriggerInLinkedLibraries(
     const elf::Image& image, const std::filesystem::path& program, const std::string& typed,
     size_t max);
+
+// Appends to `libs` the file DSO:NAME `typed` names by a path ('/' in it)
+// when it is a regular file `libs` does not hold already (compared as
+// canonical paths).
+void AddNamedLibrary(std::string_view typed, std::vector<std::string>* libs);
 
 }  // namespace ptsnap::record

@@ -342,6 +342,36 @@ TEST_F(Sampling, ATriggerOnALibraryFunctionTakesTheSnapshot) {
   EXPECT_EQ(m.snapshots[0].tid, static_cast<uint32_t>(m.pids.at(0)));
 }
 
+// A library the program only dlopen()s is in no `ld.so --list`: named by
+// its path (PATH:NAME), it is looked up in that file and armed as an entry
+// uprobe on it, which fires once a sibling thread loads it (#41: "libraries
+// only dlopen()ed" were not found).
+TEST_F(Sampling, ATriggerInALibraryTheProgramDlopensTakesTheSnapshot) {
+  if (!fs::exists("/sys/bus/event_source/devices/uprobe/type"))
+    GTEST_SKIP() << "no uprobe PMU on this kernel";
+  if (::geteuid() != 0) GTEST_SKIP() << "uprobe perf events need root here";
+  const std::string prog = std::getenv("PTSNAP_DLOPEN_SIBLING");
+  const std::string lib = fs::canonical(std::getenv("PTSNAP_DLOPEN_PROBE_LIB")).string();
+  // By its file name alone it is not found (no library the program links
+  // has it), and the error names the libraries searched.
+  Exit miss = Ptsnap({"run", "--sampling", "--trigger",
+                      fs::path(lib).filename().string() + ":ptsnap_dlopen_probe", "--no-decode",
+                      "--trace-dir", Dir(), "--", prog, lib});
+  EXPECT_EQ(miss.code, 1) << miss.err;
+  EXPECT_THAT(miss.err, HasSubstr("shared libraries it links ("));
+  Exit e = Ptsnap({"run", "--sampling", "--callgraph-mode", "fp", "--trigger",
+                   lib + ":ptsnap_dlopen_probe", "--after", "wait", "--no-decode", "--trace-dir",
+                   Dir(), "--", prog, lib});
+  ASSERT_EQ(e.code, 0) << e.err;
+  EXPECT_THAT(e.err, ::testing::ContainsRegex("Trigger armed: ptsnap_dlopen_probe @ "
+                                              "libptsnap_dlopen_probe\\.so\\+0x[0-9a-f]+ "
+                                              "\\(file offset; an entry uprobe\\)"));
+  auto r = ptsnap::trace::TraceReader::Open(Dir());
+  ASSERT_TRUE(r.has_value()) << r.error().ToString();
+  ASSERT_EQ(r->manifest().snapshots.size(), 1u) << e.err;
+  EXPECT_EQ(r->manifest().snapshots[0].reason, ptsnap::trace::SnapshotReason::kTrigger);
+}
+
 // attach: a running process has its libraries mapped; the trigger is
 // found in them and armed at its runtime address there (sampling_spin
 // calls clock_gettime all the time it spins).
