@@ -59,9 +59,58 @@ std::string MarkText(uint64_t payload) {
   return std::string(hex) + " \"" + text + "\"";
 }
 
+namespace {
+// The SDM's encoding of a C-state in MWAIT's hint, PWRE and PWRX: the
+// state minus one, 0xf for C0.
+const std::string& CStateOf(uint64_t n) {
+  static const auto* const kNames = [] {
+    auto* names = new std::array<std::string, 16>;
+    for (size_t i = 0; i < 16; ++i) (*names)[i] = i == 0xf ? "C0" : "C" + std::to_string(i + 1);
+    return names;
+  }();
+  return (*kNames)[n & 0xf];
+}
+const std::string& Decimal(uint64_t n) {
+  static const auto* const kNumbers = [] {
+    auto* numbers = new std::array<std::string, 16>;
+    for (size_t i = 0; i < 16; ++i) (*numbers)[i] = std::to_string(i);
+    return numbers;
+  }();
+  return (*kNumbers)[n & 0xf];
+}
+}  // namespace
+
 std::string CStateName(uint64_t to) {
-  const uint64_t n = (to & kPowerPwre) != 0 ? to & 0xf : (to >> 4) & 0xf;
-  return n == 0xf ? "C0" : "C" + std::to_string(n + 1);
+  return CStateOf((to & kPowerPwre) != 0 ? to & 0xf : (to >> 4) & 0xf);
+}
+
+std::vector<PowerArg> PowerEntryArgs(uint64_t to) {
+  static const std::string kCState = "c_state", kSubState = "sub_state",
+                           kHardware = "hardware_initiated", kTrue = "true", kFalse = "false";
+  const bool pwre = (to & kPowerPwre) != 0;
+  // A PWRE's resolved sub-state, or MWAIT's hint's (EAX[3:0]).
+  std::vector<PowerArg> args = {{&kCState, &CStateOf(pwre ? to & 0xf : (to >> 4) & 0xf)},
+                                {&kSubState, &Decimal(pwre ? (to >> 8) & 0xf : to & 0xf)}};
+  if (pwre) args.push_back({&kHardware, (to >> 16) & 1 ? &kTrue : &kFalse});
+  return args;
+}
+
+std::vector<PowerArg> PowerExitArgs(uint64_t to) {
+  static const std::string kLast = "last_c_state", kDeepest = "deepest_c_state", kWake = "wake";
+  static const auto* const kReasons = [] {
+    auto* reasons = new std::array<std::string, 8>;
+    for (size_t i = 1; i < 8; ++i) {
+      std::string& r = (*reasons)[i];
+      if (i & 1) r += "interrupt";
+      if (i & 2) r += std::string(r.empty() ? "" : ",") + "store";
+      if (i & 4) r += std::string(r.empty() ? "" : ",") + "hardware";
+    }
+    return reasons;
+  }();
+  std::vector<PowerArg> args = {{&kLast, &CStateOf(to & 0xf)},
+                                {&kDeepest, &CStateOf((to >> 8) & 0xf)}};
+  if (const uint64_t wake = (to >> 16) & 7; wake != 0) args.push_back({&kWake, &(*kReasons)[wake]});
+  return args;
 }
 
 std::string StatusMessage(int status) {
@@ -405,6 +454,9 @@ class StreamDecoder {
       case flow::EventType::kPwrx:  // flow's PwrxPayload
         ev.variant.pwrx.last = it.payload & 0xf;
         ev.variant.pwrx.deepest = (it.payload >> 8) & 0xf;
+        ev.variant.pwrx.interrupt = (it.payload >> 16) & 1;
+        ev.variant.pwrx.store = (it.payload >> 17) & 1;
+        ev.variant.pwrx.autonomous = (it.payload >> 18) & 1;
         break;
       default: break;  // EXSTOP and MNT: HandleEvent reads nothing
     }
@@ -1062,11 +1114,14 @@ class StreamDecoder {
         break;
       case ptev_pwre:
         Emit(BranchKind::kPowerEntry, 0,
-             kPowerPwre | ev.variant.pwre.state | uint64_t{ev.variant.pwre.sub_state} << 8);
+             kPowerPwre | ev.variant.pwre.state | uint64_t{ev.variant.pwre.sub_state} << 8 |
+                 uint64_t{ev.variant.pwre.hw} << 16);
         break;
       case ptev_pwrx:
         Emit(BranchKind::kPowerExit, 0,
-             ev.variant.pwrx.last | uint64_t{ev.variant.pwrx.deepest} << 8);
+             ev.variant.pwrx.last | uint64_t{ev.variant.pwrx.deepest} << 8 |
+                 uint64_t{ev.variant.pwrx.interrupt} << 16 | uint64_t{ev.variant.pwrx.store} << 17 |
+                 uint64_t{ev.variant.pwrx.autonomous} << 18);
         break;
       case ptev_exec_mode:  // 16/32/64-bit: libipt applies it; nothing to show
       case ptev_vmcs:

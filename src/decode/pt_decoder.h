@@ -56,9 +56,11 @@ enum class BranchKind : uint8_t {
   // Frequency and power (docs/decoding.md, "Frequency and power"), from
   // hardware traces only (an emulated CPU has neither):
   kCbr,         // a CBR packet: the core:bus clock ratio in `to`
-  kPowerEntry,  // PWRE (`to`: kPowerPwre | state | sub-state << 8) or MWAIT
-                // (`to`: its hints, EAX; `from`: its address): the CPU or thread goes idle
-  kPowerExit,   // PWRX (`to`: last core C-state | deepest << 8): it woke
+  kPowerEntry,  // PWRE (`to`: kPowerPwre | state | sub-state << 8 | hardware-initiated << 16)
+                // or MWAIT (`to`: its hints, EAX; `from`: its address): the CPU or thread
+                // goes idle
+  kPowerExit,   // PWRX (`to`: last core C-state | deepest << 8 | wake reasons: interrupt
+                // << 16, store to the monitored address << 17, autonomous << 18): it woke
 };
 // kPowerEntry's `to`: a PWRE's (else an MWAIT's hints).
 inline constexpr uint64_t kPowerPwre = uint64_t{1} << 32;
@@ -101,6 +103,20 @@ std::string MarkText(uint64_t payload);
 // "C0" for 0xf): MWAIT's hint (EAX[7:4]) and PWRE's resolved state both
 // hold the state minus one.
 std::string CStateName(uint64_t power_entry_to);
+// A "[C-state Cn]" slice's arguments (docs/decoding.md, "Frequency and
+// power"): names and values from fixed tables, so their addresses are
+// stable (writers intern them by address).
+struct PowerArg {
+  const std::string* name;
+  const std::string* value;
+};
+// Where it begins, from the kPowerEntry's `to`: c_state ("C6") and
+// sub_state ("0"), and for a PWRE hardware_initiated ("true"/"false").
+std::vector<PowerArg> PowerEntryArgs(uint64_t power_entry_to);
+// Where a PWRX ends it, from the kPowerExit's `to`: last_c_state and
+// deepest_c_state (the core's, "C6"), and wake ("interrupt", "store",
+// "hardware", comma-separated; left out when the PWRX names no reason).
+std::vector<PowerArg> PowerExitArgs(uint64_t power_exit_to);
 // The text for a kError event's `error`: libipt's message, or ptsnap's
 // for the codes below.
 std::string StatusMessage(int status);

@@ -407,6 +407,58 @@ TEST(PtDecoderTest, FrequencyAndPowerPacketsAreEvents) {
   EXPECT_EQ(CStateName(0xf0), "C0");
 }
 
+// A PWRE's state, sub-state and HW bit, and a PWRX's last and deepest core
+// C-state and wake reasons, reach the events (`to`) with either engine, and
+// the [C-state] slice's arguments (PowerEntryArgs, PowerExitArgs) say them.
+TEST(PtDecoderTest, PowerEventsCarryTheirStatesAndWakeReasons) {
+  auto p = testing::LoadMarksProgram();
+  testing::StreamBuilder b;
+  b.Psb(500);
+  emulate::PacketWriter w;
+  w.Pwre(5, 1, true);   // C6, sub-state 1, hardware-initiated
+  w.Pwrx(1, 5, 1 | 8);  // last C2, deepest C6: an interrupt and the hardware woke it
+  w.Pwre(2, 0, false);  // C3
+  w.Pwrx(0xf, 2, 4);    // last C0, deepest C3: a store to the monitored address
+  w.Pwrx(3, 3, 0);      // no wake reason
+  b.Raw(std::string(reinterpret_cast<const char*>(w.bytes().data()), w.bytes().size()));
+  b.TipPge(p.Sym("_start"));
+  b.TipPgd();
+  const std::string stream = b.Finish();
+  for (auto engine : {PtDecoder::Engine::kOurs, PtDecoder::Engine::kLibipt}) {
+    SCOPED_TRACE(engine == PtDecoder::Engine::kOurs ? "ours" : "libipt");
+    auto dec = PtDecoder::Create("/nonexistent", testing::CallsManifest(100),
+                                 testing::ProgramSideband(p, 100, "decode_marks", 1));
+    ASSERT_THAT(dec, HasValue());
+    (*dec)->set_engine(engine);
+    std::vector<std::string> seen;
+    ASSERT_THAT((*dec)->DecodeStream(100, stream,
+                                     [&](const BranchEvent& e) {
+                                       std::vector<PowerArg> args;
+                                       if (e.kind == BranchKind::kPowerEntry)
+                                         args = PowerEntryArgs(e.to);
+                                       else if (e.kind == BranchKind::kPowerExit)
+                                         args = PowerExitArgs(e.to);
+                                       else
+                                         return;
+                                       std::string line(ToString(e.kind));
+                                       for (const PowerArg& a : args)
+                                         line += " " + *a.name + "=" + *a.value;
+                                       seen.push_back(line);
+                                     }),
+                HasValue());
+    EXPECT_THAT(seen, ::testing::ElementsAre(
+                          "power-entry c_state=C6 sub_state=1 hardware_initiated=true",
+                          "power-exit last_c_state=C2 deepest_c_state=C6 wake=interrupt,hardware",
+                          "power-entry c_state=C3 sub_state=0 hardware_initiated=false",
+                          "power-exit last_c_state=C0 deepest_c_state=C3 wake=store",
+                          "power-exit last_c_state=C4 deepest_c_state=C4"));
+  }
+  // An MWAIT's hint: EAX[7:4] the state minus one, EAX[3:0] the sub-state.
+  std::vector<std::string> mwait;
+  for (const PowerArg& a : PowerEntryArgs(0x32)) mwait.push_back(*a.name + "=" + *a.value);
+  EXPECT_THAT(mwait, ::testing::ElementsAre("c_state=C4", "sub_state=2"));
+}
+
 TEST(PtDecoderTest, AMarkIsShownAsTextWhereItIsPrintableAsciiAsPerfShowsIt) {
   EXPECT_EQ(MarkText(0), "0x0");
   EXPECT_EQ(MarkText(0x41), "0x41 \"A\"");

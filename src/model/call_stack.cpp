@@ -197,6 +197,11 @@ Slice CallStackModel::SliceOf(const Frame& f, uint64_t ts) const {
   s.dso = f.dso;
   s.address = f.address;
   s.inlined = f.scope != nullptr;
+  if (f.idle) {
+    s.idle = true;
+    s.value = f.power_entry;
+    s.power_exit = f.power_exit;
+  }
   return s;
 }
 
@@ -668,12 +673,16 @@ bool CallStackModel::PowerEvent(const decode::BranchEvent& e) {
         if (!pending_.empty()) Flush(pending_time_);
         Frame f = Pseudo(Name("[C-state " + decode::CStateName(e.to) + "]"));
         f.idle = true;
+        f.power_entry = e.to;
         Call(f, Via::kIdle);
       }
       return true;
     case BranchKind::kPowerExit:
       SetTime(e.time);
-      if (!stack_.empty() && stack_.back().idle) Ret(Via::kResume);
+      if (!stack_.empty() && stack_.back().idle) {
+        stack_.back().power_exit = e.to | kPowerExitSeen;
+        Ret(Via::kResume);
+      }
       return true;
     default: return false;
   }

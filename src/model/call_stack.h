@@ -131,6 +131,9 @@ class CallStackModel {
     // above the interrupted frame, ended when tracing resumes elsewhere.
     bool signal = false;
     bool idle = false;  // "[C-state Cn]" (PowerEvent)
+    // idle: the kPowerEntry's `to`, and the kPowerExit's | kPowerExitSeen
+    // (Slice::value, Slice::power_exit).
+    uint64_t power_entry = 0, power_exit = 0;
     // Whether the function has inlined code (Symbolizer::HasInlines); -1: not asked yet.
     int8_t has_inlines = -1;
     // !known: the stretch of the file around it where every address is

@@ -128,6 +128,42 @@ TEST(CallStackTest, FrequencyPowerAndMarksMoveNoFrame) {
                                         "50 E fn1 from 10", "50 E fn0 from 1"));
 }
 
+// A "[C-state Cn]" frame carries the kPowerEntry's `to` that opened it
+// (Slice::value, begin and end) and, where a PWRX ended it, the
+// kPowerExit's (Slice::power_exit | kPowerExitSeen); a frame its thread's
+// next event ended has no exit; other frames are not idle.
+TEST(CallStackTest, ACStateFrameCarriesItsEntryAndExit) {
+  struct PowerSink : SliceSink {
+    void OnProcess(int32_t, const std::string&) override {}
+    void OnThread(int32_t, int32_t, const std::string&) override {}
+    void OnSlice(const Slice& s) override {
+      if (s.kind != Slice::kBegin && s.kind != Slice::kEnd) return;
+      std::ostringstream o;
+      o << (s.kind == Slice::kBegin ? "B " : "E ") << *s.name;
+      if (s.idle) o << std::hex << " entry=0x" << s.value << " exit=0x" << s.power_exit;
+      lines.push_back(o.str());
+    }
+    Result<void> Finish() override { return Ok(); }
+    std::vector<std::string> lines;
+  } sink;
+  decode::Symbolizer symbols;
+  symbols.AddPerfMap(1, decode::ParsePerfMap("1000 100 fn0\n"));
+  CallStackModel model(&symbols, &sink);
+  model.BeginSegment(1, 1);
+  const uint64_t pwre = decode::kPowerPwre | 5 | 1 << 8 | 1 << 16;  // C6.1, hardware-initiated
+  const uint64_t pwrx = 1 | 5 << 8 | 1 << 16;  // last C2, deepest C6, interrupt
+  Feed(model, BranchKind::kEnable, 0, 0, Fn(0));
+  Feed(model, BranchKind::kPowerEntry, 10, 0, pwre);
+  Feed(model, BranchKind::kPowerExit, 20, 0, pwrx);
+  Feed(model, BranchKind::kPowerEntry, 30, Fn(0, 2), 0x20);  // MWAIT C3
+  Feed(model, BranchKind::kJump, 40, Fn(0, 3), Fn(0, 8));    // woke with no PWRX
+  model.EndSegment();
+  EXPECT_THAT(sink.lines, ElementsAre("B fn0", "B [C-state C6] entry=0x100010105 exit=0x0",
+                                      "E [C-state C6] entry=0x100010105 exit=0x8000000000010501",
+                                      "B [C-state C3] entry=0x20 exit=0x0",
+                                      "E [C-state C3] entry=0x20 exit=0x0", "E fn0"));
+}
+
 // Jumps inside the top frame's code change only the time (QuietJump), but
 // that they do: the first with a later time spreads the queued calls up to
 // it, and the last is where the thread's frames end.

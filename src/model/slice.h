@@ -73,7 +73,15 @@ struct Slice {
   uint64_t address = 0;               // function entry, 0 for pseudo frames and markers
   uint64_t value = 0;                 // kCounter's value; a "[mark ...]" kInstant's payload
   Via via = Via::kNone;               // kBegin, kEnd
+  // A "[C-state Cn]" frame's kBegin and kEnd (docs/decoding.md, "Frequency
+  // and power"): `value` is the decode::BranchKind::kPowerEntry's `to` that
+  // began it (decode::PowerEntryArgs), and at its end `power_exit` the
+  // kPowerExit's `to` | kPowerExitSeen where a PWRX ended it
+  // (decode::PowerExitArgs), else 0.
+  bool idle = false;
+  uint64_t power_exit = 0;
 };
+inline constexpr uint64_t kPowerExitSeen = uint64_t{1} << 63;
 
 // Receives the model's output. Calls arrive in the order writers must
 // preserve: per thread, kBegin/kEnd nest like a stack (inferred begins

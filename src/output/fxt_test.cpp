@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "decode/pt_decoder.h"  // kPowerPwre
 #include "decode/symbols.h"
 #include "decode/test_stream.h"
 #include "output/fxt_reader.h"
@@ -447,6 +448,55 @@ TEST(FxtTest, InlineFramesCarryTheInlinedArg) {
   ASSERT_EQ(t->events[1].args.count("inlined"), 1u);
   EXPECT_EQ(t->events[1].args.at("inlined").str, "true");
   EXPECT_EQ(t->events[1].args.at("address").value, 0x11afu);
+}
+
+// A "[C-state Cn]" frame (docs/decoding.md, "Frequency and power"): its
+// begin carries the entry's state (PWRE C6, sub-state 1, hardware-
+// initiated), its end the PWRX's (Perfetto adds an end's args to the
+// slice): last and deepest core C-state and the wake reasons.
+TEST(FxtTest, ACStateFrameCarriesItsStatesAsArgs) {
+  ::ptsnap::testing::TempDir dir;
+  auto path = dir.path() / "t.fxt";
+  std::string idle = "[C-state C6]";
+  {
+    auto out = OutputFile::Open(path);
+    FxtWriter w(out->get());
+    w.SetStringSlotsForTest(16);  // the args' strings are interned and evicted like names
+    model::Slice b = S(model::Slice::kBegin, 10, &idle);
+    b.idle = true;
+    b.value = decode::kPowerPwre | 5 | 1 << 8 | 1 << 16;
+    w.OnSlice(b);
+    model::Slice e = S(model::Slice::kEnd, 20, &idle);
+    e.idle = true;
+    e.value = b.value;
+    e.power_exit = model::kPowerExitSeen | 1 | 5 << 8 | 1 << 16 | 1 << 18;
+    w.OnSlice(e);
+    // A frame the thread's next event ended (no PWRX): no exit args.
+    model::Slice b2 = S(model::Slice::kBegin, 30, &idle);
+    b2.idle = true;
+    b2.value = 0x20;  // MWAIT's hint: C3, sub-state 0
+    w.OnSlice(b2);
+    model::Slice e2 = S(model::Slice::kEnd, 40, &idle);
+    e2.idle = true;
+    e2.value = b2.value;
+    w.OnSlice(e2);
+    ASSERT_THAT(w.Finish(), HasValue());
+  }
+  auto t = ParseFxt(*ReadMaybeGzip(path));
+  ASSERT_THAT(t, HasValue());
+  ASSERT_EQ(t->events.size(), 4u);
+  auto args = [&](size_t i) {
+    std::vector<std::string> out;
+    for (const auto& [name, a] : t->events[i].args) out.push_back(name + "=" + a.str);
+    return out;
+  };
+  EXPECT_THAT(args(0),
+              ::testing::ElementsAre("c_state=C6", "hardware_initiated=true", "sub_state=1"));
+  EXPECT_EQ(t->events[1].type, 3);
+  EXPECT_THAT(args(1), ::testing::ElementsAre("deepest_c_state=C6", "last_c_state=C2",
+                                              "wake=interrupt,hardware"));
+  EXPECT_THAT(args(2), ::testing::ElementsAre("c_state=C3", "sub_state=0"));
+  EXPECT_THAT(args(3), ::testing::ElementsAre());
 }
 
 TEST(FxtTest, ReaderRejectsBrokenFiles) {

@@ -1,10 +1,15 @@
 #include "output/fxt_writer.h"
 
 #include <cstring>
+#include <vector>
+
+#include "decode/pt_decoder.h"  // PowerEntryArgs, PowerExitArgs
 
 namespace ptsnap::output {
 
 namespace {
+// The most args a "[C-state Cn]" frame's begin or end has (decode::PowerEntryArgs, PowerExitArgs).
+constexpr size_t kMaxPowerArgs = 3;
 // Record types ([0..3] of every header).
 constexpr uint64_t kMetadata = 0, kInitialization = 1, kStringRecord = 2, kThreadRecord = 3,
                    kEventRecord = 4, kKernelObject = 7;
@@ -142,8 +147,9 @@ void FxtWriter::OnThread(int32_t pid, int32_t tid, const std::string& name) {
 
 void FxtWriter::Event(int type, uint8_t thread, uint16_t name, uint64_t ts, const Arg* args,
                       size_t nargs, const uint64_t* end_ts) {
-  // One record is at most 1 + 1 + 2 + 1 + 1 + 1 + 1 + 1 + 1 words: built here, written once.
-  uint64_t w[12];
+  // One record is at most 1 + 1 + 2 + 1 + 1 + 1 + 1 + 1 + 1 words (+ 3 for a "[C-state]"
+  // frame's power args): built here, written once.
+  uint64_t w[16];
   size_t n = 2;
   w[1] = ts;
   for (size_t i = 0; i < nargs; ++i) {
@@ -204,17 +210,35 @@ void FxtWriter::OnSlice(const model::Slice& s) {
   // (`ptsnap report FILE.fxt`) needs both when the frame ends. Perfetto
   // matches ends to begins by nesting alone and ignores both.
   const bool named = s.kind != model::Slice::kEnd || s.inferred;
+  // A "[C-state Cn]" frame: the entry's state on its begin, the exit's on
+  // its end where a PWRX ended it (Perfetto adds an end's args to the slice).
+  std::vector<decode::PowerArg> power;
+  if (s.idle && s.kind == model::Slice::kBegin) power = decode::PowerEntryArgs(s.value);
+  if (s.idle && s.kind == model::Slice::kEnd && !s.inferred &&
+      (s.power_exit & model::kPowerExitSeen))
+    power = decode::PowerExitArgs(s.power_exit);
+  uint16_t power_refs[2 * kMaxPowerArgs] = {};
   for (int pass = 0; pass < 3; ++pass) {
     if (named) name = StringPtr(s.name);
     if (want_dso) dso = StringPtr(s.dso);
     if (loc != nullptr) file = StringPtr(&loc->file);
+    for (size_t i = 0; i < power.size(); ++i) {
+      power_refs[2 * i] = StringPtr(power[i].name);
+      power_refs[2 * i + 1] = StringPtr(power[i].value);
+    }
     // ("true" sits in a fixed slot, never reused.)
     bool ok = (!named || CurrentPtr(name, s.name)) && (!want_dso || CurrentPtr(dso, s.dso)) &&
               (loc == nullptr || CurrentPtr(file, &loc->file));
+    for (size_t i = 0; ok && i < power.size(); ++i) {
+      ok = CurrentPtr(power_refs[2 * i], power[i].name) &&
+           CurrentPtr(power_refs[2 * i + 1], power[i].value);
+    }
     if (ok) break;
   }
-  Arg args[6];
+  Arg args[6 + kMaxPowerArgs];
   size_t nargs = 0;
+  for (size_t i = 0; i < power.size(); ++i)
+    args[nargs++] = {Arg::kString, power_refs[2 * i], power_refs[2 * i + 1]};
   if (want_args) {
     if (s.address != 0) args[nargs++] = {Arg::kPointer, address_arg_, s.address};
     if (want_dso) args[nargs++] = {Arg::kString, dso_arg_, dso};
@@ -235,7 +259,7 @@ void FxtWriter::OnSlice(const model::Slice& s) {
         const Arg begin{Arg::kUint64, inferred_begin_arg_, s.begin_ts};
         Event(kDurationEnd, thread, name, s.ts, &begin, 1, nullptr);
       } else {
-        Event(kDurationEnd, thread, 0, s.ts, args, 0, nullptr);
+        Event(kDurationEnd, thread, 0, s.ts, args, power.size(), nullptr);
       }
       break;
     case model::Slice::kComplete:

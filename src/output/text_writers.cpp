@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/string_util.h"
+#include "decode/pt_decoder.h"  // PowerEntryArgs, PowerExitArgs
 #include "output/fxt_writer.h"  // kTriggerTrackPid
 
 namespace ptsnap::output {
@@ -80,6 +81,17 @@ void JsonWriter::OnSlice(const model::Slice& s) {
   }
   if (s.inferred) args += std::string(args.empty() ? "" : ",") + "\"inferred_start_time\":true";
   if (s.inlined) args += std::string(args.empty() ? "" : ",") + "\"inlined\":true";
+  if (s.idle) {
+    // A complete event: the entry's state and, where a PWRX ended it, the exit's.
+    auto add = [&](const std::vector<decode::PowerArg>& power) {
+      for (const decode::PowerArg& a : power) {
+        args +=
+            std::string(args.empty() ? "" : ",") + JsonString(*a.name) + ":" + JsonString(*a.value);
+      }
+    };
+    add(decode::PowerEntryArgs(s.value));
+    if (s.power_exit & model::kPowerExitSeen) add(decode::PowerExitArgs(s.power_exit));
+  }
   if (!args.empty()) e += ",\"args\":{" + args + "}";
   e += "}";
   Event(e);
@@ -98,7 +110,7 @@ Result<void> JsonWriter::Finish() {
 
 // ---------------------------------------------------------------------------
 
-EventsWriter::EventsWriter(OutputFile* out) : out_(out) { out_->Write("# ptsnap events v2\n"); }
+EventsWriter::EventsWriter(OutputFile* out) : out_(out) { out_->Write("# ptsnap events v3\n"); }
 
 namespace {
 // Names may hold any byte; keep one line per event.
@@ -137,6 +149,15 @@ void EventsWriter::OnSlice(const model::Slice& s) {
   if (s.via != model::Via::kNone) line += std::string(" via=") + model::ViaName(s.via);
   if (s.dso != nullptr && (s.kind == model::Slice::kBegin || s.kind == model::Slice::kEnd)) {
     line += " dso=" + OneLine(*s.dso);
+  }
+  if (s.idle) {
+    // v3: a "[C-state Cn]" frame's begin ends with the entry's state, its
+    // end with the PWRX's where one ended it (no value holds a space).
+    std::vector<decode::PowerArg> power;
+    if (s.kind == model::Slice::kBegin) power = decode::PowerEntryArgs(s.value);
+    if (s.kind == model::Slice::kEnd && (s.power_exit & model::kPowerExitSeen))
+      power = decode::PowerExitArgs(s.power_exit);
+    for (const decode::PowerArg& a : power) line += " " + *a.name + "=" + *a.value;
   }
   line += "\n";
   out_->Write(line);

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/file_util.h"
+#include "decode/pt_decoder.h"  // kPowerPwre
 #include "decode/symbols.h"
 #include "decode/test_stream.h"
 #include "output/summary.h"
@@ -113,6 +114,36 @@ TEST(TextWritersTest, JsonIsObjectFormWithXAndMEvents) {
   EXPECT_EQ(ev[5]["args"]["value"], 3600);
 }
 
+// A "[C-state Cn]" frame is one X event whose args hold the entry's state
+// (an MWAIT's hint here: C2, sub-state 1) and the PWRX's that ended it.
+TEST(TextWritersTest, JsonCStateFrameCarriesItsStatesAsArgs) {
+  ::ptsnap::testing::TempDir dir;
+  auto path = dir.path() / "t.json";
+  std::string idle = "[C-state C2]";
+  {
+    auto out = OutputFile::Open(path);
+    JsonWriter w(out->get());
+    auto b = S(model::Slice::kBegin, 1000, &idle);
+    b.idle = true;
+    b.value = 0x11;
+    w.OnSlice(b);
+    auto e = S(model::Slice::kEnd, 2000, &idle);
+    e.idle = true;
+    e.begin_ts = 1000;
+    e.value = b.value;
+    e.power_exit = model::kPowerExitSeen | 0xf | 2 << 8 | 1 << 16 | 1 << 17;
+    w.OnSlice(e);
+    ASSERT_THAT(w.Finish(), HasValue());
+  }
+  nlohmann::json j = nlohmann::json::parse(*base::ReadFile(path));
+  auto& ev = j["traceEvents"];
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0]["ph"], "X");
+  EXPECT_EQ(ev[0]["args"],
+            nlohmann::json::parse(R"({"c_state":"C2","sub_state":"1","last_c_state":"C0",
+                                      "deepest_c_state":"C3","wake":"interrupt,store"})"));
+}
+
 // What the times are (#41): the JSON file says it in "otherData", and a
 // virtual clock also in the process names Perfetto shows.
 TEST(TextWritersTest, JsonSaysWhatTheClockIs) {
@@ -139,7 +170,8 @@ TEST(TextWritersTest, JsonSaysWhatTheClockIs) {
 TEST(TextWritersTest, EventsLines) {
   ::ptsnap::testing::TempDir dir;
   auto path = dir.path() / "t.events";
-  std::string a = "a", u = "[unknown]", dso = "/bin/prog", clock = "[core clock MHz]";
+  std::string a = "a", u = "[unknown]", dso = "/bin/prog", clock = "[core clock MHz]",
+              idle = "[C-state C6]";
   {
     auto out = OutputFile::Open(path);
     EventsWriter w(out->get());
@@ -165,12 +197,28 @@ TEST(TextWritersTest, EventsLines) {
     auto k = S(model::Slice::kCounter, 23, &clock);
     k.value = 2000;
     w.OnSlice(k);
+    // A "[C-state Cn]" frame: the PWRE's state where it begins, the PWRX's where it ends.
+    auto ib = S(model::Slice::kBegin, 30, &idle);
+    ib.idle = true;
+    ib.via = model::Via::kIdle;
+    ib.value = decode::kPowerPwre | 5;
+    w.OnSlice(ib);
+    auto ie = S(model::Slice::kEnd, 40, &idle);
+    ie.idle = true;
+    ie.via = model::Via::kResume;
+    ie.begin_ts = 30;
+    ie.value = ib.value;
+    ie.power_exit = model::kPowerExitSeen | 5 | 5 << 8 | 1 << 17;
+    w.OnSlice(ie);
     ASSERT_THAT(w.Finish(), HasValue());
   }
   EXPECT_EQ(*base::ReadFile(path),
-            "# ptsnap events v2\nP 7 prog [pid=7]\nT 7 8 prog\n10 7 8 B a\n20 7 8 E a begin=10\n"
+            "# ptsnap events v3\nP 7 prog [pid=7]\nT 7 8 prog\n10 7 8 B a\n20 7 8 E a begin=10\n"
             "21 7 8 B a via=call dso=/bin/prog\n22 7 8 E a begin=21 via=jump dso=/bin/prog\n"
-            "5 7 8 X [unknown] end=9 inferred\n23 7 8 C [core clock MHz] value=2000\n");
+            "5 7 8 X [unknown] end=9 inferred\n23 7 8 C [core clock MHz] value=2000\n"
+            "30 7 8 B [C-state C6] via=idle c_state=C6 sub_state=0 hardware_initiated=false\n"
+            "40 7 8 E [C-state C6] begin=30 via=resume last_c_state=C6 deepest_c_state=C6 "
+            "wake=store\n");
 }
 
 TEST(SummaryTest, SelfAndTotalTime) {

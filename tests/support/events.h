@@ -1,10 +1,12 @@
 // The one reader of ptsnap's `.events` dumps in tests (docs/decoding.md,
 // "The .events format"):
-//   <ts> <pid> <tid> B <name>[ inferred] via=<how>[ dso=<dso>]
-//   <ts> <pid> <tid> E <name> begin=<ts>[ inferred] via=<how>[ dso=<dso>]
+//   <ts> <pid> <tid> B <name>[ inferred] via=<how>[ dso=<dso>][ <power args>]
+//   <ts> <pid> <tid> E <name> begin=<ts>[ inferred] via=<how>[ dso=<dso>][ <power args>]
 //   <ts> <pid> <tid> X <name> end=<ts> inferred
 //   <ts> <pid> <tid> I <name>
 // Names may hold spaces, so the optional fields are taken off the end.
+// Power args (v3): a "[C-state Cn]" frame's KEY=VALUE fields
+// (decode::PowerEntryArgs, PowerExitArgs).
 #pragma once
 
 #include <cstdint>
@@ -26,6 +28,8 @@ struct EventLine {
   bool inferred = false;
   std::string via;  // B, E: "call", "return", ...
   std::string dso;  // B, E of a function; "" for pseudo frames
+  // B, E of a "[C-state Cn]" frame: its power args, "c_state=C6 sub_state=0 ...".
+  std::string power;
   std::string line;
 };
 
@@ -59,6 +63,13 @@ inline bool ParseEventLine(std::string_view l, EventLine* e) {
   std::string rest(l.substr(f[0].size() + f[1].size() + f[2].size() + 5));
   std::string v;
   if (e->kind == 'B' || e->kind == 'E') {
+    // A "[C-state Cn]" frame's power args: the fields after via= (it has no dso).
+    for (std::string_view first : {" c_state=", " last_c_state="}) {
+      if (size_t at = rest.rfind(first); at != std::string::npos && rest.find(" via=") < at) {
+        e->power = rest.substr(at + 1);
+        rest.resize(at);
+      }
+    }
     internal::TakeSuffix(rest, " dso=", &e->dso);
     internal::TakeSuffix(rest, " via=", &e->via);
   }

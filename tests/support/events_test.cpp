@@ -9,14 +9,17 @@ namespace {
 
 TEST(EventsReader, ReadsEveryKindOfLine) {
   auto ev = ParseEvents(
-      "# ptsnap events v2\nP 7 prog [pid=7]\nT 7 8 prog\n"
+      "# ptsnap events v3\nP 7 prog [pid=7]\nT 7 8 prog\n"
       "10 7 8 B operator new(unsigned long) via=call dso=/usr/lib/libstdc++.so.6\n"
       "20 7 8 E operator new(unsigned long) begin=10 via=return dso=/usr/lib/libstdc++.so.6\n"
       "21 7 8 E _start begin=5 inferred via=jump dso=/bin/prog\n"
       "22 7 8 B [syscall] via=untraced\n"
       "5 7 8 X [unknown] end=9 inferred\n"
-      "30 7 8 I [decode error: no memory mapped at this address]\n");
-  ASSERT_EQ(ev.size(), 6u);
+      "30 7 8 I [decode error: no memory mapped at this address]\n"
+      "40 7 8 B [C-state C6] via=idle c_state=C6 sub_state=0 hardware_initiated=false\n"
+      "50 7 8 E [C-state C6] begin=40 via=resume last_c_state=C2 deepest_c_state=C6 "
+      "wake=interrupt\n");
+  ASSERT_EQ(ev.size(), 8u);
   EXPECT_EQ(ev[0].kind, 'B');
   EXPECT_EQ(ev[0].name, "operator new(unsigned long)");
   EXPECT_EQ(ev[0].via, "call");
@@ -35,6 +38,14 @@ TEST(EventsReader, ReadsEveryKindOfLine) {
   EXPECT_EQ(ev[5].name, "[decode error: no memory mapped at this address]");
   EXPECT_EQ(ev[5].ts, 30u);
   EXPECT_EQ(ev[5].tid, 8);
+  EXPECT_EQ(ev[6].name, "[C-state C6]");
+  EXPECT_EQ(ev[6].via, "idle");
+  EXPECT_EQ(ev[6].power, "c_state=C6 sub_state=0 hardware_initiated=false");
+  EXPECT_EQ(ev[7].name, "[C-state C6]");
+  EXPECT_EQ(ev[7].begin, 40u);
+  EXPECT_EQ(ev[7].via, "resume");
+  EXPECT_EQ(ev[7].power, "last_c_state=C2 deepest_c_state=C6 wake=interrupt");
+  EXPECT_EQ(ev[0].power, "");
 }
 
 }  // namespace
