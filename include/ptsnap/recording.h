@@ -108,8 +108,12 @@ struct RecordingOptions {
   bool emulate_waits = false;
   // Where the raw recording goes. Empty: "trace.ptsnap" in the current
   // directory, an earlier one there moved to "trace.ptsnap.old". A directory
-  // named here must not exist yet.
+  // named here must not exist yet, unless `move_aside_existing`.
   std::filesystem::path trace_dir;
+  // An existing `trace_dir` is moved to "<trace_dir>.old" (one generation,
+  // an older one removed) once recording starts, as the default one is,
+  // instead of refused: the CLI's rule for the directory beside -o's file.
+  bool move_aside_existing = false;
   // Sent to the program `command` started when Stop() (not its exit) ends
   // the recording; 0 sends nothing. Either way the program has 0.4 s to
   // exit, then gets SIGTERM, and SIGKILL 0.5 s later.

@@ -66,6 +66,7 @@ Result<record::RecordOptions> ToRecordOptions(const RecordingOptions& o) {
   r.pwr_evt = o.pwr_evt;
   r.emulate_waits = o.emulate_waits;
   r.trace_dir = o.trace_dir;
+  r.move_aside_existing = o.move_aside_existing;
   r.stop_signal = o.stop_signal;
   switch (o.after) {
     case AfterRecording::kKill: r.after = record::AfterRecording::kKill; break;

@@ -343,9 +343,12 @@ int RunRecord(Args& a, bool attach) {
            kExitUsage;
   // Ctrl-C on the terminal reaches the program already.
   ro.stop_signal = 0;
-  // The trace directory: --trace-dir, else beside -o, else unnamed, which
-  // lets the orchestrator move an earlier default one aside (session.h).
-  if (ro.trace_dir.empty() && !o.output.empty()) ro.trace_dir = record::DefaultTraceDir(o.output);
+  // The trace directory: --trace-dir (never replaced), else beside -o or
+  // unnamed, where the orchestrator moves an earlier one aside (session.h).
+  if (ro.trace_dir.empty() && !o.output.empty()) {
+    ro.trace_dir = record::DefaultTraceDir(o.output);
+    ro.move_aside_existing = true;
+  }
   const std::filesystem::path output = o.output.empty() ? "trace.fxt.gz" : o.output;
   if (!o.no_decode) {
     // Before recording: a name decode could not write would be found only

@@ -48,6 +48,9 @@ struct RecordOptions {
   std::vector<int> cpus;
   std::filesystem::path output;     // decoded output; "" = trace.fxt.gz
   std::filesystem::path trace_dir;  // raw recording; "" = beside output
+  // An existing trace_dir is moved aside to .old, not refused (the
+  // directory the CLI names beside -o's file; ptsnap::RecordingOptions).
+  bool move_aside_existing = false;
   std::string trigger;              // "", symbol, "addr:HEX", or "." (stop indicator)
   // --slower-than (with a symbol --trigger): the trigger is a call of that
   // function returning after at least this many ns (perf clock; virtual ns

@@ -162,7 +162,7 @@ Result<Plan> PlanRecording(record::RecordOptions opts, const PlanEnv& env) {
   // one ptsnap names (beside the output, -o's or the default) is moved
   // aside (one generation, as perf.data.old) so trace, look, trace again
   // works with the same command line.
-  const bool named = !opts.trace_dir.empty();
+  const bool named = !opts.trace_dir.empty() && !opts.move_aside_existing;
   plan.trace_dir = TraceDirFor(opts);
   std::error_code ec;
   if (fs::exists(plan.trace_dir, ec)) {
