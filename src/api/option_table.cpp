@@ -181,7 +181,8 @@ constexpr OptionSpec kTable[] = {
      .cli = C::kFlag,
      .help = "Snapshot when this runs: a function of the program or, when it has none of "
              "that name, of the first shared library it links that has (malloc, "
-             "libc.so.6:malloc; one it only dlopens by path: /path/lib.so:NAME; a native `run` arms it as an entry uprobe, which "
+             "libc.so.6:malloc; one it only dlopens by path: /path/lib.so:NAME; a native `run` "
+             "arms it as an entry uprobe, which "
              "needs root), named as `ptsnap report` shows it ('risky(int)'), without "
              "parameters (risky: every overload), mangled (_Z5riskyi), as FILE:NAME or as a "
              "glob ('*parse*'), at most 4 functions; "

@@ -1000,8 +1000,8 @@ TEST(CmdReplayTest, Errors) {
 // recording and none in a plain --emulate one).
 TEST(CmdReportTest, TheClockIsSaidAndDifferentClocksAreFlagged) {
   TempDir tmp;
-  const fs::path hw =
-      MakeTrace(tmp, false, [](trace::Manifest& m) { m.source = trace::Source::kHardware; }, "hw");
+  const fs::path hw = MakeTrace(
+      tmp, false, [](trace::Manifest& m) { m.source = trace::Source::kHardware; }, "hw");
   const fs::path waits = MakeTrace(
       tmp, false,
       [](trace::Manifest& m) {
@@ -1015,7 +1015,8 @@ TEST(CmdReportTest, TheClockIsSaidAndDifferentClocksAreFlagged) {
                                "blocked in syscalls.\n"));
   r = ptsnap::testing::RunPtsnap("report '" + hw.string() + "' --json", {.stdout_only = true});
   ASSERT_EQ(r.rc, 0) << r.out;
-  EXPECT_EQ(nlohmann::json::parse(r.out)["clock"], "perf-clock ns from the CPU's timestamp counter");
+  EXPECT_EQ(nlohmann::json::parse(r.out)["clock"],
+            "perf-clock ns from the CPU's timestamp counter");
 
   const std::string ab = "report '" + hw.string() + "' --diff '" + waits.string() + "'";
   r = ptsnap::testing::RunPtsnap(ab, {.stdout_only = true});

@@ -2120,9 +2120,8 @@ TEST_F(EmulateEnding, SigintWhileRecordingEndsWithinASecond) {
 TEST_F(EmulateEnding, SigintWhileTheProgramSleepsIsACtrlCSnapshot) {
   const fs::path dir = tmp_.path() / "sleeping";
   const auto begin = Clock::now();
-  const pid_t pid =
-      Start({"run", "--emulate", "--no-decode", "--trace-dir", dir.string(), "--", "/bin/sleep",
-             "30"});
+  const pid_t pid = Start(
+      {"run", "--emulate", "--no-decode", "--trace-dir", dir.string(), "--", "/bin/sleep", "30"});
   // Until the program is past its start (its first stream is being written).
   bool started = false;
   while (!started && Clock::now() < begin + std::chrono::seconds(20)) {

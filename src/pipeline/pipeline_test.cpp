@@ -109,8 +109,7 @@ TEST(PipelineTest, CallsProgramEventsGolden) {
   EXPECT_THAT(summary, Not(HasSubstr("The lost sideband records")));
   DecodeReport lossy = *r;
   lossy.lost_records = 12;
-  EXPECT_THAT(FormatReport(lossy),
-              HasSubstr("lost sideband records: 12, "));
+  EXPECT_THAT(FormatReport(lossy), HasSubstr("lost sideband records: 12, "));
   EXPECT_THAT(FormatReport(lossy),
               HasSubstr("The lost sideband records were dropped by the kernel while the data ring "
                         "was full: mmap, comm or fork records may be missing"));

@@ -177,9 +177,10 @@ std::string CountLines(const DecodeReport& r) {
               : std::string()) +
          ".");
     if (r.lost_records != 0)
-      line("The lost sideband records were dropped by the kernel while the data ring was full: "
-           "mmap, comm or fork records may be missing, so code mapped then decodes as unmapped "
-           "and a thread may go unnamed.");
+      line(
+          "The lost sideband records were dropped by the kernel while the data ring was full: "
+          "mmap, comm or fork records may be missing, so code mapped then decodes as unmapped "
+          "and a thread may go unnamed.");
   }
   if (r.decode.flow_fallbacks != 0) {
     line("Decoded with libipt: " + std::to_string(r.decode.flow_fallbacks) +

@@ -106,10 +106,9 @@ Result<void> TriggerBreakpoints::Add(pid_t tid, const std::vector<TriggerPoint>&
     if (!ev) {
       const int err = ev.error().errnum();
       if (unmapped && (err == EACCES || err == EPERM))
-        return Error(
-                   std::string("a trigger on a shared library's function is an entry uprobe, "
-                               "which needs ") +
-                   kUprobePrivilege + ": " + ev.error().ToString())
+        return Error(std::string("a trigger on a shared library's function is an entry uprobe, "
+                                 "which needs ") +
+                     kUprobePrivilege + ": " + ev.error().ToString())
             .WithKind(ErrorKind::kPrivilege);
       return std::move(ev).error();
     }

@@ -51,7 +51,7 @@ struct RecordOptions {
   // An existing trace_dir is moved aside to .old, not refused (the
   // directory the CLI names beside -o's file; ptsnap::RecordingOptions).
   bool move_aside_existing = false;
-  std::string trigger;              // "", symbol, "addr:HEX", or "." (stop indicator)
+  std::string trigger;  // "", symbol, "addr:HEX", or "." (stop indicator)
   // --slower-than (with a symbol --trigger): the trigger is a call of that
   // function returning after at least this many ns (perf clock; virtual ns
   // = retired instructions under --emulate). 0: a plain trigger.

@@ -21,9 +21,8 @@ Error ExplainThreadError(const Error& e, const Prepared& p) {
 
 Error ExplainUprobeError(const Error& e) {
   if (e.errnum() == EACCES || e.errnum() == EPERM)
-    return Error(
-               std::string("--slower-than's entry and return probes are uprobes, which need ") +
-               kUprobePrivilege + ": " + e.ToString())
+    return Error(std::string("--slower-than's entry and return probes are uprobes, which need ") +
+                 kUprobePrivilege + ": " + e.ToString())
         .WithKind(ErrorKind::kPrivilege);
   return Error(e).WithKind(ErrorKind::kTrigger);
 }

@@ -125,8 +125,8 @@ TEST_F(CliErrors, ExistingNamedTraceDirIsRefused) {
 // run again, as with the default output.
 TEST_F(CliErrors, TheTraceDirBesideOutputIsMovedAside) {
   dir_.Write("trace.ptsnap/manifest.json", "{}");
-  Exit o = Ptsnap(dir_.path(), {"run", "--emulate", "--no-decode", "-o", "trace.json", "--",
-                                "/bin/true"});
+  Exit o = Ptsnap(dir_.path(),
+                  {"run", "--emulate", "--no-decode", "-o", "trace.json", "--", "/bin/true"});
   ASSERT_EQ(o.code, 0) << o.err;
   EXPECT_THAT(o.err, HasSubstr("[ Moved the previous recording trace.ptsnap to trace.ptsnap.old"));
   EXPECT_EQ(std::filesystem::file_size(dir_.path() / "trace.ptsnap.old" / "manifest.json"), 2u);
