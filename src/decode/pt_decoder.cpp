@@ -16,6 +16,7 @@
 #include "decode/classify.h"
 #include "decode/interpolate.h"
 #include "decode/libipt_marks.h"
+#include "elf/elf_file.h"
 #include "flow/flow_decoder.h"
 #include "flow/libipt_config.h"
 #include "trace/owned_file.h"
@@ -167,7 +168,7 @@ Result<std::unique_ptr<PtDecoder>> PtDecoder::Create(
     const std::vector<trace::Record>& records, std::vector<std::filesystem::path> debug_dirs) {
   std::unique_ptr<PtDecoder> d(new PtDecoder(dir, manifest));
   if (!debug_dirs.empty()) {
-    debug_dirs.emplace_back("/usr/lib/debug");
+    debug_dirs.push_back(elf::kSystemDebugDir);
     d->symbolizer_.SetDebugDirs(std::move(debug_dirs));
   }
   d->kernel_.Load(dir, manifest, d->symbolizer_, d->stats_);

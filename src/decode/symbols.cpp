@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "base/unique_fd.h"
+#include "elf/elf_file.h"
 
 namespace ptsnap::decode {
 
@@ -131,22 +132,7 @@ void Symbolizer::SetKernelSymbols(elf::SymbolTable kallsyms, uint64_t kernel_sta
 
 std::vector<std::filesystem::path> Symbolizer::DebugCandidates(const std::filesystem::path& path,
                                                                const elf::SymbolFile& elf) const {
-  std::vector<std::filesystem::path> candidates;
-  for (const auto& dir : debug_dirs_) {
-    if (elf.build_id().size() > 2) {
-      candidates.push_back(dir / ".build-id" / elf.build_id().substr(0, 2) /
-                           (elf.build_id().substr(2) + ".debug"));
-    }
-    if (!elf.debuglink().empty()) {
-      candidates.push_back(dir / path.parent_path().relative_path() / elf.debuglink());
-      candidates.push_back(dir / elf.debuglink());
-    }
-  }
-  if (!elf.debuglink().empty()) {
-    candidates.push_back(path.parent_path() / elf.debuglink());
-    candidates.push_back(path.parent_path() / ".debug" / elf.debuglink());
-  }
-  return candidates;
+  return elf::DebugFileCandidates(path, elf.build_id(), elf.debuglink(), debug_dirs_);
 }
 
 const elf::SymbolFile* Symbolizer::LoadElf(const std::filesystem::path& path) {

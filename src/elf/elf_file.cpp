@@ -6,6 +6,9 @@
 
 #include <cstring>
 #include <memory>
+#include <optional>
+#include <set>
+#include <utility>
 
 #include "base/string_util.h"
 #include "base/unique_fd.h"
@@ -82,13 +85,79 @@ Result<Image> ParseFunctions(std::span<const std::byte> bytes) {
   return Functions(elf.get());
 }
 
-Result<Image> ReadFunctions(const std::filesystem::path& path) {
+namespace {
+
+// The functions of a separate debug file's .symtab, with the build-id
+// `want` ("" takes any); nullopt when it is not one.
+std::optional<Image> DebugFileFunctions(const std::filesystem::path& path, std::string_view want) {
+  base::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return std::nullopt;
+  ElfHandle elf(elf_begin(fd.get(), ELF_C_READ, nullptr));
+  if (!elf || elf_kind(elf.get()) != ELF_K_ELF) return std::nullopt;
+  if (!want.empty()) {
+    const std::string id = BuildIdNote(elf.get());
+    if (!id.empty() && id != want) return std::nullopt;
+  }
+  auto image = Functions(elf.get());
+  if (!image || !image->has_symtab) return std::nullopt;
+  return std::move(*image);
+}
+
+}  // namespace
+
+std::vector<std::filesystem::path> DebugFileCandidates(
+    const std::filesystem::path& path, std::string_view build_id, std::string_view debuglink,
+    std::span<const std::filesystem::path> dirs) {
+  std::vector<std::filesystem::path> out;
+  for (const auto& dir : dirs) {
+    if (build_id.size() > 2)
+      out.push_back(dir / ".build-id" / std::string(build_id.substr(0, 2)) /
+                    (std::string(build_id.substr(2)) + ".debug"));
+    if (!debuglink.empty()) {
+      out.push_back(dir / path.parent_path().relative_path() / debuglink);
+      out.push_back(dir / debuglink);
+    }
+  }
+  if (!debuglink.empty()) {
+    out.push_back(path.parent_path() / debuglink);
+    out.push_back(path.parent_path() / ".debug" / debuglink);
+  }
+  return out;
+}
+
+Result<Image> ReadFunctions(const std::filesystem::path& path,
+                            std::span<const std::filesystem::path> debug_dirs) {
   if (elf_version(EV_CURRENT) == EV_NONE) return Error("libelf initialisation failed");
   base::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) return Error::FromErrno("opening " + path.string());
   ElfHandle elf(elf_begin(fd.get(), ELF_C_READ, nullptr));
   if (!elf || elf_kind(elf.get()) != ELF_K_ELF) return Error(path.string() + ": not an ELF file");
   auto image = Functions(elf.get());
+  if (image && image->has_symtab) return image;
+  // Stripped: the .symtab of its debug file, if one is installed.
+  const std::filesystem::path system_dirs[] = {kSystemDebugDir};
+  if (debug_dirs.empty()) debug_dirs = system_dirs;
+  const std::string build_id = BuildIdNote(elf.get());
+  for (const auto& c :
+       DebugFileCandidates(path, build_id, internal::DebugLink(elf.get()), debug_dirs)) {
+    std::error_code ec;
+    if (c == path || !std::filesystem::is_regular_file(c, ec)) continue;
+    std::optional<Image> debug = DebugFileFunctions(c, build_id);
+    if (!debug) continue;
+    // The layout (pie, load address) is the file's; the names the debug
+    // file's, then the exported ones it lacks.
+    if (image) {
+      std::set<std::pair<std::string_view, uint64_t>> have;
+      for (const Function& f : debug->functions) have.emplace(f.name, f.value);
+      for (Function& f : image->functions)
+        if (!have.contains({f.name, f.value})) debug->functions.push_back(std::move(f));
+      if (debug->sanitizer.empty()) debug->sanitizer = image->sanitizer;
+    }
+    GElf_Ehdr ehdr;
+    if (gelf_getehdr(elf.get(), &ehdr) != nullptr) debug->pie = ehdr.e_type == ET_DYN;
+    debug->debug_file = c.string();
+    return std::move(*debug);
+  }
   if (!image) return Error(path.string() + ": " + image.error().message());
   return image;
 }
@@ -147,6 +216,23 @@ std::string BuildIdNote(Elf* elf) {
       return base::HexBytes(
           std::string_view(static_cast<const char*>(data->d_buf) + desc_off, nhdr.n_descsz));
     }
+  }
+  return "";
+}
+
+std::string DebugLink(Elf* elf) {
+  size_t shstrndx = 0;
+  if (elf_getshdrstrndx(elf, &shstrndx) != 0) return "";
+  Elf_Scn* scn = nullptr;
+  while ((scn = elf_nextscn(elf, scn)) != nullptr) {
+    GElf_Shdr shdr;
+    if (gelf_getshdr(scn, &shdr) == nullptr) continue;
+    const char* name = elf_strptr(elf, shstrndx, shdr.sh_name);
+    if (name == nullptr || std::strcmp(name, ".gnu_debuglink") != 0) continue;
+    Elf_Data* data = elf_getdata(scn, nullptr);
+    if (data == nullptr || data->d_buf == nullptr || data->d_size == 0) return "";
+    const char* s = static_cast<const char*>(data->d_buf);
+    return std::string(s, strnlen(s, data->d_size));
   }
   return "";
 }

@@ -33,14 +33,35 @@ struct Image {
   // A .symtab was read: false for a stripped file, where only the exported
   // functions (.dynsym) have names.
   bool has_symtab = false;
+  // The separate debug file the .symtab came from (ReadFunctions), "" when
+  // it was the file's own or there was none.
+  std::string debug_file;
 };
+
+// /usr/lib/debug: where Debian's -dbgsym and -dbg packages put debug files.
+inline const std::filesystem::path kSystemDebugDir = "/usr/lib/debug";
 
 // Parses an ELF file image. Errors: not ELF, no symbol tables at all (a
 // stripped binary: the message says so).
 Result<Image> ParseFunctions(std::span<const std::byte> bytes);
 // The same for the file at `path`, which libelf reads as it needs (errors
-// name the file).
-Result<Image> ReadFunctions(const std::filesystem::path& path);
+// name the file). A file without .symtab (stripped) takes the functions of
+// its separate debug file, the first of DebugFileCandidates(`debug_dirs`)
+// that is a regular file with a .symtab (and, where both have one, the same
+// build-id); its .dynsym names stay. `debug_dirs` empty: /usr/lib/debug
+// alone. Errors: not ELF, or no symbol table in the file nor a debug file.
+Result<Image> ReadFunctions(const std::filesystem::path& path,
+                            std::span<const std::filesystem::path> debug_dirs = {});
+
+// Where the separate debug file of `path` (GNU build-id `build_id` in hex,
+// `.gnu_debuglink` name `debuglink`; either may be "") may be, in gdb's
+// order: for each of `dirs`, DIR/.build-id/NN/REST.debug, then
+// DIR/<path's folder>/LINK and DIR/LINK; then LINK beside `path` and in
+// .debug/ beside it. Pure.
+std::vector<std::filesystem::path> DebugFileCandidates(const std::filesystem::path& path,
+                                                       std::string_view build_id,
+                                                       std::string_view debuglink,
+                                                       std::span<const std::filesystem::path> dirs);
 
 // First function named `name` (exact match), or nullptr.
 const Function* FindFunction(const Image& image, std::string_view name);

@@ -3,7 +3,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <filesystem>
 #include <string>
+#include <vector>
 
 #include "base/file_util.h"
 #include "tests/support/result_matchers.h"
@@ -63,6 +66,62 @@ TEST(ElfFile, BuildIdFromBytesAndFromTheFileAgree) {
   std::string junk = "not elf";
   EXPECT_EQ(ReadBuildId(Bytes(junk)), "");
   EXPECT_EQ(ReadBuildIdOf("/nonexistent/ptsnap-elf-test"), "");
+}
+
+// A stripped file (a Debian package's binary) takes its functions, locals
+// included, from its separate debug file: by build-id under a debug
+// folder (where -dbgsym packages put it), or by .gnu_debuglink beside it.
+TEST(ElfFile, AStrippedFileTakesItsFunctionsFromItsDebugFile) {
+  ::ptsnap::testing::TempDir tmp;
+  const std::filesystem::path exe = tmp.path() / "prog", dbg = tmp.path() / "prog.debug";
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  const std::string cmd = "objcopy --only-keep-debug '" + self + "' '" + dbg.string() +
+                          "' && objcopy --strip-all '" + self + "' '" + exe.string() + "'";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  const std::filesystem::path no_dirs[] = {tmp.path() / "no-such-dir"};
+  auto stripped = ReadFunctions(exe, no_dirs);
+  ASSERT_THAT(stripped, HasValue());
+  EXPECT_FALSE(stripped->has_symtab);
+  EXPECT_EQ(FindFunction(*stripped, "elf_file_test_probe_fn"), nullptr);  // not exported
+  const auto own = ReadFunctions("/proc/self/exe");
+  ASSERT_THAT(own, HasValue());
+  const uint64_t want = FindFunction(*own, "elf_file_test_probe_fn")->value;
+
+  // By build-id in a debug folder.
+  const std::string id = ReadBuildIdOf(exe);
+  ASSERT_EQ(id.size(), 40u);
+  const std::filesystem::path folder = tmp.path() / "debug";
+  std::filesystem::create_directories(folder / ".build-id" / id.substr(0, 2));
+  std::filesystem::copy_file(dbg,
+                             folder / ".build-id" / id.substr(0, 2) / (id.substr(2) + ".debug"));
+  const std::filesystem::path dirs[] = {folder};
+  auto found = ReadFunctions(exe, dirs);
+  ASSERT_THAT(found, HasValue());
+  EXPECT_TRUE(found->has_symtab);
+  EXPECT_EQ(found->pie, own->pie);
+  EXPECT_EQ(found->debug_file,
+            (folder / ".build-id" / id.substr(0, 2) / (id.substr(2) + ".debug")).string());
+  ASSERT_NE(FindFunction(*found, "elf_file_test_probe_fn"), nullptr);
+  EXPECT_EQ(FindFunction(*found, "elf_file_test_probe_fn")->value, want);
+
+  // By .gnu_debuglink, beside the file.
+  const std::string link =
+      "objcopy --add-gnu-debuglink='" + dbg.string() + "' '" + exe.string() + "'";
+  ASSERT_EQ(std::system(link.c_str()), 0) << link;
+  found = ReadFunctions(exe, no_dirs);
+  ASSERT_THAT(found, HasValue());
+  EXPECT_EQ(found->debug_file, dbg.string());
+  ASSERT_NE(FindFunction(*found, "elf_file_test_probe_fn"), nullptr);
+}
+
+TEST(ElfFile, DebugFileCandidatesFollowGdbsOrder) {
+  const std::filesystem::path dirs[] = {"/d1", "/usr/lib/debug"};
+  EXPECT_EQ(DebugFileCandidates("/usr/bin/ls", "abcdef", "ls.debug", dirs),
+            (std::vector<std::filesystem::path>{
+                "/d1/.build-id/ab/cdef.debug", "/d1/usr/bin/ls.debug", "/d1/ls.debug",
+                "/usr/lib/debug/.build-id/ab/cdef.debug", "/usr/lib/debug/usr/bin/ls.debug",
+                "/usr/lib/debug/ls.debug", "/usr/bin/ls.debug", "/usr/bin/.debug/ls.debug"}));
+  EXPECT_EQ(DebugFileCandidates("/usr/bin/ls", "", "", dirs), std::vector<std::filesystem::path>{});
 }
 
 }  // namespace

@@ -48,4 +48,7 @@ std::vector<Segment> LoadSegments(Elf* elf);
 // The NT_GNU_BUILD_ID note as lowercase hex, or "" when there is none.
 std::string BuildIdNote(Elf* elf);
 
+// The file name in the .gnu_debuglink section, or "" when there is none.
+std::string DebugLink(Elf* elf);
+
 }  // namespace ptsnap::elf::internal

@@ -406,17 +406,9 @@ Result<SymbolFile> SymbolFile::Open(const std::filesystem::path& path) {
     } else if (shdr.sh_type == SHT_DYNSYM) {
       dynsym = scn;
       dynsym_hdr = shdr;
-    } else if (shstrndx != 0) {
-      const char* name = elf_strptr(elf.get(), shstrndx, shdr.sh_name);
-      if (name != nullptr && std::strcmp(name, ".gnu_debuglink") == 0) {
-        Elf_Data* data = elf_getdata(scn, nullptr);
-        if (data != nullptr && data->d_size > 0) {
-          const char* s = static_cast<const char*>(data->d_buf);
-          out.debuglink_.assign(s, strnlen(s, data->d_size));
-        }
-      }
     }
   }
+  out.debuglink_ = internal::DebugLink(elf.get());
   // .dynsym adds exported names that a stripped .symtab lacks; duplicates
   // by address are dropped in Finish().
   if (dynsym != nullptr) ReadSymbols(elf.get(), dynsym, dynsym_hdr, &out.symbols_);
