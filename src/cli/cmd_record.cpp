@@ -12,6 +12,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <variant>
@@ -25,6 +26,7 @@
 #include "output/output_file.h"
 #include "ptsnap/recording.h"
 #include "record/elf_symbols.h"
+#include "record/linked_libraries.h"
 #include "record/options.h"
 #include "sys/cpus.h"
 
@@ -203,7 +205,22 @@ std::variant<std::string, int> PickTrigger(const RecordingOptions& o, bool attac
     return Fail("--trigger ?: " + image.error().ToString() + ": name the trigger as addr:HEX"),
            kExitFailure;
   const std::vector<std::string> choices = record::TriggerChoices(*image);
-  if (choices.empty())
+  // Its libraries' functions as LIB:NAME, the spelling --trigger takes: all
+  // of them for fzf to search, a line per library in the numbered list.
+  std::vector<std::string> everything = choices;
+  std::vector<std::string> library_lines;
+  auto libs =
+      attach ? record::MappedLibraries(o.pids[0], program) : record::LinkedLibraries(program);
+  for (const std::string& lib : libs ? *libs : std::vector<std::string>{}) {
+    auto functions = elf::ReadFunctions(lib);
+    if (!functions) continue;
+    const std::string name = std::filesystem::path(lib).filename().string();
+    const std::vector<std::string> more = record::TriggerChoices(*functions, name);
+    if (more.empty()) continue;
+    everything.insert(everything.end(), more.begin(), more.end());
+    library_lines.push_back(name + " (" + std::to_string(more.size()) + " functions: " + lib + ")");
+  }
+  if (everything.empty())
     return Fail("--trigger ?: " + program.string() + " has no function symbols: use addr:HEX"),
            kExitFailure;
   const bool tty = ::isatty(STDIN_FILENO) != 0;
@@ -216,7 +233,7 @@ std::variant<std::string, int> PickTrigger(const RecordingOptions& o, bool attac
       const int fd = ::mkstemp(list_path);
       if (fd >= 0) {
         std::string all;
-        for (const std::string& c : choices) all += c + "\n";
+        for (const std::string& c : everything) all += c + "\n";
         const bool written =
             ::write(fd, all.data(), all.size()) == static_cast<ssize_t>(all.size());
         ::close(fd);
@@ -240,15 +257,24 @@ std::variant<std::string, int> PickTrigger(const RecordingOptions& o, bool attac
   std::fprintf(stderr, "Functions of %s:\n", program.c_str());
   for (size_t i = 0; i < choices.size(); ++i)
     std::fprintf(stderr, "%6zu  %s\n", i + 1, choices[i].c_str());
+  if (!library_lines.empty()) {
+    const auto first = everything.begin() + static_cast<std::ptrdiff_t>(choices.size());
+    const auto lib_example = std::find_if(
+        first, everything.end(), [](const std::string& c) { return c[c.find(':') + 1] != '_'; });
+    std::fprintf(stderr, "and of the libraries it %s (name one as LIB:NAME, e.g. %s):\n",
+                 attach ? "maps" : "links",
+                 (lib_example != everything.end() ? *lib_example : *first).c_str());
+    for (const std::string& l : library_lines) std::fprintf(stderr, "        %s\n", l.c_str());
+  }
   // An example for the message: a name of the program's own, not the
   // toolchain's (_start, __libc_csu_init).
-  const auto example = std::find_if(choices.begin(), choices.end(),
+  const auto example = std::find_if(everything.begin(), everything.end(),
                                     [](const std::string& c) { return c[0] != '_'; });
   if (!tty)
     return Fail(
                "--trigger ?: stdin is not a terminal, so there is no one to pick: pass one "
                "of the names above, e.g. --trigger '" +
-               (example != choices.end() ? *example : choices.front()) + "'"),
+               (example != everything.end() ? *example : everything.front()) + "'"),
            kExitUsage;
   std::fprintf(stderr, "Trigger (number or name): ");
   std::fflush(stderr);

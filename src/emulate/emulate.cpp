@@ -288,11 +288,12 @@ Result<void> PlanTrigger(const record::RecordOptions& opts, const std::string& i
     if (opts.slower_than_ns == 0) {
       auto lib = record::FindTriggerInLinkedLibraries(*image, program, opts.trigger,
                                                       record::kMaxTriggerFunctions);
-      if (!lib)
-        return std::move(lib)
-            .error()
-            .AddContext("--trigger " + opts.trigger)
-            .WithKind(ErrorKind::kTrigger);
+      if (!lib) {
+        Error e = std::move(lib).error().AddContext("--trigger " + opts.trigger);
+        if (!plan.script.empty())
+          e = Error(e.ToString() + record::ScriptTriggerNote(plan.script, program));
+        return e.WithKind(ErrorKind::kTrigger);
+      }
       if (*lib) {
         const std::string file = fs::path((*lib)->path).filename().string();
         for (const record::LibraryTrigger::Function& f : (*lib)->functions) {

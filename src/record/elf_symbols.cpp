@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 
 #include "base/file_util.h"
 #include "base/string_util.h"
@@ -89,10 +90,11 @@ Result<std::vector<const elf::Function*>> MatchTriggerFunctions(const elf::Image
   return std::move(m.functions);
 }
 
-std::vector<std::string> TriggerChoices(const elf::Image& image) {
+std::vector<std::string> TriggerChoices(const elf::Image& image, std::string_view dso) {
   std::vector<std::string> out;
   out.reserve(image.functions.size());
-  for (const elf::Function& f : image.functions) out.push_back(elf::Demangle(f.name));
+  const std::string prefix = dso.empty() ? "" : std::string(dso) + ":";
+  for (const elf::Function& f : image.functions) out.push_back(prefix + elf::Demangle(f.name));
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
   return out;
@@ -146,19 +148,52 @@ Result<std::vector<TriggerPoint>> LibraryTriggerPoints(const LibraryTrigger& lib
 
 }  // namespace
 
+std::string ScriptTriggerNote(const std::filesystem::path& script,
+                              const std::filesystem::path& interpreter) {
+  return "; " + script.string() + " is a script, run by " + interpreter.string() +
+         ": the trigger is looked for there, not in a program the script starts later (run "
+         "that program directly to trigger in it)";
+}
+
+std::optional<std::string> ScriptInterpreter(std::string_view head) {
+  if (!head.starts_with("#!")) return std::nullopt;
+  head.remove_prefix(2);
+  head = head.substr(0, head.find('\n'));
+  while (!head.empty() && (head.front() == ' ' || head.front() == '\t')) head.remove_prefix(1);
+  return std::string(head.substr(0, head.find_first_of(" \t")));
+}
+
 Result<void> CheckTriggerInFile(std::string_view selector, const std::filesystem::path& exe,
                                 size_t max) {
   if (selector.empty() || base::StartsWith(selector, "addr:")) return Ok();
-  auto image = elf::ReadFunctions(exe);
-  if (!image) return std::move(image).error().AddContext("reading symbols of " + exe.string());
-  if (selector == ".") {
-    PTSNAP_TRY(StopIndicators(*image, exe.string()));
-    return Ok();
+  // A script: execve runs its interpreter, whose process the trigger is
+  // resolved in once the program stops at its exec (ResolveTrigger), as
+  // --emulate does.
+  std::filesystem::path file = exe;
+  std::string script_note;
+  if (auto interp = ScriptInterpreter(base::ReadFileHead(exe, 256).value_or(""))) {
+    if (interp->empty())
+      return Error("--trigger " + std::string(selector) + ": " + exe.string() +
+                   " is a script whose #! line names no interpreter")
+          .WithKind(ErrorKind::kTrigger);
+    file = *interp;
+    script_note = ScriptTriggerNote(exe, file);
   }
-  PTSNAP_ASSIGN_OR_RETURN(std::optional<LibraryTrigger> lib,
-                          FindTriggerInLinkedLibraries(*image, exe, std::string(selector), max));
-  if (!lib) PTSNAP_TRY(MatchTriggerFunctions(*image, selector, exe.string(), max));
-  return Ok();
+  auto checked = [&]() -> Result<void> {
+    auto image = elf::ReadFunctions(file);
+    if (!image) return std::move(image).error().AddContext("reading symbols of " + file.string());
+    if (selector == ".") {
+      PTSNAP_TRY(StopIndicators(*image, file.string()));
+      return Ok();
+    }
+    PTSNAP_ASSIGN_OR_RETURN(std::optional<LibraryTrigger> lib,
+                            FindTriggerInLinkedLibraries(*image, file, std::string(selector), max));
+    if (!lib) PTSNAP_TRY(MatchTriggerFunctions(*image, selector, file.string(), max));
+    return Ok();
+  }();
+  if (!checked && !script_note.empty())
+    return Error(checked.error().ToString() + script_note).WithKind(checked.error().kind());
+  return checked;
 }
 
 Result<std::filesystem::path> FindExecutable(std::string_view name) {

@@ -81,8 +81,9 @@ Error TriggerNotFound(std::string_view name, const std::string& where,
 
 // `--trigger ?`'s menu: the demangled names of `image`'s functions, each
 // once, sorted. Each is a --trigger NAME that names that function (or all
-// the functions sharing the name).
-std::vector<std::string> TriggerChoices(const elf::Image& image);
+// the functions sharing the name); `dso` not empty (a library's file name):
+// each as DSO:NAME.
+std::vector<std::string> TriggerChoices(const elf::Image& image, std::string_view dso = "");
 
 // The answer to `--trigger ?`'s prompt: "N" picks choices[N-1], anything
 // else is taken as a NAME (checked later like any --trigger). Error: a
@@ -111,8 +112,19 @@ Result<std::vector<TriggerPoint>> ResolveTrigger(std::string_view selector, pid_
 // ResolveTrigger with kLinked finds it; "addr:" selectors always pass).
 // Same errors, so a typo fails before the program is started. `max`: as
 // MatchTriggerFunctions'.
+// A script (`#!` first) is checked in its interpreter, which execve runs
+// and ResolveTrigger later finds at /proc/PID/exe; its errors then say so.
 Result<void> CheckTriggerInFile(std::string_view selector, const std::filesystem::path& exe,
                                 size_t max = kMaxTriggerFunctions);
+
+// What a trigger error adds when the program is a script that
+// `interpreter` runs ("; SCRIPT is a script, run by INTERPRETER: ...").
+std::string ScriptTriggerNote(const std::filesystem::path& script,
+                              const std::filesystem::path& interpreter);
+
+// The interpreter a `#!` line at the start of `head` names ("" when it names
+// none), nullopt when `head` is not a script's. Pure.
+std::optional<std::string> ScriptInterpreter(std::string_view head);
 
 // `name` as execvp would find it: itself when it contains a '/', else the
 // first executable match in $PATH. Errors: "command not found".

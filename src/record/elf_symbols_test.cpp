@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "tests/support/result_matchers.h"
+#include "tests/support/temp_dir.h"
 
 extern "C" __attribute__((noinline, used)) int elf_symbols_test_probe_fn(int x) {
   __asm__ __volatile__("" : : "r"(x) : "memory");
@@ -124,6 +125,32 @@ TEST(ElfSymbols, TriggerMenuAndItsAnswers) {
   EXPECT_EQ(ParseTriggerChoice(" risky ", choices).value_or(""), "risky");
   EXPECT_THAT(ParseTriggerChoice("3", choices), HasErrorContaining("3 is not in the list (1-2)"));
   EXPECT_THAT(ParseTriggerChoice("", choices), HasErrorContaining("no function chosen"));
+}
+
+// A script's trigger is looked for in its interpreter, which execve runs
+// (a pyenv shim, `#!/usr/bin/env bash`, once read as "not an ELF file").
+TEST(ElfSymbols, AScriptsTriggerIsCheckedInItsInterpreter) {
+  EXPECT_EQ(ScriptInterpreter("#!/bin/sh -e\necho"), "/bin/sh");
+  EXPECT_EQ(ScriptInterpreter("#! /usr/bin/env bash\n"), "/usr/bin/env");
+  EXPECT_EQ(ScriptInterpreter("#!\n"), "");
+  EXPECT_EQ(ScriptInterpreter("\x7f"
+                              "ELF"),
+            std::nullopt);
+  ::ptsnap::testing::TempDir tmp;
+  tmp.Write("shim", "#!/bin/sh\nexec true\n");
+  const std::filesystem::path shim = tmp.path() / "shim";
+  // libc's fflush, which /bin/sh links: found.
+  EXPECT_THAT(CheckTriggerInFile("fflush", shim), HasValue());
+  const auto missing = CheckTriggerInFile("no_such_function_xyz", shim);
+  EXPECT_THAT(missing, HasErrorContaining("no function of that name in /bin/sh"));
+  EXPECT_THAT(missing, HasErrorContaining(shim.string() +
+                                          " is a script, run by /bin/sh: the "
+                                          "trigger is looked for there, not in a program the "
+                                          "script starts later"));
+  EXPECT_EQ(missing.error().kind(), ErrorKind::kTrigger);
+  tmp.Write("bare", "#!\n");
+  EXPECT_THAT(CheckTriggerInFile("main", tmp.path() / "bare"),
+              HasErrorContaining("is a script whose #! line names no interpreter"));
 }
 
 TEST(ElfSymbols, StopIndicatorMissingSaysHowToAddIt) {

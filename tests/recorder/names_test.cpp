@@ -16,6 +16,7 @@ namespace {
 using ::ptsnap::testing::PtsnapRun;
 using ::ptsnap::testing::RunPtsnap;
 using ::ptsnap::testing::TempDir;
+using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -95,6 +96,10 @@ TEST_F(Names, TriggerQuestionMarkWithoutTerminalListsAndExits2) {
   EXPECT_THAT(r.out, HasSubstr("Functions of "));
   EXPECT_THAT(r.out, HasSubstr("  names::Parser::parse_line(char const*)\n"));
   EXPECT_THAT(r.out, HasSubstr("    11  risky(int)\n"));
+  // Its libraries' functions, named the way --trigger takes them.
+  EXPECT_THAT(r.out, HasSubstr("and of the libraries it links (name one as LIB:NAME, e.g. "));
+  EXPECT_THAT(r.out, ContainsRegex(
+                         "\n        libc\\.so\\.6 \\([0-9]+ functions: /[^)]*libc\\.so\\.6\\)\n"));
   EXPECT_THAT(r.out, HasSubstr("stdin is not a terminal"));
   EXPECT_THAT(r.out,
               HasSubstr("pass one of the names above, e.g. --trigger 'deregister_tm_clones'"));
