@@ -139,6 +139,9 @@ class RecordingSession {
   std::optional<trace::SnapshotReason> end_reason_;  // kEnded
   std::string end_detail_;
   std::chrono::steady_clock::time_point start_, last_flush_;
+  // Where --duration counts from: start_, or a sampled attach's first
+  // sample (its events also carry the sideband, enabled earlier).
+  std::chrono::steady_clock::time_point duration_from_;
   uint64_t start_perf_ = 0;  // slow calls' "+T" counts from here
   std::vector<pid_t> gone_;  // attach: traced processes that exited
 };
