@@ -1,9 +1,8 @@
 #include "output/fxt_writer.h"
+#include "output/power_args.h"
 
 #include <cstring>
 #include <vector>
-
-#include "decode/pt_decoder.h"  // PowerEntryArgs, PowerExitArgs
 
 namespace ptsnap::output {
 
@@ -212,11 +211,10 @@ void FxtWriter::OnSlice(const model::Slice& s) {
   const bool named = s.kind != model::Slice::kEnd || s.inferred;
   // A "[C-state Cn]" frame: the entry's state on its begin, the exit's on
   // its end where a PWRX ended it (Perfetto adds an end's args to the slice).
-  std::vector<decode::PowerArg> power;
-  if (s.idle && s.kind == model::Slice::kBegin) power = decode::PowerEntryArgs(s.value);
-  if (s.idle && s.kind == model::Slice::kEnd && !s.inferred &&
-      (s.power_exit & model::kPowerExitSeen))
-    power = decode::PowerExitArgs(s.power_exit);
+  // (The named end of an inferred frame has none.)
+  const std::vector<decode::PowerArg> power = s.kind == model::Slice::kEnd && s.inferred
+                                                  ? std::vector<decode::PowerArg>{}
+                                                  : PowerArgsOf(s, /*whole_frame=*/false);
   uint16_t power_refs[2 * kMaxPowerArgs] = {};
   for (int pass = 0; pass < 3; ++pass) {
     if (named) name = StringPtr(s.name);

@@ -5,8 +5,8 @@
 #include <nlohmann/json.hpp>
 
 #include "base/string_util.h"
-#include "decode/pt_decoder.h"  // PowerEntryArgs, PowerExitArgs
 #include "output/fxt_writer.h"  // kTriggerTrackPid
+#include "output/power_args.h"
 
 namespace ptsnap::output {
 
@@ -81,17 +81,9 @@ void JsonWriter::OnSlice(const model::Slice& s) {
   }
   if (s.inferred) args += std::string(args.empty() ? "" : ",") + "\"inferred_start_time\":true";
   if (s.inlined) args += std::string(args.empty() ? "" : ",") + "\"inlined\":true";
-  if (s.idle) {
-    // A complete event: the entry's state and, where a PWRX ended it, the exit's.
-    auto add = [&](const std::vector<decode::PowerArg>& power) {
-      for (const decode::PowerArg& a : power) {
-        args +=
-            std::string(args.empty() ? "" : ",") + JsonString(*a.name) + ":" + JsonString(*a.value);
-      }
-    };
-    add(decode::PowerEntryArgs(s.value));
-    if (s.power_exit & model::kPowerExitSeen) add(decode::PowerExitArgs(s.power_exit));
-  }
+  // A complete event: a C-state's entry and, where a PWRX ended it, its exit.
+  for (const decode::PowerArg& a : PowerArgsOf(s, /*whole_frame=*/true))
+    args += std::string(args.empty() ? "" : ",") + JsonString(*a.name) + ":" + JsonString(*a.value);
   if (!args.empty()) e += ",\"args\":{" + args + "}";
   e += "}";
   Event(e);
@@ -150,15 +142,10 @@ void EventsWriter::OnSlice(const model::Slice& s) {
   if (s.dso != nullptr && (s.kind == model::Slice::kBegin || s.kind == model::Slice::kEnd)) {
     line += " dso=" + OneLine(*s.dso);
   }
-  if (s.idle) {
-    // v3: a "[C-state Cn]" frame's begin ends with the entry's state, its
-    // end with the PWRX's where one ended it (no value holds a space).
-    std::vector<decode::PowerArg> power;
-    if (s.kind == model::Slice::kBegin) power = decode::PowerEntryArgs(s.value);
-    if (s.kind == model::Slice::kEnd && (s.power_exit & model::kPowerExitSeen))
-      power = decode::PowerExitArgs(s.power_exit);
-    for (const decode::PowerArg& a : power) line += " " + *a.name + "=" + *a.value;
-  }
+  // v3: a "[C-state Cn]" frame's begin ends with the entry's state, its end
+  // with the PWRX's where one ended it (no value holds a space).
+  for (const decode::PowerArg& a : PowerArgsOf(s, /*whole_frame=*/false))
+    line += " " + *a.name + "=" + *a.value;
   line += "\n";
   out_->Write(line);
 }
