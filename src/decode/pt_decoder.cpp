@@ -599,7 +599,6 @@ class StreamDecoder {
   void Anchor(uint64_t pos, uint64_t time) {
     if (have_anchor_ && time < anchor_time_) time = anchor_time_;
     if (have_anchor_ && !gap_since_anchor_ && pos > anchor_pos_) {
-      owner_->AddRate(time - anchor_time_, pos - anchor_pos_);
       rate_ns_ += time - anchor_time_;
       rate_insns_ += pos - anchor_pos_;
     }
@@ -679,8 +678,20 @@ class StreamDecoder {
       have_anchor_ = true;
     }
   }
+  // Perf-clock ns per instruction where no timing packet says (#40's rule:
+  // each PSB segment's times are its own, so a stream, or a segment,
+  // decodes to the same times whatever was decoded before it): the rate
+  // measured since this segment's PSB+ between anchors with no stop
+  // between them; before any, one instruction per cycle at the CBR's
+  // frequency (100 MHz per ratio unit), which under the emulator is its
+  // clock, one ns per instruction; 0 (unknown) without a CBR.
+  double Rate() const {
+    if (rate_insns_ != 0) return static_cast<double>(rate_ns_) / static_cast<double>(rate_insns_);
+    if (!owner_->hardware_clock()) return 1.0;
+    return cbr_ != 0 ? 10.0 / cbr_ : 0.0;
+  }
   uint64_t Extrapolate(uint64_t p0, uint64_t t0, uint64_t p) const {
-    const double rate = owner_->Rate();
+    const double rate = Rate();
     if (!(rate > 0) || p <= p0) return t0;  // NaN too
     // A corrupt trace can measure any rate: saturate, never overflow.
     const double dt = static_cast<double>(p - p0) * rate;
@@ -854,6 +865,7 @@ class StreamDecoder {
     ReleaseHeld();
     holding_ = true;
     held_from_ = LastPsb();
+    rate_ns_ = rate_insns_ = 0;  // a new segment measures its own rate
     held_time_ = {last_time_, anchor_time_, have_anchor_, gap_since_anchor_, rate_ns_, rate_insns_};
   }
   // Where the PSB the decoder last read begins: the last PSB pattern (SDM
@@ -907,7 +919,6 @@ class StreamDecoder {
     anchor_time_ = h.anchor_time;
     have_anchor_ = h.have_anchor;
     gap_since_anchor_ = h.gap_since_anchor || kept != 0;
-    owner_->AddRate(h.rate_ns - rate_ns_, h.rate_insns - rate_insns_);
     rate_ns_ = h.rate_ns;
     rate_insns_ = h.rate_insns;
   }
@@ -1107,6 +1118,7 @@ class StreamDecoder {
         break;
       case ptev_cbr:
         if (ev.has_tsc) AnchorAt(owner_->TscToNs(ev.tsc));
+        cbr_ = ev.variant.cbr.ratio;
         if (owner_->hardware_clock()) Emit(BranchKind::kCbr, 0, ev.variant.cbr.ratio);
         break;
       case ptev_mwait:
@@ -1169,11 +1181,6 @@ class StreamDecoder {
     to.thread_switches += s.thread_switches;
   }
 
- public:
-  // Takes back what this stream added to the owner's rate (a stream decoded
-  // again with libipt adds it again).
-  void TakeBackRate() { owner_->AddRate(-rate_ns_, -rate_insns_); }
-
  private:
   PtDecoder* owner_;
   UniqueBlockDecoder dec_;
@@ -1191,7 +1198,8 @@ class StreamDecoder {
   uint64_t flow_now_ = 0;
   bool needs_libipt_ = false;
   uint64_t delivered_ = 0;
-  uint64_t rate_ns_ = 0, rate_insns_ = 0;
+  uint64_t rate_ns_ = 0, rate_insns_ = 0;  // measured in this PSB segment (Rate)
+  uint32_t cbr_ = 0;                       // the last CBR's ratio (hardware)
   int32_t cpu_;
   PtDecoder::ThreadId thread_;
   bool have_thread_ = false;
@@ -1296,7 +1304,6 @@ Result<void> PtDecoder::DecodeStream(int32_t pid, int32_t tid, std::string_view 
     ours.set_missing(missing);
     ours.Run();
     if (!ours.needs_libipt()) return Ok();
-    ours.TakeBackRate();
     stats_.flow_fallbacks++;
     skip = ours.delivered();
   }
@@ -1329,7 +1336,6 @@ Result<void> PtDecoder::DecodeCpuStreams(const std::vector<CpuStream>& streams, 
     bool more = decoders[i]->Fill();
     if (!decoders[i]->needs_libipt()) return more;
     StreamDecoder& ours = *decoders[i];
-    ours.TakeBackRate();
     stats_.flow_fallbacks++;
     const CpuStream& s = *decoded[i];
     PTSNAP_ASSIGN_OR_RETURN(UniqueBlockDecoder dec, AllocDecoder(s.bytes));

@@ -263,17 +263,6 @@ class PtDecoder {
   [[nodiscard]] bool hardware_clock() const { return manifest_.source == trace::Source::kHardware; }
   // Perf-clock ns between two MTC packets (0 without MTC or CPUID.15H).
   [[nodiscard]] uint64_t MtcPeriodNs() const;
-  // The perf-clock ns per instruction measured so far between time anchors
-  // with no gap in the trace (0 while unknown), over every stream of this
-  // decoder: it places events where tracing stops without a timing packet.
-  void AddRate(uint64_t ns, uint64_t insns) {
-    rate_ns_ += ns;
-    rate_insns_ += insns;
-  }
-  [[nodiscard]] double Rate() const {
-    return rate_insns_ == 0 ? 0.0
-                            : static_cast<double>(rate_ns_) / static_cast<double>(rate_insns_);
-  }
   // The class of `block`'s last instruction, read from the image section
   // that holds it, for the blocks libipt leaves at ptic_error
   // (ClassifyBlockEnd in classify.h, over this decoder's section cache).
@@ -325,7 +314,6 @@ class PtDecoder {
   // of a -j 2 decode of a CPython trace).
   alignas(64) Symbolizer symbolizer_;
   alignas(64) DecodeStats stats_;
-  uint64_t rate_ns_ = 0, rate_insns_ = 0;
   // Declared before every image (kernel_, spaces_) so that it outlives them.
   alignas(64) UniqueIscache iscache_;
   ImageViews views_;  // what every image holds, for the flow decoder

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "decode/test_stream.h"
 #include "tests/support/result_matchers.h"
@@ -116,6 +117,57 @@ void ExpectSameAsLibipt(const std::string& stream, uint64_t fallbacks,
   EXPECT_EQ(lib.stats.undecoded_bytes, ours.stats.undecoded_bytes);
   EXPECT_EQ(lib.stats.flow_fallbacks, 0u);
   EXPECT_EQ(ours.stats.flow_fallbacks, fallbacks);
+}
+
+// Each PSB segment's times are its own (#40; docs/decoding.md,
+// "Timestamps"): where tracing stops without a timing packet, events are
+// placed at the rate measured in their segment, so a stream decodes to the
+// same times whatever the decoder decoded before it, as streams decoded
+// side by side must. The two streams' clocks run 100x apart; the rate was
+// once summed over every stream decoded.
+TEST(PtDecoderTest, AStreamsTimesDoNotDependOnTheStreamsDecodedBefore) {
+  auto p = testing::LoadCallsProgram();
+  // calls.S up to its first syscall, which stops tracing with no timing
+  // packet since the last branch's, and 1 ms passes before tracing resumes:
+  // where the stop lies in that millisecond, only the rate says.
+  auto stream = [&](uint64_t t, uint64_t step) {
+    testing::StreamBuilder b;
+    b.Psb(t);
+    b.TipPge(p.Sym("_start"));
+    b.Tsc(t += step);
+    b.Tnt(true);  // leaf -> mid
+    b.Tnt(true);  // mid -> main
+    b.Tsc(t += step);
+    b.Tnt(true);  // leaf (via tail_caller) -> main
+    b.Tsc(t += step);
+    b.Tip(p.Sym("leaf"));  // call *%rax
+    b.Tnt(true);           // leaf -> main
+    b.TipPgd();            // syscall (getpid)
+    b.Tsc(t += 1'000'000);
+    b.TipPge(p.Sym("main_after_syscall"));
+    b.Tsc(t += step);
+    b.TipPgd();
+    return b.Finish();
+  };
+  const std::string fast = stream(1000, 10);
+  const std::string slow = stream(100000, 1000);
+  auto times_of_last = [&](const std::vector<std::string>& streams) {
+    auto dec = PtDecoder::Create("/nonexistent", testing::CallsManifest(100),
+                                 testing::CallsSideband(p, 100));
+    EXPECT_THAT(dec, HasValue());
+    std::vector<uint64_t> times;
+    for (const std::string& s : streams) {
+      times.clear();
+      EXPECT_THAT(
+          (*dec)->DecodeStream(100, s, [&](const BranchEvent& e) { times.push_back(e.time); }),
+          HasValue());
+    }
+    return times;
+  };
+  const std::vector<uint64_t> alone = times_of_last({slow});
+  ASSERT_GT(alone.size(), 10u);
+  EXPECT_EQ(times_of_last({fast, slow}), alone);
+  EXPECT_EQ(times_of_last({slow, fast, slow}), alone);
 }
 
 TEST(PtDecoderTest, OursAndLibiptGiveTheSameEvents) {
