@@ -132,17 +132,8 @@ TEST(PtDecoderTest, AStreamsTimesDoNotDependOnTheStreamsDecodedBefore) {
   // where the stop lies in that millisecond, only the rate says.
   auto stream = [&](uint64_t t, uint64_t step) {
     testing::StreamBuilder b;
-    b.Psb(t);
-    b.TipPge(p.Sym("_start"));
-    b.Tsc(t += step);
-    b.Tnt(true);  // leaf -> mid
-    b.Tnt(true);  // mid -> main
-    b.Tsc(t += step);
-    b.Tnt(true);  // leaf (via tail_caller) -> main
-    b.Tsc(t += step);
-    b.Tip(p.Sym("leaf"));  // call *%rax
-    b.Tnt(true);           // leaf -> main
-    b.TipPgd();            // syscall (getpid)
+    t = testing::CallsUpToFirstSyscall(b, p, t, step);
+    b.TipPgd();  // syscall (getpid)
     b.Tsc(t += 1'000'000);
     b.TipPge(p.Sym("main_after_syscall"));
     b.Tsc(t += step);

@@ -137,9 +137,7 @@ void FibTnt(StreamBuilder& b, int n) {
   b.Tnt(true);  // compressed ret
 }
 
-std::string CallsProgramStream(const CallsProgram& p, uint64_t tsc0, uint64_t step) {
-  StreamBuilder b;
-  uint64_t t = tsc0;
+uint64_t CallsUpToFirstSyscall(StreamBuilder& b, const CallsProgram& p, uint64_t t, uint64_t step) {
   b.Psb(t);
   b.TipPge(p.Sym("_start"));
   b.Tsc(t += step);
@@ -150,6 +148,12 @@ std::string CallsProgramStream(const CallsProgram& p, uint64_t tsc0, uint64_t st
   b.Tsc(t += step);
   b.Tip(p.Sym("leaf"));  // call *%rax
   b.Tnt(true);           // leaf -> main
+  return t;
+}
+
+std::string CallsProgramStream(const CallsProgram& p, uint64_t tsc0, uint64_t step) {
+  StreamBuilder b;
+  uint64_t t = CallsUpToFirstSyscall(b, p, tsc0, step);
   b.Tsc(t += step);
   b.TipPgd();  // syscall (getpid)
   b.Tsc(t += step);

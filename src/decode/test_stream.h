@@ -64,6 +64,11 @@ CallsProgram LoadMarksProgram();
 // The TNT bits of fib(n) in calls.S (its branches and compressed returns).
 void FibTnt(StreamBuilder& b, int n);
 
+// calls.S's stream from its PSB (TSC `t`) up to the branch before its first
+// syscall, a TSC every few branches advancing by `step`; returns the last
+// TSC written.
+uint64_t CallsUpToFirstSyscall(StreamBuilder& b, const CallsProgram& p, uint64_t t, uint64_t step);
+
 // The full PT stream of one run of calls.S, user-only, with a TSC packet
 // every few branches (time advances by `tsc_step` per TSC).
 std::string CallsProgramStream(const CallsProgram& p, uint64_t tsc0 = 1000, uint64_t tsc_step = 10);
