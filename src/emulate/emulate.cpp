@@ -290,8 +290,7 @@ Result<void> PlanTrigger(const record::RecordOptions& opts, const std::string& i
                                                       record::kMaxTriggerFunctions);
       if (!lib) {
         Error e = std::move(lib).error().AddContext("--trigger " + opts.trigger);
-        if (!plan.script.empty())
-          e = Error(e.ToString() + record::ScriptTriggerNote(plan.script, program));
+        if (!plan.script.empty()) e = record::InScript(e, plan.script, program);
         return e.WithKind(ErrorKind::kTrigger);
       }
       if (*lib) {

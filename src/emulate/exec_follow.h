@@ -20,23 +20,15 @@
 #include <string_view>
 #include <vector>
 
+#include "base/exec_script.h"
 #include "ptsnap/result.h"
 
 namespace ptsnap::emulate {
 
-// A `#!` line as binfmt_script parses it (Linux 5.1+), from the first
-// kExecHeadBytes bytes of a file: the interpreter runs to the first space,
-// tab or NUL; the rest of the line, spaces and tabs trimmed at both ends,
-// is one argument (which may hold spaces). Nullopt when `head` does not
-// start with "#!", names no interpreter, or is cut inside the interpreter's
-// name (no newline and no later space in the buffer): the kernel's ENOEXEC.
-inline constexpr size_t kExecHeadBytes = 256;  // BINPRM_BUF_SIZE
-struct ScriptInterpreter {
-  std::string path;
-  std::optional<std::string> arg;
-  bool operator==(const ScriptInterpreter&) const = default;
-};
-[[nodiscard]] std::optional<ScriptInterpreter> ParseScriptInterpreter(std::string_view head);
+// A script's `#!` line (base/exec_script.h: the recorder reads it too).
+using base::kExecHeadBytes;
+using base::ParseScriptInterpreter;
+using base::ScriptInterpreter;
 
 // What execve(2) sees of a file (nullopt from the reader: it does not exist).
 struct ExecFile {

@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 
+#include "base/exec_script.h"
 #include "base/file_util.h"
 #include "base/string_util.h"
 #include "elf/symbol_file.h"
@@ -146,21 +147,30 @@ Result<std::vector<TriggerPoint>> LibraryTriggerPoints(const LibraryTrigger& lib
   return points;
 }
 
-}  // namespace
-
-std::string ScriptTriggerNote(const std::filesystem::path& script,
-                              const std::filesystem::path& interpreter) {
-  return "; " + script.string() + " is a script, run by " + interpreter.string() +
-         ": the trigger is looked for there, not in a program the script starts later (run "
-         "that program directly to trigger in it)";
+// CheckTriggerInFile's check of the ELF program `file`.
+Result<void> CheckTriggerInElf(std::string_view selector, const std::filesystem::path& file,
+                               size_t max) {
+  auto image = elf::ReadFunctions(file);
+  if (!image) return std::move(image).error().AddContext("reading symbols of " + file.string());
+  if (selector == ".") {
+    PTSNAP_TRY(StopIndicators(*image, file.string()));
+    return Ok();
+  }
+  PTSNAP_ASSIGN_OR_RETURN(std::optional<LibraryTrigger> lib,
+                          FindTriggerInLinkedLibraries(*image, file, std::string(selector), max));
+  if (!lib) PTSNAP_TRY(MatchTriggerFunctions(*image, selector, file.string(), max));
+  return Ok();
 }
 
-std::optional<std::string> ScriptInterpreter(std::string_view head) {
-  if (!head.starts_with("#!")) return std::nullopt;
-  head.remove_prefix(2);
-  head = head.substr(0, head.find('\n'));
-  while (!head.empty() && (head.front() == ' ' || head.front() == '\t')) head.remove_prefix(1);
-  return std::string(head.substr(0, head.find_first_of(" \t")));
+}  // namespace
+
+Error InScript(const Error& err, const std::filesystem::path& script,
+               const std::filesystem::path& interpreter) {
+  return Error(err.ToString() + "; " + script.string() + " is a script, run by " +
+               interpreter.string() +
+               ": the trigger is looked for there, not in a program the script starts later "
+               "(run that program directly to trigger in it)")
+      .WithKind(err.kind());
 }
 
 Result<void> CheckTriggerInFile(std::string_view selector, const std::filesystem::path& exe,
@@ -170,29 +180,17 @@ Result<void> CheckTriggerInFile(std::string_view selector, const std::filesystem
   // resolved in once the program stops at its exec (ResolveTrigger), as
   // --emulate does.
   std::filesystem::path file = exe;
-  std::string script_note;
-  if (auto interp = ScriptInterpreter(base::ReadFileHead(exe, 256).value_or(""))) {
-    if (interp->empty())
+  const std::string head = base::ReadFileHead(exe, base::kExecHeadBytes).value_or("");
+  if (head.starts_with("#!")) {
+    const std::optional<base::ScriptInterpreter> interp = base::ParseScriptInterpreter(head);
+    if (!interp)
       return Error("--trigger " + std::string(selector) + ": " + exe.string() +
                    " is a script whose #! line names no interpreter")
           .WithKind(ErrorKind::kTrigger);
-    file = *interp;
-    script_note = ScriptTriggerNote(exe, file);
+    file = interp->path;
   }
-  auto checked = [&]() -> Result<void> {
-    auto image = elf::ReadFunctions(file);
-    if (!image) return std::move(image).error().AddContext("reading symbols of " + file.string());
-    if (selector == ".") {
-      PTSNAP_TRY(StopIndicators(*image, file.string()));
-      return Ok();
-    }
-    PTSNAP_ASSIGN_OR_RETURN(std::optional<LibraryTrigger> lib,
-                            FindTriggerInLinkedLibraries(*image, file, std::string(selector), max));
-    if (!lib) PTSNAP_TRY(MatchTriggerFunctions(*image, selector, file.string(), max));
-    return Ok();
-  }();
-  if (!checked && !script_note.empty())
-    return Error(checked.error().ToString() + script_note).WithKind(checked.error().kind());
+  Result<void> checked = CheckTriggerInElf(selector, file, max);
+  if (!checked && file != exe) return InScript(checked.error(), exe, file);
   return checked;
 }
 

@@ -117,14 +117,11 @@ Result<std::vector<TriggerPoint>> ResolveTrigger(std::string_view selector, pid_
 Result<void> CheckTriggerInFile(std::string_view selector, const std::filesystem::path& exe,
                                 size_t max = kMaxTriggerFunctions);
 
-// What a trigger error adds when the program is a script that
-// `interpreter` runs ("; SCRIPT is a script, run by INTERPRETER: ...").
-std::string ScriptTriggerNote(const std::filesystem::path& script,
-                              const std::filesystem::path& interpreter);
-
-// The interpreter a `#!` line at the start of `head` names ("" when it names
-// none), nullopt when `head` is not a script's. Pure.
-std::optional<std::string> ScriptInterpreter(std::string_view head);
+// `err` (a trigger not found in the program `interpreter`, which runs the
+// script `script`), ending "; SCRIPT is a script, run by INTERPRETER: ...";
+// its kind kept.
+Error InScript(const Error& err, const std::filesystem::path& script,
+               const std::filesystem::path& interpreter);
 
 // `name` as execvp would find it: itself when it contains a '/', else the
 // first executable match in $PATH. Errors: "command not found".

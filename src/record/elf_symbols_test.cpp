@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include "base/exec_script.h"
 #include "tests/support/result_matchers.h"
 #include "tests/support/temp_dir.h"
 
@@ -130,11 +131,12 @@ TEST(ElfSymbols, TriggerMenuAndItsAnswers) {
 // A script's trigger is looked for in its interpreter, which execve runs
 // (a pyenv shim, `#!/usr/bin/env bash`, once read as "not an ELF file").
 TEST(ElfSymbols, AScriptsTriggerIsCheckedInItsInterpreter) {
-  EXPECT_EQ(ScriptInterpreter("#!/bin/sh -e\necho"), "/bin/sh");
-  EXPECT_EQ(ScriptInterpreter("#! /usr/bin/env bash\n"), "/usr/bin/env");
-  EXPECT_EQ(ScriptInterpreter("#!\n"), "");
-  EXPECT_EQ(ScriptInterpreter("\x7f"
-                              "ELF"),
+  // The kernel's reading of the line (base/exec_script.h), shared with the emulator.
+  EXPECT_EQ(base::ParseScriptInterpreter("#!/bin/sh -e\necho")->path, "/bin/sh");
+  EXPECT_EQ(base::ParseScriptInterpreter("#! /usr/bin/env bash\n")->path, "/usr/bin/env");
+  EXPECT_EQ(base::ParseScriptInterpreter("#!\n"), std::nullopt);
+  EXPECT_EQ(base::ParseScriptInterpreter("\x7f"
+                                         "ELF"),
             std::nullopt);
   ::ptsnap::testing::TempDir tmp;
   tmp.Write("shim", "#!/bin/sh\nexec true\n");
