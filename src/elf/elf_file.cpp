@@ -5,10 +5,12 @@
 #include <libelf.h>
 
 #include <cstring>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <set>
 #include <utility>
+#include <vector>
 
 #include "base/string_util.h"
 #include "base/unique_fd.h"
@@ -103,6 +105,20 @@ std::optional<Image> DebugFileFunctions(const std::filesystem::path& path, std::
   return std::move(*image);
 }
 
+// Adds to `debug` (a debug file's functions) the stripped file's exported
+// ones it lacks (same name and address), and its sanitizer.
+void AddExported(Image stripped, Image* debug) {
+  // Views into debug->functions: the new ones are appended after.
+  std::set<std::pair<std::string_view, uint64_t>> have;
+  for (const Function& f : debug->functions) have.emplace(f.name, f.value);
+  std::vector<Function> exported;
+  for (Function& f : stripped.functions)
+    if (!have.contains({f.name, f.value})) exported.push_back(std::move(f));
+  debug->functions.insert(debug->functions.end(), std::make_move_iterator(exported.begin()),
+                          std::make_move_iterator(exported.end()));
+  if (debug->sanitizer.empty()) debug->sanitizer = std::move(stripped.sanitizer);
+}
+
 }  // namespace
 
 std::vector<std::filesystem::path> DebugFileCandidates(
@@ -146,13 +162,7 @@ Result<Image> ReadFunctions(const std::filesystem::path& path,
     if (!debug) continue;
     // The layout (pie, load address) is the file's; the names the debug
     // file's, then the exported ones it lacks.
-    if (image) {
-      std::set<std::pair<std::string_view, uint64_t>> have;
-      for (const Function& f : debug->functions) have.emplace(f.name, f.value);
-      for (Function& f : image->functions)
-        if (!have.contains({f.name, f.value})) debug->functions.push_back(std::move(f));
-      if (debug->sanitizer.empty()) debug->sanitizer = image->sanitizer;
-    }
+    if (image) AddExported(std::move(*image), &*debug);
     GElf_Ehdr ehdr;
     if (gelf_getehdr(elf.get(), &ehdr) != nullptr) debug->pie = ehdr.e_type == ET_DYN;
     debug->debug_file = c.string();

@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -112,6 +113,44 @@ TEST(ElfFile, AStrippedFileTakesItsFunctionsFromItsDebugFile) {
   ASSERT_THAT(found, HasValue());
   EXPECT_EQ(found->debug_file, dbg.string());
   ASSERT_NE(FindFunction(*found, "elf_file_test_probe_fn"), nullptr);
+
+  // Another build's debug file under that name is not taken: libc's
+  // (libc6-dbg, which tools/dev installs), whose build-id differs.
+  const std::string libc_id = ReadBuildIdOf("/lib/x86_64-linux-gnu/libc.so.6");
+  const std::filesystem::path libc_debug = std::filesystem::path(kSystemDebugDir) / ".build-id" /
+                                           libc_id.substr(0, 2) / (libc_id.substr(2) + ".debug");
+  ASSERT_TRUE(std::filesystem::is_regular_file(libc_debug))
+      << libc_debug << ": install libc6-dbg (tools/dev does)";
+  std::filesystem::copy_file(libc_debug, dbg, std::filesystem::copy_options::overwrite_existing);
+  found = ReadFunctions(exe, no_dirs);
+  ASSERT_THAT(found, HasValue());
+  EXPECT_EQ(found->debug_file, "");
+  EXPECT_FALSE(found->has_symtab);
+  EXPECT_EQ(FindFunction(*found, "elf_file_test_probe_fn"), nullptr);
+}
+
+// libc, stripped by Debian, with libc6-dbg's debug file: its static
+// functions are named, and every exported one stays (the merge once kept
+// views into a vector it then grew).
+TEST(ElfFile, DebiansLibcTakesItsStaticFunctionsFromLibc6Dbg) {
+  const std::filesystem::path libc = "/lib/x86_64-linux-gnu/libc.so.6";
+  const std::filesystem::path nowhere[] = {"/nonexistent-debug-dir"};
+  auto exported = ReadFunctions(libc, nowhere);
+  ASSERT_THAT(exported, HasValue());
+  ASSERT_FALSE(exported->has_symtab) << "Debian's libc is stripped";
+  EXPECT_EQ(FindFunction(*exported, "__libc_start_call_main"), nullptr);
+  auto all = ReadFunctions(libc);
+  ASSERT_THAT(all, HasValue());
+  ASSERT_TRUE(all->has_symtab) << "install libc6-dbg (tools/dev does)";
+  EXPECT_NE(FindFunction(*all, "__libc_start_call_main"), nullptr);
+  EXPECT_GT(all->functions.size(), exported->functions.size());
+  for (const Function& f : exported->functions) {
+    const bool kept =
+        std::any_of(all->functions.begin(), all->functions.end(),
+                    [&](const Function& g) { return g.name == f.name && g.value == f.value; });
+    EXPECT_TRUE(kept) << f.name;
+    if (!kept) break;
+  }
 }
 
 TEST(ElfFile, DebugFileCandidatesFollowGdbsOrder) {
