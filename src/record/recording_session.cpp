@@ -401,7 +401,8 @@ Result<void> RecordingSession::Turn() {
       outcome_.warnings.push_back(
           "--duration " + std::to_string(opts_.duration->count()) + "ms: the recording ran " +
           std::to_string(ran.count()) +
-          "ms, because ptsnap fell behind writing what it recorded; the trace spans all of it" +
+          "ms, because ptsnap fell behind writing what it recorded, so the trace may cover more "
+          "than was asked" +
           (prepared_.sampling ? std::string(" (fewer samples per second, --timer-resolution "
                                             "low, or --callgraph-mode fp, whose samples are "
                                             "smaller, keep up)")
