@@ -14,7 +14,7 @@
 #include "base/check.h"
 #include "base/file_util.h"
 #include "decode/classify.h"
-#include "decode/interpolate.h"
+#include "decode/event_times.h"
 #include "decode/libipt_marks.h"
 #include "elf/elf_file.h"
 #include "flow/flow_decoder.h"
@@ -218,7 +218,8 @@ class StreamDecoder {
         stats_(own_stats_),
         skip_(skip),
         cycle_accurate_(owner->cycle_accurate()),
-        mtc_period_ns_(owner->MtcPeriodNs()) {
+        mtc_period_ns_(owner->MtcPeriodNs()),
+        times_(owner->hardware_clock(), cycle_accurate_, mtc_period_ns_) {
     if (sink_ != nullptr) out_.reserve(kOutBatch);
     if (dec_) marks_ = std::make_unique<LibiptMarks>(dec_.get());
     if (!dec_) {
@@ -253,16 +254,6 @@ class StreamDecoder {
 
  private:
   enum class State : uint8_t { kSync, kSegment, kDone };
-  // What an event waiting for its time (ResolvePending) needs besides the
-  // event, kept apart from it (pending_meta_ beside pending_) so that the
-  // events, once placed, go to the sink as they lie: one copy fewer per
-  // block (12% of a decode was the copies).
-  struct PendingMeta {
-    uint64_t pos = 0;    // instructions retired before the event
-    uint64_t lower = 0;  // gap events: libipt's time there
-    bool gap = false;
-    bool tx = false;  // speculative (TSX): dropped if the transaction aborts
-  };
 
   bool Step() {
     if (flow_) return StepFlow();
@@ -569,10 +560,10 @@ class StreamDecoder {
   void Advance(uint64_t ns) {
     if (ns > last_time_) last_time_ = ns;  // monotone per stream
   }
-  // Events wait in pending_ until the next time anchor places them
-  // (docs/decoding.md, "Timestamps"). `gap`: tracing stops at the event (a
-  // disable, an error, an overflow) and the next anchor may lie after time
-  // the trace does not cover; `lower` is then the time libipt knew there.
+  // Events wait in times_ until the next time anchor places them
+  // (event_times.h). `gap`: tracing stops at the event (a disable, an
+  // error, an overflow) and the next anchor may lie after time the trace
+  // does not cover; `lower` is then the time libipt knew there.
   void Emit(const BranchEvent& e, bool gap = false, uint64_t lower = 0) {
     BranchEvent& p = Pend(gap, lower);
     p = e;
@@ -580,158 +571,60 @@ class StreamDecoder {
   }
   // A new pending event, for the caller to fill in place (no copy on the
   // per-block path) and hand to Pended.
-  BranchEvent& Pend(bool gap, uint64_t lower) {
-    pending_meta_.push_back(PendingMeta{pos_, lower, gap, in_tx_});
-    if (gap) gap_since_anchor_ = true;  // the time to the next anchor is no rate
-    return pending_.emplace_back();
-  }
+  BranchEvent& Pend(bool gap, uint64_t lower) { return times_.Pend(pos_, gap, lower, in_tx_); }
   void Pended(BranchEvent& e) {
     e.insns = insns_;
     insns_ = 0;
     e.pid = thread_.pid;
     e.tid = thread_.tid;
     e.space = space_;
-    if (pending_.size() >= kMaxPending) ResolvePending(0, /*have_next=*/false);
+    if (times_.full()) ResolvePending(0, /*have_next=*/false);
   }
   // A time anchor: `time` is the time after the first `pos` instructions of
-  // the stream. Places the pending events between the previous anchor and
-  // this one by the instructions retired before each.
+  // the stream. Places the pending events and delivers them.
   void Anchor(uint64_t pos, uint64_t time) {
-    if (have_anchor_ && time < anchor_time_) time = anchor_time_;
-    if (have_anchor_ && !gap_since_anchor_ && pos > anchor_pos_) {
-      rate_ns_ += time - anchor_time_;
-      rate_insns_ += pos - anchor_pos_;
-    }
-    ResolvePending(time, /*have_next=*/true, pos);
-    have_anchor_ = true;
-    anchor_pos_ = pos;
-    anchor_time_ = time;
-    gap_since_anchor_ = false;
+    const bool any = !times_.empty();
+    const bool any_tx = times_.Anchor(pos, time);
+    if (any) DeliverPending(any_tx);
   }
-  // Assigns times to every pending event and delivers them. With
-  // `have_next`, the next anchor (next_pos, next_time) bounds them; without
-  // (end of stream), times are extrapolated at the decoder's rate.
+  // Places every pending event (EventTimes::Place) and delivers them.
   void ResolvePending(uint64_t next_time, bool have_next, uint64_t next_pos = 0) {
-    if (pending_.empty()) return;
-    uint64_t p0 = anchor_pos_, t0 = anchor_time_;
-    if (!have_anchor_) {
-      // Nothing before the first anchor says when these ran.
-      p0 = pending_meta_.front().pos;
-      const uint64_t lower = pending_meta_.front().lower;
-      t0 = !have_next ? lower : lower != 0 ? std::min(lower, next_time) : next_time;
-    }
-    uint64_t last_pos = 0, last_time = 0;
-    bool any_tx = false;
-    size_t i = 0;
-    while (i < pending_.size()) {
-      // Up to and including the next event where tracing stopped.
-      size_t g = i;
-      while (g < pending_.size() && !pending_meta_[g].gap) ++g;
-      uint64_t p1 = next_pos, t1 = next_time;
-      bool bounded = have_next;
-      if (g < pending_.size()) {
-        // Tracing stopped at pending_[g]: the time up to the next anchor
-        // may be time away from the trace, so its time is the lower bound
-        // libipt had, or where the instructions since the last anchor lead
-        // at the measured rate, whichever is later, but never after the
-        // next anchor.
-        p1 = pending_meta_[g].pos;
-        t1 = std::max(Extrapolate(p0, t0, p1), pending_meta_[g].lower);
-        if (have_next) t1 = std::min(t1, next_time);
-        t1 = std::max(t1, t0);
-        bounded = true;
-      }
-      const size_t end = g < pending_.size() ? g + 1 : pending_.size();
-      Interpolator place(t1 - t0, p1 > p0 ? p1 - p0 : 1);
-      for (; i < end; ++i) {
-        const uint64_t pos = pending_meta_[i].pos;
-        any_tx |= pending_meta_[i].tx;
-        uint64_t t;
-        if (!bounded) {
-          t = Extrapolate(p0, t0, pos);
-        } else if (p1 <= p0 || pos <= p0) {
-          t = t0;
-        } else {
-          t = t0 + place.At(pos - p0);
-        }
-        pending_[i].time = t;
-        if (!bounded) {
-          // Extrapolated: what follows continues from here.
-          last_pos = pos;
-          last_time = t;
-        }
-      }
-      if (g < pending_.size()) {
-        p0 = p1;
-        t0 = t1;
-      }
-    }
-    if (last_pos > p0) {
-      p0 = last_pos;
-      t0 = std::max(t0, last_time);
-    }
-    DeliverPending(any_tx);
-    // Where the placed events leave off: the next events continue from here.
-    if (have_anchor_ || have_next) {
-      anchor_pos_ = p0;
-      anchor_time_ = t0;
-      have_anchor_ = true;
-    }
-  }
-  // Perf-clock ns per instruction where no timing packet says (#40's rule:
-  // each PSB segment's times are its own, so a stream, or a segment,
-  // decodes to the same times whatever was decoded before it): the rate
-  // measured since this segment's PSB+ between anchors with no stop
-  // between them; before any, one instruction per cycle at the CBR's
-  // frequency (100 MHz per ratio unit), which under the emulator is its
-  // clock, one ns per instruction; 0 (unknown) without a CBR.
-  double Rate() const {
-    if (rate_insns_ != 0) return static_cast<double>(rate_ns_) / static_cast<double>(rate_insns_);
-    if (!owner_->hardware_clock()) return 1.0;
-    return cbr_ != 0 ? 10.0 / cbr_ : 0.0;
-  }
-  uint64_t Extrapolate(uint64_t p0, uint64_t t0, uint64_t p) const {
-    const double rate = Rate();
-    if (!(rate > 0) || p <= p0) return t0;  // NaN too
-    // A corrupt trace can measure any rate: saturate, never overflow.
-    const double dt = static_cast<double>(p - p0) * rate;
-    if (!(dt < 1.8e19)) return UINT64_MAX;
-    const auto d = static_cast<uint64_t>(dt);
-    return d > UINT64_MAX - t0 ? UINT64_MAX : t0 + d;
+    if (times_.empty()) return;
+    DeliverPending(times_.Place(next_time, have_next, next_pos));
   }
   // Delivers the placed pending events in order. TSX events are held
   // until the transaction commits, dropped if it aborts (magic-trace's
   // rule). Without those or events to skip, the sink reads them where they
   // lie, after the events delivered before them.
   void DeliverPending(bool any_tx) {
+    std::vector<BranchEvent>& pending = times_.events();
+    const std::vector<EventTimes::Meta>& meta = times_.meta();
     if (holding_) {
-      for (size_t i = 0; i < pending_.size(); ++i) {
-        if (pending_meta_[i].tx) {
-          tx_.push_back(pending_[i]);
+      for (size_t i = 0; i < pending.size(); ++i) {
+        if (meta[i].tx) {
+          tx_.push_back(pending[i]);
         } else {
-          Hold(pending_[i]);
+          Hold(pending[i]);
         }
       }
-      pending_.clear();
-      pending_meta_.clear();
+      times_.Clear();
       return;
     }
     if (!any_tx && skip_ == 0 && sink_ != nullptr) {
       FlushOut();
-      delivered_ += pending_.size();
-      owner_->mutable_stats().events += pending_.size();
-      sink_->OnEvents(pending_);
+      delivered_ += pending.size();
+      owner_->mutable_stats().events += pending.size();
+      sink_->OnEvents(pending);
     } else {
-      for (size_t i = 0; i < pending_.size(); ++i) {
-        if (pending_meta_[i].tx) {
-          tx_.push_back(pending_[i]);
+      for (size_t i = 0; i < pending.size(); ++i) {
+        if (meta[i].tx) {
+          tx_.push_back(pending[i]);
         } else {
-          Deliver(pending_[i]);
+          Deliver(pending[i]);
         }
       }
     }
-    pending_.clear();
-    pending_meta_.clear();
+    times_.Clear();
   }
   void Deliver(const BranchEvent& e) {
     if (holding_) {
@@ -761,19 +654,12 @@ class StreamDecoder {
     in_tx_ = false;
     for (const BranchEvent& e : tx_) Deliver(e);
     tx_.clear();
-    for (PendingMeta& m : pending_meta_) m.tx = false;
+    times_.CommitTransaction();
   }
   void DropTransaction() {
     in_tx_ = false;
     tx_.clear();
-    size_t kept = 0;
-    for (size_t i = 0; i < pending_.size(); ++i) {
-      if (pending_meta_[i].tx) continue;
-      pending_[kept] = pending_[i];
-      pending_meta_[kept++] = pending_meta_[i];
-    }
-    pending_.resize(kept);
-    pending_meta_.resize(kept);
+    times_.DropTransaction();
   }
   // An event's own time when libipt has one: by the time an event is
   // returned, pt_blk_time() may already have read ahead to a later timing
@@ -798,27 +684,20 @@ class StreamDecoder {
     // A time later than the last anchor came from a timing packet since: a
     // CYC just before the event's packet, or a TSC (exact), or an MTC (the
     // event lies within one MTC period after it, as for a tick).
-    if (known && (!have_anchor_ || time > anchor_time_)) Anchor(pos_, TickTime(time));
+    if (known && (!times_.have_anchor() || time > times_.anchor_time()))
+      Anchor(pos_, TickTime(time));
     BranchEvent e;
     e.kind = kind;
     e.from = from;
     e.syscall = syscall;
     Emit(e, /*gap=*/true, time);
   }
-  // The time of the branch a tick names. With CYC it is the branch's own.
-  // Without, the tick's time is an MTC's that came before the branch's
-  // packet, and the next MTC came after it: the branch retired in
-  // [time, time + MTC period). Where the instructions since the last
-  // anchor lead at the measured rate, within that window.
-  uint64_t TickTime(uint64_t time) const {
-    if (cycle_accurate_ || mtc_period_ns_ == 0 || !have_anchor_) return time;
-    return std::clamp(Extrapolate(anchor_pos_, anchor_time_, pos_), time,
-                      time + mtc_period_ns_ - 1);
-  }
+  // The time of the branch a tick names (EventTimes::TickTime).
+  uint64_t TickTime(uint64_t time) const { return times_.TickTime(time, pos_); }
   // An event with its own fresh time (a TSC just before a TIP.PGE, a PSB+):
   // an anchor.
   void AnchorAt(uint64_t time) {
-    if (!have_anchor_ || time > anchor_time_) Anchor(pos_, time);
+    if (!times_.have_anchor() || time > times_.anchor_time()) Anchor(pos_, time);
   }
   // `unread`: the address whose code could not be read, when known.
   void Error(int status, uint64_t unread = 0) {
@@ -865,8 +744,8 @@ class StreamDecoder {
     ReleaseHeld();
     holding_ = true;
     held_from_ = LastPsb();
-    rate_ns_ = rate_insns_ = 0;  // a new segment measures its own rate
-    held_time_ = {last_time_, anchor_time_, have_anchor_, gap_since_anchor_, rate_ns_, rate_insns_};
+    times_.NewSegment();  // a new segment measures its own rate
+    held_time_ = {last_time_, times_.Save()};
   }
   // Where the PSB the decoder last read begins: the last PSB pattern (SDM
   // 33.4.2.17: 02 82 eight times) at or before its position (libipt's
@@ -905,22 +784,9 @@ class StreamDecoder {
     // later than where it began).
     std::erase_if(held_, [](const BranchEvent& e) { return e.kind != BranchKind::kError; });
     for (BranchEvent& e : held_) e.time = std::min(e.time, h.last_time);
-    size_t kept = 0;
-    for (size_t i = 0; i < pending_.size(); ++i) {
-      if (pending_[i].kind != BranchKind::kError) continue;
-      pending_[kept] = pending_[i];
-      pending_meta_[kept++] = pending_meta_[i];
-    }
-    pending_.resize(kept);
-    pending_meta_.resize(kept);
     last_time_ = h.last_time;
     // The instructions decoded since are no measure of the time either.
-    anchor_pos_ = pos_;
-    anchor_time_ = h.anchor_time;
-    have_anchor_ = h.have_anchor;
-    gap_since_anchor_ = h.gap_since_anchor || kept != 0;
-    rate_ns_ = h.rate_ns;
-    rate_insns_ = h.rate_insns;
+    times_.Restore(h.times, pos_);
   }
 
   // The trace ends after a block (a snapshot's stream ends wherever the
@@ -1118,7 +984,7 @@ class StreamDecoder {
         break;
       case ptev_cbr:
         if (ev.has_tsc) AnchorAt(owner_->TscToNs(ev.tsc));
-        cbr_ = ev.variant.cbr.ratio;
+        times_.set_cbr(ev.variant.cbr.ratio);
         if (owner_->hardware_clock()) Emit(BranchKind::kCbr, 0, ev.variant.cbr.ratio);
         break;
       case ptev_mwait:
@@ -1198,8 +1064,6 @@ class StreamDecoder {
   uint64_t flow_now_ = 0;
   bool needs_libipt_ = false;
   uint64_t delivered_ = 0;
-  uint64_t rate_ns_ = 0, rate_insns_ = 0;  // measured in this PSB segment (Rate)
-  uint32_t cbr_ = 0;                       // the last CBR's ratio (hardware)
   int32_t cpu_;
   PtDecoder::ThreadId thread_;
   bool have_thread_ = false;
@@ -1230,9 +1094,8 @@ class StreamDecoder {
   std::vector<BranchEvent> held_;
   uint64_t held_from_ = 0;
   struct HeldTime {
-    uint64_t last_time = 0, anchor_time = 0;  // the anchor's position: where it is dropped
-    bool have_anchor = false, gap_since_anchor = false;
-    uint64_t rate_ns = 0, rate_insns = 0;
+    uint64_t last_time = 0;
+    EventTimes::Saved times;  // its anchor's position: where it is dropped
   } held_time_;
   uint64_t flow_offset_ = 0;  // the offset of the last flow item that has one
   bool have_prev_ = false;
@@ -1257,17 +1120,11 @@ class StreamDecoder {
   bool restarted_ = true;
   uint64_t last_time_ = 0;
   uint64_t insns_ = 0;
-  // Time placement (ResolvePending): instructions decoded so far, the last
-  // anchor, and the events waiting for the next one.
-  static constexpr size_t kMaxPending = 1 << 16;  // bounded memory without timing packets
   const bool cycle_accurate_;
   const uint64_t mtc_period_ns_;  // 0: no MTC
+  // Instructions decoded so far, and the events waiting for their times.
   uint64_t pos_ = 0;
-  bool have_anchor_ = false;
-  bool gap_since_anchor_ = false;
-  uint64_t anchor_pos_ = 0, anchor_time_ = 0;
-  std::vector<BranchEvent> pending_;
-  std::vector<PendingMeta> pending_meta_;  // pending_[i]'s
+  EventTimes times_;
   bool in_tx_ = false;
   std::vector<BranchEvent> tx_;
   std::deque<BranchEvent> queue_;
