@@ -250,6 +250,8 @@ class StreamDecoder {
   [[nodiscard]] bool needs_libipt() const { return needs_libipt_; }
   // Bytes of the stream missing after its end (PtDecoder::DecodeStream).
   void set_missing(uint64_t missing) { missing_ = missing; }
+  // Where the bytes are mapped from: pages behind the decode are dropped.
+  void set_source(const trace::StreamBytes* source) { source_ = source; }
   [[nodiscard]] uint64_t delivered() const { return delivered_; }
 
  private:
@@ -744,6 +746,7 @@ class StreamDecoder {
     ReleaseHeld();
     holding_ = true;
     held_from_ = LastPsb();
+    DropDecoded(held_from_);
     times_.NewSegment();  // a new segment measures its own rate
     held_time_ = {last_time_, times_.Save()};
   }
@@ -763,6 +766,16 @@ class StreamDecoder {
     const size_t psb =
         bytes_.rfind(std::string_view(kPsb, 16), std::min<uint64_t>(at, bytes_.size()));
     return psb == std::string_view::npos ? at : psb;
+  }
+  // The stream's pages before `psb`, where the segment being decoded
+  // begins, are not read again but by LastPsb's search back for a PSB
+  // (within a segment): every 2 MiB, the pages more than 256 KiB behind it
+  // leave the process's memory (StreamBytes::DropBefore).
+  void DropDecoded(uint64_t psb) {
+    static constexpr uint64_t kStep = 2 << 20, kMargin = 256 << 10;
+    if (source_ == nullptr || psb < dropped_ + kStep) return;
+    source_->DropBefore(psb - kMargin);
+    dropped_ = psb;
   }
   void Hold(const BranchEvent& e) {
     held_.push_back(e);
@@ -1053,6 +1066,8 @@ class StreamDecoder {
   std::string_view bytes_;
   uint32_t stream_;  // the manifest's id, for stats_.skipped
   uint64_t missing_ = 0;
+  const trace::StreamBytes* source_ = nullptr;
+  uint64_t dropped_ = 0;  // DropDecoded's last offset
   std::unique_ptr<flow::FlowDecoder> flow_;
   // The libipt engine's emulated-PTWRITE marks (the flow decoder reads its own).
   std::unique_ptr<LibiptMarks> marks_;
@@ -1151,7 +1166,8 @@ flow::Config PtDecoder::FlowConfig(std::string_view bytes) const {
 }
 
 Result<void> PtDecoder::DecodeStream(int32_t pid, int32_t tid, std::string_view bytes,
-                                     EventSink& sink, uint32_t stream, uint64_t missing) {
+                                     EventSink& sink, uint32_t stream, uint64_t missing,
+                                     const trace::StreamBytes* source) {
   stats_.pt_bytes += bytes.size();
   if (bytes.empty()) return Ok();
   const ThreadId thread{pid, tid};
@@ -1159,6 +1175,7 @@ Result<void> PtDecoder::DecodeStream(int32_t pid, int32_t tid, std::string_view 
   if (use_flow_) {
     StreamDecoder ours(this, nullptr, bytes, thread, -1, &sink, stream);
     ours.set_missing(missing);
+    ours.set_source(source);
     ours.Run();
     if (!ours.needs_libipt()) return Ok();
     stats_.flow_fallbacks++;
@@ -1167,6 +1184,7 @@ Result<void> PtDecoder::DecodeStream(int32_t pid, int32_t tid, std::string_view 
   PTSNAP_ASSIGN_OR_RETURN(UniqueBlockDecoder dec, AllocDecoder(bytes));
   StreamDecoder libipt(this, std::move(dec), bytes, thread, -1, &sink, stream, skip);
   libipt.set_missing(missing);
+  libipt.set_source(source);
   libipt.Run();
   return Ok();
 }
@@ -1185,6 +1203,7 @@ Result<void> PtDecoder::DecodeCpuStreams(const std::vector<CpuStream>& streams, 
     decoders.push_back(std::make_unique<StreamDecoder>(
         this, std::move(dec), s.bytes, ThreadId{0, -1 - s.cpu}, s.cpu, nullptr, s.stream));
     decoders.back()->set_missing(s.missing);
+    decoders.back()->set_source(s.source);
   }
   // Fills stream i's queue; a flow decoder that stops at what it does not
   // decode hands its stream to libipt, which decodes it again from the
@@ -1200,6 +1219,7 @@ Result<void> PtDecoder::DecodeCpuStreams(const std::vector<CpuStream>& streams, 
         std::make_unique<StreamDecoder>(this, std::move(dec), s.bytes, ThreadId{0, -1 - s.cpu},
                                         s.cpu, nullptr, s.stream, ours.delivered());
     libipt->set_missing(s.missing);
+    libipt->set_source(s.source);
     libipt->queue() = std::move(ours.queue());
     decoders[i] = std::move(libipt);
     return decoders[i]->Fill();

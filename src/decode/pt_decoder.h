@@ -33,6 +33,10 @@
 #include "flow/flow_decoder.h"
 #include "ptsnap/result.h"
 #include "trace/manifest.h"
+
+namespace ptsnap::trace {
+class StreamBytes;
+}
 #include "trace/perf_record.h"
 
 namespace ptsnap::decode {
@@ -189,8 +193,12 @@ class PtDecoder {
   // `missing`: bytes of the stream that are gone after `bytes` (a file cut
   // short): the stream ends in a kError event (kErrStreamCut) where they
   // would have begun, so that the frames open there are cut, not ended.
+  // `source`: where `bytes` are mapped from, whose pages the decode drops
+  // behind it (trace::StreamBytes::DropBefore), so that its memory stays
+  // flat in the stream's length; null: none are dropped.
   Result<void> DecodeStream(int32_t pid, int32_t tid, std::string_view bytes, EventSink& sink,
-                            uint32_t stream = 0, uint64_t missing = 0);
+                            uint32_t stream = 0, uint64_t missing = 0,
+                            const trace::StreamBytes* source = nullptr);
   // The same with a callback per event (tests, tools: a std::function call
   // per event; the pipeline uses an EventSink).
   using Sink = std::function<void(const BranchEvent&)>;
@@ -212,8 +220,9 @@ class PtDecoder {
   struct CpuStream {
     int32_t cpu = 0;
     std::string_view bytes;
-    uint32_t stream = 0;   // the manifest's id, for stats().skipped
-    uint64_t missing = 0;  // as DecodeStream's
+    uint32_t stream = 0;                         // the manifest's id, for stats().skipped
+    uint64_t missing = 0;                        // as DecodeStream's
+    const trace::StreamBytes* source = nullptr;  // as DecodeStream's
   };
   Result<void> DecodeCpuStreams(const std::vector<CpuStream>& streams, EventSink& sink);
   Result<void> DecodeCpuStreams(const std::vector<CpuStream>& streams, const Sink& sink) {

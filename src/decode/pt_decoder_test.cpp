@@ -1,14 +1,19 @@
 #include "decode/pt_decoder.h"
 
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
+#include <array>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
 
+#include "base/mapped_region.h"
 #include "decode/test_stream.h"
 #include "tests/support/result_matchers.h"
 #include "tests/support/temp_dir.h"
@@ -159,6 +164,60 @@ TEST(PtDecoderTest, AStreamsTimesDoNotDependOnTheStreamsDecodedBefore) {
   ASSERT_GT(alone.size(), 10u);
   EXPECT_EQ(times_of_last({fast, slow}), alone);
   EXPECT_EQ(times_of_last({slow, fast, slow}), alone);
+}
+
+// A mapped stream's pages behind the decode leave the process's memory
+// (StreamBytes::DropBefore), so that it does not grow with the stream, and
+// the events are what decoding the same bytes held in memory gives.
+TEST(PtDecoderTest, AMappedStreamsDecodedPagesAreDroppedAndTheEventsStayTheSame) {
+  auto p = testing::LoadCallsProgram();
+  const std::string one = testing::CallsProgramStream(p);
+  std::string bytes;
+  while (bytes.size() < (9u << 19)) bytes += one;  // 4.5 MiB: two drops
+  ptsnap::testing::TempDir dir;
+  const std::filesystem::path file = dir.path() / "stream";
+  std::ofstream(file, std::ios::binary) << bytes;
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  auto region = base::MappedRegion::Map(bytes.size(), PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);
+  ASSERT_THAT(region, HasValue());
+  const uintptr_t at = reinterpret_cast<uintptr_t>(region->data());
+  const trace::StreamBytes mapped(std::move(*region), bytes.size());
+  ASSERT_EQ(mapped.view(), bytes);  // every page read once: all of it resident
+
+  auto decode = [&](std::string_view view, const trace::StreamBytes* source) {
+    auto dec = PtDecoder::Create("/nonexistent", testing::CallsManifest(100),
+                                 testing::CallsSideband(p, 100));
+    EXPECT_THAT(dec, HasValue());
+    std::vector<std::array<uint64_t, 5>> events;
+    auto sink = EventSinkOf([&](const BranchEvent& e) {
+      events.push_back({static_cast<uint64_t>(e.kind), e.from, e.to, e.time, e.insns});
+    });
+    EXPECT_THAT((*dec)->DecodeStream(100, 100, view, sink, 0, 0, source), HasValue());
+    return events;
+  };
+  const std::vector<std::array<uint64_t, 5>> held = decode(bytes, nullptr);
+  ASSERT_GT(held.size(), 100000u);
+  EXPECT_EQ(decode(mapped.view(), &mapped), held);
+
+  // The mapping's resident size, from /proc/self/smaps: what is left is
+  // the last 2 MiB or so (the decode drops every 2 MiB, 256 KiB behind it).
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  uint64_t rss_kb = UINT64_MAX;
+  bool in = false;
+  while (std::getline(smaps, line)) {
+    if (line.find('-') != std::string::npos && line.find(' ') > line.find('-') &&
+        std::isxdigit(static_cast<unsigned char>(line[0]))) {
+      in = std::stoull(line.substr(0, line.find('-')), nullptr, 16) == at;
+    } else if (in && line.rfind("Rss:", 0) == 0) {
+      rss_kb = std::stoull(line.substr(4));
+      break;
+    }
+  }
+  ASSERT_NE(rss_kb, UINT64_MAX) << "the mapping is not in /proc/self/smaps";
+  EXPECT_LT(rss_kb, 3u << 10) << "of " << (bytes.size() >> 10) << " KiB mapped";
 }
 
 TEST(PtDecoderTest, OursAndLibiptGiveTheSameEvents) {

@@ -216,7 +216,10 @@ class StreamFeed::Ahead {
           held.push_back(std::move(*bytes));
           group.push_back({streams_[j].cpu, {}, streams_[j].id, held.back().missing()});
         }
-        for (size_t k = 0; k < group.size(); ++k) group[k].bytes = held[k].view();
+        for (size_t k = 0; k < group.size(); ++k) {
+          group[k].bytes = held[k].view();
+          group[k].source = &held[k];
+        }
         PushEnd(decoder_.DecodeCpuStreams(group, sink));
         i = j;
         continue;
@@ -226,7 +229,7 @@ class StreamFeed::Ahead {
       if (!bytes) continue;
       const int32_t pid = s.pid >= 0 ? s.pid : 0;
       PushEnd(decoder_.DecodeStream(pid, s.tid >= 0 ? s.tid : pid, bytes->view(), sink, s.id,
-                                    bytes->missing()));
+                                    bytes->missing(), &*bytes));
     }
   }
 
@@ -267,8 +270,9 @@ Result<trace::StreamBytes> StreamFeed::Read(const trace::Stream& s) {
 }
 
 Result<void> StreamFeed::DecodeStream(int32_t pid, int32_t tid, std::string_view bytes,
-                                      decode::EventSink& sink, uint32_t stream, uint64_t missing) {
-  if (!ahead_) return decoder_.DecodeStream(pid, tid, bytes, sink, stream, missing);
+                                      decode::EventSink& sink, uint32_t stream, uint64_t missing,
+                                      const trace::StreamBytes* source) {
+  if (!ahead_) return decoder_.DecodeStream(pid, tid, bytes, sink, stream, missing, source);
   for (;;) {
     Ahead::Item it = ahead_->Pop();
     PTSNAP_CHECK(it.kind != Ahead::Kind::kRead) << "StreamFeed: a stream decoded before it is read";

@@ -80,7 +80,8 @@ class StreamFeed {
   // is called on the caller's thread, in the decoder's order. Blocks until
   // the thread has decoded the stream or group to its end.
   Result<void> DecodeStream(int32_t pid, int32_t tid, std::string_view bytes,
-                            decode::EventSink& sink, uint32_t stream, uint64_t missing);
+                            decode::EventSink& sink, uint32_t stream, uint64_t missing,
+                            const trace::StreamBytes* source = nullptr);
   Result<void> DecodeCpuStreams(const std::vector<decode::PtDecoder::CpuStream>& group,
                                 decode::EventSink& sink);
   // Waits for the thread to end (after the last stream): the decoder's

@@ -77,7 +77,10 @@ Result<size_t> PtStreams::DecodeCpuGroup(StreamFeed& feed, size_t i) {
     held.push_back(std::move(*bytes));
     group.push_back({streams_[j].cpu, {}, streams_[j].id, held.back().missing()});
   }
-  for (size_t k = 0; k < group.size(); ++k) group[k].bytes = held[k].view();
+  for (size_t k = 0; k < group.size(); ++k) {
+    group[k].bytes = held[k].view();
+    group[k].source = &held[k];
+  }
   if (stitching_) model_.EndSegment();  // per-thread streams before: not stitched to these
   stitching_ = false;
   overlap_.BeginStream(stitching_);
@@ -113,7 +116,7 @@ Result<void> PtStreams::DecodeThreadStream(StreamFeed& feed, const trace::Stream
   }
   NoteCut(s, *bytes);
   slow_.Watch(s.snapshot);
-  PTSNAP_TRY(feed.DecodeStream(pid, tid, bytes->view(), *this, s.id, bytes->missing()));
+  PTSNAP_TRY(feed.DecodeStream(pid, tid, bytes->view(), *this, s.id, bytes->missing(), &*bytes));
   done_bytes_ += trace::ViewedBytes(s);
   // The program died of a signal: "[signal SIGSEGV]" ends the thread it
   // killed (the snapshot's tid; its main thread when unknown).

@@ -1,6 +1,7 @@
 #include "trace/trace_dir.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -832,6 +833,15 @@ Result<std::string> TraceReader::ReadOpenStream(const Stream& stream, int fd,
     return Error(StreamName(stream) + " changed while being read");
   }
   return data;
+}
+
+void StreamBytes::DropBefore(uint64_t offset) const {
+  if (map_.empty()) return;
+  const auto page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const uint64_t n = std::min<uint64_t>(offset, size_) / page * page;
+  // MADV_DONTNEED on a private file mapping never written: the pages are
+  // unmapped, and a later read maps the file's bytes again.
+  if (n != 0) (void)::madvise(map_.data(), n, MADV_DONTNEED);
 }
 
 Result<StreamBytes> TraceReader::MapStream(const Stream& stream, ShortStream short_file) const {

@@ -227,6 +227,12 @@ class StreamBytes {
     return {reinterpret_cast<const char*>(map_.data()), size_};
   }
   [[nodiscard]] bool mapped() const { return !map_.empty(); }
+  // The decoder is past `offset` and will not read before it again but
+  // rarely: a mapping's pages before it leave this process's memory (they
+  // stay page cache, and read back from it if touched), so that the
+  // memory a decode holds does not grow with the stream. Nothing for held
+  // bytes.
+  void DropBefore(uint64_t offset) const;
   // Listed bytes the file no longer has (MapStream with
   // ShortStream::kKeepWhatIsThere): they would follow view(), from offset
   // view().size() of the stream. 0 for a whole stream.

@@ -1,7 +1,9 @@
 #include "trace/trace_dir.h"
 
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -9,6 +11,8 @@
 #include <filesystem>
 
 #include "base/file_util.h"
+#include "base/mapped_region.h"
+#include "base/unique_fd.h"
 #include "tests/support/result_matchers.h"
 #include "tests/support/temp_dir.h"
 
@@ -154,6 +158,30 @@ TEST(TraceDirTest, WritesAndReadsBackACompleteTrace) {
   EXPECT_EQ(records->records[0], start);  // sorted by time
   EXPECT_EQ(records->records[1], comm);
   EXPECT_EQ(records->truncated_tail, 0u);
+}
+
+// DropBefore (the decode, behind it): a mapping's pages go and read back
+// the file's bytes; bytes held in memory are left alone (dropping those
+// pages would zero them).
+TEST(TraceDirTest, DroppedPagesOfAStreamReadBackTheSameBytes) {
+  std::string bytes(5 * 4096 + 100, '\0');
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>(i * 7 + i / 4096);
+  const trace::StreamBytes held(bytes);
+  held.DropBefore(3 * 4096);
+  EXPECT_EQ(held.view(), bytes);
+
+  TempDir tmp;
+  const std::filesystem::path file = tmp.path() / "stream";
+  ASSERT_THAT(base::WriteFileAtomic(file, bytes), HasValue());
+  base::UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
+  ASSERT_TRUE(fd.valid());
+  auto region = base::MappedRegion::Map(bytes.size(), PROT_READ, MAP_PRIVATE, fd.get(), 0);
+  ASSERT_THAT(region, HasValue());
+  const trace::StreamBytes mapped(std::move(*region), bytes.size());
+  ASSERT_EQ(mapped.view(), bytes);
+  mapped.DropBefore(3 * 4096 + 10);
+  mapped.DropBefore(bytes.size() + 4096);  // past the end: up to it
+  EXPECT_EQ(mapped.view(), bytes);
 }
 
 TEST(TraceDirTest, RefusesToOverwriteAnExistingTrace) {
