@@ -15,7 +15,7 @@
 #include "base/file_util.h"
 #include "decode/classify.h"
 #include "decode/event_times.h"
-#include "decode/libipt_marks.h"
+#include "decode/libipt_engine.h"
 #include "elf/elf_file.h"
 #include "flow/flow_decoder.h"
 #include "flow/libipt_config.h"
@@ -101,7 +101,6 @@ class StreamDecoder {
                 PtDecoder::ThreadId thread, int32_t cpu, EventSink* sink, uint32_t stream,
                 uint64_t skip = 0)
       : owner_(owner),
-        dec_(std::move(dec)),
         bytes_(bytes),
         stream_(stream),
         cpu_(cpu),
@@ -113,8 +112,10 @@ class StreamDecoder {
         mtc_period_ns_(owner->MtcPeriodNs()),
         times_(owner->hardware_clock(), cycle_accurate_, mtc_period_ns_) {
     if (sink_ != nullptr) out_.reserve(kOutBatch);
-    if (dec_) marks_ = std::make_unique<LibiptMarks>(dec_.get());
-    if (!dec_) {
+    if (dec) {
+      libipt_ =
+          std::make_unique<LibiptEngine>(std::move(dec), owner->Iscache(), owner->EmptyImage());
+    } else {
       code_.views = &owner->views();
       code_.image = owner->KernelImageForFlow();
       flow_ = std::make_unique<flow::FlowDecoder>(owner->FlowConfig(bytes), &code_,
@@ -149,78 +150,21 @@ class StreamDecoder {
  private:
   enum class State : uint8_t { kSync, kSegment, kDone };
 
+  // One engine's items, one at a time: the flow decoder's, or libipt's
+  // (LibiptEngine, one step per call).
   bool Step() {
-    if (flow_) return StepFlow();
-    if (state_ == State::kSegment) {
-      if (status_ & pts_event_pending) {
-        struct pt_event ev;
-        status_ = pt_blk_event(dec_.get(), &ev, sizeof ev);
-        if (status_ < 0) return EndSegment(status_);
-        HandleEvent(ev);
-        return true;
-      }
-      if (status_ & pts_eos) {
-        at_eos_ = true;
-        return Done();
-      }
-      if (next_change_ != UINT64_MAX) {
-        uint64_t now = Now();
-        if (now >= next_change_) Retarget(now, /*thread=*/false);
-      }
-      struct pt_block block;
-      status_ = pt_blk_next(dec_.get(), &block, sizeof block);
-      // Errors apply after the last instruction of the returned block.
-      if (block.ninsn > 0) {
-        const bool signature_jump = marks_->IsSignatureJumpBlock(block, owner_->Iscache());
-        HandleBlock(block, signature_jump);
-        // An emulated PTWRITE's 64th conditional branch was in this block.
-        uint64_t mark = 0;
-        if (marks_->AfterBlock(block, signature_jump, &mark))
-          Emit(BranchKind::kMark, block.end_ip, mark);
-      }
-      // A call that decoded nothing stopped at block.ip: with -pte_nomap
-      // the address whose code is not in the image (flow::Item, kError).
-      if (status_ < 0)
-        return EndSegment(status_,
-                          pt_errcode(status_) == pte_nomap && block.ninsn == 0 ? block.ip : 0);
-      return true;
-    }
-    if (state_ == State::kDone) return false;
-    int status = pt_blk_sync_forward(dec_.get());
-    if (status < 0) {
-      if (status == -pte_eos) return Done();
-      uint64_t off = 0;
-      if (pt_blk_get_offset(dec_.get(), &off) < 0) off = 0;  // not synchronized: no position
-      if (off == last_sync_) return Done();                  // no progress: give up on this stream
-      last_sync_ = off;
-      return true;
-    }
-    if (skipping_) {
-      uint64_t at = 0;
-      EndSkip(pt_blk_get_sync_offset(dec_.get(), &at) >= 0 ? at : skip_from_);
-    }
-    have_prev_ = false;
-    eptw_hide_ = EptwHide::kNone;  // a new segment: nothing known of the stack
-    marks_->Reset();
-    status_ = status;
-    state_ = State::kSegment;
-    Retarget(Now(), /*thread=*/true);
-    HoldFrom();  // from the PSB's time
-    return true;
-  }
-  // The flow decoder's items, one at a time, handled as Step handles what
-  // libipt's calls return (the flow decoder runs the same loop).
-  bool StepFlow() {
     if (state_ == State::kDone) return false;
     if (item_i_ == item_n_) {
       // Images change between blocks: one step at a time while a change
       // may come (the flow decoder would otherwise decode ahead).
       const bool may_change = next_change_ != UINT64_MAX || cpu_ >= 0;
-      if (may_change && flow_->BlockNext() && next_change_ != UINT64_MAX) {
+      const bool block_next = libipt_ ? libipt_->BlockNext() : flow_->BlockNext();
+      if (may_change && block_next && next_change_ != UINT64_MAX) {
         uint64_t now = Now();
         if (now >= next_change_) Retarget(now, /*thread=*/false);
       }
-      item_n_ = flow_->Decode(items_.data(), may_change ? 2 : items_.size());
+      item_n_ = libipt_ ? libipt_->Decode(items_.data())
+                        : flow_->Decode(items_.data(), may_change ? 2 : items_.size());
       item_i_ = 0;
       if (item_n_ == 0) return Done();
     }
@@ -229,7 +173,7 @@ class StreamDecoder {
     flow_now_ = it.now;
     switch (it.kind) {
       case flow::ItemKind::kSync:
-        if (skipping_) EndSkip(it.offset);
+        if (skipping_) EndSkip(it.offset != UINT64_MAX ? it.offset : skip_from_);
         flow_offset_ = it.offset;
         have_prev_ = false;
         eptw_hide_ = EptwHide::kNone;  // a new segment: nothing known of the stack
@@ -246,7 +190,7 @@ class StreamDecoder {
         b.iclass = static_cast<enum pt_insn_class>(it.iclass);
         b.speculative = it.speculative ? 1 : 0;
         b.size = it.size;
-        if (b.iclass == ptic_error) {
+        if (b.iclass == ptic_error && flow_) {  // LibiptEngine classified its own
           uint8_t buf[16];
           const size_t n = code_.Read(b.end_ip, buf, sizeof buf);
           b.iclass = n == 0 ? ptic_error : ClassifyInstruction(buf, n, b.mode);
@@ -268,7 +212,9 @@ class StreamDecoder {
           return false;
         }
         Error(it.error, it.ip);
-        BeginSkip(IsDamage(it.error) ? std::min(it.offset, held_from_) : it.offset, it.error);
+        // Up to the next sync point, nothing of this stretch is decoded.
+        if (it.offset != UINT64_MAX)
+          BeginSkip(IsDamage(it.error) ? std::min(it.offset, held_from_) : it.offset, it.error);
         state_ = State::kSync;
         return true;
       case flow::ItemKind::kNextIp: return true;  // the oracle's, never from Decode
@@ -348,18 +294,6 @@ class StreamDecoder {
     }
     return ev;
   }
-  bool EndSegment(int status, uint64_t unread = 0) {
-    if (status == -pte_eos) return Done();
-    Error(status, unread);
-    // Up to the next sync point, nothing of this stretch is decoded.
-    if (uint64_t at = 0; pt_blk_get_offset(dec_.get(), &at) >= 0)
-      BeginSkip(IsDamage(status) ? std::min(at, held_from_) : at, status);
-    uint64_t off = 0;
-    if (pt_blk_get_sync_offset(dec_.get(), &off) < 0) off = 0;  // never synchronized
-    last_sync_ = off;
-    state_ = State::kSync;
-    return true;
-  }
   // Nothing is decoded from `offset` to the next sync point, after an
   // error with libipt status `error`.
   void BeginSkip(uint64_t offset, int error) {
@@ -434,8 +368,7 @@ class StreamDecoder {
       }
       return;
     }
-    sizes_.reset();  // CondJumpSize's sizes are the old image's
-    PTSNAP_CHECK_OK(pt_blk_set_image(dec_.get(), image));
+    libipt_->SetImage(image);
   }
 
   uint64_t Now() {
@@ -445,10 +378,9 @@ class StreamDecoder {
       return last_time_;
     }
     uint64_t tsc = 0;
-    uint32_t lost_mtc = 0, lost_cyc = 0;
-    int r = pt_blk_time(dec_.get(), &tsc, &lost_mtc, &lost_cyc);
-    if (r >= 0) timed_ = true;
-    if (r >= 0 && tsc != 0) Advance(owner_->TscToNs(tsc));
+    const bool r = libipt_->Time(&tsc);  // live: the engine steps once per call
+    if (r) timed_ = true;
+    if (r && tsc != 0) Advance(owner_->TscToNs(tsc));
     return last_time_;
   }
   void Advance(uint64_t ns) {
@@ -650,7 +582,7 @@ class StreamDecoder {
     uint64_t at = 0;
     if (flow_) {
       at = flow_offset_;
-    } else if (pt_blk_get_offset(dec_.get(), &at) < 0) {
+    } else if (!libipt_->Offset(&at)) {
       return 0;
     }
     static constexpr char kPsb[] =
@@ -706,7 +638,7 @@ class StreamDecoder {
     uint64_t to = 0;
     if (flow_) {
       if (!flow_->NextIp(&to)) return;
-    } else if (!at_eos_ || !flow::LibiptNextIp(dec_.get(), owner_->EmptyImage(), &to)) {
+    } else if (!libipt_->NextIp(&to)) {
       return;
     }
     if (!HiddenBoundary(PrevBranchKind(), /*eptw_jump=*/false))
@@ -773,21 +705,8 @@ class StreamDecoder {
     if (prev_iclass_ == ptic_error) prev_iclass_ = owner_->ClassifyBlockEnd(b);
     join_ = prev_iclass_ == ptic_other;
     prev_size_ = 0;
-    if (prev_iclass_ == ptic_cond_jump) prev_size_ = flow_ ? b.size : CondJumpSize(b);
+    if (prev_iclass_ == ptic_cond_jump) prev_size_ = b.size;
   }
-  // libipt's blocks carry no instruction size: read and decoded once per
-  // address and image (decoding each conditional branch again made
-  // `--decoder libipt` a third slower).
-  uint8_t CondJumpSize(const struct pt_block& b) {
-    if (!sizes_) sizes_ = std::make_unique<SizeCache>();
-    const size_t slot = (b.end_ip ^ (b.end_ip >> 12)) % SizeCache::kSlots;
-    if (sizes_->ip[slot] != b.end_ip) {
-      sizes_->ip[slot] = b.end_ip;
-      sizes_->len[slot] = owner_->BlockEndSize(b);
-    }
-    return sizes_->len[slot];
-  }
-
   void HandleEvent(const struct pt_event& ev) {
     join_ = false;
     if (ev.status_update && state_ == State::kSegment) {  // a PSB+
@@ -954,15 +873,14 @@ class StreamDecoder {
 
  private:
   PtDecoder* owner_;
-  UniqueBlockDecoder dec_;
   std::string_view bytes_;
   uint32_t stream_;  // the manifest's id, for stats_.skipped
   uint64_t missing_ = 0;
   const trace::StreamBytes* source_ = nullptr;
   uint64_t dropped_ = 0;  // DropDecoded's last offset
+  // The engine: ptsnap's flow decoder, or libipt's (one of them).
   std::unique_ptr<flow::FlowDecoder> flow_;
-  // The libipt engine's emulated-PTWRITE marks (the flow decoder reads its own).
-  std::unique_ptr<LibiptMarks> marks_;
+  std::unique_ptr<LibiptEngine> libipt_;
   ViewReader code_;
   std::array<flow::Item, 256> items_{};
   size_t item_i_ = 0, item_n_ = 0;
@@ -988,8 +906,6 @@ class StreamDecoder {
   DecodeStats& stats_;
   uint64_t skip_;
   State state_ = State::kSync;
-  int status_ = 0;
-  uint64_t last_sync_ = ~uint64_t{0};
   // Undecoded since skip_from_ (a stream offset) until the next sync point.
   bool skipping_ = true;
   uint64_t skip_from_ = 0;
@@ -1004,24 +920,14 @@ class StreamDecoder {
     uint64_t last_time = 0;
     EventTimes::Saved times;  // its anchor's position: where it is dropped
   } held_time_;
-  uint64_t flow_offset_ = 0;  // the offset of the last flow item that has one
+  uint64_t flow_offset_ = 0;  // the offset of the last flow item that has one (ours)
   bool have_prev_ = false;
   bool join_ = false;  // the next block continues the previous one (HandleBlock)
   // Inside an emulated PTWRITE whose frame is hidden (HiddenBoundary).
   enum class EptwHide : uint8_t { kNone, kCalled, kJumpedTo } eptw_hide_ = EptwHide::kNone;
-  bool at_eos_ = false;  // libipt: the stream ended where pt_blk_next reported pts_eos
   uint64_t prev_end_ = 0;
   enum pt_insn_class prev_iclass_ = ptic_error;
   uint8_t prev_size_ = 0;  // of a conditional branch ending the previous block; 0: unknown
-  // CondJumpSize's sizes by address, for the libipt engine only (the flow
-  // decoder's blocks carry theirs); made at its first conditional branch.
-  struct SizeCache {
-    static constexpr size_t kSlots = 4096;
-    SizeCache() { ip.fill(UINT64_MAX); }
-    std::array<uint64_t, kSlots> ip;
-    std::array<uint8_t, kSlots> len{};
-  };
-  std::unique_ptr<SizeCache> sizes_;
   // No block boundary was an event since tracing (re)started (a sync, a
   // TIP.PGE, an overflow, ...: wherever have_prev_ went false).
   bool restarted_ = true;

@@ -63,92 +63,6 @@ struct pt_image* CodeImage::NewLibiptImage() {
 
 namespace {
 
-Item FromBlock(const struct pt_block& b) {
-  Item i;
-  i.kind = ItemKind::kBlock;
-  i.ip = b.ip;
-  i.end_ip = b.end_ip;
-  i.ninsn = b.ninsn;
-  i.mode = static_cast<ExecMode>(b.mode);
-  i.iclass = static_cast<InsnClass>(b.iclass);
-  i.speculative = b.speculative != 0;
-  return i;
-}
-
-Item FromEvent(const struct pt_event& ev) {
-  Item i;
-  i.kind = ItemKind::kEvent;
-  i.event = static_cast<EventType>(ev.type);
-  i.ip_suppressed = ev.ip_suppressed != 0;
-  i.status_update = ev.status_update != 0;
-  i.has_tsc = ev.has_tsc != 0;
-  i.tsc = ev.tsc;
-  switch (ev.type) {
-    case ptev_enabled:
-      i.ip = ev.variant.enabled.ip;
-      i.resumed = ev.variant.enabled.resumed != 0;
-      break;
-    case ptev_disabled: i.ip = ev.variant.disabled.ip; break;
-    case ptev_async_disabled:
-      i.ip = ev.variant.async_disabled.at;
-      i.to = ev.variant.async_disabled.ip;
-      break;
-    case ptev_async_branch:
-      i.ip = ev.variant.async_branch.from;
-      i.to = ev.variant.async_branch.to;
-      break;
-    case ptev_overflow: i.ip = ev.variant.overflow.ip; break;
-    case ptev_exec_mode:
-      i.ip = ev.variant.exec_mode.ip;
-      i.mode = static_cast<ExecMode>(ev.variant.exec_mode.mode);
-      break;
-    case ptev_tsx:
-      i.ip = ev.variant.tsx.ip;
-      i.speculative = ev.variant.tsx.speculative != 0;
-      i.aborted = ev.variant.tsx.aborted != 0;
-      break;
-    case ptev_tick: i.ip = ev.variant.tick.ip; break;
-    case ptev_cbr: i.ratio = ev.variant.cbr.ratio; break;
-    case ptev_paging:
-      i.payload = ev.variant.paging.cr3;
-      i.non_root = ev.variant.paging.non_root != 0;
-      break;
-    case ptev_async_paging:
-      i.ip = ev.variant.async_paging.ip;
-      i.payload = ev.variant.async_paging.cr3;
-      i.non_root = ev.variant.async_paging.non_root != 0;
-      break;
-    case ptev_vmcs: i.payload = ev.variant.vmcs.base; break;
-    case ptev_async_vmcs:
-      i.ip = ev.variant.async_vmcs.ip;
-      i.payload = ev.variant.async_vmcs.base;
-      break;
-    case ptev_ptwrite:
-      i.ip = ev.variant.ptwrite.ip;
-      i.payload = ev.variant.ptwrite.payload;
-      i.size = ev.variant.ptwrite.size;
-      break;
-    case ptev_exstop: i.ip = ev.variant.exstop.ip; break;
-    case ptev_mwait:
-      i.ip = ev.variant.mwait.ip;
-      i.payload = ev.variant.mwait.hints | uint64_t{ev.variant.mwait.ext} << 32;
-      break;
-    case ptev_pwre:
-      i.payload = ev.variant.pwre.state | uint64_t{ev.variant.pwre.sub_state} << 8 |
-                  uint64_t{ev.variant.pwre.hw} << 16;
-      break;
-    case ptev_pwrx:
-      i.payload = ev.variant.pwrx.last | uint64_t{ev.variant.pwrx.deepest} << 8 |
-                  uint64_t{ev.variant.pwrx.interrupt} << 16 |
-                  uint64_t{ev.variant.pwrx.store} << 17 |
-                  uint64_t{ev.variant.pwrx.autonomous} << 18;
-      break;
-    case ptev_mnt: i.payload = ev.variant.mnt.payload; break;
-    default: break;
-  }
-  return i;
-}
-
 Item ErrorItem(int code) {
   Item i;
   i.kind = ItemKind::kError;
@@ -195,7 +109,7 @@ std::vector<Item> DecodeWithLibipt(const struct pt_config& cfg, struct pt_image*
           end_segment(status);
           continue;
         }
-        out.push_back(stamped(FromEvent(ev)));
+        out.push_back(stamped(LibiptEventItem(ev)));
         continue;
       }
       if ((status & pts_eos) != 0) {  // where it goes on: StreamDecoder's trailing branch
@@ -209,7 +123,7 @@ std::vector<Item> DecodeWithLibipt(const struct pt_config& cfg, struct pt_image*
       }
       struct pt_block block;
       status = pt_blk_next(dec, &block, sizeof block);
-      if (block.ninsn > 0) out.push_back(stamped(FromBlock(block)));
+      if (block.ninsn > 0) out.push_back(stamped(LibiptBlockItem(block)));
       if (status < 0) {
         end_segment(status);
         if (status == -pte_nomap && block.ninsn == 0 && !out.empty() &&
