@@ -3,6 +3,7 @@
 // [--open [--port P]]` and DecodeAndReport,
 // which `run`/`attach` call after recording.
 #include <unistd.h>
+#include <CLI/CLI.hpp>
 
 #include <cstdio>
 

@@ -1,5 +1,6 @@
 // `ptsnap export TRACE_DIR -o FILE [--force]`: writes the recording as
 // perf.data for perf script, perf report and hotspot (docs/perf-interop.md).
+#include <CLI/CLI.hpp>
 #include <cstdio>
 
 #include "cli/command.h"

@@ -3,6 +3,7 @@
 // is not a readable trace, a file its manifest lists is missing or damaged, or
 // the last whole decode noted there found impossible results.
 #include <sys/stat.h>
+#include <CLI/CLI.hpp>
 
 #include <cstdio>
 #include <ctime>

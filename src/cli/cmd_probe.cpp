@@ -1,4 +1,5 @@
 // `ptsnap probe [--json] [--root DIR]`: what this machine can record.
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <filesystem>
 #include <memory>

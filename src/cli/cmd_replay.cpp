@@ -2,6 +2,7 @@
 // durations, as `uftrace replay` prints them (docs/report.md, "Replay";
 // report/replay.h). TRACE is read as `report` reads it (read_trace.h): a
 // trace directory decoded streaming, or a decoded FXT or Chrome JSON file.
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <optional>
 

@@ -6,6 +6,7 @@
 // file) is written. -o writes the stacks as collapsed text (.folded) or a pprof profile (.pprof,
 // .pb.gz: report/pprof.h). --diff B reads a second trace the same way and
 // prints both side by side per function (report/diff.h).
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <optional>
 

@@ -1,6 +1,7 @@
 // `ptsnap serve FILE [--port N] [--count N]`: hands a decoded trace to
 // ui.perfetto.dev from 127.0.0.1, as Perfetto's tools/open_trace_in_ui
 // does (serve/trace_server.h), and ServeFile, which `decode --open` calls.
+#include <CLI/CLI.hpp>
 #include <csignal>
 #include <cstdio>
 

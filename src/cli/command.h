@@ -3,8 +3,13 @@
 // run in `*selected`. main() parses, then runs it; its return is the exit code.
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <functional>
+
+// CLI11 costs about 8 s of compile time in every file that includes it;
+// the files that add options include <CLI/CLI.hpp> themselves.
+namespace CLI {
+class App;
+}  // namespace CLI
 
 namespace ptsnap::cli {
 
