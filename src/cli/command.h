@@ -7,7 +7,7 @@
 
 // CLI11 costs about 8 s of compile time in every file that includes it;
 // the files that add options include <CLI/CLI.hpp> themselves.
-namespace CLI {
+namespace CLI {  // NOLINT(readability-identifier-naming): CLI11's own name
 class App;
 }  // namespace CLI
 
