@@ -1,9 +1,32 @@
 #include "record/aux_stream.h"
 
+#include <algorithm>
+#include <cerrno>
+
 namespace ptsnap::record {
+
+namespace {
+
+// A full disk refused `chunk` whole (AppendWhole takes a cut-short write
+// back): appends what still fits, a page at a time. PT needs no record
+// boundary; the decoder ends the stream at its last whole packet. Returns
+// the bytes appended.
+uint64_t AppendWhatFits(trace::TraceWriter& writer, uint32_t id, std::span<const std::byte> chunk) {
+  constexpr size_t kPiece = 4096;
+  uint64_t written = 0;
+  while (written < chunk.size()) {
+    const auto piece = chunk.subspan(written, std::min<size_t>(kPiece, chunk.size() - written));
+    if (!writer.AppendStream(id, piece)) break;
+    written += piece.size();
+  }
+  return written;
+}
+
+}  // namespace
 
 Result<uint64_t> AuxStreamer::Drain(trace::TraceWriter& writer) {
   Result<void> status = Ok();
+  uint64_t written = 0;  // of the `n` drained, on disk
   const uint64_t n = reader_.Drain([&](std::span<const std::byte> chunk) {
     if (!status) return;
     if (!id_) {
@@ -15,11 +38,18 @@ Result<uint64_t> AuxStreamer::Drain(trace::TraceWriter& writer) {
       id_ = *id;
     }
     status = writer.AppendStream(*id_, chunk);
+    if (status) {
+      written += chunk.size();
+    } else if (status.error().errnum() == ENOSPC) {
+      written += AppendWhatFits(writer, *id_, chunk);
+    }
   });
   // aux_tail has moved on either way: bytes that could not be written are
   // gone from the ring, so they count as lost.
   if (!status) {
-    skipped_ += n;
+    bytes_ += written;
+    skipped_ += n - written;
+    UpdateManifest(writer);
     return std::move(status).error().AddContext("writing a full-execution PT stream");
   }
   bytes_ += n;

@@ -6,6 +6,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <filesystem>
 #include <memory>
 #include <vector>
@@ -129,6 +132,46 @@ TEST(AuxStreamer, TruncatedAndSkippedBytesReachTheManifest) {
   ASSERT_THAT(r, HasValue());
   EXPECT_EQ(r->manifest().streams[0].truncated, 1u);
   EXPECT_EQ(r->manifest().streams[0].lost_bytes, s.lost_bytes());
+}
+
+// The disk fills during a drain: the chunk the disk cannot take whole is
+// written a page at a time, so the stream keeps every byte there was room
+// for (before, the whole drain was dropped: up to a full AUX buffer of
+// trace). Drain reports the full disk; lost_bytes counts only what did not
+// fit; the file holds the bytes in order and matches the manifest.
+TEST(AuxStreamer, AFullDiskKeepsTheBytesThatFit) {
+  if (::geteuid() != 0) GTEST_SKIP() << "mounting a small tmpfs needs root";
+  TempDir tmp;
+  const ::ptsnap::testing::SmallTmpfs small(tmp.path() / "small", "1m");
+  ASSERT_TRUE(small.mounted()) << "mount -t tmpfs failed as root";
+  auto w = trace::TraceWriter::Create(small.path() / "t", Initial());
+  ASSERT_THAT(w, HasValue());
+  FullAux aux(512 << 10);
+  AuxStreamer s(aux.header.get(), aux.data, trace::Stream{});
+
+  aux.Produce(400 << 10);
+  ASSERT_THAT(s.Drain(*w), HasValue());
+  // The 1 MiB less the 256 KiB .reserve and this 400 KiB leave less room
+  // than the next 400 KiB.
+  aux.Produce(400 << 10);
+  auto full = s.Drain(*w);
+  ASSERT_FALSE(full.has_value());
+  EXPECT_EQ(full.error().errnum(), ENOSPC) << full.error().ToString();
+  const uint64_t kept = w->manifest().streams[0].size;
+  EXPECT_GT(kept, (400u << 10) + (256u << 10)) << "the second drain's bytes that fit";
+  EXPECT_LT(kept, 800u << 10);
+  EXPECT_EQ(s.bytes(), kept);
+  EXPECT_EQ(s.lost_bytes(), (800u << 10) - kept);
+  EXPECT_EQ(w->manifest().streams[0].lost_bytes, s.lost_bytes());
+
+  ASSERT_THAT(w->Finish(trace::State::kInterrupted, "disk full"), HasValue());
+  auto r = trace::TraceReader::Open(small.path() / "t");
+  ASSERT_THAT(r, HasValue());
+  auto bytes = r->ReadStream(r->manifest().streams[0]);
+  ASSERT_THAT(bytes, HasValue());
+  ASSERT_EQ(bytes->size(), kept);
+  for (size_t i = 0; i < bytes->size(); ++i)
+    ASSERT_EQ(static_cast<std::byte>((*bytes)[i]), FullAux::At(i)) << i;
 }
 
 }  // namespace
