@@ -32,14 +32,6 @@ PtDecoder::PtDecoder(const std::filesystem::path& dir, const trace::Manifest& m)
 
 PtDecoder::~PtDecoder() = default;
 
-enum pt_insn_class PtDecoder::ClassifyBlockEnd(const struct pt_block& block) const {
-  return decode::ClassifyBlockEnd(iscache_.get(), block);
-}
-
-uint8_t PtDecoder::BlockEndSize(const struct pt_block& block) const {
-  return decode::BlockEndSize(iscache_.get(), block);
-}
-
 uint64_t PtDecoder::MtcPeriodNs() const {
   const trace::CpuId& c = manifest_.cpu;
   if (!manifest_.pt.mtc || c.cpuid_15_eax == 0 || c.cpuid_15_ebx == 0) return 0;
@@ -180,20 +172,13 @@ class StreamDecoder {
         HoldFrom();  // from the PSB's time
         return true;
       case flow::ItemKind::kBlock: {
-        struct pt_block b {};
-        b.ip = it.ip;
-        b.end_ip = it.end_ip;
-        b.ninsn = it.ninsn;
-        b.mode = static_cast<enum pt_exec_mode>(it.mode);
-        b.iclass = static_cast<enum pt_insn_class>(it.iclass);
-        b.speculative = it.speculative ? 1 : 0;
-        b.size = it.size;
-        if (b.iclass == ptic_error && flow_) {  // LibiptEngine classified its own
+        auto iclass = static_cast<enum pt_insn_class>(it.iclass);
+        if (iclass == ptic_error && flow_) {  // LibiptEngine classified its own
           uint8_t buf[16];
-          const size_t n = code_.Read(b.end_ip, buf, sizeof buf);
-          b.iclass = n == 0 ? ptic_error : ClassifyInstruction(buf, n, b.mode);
+          const size_t n = code_.Read(it.end_ip, buf, sizeof buf);
+          if (n != 0) iclass = ClassifyInstruction(buf, n, static_cast<enum pt_exec_mode>(it.mode));
         }
-        HandleBlock(b, it.eptw_jump);
+        HandleBlock(it, iclass);
         // An emulated PTWRITE's payload was complete at this block's last
         // branch (the function's 64th conditional branch).
         if (it.mark) Emit(BranchKind::kMark, it.end_ip, it.payload);
@@ -201,7 +186,7 @@ class StreamDecoder {
       }
       case flow::ItemKind::kEvent:
         flow_offset_ = it.offset;
-        HandleEvent(ToEvent(it));
+        HandleEvent(it);
         return true;
       case flow::ItemKind::kError:
         if (it.error == flow::kErrUnsupported) {
@@ -218,79 +203,6 @@ class StreamDecoder {
       case flow::ItemKind::kNextIp: return true;  // the oracle's, never from Decode
     }
     return true;
-  }
-  static struct pt_event ToEvent(const flow::Item& it) {
-    struct pt_event ev {};
-    ev.type = static_cast<enum pt_event_type>(it.event);
-    ev.ip_suppressed = it.ip_suppressed ? 1 : 0;
-    ev.status_update = it.status_update ? 1 : 0;
-    ev.has_tsc = it.has_tsc ? 1 : 0;
-    ev.tsc = it.tsc;
-    switch (it.event) {
-      case flow::EventType::kEnabled:
-        ev.variant.enabled.ip = it.ip;
-        ev.variant.enabled.resumed = it.resumed ? 1 : 0;
-        break;
-      case flow::EventType::kDisabled: ev.variant.disabled.ip = it.ip; break;
-      case flow::EventType::kAsyncDisabled:
-        ev.variant.async_disabled.at = it.ip;
-        ev.variant.async_disabled.ip = it.to;
-        break;
-      case flow::EventType::kAsyncBranch:
-        ev.variant.async_branch.from = it.ip;
-        ev.variant.async_branch.to = it.to;
-        break;
-      case flow::EventType::kOverflow: ev.variant.overflow.ip = it.ip; break;
-      case flow::EventType::kExecMode:
-        ev.variant.exec_mode.ip = it.ip;
-        ev.variant.exec_mode.mode = static_cast<enum pt_exec_mode>(it.mode);
-        break;
-      case flow::EventType::kTsx:
-        ev.variant.tsx.ip = it.ip;
-        ev.variant.tsx.speculative = it.speculative ? 1 : 0;
-        ev.variant.tsx.aborted = it.aborted ? 1 : 0;
-        break;
-      case flow::EventType::kTick: ev.variant.tick.ip = it.ip; break;
-      case flow::EventType::kCbr: ev.variant.cbr.ratio = it.ratio; break;
-      case flow::EventType::kPaging:
-        ev.variant.paging.cr3 = it.payload;
-        ev.variant.paging.non_root = it.non_root ? 1 : 0;
-        break;
-      case flow::EventType::kAsyncPaging:
-        ev.variant.async_paging.cr3 = it.payload;
-        ev.variant.async_paging.non_root = it.non_root ? 1 : 0;
-        ev.variant.async_paging.ip = it.ip;
-        break;
-      case flow::EventType::kVmcs: ev.variant.vmcs.base = it.payload; break;
-      case flow::EventType::kAsyncVmcs:
-        ev.variant.async_vmcs.base = it.payload;
-        ev.variant.async_vmcs.ip = it.ip;
-        break;
-      case flow::EventType::kPtwrite:
-        ev.variant.ptwrite.ip = it.ip;
-        ev.variant.ptwrite.size = it.size;
-        ev.variant.ptwrite.payload = it.payload;
-        break;
-      case flow::EventType::kMwait:
-        ev.variant.mwait.ip = it.ip;
-        ev.variant.mwait.hints = static_cast<uint32_t>(it.payload);
-        ev.variant.mwait.ext = static_cast<uint32_t>(it.payload >> 32);
-        break;
-      case flow::EventType::kPwre:  // flow's PwrePayload
-        ev.variant.pwre.state = it.payload & 0xf;
-        ev.variant.pwre.sub_state = (it.payload >> 8) & 0xf;
-        ev.variant.pwre.hw = (it.payload >> 16) & 1;
-        break;
-      case flow::EventType::kPwrx:  // flow's PwrxPayload
-        ev.variant.pwrx.last = it.payload & 0xf;
-        ev.variant.pwrx.deepest = (it.payload >> 8) & 0xf;
-        ev.variant.pwrx.interrupt = (it.payload >> 16) & 1;
-        ev.variant.pwrx.store = (it.payload >> 17) & 1;
-        ev.variant.pwrx.autonomous = (it.payload >> 18) & 1;
-        break;
-      default: break;  // EXSTOP and MNT: HandleEvent reads nothing
-    }
-    return ev;
   }
   // Nothing is decoded from `offset` to the next sync point, after an
   // error with libipt status `error`.
@@ -488,7 +400,7 @@ class StreamDecoder {
   // An event's own time when libipt has one: by the time an event is
   // returned, pt_blk_time() may already have read ahead to a later timing
   // packet (e.g. the TSC before the TIP.PGE that ends a [syscall] span).
-  uint64_t EventTime(const struct pt_event& ev) {
+  uint64_t EventTime(const flow::Item& ev) {
     if (!ev.has_tsc) return Now();
     Advance(owner_->TscToNs(ev.tsc));
     return last_time_;
@@ -673,7 +585,8 @@ class StreamDecoder {
     return kind == BranchKind::kReturn && called;
   }
 
-  void HandleBlock(const struct pt_block& b, bool eptw_jump) {
+  // A block of either engine, `iclass` its last instruction's class.
+  void HandleBlock(const flow::Item& b, enum pt_insn_class iclass) {
     stats_.blocks++;
     stats_.instructions += b.ninsn;
     if (b.speculative && !in_tx_) in_tx_ = true;
@@ -692,20 +605,20 @@ class StreamDecoder {
     const bool fell_through = have_prev_ && prev_iclass_ == ptic_cond_jump && prev_size_ != 0 &&
                               b.ip == prev_end_ + prev_size_ && !restarted_;
     if (have_prev_ && !join_ && !fell_through) {
-      if (!HiddenBoundary(PrevBranchKind(), eptw_jump)) Emit(PrevBranchKind(), prev_end_, b.ip);
+      if (!HiddenBoundary(PrevBranchKind(), b.eptw_jump)) Emit(PrevBranchKind(), prev_end_, b.ip);
       restarted_ = false;
     }
     insns_ += b.ninsn;
     pos_ += b.ninsn;
     have_prev_ = true;
     prev_end_ = b.end_ip;
-    prev_iclass_ = b.iclass;
-    if (prev_iclass_ == ptic_error) prev_iclass_ = owner_->ClassifyBlockEnd(b);
+    prev_iclass_ = iclass;
     join_ = prev_iclass_ == ptic_other;
     prev_size_ = 0;
     if (prev_iclass_ == ptic_cond_jump) prev_size_ = b.size;
   }
-  void HandleEvent(const struct pt_event& ev) {
+  // An event of either engine (flow::Item's fields by event, flow_decoder.h).
+  void HandleEvent(const flow::Item& ev) {
     join_ = false;
     if (ev.status_update && state_ == State::kSegment) {  // a PSB+
       if (ev.has_tsc && TimeRanAhead(owner_->TscToNs(ev.tsc))) {
@@ -723,41 +636,39 @@ class StreamDecoder {
     if (ev.has_tsc) Advance(owner_->TscToNs(ev.tsc));
     // A PSB+: what was held before it decoded whole; hold from its time.
     if (ev.status_update && state_ == State::kSegment) HoldFrom();
-    switch (ev.type) {
-      case ptev_enabled: {
+    switch (ev.event) {
+      case flow::EventType::kEnabled: {
         have_prev_ = false;
         uint64_t t = EventTime(ev);
         if (ev.has_tsc) AnchorAt(t);   // the TSC before the TIP.PGE
         Retarget(t, /*thread=*/true);  // a context switch shows as a gap in the trace
-        Emit(BranchKind::kEnable, 0, ev.ip_suppressed ? 0 : ev.variant.enabled.ip, false);
+        Emit(BranchKind::kEnable, 0, ev.ip_suppressed ? 0 : ev.ip, false);
         break;
       }
-      case ptev_disabled:
+      case flow::EventType::kDisabled:
         // A TIP.PGD with an IP: the branch that ended the previous block
         // left the address filters (--filter) for that IP. It retired: the
         // call or return happened, to code outside the trace. (A syscall's
         // TIP.PGD has its IP suppressed.)
         if (!ev.ip_suppressed && have_prev_ && prev_iclass_ != ptic_far_call &&
             prev_iclass_ != ptic_far_return)
-          Emit(PrevBranchKind(), prev_end_, ev.variant.disabled.ip);
+          Emit(PrevBranchKind(), prev_end_, ev.ip);
         EmitStop(BranchKind::kDisable, have_prev_ ? prev_end_ : 0,
                  have_prev_ && prev_iclass_ == ptic_far_call, EventTime(ev), ev.has_tsc);
         have_prev_ = false;
         break;
-      case ptev_async_disabled:
-        EmitStop(BranchKind::kDisable, ev.variant.async_disabled.at, false, EventTime(ev),
-                 ev.has_tsc);
+      case flow::EventType::kAsyncDisabled:
+        EmitStop(BranchKind::kDisable, ev.ip, false, EventTime(ev), ev.has_tsc);
         have_prev_ = false;
         break;
-      case ptev_async_branch: {
+      case flow::EventType::kAsyncBranch: {
         uint64_t t = EventTime(ev);
         if (cycle_accurate_ && ev.has_tsc) AnchorAt(t);
-        Emit(BranchKind::kInterrupt, ev.variant.async_branch.from, ev.variant.async_branch.to,
-             false);
+        Emit(BranchKind::kInterrupt, ev.ip, ev.to, false);
         have_prev_ = false;
         break;
       }
-      case ptev_overflow: {
+      case flow::EventType::kOverflow: {
         DropTransaction();
         stats_.overflows++;
         uint64_t t = EventTime(ev);
@@ -766,69 +677,65 @@ class StreamDecoder {
         // since the last anchor lead; tracing resumes at the overflow's time.
         BranchEvent e;
         e.kind = BranchKind::kOverflow;
-        e.to = ev.ip_suppressed ? 0 : ev.variant.overflow.ip;
+        e.to = ev.ip_suppressed ? 0 : ev.ip;
         Emit(e, /*gap=*/true, 0);
         if (ev.has_tsc) AnchorAt(t);
         Retarget(t, /*thread=*/true);
         have_prev_ = false;
         break;
       }
-      case ptev_tick:
+      case flow::EventType::kTick:
         if (ev.has_tsc) AnchorAt(TickTime(owner_->TscToNs(ev.tsc)));
         break;
-      case ptev_tsx:
-        if (ev.variant.tsx.aborted) {
+      case flow::EventType::kTsx:
+        if (ev.aborted) {
           // The speculative work never happened. The next block starts at
           // the abort handler: a jump from the aborting instruction.
           stats_.tsx_aborts++;
           DropTransaction();
-          prev_end_ = ev.ip_suppressed ? prev_end_ : ev.variant.tsx.ip;
+          prev_end_ = ev.ip_suppressed ? prev_end_ : ev.ip;
           prev_iclass_ = ptic_jump;
           have_prev_ = true;
-        } else if (ev.variant.tsx.speculative) {
+        } else if (ev.speculative) {
           in_tx_ = true;
         } else {
           CommitTransaction();
         }
         break;
-      case ptev_stop:
+      case flow::EventType::kStop:
         EmitStop(BranchKind::kStop, have_prev_ ? prev_end_ : 0, false, EventTime(ev), ev.has_tsc);
         have_prev_ = false;
         break;
-      case ptev_paging:  // CR3 write: on a per-CPU stream, maybe another process
-      case ptev_async_paging:
+      case flow::EventType::kPaging:  // CR3 write: on a per-CPU stream, maybe another process
+      case flow::EventType::kAsyncPaging:
         if (cpu_ >= 0) Retarget(Now(), /*thread=*/true);
         break;
-      case ptev_ptwrite:
+      case flow::EventType::kPtwrite:
         if (ev.has_tsc) AnchorAt(owner_->TscToNs(ev.tsc));
-        Emit(BranchKind::kMark, ev.ip_suppressed ? 0 : ev.variant.ptwrite.ip,
-             ev.variant.ptwrite.payload);
+        Emit(BranchKind::kMark, ev.ip_suppressed ? 0 : ev.ip, ev.payload);
         break;
-      case ptev_cbr:
+      case flow::EventType::kCbr:
         if (ev.has_tsc) AnchorAt(owner_->TscToNs(ev.tsc));
-        times_.set_cbr(ev.variant.cbr.ratio);
-        if (owner_->hardware_clock()) Emit(BranchKind::kCbr, 0, ev.variant.cbr.ratio);
+        times_.set_cbr(ev.ratio);
+        if (owner_->hardware_clock()) Emit(BranchKind::kCbr, 0, ev.ratio);
         break;
-      case ptev_mwait:
-        Emit(BranchKind::kPowerEntry, ev.ip_suppressed ? 0 : ev.variant.mwait.ip,
-             ev.variant.mwait.hints);
+      case flow::EventType::kMwait:
+        Emit(BranchKind::kPowerEntry, ev.ip_suppressed ? 0 : ev.ip,
+             static_cast<uint32_t>(ev.payload));
         break;
-      case ptev_pwre:
-        Emit(BranchKind::kPowerEntry, 0,
-             kPowerPwre | ev.variant.pwre.state | uint64_t{ev.variant.pwre.sub_state} << 8 |
-                 uint64_t{ev.variant.pwre.hw} << 16);
+      case flow::EventType::kPwre:
+        // state | sub_state << 8 | hw << 16, as the engines pack it
+        Emit(BranchKind::kPowerEntry, 0, kPowerPwre | (ev.payload & 0x10f0f));
         break;
-      case ptev_pwrx:
-        Emit(BranchKind::kPowerExit, 0,
-             ev.variant.pwrx.last | uint64_t{ev.variant.pwrx.deepest} << 8 |
-                 uint64_t{ev.variant.pwrx.interrupt} << 16 | uint64_t{ev.variant.pwrx.store} << 17 |
-                 uint64_t{ev.variant.pwrx.autonomous} << 18);
+      case flow::EventType::kPwrx:
+        // last | deepest << 8 | interrupt << 16 | store << 17 | autonomous << 18
+        Emit(BranchKind::kPowerExit, 0, ev.payload & 0x70f0f);
         break;
-      case ptev_exec_mode:  // 16/32/64-bit: libipt applies it; nothing to show
-      case ptev_vmcs:
-      case ptev_async_vmcs:
-      case ptev_exstop:  // execution stopped: the PWRE or MWAIT beside it says more
-      case ptev_mnt:
+      case flow::EventType::kExecMode:  // 16/32/64-bit: libipt applies it; nothing to show
+      case flow::EventType::kVmcs:
+      case flow::EventType::kAsyncVmcs:
+      case flow::EventType::kExstop:  // execution stopped: the PWRE or MWAIT beside it says more
+      case flow::EventType::kMnt:
         // Status events of a PSB+ carry its TSC: the time at this position.
         if (ev.has_tsc) AnchorAt(owner_->TscToNs(ev.tsc));
         break;

@@ -156,12 +156,6 @@ class PtDecoder {
   [[nodiscard]] bool hardware_clock() const { return manifest_.source == trace::Source::kHardware; }
   // Perf-clock ns between two MTC packets (0 without MTC or CPUID.15H).
   [[nodiscard]] uint64_t MtcPeriodNs() const;
-  // The class of `block`'s last instruction, read from the image section
-  // that holds it, for the blocks libipt leaves at ptic_error
-  // (ClassifyBlockEnd in classify.h, over this decoder's section cache).
-  [[nodiscard]] enum pt_insn_class ClassifyBlockEnd(const struct pt_block& block) const;
-  // The length of `block`'s last instruction, read the same way (0: unknown).
-  [[nodiscard]] uint8_t BlockEndSize(const struct pt_block& block) const;
   // The section cache that holds every image's sections (LibiptMarks reads
   // code through it).
   [[nodiscard]] struct pt_image_section_cache* Iscache() const { return iscache_.get(); }
