@@ -1,32 +1,11 @@
 #include "record/aux_stream.h"
 
 #include <algorithm>
-#include <cerrno>
 
 namespace ptsnap::record {
 
-namespace {
-
-// A full disk refused `chunk` whole (AppendWhole takes a cut-short write
-// back): appends what still fits, a page at a time. PT needs no record
-// boundary; the decoder ends the stream at its last whole packet. Returns
-// the bytes appended.
-uint64_t AppendWhatFits(trace::TraceWriter& writer, uint32_t id, std::span<const std::byte> chunk) {
-  constexpr size_t kPiece = 4096;
-  uint64_t written = 0;
-  while (written < chunk.size()) {
-    const auto piece = chunk.subspan(written, std::min<size_t>(kPiece, chunk.size() - written));
-    if (!writer.AppendStream(id, piece)) break;
-    written += piece.size();
-  }
-  return written;
-}
-
-}  // namespace
-
 Result<uint64_t> AuxStreamer::Drain(trace::TraceWriter& writer) {
   Result<void> status = Ok();
-  uint64_t written = 0;  // of the `n` drained, on disk
   const uint64_t n = reader_.Drain([&](std::span<const std::byte> chunk) {
     if (!status) return;
     if (!id_) {
@@ -37,16 +16,16 @@ Result<uint64_t> AuxStreamer::Drain(trace::TraceWriter& writer) {
       }
       id_ = *id;
     }
-    status = writer.AppendStream(*id_, chunk);
-    if (status) {
-      written += chunk.size();
-    } else if (status.error().errnum() == ENOSPC) {
-      written += AppendWhatFits(writer, *id_, chunk);
-    }
+    // PT needs no record boundary (the decoder ends the stream at its last
+    // whole packet): a full disk keeps what fits, a page at a time.
+    status = writer.AppendStreamKeepingWhatFits(
+        *id_, chunk, [](auto rest) { return std::min<size_t>(4096, rest.size()); });
   });
   // aux_tail has moved on either way: bytes that could not be written are
   // gone from the ring, so they count as lost.
   if (!status) {
+    // bytes_ is what this stream held before the drain.
+    const uint64_t written = bytes_on_disk(writer) - bytes_;
     bytes_ += written;
     skipped_ += n - written;
     UpdateManifest(writer);
@@ -64,6 +43,11 @@ void AuxStreamer::NoteAux(const trace::Aux& aux, trace::TraceWriter& writer) {
   next_offset_ = std::max(next_offset_, aux.aux_offset + aux.aux_size);
   if ((aux.flags & PERF_AUX_FLAG_TRUNCATED) != 0) ++truncated_;
   UpdateManifest(writer);
+}
+
+uint64_t AuxStreamer::bytes_on_disk(trace::TraceWriter& writer) const {
+  const trace::Stream* s = id_ ? writer.FindStream(*id_) : nullptr;
+  return s != nullptr ? s->size : 0;
 }
 
 void AuxStreamer::UpdateManifest(trace::TraceWriter& writer) const {

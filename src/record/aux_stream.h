@@ -53,6 +53,8 @@ class AuxStreamer {
 
  private:
   void UpdateManifest(trace::TraceWriter& writer) const;
+  // The stream's size in the writer: what reached the file.
+  uint64_t bytes_on_disk(trace::TraceWriter& writer) const;
 
   perf::AuxFullReader reader_;
   trace::Stream info_;

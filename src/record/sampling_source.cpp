@@ -1,6 +1,5 @@
 #include "record/sampling_source.h"
 
-#include <cerrno>
 #include <cstring>
 #include <utility>
 
@@ -151,26 +150,16 @@ Result<void> SamplingSource::WritePending(Unit& u, trace::TraceWriter& writer) {
     PTSNAP_ASSIGN_OR_RETURN(uint32_t id, writer.BeginStream(info));
     u.stream = id;
   }
-  auto appended = writer.AppendStream(*u.stream, u.pending);
-  if (!appended && appended.error().errnum() == ENOSPC) KeepWholeSamplesThatFit(u, writer);
+  // A full disk keeps every whole sample that fits: a slow drain's long
+  // batch is not lost with the one sample that did not.
+  auto appended = writer.AppendStreamKeepingWhatFits(*u.stream, u.pending, [](auto rest) {
+    perf_event_header h;
+    if (rest.size() < sizeof(h)) return size_t{0};
+    std::memcpy(&h, rest.data(), sizeof(h));
+    return h.size < sizeof(h) ? size_t{0} : size_t{h.size};
+  });
   u.pending.clear();
   return appended;
-}
-
-// A full disk refused the whole batch (AppendWhole takes a cut-short write
-// back): keep as many whole samples as still fit, one append each, so a
-// drain that found a long batch (a slow drain, a busy host) does not lose
-// the samples that had room.
-void SamplingSource::KeepWholeSamplesThatFit(Unit& u, trace::TraceWriter& writer) {
-  const std::span<const std::byte> all(u.pending);
-  size_t off = 0;
-  while (all.size() - off >= sizeof(perf_event_header)) {
-    perf_event_header h;
-    std::memcpy(&h, all.data() + off, sizeof(h));
-    if (h.size < sizeof(h) || h.size > all.size() - off) break;
-    if (!writer.AppendStream(*u.stream, all.subspan(off, h.size))) break;
-    off += h.size;
-  }
 }
 
 Result<void> SamplingSource::DrainAux(trace::TraceWriter& writer) {

@@ -93,7 +93,6 @@ class SamplingSource final : public PtSource {
   Result<void> Open(Unit& u, const perf_event_attr& attr, size_t pages, const std::string& what);
   Result<void> DrainUnit(Unit& u, SidebandEvents& ev);
   Result<void> WritePending(Unit& u, trace::TraceWriter& writer);
-  static void KeepWholeSamplesThatFit(Unit& u, trace::TraceWriter& writer);
 
   SamplingConfig config_;
   std::map<Key, Unit> units_;

@@ -362,6 +362,19 @@ Result<void> TraceWriter::AppendStream(uint32_t id, std::span<const std::byte> d
   return Ok();
 }
 
+Result<void> TraceWriter::AppendStreamKeepingWhatFits(
+    uint32_t id, std::span<const std::byte> data,
+    const std::function<size_t(std::span<const std::byte>)>& piece) {
+  auto appended = AppendStream(id, data);
+  if (appended || appended.error().errnum() != ENOSPC) return appended;
+  for (size_t off = 0; off < data.size();) {
+    const size_t n = piece(data.subspan(off));
+    if (n == 0 || n > data.size() - off || !AppendStream(id, data.subspan(off, n))) break;
+    off += n;
+  }
+  return appended;
+}
+
 Result<void> TraceWriter::AddSnapshot(Snapshot snap) {
   snapshot_reasons_.push_back(snap.reason);
   manifest_.snapshots.push_back(std::move(snap));

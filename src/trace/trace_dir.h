@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -79,6 +80,14 @@ class TraceWriter {
   // another file system is copied. Then rewrites the manifest.
   Result<uint32_t> AdoptStream(Stream info, const std::filesystem::path& file);
   Result<void> AppendStream(uint32_t id, std::span<const std::byte> data);
+  // As AppendStream, but a full disk keeps what fits: after `data` is refused
+  // whole, its leading pieces are appended one by one until one does not fit
+  // (`piece(rest)`: the length of the piece `rest` starts with, 0 for none:
+  // a whole record, or any length for PT). The full disk's error is still
+  // returned; the stream's size says what was kept.
+  Result<void> AppendStreamKeepingWhatFits(
+      uint32_t id, std::span<const std::byte> data,
+      const std::function<size_t(std::span<const std::byte>)>& piece);
   // The in-memory entry of stream `id`, which the caller may change (the
   // next Flush writes its figures): a full-execution stream (snapshot 0,
   // which may grow), or any stream the next Flush is still to list. nullptr
